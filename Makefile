@@ -1,0 +1,48 @@
+# pgbackoff — run `make` (or `make help`) for the list of targets.
+.DEFAULT_GOAL := help
+SHELL := bash
+GO ?= go
+PKGS := ./...
+BIN := bin/backoffctl
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build bin/backoffctl
+	$(GO) build -o $(BIN) ./cmd/backoffctl
+
+.PHONY: test
+test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, or Docker via Testcontainers)
+	scripts/with-test-db.sh $(GO) test -count=1 $(PKGS)
+
+.PHONY: test-race
+test-race: ## Run every test with the race detector
+	scripts/with-test-db.sh $(GO) test -race -count=1 $(PKGS)
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+
+.PHONY: bench
+bench: ## Throughput and latency against the raw-SQL limit (BENCH_MODE=quick|full)
+	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick}
+
+.PHONY: demo
+demo: build ## Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters
+	$(BIN) demo
+
+.PHONY: migrate
+migrate: build ## Apply the migrations to DATABASE_URL
+	$(BIN) migrate up
+
+.PHONY: pg-image
+pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 binaries
+	scripts/build-pg-image.sh
+
+.PHONY: golden
+golden: ## Rewrite the committed schema dump after an intended schema change
+	scripts/with-test-db.sh $(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update

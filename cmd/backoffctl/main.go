@@ -1,0 +1,19 @@
+// Command backoffctl operates pgbackoff: migrations, policies, jobs, dead
+// letters and a demo. See `backoffctl --help`.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/pgbackoff/pgbackoff/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

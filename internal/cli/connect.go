@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+)
+
+// statementTimeout bounds every statement backoffctl sends, so an operator's
+// command never hangs behind a lock.
+const statementTimeout = 30 * time.Second
+
+// databaseURL returns --database-url, or DATABASE_URL.
+func databaseURL(cmd *cobra.Command) (string, error) {
+	u, _ := cmd.Flags().GetString("database-url")
+	if u == "" {
+		u = os.Getenv("DATABASE_URL")
+	}
+	if u == "" {
+		return "", usagef("no database: pass --database-url or set DATABASE_URL")
+	}
+	return u, nil
+}
+
+func connConfig(cmd *cobra.Command) (*pgx.ConnConfig, error) {
+	u, err := databaseURL(cmd)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(u)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("invalid database URL: %w", rootCause(err))}
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	cfg.RuntimeParams["application_name"] = "backoffctl"
+	cfg.RuntimeParams["statement_timeout"] = fmt.Sprint(statementTimeout.Milliseconds())
+	return cfg, nil
+}
+
+// connect opens one connection for a command.
+func connect(ctx context.Context, cmd *cobra.Command) (*pgx.Conn, error) {
+	cfg, err := connConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s:%d: %w", cfg.Host, cfg.Port, rootCause(err))
+	}
+	return conn, nil
+}
+
+// connectPool opens a pool, for commands that run workers.
+func connectPool(ctx context.Context, cmd *cobra.Command, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := connConfig(cmd)
+	if err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, err
+	}
+	pcfg.ConnConfig = cfg
+	pcfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to %s:%d: %w", cfg.Host, cfg.Port, rootCause(err))
+	}
+	return pool, nil
+}
+
+// rootCause drops pgx's wrapping down to the innermost error, which is the
+// part an operator can act on ("connection refused", "password
+// authentication failed").
+func rootCause(err error) error {
+	for {
+		var next error
+		switch e := err.(type) {
+		case interface{ Unwrap() []error }:
+			if errs := e.Unwrap(); len(errs) > 0 {
+				next = errs[len(errs)-1] // the last attempt (e.g. after TLS was refused)
+			}
+		case interface{ Unwrap() error }:
+			next = e.Unwrap()
+		}
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}

@@ -1,0 +1,134 @@
+// Package cli implements backoffctl, the operator's command line. Every
+// command writes to the writers it is given, so tests compare exact output.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command ran and failed (database, config, state)
+	ExitUsage   = 2 // the command line itself is wrong
+)
+
+// usageError marks an error in the command line (unknown flag, missing
+// argument), which exits with ExitUsage.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// Main runs backoffctl with args (without the program name) and returns the
+// process exit code. Errors are printed as one line on stderr.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "backoffctl: "+oneLine(describe(err)))
+	if isUsage(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "backoffctl",
+		Short: "Operate pgbackoff: migrations, policies, jobs and dead letters",
+		Long: `backoffctl installs and operates pgbackoff, the retry and backoff layer
+that lives in PostgreSQL.
+
+The database comes from --database-url, or DATABASE_URL when the flag is absent.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.PersistentFlags().String("database-url", "", "PostgreSQL connection URL (default $DATABASE_URL)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newMigrateCommand())
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// extraCommands lets each command file register itself, so that adding a
+// command touches one file.
+var extraCommands []func() *cobra.Command
+
+func register(cmd func() *cobra.Command) { extraCommands = append(extraCommands, cmd) }
+
+// groupCommand is a command that only holds subcommands: without one it
+// prints its help; with an unknown one it is a usage error.
+func groupCommand(cmd *cobra.Command) *cobra.Command {
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return c.Help()
+	}
+	return cmd
+}
+
+// exactArgs is cobra.ExactArgs with a usage-error result.
+func exactArgs(n int, names string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("expected %d argument(s) %s, got %d", n, names, len(args))
+		}
+		return nil
+	}
+}
+
+func isUsage(err error) bool {
+	var ue usageError
+	if errors.As(err, &ue) {
+		return true
+	}
+	// cobra's own command-line errors.
+	msg := err.Error()
+	return strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "accepts ") || strings.HasPrefix(msg, "requires ")
+}
+
+// describe renders an error for an operator: a PostgreSQL error shows its
+// SQLSTATE next to its message.
+func describe(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		msg := err.Error()
+		// pgx prints "ERROR: msg (SQLSTATE X)"; keep the caller's context and
+		// put the code first, where scripts look for it.
+		detail := ""
+		if pgErr.Detail != "" {
+			detail = " (" + pgErr.Detail + ")"
+		}
+		if i := strings.Index(msg, pgErr.Error()); i > 0 {
+			return fmt.Sprintf("%sSQLSTATE %s: %s%s", msg[:i], pgErr.Code, pgErr.Message, detail)
+		}
+		return fmt.Sprintf("SQLSTATE %s: %s%s", pgErr.Code, pgErr.Message, detail)
+	}
+	return err.Error()
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}

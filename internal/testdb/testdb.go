@@ -1,0 +1,269 @@
+// Package testdb hands each test a fresh PostgreSQL database with the
+// pgbackoff schema installed.
+//
+// Where the server comes from, in order:
+//   - TEST_DATABASE_URL: an existing server; testdb creates and drops its own
+//     databases there and never touches others;
+//   - otherwise one container per test package, started by Testcontainers
+//     from BACKOFF_TEST_PG_IMAGE (default postgres:17-alpine).
+//
+// With neither, tests skip on a developer's machine and fail when CI is set,
+// so a missing server can never pass as green in CI.
+//
+// Each package migrates one template database once; every test gets a copy
+// of it (CREATE DATABASE … TEMPLATE), which takes milliseconds.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the container's wait strategy
+	"github.com/moby/moby/api/types/network"
+	"github.com/testcontainers/testcontainers-go"
+	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/pgbackoff/pgbackoff/internal/migrations"
+)
+
+// DefaultImage is the image Testcontainers starts when
+// BACKOFF_TEST_PG_IMAGE is not set.
+const DefaultImage = "postgres:17-alpine"
+
+var server struct {
+	once      sync.Once
+	adminURL  string // a superuser connection to the maintenance database
+	template  string // name of the migrated template database
+	container *tcpostgres.PostgresContainer
+	err       error
+}
+
+// Main runs a package's tests, then drops the template database and stops
+// the container the package started. Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	shutdown()
+	os.Exit(code)
+}
+
+// New returns a pool on a fresh database migrated to the latest version.
+// The pool is closed and the database dropped when the test ends.
+func New(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return Pool(t, NewURL(t))
+}
+
+// NewURL returns the URL of a fresh database migrated to the latest version,
+// for tests that open their own connections (several workers, the CLI).
+func NewURL(t testing.TB) string {
+	t.Helper()
+	ensureServer(t)
+	return createDatabase(t, server.template)
+}
+
+// NewEmptyURL returns the URL of a fresh database with nothing installed,
+// for migration tests.
+func NewEmptyURL(t testing.TB) string {
+	t.Helper()
+	ensureServer(t)
+	return createDatabase(t, "template0")
+}
+
+// AdminURL is a superuser URL of the server under test, for tests that need
+// roles or server-wide settings.
+func AdminURL(t testing.TB) string {
+	t.Helper()
+	ensureServer(t)
+	return server.adminURL
+}
+
+// Pool opens a pool on url that is closed when the test ends.
+func Pool(t testing.TB, dbURL string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("testdb: parse url: %v", err)
+	}
+	cfg.MaxConns = 20
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("testdb: open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Container is the Testcontainers PostgreSQL this package started, or nil
+// when the server came from TEST_DATABASE_URL. Fault tests use it to restart
+// or pause the server.
+func Container(t testing.TB) *tcpostgres.PostgresContainer {
+	t.Helper()
+	ensureServer(t)
+	return server.container
+}
+
+func ensureServer(t testing.TB) {
+	t.Helper()
+	server.once.Do(func() { server.err = startServer() })
+	if server.err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("testdb: no PostgreSQL for tests (CI is set, so this fails instead of skipping): %v", server.err)
+	}
+	t.Skipf("testdb: no PostgreSQL for tests; set TEST_DATABASE_URL or start Docker: %v", server.err)
+}
+
+func startServer() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		server.adminURL = u
+	} else {
+		c, err := startContainer(ctx)
+		if err != nil {
+			return err
+		}
+		server.container = c
+		server.adminURL, err = c.ConnectionString(ctx, "sslmode=disable")
+		if err != nil {
+			return fmt.Errorf("container connection string: %w", err)
+		}
+	}
+	tmpl := "backoff_tmpl_" + randomSuffix()
+	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
+		return fmt.Errorf("create template database: %w", err)
+	}
+	server.template = tmpl
+	conn, err := pgx.Connect(ctx, withDatabase(server.adminURL, tmpl))
+	if err != nil {
+		return fmt.Errorf("connect to template database: %w", err)
+	}
+	defer conn.Close(ctx)
+	m, err := migrations.New(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if _, _, err := m.MigrateTo(ctx, m.Latest()); err != nil {
+		return err
+	}
+	return nil
+}
+
+func startContainer(ctx context.Context) (*tcpostgres.PostgresContainer, error) {
+	// Defaults for machines without an image registry or a routable gateway;
+	// an explicit setting in the environment wins.
+	setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
+	image := os.Getenv("BACKOFF_TEST_PG_IMAGE")
+	if image == "" {
+		image = DefaultImage
+	}
+	c, err := tcpostgres.Run(ctx, image,
+		tcpostgres.WithDatabase("postgres"),
+		tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"),
+		testcontainers.WithCmdArgs("-c", "max_connections=300", "-c", "synchronous_commit=off"),
+		// A SQL probe works for the official images (whose init server
+		// listens on no TCP port) and for images without nc or cat.
+		testcontainers.WithWaitStrategy(wait.ForSQL("5432/tcp", "pgx", func(host string, port network.Port) string {
+			return fmt.Sprintf("postgres://postgres:postgres@%s:%s/postgres?sslmode=disable", host, port.Port())
+		}).WithStartupTimeout(2*time.Minute).WithPollInterval(200*time.Millisecond)),
+	)
+	if err != nil {
+		if c != nil {
+			_ = testcontainers.TerminateContainer(c)
+		}
+		return nil, fmt.Errorf("start %s with Testcontainers: %w", image, err)
+	}
+	return c, nil
+}
+
+func shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if server.template != "" && server.err == nil {
+		_ = adminExec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{server.template}.Sanitize()+" WITH (FORCE)")
+	}
+	if server.container != nil {
+		_ = testcontainers.TerminateContainer(server.container)
+	}
+}
+
+func createDatabase(t testing.TB, template string) string {
+	t.Helper()
+	ctx := context.Background()
+	name := "backoff_test_" + randomSuffix()
+	stmt := fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{template}.Sanitize())
+	var err error
+	for try := 0; try < 50; try++ {
+		err = adminExec(ctx, stmt)
+		// 55006: the template is briefly in use by a concurrent CREATE DATABASE.
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("testdb: create database: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Errorf("testdb: drop database %s: %v", name, err)
+		}
+	})
+	return withDatabase(server.adminURL, name)
+}
+
+func adminExec(ctx context.Context, sql string) error {
+	conn, err := pgx.Connect(ctx, server.adminURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// withDatabase returns dbURL with its database replaced by name. It accepts
+// URLs (postgres://…) and keyword/value strings (host=… dbname=…).
+func withDatabase(dbURL, name string) string {
+	if u, err := url.Parse(dbURL); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		return u.String()
+	}
+	var kept []string
+	for _, f := range strings.Fields(dbURL) {
+		if !strings.HasPrefix(f, "dbname=") {
+			kept = append(kept, f)
+		}
+	}
+	return strings.Join(append(kept, "dbname="+name), " ")
+}
+
+func setDefaultEnv(key, value string) {
+	if _, ok := os.LookupEnv(key); !ok {
+		os.Setenv(key, value)
+	}
+}
+
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,74 @@
+-- Tables and indexes of pgbackoff. The schema itself and tern's version table
+-- (backoff.schema_migrations) are created by the migrator before this runs,
+-- so that migrating down to zero keeps the version bookkeeping.
+
+-- Named retry policies, written by `backoffctl config apply`. Durations are
+-- intervals, numbers are float8 so that SQL and Go compute with the same IEEE
+-- doubles (docs/adr/0004-identical-math-in-sql-and-go.md).
+CREATE TABLE backoff.policies (
+    name         text PRIMARY KEY CHECK (name <> ''),
+    strategy     text NOT NULL DEFAULT 'exponential'
+                 CHECK (strategy IN ('none', 'fixed', 'linear', 'exponential', 'polynomial', 'schedule')),
+    base         interval NOT NULL DEFAULT '1 second' CHECK (base >= interval '0'),
+    multiplier   float8 NOT NULL DEFAULT 2.0 CHECK (multiplier >= 1 AND multiplier <= 1000),
+    exponent     integer NOT NULL DEFAULT 2 CHECK (exponent BETWEEN 1 AND 10),
+    schedule     interval[] NOT NULL DEFAULT '{}',
+    max_delay    interval NOT NULL DEFAULT '1 minute' CHECK (max_delay >= interval '0'),
+    jitter       text NOT NULL DEFAULT 'none' CHECK (jitter IN ('none', 'full', 'equal', 'proportional')),
+    jitter_ratio float8 NOT NULL DEFAULT 0.1 CHECK (jitter_ratio >= 0 AND jitter_ratio <= 1),
+    max_attempts integer NOT NULL DEFAULT 5 CHECK (max_attempts >= 1),
+    lease        interval NOT NULL DEFAULT '30 seconds' CHECK (lease > interval '0'),
+    deadline     interval CHECK (deadline > interval '0'),
+    updated_at   timestamptz NOT NULL DEFAULT now(),
+    CHECK (strategy <> 'schedule' OR cardinality(schedule) > 0)
+);
+
+-- Queue → policy mapping; a queue with no row uses the 'default' policy.
+CREATE TABLE backoff.queues (
+    name       text PRIMARY KEY CHECK (name <> ''),
+    policy     text NOT NULL REFERENCES backoff.policies (name) ON UPDATE CASCADE,
+    paused     boolean NOT NULL DEFAULT false,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE backoff.jobs (
+    id                 bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue              text NOT NULL CHECK (queue <> ''),
+    payload            jsonb NOT NULL DEFAULT '{}',
+    status             text NOT NULL DEFAULT 'pending'
+                       CHECK (status IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')),
+    priority           integer NOT NULL DEFAULT 0,
+    attempts           integer NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts       integer CHECK (max_attempts >= 1),
+    policy             text,
+    run_at             timestamptz NOT NULL,
+    lease_until        timestamptz,
+    locked_by          text,
+    last_attempted_at  timestamptz,
+    last_failed_at     timestamptz,
+    last_error         text,
+    errors             jsonb NOT NULL DEFAULT '[]',
+    dead_letter_reason text CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline')),
+    dedupe_key         text,
+    created_at         timestamptz NOT NULL,
+    completed_at       timestamptz
+);
+
+-- Claim: due jobs of one queue in claim order. Partial, so finished rows
+-- (the bulk of a long-lived table) never enter it.
+CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id)
+    WHERE status IN ('pending', 'retrying');
+
+-- Reap: running jobs by lease expiry.
+CREATE INDEX jobs_running_lease_idx ON backoff.jobs (lease_until)
+    WHERE status = 'running';
+
+-- Dedupe: one unfinished job per (queue, dedupe_key).
+CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)
+    WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+
+---- create above / drop below ----
+
+DROP TABLE backoff.jobs;
+DROP TABLE backoff.queues;
+DROP TABLE backoff.policies;
