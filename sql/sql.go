@@ -7,7 +7,8 @@ import "embed"
 
 // Files holds migrations/ (numbered tern migrations and released function
 // snapshots) and functions/ (the working copy of every function, one per
-// file, plus install.sql listing them in dependency order).
+// file, plus install.sql listing them in dependency order). "all:" keeps
+// the private functions, whose files start with "_".
 //
-//go:embed migrations functions
+//go:embed all:migrations all:functions
 var Files embed.FS

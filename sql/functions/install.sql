@@ -1,3 +1,9 @@
 -- The function files, in dependency order. Each file creates one function
--- (with its overloads) and its COMMENT.
+-- (with its overloads) and, for public functions, its COMMENT.
 {{ template "schema_version.sql" . }}
+{{ template "_interval_us.sql" . }}
+{{ template "_clamped_power.sql" . }}
+{{ template "_jitter_unit.sql" . }}
+{{ template "_delay_us.sql" . }}
+{{ template "_policy_delay_us.sql" . }}
+{{ template "retry_delay.sql" . }}

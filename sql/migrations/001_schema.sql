@@ -23,6 +23,17 @@ CREATE TABLE backoff.policies (
     CHECK (strategy <> 'schedule' OR cardinality(schedule) > 0)
 );
 
+-- The shipped profiles (docs/policies.md has their timelines). 'default' is
+-- the policy of a queue with no mapping; it starts as a copy of 'moderate'
+-- and `backoffctl config apply` rewrites it from default_policy.
+INSERT INTO backoff.policies
+    (name, strategy, base, multiplier, max_delay, jitter, jitter_ratio, max_attempts, lease)
+VALUES
+    ('aggressive',   'exponential', '100 milliseconds', 2.0, '10 seconds', 'equal',        0.1, 10, '30 seconds'),
+    ('moderate',     'exponential', '1 second',         2.0, '60 seconds', 'proportional', 0.1, 5,  '30 seconds'),
+    ('conservative', 'exponential', '30 seconds',       2.0, '1 hour',     'full',         0.1, 8,  '5 minutes'),
+    ('default',      'exponential', '1 second',         2.0, '60 seconds', 'proportional', 0.1, 5,  '30 seconds');
+
 -- Queue → policy mapping; a queue with no row uses the 'default' policy.
 CREATE TABLE backoff.queues (
     name       text PRIMARY KEY CHECK (name <> ''),
