@@ -4,6 +4,7 @@
 package policyvectors
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -122,4 +123,43 @@ func Load(path string) (File, error) {
 func Path() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "client", "policy", "testdata", "vectors.json")
+}
+
+// Marshal renders the file as JSON with one case per line, so that a diff
+// of the file shows which vectors changed.
+func (f File) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	head, err := json.Marshal(struct {
+		Comment string `json:"comment"`
+		LeftOut int    `json:"left_out_rounding_dependent"`
+	}{f.Comment, f.LeftOut})
+	if err != nil {
+		return nil, err
+	}
+	b.Write(head[:len(head)-1]) // without the closing brace
+	for _, section := range []struct {
+		name  string
+		items int
+		item  func(int) any
+	}{
+		{"cases", len(f.Cases), func(i int) any { return f.Cases[i] }},
+		{"units", len(f.Units), func(i int) any { return f.Units[i] }},
+		{"step_retry", len(f.StepRetry), func(i int) any { return f.StepRetry[i] }},
+	} {
+		fmt.Fprintf(&b, ",\n%q: [", section.name)
+		for i := 0; i < section.items; i++ {
+			line, err := json.Marshal(section.item(i))
+			if err != nil {
+				return nil, err
+			}
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("\n  ")
+			b.Write(line)
+		}
+		b.WriteString("\n]")
+	}
+	b.WriteString("\n}\n")
+	return b.Bytes(), nil
 }
