@@ -16,17 +16,19 @@ CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
     p_backoff_multiplier    numeric DEFAULT 2.0
 )
 RETURNS timestamptz
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 AS $$
-    SELECT CASE
-        WHEN backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL
-            THEN last_attempted_at + backoff_request_seconds * interval '1 second'
-        WHEN failure_time IS NOT NULL
-            THEN failure_time + v.fallback
-    END
-    FROM (SELECT backoff._step_backoff(backoff_request_seconds, attempts,
-                                       p_max_backoff_seconds, p_backoff_multiplier) AS fallback) AS v
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
 $$;
 
 CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
@@ -38,17 +40,19 @@ CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
     p_backoff_multiplier    numeric DEFAULT 2.0
 )
 RETURNS timestamp
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT CASE
-        WHEN backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL
-            THEN last_attempted_at + backoff_request_seconds * interval '1 second'
-        WHEN failure_time IS NOT NULL
-            THEN failure_time + v.fallback
-    END
-    FROM (SELECT backoff._step_backoff(backoff_request_seconds, attempts,
-                                       p_max_backoff_seconds, p_backoff_multiplier) AS fallback) AS v
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
 $$;
 
 COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamptz, timestamptz, integer, integer, numeric) IS

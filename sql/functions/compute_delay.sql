@@ -19,7 +19,7 @@ LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
-    c_limit CONSTANT interval := interval '100 years';
+    c_limit CONSTANT interval := interval '876600 hours';  -- 100 years of 365.25 days
     v_entry interval;
 BEGIN
     -- Intervals are checked before they become microseconds: a huge interval
