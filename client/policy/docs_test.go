@@ -174,7 +174,7 @@ The last attempt a job may make is dead-lettered instead of retried.
 ## The records this design answers
 
 The numbers of the designs this project learned from come out exactly (each
-is a test vector in `+"`client/policy/testdata/vectors.json`"+`):
+is a test vector in ` + "`client/policy/testdata/vectors.json`" + `):
 `)
 	recipes := []struct {
 		title string
@@ -216,21 +216,21 @@ is a test vector in `+"`client/policy/testdata/vectors.json`"+`):
 
 	w(`
 tasker-core's SQL fallback is available as is:
-`+"`backoff.calculate_step_next_retry_time(backoff_request_seconds, last_attempted_at, failure_time, attempts, p_max_backoff_seconds DEFAULT 60, p_backoff_multiplier DEFAULT 2.0)`"+`
-returns `+"`last_attempted_at + backoff_request_seconds`"+` when both are given, else
-`+"`failure_time + LEAST(multiplier^attempts, max)`"+` seconds, else NULL (with
-`+"`timestamptz`"+` and `+"`timestamp`"+` overloads). Unlike the original it never overflows:
+` + "`backoff.calculate_step_next_retry_time(backoff_request_seconds, last_attempted_at, failure_time, attempts, p_max_backoff_seconds DEFAULT 60, p_backoff_multiplier DEFAULT 2.0)`" + `
+returns ` + "`last_attempted_at + backoff_request_seconds`" + ` when both are given, else
+` + "`failure_time + LEAST(multiplier^attempts, max)`" + ` seconds, else NULL (with
+` + "`timestamptz`" + ` and ` + "`timestamp`" + ` overloads). Unlike the original it never overflows:
 the cap is decided from logarithms before any power is taken, for attempts up
 to 2,147,483,647. A fractional power is kept to the microsecond, rounded to
-nearest, exactly as the original expression `+"`power(m, a) * interval '1 second'`"+`
-does (1.1^3 → 1.331 s). A NULL `+"`attempts`"+` gives the max, as the original's
-`+"`LEAST`"+` does. Negative `+"`attempts`"+` or `+"`backoff_request_seconds`"+`, a max ≤ 0, a
+nearest, exactly as the original expression ` + "`power(m, a) * interval '1 second'`" + `
+does (1.1^3 → 1.331 s). A NULL ` + "`attempts`" + ` gives the max, as the original's
+` + "`LEAST`" + ` does. Negative ` + "`attempts`" + ` or ` + "`backoff_request_seconds`" + `, a max ≤ 0, a
 multiplier < 1, NaN or infinite raise 22023 naming the parameter, whichever
 path applies.
 
 ## SQL
 
-`+"```sql"+`
+` + "```sql" + `
 -- The delay before the retry after attempt 3 of job 42 under 'moderate':
 SELECT backoff.retry_delay('moderate', 3, 42);
 
@@ -240,7 +240,7 @@ SELECT backoff.compute_delay('exponential', '1 second', 2.0, 2, '{}', '1 minute'
 
 -- A policy's timeline as job 42 would live it:
 SELECT * FROM backoff.schedule('moderate', 5, 42);
-`+"```"+`
+` + "```" + `
 
 All three raise 22023 with a message naming the bad parameter (unknown
 policy, attempt < 1, a value outside the limits above).
