@@ -176,35 +176,24 @@ The last attempt a job may make is dead-lettered instead of retried.
 The numbers of the designs this project learned from come out exactly (each
 is a test vector in ` + "`client/policy/testdata/vectors.json`" + `):
 `)
+	pulse := policy.Defaults()
+	pulse.Strategy, pulse.Exponent, pulse.Max, pulse.MaxAttempts = policy.StrategyPolynomial, 2, time.Hour, 3
+	duroxide := policy.Defaults()
+	duroxide.Base, duroxide.Max, duroxide.MaxAttempts = 100*time.Millisecond, 30*time.Second, 12
+	workflow := policy.Defaults()
+	workflow.Max, workflow.Jitter, workflow.JitterRatio = 60*time.Second, policy.JitterProportional, 0.5
+	tasker := policy.Defaults()
+	tasker.Strategy, tasker.Max, tasker.Jitter, tasker.MaxAttempts = policy.StrategySchedule, 60*time.Second, policy.JitterProportional, 8
+	tasker.Schedule = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second}
 	recipes := []struct {
 		title string
 		p     policy.Policy
-	}{}
-	pulse := policy.Defaults()
-	pulse.Strategy, pulse.Exponent, pulse.Max, pulse.MaxAttempts = policy.StrategyPolynomial, 2, time.Hour, 3
-	recipes = append(recipes, struct {
-		title string
-		p     policy.Policy
-	}{"pulse: attempts² seconds (polynomial, base 1s, exponent 2)", pulse})
-	dx := policy.Defaults()
-	dx.Base, dx.Max, dx.MaxAttempts = 100*time.Millisecond, 30*time.Second, 12
-	recipes = append(recipes, struct {
-		title string
-		p     policy.Policy
-	}{"duroxide: 100ms doubling, capped at 30s (exponential)", dx})
-	wf := policy.Defaults()
-	wf.Max, wf.Jitter, wf.JitterRatio, wf.MaxAttempts = 60*time.Second, policy.JitterProportional, 0.5, 5
-	recipes = append(recipes, struct {
-		title string
-		p     policy.Policy
-	}{"workflow ADR-003: EXPONENTIAL, baseDelay 1000ms, maxDelay 60000ms, jitter factor [0.5, 1.5) (proportional, r = 0.5)", wf})
-	tk := policy.Defaults()
-	tk.Strategy, tk.Schedule, tk.Max, tk.Jitter, tk.MaxAttempts = policy.StrategySchedule,
-		[]time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second}, 60*time.Second, policy.JitterProportional, 8
-	recipes = append(recipes, struct {
-		title string
-		p     policy.Policy
-	}{"tasker-core: default_backoff_seconds [1, 2, 4, 8, 16, 32], max 60s, 10% jitter (schedule)", tk})
+	}{
+		{"pulse: attempts² seconds (polynomial, base 1s, exponent 2)", pulse},
+		{"duroxide: 100ms doubling, capped at 30s (exponential)", duroxide},
+		{"workflow ADR-003: EXPONENTIAL, baseDelay 1000ms, maxDelay 60000ms, jitter factor [0.5, 1.5) (proportional, r = 0.5)", workflow},
+		{"tasker-core: default_backoff_seconds [1, 2, 4, 8, 16, 32], max 60s, 10% jitter (schedule)", tasker},
+	}
 	for _, r := range recipes {
 		w("\n**%s**", r.title)
 		if len(r.p.Schedule) > 0 {
