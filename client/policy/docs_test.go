@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ vectors and a randomized cross-check prove it
 | `+"`schedule`"+` | `+"`[]`"+` | entries 0 – 100 years; not empty for strategy schedule | explicit delays, the last one repeats |
 | `+"`max`"+` | `+"`%s`"+` | 0 – 100 years | cap on every delay, jitter included (column `+"`max_delay`"+`) |
 | `+"`jitter`"+` | `+"`%s`"+` | none, full, equal, proportional | how delays spread across jobs |
-| `+"`jitter_ratio`"+` | `+"`%g`"+` | 0, or %g – 1 | r of proportional jitter |
+| `+"`jitter_ratio`"+` | `+"`%g`"+` | 0, or %s – 1 | r of proportional jitter |
 | `+"`max_attempts`"+` | `+"`%d`"+` | ≥ 1 | attempts before the job is dead-lettered |
 | `+"`lease`"+` | `+"`%s`"+` | ≥ 1µs | how long a claim lasts without a heartbeat |
 | `+"`deadline`"+` | none | ≥ 1µs | no retry is scheduled past `+"`created_at + deadline`"+` |
@@ -150,7 +151,7 @@ are the least and greatest delay over all seeds (rounded to the millisecond).
 The last attempt a job may make is dead-lettered instead of retried.
 `,
 		d.Strategy, show(d.Base), d.Multiplier, policy.MaxMultiplier, d.Exponent, policy.MaxExponent, show(d.Max), d.Jitter,
-		d.JitterRatio, policy.MinJitterRatio, d.MaxAttempts, show(d.Lease), policy.JitterUnit(42, 3))
+		d.JitterRatio, strconv.FormatFloat(policy.MinJitterRatio, 'f', -1, 64), d.MaxAttempts, show(d.Lease), policy.JitterUnit(42, 3))
 
 	for _, name := range policy.ProfileNames() {
 		p := policy.Profiles()[name]
