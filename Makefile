@@ -46,3 +46,13 @@ pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 
 .PHONY: golden
 golden: ## Rewrite the committed schema dump after an intended schema change
 	scripts/with-test-db.sh $(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update
+
+.PHONY: generate
+generate: ## Regenerate dist/backoff.sql, the extension files, docs/sql-reference.md and the schema dump
+	scripts/with-test-db.sh $(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
+	$(MAKE) golden
+
+PG_CONFIG ?= pg_config
+.PHONY: install-extension
+install-extension: ## Install the backoff extension into the local PostgreSQL (CREATE EXTENSION backoff)
+	install -m 644 extension/backoff.control extension/backoff--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"

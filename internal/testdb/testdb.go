@@ -30,25 +30,18 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the container's wait strategy
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
-	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
+	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 )
 
-// DefaultImage is the image Testcontainers starts when
-// BACKOFF_TEST_PG_IMAGE is not set.
-const DefaultImage = "postgres:17-alpine"
-
 var server struct {
-	once      sync.Once
-	adminURL  string // a superuser connection to the maintenance database
-	template  string // name of the migrated template database
-	container *tcpostgres.PostgresContainer
-	err       error
+	once     sync.Once
+	adminURL string // a superuser connection to the maintenance database
+	template string // name of the migrated template database
+	srv      *pgserver.Server
+	err      error
 }
 
 // Main runs a package's tests, then drops the template database and stops
@@ -112,7 +105,7 @@ func Pool(t testing.TB, dbURL string) *pgxpool.Pool {
 func Container(t testing.TB) *tcpostgres.PostgresContainer {
 	t.Helper()
 	ensureServer(t)
-	return server.container
+	return server.srv.Container
 }
 
 func ensureServer(t testing.TB) {
@@ -131,18 +124,15 @@ func startServer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		server.adminURL = u
+		server.srv = pgserver.FromURL(u)
 	} else {
-		c, err := startContainer(ctx)
+		srv, err := pgserver.StartContainer(ctx, pgserver.Image(), "max_connections=300", "synchronous_commit=off")
 		if err != nil {
 			return err
 		}
-		server.container = c
-		server.adminURL, err = c.ConnectionString(ctx, "sslmode=disable")
-		if err != nil {
-			return fmt.Errorf("container connection string: %w", err)
-		}
+		server.srv = srv
 	}
+	server.adminURL = server.srv.URL
 	tmpl := "backoff_tmpl_" + randomSuffix()
 	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		return fmt.Errorf("create template database: %w", err)
@@ -163,44 +153,13 @@ func startServer() error {
 	return nil
 }
 
-func startContainer(ctx context.Context) (*tcpostgres.PostgresContainer, error) {
-	// Defaults for machines without an image registry or a routable gateway;
-	// an explicit setting in the environment wins.
-	setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
-	image := os.Getenv("BACKOFF_TEST_PG_IMAGE")
-	if image == "" {
-		image = DefaultImage
-	}
-	c, err := tcpostgres.Run(ctx, image,
-		tcpostgres.WithDatabase("postgres"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		testcontainers.WithCmdArgs("-c", "max_connections=300", "-c", "synchronous_commit=off"),
-		// A SQL probe works for the official images (whose init server
-		// listens on no TCP port) and for images without nc or cat.
-		testcontainers.WithWaitStrategy(wait.ForSQL("5432/tcp", "pgx", func(host string, port network.Port) string {
-			return fmt.Sprintf("postgres://postgres:postgres@%s:%s/postgres?sslmode=disable", host, port.Port())
-		}).WithStartupTimeout(2*time.Minute).WithPollInterval(200*time.Millisecond)),
-	)
-	if err != nil {
-		if c != nil {
-			_ = testcontainers.TerminateContainer(c)
-		}
-		return nil, fmt.Errorf("start %s with Testcontainers: %w", image, err)
-	}
-	return c, nil
-}
-
 func shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if server.template != "" && server.err == nil {
 		_ = adminExec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{server.template}.Sanitize()+" WITH (FORCE)")
 	}
-	if server.container != nil {
-		_ = testcontainers.TerminateContainer(server.container)
-	}
+	_ = server.srv.Stop(ctx)
 }
 
 func createDatabase(t testing.TB, template string) string {
@@ -254,12 +213,6 @@ func withDatabase(dbURL, name string) string {
 		}
 	}
 	return strings.Join(append(kept, "dbname="+name), " ")
-}
-
-func setDefaultEnv(key, value string) {
-	if _, ok := os.LookupEnv(key); !ok {
-		os.Setenv(key, value)
-	}
 }
 
 func randomSuffix() string {

@@ -1,0 +1,128 @@
+package distribution_test
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/distribution"
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated files under dist/ and extension/")
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+var generated = map[string]func() (string, error){
+	"dist/backoff.sql": func() (string, error) { return distribution.Render(distribution.Standalone) },
+	"extension/backoff--" + distribution.ExtensionVersion + ".sql": func() (string, error) {
+		return distribution.Render(distribution.Extension)
+	},
+	"extension/backoff.control": func() (string, error) { return distribution.Control(), nil },
+}
+
+// TestGeneratedFilesAreCurrent fails when a committed generated file differs
+// from what the migrations render today; `make generate` rewrites them.
+func TestGeneratedFilesAreCurrent(t *testing.T) {
+	for rel, render := range generated {
+		want, err := render()
+		require.NoError(t, err)
+		path := filepath.Join("..", "..", rel)
+		if *update {
+			require.NoError(t, os.WriteFile(path, []byte(want), 0o644))
+		}
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Equal(t, want, string(got), "%s is stale: run `make generate`", rel)
+	}
+}
+
+// TestStandaloneMatchesMigrations installs dist/backoff.sql into an empty
+// database and compares its schema with one built by the migrations.
+func TestStandaloneMatchesMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sql, err := distribution.Render(distribution.Standalone)
+	require.NoError(t, err)
+
+	fromDist := connect(t, testdb.NewEmptyURL(t))
+	tx, err := fromDist.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, sql)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	fromMigrations := connect(t, testdb.NewURL(t))
+	requireSameSchema(t, fromMigrations, fromDist)
+}
+
+// TestCreateExtension installs the extension files into the test server and
+// runs CREATE EXTENSION backoff. It needs write access to the server's
+// extension directory: the Testcontainers container gives it; against
+// TEST_DATABASE_URL it runs only when the extension was installed there
+// (`make install-extension`).
+func TestCreateExtension(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := connect(t, testdb.NewEmptyURL(t))
+	if c := testdb.Container(t); c != nil {
+		var sharedir string
+		require.NoError(t, conn.QueryRow(ctx, "SELECT setting FROM pg_catalog.pg_config WHERE name = 'SHAREDIR'").Scan(&sharedir))
+		for rel, render := range generated {
+			if filepath.Dir(rel) != "extension" {
+				continue
+			}
+			body, err := render()
+			require.NoError(t, err)
+			require.NoError(t, c.CopyToContainer(ctx, []byte(body), sharedir+"/extension/"+filepath.Base(rel), 0o644))
+		}
+	} else {
+		var available bool
+		require.NoError(t, conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'backoff')").Scan(&available))
+		if !available {
+			t.Skip("extension files are not installed on the TEST_DATABASE_URL server; run `make install-extension` there")
+		}
+	}
+	_, err := conn.Exec(ctx, "CREATE EXTENSION backoff")
+	require.NoError(t, err)
+	var version string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'backoff'").Scan(&version))
+	require.Equal(t, distribution.ExtensionVersion, version)
+
+	requireSameSchema(t, connect(t, testdb.NewURL(t)), conn)
+
+	_, err = conn.Exec(ctx, "DROP EXTENSION backoff")
+	require.NoError(t, err)
+	var left int
+	require.NoError(t, conn.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM pg_catalog.pg_class WHERE relnamespace = 'backoff'::regnamespace)
+		     + (SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'backoff'::regnamespace)`).Scan(&left))
+	require.Zero(t, left, "DROP EXTENSION must remove every table and function it created")
+}
+
+func requireSameSchema(t *testing.T, want, got *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	w, err := testdb.DumpSchema(ctx, want)
+	require.NoError(t, err)
+	g, err := testdb.DumpSchema(ctx, got)
+	require.NoError(t, err)
+	require.Equal(t, w, g)
+	var wv, gv int
+	require.NoError(t, want.QueryRow(ctx, "SELECT backoff.schema_version()").Scan(&wv))
+	require.NoError(t, got.QueryRow(ctx, "SELECT backoff.schema_version()").Scan(&gv))
+	require.Equal(t, wv, gv)
+}
+
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
