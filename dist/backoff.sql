@@ -15,18 +15,29 @@ INSERT INTO backoff.schema_migrations (version) VALUES (2);
 
 -- Named retry policies, written by `backoffctl config apply`. Durations are
 -- intervals, numbers are float8 so that SQL and Go compute with the same IEEE
--- doubles (docs/adr/0004-identical-math-in-sql-and-go.md).
+-- doubles (docs/adr/0004-identical-math-in-sql-and-go.md). The limits are
+-- those of backoff._delay_us and of the Go mirror's Policy.Validate: delays
+-- up to 100 years (876600 hours: years of 365.25 days, written in hours
+-- because interval comparison counts a year as 360 days) keep every
+-- microsecond count exact in a double (< 2^53),
+-- and a jitter ratio is 0 or at least a millionth, because a smaller one
+-- underflows float8 (PostgreSQL raises where Go would silently give 0).
 CREATE TABLE backoff.policies (
     name         text PRIMARY KEY CHECK (name <> ''),
     strategy     text NOT NULL DEFAULT 'exponential'
                  CHECK (strategy IN ('none', 'fixed', 'linear', 'exponential', 'polynomial', 'schedule')),
-    base         interval NOT NULL DEFAULT '1 second' CHECK (base >= interval '0'),
+    base         interval NOT NULL DEFAULT '1 second'
+                 CHECK (base >= interval '0' AND base <= interval '876600 hours'),
     multiplier   float8 NOT NULL DEFAULT 2.0 CHECK (multiplier >= 1 AND multiplier <= 1000),
     exponent     integer NOT NULL DEFAULT 2 CHECK (exponent BETWEEN 1 AND 10),
-    schedule     interval[] NOT NULL DEFAULT '{}',
-    max_delay    interval NOT NULL DEFAULT '1 minute' CHECK (max_delay >= interval '0'),
+    schedule     interval[] NOT NULL DEFAULT '{}'
+                 CHECK (array_position(schedule, NULL) IS NULL
+                        AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
+    max_delay    interval NOT NULL DEFAULT '1 minute'
+                 CHECK (max_delay >= interval '0' AND max_delay <= interval '876600 hours'),
     jitter       text NOT NULL DEFAULT 'none' CHECK (jitter IN ('none', 'full', 'equal', 'proportional')),
-    jitter_ratio float8 NOT NULL DEFAULT 0.1 CHECK (jitter_ratio >= 0 AND jitter_ratio <= 1),
+    jitter_ratio float8 NOT NULL DEFAULT 0.1
+                 CHECK (jitter_ratio = 0 OR (jitter_ratio >= 0.000001 AND jitter_ratio <= 1)),
     max_attempts integer NOT NULL DEFAULT 5 CHECK (max_attempts >= 1),
     lease        interval NOT NULL DEFAULT '30 seconds' CHECK (lease > interval '0'),
     deadline     interval CHECK (deadline > interval '0'),
@@ -111,13 +122,20 @@ COMMENT ON FUNCTION backoff.schema_version() IS
 'The pgbackoff migration version installed in this database. Clients compare it with the version they need and ask for `backoffctl migrate up` when it is older.';
 
 -- backoff._interval_us(interval): an interval as whole microseconds. Private.
--- extract(epoch …) is numeric since PostgreSQL 14, so the conversion is exact.
+-- A month counts as 30 days and a day as 24 hours: the linearization
+-- PostgreSQL's interval comparison uses, so a CHECK such as
+-- "base <= interval '876600 hours'" and this conversion agree. (extract(epoch)
+-- alone would count a year as 365.25 days but compare it as 360.) Exact: the
+-- months are taken out before extract(epoch …), which is numeric.
 CREATE OR REPLACE FUNCTION backoff._interval_us(p_interval interval)
 RETURNS bigint
 LANGUAGE sql
 IMMUTABLE STRICT PARALLEL SAFE
 AS $$
-    SELECT (extract(epoch FROM p_interval) * 1000000)::bigint
+    SELECT ((extract(year FROM p_interval) * 12 + extract(month FROM p_interval)) * 2592000000000
+            + extract(epoch FROM p_interval - make_interval(years => extract(year FROM p_interval)::integer,
+                                                            months => extract(month FROM p_interval)::integer)) * 1000000
+           )::bigint
 $$;
 
 -- backoff._clamped_power(x, k): x^k for x >= 1 by binary exponentiation,
@@ -129,8 +147,8 @@ $$;
 -- multiplications for any k < 2^31, and the clamp keeps every product finite
 -- (PostgreSQL raises on float8 overflow). The clamp never changes a capped
 -- delay: every factor is >= 1, so once a partial product reaches 2^60 the
--- result does too, and any delay of base (>= 1 µs) × 2^60 is above every
--- allowed max. docs/adr/0004-identical-math-in-sql-and-go.md
+-- result does too, and any delay of base (>= 1 µs) × 2^60 µs (36,559 years)
+-- is above every allowed max (100 years). docs/adr/0004-identical-math-in-sql-and-go.md
 CREATE OR REPLACE FUNCTION backoff._clamped_power(p_x float8, p_k integer)
 RETURNS float8
 LANGUAGE plpgsql
@@ -171,8 +189,16 @@ $$;
 -- attempt p_attempt (1-based) under explicit policy parameters, jitter
 -- included. Private: the one implementation of DESIGN §5 that every other
 -- function calls. Durations are microseconds (bigint); arithmetic is in
--- float8, in the same order as the Go mirror (client/policy), so both give
--- the same result to the microsecond.
+-- float8, one operator at a time, in the same order as the Go mirror
+-- (client/policy/delay.go), so both give the same result to the microsecond
+-- (docs/adr/0004-identical-math-in-sql-and-go.md). Change one, change both,
+-- and the shared vectors (client/policy/testdata/vectors.json) tell.
+--
+-- Limits (the same as the policies table's CHECKs and Policy.Validate):
+-- durations 0..100 years (3155760000000000 µs, below 2^53 so exact in a
+-- double), multiplier 1..1000, exponent 1..10, jitter_ratio 0 or
+-- 0.000001..1 (a smaller ratio underflows float8, which PostgreSQL raises).
+-- A NULL seed is seed 0.
 CREATE OR REPLACE FUNCTION backoff._delay_us(
     p_strategy     text,
     p_base_us      bigint,
@@ -190,23 +216,26 @@ LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
 DECLARE
+    c_limit_us CONSTANT bigint := 3155760000000000;  -- 100 years
     v_delay float8;
-    v_max   float8 := p_max_us::float8;
+    v_max   float8;
     v_len   integer;
+    v_entry bigint;
     v_u     float8;
 BEGIN
     IF p_attempt IS NULL OR p_attempt < 1 THEN
-        RAISE EXCEPTION 'attempt must be at least 1, got %', coalesce(p_attempt::text, 'NULL')
+        RAISE EXCEPTION 'attempt must be at least 1, got "%"', coalesce(p_attempt::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_base_us IS NULL OR p_base_us < 0 THEN
-        RAISE EXCEPTION 'base must not be negative, got % µs', coalesce(p_base_us::text, 'NULL')
+    IF p_base_us IS NULL OR p_base_us < 0 OR p_base_us > c_limit_us THEN
+        RAISE EXCEPTION 'base must be between 0 and 100 years, got "%" µs', coalesce(p_base_us::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_max_us IS NULL OR p_max_us < 0 THEN
-        RAISE EXCEPTION 'max must not be negative, got % µs', coalesce(p_max_us::text, 'NULL')
+    IF p_max_us IS NULL OR p_max_us < 0 OR p_max_us > c_limit_us THEN
+        RAISE EXCEPTION 'max must be between 0 and 100 years, got "%" µs', coalesce(p_max_us::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    v_max := p_max_us::float8;
 
     CASE p_strategy
     WHEN 'none' THEN
@@ -216,14 +245,15 @@ BEGIN
     WHEN 'linear' THEN
         v_delay := p_base_us::float8 * p_attempt::float8;
     WHEN 'exponential' THEN
-        IF p_multiplier IS NULL OR p_multiplier = 'NaN'::float8 OR p_multiplier < 1 OR p_multiplier > 1000 THEN
-            RAISE EXCEPTION 'multiplier must be between 1 and 1000, got %', coalesce(p_multiplier::text, 'NULL')
+        -- NaN compares above every number in PostgreSQL, so "> 1000" rejects it.
+        IF p_multiplier IS NULL OR NOT (p_multiplier >= 1 AND p_multiplier <= 1000) THEN
+            RAISE EXCEPTION 'multiplier must be between 1 and 1000, got "%"', coalesce(p_multiplier::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         v_delay := p_base_us::float8 * backoff._clamped_power(p_multiplier, p_attempt - 1);
     WHEN 'polynomial' THEN
         IF p_exponent IS NULL OR p_exponent < 1 OR p_exponent > 10 THEN
-            RAISE EXCEPTION 'exponent must be between 1 and 10, got %', coalesce(p_exponent::text, 'NULL')
+            RAISE EXCEPTION 'exponent must be between 1 and 10, got "%"', coalesce(p_exponent::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         v_delay := p_base_us::float8 * backoff._clamped_power(p_attempt::float8, p_exponent);
@@ -233,34 +263,39 @@ BEGIN
             RAISE EXCEPTION 'schedule must not be empty for strategy "schedule"'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        v_delay := p_schedule_us[LEAST(p_attempt, v_len)]::float8;
-        IF v_delay IS NULL OR v_delay < 0 THEN
-            RAISE EXCEPTION 'schedule entries must not be negative, got %', coalesce(v_delay::text, 'NULL')
+        v_entry := p_schedule_us[LEAST(p_attempt, v_len)];
+        IF v_entry IS NULL OR v_entry < 0 OR v_entry > c_limit_us THEN
+            RAISE EXCEPTION 'schedule entries must be between 0 and 100 years, got "%" µs', coalesce(v_entry::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        v_delay := v_entry::float8;
     ELSE
         RAISE EXCEPTION 'unknown strategy "%"', coalesce(p_strategy, 'NULL')
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'use none, fixed, linear, exponential, polynomial or schedule';
     END CASE;
 
+    -- The cap.
     v_delay := LEAST(v_delay, v_max);
 
-    IF p_jitter IS DISTINCT FROM 'none' THEN
-        v_u := backoff._jitter_unit(p_seed, p_attempt);
-    END IF;
+    -- Jitter, with u from md5('SEED:ATTEMPT'). Each float8 operator rounds on
+    -- its own; Go converts explicitly to stop fused multiply-add.
     CASE p_jitter
     WHEN 'none' THEN
         NULL;
     WHEN 'full' THEN
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
         v_delay := v_delay * v_u;
     WHEN 'equal' THEN
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
         v_delay := v_delay / 2 + v_delay / 2 * v_u;
     WHEN 'proportional' THEN
-        IF p_jitter_ratio IS NULL OR p_jitter_ratio = 'NaN'::float8 OR p_jitter_ratio < 0 OR p_jitter_ratio > 1 THEN
-            RAISE EXCEPTION 'jitter_ratio must be between 0 and 1, got %', coalesce(p_jitter_ratio::text, 'NULL')
+        IF p_jitter_ratio IS NULL
+           OR NOT (p_jitter_ratio = 0 OR (p_jitter_ratio >= 0.000001 AND p_jitter_ratio <= 1)) THEN
+            RAISE EXCEPTION 'jitter_ratio must be 0 or between 0.000001 and 1, got "%"', coalesce(p_jitter_ratio::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
         v_delay := LEAST(v_delay * (1 - p_jitter_ratio + 2 * p_jitter_ratio * v_u), v_max);
     ELSE
         RAISE EXCEPTION 'unknown jitter "%"', coalesce(p_jitter, 'NULL')
@@ -268,6 +303,7 @@ BEGIN
                   HINT = 'use none, full, equal or proportional';
     END CASE;
 
+    -- Whole microseconds, rounded down: never above the cap.
     RETURN floor(v_delay)::bigint;
 END
 $$;
@@ -324,3 +360,232 @@ $$;
 COMMENT ON FUNCTION backoff.retry_delay(text, integer, bigint) IS
 'Delay before the retry that follows failed attempt p_attempt (1-based) under the named policy, jitter included and deterministic from p_seed (normally the job id). Raises 22023 for an unknown policy or an attempt below 1.
 Example: SELECT backoff.retry_delay(''moderate'', 3, 42);';
+
+-- backoff.compute_delay(...): the backoff delay of DESIGN §5 for explicit
+-- policy parameters, no table involved: pure and IMMUTABLE, so it can be
+-- used in indexes, generated columns, and by callers that keep their policy
+-- elsewhere. Parameters a strategy or jitter does not use are ignored.
+CREATE OR REPLACE FUNCTION backoff.compute_delay(
+    p_strategy     text,
+    p_base         interval,
+    p_multiplier   float8,
+    p_exponent     integer,
+    p_schedule     interval[],
+    p_max          interval,
+    p_jitter       text,
+    p_jitter_ratio float8,
+    p_attempt      integer,
+    p_seed         bigint DEFAULT 0
+)
+RETURNS interval
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    c_limit CONSTANT interval := interval '876600 hours';  -- 100 years of 365.25 days
+    v_entry interval;
+BEGIN
+    -- Intervals are checked before they become microseconds: a huge interval
+    -- would otherwise fail as a bigint overflow instead of a clear 22023.
+    IF p_base IS NULL OR p_base < interval '0' OR p_base > c_limit THEN
+        RAISE EXCEPTION 'base must be between 0 and 100 years, got "%"', coalesce(p_base::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max IS NULL OR p_max < interval '0' OR p_max > c_limit THEN
+        RAISE EXCEPTION 'max must be between 0 and 100 years, got "%"', coalesce(p_max::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_strategy = 'schedule' THEN
+        FOREACH v_entry IN ARRAY coalesce(p_schedule, '{}') LOOP
+            IF v_entry IS NULL OR v_entry < interval '0' OR v_entry > c_limit THEN
+                RAISE EXCEPTION 'schedule entries must be between 0 and 100 years, got "%"', coalesce(v_entry::text, 'NULL')
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END IF;
+    RETURN backoff._delay_us(
+        p_strategy,
+        backoff._interval_us(p_base),
+        p_multiplier,
+        p_exponent,
+        ARRAY(SELECT backoff._interval_us(s) FROM unnest(p_schedule) AS s),
+        backoff._interval_us(p_max),
+        p_jitter,
+        p_jitter_ratio,
+        p_attempt,
+        p_seed) * interval '1 microsecond';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.compute_delay(text, interval, float8, integer, interval[], interval, text, float8, integer, bigint) IS
+'Backoff delay before the retry that follows failed attempt p_attempt (1-based), from explicit policy parameters: strategy none|fixed|linear|exponential|polynomial|schedule, then the cap p_max, then jitter none|full|equal|proportional with u from md5(''SEED:ATTEMPT''). Pure and IMMUTABLE; identical to the Go mirror (client/policy) to the microsecond. Raises 22023 naming the bad parameter. docs/policies.md has the formulas.
+Example: SELECT backoff.compute_delay(''exponential'', ''1 second'', 2.0, 2, ''{}'', ''1 minute'', ''proportional'', 0.1, 3, 42);';
+
+-- backoff.schedule(policy, attempts, seed): the retry timeline of a named
+-- policy, one row per failed attempt: the delay before the next try (jitter
+-- included, from p_seed) and the cumulative wait since the first failure.
+-- Every row comes from backoff._policy_delay_us, the function fail and reap
+-- use, so the timeline is what jobs will really do.
+CREATE OR REPLACE FUNCTION backoff.schedule(
+    p_policy   text,
+    p_attempts integer DEFAULT 10,
+    p_seed     bigint DEFAULT 0
+)
+RETURNS TABLE (attempt integer, delay interval, cumulative interval)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    -- 1000 rows of at most 100 years each stay inside interval's range.
+    IF p_attempts IS NULL OR p_attempts < 1 OR p_attempts > 1000 THEN
+        RAISE EXCEPTION 'attempts must be between 1 and 1000, got "%"', coalesce(p_attempts::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = p_policy;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown policy "%"', coalesce(p_policy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT g.n, d.v_delay, sum(d.v_delay) OVER (ORDER BY g.n)
+        FROM generate_series(1, p_attempts) AS g(n)
+        CROSS JOIN LATERAL (
+            SELECT backoff._policy_delay_us(v_policy, g.n, coalesce(p_seed, 0)) * interval '1 microsecond' AS v_delay
+        ) AS d
+        ORDER BY g.n;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.schedule(text, integer, bigint) IS
+'The retry timeline of the named policy: for failed attempts 1..p_attempts (at most 1000), the delay before the next try (jitter included, deterministic from p_seed, as for a job whose id is p_seed) and the cumulative wait. What an operator reads before choosing a policy; backoffctl schedule prints the same numbers. Raises 22023 for an unknown policy.
+Example: SELECT * FROM backoff.schedule(''moderate'', 5, 42);';
+
+-- backoff._step_backoff(request, attempts, max, multiplier): validates the
+-- parameters of calculate_step_next_retry_time and returns the delay of its
+-- fallback path, LEAST(multiplier^attempts seconds, max seconds). Private;
+-- shared by the timestamptz and timestamp overloads.
+--
+-- tasker-core's expression power(multiplier, attempts) overflows numeric
+-- (and float8) for large attempts. Here the cap is decided before any
+-- exponentiation: when attempts × ln(multiplier) exceeds ln(max) + 1, the
+-- power is above e × max and the result is max; the margin of 1 is far wider
+-- than any float8 rounding of the logarithms. Otherwise the power is at most
+-- about 2.7 × max (≤ 5.9e9) and is computed with the original expression,
+-- so every result the original could compute comes out the same: numeric
+-- power, then PostgreSQL's interval multiplication, which rounds fractional
+-- seconds to the nearest microsecond (1.1^3 → 1.331 s).
+--
+-- attempts NULL follows the original too: LEAST ignores the NULL power, so
+-- the delay is max.
+CREATE OR REPLACE FUNCTION backoff._step_backoff(
+    p_request_seconds integer,
+    p_attempts        integer,
+    p_max_seconds     integer,
+    p_multiplier      numeric
+)
+RETURNS interval
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_max interval;
+BEGIN
+    IF p_request_seconds < 0 THEN
+        RAISE EXCEPTION 'backoff_request_seconds must not be negative, got "%"', p_request_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_attempts < 0 THEN
+        RAISE EXCEPTION 'attempts must not be negative, got "%"', p_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_seconds IS NULL OR p_max_seconds <= 0 THEN
+        RAISE EXCEPTION 'p_max_backoff_seconds must be positive, got "%"', coalesce(p_max_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- NaN is neither < 1 nor finite; 'Infinity' is not finite.
+    IF p_multiplier IS NULL OR p_multiplier = 'NaN'::numeric OR p_multiplier = 'Infinity'::numeric
+       OR p_multiplier < 1 THEN
+        RAISE EXCEPTION 'p_backoff_multiplier must be a finite number of at least 1, got "%"', coalesce(p_multiplier::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    v_max := p_max_seconds * interval '1 second';
+    IF p_attempts IS NULL THEN
+        RETURN v_max;
+    END IF;
+    IF p_attempts > 0 AND p_multiplier > p_max_seconds THEN
+        RETURN v_max;  -- multiplier^attempts >= multiplier > max (and ln needs no huge float8)
+    END IF;
+    IF p_attempts::float8 * ln(p_multiplier::float8) > ln(p_max_seconds::float8) + 1 THEN
+        RETURN v_max;
+    END IF;
+    RETURN LEAST(power(p_multiplier, p_attempts::numeric) * interval '1 second', v_max);
+END
+$$;
+
+-- backoff.calculate_step_next_retry_time(...): tasker-core's dual-path rule
+-- (TAS-57), drop-in, with its parameter names and defaults: an explicit
+-- request (backoff_request_seconds after last_attempted_at) wins; otherwise
+-- failure_time + LEAST(multiplier^attempts seconds, max seconds); otherwise
+-- NULL. Unlike the original it never overflows (attempts up to 2^31-1), and
+-- rejects invalid parameters with 22023 whichever path applies. Fractional
+-- seconds of the power are kept to the microsecond (rounded to nearest, as
+-- the original expression does). The timestamp overload serves users of the
+-- original's timestamp-without-time-zone columns.
+CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
+    backoff_request_seconds integer,
+    last_attempted_at       timestamptz,
+    failure_time            timestamptz,
+    attempts                integer,
+    p_max_backoff_seconds   integer DEFAULT 60,
+    p_backoff_multiplier    numeric DEFAULT 2.0
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
+    backoff_request_seconds integer,
+    last_attempted_at       timestamp,
+    failure_time            timestamp,
+    attempts                integer,
+    p_max_backoff_seconds   integer DEFAULT 60,
+    p_backoff_multiplier    numeric DEFAULT 2.0
+)
+RETURNS timestamp
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
+$$;
+
+COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamptz, timestamptz, integer, integer, numeric) IS
+'tasker-core''s dual-path retry time: last_attempted_at + backoff_request_seconds when both are given; else failure_time + LEAST(p_backoff_multiplier^attempts, p_max_backoff_seconds) seconds (fractions kept to the microsecond); else NULL. Never overflows, for any attempts up to 2^31-1. Raises 22023 naming the parameter for negative attempts or backoff_request_seconds, p_max_backoff_seconds <= 0, p_backoff_multiplier < 1, NaN or infinite.
+Example: SELECT backoff.calculate_step_next_retry_time(NULL, NULL, ''2025-01-01 00:00:00+00'', 3);  -- 00:00:08';
+
+COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamp, timestamp, integer, integer, numeric) IS
+'The timestamp-without-time-zone overload of calculate_step_next_retry_time, for drop-in users of tasker-core''s original: same rule, same errors.
+Example: SELECT backoff.calculate_step_next_retry_time(30, ''2025-01-01 00:00:00'', NULL, 0);  -- 00:00:30';
