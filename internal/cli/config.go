@@ -259,11 +259,11 @@ func extra(changes []change) int { return len(changes) - pending(changes) }
 
 // writeChanges prints changes for people:
 //
-//	+ policy square
-//	    strategy = polynomial
-//	~ policy moderate
-//	    max: 1m -> 2s
-//	  policy legacy: only in the database (kept; apply --prune deletes it)
+//   - policy square
+//     strategy = polynomial
+//     ~ policy moderate
+//     max: 1m -> 2s
+//     policy legacy: only in the database (kept; apply --prune deletes it)
 func writeChanges(w io.Writer, changes []change, pruned bool) {
 	if pending(changes) == 0 && extra(changes) == 0 {
 		fmt.Fprintln(w, "no differences")
