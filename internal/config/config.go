@@ -217,7 +217,7 @@ func decode(root *node, ps *problems) *Config {
 		}
 	}
 	for name, p := range policy.Profiles() {
-		if !defined[name] {
+		if name != DefaultPolicyRow && !defined[name] {
 			p.Name = name
 			c.Policies = append(c.Policies, p)
 			c.Shipped[name] = true
@@ -390,6 +390,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 				fail(n, "must be a number between 0 and 1, got %s", describeValue(n.val))
 			case math.IsNaN(f) || f < 0 || f > 1:
 				fail(n, "must be between 0 and 1, got %v", f)
+			case f > 0 && f < policy.MinJitterRatio:
+				fail(n, "must be 0 or at least %v (a smaller ratio underflows in PostgreSQL), got %v", policy.MinJitterRatio, f)
 			default:
 				p.JitterRatio = f
 			}
@@ -493,7 +495,14 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 		return p, false
 	}
 	if err := p.Validate(); err != nil {
-		ps.add(pn.line, pn.key, "%v", err)
+		// The Go mirror's own limits, for anything the checks above let by.
+		line, key, msg := pn.line, pn.key, err.Error()
+		var fe *policy.FieldError
+		if errors.As(err, &fe) {
+			line, key = at(fe.Field)
+			msg = fmt.Sprintf("%s, got %v", fe.Reason, fe.Value)
+		}
+		ps.add(line, key, "%s", msg)
 		return p, false
 	}
 	return p, true

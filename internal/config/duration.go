@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// maxDuration bounds every duration in a file: 100 years. Larger values are
-// certainly mistakes, and bounding them keeps all arithmetic far from
-// overflow in Go and in PostgreSQL intervals.
-const maxDuration = 100 * 365 * 24 * time.Hour
+// maxDuration bounds every duration in a file: 36,000 days, which is what
+// the CHECK "<= interval '100 years'" of backoff.policies accepts (interval
+// comparison counts a month as 30 days). Larger values are certainly
+// mistakes.
+const maxDuration = 36000 * 24 * time.Hour
 
 // ParseDuration parses a configuration duration: Go syntax ("500ms", "30s",
-// "1m", "1h30m", "1.5s"), non-negative, at most 100 years, and a whole
+// "1m", "1h30m", "1.5s"), non-negative, at most 36,000 days, and a whole
 // number of microseconds (PostgreSQL's interval resolution, so a value
 // survives a round trip through the database unchanged). There is no day
 // unit: write "48h".
@@ -36,7 +37,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("duration %q must not be negative", s)
 	}
 	if d > maxDuration {
-		return 0, fmt.Errorf("duration %q is longer than 100 years", s)
+		return 0, fmt.Errorf("duration %q is longer than 36000 days (100 years of 360 days, the limit of backoff.policies)", s)
 	}
 	if d%time.Microsecond != 0 {
 		return 0, fmt.Errorf("duration %q is finer than a microsecond, PostgreSQL's resolution", s)
