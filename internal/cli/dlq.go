@@ -71,7 +71,7 @@ ORDER BY j.completed_at DESC, j.id DESC LIMIT $2`, nullable(queue), limit)
 			row(tw, "ID", "QUEUE", "ATTEMPTS", "REASON", "DEAD_SINCE", "LAST_ERROR")
 			for _, j := range jobs {
 				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts),
-					orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(deref(j.LastError), 50))
+					orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(orDash(j.LastError), 50))
 			}
 			return tw.Flush()
 		},
@@ -132,8 +132,12 @@ replay.`,
 					return err
 				}
 				defer conn.Close(ctx)
-				rows, err := conn.Query(ctx, jobSelect+`
-WHERE j.id = (SELECT r.id FROM backoff.replay($1, coalesce($2::timestamptz, now())) AS r)`, id, now)
+				// Two statements: a query does not see the rows that a function
+				// it calls changes.
+				if _, err := conn.Exec(ctx, `SELECT FROM backoff.replay($1, coalesce($2::timestamptz, now()))`, id, now); err != nil {
+					return fmt.Errorf("replay job %d: %w", id, err)
+				}
+				rows, err := conn.Query(ctx, jobSelect+` WHERE j.id = $1`, id)
 				if err != nil {
 					return fmt.Errorf("replay job %d: %w", id, err)
 				}

@@ -146,7 +146,7 @@ ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
 					next = formatTime(&j.RunAt)
 				}
 				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts),
-					strconv.Itoa(j.Priority), next, truncate(deref(j.LastError), 50))
+					strconv.Itoa(j.Priority), next, truncate(orDash(j.LastError), 50))
 			}
 			return tw.Flush()
 		},
