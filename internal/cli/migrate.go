@@ -33,7 +33,11 @@ func newMigrateMoveCommand(direction, short string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   direction,
 		Short: short,
-		Args:  exactArgs(0, ""),
+		Example: map[string]string{
+			"up":   "  backoffctl migrate up --database-url postgres://localhost/app\n  backoffctl migrate up --target 1",
+			"down": "  backoffctl migrate down\n  backoffctl migrate down --target 0   # remove every table and function",
+		}[direction],
+		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			conn, err := connect(ctx, cmd)
@@ -80,9 +84,10 @@ func newMigrateMoveCommand(direction, short string) *cobra.Command {
 
 func newMigrateStatusCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "status",
-		Short: "Show the installed version and every migration",
-		Args:  exactArgs(0, ""),
+		Use:     "status",
+		Example: "  backoffctl migrate status\n  DATABASE_URL=postgres://localhost/app backoffctl migrate status",
+		Short:   "Show the installed version and every migration",
+		Args:    exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			conn, err := connect(ctx, cmd)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/internal/config"
 )
 
 // Exit codes.
@@ -42,6 +44,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
+	var cfgErr *config.Errors
+	if errors.As(err, &cfgErr) {
+		// One line per problem, FILE:LINE: key: message, like a compiler.
+		for _, p := range cfgErr.Problems {
+			fmt.Fprintln(stderr, oneLine(p.String()))
+		}
+		fmt.Fprintf(stderr, "backoffctl: %s: %d problem(s)\n", cfgErr.File, len(cfgErr.Problems))
+		return ExitFailure
+	}
 	fmt.Fprintln(stderr, "backoffctl: "+oneLine(describe(err)))
 	if isUsage(err) {
 		return ExitUsage
@@ -61,6 +72,9 @@ The database comes from --database-url, or DATABASE_URL when the flag is absent.
 		SilenceUsage:  true,
 	}
 	root.PersistentFlags().String("database-url", "", "PostgreSQL connection URL (default $DATABASE_URL)")
+	root.PersistentFlags().StringP("output", "o", "text", "output format: text (aligned tables for people) or json (for scripts)")
+	root.PersistentFlags().String("now", "", "pretend the time is this RFC 3339 timestamp (passed as p_now; for tests and simulations)")
+	_ = root.PersistentFlags().MarkHidden("now")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newMigrateCommand())
 	for _, add := range extraCommands {

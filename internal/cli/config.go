@@ -1,0 +1,307 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/internal/config"
+)
+
+func init() { register(newConfigCommand) }
+
+func newConfigCommand() *cobra.Command {
+	cmd := groupCommand(&cobra.Command{
+		Use:   "config",
+		Short: "Validate, show, diff and apply backoff.toml",
+		Long: `backoff.toml is the single source of truth for retry policies and queue
+mappings. "validate" checks it (every problem at once, as FILE:LINE: key:
+message), "show" prints the effective configuration after the --env overlay,
+"diff" compares it with the database, and "apply" writes it in one
+transaction.
+
+Omitted policy keys take the defaults of the Go policy package; the shipped
+profiles aggressive, moderate and conservative exist even when the file does
+not define them. Durations are Go duration strings ("500ms", "30s", "1h30m").`,
+		Example: `  backoffctl config validate
+  backoffctl config show --env test
+  backoffctl config diff --config deploy/backoff.toml --env production
+  backoffctl config apply --config deploy/backoff.toml --env production`,
+	})
+	cmd.AddCommand(newConfigValidateCommand(), newConfigShowCommand(), newConfigDiffCommand(), newConfigApplyCommand())
+	return cmd
+}
+
+// configFlags adds --config and --env to cmd.
+func configFlags(cmd *cobra.Command, file, env *string) {
+	cmd.Flags().StringVar(file, "config", config.DefaultFile, "configuration file")
+	cmd.Flags().StringVar(env, "env", "", "environment overlay to apply ([env.NAME] in the file)")
+}
+
+func newConfigValidateCommand() *cobra.Command {
+	var file, env string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check the configuration file and report every problem",
+		Long: `Check the configuration file: TOML syntax, known keys, types, ranges and
+references, in the base file and in every [env.NAME] overlay. Every problem
+is printed on its own line as FILE:LINE: key: message, and the exit code is 1.`,
+		Example: `  backoffctl config validate
+  backoffctl config validate --config examples/backoff.toml --env test`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			jsonOut, err := wantJSON(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := config.Load(file, env)
+			if err != nil {
+				return err
+			}
+			if jsonOut {
+				return writeJSON(cmd.OutOrStdout(), map[string]any{
+					"file": c.File, "env": c.Env, "valid": true, "version": c.Version,
+					"policies": len(c.Policies), "queues": len(c.Queues), "environments": c.Envs,
+				})
+			}
+			envs := "none"
+			if len(c.Envs) > 0 {
+				envs = strings.Join(c.Envs, ", ")
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (version %d, %d policies, %d queues, environments: %s)\n",
+				c.File, c.Version, len(c.Policies), len(c.Queues), envs)
+			return nil
+		},
+	}
+	configFlags(cmd, &file, &env)
+	return cmd
+}
+
+func newConfigShowCommand() *cobra.Command {
+	var file, env string
+	cmd := &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective configuration after the --env overlay",
+		Long: `Print the effective configuration as TOML: the --env overlay merged in,
+every omitted key written out with its default, and the shipped profiles the
+file does not redefine. The output is itself a valid configuration file.`,
+		Example: `  backoffctl config show
+  backoffctl config show --env test > effective.toml`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := wantJSON(cmd); err != nil {
+				return err
+			}
+			c, err := config.Load(file, env)
+			if err != nil {
+				return err
+			}
+			return config.Write(cmd.OutOrStdout(), c)
+		},
+	}
+	configFlags(cmd, &file, &env)
+	return cmd
+}
+
+func newConfigDiffCommand() *cobra.Command {
+	var file, env string
+	var exitCode bool
+	cmd := &cobra.Command{
+		Use:   "diff",
+		Short: "Show, field by field, what apply would change in the database",
+		Long: `Compare the effective configuration with the policies and queues in the
+database and print each difference: "+" a row apply would add, "~" a row it
+would update (with old -> new for each field), and rows only in the database,
+which apply keeps (apply --prune deletes them). Nothing is written.`,
+		Example: `  backoffctl config diff --env production
+  backoffctl config diff --exit-code || echo "database drifted from backoff.toml"`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			jsonOut, err := wantJSON(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := config.Load(file, env)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			conn, err := connect(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			st, err := readState(ctx, conn)
+			if err != nil {
+				return err
+			}
+			changes := planChanges(c, st)
+			if jsonOut {
+				if changes == nil {
+					changes = []change{}
+				}
+				if err := writeJSON(cmd.OutOrStdout(), changes); err != nil {
+					return err
+				}
+			} else {
+				writeChanges(cmd.OutOrStdout(), changes, false)
+			}
+			if exitCode && pending(changes) > 0 {
+				return fmt.Errorf("the database differs from %s in %d row(s)", c.File, pending(changes))
+			}
+			return nil
+		},
+	}
+	configFlags(cmd, &file, &env)
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when apply would change something")
+	return cmd
+}
+
+func newConfigApplyCommand() *cobra.Command {
+	var file, env string
+	var prune bool
+	cmd := &cobra.Command{
+		Use:   "apply",
+		Short: "Write the policies and queues of the configuration into the database",
+		Long: `Write every policy and queue mapping of the effective configuration into
+backoff.policies and backoff.queues, in one transaction: either all of it is
+applied or none. The 'default' policy row is written as a copy of
+default_policy. Applying the same file twice changes nothing the second time
+and prints "no change".
+
+Policies and queues that are only in the database are kept; with --prune they
+are deleted, except a policy that jobs which may still run (or be replayed)
+name, which stops the apply. A queue's paused flag is never changed.`,
+		Example: `  backoffctl config apply --env production
+  backoffctl config apply --config deploy/backoff.toml --prune`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			jsonOut, err := wantJSON(cmd)
+			if err != nil {
+				return err
+			}
+			c, err := config.Load(file, env)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			conn, err := connect(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			var changes []change
+			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+				// Serialize concurrent applies; readers (claim, fail) are not blocked.
+				if _, err := tx.Exec(ctx, `LOCK TABLE backoff.policies, backoff.queues IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+					return fmt.Errorf("lock policies: %w", err)
+				}
+				st, err := readState(ctx, tx)
+				if err != nil {
+					return err
+				}
+				changes = planChanges(c, st)
+				return applyChanges(ctx, tx, changes, prune)
+			})
+			if err != nil {
+				return fmt.Errorf("apply %s: %w", c.File, err)
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				if changes == nil {
+					changes = []change{}
+				}
+				return writeJSON(w, map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && extra(changes) > 0, "changes": changes, "pruned": prune})
+			}
+			if pending(changes) == 0 && (!prune || extra(changes) == 0) {
+				fmt.Fprintf(w, "no change: the database matches %s\n", c.File)
+				writeExtras(w, changes, prune)
+				return nil
+			}
+			writeChanges(w, changes, prune)
+			added, updated := 0, 0
+			for _, ch := range changes {
+				switch ch.Kind {
+				case changeAdd:
+					added++
+				case changeUpdate:
+					updated++
+				}
+			}
+			deleted := 0
+			if prune {
+				deleted = extra(changes)
+			}
+			fmt.Fprintf(w, "applied %s: %d added, %d updated, %d deleted\n", c.File, added, updated, deleted)
+			return nil
+		},
+	}
+	configFlags(cmd, &file, &env)
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete policies and queues that are not in the configuration")
+	return cmd
+}
+
+// pending counts the changes that apply writes (adds and updates).
+func pending(changes []change) int {
+	n := 0
+	for _, ch := range changes {
+		if ch.Kind != changeExtra {
+			n++
+		}
+	}
+	return n
+}
+
+func extra(changes []change) int { return len(changes) - pending(changes) }
+
+// writeChanges prints changes for people:
+//
+//   - policy square
+//     strategy = polynomial
+//     ~ policy moderate
+//     max: 1m -> 2s
+//     policy legacy: only in the database (kept; apply --prune deletes it)
+func writeChanges(w io.Writer, changes []change, pruned bool) {
+	if pending(changes) == 0 && extra(changes) == 0 {
+		fmt.Fprintln(w, "no differences")
+		return
+	}
+	for _, ch := range changes {
+		if ch.Kind == changeExtra {
+			continue
+		}
+		note := ""
+		if ch.Note != "" {
+			note = " (" + ch.Note + ")"
+		}
+		switch ch.Kind {
+		case changeAdd:
+			fmt.Fprintf(w, "+ %s %s%s\n", ch.Object, ch.Name, note)
+			for _, f := range ch.Fields {
+				fmt.Fprintf(w, "    %s = %s\n", f.Field, f.New)
+			}
+		case changeUpdate:
+			fmt.Fprintf(w, "~ %s %s%s\n", ch.Object, ch.Name, note)
+			for _, f := range ch.Fields {
+				fmt.Fprintf(w, "    %s: %s -> %s\n", f.Field, f.Old, f.New)
+			}
+		}
+	}
+	writeExtras(w, changes, pruned)
+}
+
+func writeExtras(w io.Writer, changes []change, pruned bool) {
+	for _, ch := range changes {
+		if ch.Kind != changeExtra {
+			continue
+		}
+		if pruned {
+			fmt.Fprintf(w, "- %s %s (deleted: only in the database)\n", ch.Object, ch.Name)
+		} else {
+			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune deletes it)\n", ch.Object, ch.Name)
+		}
+	}
+}

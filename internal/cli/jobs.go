@@ -1,0 +1,312 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+func init() { register(newJobsCommand) }
+
+// statuses are the values of backoff.jobs.status.
+var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
+
+// jobRow is a row of backoff.jobs as the CLI shows it, with the policy and
+// max_attempts that apply to it resolved.
+type jobRow struct {
+	ID               int64           `json:"id"`
+	Queue            string          `json:"queue"`
+	Status           string          `json:"status"`
+	Priority         int             `json:"priority"`
+	Attempts         int             `json:"attempts"`
+	MaxAttempts      int             `json:"max_attempts"`
+	Policy           string          `json:"policy"`
+	RunAt            time.Time       `json:"run_at"`
+	LeaseUntil       *time.Time      `json:"lease_until"`
+	LockedBy         *string         `json:"locked_by"`
+	LastAttemptedAt  *time.Time      `json:"last_attempted_at"`
+	LastFailedAt     *time.Time      `json:"last_failed_at"`
+	LastError        *string         `json:"last_error"`
+	DeadLetterReason *string         `json:"dead_letter_reason"`
+	DedupeKey        *string         `json:"dedupe_key"`
+	CreatedAt        time.Time       `json:"created_at"`
+	CompletedAt      *time.Time      `json:"completed_at"`
+	Payload          json.RawMessage `json:"payload"`
+	Errors           json.RawMessage `json:"errors"`
+}
+
+// jobSelect reads jobRow columns; the policy is the job's own, else its
+// queue's, else 'default' (as backoff.fail resolves it).
+const jobSelect = `
+SELECT j.id, j.queue, j.status, j.priority, j.attempts,
+       coalesce(j.max_attempts, p.max_attempts, 0),
+       coalesce(j.policy, q.policy, 'default'),
+       j.run_at, j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error,
+       j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, j.payload, j.errors
+FROM backoff.jobs AS j
+LEFT JOIN backoff.queues AS q ON q.name = j.queue
+LEFT JOIN backoff.policies AS p ON p.name = coalesce(j.policy, q.policy, 'default')`
+
+func scanJobs(rows pgx.Rows) ([]jobRow, error) {
+	defer rows.Close()
+	out := []jobRow{}
+	for rows.Next() {
+		var j jobRow
+		var payload, errs []byte
+		if err := rows.Scan(&j.ID, &j.Queue, &j.Status, &j.Priority, &j.Attempts, &j.MaxAttempts, &j.Policy,
+			&j.RunAt, &j.LeaseUntil, &j.LockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &j.LastError,
+			&j.DeadLetterReason, &j.DedupeKey, &j.CreatedAt, &j.CompletedAt, &payload, &errs); err != nil {
+			return nil, err
+		}
+		j.Payload, j.Errors = payload, errs
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func newJobsCommand() *cobra.Command {
+	cmd := groupCommand(&cobra.Command{
+		Use:   "jobs",
+		Short: "List jobs and show one job with its error history",
+		Example: `  backoffctl jobs list --queue emails --status retrying
+  backoffctl jobs show 42`,
+	})
+	cmd.AddCommand(newJobsListCommand(), newJobsShowCommand())
+	return cmd
+}
+
+func checkStatus(s string) error {
+	if s != "" && !slices.Contains(statuses, s) {
+		return usagef("--status %q: want one of %s", s, strings.Join(statuses, ", "))
+	}
+	return nil
+}
+
+func newJobsListCommand() *cobra.Command {
+	var queue, status string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first",
+		Long: `List jobs, newest first, optionally of one queue and one status. ATTEMPTS
+is attempts made / attempts allowed; NEXT_RUN is when a pending or retrying
+job becomes due.`,
+		Example: `  backoffctl jobs list
+  backoffctl jobs list --queue emails --status retrying --limit 20
+  backoffctl jobs list --status running --output json | jq '.[].id'`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			jsonOut, err := wantJSON(cmd)
+			if err != nil {
+				return err
+			}
+			if err := checkStatus(status); err != nil {
+				return err
+			}
+			if limit < 1 {
+				return usagef("--limit %d: want at least 1", limit)
+			}
+			ctx := cmd.Context()
+			conn, err := connect(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			rows, err := conn.Query(ctx, jobSelect+`
+WHERE ($1::text IS NULL OR j.queue = $1) AND ($2::text IS NULL OR j.status = $2)
+ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
+			if err != nil {
+				return fmt.Errorf("list jobs: %w", err)
+			}
+			jobs, err := scanJobs(rows)
+			if err != nil {
+				return fmt.Errorf("list jobs: %w", err)
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(w, jobs)
+			}
+			if len(jobs) == 0 {
+				fmt.Fprintln(w, "no jobs")
+				return nil
+			}
+			tw := newTable(w)
+			row(tw, "ID", "QUEUE", "STATUS", "ATTEMPTS", "PRIORITY", "NEXT_RUN", "LAST_ERROR")
+			for _, j := range jobs {
+				next := "-"
+				if j.Status == "pending" || j.Status == "retrying" {
+					next = formatTime(&j.RunAt)
+				}
+				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts),
+					strconv.Itoa(j.Priority), next, truncate(orDash(j.LastError), 50))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
+	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status ("+strings.Join(statuses, ", ")+")")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
+	return cmd
+}
+
+func newJobsShowCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one job: payload, attempts, next run and its full error history",
+		Example: `  backoffctl jobs show 42
+  backoffctl jobs show 42 --output json | jq .errors`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			jsonOut, err := wantJSON(cmd)
+			if err != nil {
+				return err
+			}
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			conn, err := connect(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			rows, err := conn.Query(ctx, jobSelect+` WHERE j.id = $1`, id)
+			if err != nil {
+				return fmt.Errorf("show job %d: %w", id, err)
+			}
+			jobs, err := scanJobs(rows)
+			if err != nil {
+				return fmt.Errorf("show job %d: %w", id, err)
+			}
+			if len(jobs) == 0 {
+				return fmt.Errorf("no job %d", id)
+			}
+			j := jobs[0]
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(w, j)
+			}
+			now, err := clock(cmd)
+			if err != nil {
+				return err
+			}
+			writeJob(w, j, now)
+			return nil
+		},
+	}
+	return cmd
+}
+
+// historyEntry is one element of backoff.jobs.errors.
+type historyEntry struct {
+	Attempt int    `json:"attempt"`
+	At      string `json:"at"`
+	Error   string `json:"error"`
+	Worker  string `json:"worker"`
+	Kind    string `json:"kind"`
+}
+
+func writeJob(w io.Writer, j jobRow, now time.Time) {
+	tw := newTable(w)
+	field := func(k, v string) { row(tw, k+":", v) }
+	field("id", strconv.FormatInt(j.ID, 10))
+	field("queue", j.Queue)
+	status := j.Status
+	if j.DeadLetterReason != nil {
+		status += " (" + *j.DeadLetterReason + ")"
+	}
+	field("status", status)
+	field("policy", j.Policy)
+	field("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts))
+	field("priority", strconv.Itoa(j.Priority))
+	next := "-"
+	if j.Status == "pending" || j.Status == "retrying" {
+		next = formatTime(&j.RunAt) + " (" + relative(j.RunAt, now) + ")"
+	}
+	field("next run", next)
+	field("lease until", formatTime(j.LeaseUntil))
+	field("locked by", orDash(j.LockedBy))
+	field("created", formatTime(&j.CreatedAt))
+	field("last attempt", formatTime(j.LastAttemptedAt))
+	field("last failure", formatTime(j.LastFailedAt))
+	field("finished", formatTime(j.CompletedAt))
+	field("dedupe key", orDash(j.DedupeKey))
+	field("last error", orDash(j.LastError))
+	_ = tw.Flush()
+
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, j.Payload, "  ", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(j.Payload)
+	}
+	fmt.Fprintf(w, "payload:\n  %s\n", pretty.String())
+
+	var history []historyEntry
+	_ = json.Unmarshal(j.Errors, &history)
+	if len(history) == 0 {
+		fmt.Fprintln(w, "errors: none")
+		return
+	}
+	fmt.Fprintf(w, "errors (%d, oldest first):\n", len(history))
+	tw = newTable(w)
+	row(tw, "  ATTEMPT", "AT", "KIND", "WORKER", "ERROR")
+	for _, e := range history {
+		worker := e.Worker
+		if worker == "" {
+			worker = "-"
+		}
+		row(tw, "  "+strconv.Itoa(e.Attempt), e.At, e.Kind, worker, oneLine(e.Error))
+	}
+	_ = tw.Flush()
+}
+
+// relative renders t against now: "in 4s", "3m ago", "now".
+func relative(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	switch {
+	case d == 0:
+		return "now"
+	case d > 0:
+		return "in " + formatDelay(d)
+	default:
+		return formatDelay(-d) + " ago"
+	}
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, usagef("job id %q: want a positive integer", s)
+	}
+	return id, nil
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func orDash(s *string) string {
+	if s == nil || *s == "" {
+		return "-"
+	}
+	return *s
+}

@@ -1,0 +1,318 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgbackoff/pgbackoff/client/policy"
+	"github.com/pgbackoff/pgbackoff/internal/config"
+)
+
+// querier is what reading policies needs: a connection or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Durations travel as whole microseconds, the resolution of an interval,
+// so what apply writes reads back identical.
+const policyColumns = `name, strategy,
+	(extract(epoch FROM base) * 1000000)::bigint,
+	multiplier, exponent,
+	ARRAY(SELECT (extract(epoch FROM s) * 1000000)::bigint FROM unnest(schedule) WITH ORDINALITY AS u(s, i) ORDER BY i),
+	(extract(epoch FROM max_delay) * 1000000)::bigint,
+	jitter, jitter_ratio, max_attempts,
+	(extract(epoch FROM lease) * 1000000)::bigint,
+	coalesce((extract(epoch FROM deadline) * 1000000)::bigint, 0)`
+
+func scanPolicy(row pgx.Row) (policy.Policy, error) {
+	var p policy.Policy
+	var strategy, jitter string
+	var base, maxDelay, lease, deadline int64
+	var schedule []int64
+	if err := row.Scan(&p.Name, &strategy, &base, &p.Multiplier, &p.Exponent, &schedule, &maxDelay,
+		&jitter, &p.JitterRatio, &p.MaxAttempts, &lease, &deadline); err != nil {
+		return p, err
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	p.Strategy, p.Jitter = policy.Strategy(strategy), policy.Jitter(jitter)
+	p.Base, p.Max, p.Lease, p.Deadline = us(base), us(maxDelay), us(lease), us(deadline)
+	for _, s := range schedule {
+		p.Schedule = append(p.Schedule, us(s))
+	}
+	return p, nil
+}
+
+// readPolicy reads one policy row by name.
+func readPolicy(ctx context.Context, q querier, name string) (policy.Policy, bool, error) {
+	p, err := scanPolicy(q.QueryRow(ctx, `SELECT `+policyColumns+` FROM backoff.policies WHERE name = $1`, name))
+	if err == pgx.ErrNoRows {
+		return p, false, nil
+	}
+	if err != nil {
+		return p, false, fmt.Errorf("read policy %q: %w", name, err)
+	}
+	return p, true, nil
+}
+
+// dbState is what the database holds of the configuration.
+type dbState struct {
+	Policies map[string]policy.Policy
+	Queues   map[string]string // queue → policy
+}
+
+func readState(ctx context.Context, q querier) (*dbState, error) {
+	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}}
+	rows, err := q.Query(ctx, `SELECT `+policyColumns+` FROM backoff.policies ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	for rows.Next() {
+		p, err := scanPolicy(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read policies: %w", err)
+		}
+		st.Policies[p.Name] = p
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read policies: %w", err)
+	}
+	rows, err = q.Query(ctx, `SELECT name, policy FROM backoff.queues ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	for rows.Next() {
+		var name, pol string
+		if err := rows.Scan(&name, &pol); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read queues: %w", err)
+		}
+		st.Queues[name] = pol
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	return st, nil
+}
+
+// Change kinds.
+const (
+	changeAdd    = "add"    // in the file, not in the database
+	changeUpdate = "update" // in both, some fields differ
+	changeExtra  = "extra"  // only in the database: kept, or removed with --prune
+)
+
+// fieldChange is one differing field, values rendered as in the file.
+type fieldChange struct {
+	Field string `json:"field"`
+	Old   string `json:"old,omitempty"`
+	New   string `json:"new,omitempty"`
+}
+
+// change is what apply does (or would do) to one policy or queue row.
+type change struct {
+	Kind   string        `json:"kind"`
+	Object string        `json:"object"` // policy or queue
+	Name   string        `json:"name"`
+	Note   string        `json:"note,omitempty"`
+	Fields []fieldChange `json:"fields,omitempty"`
+
+	policy policy.Policy // desired row, for add/update of a policy
+	queue  string        // desired policy, for add/update of a queue
+}
+
+// policyFields renders a policy's columns as (TOML key, value) pairs in the
+// file's order.
+func policyFields(p policy.Policy) [][2]string {
+	sched := make([]string, len(p.Schedule))
+	for i, d := range p.Schedule {
+		sched[i] = strconv.Quote(config.FormatDuration(d))
+	}
+	deadline := "none"
+	if p.Deadline > 0 {
+		deadline = config.FormatDuration(p.Deadline)
+	}
+	return [][2]string{
+		{"strategy", string(p.Strategy)},
+		{"base", config.FormatDuration(p.Base)},
+		{"multiplier", config.FormatFloat(p.Multiplier)},
+		{"exponent", strconv.Itoa(p.Exponent)},
+		{"schedule", "[" + strings.Join(sched, ", ") + "]"},
+		{"max", config.FormatDuration(p.Max)},
+		{"jitter", string(p.Jitter)},
+		{"jitter_ratio", config.FormatFloat(p.JitterRatio)},
+		{"max_attempts", strconv.Itoa(p.MaxAttempts)},
+		{"lease", config.FormatDuration(p.Lease)},
+		{"deadline", deadline},
+	}
+}
+
+// desiredPolicies is the rows the configuration asks for: every policy, and
+// the 'default' row as a copy of default_policy.
+func desiredPolicies(c *config.Config) []policy.Policy {
+	out := slices.Clone(c.Policies)
+	def, _ := c.Policy(c.DefaultPolicy)
+	def.Name = config.DefaultPolicyRow
+	return append(out, def)
+}
+
+// planChanges compares the configuration with the database. Changes come
+// policies first, then queues, each by name.
+func planChanges(c *config.Config, st *dbState) []change {
+	var out []change
+	want := desiredPolicies(c)
+	slices.SortFunc(want, func(a, b policy.Policy) int { return strings.Compare(a.Name, b.Name) })
+	wanted := map[string]bool{}
+	for _, p := range want {
+		wanted[p.Name] = true
+		note := ""
+		if p.Name == config.DefaultPolicyRow {
+			note = "copy of default_policy " + strconv.Quote(c.DefaultPolicy)
+		} else if c.Shipped[p.Name] {
+			note = "shipped profile"
+		}
+		newF := policyFields(p)
+		cur, ok := st.Policies[p.Name]
+		if !ok {
+			ch := change{Kind: changeAdd, Object: "policy", Name: p.Name, Note: note, policy: p}
+			for _, f := range newF {
+				ch.Fields = append(ch.Fields, fieldChange{Field: f[0], New: f[1]})
+			}
+			out = append(out, ch)
+			continue
+		}
+		oldF := policyFields(cur)
+		ch := change{Kind: changeUpdate, Object: "policy", Name: p.Name, Note: note, policy: p}
+		for i := range newF {
+			if oldF[i][1] != newF[i][1] {
+				ch.Fields = append(ch.Fields, fieldChange{Field: newF[i][0], Old: oldF[i][1], New: newF[i][1]})
+			}
+		}
+		if len(ch.Fields) > 0 {
+			out = append(out, ch)
+		}
+	}
+	for _, name := range sortedNames(st.Policies) {
+		if !wanted[name] {
+			out = append(out, change{Kind: changeExtra, Object: "policy", Name: name, Note: "only in the database"})
+		}
+	}
+	wantQ := map[string]bool{}
+	for _, q := range c.Queues {
+		wantQ[q.Name] = true
+		cur, ok := st.Queues[q.Name]
+		switch {
+		case !ok:
+			out = append(out, change{Kind: changeAdd, Object: "queue", Name: q.Name, queue: q.Policy,
+				Fields: []fieldChange{{Field: "policy", New: q.Policy}}})
+		case cur != q.Policy:
+			out = append(out, change{Kind: changeUpdate, Object: "queue", Name: q.Name, queue: q.Policy,
+				Fields: []fieldChange{{Field: "policy", Old: cur, New: q.Policy}}})
+		}
+	}
+	for _, name := range sortedNames(st.Queues) {
+		if !wantQ[name] {
+			out = append(out, change{Kind: changeExtra, Object: "queue", Name: name, Note: "only in the database"})
+		}
+	}
+	return out
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// applyChanges writes the changes inside tx. Extra rows are deleted only
+// when prune is set; a policy still used by a queue or by jobs that may run
+// again is never deleted.
+func applyChanges(ctx context.Context, tx pgx.Tx, changes []change, prune bool) error {
+	for _, ch := range changes {
+		if ch.Object != "policy" || ch.Kind == changeExtra {
+			continue
+		}
+		p := ch.policy
+		sched := make([]int64, len(p.Schedule))
+		for i, d := range p.Schedule {
+			sched[i] = d.Microseconds()
+		}
+		var deadline *int64
+		if p.Deadline > 0 {
+			v := p.Deadline.Microseconds()
+			deadline = &v
+		}
+		_, err := tx.Exec(ctx, `
+INSERT INTO backoff.policies AS p
+    (name, strategy, base, multiplier, exponent, schedule, max_delay, jitter, jitter_ratio, max_attempts, lease, deadline, updated_at)
+VALUES ($1, $2, $3::bigint * interval '1 microsecond', $4, $5,
+        ARRAY(SELECT s * interval '1 microsecond' FROM unnest($6::bigint[]) WITH ORDINALITY AS u(s, i) ORDER BY i),
+        $7::bigint * interval '1 microsecond', $8, $9, $10, $11::bigint * interval '1 microsecond',
+        $12::bigint * interval '1 microsecond', now())
+ON CONFLICT (name) DO UPDATE SET
+    strategy = excluded.strategy, base = excluded.base, multiplier = excluded.multiplier,
+    exponent = excluded.exponent, schedule = excluded.schedule, max_delay = excluded.max_delay,
+    jitter = excluded.jitter, jitter_ratio = excluded.jitter_ratio, max_attempts = excluded.max_attempts,
+    lease = excluded.lease, deadline = excluded.deadline, updated_at = now()`,
+			p.Name, string(p.Strategy), p.Base.Microseconds(), p.Multiplier, p.Exponent, sched,
+			p.Max.Microseconds(), string(p.Jitter), p.JitterRatio, p.MaxAttempts, p.Lease.Microseconds(), deadline)
+		if err != nil {
+			return fmt.Errorf("write policy %q: %w", p.Name, err)
+		}
+	}
+	for _, ch := range changes {
+		if ch.Object != "queue" || ch.Kind == changeExtra {
+			continue
+		}
+		_, err := tx.Exec(ctx, `
+INSERT INTO backoff.queues (name, policy, updated_at) VALUES ($1, $2, now())
+ON CONFLICT (name) DO UPDATE SET policy = excluded.policy, updated_at = now()`, ch.Name, ch.queue)
+		if err != nil {
+			return fmt.Errorf("write queue %q: %w", ch.Name, err)
+		}
+	}
+	if !prune {
+		return nil
+	}
+	for _, ch := range changes {
+		if ch.Object == "queue" && ch.Kind == changeExtra {
+			if _, err := tx.Exec(ctx, `DELETE FROM backoff.queues WHERE name = $1`, ch.Name); err != nil {
+				return fmt.Errorf("delete queue %q: %w", ch.Name, err)
+			}
+		}
+	}
+	for _, ch := range changes {
+		if ch.Object != "policy" || ch.Kind != changeExtra {
+			continue
+		}
+		var queues []string
+		var jobs int64
+		err := tx.QueryRow(ctx, `
+SELECT ARRAY(SELECT name FROM backoff.queues WHERE policy = $1 ORDER BY name),
+       (SELECT count(*) FROM backoff.jobs WHERE policy = $1 AND status IN ('pending', 'running', 'retrying', 'dead_lettered'))`,
+			ch.Name).Scan(&queues, &jobs)
+		if err != nil {
+			return fmt.Errorf("check uses of policy %q: %w", ch.Name, err)
+		}
+		if len(queues) > 0 {
+			return fmt.Errorf("cannot delete policy %q: queue %s still uses it", ch.Name, strings.Join(queues, ", "))
+		}
+		if jobs > 0 {
+			return fmt.Errorf("cannot delete policy %q: %d job(s) that may run again name it", ch.Name, jobs)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM backoff.policies WHERE name = $1`, ch.Name); err != nil {
+			return fmt.Errorf("delete policy %q: %w", ch.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,568 @@
+// Package config loads backoff.toml, the single source of truth for retry
+// policies and queue mappings (docs/design.md §6, docs/adr/0011).
+//
+// A file is decoded strictly: every key must be known, every value must have
+// the right type and range, and every problem is reported at once as
+// FILE:LINE: key: message. Omitted policy keys take the values of
+// policy.Defaults(). The shipped profiles (aggressive, moderate,
+// conservative) exist even when the file does not define them; a
+// [policies.NAME] of the same name replaces one entirely. [env.NAME]
+// overlays are merged over the file when selected, and every environment is
+// validated whether selected or not.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pgbackoff/pgbackoff/client/policy"
+)
+
+// Version is the only configuration format version this package reads.
+const Version = 1
+
+// DefaultFile is the file read when no --config is given.
+const DefaultFile = "backoff.toml"
+
+// DefaultPolicyRow is the reserved policy name that jobs of unmapped queues
+// use; `config apply` writes it as a copy of default_policy.
+const DefaultPolicyRow = "default"
+
+// ImplicitDefaultPolicy is default_policy when the file does not set it.
+const ImplicitDefaultPolicy = "moderate"
+
+// Queue maps a queue to the policy its jobs use.
+type Queue struct {
+	Name   string
+	Policy string
+}
+
+// Config is an effective configuration: the file with the selected
+// environment's overlay applied, and the shipped profiles it did not
+// redefine.
+type Config struct {
+	File          string
+	Env           string // selected environment, "" for none
+	Version       int
+	DefaultPolicy string          // always set; ImplicitDefaultPolicy when the file is silent
+	Policies      []policy.Policy // sorted by name; never contains DefaultPolicyRow
+	Queues        []Queue         // sorted by name
+	Shipped       map[string]bool // names in Policies that come from the shipped profiles, not the file
+	Envs          []string        // environments the file defines, sorted
+}
+
+// Policy returns the named policy. DefaultPolicyRow resolves to the policy
+// default_policy names.
+func (c *Config) Policy(name string) (policy.Policy, bool) {
+	if name == DefaultPolicyRow {
+		name = c.DefaultPolicy
+	}
+	for _, p := range c.Policies {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return policy.Policy{}, false
+}
+
+// Load reads and decodes the file at path with the overlay of env ("" for
+// none). A file that is not valid gives an *Errors listing every problem.
+func Load(path, env string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("read config: %s does not exist (pass --config FILE)", path)
+		}
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, env)
+}
+
+// Parse decodes data, named file in messages, with the overlay of env.
+func Parse(file string, data []byte, env string) (*Config, error) {
+	ps := &problems{file: file}
+	root, ok := parseTree(file, data, ps)
+	if !ok {
+		return nil, ps.err()
+	}
+	top, _ := root.table()
+
+	base := map[string]*node{}
+	envs := map[string]*node{}
+	version := 0
+	for _, k := range sortedKeys(top) {
+		n := top[k]
+		switch k {
+		case "version":
+			v, ok := n.val.(int64)
+			switch {
+			case !ok:
+				ps.add(n.line, n.key, "must be the integer %d, got %s", Version, describeValue(n.val))
+			case v != Version:
+				ps.add(n.line, n.key, "unsupported version %d: this backoffctl reads version %d", v, Version)
+			default:
+				version = int(v)
+			}
+		case "default_policy", "policies", "queues":
+			base[k] = n
+		case "env":
+			t, ok := n.table()
+			if !ok {
+				ps.add(n.line, n.key, "must be a table of environments such as [env.test], got %s", describeValue(n.val))
+				continue
+			}
+			for _, name := range sortedKeys(t) {
+				e := t[name]
+				et, ok := e.table()
+				if !ok {
+					ps.add(e.line, e.key, "must be a table such as [%s.policies.NAME], got %s", e.key, describeValue(e.val))
+					continue
+				}
+				for _, ek := range sortedKeys(et) {
+					switch ek {
+					case "default_policy", "policies", "queues":
+					case "version", "env":
+						ps.add(et[ek].line, et[ek].key, "cannot be set in an environment overlay")
+						delete(et, ek)
+					default:
+						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies and queues",
+							suggest(ek, []string{"default_policy", "policies", "queues"}))
+						delete(et, ek)
+					}
+				}
+				envs[name] = e
+			}
+		default:
+			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "env"}))
+		}
+	}
+	if _, ok := top["version"]; !ok {
+		ps.add(1, "version", "missing: the file must start with version = %d", Version)
+	}
+
+	envNames := make([]string, 0, len(envs))
+	for name := range envs {
+		envNames = append(envNames, name)
+	}
+	slices.Sort(envNames)
+
+	baseNode := &node{key: "", line: 1, val: base}
+	selected := decode(baseNode, ps)
+	for _, name := range envNames {
+		c := decode(merge(baseNode, &node{key: envs[name].key, line: envs[name].line, val: mustTable(envs[name])}), ps)
+		if name == env {
+			selected = c
+		}
+	}
+	if env != "" {
+		if _, ok := envs[env]; !ok {
+			known := "the file defines no environments"
+			if len(envNames) > 0 {
+				known = "the file defines " + strings.Join(envNames, ", ")
+			}
+			line := 1
+			if e, ok := top["env"]; ok {
+				line = e.line
+			}
+			ps.add(line, "env", "no environment %q (--env)%s; %s", env, suggest(env, envNames), known)
+		}
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
+	}
+	selected.File = file
+	selected.Env = env
+	selected.Version = version
+	selected.Envs = envNames
+	return selected, nil
+}
+
+func mustTable(n *node) map[string]*node {
+	t, _ := n.table()
+	return t
+}
+
+// decode validates one effective tree (base, or base with an overlay) and
+// returns its configuration; problems go to ps.
+func decode(root *node, ps *problems) *Config {
+	top := mustTable(root)
+	c := &Config{DefaultPolicy: ImplicitDefaultPolicy, Shipped: map[string]bool{}}
+	defined := map[string]bool{}
+
+	if n, ok := top["policies"]; ok {
+		t, ok := n.table()
+		if !ok {
+			ps.add(n.line, n.key, "must be a table of policies such as [policies.NAME], got %s", describeValue(n.val))
+		}
+		for _, name := range sortedKeys(t) {
+			pn := t[name]
+			switch {
+			case name == DefaultPolicyRow:
+				ps.add(pn.line, pn.key, "the name %q is reserved for the policy of unmapped queues: name the policy otherwise and set default_policy to it", DefaultPolicyRow)
+				continue
+			case strings.TrimSpace(name) == "":
+				ps.add(pn.line, pn.key, "a policy needs a non-empty name")
+				continue
+			}
+			defined[name] = true
+			if p, ok := decodePolicy(name, pn, ps); ok {
+				c.Policies = append(c.Policies, p)
+			}
+		}
+	}
+	for name, p := range policy.Profiles() {
+		if name != DefaultPolicyRow && !defined[name] {
+			p.Name = name
+			c.Policies = append(c.Policies, p)
+			c.Shipped[name] = true
+			defined[name] = true
+		}
+	}
+	slices.SortFunc(c.Policies, func(a, b policy.Policy) int { return strings.Compare(a.Name, b.Name) })
+	names := make([]string, 0, len(defined))
+	for name := range defined {
+		names = append(names, name)
+	}
+
+	if n, ok := top["default_policy"]; ok {
+		s, ok := n.val.(string)
+		switch {
+		case !ok:
+			ps.add(n.line, n.key, "must be a policy name (a string), got %s", describeValue(n.val))
+		case s == DefaultPolicyRow:
+			ps.add(n.line, n.key, "must name a policy, not %q itself", DefaultPolicyRow)
+		case !defined[s]:
+			ps.add(n.line, n.key, "no policy %q%s; defined: %s", s, suggest(s, names), listNames(names))
+		default:
+			c.DefaultPolicy = s
+		}
+	}
+
+	if n, ok := top["queues"]; ok {
+		t, ok := n.table()
+		if !ok {
+			ps.add(n.line, n.key, "must be a table of queues such as [queues.NAME], got %s", describeValue(n.val))
+		}
+		for _, name := range sortedKeys(t) {
+			qn := t[name]
+			if strings.TrimSpace(name) == "" {
+				ps.add(qn.line, qn.key, "a queue needs a non-empty name")
+				continue
+			}
+			qt, ok := qn.table()
+			if !ok {
+				ps.add(qn.line, qn.key, "must be a table such as [%s] with policy = \"NAME\", got %s", qn.key, describeValue(qn.val))
+				continue
+			}
+			q := Queue{Name: name}
+			for _, k := range sortedKeys(qt) {
+				v := qt[k]
+				if k != "policy" {
+					ps.add(v.line, v.key, "unknown key%s; a queue has only policy", suggest(k, []string{"policy"}))
+					continue
+				}
+				s, ok := v.val.(string)
+				switch {
+				case !ok:
+					ps.add(v.line, v.key, "must be a policy name (a string), got %s", describeValue(v.val))
+				case s != DefaultPolicyRow && !defined[s]:
+					ps.add(v.line, v.key, "no policy %q%s; defined: %s", s, suggest(s, names), listNames(names))
+				default:
+					q.Policy = s
+				}
+			}
+			if _, ok := qt["policy"]; !ok {
+				ps.add(qn.line, qn.key+".policy", "missing: a queue must name its policy")
+			}
+			if q.Policy != "" {
+				c.Queues = append(c.Queues, q)
+			}
+		}
+		slices.SortFunc(c.Queues, func(a, b Queue) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return c
+}
+
+func listNames(names []string) string {
+	s := slices.Clone(names)
+	slices.Sort(s)
+	return strings.Join(s, ", ")
+}
+
+// Policy keys, in the order `config show` prints them.
+var policyKeys = []string{"strategy", "base", "multiplier", "exponent", "schedule", "max", "jitter", "jitter_ratio", "max_attempts", "lease", "deadline"}
+
+// keyHints catches names people write for a key that has another name here.
+var keyHints = map[string]string{
+	"max_delay": "max", "max_backoff": "max", "cap": "max", "ratio": "jitter_ratio",
+	"retries": "max_attempts", "max_retries": "max_attempts", "attempts": "max_attempts",
+	"factor": "multiplier", "backoff": "strategy", "type": "strategy", "delays": "schedule",
+	"timeout": "lease", "visibility_timeout": "lease", "ttl": "deadline",
+}
+
+var strategies = []string{"none", "fixed", "linear", "exponential", "polynomial", "schedule"}
+var jitters = []string{"none", "full", "equal", "proportional"}
+
+func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
+	t, ok := pn.table()
+	if !ok {
+		ps.add(pn.line, pn.key, "must be a table such as [%s], got %s", pn.key, describeValue(pn.val))
+		return policy.Policy{}, false
+	}
+	p := policy.Defaults()
+	p.Name = name
+	before := ps.adds
+	bad := map[string]bool{} // keys whose value was rejected
+	fail := func(n *node, format string, args ...any) {
+		bad[lastPart(n.key)] = true
+		ps.add(n.line, n.key, format, args...)
+	}
+	for _, k := range sortedKeys(t) {
+		n := t[k]
+		switch k {
+		case "strategy":
+			if s, ok := enumValue(n, strategies, "strategy", fail); ok {
+				p.Strategy = policy.Strategy(s)
+			}
+		case "jitter":
+			if s, ok := enumValue(n, jitters, "jitter", fail); ok {
+				p.Jitter = policy.Jitter(s)
+			}
+		case "base", "max", "lease", "deadline":
+			s, ok := n.val.(string)
+			if !ok {
+				fail(n, "must be a duration string such as \"30s\", got %s", describeValue(n.val))
+				continue
+			}
+			d, err := ParseDuration(s)
+			if err != nil {
+				fail(n, "%v", err)
+				continue
+			}
+			switch k {
+			case "base":
+				p.Base = d
+			case "max":
+				p.Max = d
+			case "lease":
+				if d == 0 {
+					fail(n, "must be positive: a job needs time to run before its lease expires")
+					continue
+				}
+				p.Lease = d
+			case "deadline":
+				if d == 0 {
+					fail(n, "must be positive; omit the key for no deadline")
+					continue
+				}
+				p.Deadline = d
+			}
+		case "multiplier":
+			f, ok := number(n.val)
+			switch {
+			case !ok:
+				fail(n, "must be a number such as 2.0, got %s", describeValue(n.val))
+			case math.IsNaN(f) || math.IsInf(f, 0) || f < 1 || f > 1000:
+				fail(n, "must be between 1 and 1000, got %v", f)
+			default:
+				p.Multiplier = f
+			}
+		case "exponent":
+			i, ok := n.val.(int64)
+			switch {
+			case !ok:
+				fail(n, "must be an integer such as 2, got %s", describeValue(n.val))
+			case i < 1 || i > 10:
+				fail(n, "must be between 1 and 10, got %d", i)
+			default:
+				p.Exponent = int(i)
+			}
+		case "jitter_ratio":
+			f, ok := number(n.val)
+			switch {
+			case !ok:
+				fail(n, "must be a number between 0 and 1, got %s", describeValue(n.val))
+			case math.IsNaN(f) || f < 0 || f > 1:
+				fail(n, "must be between 0 and 1, got %v", f)
+			case f > 0 && f < policy.MinJitterRatio:
+				fail(n, "must be 0 or at least %v (a smaller ratio underflows in PostgreSQL), got %v", policy.MinJitterRatio, f)
+			default:
+				p.JitterRatio = f
+			}
+		case "max_attempts":
+			i, ok := n.val.(int64)
+			switch {
+			case !ok:
+				fail(n, "must be an integer such as 5, got %s", describeValue(n.val))
+			case i < 1 || i > math.MaxInt32:
+				fail(n, "must be between 1 and %d, got %d", math.MaxInt32, i)
+			default:
+				p.MaxAttempts = int(i)
+			}
+		case "schedule":
+			arr, ok := n.val.([]*node)
+			if !ok {
+				fail(n, "must be a list of durations such as [\"1s\", \"5s\", \"30s\"], got %s", describeValue(n.val))
+				continue
+			}
+			sched := make([]time.Duration, 0, len(arr))
+			okAll := true
+			for _, el := range arr {
+				s, ok := el.val.(string)
+				if !ok {
+					fail(el, "must be a duration string such as \"30s\", got %s", describeValue(el.val))
+					okAll = false
+					continue
+				}
+				d, err := ParseDuration(s)
+				if err != nil {
+					fail(el, "%v", err)
+					okAll = false
+					continue
+				}
+				sched = append(sched, d)
+			}
+			if okAll {
+				p.Schedule = sched
+			} else {
+				bad["schedule"] = true
+			}
+		default:
+			hint := ""
+			if h, ok := keyHints[strings.ToLower(k)]; ok {
+				hint = fmt.Sprintf(" (did you mean %q?)", h)
+			} else {
+				hint = suggest(k, policyKeys)
+			}
+			ps.add(n.line, n.key, "unknown key%s", hint)
+		}
+	}
+
+	// Cross-field checks, on the keys whose own values were fine.
+	at := func(key string) (int, string) {
+		if n, ok := t[key]; ok {
+			return n.line, n.key
+		}
+		return pn.line, pn.key
+	}
+	check := func(key string, format string, args ...any) {
+		line, k := at(key)
+		ps.add(line, k, format, args...)
+	}
+	written := func(key string) bool { _, ok := t[key]; return ok && !bad[key] }
+	strategyOK := !bad["strategy"]
+	if strategyOK {
+		if p.Strategy == policy.StrategySchedule && len(p.Schedule) == 0 && !bad["schedule"] {
+			if written("schedule") {
+				check("schedule", "must not be empty for strategy \"schedule\"")
+			} else {
+				check("strategy", "strategy \"schedule\" needs a non-empty schedule = [\"1s\", ...]")
+			}
+		}
+		for key, want := range map[string]policy.Strategy{"multiplier": policy.StrategyExponential, "exponent": policy.StrategyPolynomial, "schedule": policy.StrategySchedule} {
+			if written(key) && p.Strategy != want {
+				check(key, "is used only by strategy %q, and this policy's strategy is %q", want, p.Strategy)
+			}
+		}
+		usesBase := p.Strategy != policy.StrategyNone && p.Strategy != policy.StrategySchedule
+		if usesBase && !bad["base"] && !bad["max"] && p.Max < p.Base {
+			key := "max"
+			if !written("max") {
+				key = "base"
+			}
+			check(key, "max (%s%s) is less than base (%s): every retry would wait max", FormatDuration(p.Max), defaultNote(written("max")), FormatDuration(p.Base))
+		}
+		if p.Strategy == policy.StrategySchedule && !bad["schedule"] && !bad["max"] {
+			for i, d := range p.Schedule {
+				if d > p.Max {
+					el := t["schedule"].val.([]*node)[i]
+					ps.add(el.line, el.key, "%s is more than max (%s%s): raise max or shorten the schedule", FormatDuration(d), FormatDuration(p.Max), defaultNote(written("max")))
+					break
+				}
+			}
+		}
+	}
+	if !bad["jitter"] && written("jitter_ratio") && p.Jitter != policy.JitterProportional {
+		check("jitter_ratio", "is used only by jitter \"proportional\", and this policy's jitter is %q", p.Jitter)
+	}
+	if ps.adds > before {
+		return p, false
+	}
+	if err := p.Validate(); err != nil {
+		// The Go mirror's own limits, for anything the checks above let by.
+		line, key, msg := pn.line, pn.key, err.Error()
+		var fe *policy.FieldError
+		if errors.As(err, &fe) {
+			line, key = at(fe.Field)
+			msg = fmt.Sprintf("%s, got %v", fe.Reason, fe.Value)
+		}
+		ps.add(line, key, "%s", msg)
+		return p, false
+	}
+	return p, true
+}
+
+func defaultNote(written bool) string {
+	if written {
+		return ""
+	}
+	return ", the default"
+}
+
+func lastPart(key string) string {
+	key = strings.TrimRight(key, "]0123456789[")
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		return key[i+1:]
+	}
+	return key
+}
+
+func enumValue(n *node, allowed []string, what string, fail func(*node, string, ...any)) (string, bool) {
+	s, ok := n.val.(string)
+	if !ok {
+		fail(n, "must be one of %s, got %s", strings.Join(allowed, " | "), describeValue(n.val))
+		return "", false
+	}
+	if !slices.Contains(allowed, s) {
+		fail(n, "unknown %s %q%s; want one of %s", what, s, suggest(s, allowed), strings.Join(allowed, " | "))
+		return "", false
+	}
+	return s, true
+}
+
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case int64:
+		return float64(v), true
+	}
+	return 0, false
+}
+
+// describeValue names a TOML value's type for messages, with the value when
+// it is short.
+func describeValue(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case int64:
+		return fmt.Sprintf("the integer %d", v)
+	case float64:
+		return fmt.Sprintf("the number %v", v)
+	case bool:
+		return fmt.Sprintf("the boolean %v", v)
+	case []*node:
+		return "an array"
+	case map[string]*node:
+		return "a table"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
+}

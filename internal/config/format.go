@@ -1,0 +1,78 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/pgbackoff/pgbackoff/client/policy"
+)
+
+// Write prints c as a TOML file that Parse reads back to the same
+// configuration: every policy with every key (defaults made explicit), the
+// shipped profiles marked as such, no overlays.
+func Write(w io.Writer, c *Config) error {
+	var b strings.Builder
+	env := c.Env
+	if env == "" {
+		env = "none"
+	}
+	fmt.Fprintf(&b, "# effective configuration of %s (env: %s)\n", c.File, env)
+	fmt.Fprintf(&b, "version = %d\n", Version)
+	fmt.Fprintf(&b, "default_policy = %s\n", strconv.Quote(c.DefaultPolicy))
+	for _, p := range c.Policies {
+		b.WriteString("\n")
+		if c.Shipped[p.Name] {
+			b.WriteString("# shipped profile (not defined in the file)\n")
+		}
+		fmt.Fprintf(&b, "[policies.%s]\n", displayPart(p.Name))
+		writePolicy(&b, p)
+	}
+	for _, q := range c.Queues {
+		fmt.Fprintf(&b, "\n[queues.%s]\npolicy = %s\n", displayPart(q.Name), strconv.Quote(q.Policy))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// writePolicy prints the keys of p that its strategy and jitter use, so the
+// output passes the same strict checks as a hand-written file.
+func writePolicy(b *strings.Builder, p policy.Policy) {
+	fmt.Fprintf(b, "strategy = %q\n", p.Strategy)
+	fmt.Fprintf(b, "base = %q\n", FormatDuration(p.Base))
+	switch p.Strategy {
+	case policy.StrategyExponential:
+		fmt.Fprintf(b, "multiplier = %s\n", FormatFloat(p.Multiplier))
+	case policy.StrategyPolynomial:
+		fmt.Fprintf(b, "exponent = %d\n", p.Exponent)
+	case policy.StrategySchedule:
+		parts := make([]string, len(p.Schedule))
+		for i, d := range p.Schedule {
+			parts[i] = strconv.Quote(FormatDuration(d))
+		}
+		fmt.Fprintf(b, "schedule = [%s]\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(b, "max = %q\n", FormatDuration(p.Max))
+	fmt.Fprintf(b, "jitter = %q\n", p.Jitter)
+	if p.Jitter == policy.JitterProportional {
+		fmt.Fprintf(b, "jitter_ratio = %s\n", FormatFloat(p.JitterRatio))
+	}
+	fmt.Fprintf(b, "max_attempts = %d\n", p.MaxAttempts)
+	fmt.Fprintf(b, "lease = %q\n", FormatDuration(p.Lease))
+	if p.Deadline > 0 {
+		fmt.Fprintf(b, "deadline = %q\n", FormatDuration(p.Deadline))
+	} else {
+		b.WriteString("# deadline: none\n")
+	}
+}
+
+// FormatFloat renders f as a TOML float that reads back exactly ("2.0",
+// "0.1", "1.5").
+func FormatFloat(f float64) string {
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eEn") {
+		s += ".0"
+	}
+	return s
+}
