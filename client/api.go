@@ -265,6 +265,11 @@ func (c *Client) Complete(ctx context.Context, jobID int64, attempt int) (Job, e
 // its given attempt (jobIDs[i] with attempts[i]) and returns the ids it
 // completed; an entry whose fencing fails is left alone and not returned.
 func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, attempts []int) ([]int64, error) {
+	return c.completeMany(ctx, "", jobIDs, attempts)
+}
+
+// completeMany is CompleteMany with the queue to label metrics with.
+func (c *Client) completeMany(ctx context.Context, queue string, jobIDs []int64, attempts []int) ([]int64, error) {
 	op := fmt.Sprintf("complete %d jobs", len(jobIDs))
 	if len(jobIDs) != len(attempts) {
 		return nil, fmt.Errorf("%s: %w: %d ids but %d attempts", op, ErrInvalidArgument, len(jobIDs), len(attempts))
@@ -288,7 +293,7 @@ func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, attempts []in
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
-	c.cfg.metrics.completed(ctx, "", len(done))
+	c.cfg.metrics.completed(ctx, queue, len(done))
 	return done, nil
 }
 
