@@ -7,8 +7,8 @@
 -- multiplications for any k < 2^31, and the clamp keeps every product finite
 -- (PostgreSQL raises on float8 overflow). The clamp never changes a capped
 -- delay: every factor is >= 1, so once a partial product reaches 2^60 the
--- result does too, and any delay of base (>= 1 µs) × 2^60 is above every
--- allowed max. docs/adr/0004-identical-math-in-sql-and-go.md
+-- result does too, and any delay of base (>= 1 µs) × 2^60 µs (36,559 years)
+-- is above every allowed max (100 years). docs/adr/0004-identical-math-in-sql-and-go.md
 CREATE OR REPLACE FUNCTION backoff._clamped_power(p_x float8, p_k integer)
 RETURNS float8
 LANGUAGE plpgsql

@@ -7,3 +7,7 @@
 {{ template "_delay_us.sql" . }}
 {{ template "_policy_delay_us.sql" . }}
 {{ template "retry_delay.sql" . }}
+{{ template "compute_delay.sql" . }}
+{{ template "schedule.sql" . }}
+{{ template "_step_backoff.sql" . }}
+{{ template "calculate_step_next_retry_time.sql" . }}

@@ -4,18 +4,27 @@
 
 -- Named retry policies, written by `backoffctl config apply`. Durations are
 -- intervals, numbers are float8 so that SQL and Go compute with the same IEEE
--- doubles (docs/adr/0004-identical-math-in-sql-and-go.md).
+-- doubles (docs/adr/0004-identical-math-in-sql-and-go.md). The limits are
+-- those of backoff._delay_us and of the Go mirror's Policy.Validate: delays
+-- up to 100 years keep every microsecond count exact in a double (< 2^53),
+-- and a jitter ratio is 0 or at least a millionth, because a smaller one
+-- underflows float8 (PostgreSQL raises where Go would silently give 0).
 CREATE TABLE backoff.policies (
     name         text PRIMARY KEY CHECK (name <> ''),
     strategy     text NOT NULL DEFAULT 'exponential'
                  CHECK (strategy IN ('none', 'fixed', 'linear', 'exponential', 'polynomial', 'schedule')),
-    base         interval NOT NULL DEFAULT '1 second' CHECK (base >= interval '0'),
+    base         interval NOT NULL DEFAULT '1 second'
+                 CHECK (base >= interval '0' AND base <= interval '100 years'),
     multiplier   float8 NOT NULL DEFAULT 2.0 CHECK (multiplier >= 1 AND multiplier <= 1000),
     exponent     integer NOT NULL DEFAULT 2 CHECK (exponent BETWEEN 1 AND 10),
-    schedule     interval[] NOT NULL DEFAULT '{}',
-    max_delay    interval NOT NULL DEFAULT '1 minute' CHECK (max_delay >= interval '0'),
+    schedule     interval[] NOT NULL DEFAULT '{}'
+                 CHECK (array_position(schedule, NULL) IS NULL
+                        AND interval '0' <= ALL (schedule) AND interval '100 years' >= ALL (schedule)),
+    max_delay    interval NOT NULL DEFAULT '1 minute'
+                 CHECK (max_delay >= interval '0' AND max_delay <= interval '100 years'),
     jitter       text NOT NULL DEFAULT 'none' CHECK (jitter IN ('none', 'full', 'equal', 'proportional')),
-    jitter_ratio float8 NOT NULL DEFAULT 0.1 CHECK (jitter_ratio >= 0 AND jitter_ratio <= 1),
+    jitter_ratio float8 NOT NULL DEFAULT 0.1
+                 CHECK (jitter_ratio = 0 OR (jitter_ratio >= 0.000001 AND jitter_ratio <= 1)),
     max_attempts integer NOT NULL DEFAULT 5 CHECK (max_attempts >= 1),
     lease        interval NOT NULL DEFAULT '30 seconds' CHECK (lease > interval '0'),
     deadline     interval CHECK (deadline > interval '0'),
