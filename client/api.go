@@ -485,54 +485,49 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]Job, error) {
 	return jobs, nil
 }
 
-// QueueStats counts one queue's jobs by status.
+// QueueStats is one queue's row of backoff.stats.
 type QueueStats struct {
-	Queue  string
-	Counts map[Status]int64
-	// OldestDueAge is how long the oldest due (claimable) job has waited;
-	// 0 when none is due.
+	Queue        string
+	Pending      int64
+	Running      int64
+	Retrying     int64
+	Completed    int64
+	DeadLettered int64
+	Cancelled    int64
+	// Due counts claimable jobs whose run_at has passed; OldestDueAge is
+	// how long the oldest of them has waited (0 when none is due).
+	Due          int64
 	OldestDueAge time.Duration
+	// Retries and DeadLetters count what happened within the window.
+	Retries     int64
+	DeadLetters int64
 }
 
-// statsSQL counts per queue and status in one pass; the claimable partial
-// index serves the due-age aggregate.
-const statsSQL = `SELECT queue, status, count(*), ` +
-	`COALESCE(max(CASE WHEN status IN ('pending', 'retrying') AND run_at <= %[1]s THEN %[1]s - run_at END), interval '0') ` +
-	`FROM backoff.jobs GROUP BY queue, status ORDER BY queue, status`
-
-// Stats counts jobs per queue and status, with the age of each queue's
-// oldest due job.
-func (c *Client) Stats(ctx context.Context) ([]QueueStats, error) {
+// Stats returns backoff.stats: per queue, jobs by status, the due backlog
+// and its oldest age, and the retries and dead letters of the last window
+// (0: the function's default, one hour). It scans the table: for operators
+// and dashboards, not for a tight loop.
+func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats, error) {
 	op := "read job stats"
-	now := "now()"
-	var args []any
-	if c.cfg.now != nil {
-		now = "$1::timestamptz"
-		args = append(args, c.cfg.now())
+	var args []arg
+	if window > 0 {
+		args = append(args, arg{"p_window", "interval", window})
 	}
-	rows, err := c.db.Query(ctx, fmt.Sprintf(statsSQL, now), args...)
+	call, values := c.fn("stats", args...)
+	rows, err := c.db.Query(ctx, "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, "+
+		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters FROM "+call, values...)
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
 	defer rows.Close()
 	var out []QueueStats
 	for rows.Next() {
-		var (
-			queue, status string
-			n             int64
-			age           time.Duration
-		)
-		if err := rows.Scan(&queue, &status, &n, &age); err != nil {
+		var s QueueStats
+		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Retrying, &s.Completed, &s.DeadLettered,
+			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters); err != nil {
 			return nil, translate(op, 0, err)
 		}
-		if len(out) == 0 || out[len(out)-1].Queue != queue {
-			out = append(out, QueueStats{Queue: queue, Counts: map[Status]int64{}})
-		}
-		qs := &out[len(out)-1]
-		qs.Counts[Status(status)] = n
-		if age > qs.OldestDueAge {
-			qs.OldestDueAge = age
-		}
+		out = append(out, s)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, translate(op, 0, err)

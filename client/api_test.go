@@ -301,6 +301,7 @@ func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 	runAt := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
 	for _, tc := range []struct{ name, msg, detail string }{
 		{"detail is the timestamp", `job 9 is not ready until 2025-03-04 05:06:07.123456+00 (2 attempts so far)`, "2025-03-04T05:06:07.123456+00:00"},
+		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`, "2025-03-04T05:06:07.123456Z"},
 		{"detail as key=value", `job 9 not ready`, "run_at=2025-03-04T05:06:07.123456Z attempts=2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
