@@ -71,7 +71,9 @@ CREATE TABLE backoff.jobs (
     dead_letter_reason text CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline')),
     dedupe_key         text,
     created_at         timestamptz NOT NULL,
-    completed_at       timestamptz
+    completed_at       timestamptz,
+    -- A lease exists exactly while a job runs. Reap's index relies on it.
+    CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL))
 );
 
 -- Claim: due jobs of one queue in claim order. Partial, so finished rows
@@ -79,9 +81,14 @@ CREATE TABLE backoff.jobs (
 CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id)
     WHERE status IN ('pending', 'retrying');
 
--- Reap: running jobs by lease expiry.
-CREATE INDEX jobs_running_lease_idx ON backoff.jobs (lease_until)
-    WHERE status = 'running';
+-- Reap: running jobs by lease expiry. The predicate is on lease_until (set
+-- exactly while running, see the CHECK above) rather than on status, so that
+-- only reap's "lease_until < now" can use this index: with "WHERE status =
+-- 'running'" a generic plan of the fenced updates (complete, complete_many,
+-- fail: "id = $1 AND status = 'running'") may walk every running row here
+-- instead of probing the primary key.
+CREATE INDEX jobs_lease_idx ON backoff.jobs (lease_until)
+    WHERE lease_until IS NOT NULL;
 
 -- Dedupe: one unfinished job per (queue, dedupe_key).
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)

@@ -1,0 +1,72 @@
+-- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
+-- jobs of a queue in one UPDATE. The candidates are locked with
+-- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
+-- a row. Hot path: one statement, no extra queries.
+--
+-- Plan notes (docs/design.md §10): the candidates are collected into an
+-- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
+-- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
+-- LOCKED) can get a generic plan that hash-joins a sequential scan of the
+-- whole table. The lease comes from the job's recorded policy by primary
+-- key; backoff._job_policy is the fallback for a job whose policy is NULL or
+-- deleted. A paused queue (backoff.queues.paused) gives nothing.
+CREATE OR REPLACE FUNCTION backoff.claim(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer DEFAULT 1,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+       OR p_lease <= interval '0' OR p_now IS NULL THEN
+        IF p_queue IS NULL OR p_queue = '' THEN
+            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_worker IS NULL THEN
+            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+            RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_lease <= interval '0' THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive, got "%"', p_queue, p_lease
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSE
+            RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    RETURN QUERY
+    UPDATE backoff.jobs AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        lease_until = p_now + coalesce(
+            p_lease,
+            (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+            (backoff._job_policy(j.policy, j.queue)).lease),
+        locked_by = p_worker,
+        last_attempted_at = p_now
+    WHERE j.id = ANY (ARRAY(
+        SELECT c.id
+        FROM backoff.jobs AS c
+        WHERE c.queue = p_queue
+          AND c.status IN ('pending', 'retrying')
+          AND c.run_at <= p_now
+          AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+        ORDER BY c.priority DESC, c.run_at, c.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED))
+    RETURNING j.*;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+Example: SELECT id, attempts, payload FROM backoff.claim(''emails'', ''worker-1'', 10);';

@@ -1,0 +1,84 @@
+-- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
+-- now): insert a job and return its id. The job records the policy of its
+-- queue at this moment (docs/adr/0008-single-retry-decision.md). A dedupe
+-- key that matches an unfinished job of the same queue returns that job's
+-- id and inserts nothing. A job due now wakes listeners of channel
+-- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
+-- notifications of one transaction once, so a bulk enqueue sends one per
+-- queue.
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queue        text,
+    p_payload      jsonb DEFAULT '{}',
+    p_run_at       timestamptz DEFAULT NULL,
+    p_max_attempts integer DEFAULT NULL,
+    p_priority     integer DEFAULT 0,
+    p_dedupe_key   text DEFAULT NULL,
+    p_now          timestamptz DEFAULT now()
+)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_id     bigint;
+    v_run_at timestamptz := coalesce(p_run_at, p_now);
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
+        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key = '' THEN
+        RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR v_try IN 1..10 LOOP
+        IF p_dedupe_key IS NULL THEN
+            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
+            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
+                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    v_run_at, p_now)
+            RETURNING id INTO v_id;
+        ELSE
+            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
+            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
+                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    v_run_at, p_now, p_dedupe_key)
+            ON CONFLICT (queue, dedupe_key)
+                WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
+                DO NOTHING
+            RETURNING id INTO v_id;
+        END IF;
+        IF v_id IS NOT NULL THEN
+            IF v_run_at <= p_now THEN
+                PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        -- The key is taken by an unfinished job: return it. If that job
+        -- finished between the INSERT and this SELECT, insert again.
+        SELECT j.id INTO v_id
+        FROM backoff.jobs AS j
+        WHERE j.queue = p_queue AND j.dedupe_key = p_dedupe_key
+          AND j.status IN ('pending', 'running', 'retrying');
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz) IS
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at). The job records its queue''s policy (backoff.queues, else ''default''). A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+Example: SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');';
