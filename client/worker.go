@@ -335,7 +335,9 @@ func (w *Worker) heartbeat(hctx context.Context, a *attempt, lease, every time.D
 				return
 			case <-t.C:
 			}
-			cctx, cancel := context.WithTimeout(hctx, every)
+			// A heartbeat may take as long as a lease: later than that it
+			// is useless anyway, and the watchdog will have fired.
+			cctx, cancel := context.WithTimeout(hctx, lease)
 			until, err := w.c.Heartbeat(cctx, a.job.ID, a.job.Attempts, w.cfg.Lease)
 			cancel()
 			switch {

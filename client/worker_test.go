@@ -229,7 +229,7 @@ func TestWorkerHeartbeatsKeepALongHandlerAlive(t *testing.T) {
 	id, err := c.Enqueue(context.Background(), "long", nil)
 	require.NoError(t, err)
 
-	const lease = 400 * time.Millisecond
+	const lease = time.Second
 	var cause atomic.Value
 	w, err := NewWorker(pool, WorkerConfig{
 		Queue: "long", Concurrency: 1, Lease: lease,
@@ -389,7 +389,7 @@ func TestWorkerWakesOnNotify(t *testing.T) {
 		},
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
-	startWorker(t, w)
+	stop := startWorker(t, w)
 	ctx := context.Background()
 	eventually(t, 5*time.Second, "worker listening", func() bool {
 		var n int
@@ -416,6 +416,8 @@ func TestWorkerWakesOnNotify(t *testing.T) {
 	slices.Sort(lat)
 	t.Logf("NOTIFY wake-up latency over %d enqueues: min %s, median %s, max %s", len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
 	require.Less(t, lat[len(lat)-1], time.Second)
+	stop()
+	require.Equal(t, 5, countStatus(t, pool, StatusCompleted))
 	requireNoneRunning(t, pool)
 }
 
