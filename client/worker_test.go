@@ -485,4 +485,3 @@ func (h *recordingHistogram) Record(_ context.Context, _ float64, _ ...metric.Re
 	defer h.m.mu.Unlock()
 	h.m.hists[h.name]++
 }
-
