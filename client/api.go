@@ -1,0 +1,557 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// arg is one named argument of a SQL function call. Naming the parameters
+// (p_queue => $1) keeps calls correct when a function gains optional
+// parameters, and the cast fixes the parameter's type for the planner.
+type arg struct {
+	name  string
+	cast  string
+	value any
+}
+
+// fn builds the call "backoff.<name>(p_a => $1::t, ...)" and its
+// arguments; with a clock option it adds p_now, otherwise the function's
+// default (the database's now()) applies.
+func (c *Client) fn(name string, args ...arg) (string, []any) {
+	if c.cfg.now != nil {
+		args = append(args, arg{"p_now", "timestamptz", c.cfg.now()})
+	}
+	var b strings.Builder
+	b.WriteString("backoff.")
+	b.WriteString(name)
+	b.WriteByte('(')
+	values := make([]any, len(args))
+	for i, a := range args {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(a.name)
+		b.WriteString(" => $")
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString("::")
+		b.WriteString(a.cast)
+		values[i] = a.value
+	}
+	b.WriteByte(')')
+	return b.String(), values
+}
+
+// nullDuration passes 0 as NULL (the function's default).
+func nullDuration(d time.Duration) any {
+	if d == 0 {
+		return nil
+	}
+	return d
+}
+
+func nullInt(n int) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// NewJob describes a job to enqueue.
+type NewJob struct {
+	Queue       string
+	Payload     any       // marshalled with encoding/json; []byte and json.RawMessage are sent as they are
+	RunAt       time.Time // zero: now
+	MaxAttempts int       // 0: the policy's
+	Priority    int       // higher runs first; default 0
+	DedupeKey   string    // "": none. A key matching an unfinished job of the queue returns that job's id
+}
+
+// EnqueueOption sets an optional field of a job for Enqueue.
+type EnqueueOption func(*NewJob)
+
+// RunAt schedules the job's first run (default: now).
+func RunAt(t time.Time) EnqueueOption { return func(j *NewJob) { j.RunAt = t } }
+
+// MaxAttempts overrides the policy's max_attempts for this job.
+func MaxAttempts(n int) EnqueueOption { return func(j *NewJob) { j.MaxAttempts = n } }
+
+// Priority sets the job's priority: higher is claimed first.
+func Priority(p int) EnqueueOption { return func(j *NewJob) { j.Priority = p } }
+
+// DedupeKey makes the enqueue idempotent: while a job of the queue with the
+// same key is unfinished, Enqueue returns its id instead of adding another.
+func DedupeKey(key string) EnqueueOption { return func(j *NewJob) { j.DedupeKey = key } }
+
+func encodePayload(p any) (string, error) {
+	switch v := p.(type) {
+	case nil:
+		return "{}", nil
+	case json.RawMessage:
+		return string(v), nil
+	case []byte:
+		return string(v), nil
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", fmt.Errorf("encode payload: %w", err)
+	}
+	return string(b), nil
+}
+
+// Enqueue adds a job to queue and returns its id (the existing job's id
+// when a DedupeKey matches an unfinished job). Run it on a transaction
+// (c.With(tx)) to enqueue atomically with the caller's own writes.
+func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ...EnqueueOption) (int64, error) {
+	j := NewJob{Queue: queue, Payload: payload}
+	for _, o := range opts {
+		o(&j)
+	}
+	op := fmt.Sprintf("enqueue job in %q", queue)
+	body, err := encodePayload(j.Payload)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	call, args := c.fn("enqueue",
+		arg{"p_queue", "text", j.Queue},
+		arg{"p_payload", "jsonb", body},
+		arg{"p_run_at", "timestamptz", nullTime(j.RunAt)},
+		arg{"p_max_attempts", "integer", nullInt(j.MaxAttempts)},
+		arg{"p_priority", "integer", j.Priority},
+		arg{"p_dedupe_key", "text", nullString(j.DedupeKey)},
+	)
+	var id int64
+	if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&id); err != nil {
+		return 0, translate(op, 0, err)
+	}
+	return id, nil
+}
+
+// enqueueManySQL enqueues a batch in one statement: backoff.enqueue once per
+// element of the unnested arrays, ids returned in input order.
+const enqueueManySQL = `SELECT backoff.enqueue(p_queue => t.queue, p_payload => t.payload, p_run_at => t.run_at, ` +
+	`p_max_attempts => t.max_attempts, p_priority => t.priority, p_dedupe_key => t.dedupe_key%s) ` +
+	`FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[]) ` +
+	`WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, ord) ORDER BY t.ord`
+
+// EnqueueMany adds jobs in one statement and one round trip (arrays
+// unnested into backoff.enqueue, so every job gets exactly the single-job
+// semantics, dedupe included) and returns their ids in input order. It is
+// atomic: on error no job is added.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {
+	op := fmt.Sprintf("enqueue %d jobs", len(jobs))
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	var (
+		queues   = make([]string, len(jobs))
+		payloads = make([]string, len(jobs))
+		runAts   = make([]*time.Time, len(jobs))
+		maxAtt   = make([]*int32, len(jobs))
+		prios    = make([]int32, len(jobs))
+		dedupes  = make([]*string, len(jobs))
+	)
+	for i, j := range jobs {
+		body, err := encodePayload(j.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("%s: job %d: %w", op, i, err)
+		}
+		queues[i], payloads[i], prios[i] = j.Queue, body, int32(j.Priority)
+		if !j.RunAt.IsZero() {
+			t := j.RunAt
+			runAts[i] = &t
+		}
+		if j.MaxAttempts != 0 {
+			n := int32(j.MaxAttempts)
+			maxAtt[i] = &n
+		}
+		if j.DedupeKey != "" {
+			k := j.DedupeKey
+			dedupes[i] = &k
+		}
+	}
+	args := []any{queues, payloads, runAts, maxAtt, prios, dedupes}
+	now := ""
+	if c.cfg.now != nil {
+		now = ", p_now => $7::timestamptz"
+		args = append(args, c.cfg.now())
+	}
+	rows, err := c.db.Query(ctx, fmt.Sprintf(enqueueManySQL, now), args...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return ids, nil
+}
+
+// Claim takes up to limit due jobs of queue for this client's worker id:
+// each comes back running, with its attempt counted and a lease of lease
+// (0: the policy's lease). Higher priority first, then earliest run_at.
+func (c *Client) Claim(ctx context.Context, queue string, limit int, lease time.Duration) ([]Job, error) {
+	op := fmt.Sprintf("claim jobs in %q", queue)
+	call, args := c.fn("claim",
+		arg{"p_queue", "text", queue},
+		arg{"p_worker", "text", c.cfg.workerID},
+		arg{"p_limit", "integer", limit},
+		arg{"p_lease", "interval", nullDuration(lease)},
+	)
+	jobs, err := c.queryJobs(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	if len(jobs) > 0 {
+		c.cfg.metrics.claimed(ctx, queue, len(jobs))
+	}
+	return jobs, nil
+}
+
+// Acquire claims one specific job if it is due, as Claim would. A job not
+// due yet gives a *NotReadyError (errors.Is ErrNotReady) holding its RetryAt
+// and Attempts; a running job ErrStaleAttempt, a finished one
+// ErrInvalidTransition, an unknown id ErrJobNotFound.
+func (c *Client) Acquire(ctx context.Context, jobID int64, lease time.Duration) (Job, error) {
+	op := fmt.Sprintf("acquire job %d", jobID)
+	call, args := c.fn("acquire",
+		arg{"p_job_id", "bigint", jobID},
+		arg{"p_worker", "text", c.cfg.workerID},
+		arg{"p_lease", "interval", nullDuration(lease)},
+	)
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	c.cfg.metrics.claimed(ctx, j.Queue, 1)
+	return j, nil
+}
+
+// Complete marks the running attempt of a job completed.
+func (c *Client) Complete(ctx context.Context, jobID int64, attempt int) (Job, error) {
+	op := fmt.Sprintf("complete job %d (attempt %d)", jobID, attempt)
+	call, args := c.fn("complete",
+		arg{"p_job_id", "bigint", jobID},
+		arg{"p_attempt", "integer", attempt},
+	)
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	c.cfg.metrics.completed(ctx, j.Queue, 1)
+	return j, nil
+}
+
+// CompleteMany completes, in one statement, each job still running under
+// its given attempt (jobIDs[i] with attempts[i]) and returns the ids it
+// completed; an entry whose fencing fails is left alone and not returned.
+func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, attempts []int) ([]int64, error) {
+	return c.completeMany(ctx, "", jobIDs, attempts)
+}
+
+// completeMany is CompleteMany with the queue to label metrics with.
+func (c *Client) completeMany(ctx context.Context, queue string, jobIDs []int64, attempts []int) ([]int64, error) {
+	op := fmt.Sprintf("complete %d jobs", len(jobIDs))
+	if len(jobIDs) != len(attempts) {
+		return nil, fmt.Errorf("%s: %w: %d ids but %d attempts", op, ErrInvalidArgument, len(jobIDs), len(attempts))
+	}
+	if len(jobIDs) == 0 {
+		return nil, nil
+	}
+	att := make([]int32, len(attempts))
+	for i, a := range attempts {
+		att[i] = int32(a)
+	}
+	call, args := c.fn("complete_many",
+		arg{"p_job_ids", "bigint[]", jobIDs},
+		arg{"p_attempts", "integer[]", att},
+	)
+	rows, err := c.db.Query(ctx, "SELECT id FROM "+call+" AS t(id)", args...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	c.cfg.metrics.completed(ctx, queue, len(done))
+	return done, nil
+}
+
+// FailOption refines how Fail settles a job.
+type FailOption func(*failParams)
+
+type failParams struct {
+	retryIn      time.Duration
+	hasRetryIn   bool
+	nonRetryable bool
+}
+
+// WithRetryIn asks for the next attempt after d instead of the policy's
+// delay (an HTTP Retry-After, say); the database clamps it to the policy's
+// max.
+func WithRetryIn(d time.Duration) FailOption {
+	return func(p *failParams) { p.retryIn, p.hasRetryIn = d, true }
+}
+
+// NonRetryable dead-letters the job now (reason non_retryable).
+func NonRetryable() FailOption { return func(p *failParams) { p.nonRetryable = true } }
+
+// Fail reports a failed attempt. The database decides, in one guarded
+// update, whether the job is retried (status retrying, run_at set by the
+// policy or WithRetryIn) or dead-lettered; the returned job says which.
+func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg string, opts ...FailOption) (Job, error) {
+	var p failParams
+	for _, o := range opts {
+		o(&p)
+	}
+	op := fmt.Sprintf("fail job %d (attempt %d)", jobID, attempt)
+	var retryIn any
+	if p.hasRetryIn {
+		retryIn = p.retryIn
+	}
+	call, args := c.fn("fail",
+		arg{"p_job_id", "bigint", jobID},
+		arg{"p_attempt", "integer", attempt},
+		arg{"p_error", "text", errMsg},
+		arg{"p_retry_in", "interval", retryIn},
+		arg{"p_retryable", "boolean", !p.nonRetryable},
+	)
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	c.cfg.metrics.failed(ctx, &j)
+	return j, nil
+}
+
+// Heartbeat extends the lease of a running attempt by extend (0: the
+// policy's lease) from now and returns the new lease_until. ErrStaleAttempt
+// means the lease was lost: stop working on the job.
+func (c *Client) Heartbeat(ctx context.Context, jobID int64, attempt int, extend time.Duration) (time.Time, error) {
+	op := fmt.Sprintf("heartbeat job %d (attempt %d)", jobID, attempt)
+	call, args := c.fn("heartbeat",
+		arg{"p_job_id", "bigint", jobID},
+		arg{"p_attempt", "integer", attempt},
+		arg{"p_extend", "interval", nullDuration(extend)},
+	)
+	var until time.Time
+	if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&until); err != nil {
+		return time.Time{}, translate(op, jobID, err)
+	}
+	return until, nil
+}
+
+// Snooze puts a running job back to pending, due after delay, without
+// spending an attempt.
+func (c *Client) Snooze(ctx context.Context, jobID int64, attempt int, delay time.Duration) (Job, error) {
+	op := fmt.Sprintf("snooze job %d (attempt %d)", jobID, attempt)
+	call, args := c.fn("snooze",
+		arg{"p_job_id", "bigint", jobID},
+		arg{"p_attempt", "integer", attempt},
+		arg{"p_delay", "interval", delay},
+	)
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	return j, nil
+}
+
+// Cancel moves an unfinished job to the terminal status cancelled.
+func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, error) {
+	op := fmt.Sprintf("cancel job %d", jobID)
+	call, args := c.fn("cancel",
+		arg{"p_job_id", "bigint", jobID},
+		arg{"p_reason", "text", nullString(reason)},
+	)
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	return j, nil
+}
+
+// Replay returns a dead-lettered or cancelled job to pending with its
+// attempts reset; its error history is kept.
+func (c *Client) Replay(ctx context.Context, jobID int64) (Job, error) {
+	op := fmt.Sprintf("replay job %d", jobID)
+	call, args := c.fn("replay", arg{"p_job_id", "bigint", jobID})
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	return j, nil
+}
+
+// Reap sends up to limit (0: the function's default) running jobs whose
+// lease expired through the same retry-or-dead-letter decision as Fail, and
+// returns how many it moved. Safe to run from many workers at once.
+func (c *Client) Reap(ctx context.Context, limit int) (int, error) {
+	op := "reap expired leases"
+	args := []arg{}
+	if limit > 0 {
+		args = append(args, arg{"p_limit", "integer", limit})
+	}
+	call, values := c.fn("reap", args...)
+	var n int32
+	if err := c.db.QueryRow(ctx, "SELECT "+call, values...).Scan(&n); err != nil {
+		return 0, translate(op, 0, err)
+	}
+	c.cfg.metrics.leasesExpired(ctx, int(n))
+	return int(n), nil
+}
+
+// Prune deletes up to limit (0: the function's default) finished jobs
+// older than olderThan and returns how many it deleted.
+func (c *Client) Prune(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
+	op := fmt.Sprintf("prune jobs older than %s", olderThan)
+	args := []arg{{"p_older_than", "interval", olderThan}}
+	if limit > 0 {
+		args = append(args, arg{"p_limit", "integer", limit})
+	}
+	call, values := c.fn("prune", args...)
+	var n int32
+	if err := c.db.QueryRow(ctx, "SELECT "+call, values...).Scan(&n); err != nil {
+		return 0, translate(op, 0, err)
+	}
+	return int(n), nil
+}
+
+// Get reads one job; an unknown id gives ErrJobNotFound.
+func (c *Client) Get(ctx context.Context, jobID int64) (Job, error) {
+	op := fmt.Sprintf("get job %d", jobID)
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM backoff.jobs WHERE id = $1", []any{jobID})
+	if err != nil {
+		return Job{}, translate(op, jobID, err)
+	}
+	return j, nil
+}
+
+// ListParams selects jobs for List. Zero fields do not filter.
+type ListParams struct {
+	Queue    string
+	Statuses []Status
+	AfterID  int64 // keyset pagination: only ids greater than this
+	Limit    int   // default 100
+}
+
+const listSQL = "SELECT " + jobColumns + " FROM backoff.jobs " +
+	"WHERE ($1::text IS NULL OR queue = $1) AND ($2::text[] IS NULL OR status = ANY ($2)) AND id > $3 " +
+	"ORDER BY id LIMIT $4"
+
+// List returns jobs in id order, filtered by p; page with AfterID set to
+// the last id of the previous page.
+func (c *Client) List(ctx context.Context, p ListParams) ([]Job, error) {
+	op := "list jobs"
+	if p.Queue != "" {
+		op = fmt.Sprintf("list jobs in %q", p.Queue)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var statuses []string
+	for _, s := range p.Statuses {
+		statuses = append(statuses, string(s))
+	}
+	var st any
+	if statuses != nil {
+		st = statuses
+	}
+	jobs, err := c.queryJobs(ctx, listSQL, []any{nullString(p.Queue), st, p.AfterID, limit})
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return jobs, nil
+}
+
+// QueueStats is one queue's row of backoff.stats.
+type QueueStats struct {
+	Queue        string
+	Pending      int64
+	Running      int64
+	Retrying     int64
+	Completed    int64
+	DeadLettered int64
+	Cancelled    int64
+	// Due counts claimable jobs whose run_at has passed; OldestDueAge is
+	// how long the oldest of them has waited (0 when none is due).
+	Due          int64
+	OldestDueAge time.Duration
+	// Retries and DeadLetters count what happened within the window.
+	Retries     int64
+	DeadLetters int64
+}
+
+// Stats returns backoff.stats: per queue, jobs by status, the due backlog
+// and its oldest age, and the retries and dead letters of the last window
+// (0: the function's default, one hour). It scans the table: for operators
+// and dashboards, not for a tight loop.
+func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats, error) {
+	op := "read job stats"
+	var args []arg
+	if window > 0 {
+		args = append(args, arg{"p_window", "interval", window})
+	}
+	call, values := c.fn("stats", args...)
+	rows, err := c.db.Query(ctx, "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, "+
+		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters FROM "+call, values...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	var out []QueueStats
+	for rows.Next() {
+		var s QueueStats
+		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Retrying, &s.Completed, &s.DeadLettered,
+			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
+func (c *Client) queryJobs(ctx context.Context, sql string, args []any) ([]Job, error) {
+	rows, err := c.db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var jobs []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
+}
+
+func (c *Client) queryJob(ctx context.Context, sql string, args []any) (Job, error) {
+	return scanJob(c.db.QueryRow(ctx, sql, args...))
+}

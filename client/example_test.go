@@ -1,0 +1,135 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/policy"
+)
+
+// quiet keeps the examples' output to what they print.
+var quiet = client.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+
+// Enqueue a job in the same transaction as the application's own write:
+// both commit, or neither.
+func ExampleClient_Enqueue_inTransaction() {
+	pool, cleanup := client.SampleDatabase() // your *pgxpool.Pool
+	defer cleanup()
+	ctx := context.Background()
+
+	c, err := client.New(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer tx.Rollback(ctx)
+	// ... the application's own INSERT INTO users ... on tx ...
+	id, err := c.With(tx).Enqueue(ctx, "emails", map[string]string{"to": "ada@example.com"},
+		client.DedupeKey("welcome:ada"))
+	if err != nil {
+		panic(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		panic(err)
+	}
+	job, _ := c.Get(ctx, id)
+	fmt.Println(job.Queue, job.Status, string(job.Payload))
+	// Output: emails pending {"to": "ada@example.com"}
+}
+
+// A worker in a dozen lines: handlers run concurrently, with leases,
+// heartbeats, retries and a graceful shutdown when ctx ends.
+func ExampleNewWorker() {
+	pool, cleanup := client.SampleDatabase()
+	defer cleanup()
+	ctx, stop := context.WithCancel(context.Background()) // signal.NotifyContext(ctx, os.Interrupt) in a program
+	done := make(chan struct{})
+
+	w, err := client.NewWorker(pool, client.WorkerConfig{
+		Queue:       "emails",
+		Concurrency: 10,
+		Handler: func(ctx context.Context, job *client.Job) error {
+			var msg struct{ To string }
+			if err := job.UnmarshalPayload(&msg); err != nil {
+				return client.Permanent(err) // bad input: dead-letter, don't retry
+			}
+			fmt.Println("sending to", msg.To, "attempt", job.Attempts)
+			close(done)
+			return nil // completed; any other error retries with the policy's backoff
+		},
+	}, quiet)
+	if err != nil {
+		panic(err)
+	}
+	c, _ := client.New(ctx, pool)
+	if _, err := c.Enqueue(ctx, "emails", map[string]string{"to": "ada@example.com"}); err != nil {
+		panic(err)
+	}
+	go func() { <-done; stop() }()
+	if err := w.Run(ctx); err != nil { // returns after draining
+		panic(err)
+	}
+	// Output: sending to ada@example.com attempt 1
+}
+
+// In-process retries of a plain function, with the same backoff math as
+// the database and a per-attempt timeout.
+func ExampleRetry() {
+	p := policy.Profiles()["aggressive"]
+	calls := 0
+	err := client.Retry(context.Background(), p, func(ctx context.Context) error {
+		calls++
+		if calls < 3 {
+			return errors.New("connection refused")
+		}
+		return nil
+	},
+		client.AttemptTimeout(2*time.Second),
+		client.OnRetry(func(attempt int, err error, delay time.Duration) {
+			fmt.Printf("attempt %d failed (%v); next in at most %s\n", attempt, err, p.Max)
+		}),
+		client.RetrySleep(func(context.Context, time.Duration) error { return nil }), // tests only: skip the wait
+	)
+	fmt.Println("calls:", calls, "err:", err)
+	// Output:
+	// attempt 1 failed (connection refused); next in at most 10s
+	// attempt 2 failed (connection refused); next in at most 10s
+	// calls: 3 err: <nil>
+}
+
+// A workflow engine picks the step itself and asks whether it may run it
+// now: it either gets the job, claimed, or learns when to come back.
+func ExampleClient_Acquire() {
+	pool, cleanup := client.SampleDatabase()
+	defer cleanup()
+	ctx := context.Background()
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	c, err := client.New(ctx, pool, client.WithClock(func() time.Time { return now }), quiet)
+	if err != nil {
+		panic(err)
+	}
+	step, _ := c.Enqueue(ctx, "workflow", map[string]string{"step": "charge"}, client.RunAt(now.Add(time.Minute)))
+
+	_, err = c.Acquire(ctx, step, 0)
+	var notReady *client.NotReadyError
+	if errors.As(err, &notReady) {
+		fmt.Println("not ready until", notReady.RetryAt.Format(time.TimeOnly), "after", notReady.Attempts, "attempts")
+	}
+	now = now.Add(time.Minute)
+	job, err := c.Acquire(ctx, step, 0)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(job.Status, "attempt", job.Attempts)
+	// Output:
+	// not ready until 12:01:00 after 0 attempts
+	// running attempt 1
+}

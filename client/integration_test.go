@@ -1,0 +1,114 @@
+package client
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestTypedAPIAgainstPostgres drives the typed API through a job's life
+// with an injected clock, and checks that the real functions' SQLSTATEs
+// arrive as the client's typed errors.
+func TestTypedAPIAgainstPostgres(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("it"))
+
+	ids, err := c.EnqueueMany(ctx, []NewJob{
+		{Queue: "api", Payload: map[string]int{"n": 1}, DedupeKey: "one"},
+		{Queue: "api", Payload: map[string]int{"n": 2}, Priority: 5},
+		{Queue: "api", Payload: map[string]int{"n": 3}, DedupeKey: "one"}, // same key: same job
+		{Queue: "api", Payload: map[string]int{"n": 4}, RunAt: now.Add(time.Hour), MaxAttempts: 1},
+	})
+	require.NoError(t, err)
+	require.Len(t, ids, 4)
+	require.Equal(t, ids[0], ids[2], "dedupe key returns the existing id")
+
+	jobs, err := c.Claim(ctx, "api", 10, 0)
+	require.NoError(t, err)
+	require.Len(t, jobs, 2, "the future job is not due")
+	if jobs[0].ID != ids[1] { // claim order is priority first; RETURNING order is not promised
+		jobs[0], jobs[1] = jobs[1], jobs[0]
+	}
+	require.Equal(t, []int64{ids[1], ids[0]}, []int64{jobs[0].ID, jobs[1].ID})
+	require.Equal(t, "it", jobs[0].LockedBy)
+	require.Equal(t, 1, jobs[0].Attempts)
+	require.WithinDuration(t, now.Add(30*time.Second), *jobs[0].LeaseUntil, 0, "the policy's lease, from the injected now")
+
+	done, err := c.CompleteMany(ctx, []int64{jobs[0].ID, jobs[1].ID}, []int{1, 7})
+	require.NoError(t, err)
+	require.Equal(t, []int64{jobs[0].ID}, done, "a wrong fencing token is skipped, not completed")
+
+	_, err = c.Complete(ctx, jobs[1].ID, 7)
+	require.ErrorIs(t, err, ErrStaleAttempt)
+	_, err = c.Complete(ctx, jobs[0].ID, 1)
+	require.ErrorIs(t, err, ErrInvalidTransition)
+	_, err = c.Complete(ctx, 999999, 1)
+	require.ErrorIs(t, err, ErrJobNotFound)
+	_, err = c.Claim(ctx, "", 1, 0)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = c.Get(ctx, 999999)
+	require.ErrorIs(t, err, ErrJobNotFound)
+
+	until, err := c.Heartbeat(ctx, jobs[1].ID, 1, time.Minute)
+	require.NoError(t, err)
+	require.WithinDuration(t, now.Add(time.Minute), until, 0)
+
+	failed, err := c.Fail(ctx, jobs[1].ID, 1, "boom")
+	require.NoError(t, err)
+	require.Equal(t, StatusRetrying, failed.Status)
+	require.Equal(t, "boom", failed.LastError)
+	require.WithinDuration(t, now, *failed.LastFailedAt, 0)
+	require.True(t, failed.RunAt.After(now))
+
+	// Acquire: not ready until the future job's run_at, then claimed.
+	_, err = c.Acquire(ctx, ids[3], 0)
+	var nr *NotReadyError
+	require.ErrorAs(t, err, &nr)
+	require.ErrorIs(t, err, ErrNotReady)
+	require.True(t, now.Add(time.Hour).Equal(nr.RetryAt), "RetryAt %s", nr.RetryAt)
+	require.Equal(t, 0, nr.Attempts)
+	now = now.Add(time.Hour)
+	acq, err := c.Acquire(ctx, ids[3], 0)
+	require.NoError(t, err)
+	require.Equal(t, StatusRunning, acq.Status)
+	_, err = c.Acquire(ctx, ids[3], 0)
+	require.ErrorIs(t, err, ErrStaleAttempt, "a running job")
+
+	dead, err := c.Fail(ctx, ids[3], 1, "bad", NonRetryable())
+	require.NoError(t, err)
+	require.Equal(t, StatusDeadLettered, dead.Status)
+	replayed, err := c.Replay(ctx, ids[3])
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, replayed.Status)
+	require.Equal(t, 0, replayed.Attempts)
+	require.Len(t, replayed.Errors, 1, "history kept")
+	cancelled, err := c.Cancel(ctx, ids[3], "not needed")
+	require.NoError(t, err)
+	require.Equal(t, StatusCancelled, cancelled.Status)
+
+	list, err := c.List(ctx, ListParams{Queue: "api", Statuses: []Status{StatusCompleted, StatusCancelled}})
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	stats, err := c.Stats(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, stats, 1)
+	require.Equal(t, "api", stats[0].Queue)
+	require.EqualValues(t, 1, stats[0].Completed)
+	require.EqualValues(t, 1, stats[0].Retrying)
+	require.EqualValues(t, 1, stats[0].Cancelled)
+}
+
+func TestNewRefusesAnUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
+	pool := testdb.Pool(t, testdb.NewEmptyURL(t))
+	_, err := New(context.Background(), pool)
+	require.ErrorIs(t, err, ErrSchemaTooOld)
+	require.ErrorContains(t, err, "backoffctl migrate up")
+}

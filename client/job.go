@@ -1,0 +1,120 @@
+package client
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is a job's place in its life cycle (backoff.jobs.status).
+type Status string
+
+// The statuses of a job. Pending and Retrying jobs are claimable once their
+// RunAt has passed; Completed, DeadLettered and Cancelled are terminal.
+const (
+	StatusPending      Status = "pending"
+	StatusRunning      Status = "running"
+	StatusRetrying     Status = "retrying"
+	StatusCompleted    Status = "completed"
+	StatusDeadLettered Status = "dead_lettered"
+	StatusCancelled    Status = "cancelled"
+)
+
+// Job mirrors a row of backoff.jobs. Nullable columns are pointers or the
+// zero value where the zero value cannot be a real value (an empty
+// LockedBy, LastError, Policy, DedupeKey or DeadLetterReason means NULL;
+// MaxAttempts 0 means "the policy's value").
+type Job struct {
+	ID               int64
+	Queue            string
+	Payload          json.RawMessage
+	Status           Status
+	Priority         int
+	Attempts         int // attempts spent, counted at claim: the running attempt's number while running
+	MaxAttempts      int // 0: the policy's max_attempts
+	Policy           string
+	RunAt            time.Time
+	LeaseUntil       *time.Time
+	LockedBy         string
+	LastAttemptedAt  *time.Time
+	LastFailedAt     *time.Time
+	LastError        string
+	Errors           []AttemptError
+	DeadLetterReason string // max_attempts, non_retryable or deadline
+	DedupeKey        string
+	CreatedAt        time.Time
+	CompletedAt      *time.Time
+}
+
+// AttemptError is one entry of a job's bounded error history.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	Error   string    `json:"error"`
+	Worker  string    `json:"worker,omitempty"`
+	Kind    string    `json:"kind"` // "error" (the handler's) or "lease_expired"
+}
+
+// Attempt is the fencing token of a claimed job: every call that settles or
+// extends it carries the attempt it was claimed with.
+func (j *Job) Attempt() int { return j.Attempts }
+
+// UnmarshalPayload decodes the job's payload into v.
+func (j *Job) UnmarshalPayload(v any) error {
+	if err := json.Unmarshal(j.Payload, v); err != nil {
+		return fmt.Errorf("decode payload of job %d: %w", j.ID, err)
+	}
+	return nil
+}
+
+// jobColumns is the column list every query returning jobs selects, in the
+// order scanJob reads them. Naming the columns (rather than *) keeps the
+// client working when a later migration adds one.
+const jobColumns = "id, queue, payload, status, priority, attempts, max_attempts, policy, run_at, " +
+	"lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors, " +
+	"dead_letter_reason, dedupe_key, created_at, completed_at"
+
+// scanJob reads one row selected with jobColumns.
+func scanJob(row pgx.Row) (Job, error) {
+	var (
+		j                                           Job
+		status                                      string
+		maxAttempts                                 *int32
+		priority, attempts                          int32
+		policy, lockedBy, lastError, reason, dedupe *string
+		payload, history                            []byte
+	)
+	err := row.Scan(&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &maxAttempts, &policy, &j.RunAt,
+		&j.LeaseUntil, &lockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &lastError, &history,
+		&reason, &dedupe, &j.CreatedAt, &j.CompletedAt)
+	if err != nil {
+		return Job{}, err
+	}
+	j.Payload = json.RawMessage(payload)
+	j.Status = Status(status)
+	j.Priority = int(priority)
+	j.Attempts = int(attempts)
+	if maxAttempts != nil {
+		j.MaxAttempts = int(*maxAttempts)
+	}
+	j.Policy = deref(policy)
+	j.LockedBy = deref(lockedBy)
+	j.LastError = deref(lastError)
+	j.DeadLetterReason = deref(reason)
+	j.DedupeKey = deref(dedupe)
+	if len(history) > 0 {
+		if err := json.Unmarshal(history, &j.Errors); err != nil {
+			return Job{}, fmt.Errorf("decode error history of job %d: %w", j.ID, err)
+		}
+	}
+	return j, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

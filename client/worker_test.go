@@ -1,0 +1,487 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// The worker tests run against real PostgreSQL in real time: leases and
+// heartbeats are wall-clock behaviour, so they use short leases (hundreds
+// of milliseconds). No test waits for a backoff: retries are checked by
+// status and run_at, never by sleeping until they come due.
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// eventually polls cond (a database read, typically) until it holds.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startWorker runs w until the returned stop is called; stop returns when
+// Run has.
+func startWorker(t *testing.T, w *Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("worker did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func countStatus(t *testing.T, pool *pgxpool.Pool, status Status) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM backoff.jobs WHERE status = $1", string(status)).Scan(&n))
+	return n
+}
+
+// requireNoneRunning is how every worker test ends: whatever happened, no
+// job is left running.
+func requireNoneRunning(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	require.Zero(t, countStatus(t, pool, StatusRunning), "jobs left running")
+}
+
+func newTestClient(t *testing.T, pool *pgxpool.Pool, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(context.Background(), pool, append([]Option{WithLogger(testLogger(t))}, opts...)...)
+	require.NoError(t, err)
+	return c
+}
+
+func TestWorkerRunsABacklogInBatches(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	jobs := make([]NewJob, 200)
+	for i := range jobs {
+		jobs[i] = NewJob{Queue: "batch", Payload: map[string]int{"n": i}}
+	}
+	_, err := c.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+
+	meter := newRecordingMeter()
+	var ran atomic.Int64
+	var maxRunning, running atomic.Int64
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "batch", Concurrency: 8, BatchSize: 8, PollInterval: time.Hour, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				m := maxRunning.Load()
+				if n <= m || maxRunning.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			ran.Add(1)
+			return nil
+		},
+	}, WithLogger(testLogger(t)), WithMeterProvider(meter.provider()))
+	require.NoError(t, err)
+	start := time.Now()
+	stop := startWorker(t, w)
+	// PollInterval is an hour: only "a full batch refetches at once" can
+	// drain the backlog in time.
+	eventually(t, 20*time.Second, "backlog completed", func() bool { return countStatus(t, pool, StatusCompleted) == 200 })
+	t.Logf("200 jobs, concurrency 8: %s", time.Since(start))
+	stop()
+	require.EqualValues(t, 200, ran.Load())
+	require.LessOrEqual(t, maxRunning.Load(), int64(8))
+	require.EqualValues(t, 200, meter.count("pgbackoff.jobs.claimed"))
+	require.EqualValues(t, 200, meter.count("pgbackoff.jobs.completed"))
+	require.EqualValues(t, 200, meter.samples("pgbackoff.handler.duration"))
+	requireNoneRunning(t, pool)
+}
+
+func TestWorkerClassifiesHandlerErrors(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	ids := map[string]int64{}
+	for _, kind := range []string{"ok", "fail", "permanent", "retry-after", "snooze", "panic"} {
+		id, err := c.Enqueue(ctx, "classify", map[string]string{"kind": kind})
+		require.NoError(t, err)
+		ids[kind] = id
+	}
+	meter := newRecordingMeter()
+	var handled atomic.Int64
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "classify", Concurrency: 6, ReapInterval: -1, PollInterval: 50 * time.Millisecond,
+		Handler: func(ctx context.Context, job *Job) error {
+			defer handled.Add(1)
+			var p struct{ Kind string }
+			require.NoError(t, job.UnmarshalPayload(&p))
+			switch p.Kind {
+			case "fail":
+				return errors.New("downstream 500")
+			case "permanent":
+				return Permanent(errors.New("malformed address"))
+			case "retry-after":
+				return RetryAfter(errors.New("429"), 45*time.Second)
+			case "snooze":
+				return Snooze(time.Hour)
+			case "panic":
+				var m map[string]int
+				m["boom"] = 1 // nil map: panics
+			}
+			return nil
+		},
+	}, WithLogger(testLogger(t)), WithMeterProvider(meter.provider()))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 10*time.Second, "six jobs handled and settled", func() bool {
+		return handled.Load() >= 6 && countStatus(t, pool, StatusRunning) == 0 && countStatus(t, pool, StatusCompleted) == 1
+	})
+	stop()
+
+	get := func(kind string) Job {
+		j, err := c.Get(ctx, ids[kind])
+		require.NoError(t, err)
+		return j
+	}
+	require.Equal(t, StatusCompleted, get("ok").Status)
+
+	failed := get("fail")
+	require.Equal(t, StatusRetrying, failed.Status)
+	require.Equal(t, "downstream 500", failed.LastError)
+
+	perm := get("permanent")
+	require.Equal(t, StatusDeadLettered, perm.Status)
+	require.Equal(t, "non_retryable", perm.DeadLetterReason)
+	require.Equal(t, 1, perm.Attempts)
+
+	ra := get("retry-after")
+	require.Equal(t, StatusRetrying, ra.Status)
+	require.NotNil(t, ra.LastFailedAt)
+	require.Equal(t, 45*time.Second, ra.RunAt.Sub(*ra.LastFailedAt), "RetryAfter's delay, under moderate's 60s max")
+
+	sn := get("snooze")
+	require.Equal(t, StatusPending, sn.Status)
+	require.Equal(t, 0, sn.Attempts, "a snooze gives the attempt back")
+	require.Greater(t, time.Until(sn.RunAt), 50*time.Minute)
+
+	pan := get("panic")
+	require.Equal(t, StatusRetrying, pan.Status)
+	require.Contains(t, pan.LastError, "panic: assignment to entry in nil map")
+	require.Contains(t, pan.LastError, "worker_test.go", "the stack is in the error")
+	require.Len(t, pan.Errors, 1)
+	require.Equal(t, "error", pan.Errors[0].Kind)
+
+	require.EqualValues(t, 4, meter.count("pgbackoff.jobs.failed"))
+	require.EqualValues(t, 3, meter.count("pgbackoff.jobs.retried"))
+	require.EqualValues(t, 1, meter.count("pgbackoff.jobs.dead_lettered"))
+	require.EqualValues(t, 3, meter.samples("pgbackoff.backoff.delay"))
+	requireNoneRunning(t, pool)
+}
+
+func TestWorkerHeartbeatsKeepALongHandlerAlive(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	id, err := c.Enqueue(context.Background(), "long", nil)
+	require.NoError(t, err)
+
+	const lease = time.Second
+	var cause atomic.Value
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "long", Concurrency: 1, Lease: lease,
+		ReapInterval: 50 * time.Millisecond, // an eager reaper: any expired lease would be taken at once
+		Handler: func(ctx context.Context, job *Job) error {
+			select {
+			case <-time.After(3 * lease):
+				return nil
+			case <-ctx.Done():
+				cause.Store(context.Cause(ctx))
+				return ctx.Err()
+			}
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 10*time.Second, "long job completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
+	stop()
+	require.Nil(t, cause.Load(), "the handler's context was never cancelled")
+	j, err := c.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempts, "one attempt: the lease never expired")
+	require.Empty(t, j.Errors)
+	requireNoneRunning(t, pool)
+}
+
+func TestWorkerLeaseLossCancelsTheHandler(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	id, err := c.Enqueue(ctx, "lost", nil)
+	require.NoError(t, err)
+
+	causes := make(chan error, 2)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "lost", Concurrency: 1, Lease: time.Second, HeartbeatInterval: 50 * time.Millisecond, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			if job.Attempts > 1 {
+				return nil
+			}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return ctx.Err()
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 5*time.Second, "job running", func() bool { return countStatus(t, pool, StatusRunning) == 1 })
+
+	// Another party decides the lease is gone: it expires and is reaped,
+	// as a reaper would after a network partition.
+	_, err = pool.Exec(ctx, "UPDATE backoff.jobs SET lease_until = now() - interval '1 second' WHERE id = $1", id)
+	require.NoError(t, err)
+	n, err := c.Reap(ctx, 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	select {
+	case cause := <-causes:
+		require.ErrorIs(t, cause, ErrLeaseLost)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not cancelled after its lease was lost")
+	}
+	stop()
+	j, err := c.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, StatusRetrying, j.Status, "the reaper's decision stands; the stale worker did not settle")
+	require.Equal(t, "lease_expired", j.Errors[len(j.Errors)-1].Kind)
+	require.Len(t, j.Errors, 1)
+	requireNoneRunning(t, pool)
+}
+
+func TestWorkerShutdown(t *testing.T) {
+	t.Parallel()
+	t.Run("drains running handlers", func(t *testing.T) {
+		t.Parallel()
+		pool := testdb.New(t)
+		c := newTestClient(t, pool)
+		for range 3 {
+			_, err := c.Enqueue(context.Background(), "drain", nil)
+			require.NoError(t, err)
+		}
+		var started atomic.Int64
+		w, err := NewWorker(pool, WorkerConfig{
+			Queue: "drain", Concurrency: 3, ShutdownTimeout: 10 * time.Second, ReapInterval: -1,
+			Handler: func(ctx context.Context, job *Job) error {
+				started.Add(1)
+				time.Sleep(300 * time.Millisecond) // ignores ctx: the drain must wait for it
+				return nil
+			},
+		}, WithLogger(testLogger(t)))
+		require.NoError(t, err)
+		stop := startWorker(t, w)
+		eventually(t, 5*time.Second, "three handlers started", func() bool { return started.Load() == 3 })
+		stop()
+		require.Equal(t, 3, countStatus(t, pool, StatusCompleted))
+		requireNoneRunning(t, pool)
+	})
+	t.Run("fails what outlives the timeout", func(t *testing.T) {
+		t.Parallel()
+		pool := testdb.New(t)
+		c := newTestClient(t, pool)
+		polite, err := c.Enqueue(context.Background(), "stuck", map[string]bool{"polite": true})
+		require.NoError(t, err)
+		stubborn, err := c.Enqueue(context.Background(), "stuck", map[string]bool{"polite": false})
+		require.NoError(t, err)
+		release := make(chan struct{})
+		var started atomic.Int64
+		w, err := NewWorker(pool, WorkerConfig{
+			Queue: "stuck", Concurrency: 2, ShutdownTimeout: 200 * time.Millisecond, ReapInterval: -1,
+			Handler: func(ctx context.Context, job *Job) error {
+				started.Add(1)
+				var p struct{ Polite bool }
+				_ = job.UnmarshalPayload(&p)
+				if p.Polite {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				<-release // ignores its context
+				return nil
+			},
+		}, WithLogger(testLogger(t)))
+		require.NoError(t, err)
+		stop := startWorker(t, w)
+		eventually(t, 5*time.Second, "both handlers started", func() bool { return started.Load() == 2 })
+		stop()
+		close(release) // the stubborn handler returns after Run did: its result must be dropped
+		requireNoneRunning(t, pool)
+		for _, id := range []int64{polite, stubborn} {
+			j, err := c.Get(context.Background(), id)
+			require.NoError(t, err)
+			require.Equal(t, StatusRetrying, j.Status)
+			require.Contains(t, j.LastError, "worker shutdown")
+			require.NotNil(t, j.LastFailedAt)
+			require.Equal(t, *j.LastFailedAt, j.RunAt, "retried at once elsewhere")
+		}
+		time.Sleep(50 * time.Millisecond) // let the stubborn goroutine finish: it must not complete its job
+		j, err := c.Get(context.Background(), stubborn)
+		require.NoError(t, err)
+		require.Equal(t, StatusRetrying, j.Status)
+	})
+}
+
+// TestWorkerWakesOnNotify measures the time from Enqueue to the handler
+// starting while polling is an hour away: only LISTEN/NOTIFY can wake it.
+func TestWorkerWakesOnNotify(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	started := make(chan time.Time, 1)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "notify", Concurrency: 1, PollInterval: time.Hour, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			started <- time.Now()
+			return nil
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	ctx := context.Background()
+	eventually(t, 5*time.Second, "worker listening", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = $1",
+			"LISTEN "+NotifyChannel).Scan(&n))
+		return n == 1
+	})
+	// An unrelated queue's notification must not make it claim ours.
+	_, err = c.Enqueue(ctx, "other", nil)
+	require.NoError(t, err)
+
+	var lat []time.Duration
+	for range 5 {
+		t0 := time.Now()
+		_, err := c.Enqueue(ctx, "notify", nil)
+		require.NoError(t, err)
+		select {
+		case t1 := <-started:
+			lat = append(lat, t1.Sub(t0))
+		case <-time.After(5 * time.Second):
+			t.Fatal("no wake-up within 5s: NOTIFY did not reach the worker")
+		}
+	}
+	slices.Sort(lat)
+	t.Logf("NOTIFY wake-up latency over %d enqueues: min %s, median %s, max %s", len(lat), lat[0], lat[len(lat)/2], lat[len(lat)-1])
+	require.Less(t, lat[len(lat)-1], time.Second)
+	stop()
+	require.Equal(t, 5, countStatus(t, pool, StatusCompleted))
+	requireNoneRunning(t, pool)
+}
+
+// recordingMeter counts what the client records, through the OTel API only.
+type recordingMeter struct {
+	noop.Meter
+	mu     sync.Mutex
+	counts map[string]int64
+	hists  map[string]int
+}
+
+func newRecordingMeter() *recordingMeter {
+	return &recordingMeter{counts: map[string]int64{}, hists: map[string]int{}}
+}
+
+type recordingProvider struct {
+	noop.MeterProvider
+	m *recordingMeter
+}
+
+func (p recordingProvider) Meter(string, ...metric.MeterOption) metric.Meter { return p.m }
+
+func (m *recordingMeter) provider() metric.MeterProvider { return recordingProvider{m: m} }
+
+func (m *recordingMeter) Int64Counter(name string, _ ...metric.Int64CounterOption) (metric.Int64Counter, error) {
+	return &recordingCounter{m: m, name: name}, nil
+}
+
+func (m *recordingMeter) Float64Histogram(name string, _ ...metric.Float64HistogramOption) (metric.Float64Histogram, error) {
+	return &recordingHistogram{m: m, name: name}, nil
+}
+
+func (m *recordingMeter) count(name string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.counts[name]
+}
+
+func (m *recordingMeter) samples(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hists[name]
+}
+
+type recordingCounter struct {
+	noop.Int64Counter
+	m    *recordingMeter
+	name string
+}
+
+func (c *recordingCounter) Add(_ context.Context, v int64, _ ...metric.AddOption) {
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	c.m.counts[c.name] += v
+}
+
+type recordingHistogram struct {
+	noop.Float64Histogram
+	m    *recordingMeter
+	name string
+}
+
+func (h *recordingHistogram) Record(_ context.Context, _ float64, _ ...metric.RecordOption) {
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.hists[h.name]++
+}
