@@ -42,27 +42,56 @@ BEGIN
         END IF;
     END IF;
 
-    RETURN QUERY
-    UPDATE backoff.jobs AS j
-    SET status = 'running',
-        attempts = j.attempts + 1,
-        lease_until = p_now + coalesce(
-            p_lease,
-            (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-            (backoff._job_policy(j.policy, j.queue)).lease),
-        locked_by = p_worker,
-        last_attempted_at = p_now
-    WHERE j.id = ANY (ARRAY(
-        SELECT c.id
-        FROM backoff.jobs AS c
-        WHERE c.queue = p_queue
-          AND c.status IN ('pending', 'retrying')
-          AND c.run_at <= p_now
-          AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
-        ORDER BY c.priority DESC, c.run_at, c.id
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED))
-    RETURNING j.*;
+    -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
+    -- parameter in LIMIT makes the generic plan look expensive (the planner
+    -- assumes it keeps 10% of the rows), so the plan cache would plan the
+    -- statement again on every call; with a constant it keeps one generic
+    -- plan, which matters for one job per call. A batch amortizes planning.
+    IF p_limit = 1 THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    ELSE
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    END IF;
 END
 $$;
 

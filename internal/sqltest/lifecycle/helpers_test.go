@@ -1,0 +1,200 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// t0 is the start of every scenario's clock; tests pass p_now explicitly.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// querier is what the helpers need: a pool, a connection or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// newDB returns a pool on a fresh migrated database whose sessions have an
+// empty search_path, which proves that every reference in the functions is
+// schema-qualified.
+func newDB(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	return poolOn(t, testdb.NewURL(t))
+}
+
+func poolOn(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.RuntimeParams["search_path"] = ""
+	cfg.MaxConns = 24
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// connOn opens one dedicated connection (for interleavings and LISTEN).
+func connOn(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.RuntimeParams["search_path"] = ""
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// historyEntry is one element of backoff.jobs.errors.
+type historyEntry struct {
+	Attempt int     `json:"attempt"`
+	At      string  `json:"at"`
+	Error   string  `json:"error"`
+	Worker  *string `json:"worker"`
+	Kind    string  `json:"kind"`
+}
+
+// job is a backoff.jobs row.
+type job struct {
+	ID               int64          `db:"id"`
+	Queue            string         `db:"queue"`
+	Payload          map[string]any `db:"payload"`
+	Status           string         `db:"status"`
+	Priority         int32          `db:"priority"`
+	Attempts         int32          `db:"attempts"`
+	MaxAttempts      *int32         `db:"max_attempts"`
+	Policy           *string        `db:"policy"`
+	RunAt            time.Time      `db:"run_at"`
+	LeaseUntil       *time.Time     `db:"lease_until"`
+	LockedBy         *string        `db:"locked_by"`
+	LastAttemptedAt  *time.Time     `db:"last_attempted_at"`
+	LastFailedAt     *time.Time     `db:"last_failed_at"`
+	LastError        *string        `db:"last_error"`
+	Errors           []historyEntry `db:"errors"`
+	DeadLetterReason *string        `db:"dead_letter_reason"`
+	DedupeKey        *string        `db:"dedupe_key"`
+	CreatedAt        time.Time      `db:"created_at"`
+	CompletedAt      *time.Time     `db:"completed_at"`
+}
+
+// jobs runs a query returning backoff.jobs rows.
+func jobs(t testing.TB, q querier, sql string, args ...any) []job {
+	t.Helper()
+	js, err := queryJobs(q, sql, args...)
+	require.NoError(t, err)
+	return js
+}
+
+func queryJobs(q querier, sql string, args ...any) ([]job, error) {
+	rows, err := q.Query(context.Background(), sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[job])
+}
+
+// one runs a query that must return exactly one backoff.jobs row.
+func one(t testing.TB, q querier, sql string, args ...any) job {
+	t.Helper()
+	j, err := oneErr(q, sql, args...)
+	require.NoError(t, err)
+	return j
+}
+
+func oneErr(q querier, sql string, args ...any) (job, error) {
+	rows, err := q.Query(context.Background(), sql, args...)
+	if err != nil {
+		return job{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[job])
+}
+
+func get(t testing.TB, q querier, id int64) job {
+	t.Helper()
+	return one(t, q, "SELECT * FROM backoff.jobs WHERE id = $1", id)
+}
+
+func enqueue(t testing.TB, q querier, queue string, now time.Time) int64 {
+	t.Helper()
+	var id int64
+	require.NoError(t, q.QueryRow(context.Background(),
+		"SELECT backoff.enqueue($1, p_now => $2)", queue, now).Scan(&id))
+	return id
+}
+
+func claim(t testing.TB, q querier, queue, worker string, limit int, now time.Time) []job {
+	t.Helper()
+	return jobs(t, q, "SELECT * FROM backoff.claim($1, $2, $3, p_now => $4)", queue, worker, limit, now)
+}
+
+func claimOne(t testing.TB, q querier, queue string, now time.Time) job {
+	t.Helper()
+	js := claim(t, q, queue, "w1", 1, now)
+	require.Len(t, js, 1)
+	return js[0]
+}
+
+func exec(t testing.TB, q querier, sql string, args ...any) {
+	t.Helper()
+	_, err := q.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func scalar[T any](t testing.TB, q querier, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	require.NoError(t, q.QueryRow(context.Background(), sql, args...).Scan(&v))
+	return v
+}
+
+// pgCode is the SQLSTATE of err, or "" when it is not a server error.
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// requireCode asserts that err is a server error with SQLSTATE code.
+func requireCode(t testing.TB, err error, code string) *pgconn.PgError {
+	t.Helper()
+	require.Error(t, err)
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "want SQLSTATE %s, got %v", code, err)
+	require.Equal(t, code, pgErr.Code, "message: %s", pgErr.Message)
+	return pgErr
+}
+
+// execErr runs a statement and returns its error (scanning forces the call).
+func execErr(q querier, sql string, args ...any) error {
+	rows, err := q.Query(context.Background(), sql, args...)
+	if err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// testdbURL is the URL of a fresh migrated database.
+func testdbURL(t testing.TB) string {
+	t.Helper()
+	return testdb.NewURL(t)
+}

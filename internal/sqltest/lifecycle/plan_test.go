@@ -1,0 +1,111 @@
+package lifecycle_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHotStatementPlansAtAMillionRows fills backoff.jobs with 1,000,000
+// finished rows and checks, through auto_explain, the generic plans that
+// PL/pgSQL caches for the statements inside claim, reap, acquire, complete,
+// complete_many and fail: index scans, never a sequential scan of jobs
+// (docs/design.md §10).
+func TestHotStatementPlansAtAMillionRows(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("fills a million rows")
+	}
+	url := testdbURL(t)
+	setup := poolOn(t, url)
+	ctx := context.Background()
+	start := time.Now()
+	exec(t, setup, `INSERT INTO backoff.jobs (queue, status, policy, attempts, run_at, created_at, completed_at)
+		SELECT 'q' || (g % 8), 'completed', 'default', 1, $1, $1, $1 FROM generate_series(1, 1000000) AS g`, t0)
+	exec(t, setup, `ANALYZE backoff.jobs`)
+	for i := 0; i < 20; i++ {
+		enqueue(t, setup, "q1", t0)
+	}
+	t.Logf("1,000,000 rows in %v", time.Since(start).Round(time.Millisecond))
+
+	var (
+		mu    sync.Mutex
+		plans []string
+	)
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.RuntimeParams["search_path"] = ""
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message+"\n"+n.Detail)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range []string{
+		"LOAD 'auto_explain'",
+		"SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_level = notice",
+		"SET plan_cache_mode = force_generic_plan",
+	} {
+		exec(t, conn, s)
+	}
+	planOf := func(call string, args ...any) string {
+		t.Helper()
+		mu.Lock()
+		plans = nil
+		mu.Unlock()
+		require.NoError(t, execErr(conn, call, args...))
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range plans {
+			if strings.Contains(p, "Update on jobs") || strings.Contains(p, "Delete on jobs") {
+				return p
+			}
+		}
+		t.Fatalf("no plan of an UPDATE on jobs logged for %s; got %q", call, plans)
+		return ""
+	}
+	noSeqScan := func(name, plan string) {
+		t.Helper()
+		require.NotContains(t, plan, "Seq Scan on jobs", "%s:\n%s", name, plan)
+		require.NotContains(t, plan, "Bitmap Heap Scan on jobs", "%s:\n%s", name, plan)
+	}
+
+	for _, limit := range []int{1, 10} {
+		p := planOf(`SELECT * FROM backoff.claim('q1', 'w', $1, p_now => $2)`, limit, t0)
+		noSeqScan("claim", p)
+		require.Contains(t, p, "Index Scan using jobs_claimable_idx on jobs c", "claim:\n%s", p)
+		require.Contains(t, p, "Index Scan using jobs_pkey on jobs j", "claim:\n%s", p)
+	}
+	p := planOf(`SELECT backoff.reap($1, 5)`, t0.Add(time.Hour))
+	noSeqScan("reap", p)
+	require.Contains(t, p, "Index Scan using jobs_lease_idx on jobs r", "reap:\n%s", p)
+	require.Contains(t, p, "Index Scan using jobs_pkey on jobs j", "reap:\n%s", p)
+
+	later := t0.Add(24 * time.Hour)
+	ids := scalar[[]int64](t, setup, `SELECT array_agg(id ORDER BY id) FROM backoff.jobs WHERE queue = 'q1' AND status IN ('pending', 'retrying')`)
+	a := one(t, setup, `SELECT * FROM backoff.acquire($1, 'w', p_now => $2)`, ids[0], later)
+	p = planOf(`SELECT * FROM backoff.acquire($1, 'w', p_now => $2)`, ids[1], later)
+	noSeqScan("acquire", p)
+	require.Contains(t, p, "Index Scan using jobs_pkey on jobs j", "acquire:\n%s", p)
+	p = planOf(`SELECT * FROM backoff.complete($1, $2)`, a.ID, a.Attempts)
+	noSeqScan("complete", p)
+	require.Contains(t, p, "Index Scan using jobs_pkey on jobs j", "complete:\n%s", p)
+	p = planOf(`SELECT * FROM backoff.fail($1, $2, 'x')`, ids[1], get(t, setup, ids[1]).Attempts)
+	noSeqScan("fail", p)
+	require.Contains(t, p, "Index Scan using jobs_pkey on jobs j", "fail:\n%s", p)
+	cs := claim(t, setup, "q1", "w", 3, later)
+	p = planOf(`SELECT * FROM backoff.complete_many($1, $2)`,
+		[]int64{cs[0].ID, cs[1].ID, cs[2].ID}, []int32{cs[0].Attempts, cs[1].Attempts, cs[2].Attempts})
+	noSeqScan("complete_many", p)
+	require.Contains(t, p, "jobs_pkey", "complete_many:\n%s", p)
+}
