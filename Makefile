@@ -25,7 +25,7 @@ test-race: ## Run every test with the race detector
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 .PHONY: bench
 bench: ## Throughput and latency against the raw-SQL limit (BENCH_MODE=quick|full)

@@ -82,7 +82,9 @@ CREATE TABLE backoff.jobs (
     dead_letter_reason text CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline')),
     dedupe_key         text,
     created_at         timestamptz NOT NULL,
-    completed_at       timestamptz
+    completed_at       timestamptz,
+    -- A lease exists exactly while a job runs. Reap's index relies on it.
+    CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL))
 );
 
 -- Claim: due jobs of one queue in claim order. Partial, so finished rows
@@ -90,9 +92,14 @@ CREATE TABLE backoff.jobs (
 CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id)
     WHERE status IN ('pending', 'retrying');
 
--- Reap: running jobs by lease expiry.
-CREATE INDEX jobs_running_lease_idx ON backoff.jobs (lease_until)
-    WHERE status = 'running';
+-- Reap: running jobs by lease expiry. The predicate is on lease_until (set
+-- exactly while running, see the CHECK above) rather than on status, so that
+-- only reap's "lease_until < now" can use this index: with "WHERE status =
+-- 'running'" a generic plan of the fenced updates (complete, complete_many,
+-- fail: "id = $1 AND status = 'running'") may walk every running row here
+-- instead of probing the primary key.
+CREATE INDEX jobs_lease_idx ON backoff.jobs (lease_until)
+    WHERE lease_until IS NOT NULL;
 
 -- Dedupe: one unfinished job per (queue, dedupe_key).
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)
@@ -587,3 +594,1014 @@ Example: SELECT backoff.calculate_step_next_retry_time(NULL, NULL, ''2025-01-01 
 COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamp, timestamp, integer, integer, numeric) IS
 'The timestamp-without-time-zone overload of calculate_step_next_retry_time, for drop-in users of tasker-core''s original: same rule, same errors.
 Example: SELECT backoff.calculate_step_next_retry_time(30, ''2025-01-01 00:00:00'', NULL, 0);  -- 00:00:30';
+
+-- backoff._iso8601(at): a timestamptz as ISO 8601 in UTC with microseconds
+-- ("2026-01-02T03:04:05.000006Z"), whatever the session's TimeZone. Private;
+-- used for the error history and for BK004's DETAIL, which clients parse.
+CREATE OR REPLACE FUNCTION backoff._iso8601(p_at timestamptz)
+RETURNS text
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+-- backoff._push_error(errors, attempt, at, error, worker, kind): the job's
+-- error history with one entry appended, keeping the 20 most recent entries
+-- (the oldest are dropped). Entries are objects
+-- {"attempt", "at" (ISO 8601 UTC), "error", "worker", "kind"} with kind
+-- 'error' (a handler's failure) or 'lease_expired' (reaped). Private; used by
+-- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE.
+CREATE OR REPLACE FUNCTION backoff._push_error(
+    p_errors  jsonb,
+    p_attempt integer,
+    p_at      timestamptz,
+    p_error   text,
+    p_worker  text,
+    p_kind    text
+)
+RETURNS jsonb
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_path_query_array(p_errors, '$[last - 18 to last]')
+        || jsonb_build_array(jsonb_build_object(
+               'attempt', p_attempt,
+               'at', backoff._iso8601(p_at),
+               'error', p_error,
+               'worker', p_worker,
+               'kind', p_kind))
+$$;
+
+-- backoff._job_policy(policy, queue): the policy row that governs a job:
+-- the job's own policy, else its queue's (backoff.queues), else 'default'.
+-- A name with no row (a policy deleted after the job was enqueued) falls
+-- through to the next candidate, so a job is never stuck for want of a
+-- policy; with no 'default' row either it raises 22023. Private; PL/pgSQL so
+-- that its plans are cached (docs/adr/0008-single-retry-decision.md).
+CREATE OR REPLACE FUNCTION backoff._job_policy(p_policy text, p_queue text)
+RETURNS backoff.policies
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    IF p_policy IS NOT NULL THEN
+        SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = p_policy;
+        IF FOUND THEN
+            RETURN v_policy;
+        END IF;
+    END IF;
+    SELECT p.* INTO v_policy
+    FROM backoff.queues AS q
+    JOIN backoff.policies AS p ON p.name = q.policy
+    WHERE q.name = p_queue;
+    IF FOUND THEN
+        RETURN v_policy;
+    END IF;
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = 'default';
+    IF FOUND THEN
+        RETURN v_policy;
+    END IF;
+    RAISE EXCEPTION 'unknown policy "%" and no "default" policy', coalesce(p_policy, 'NULL')
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
+-- with a reason" for a failed attempt. It exists once: fail (one row) and
+-- reap (a batch of expired leases) both call it inside their UPDATE, so a
+-- reported failure and a silent crash are judged identically
+-- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
+-- parameter, time included.
+--
+-- In order:
+--   not p_retryable                          -> dead_lettered, 'non_retryable'
+--   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
+--   next run after created_at + deadline     -> dead_lettered, 'deadline'
+--   otherwise                                -> retrying at the next run
+-- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
+-- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
+-- else the policy's delay for attempt p_attempts seeded by the job id).
+-- A dead letter keeps its run_at and gets completed_at = p_now.
+CREATE OR REPLACE FUNCTION backoff._retry_decision(
+    p_policy       backoff.policies,
+    p_job_id       bigint,
+    p_attempts     integer,
+    p_max_attempts integer,
+    p_created_at   timestamptz,
+    p_run_at       timestamptz,
+    p_retry_in     interval,
+    p_retryable    boolean,
+    p_now          timestamptz,
+    OUT status             text,
+    OUT run_at             timestamptz,
+    OUT dead_letter_reason text,
+    OUT completed_at       timestamptz
+)
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_next timestamptz;
+BEGIN
+    IF NOT p_retryable THEN
+        dead_letter_reason := 'non_retryable';
+    ELSIF p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN
+        dead_letter_reason := 'max_attempts';
+    ELSE
+        IF p_retry_in IS NULL THEN
+            v_next := p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond';
+        ELSE
+            v_next := p_now + least(p_retry_in, (p_policy).max_delay);
+        END IF;
+        IF (p_policy).deadline IS NOT NULL AND v_next > p_created_at + (p_policy).deadline THEN
+            dead_letter_reason := 'deadline';
+        ELSE
+            status := 'retrying';
+            run_at := v_next;
+            RETURN;
+        END IF;
+    END IF;
+    status := 'dead_lettered';
+    run_at := p_run_at;
+    completed_at := p_now;
+END
+$$;
+
+-- backoff._raise_fencing_error(action, job id, attempt): raises the error
+-- for a guarded UPDATE on a running attempt (complete, fail, heartbeat,
+-- snooze) that matched no row. It runs only after that UPDATE, so it reads
+-- the row as it is now and never decides before writing:
+--   NULL id or attempt, attempt < 1     -> 22023
+--   no such job                         -> BK001
+--   completed, dead_lettered, cancelled -> BK003
+--   otherwise (pending, retrying, or running another attempt) -> BK002
+-- Private. Always raises.
+CREATE OR REPLACE FUNCTION backoff._raise_fencing_error(
+    p_action  text,
+    p_job_id  bigint,
+    p_attempt integer
+)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_status   text;
+    v_attempts integer;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot % job "NULL": job id must not be null', p_action
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RAISE EXCEPTION 'cannot % job "%": attempt must be at least 1, got "%"',
+            p_action, p_job_id, coalesce(p_attempt::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT j.status, j.attempts INTO v_status, v_attempts
+    FROM backoff.jobs AS j
+    WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
+        RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
+            USING ERRCODE = 'BK003';
+    END IF;
+    IF v_status = 'running' THEN
+        RAISE EXCEPTION 'cannot % job "%": attempt "%" is stale, the job is running attempt "%"',
+            p_action, p_job_id, p_attempt, v_attempts
+            USING ERRCODE = 'BK002';
+    END IF;
+    RAISE EXCEPTION 'cannot % job "%": attempt "%" is stale, the job is "%" after attempt "%"',
+        p_action, p_job_id, p_attempt, v_status, v_attempts
+        USING ERRCODE = 'BK002';
+END
+$$;
+
+-- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
+-- now): insert a job and return its id. The job records the policy of its
+-- queue at this moment (docs/adr/0008-single-retry-decision.md). A dedupe
+-- key that matches an unfinished job of the same queue returns that job's
+-- id and inserts nothing. A job due now wakes listeners of channel
+-- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
+-- notifications of one transaction once, so a bulk enqueue sends one per
+-- queue.
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queue        text,
+    p_payload      jsonb DEFAULT '{}',
+    p_run_at       timestamptz DEFAULT NULL,
+    p_max_attempts integer DEFAULT NULL,
+    p_priority     integer DEFAULT 0,
+    p_dedupe_key   text DEFAULT NULL,
+    p_now          timestamptz DEFAULT now()
+)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_id     bigint;
+    v_run_at timestamptz := coalesce(p_run_at, p_now);
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
+        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key = '' THEN
+        RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR v_try IN 1..10 LOOP
+        IF p_dedupe_key IS NULL THEN
+            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
+            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
+                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    v_run_at, p_now)
+            RETURNING id INTO v_id;
+        ELSE
+            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
+            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
+                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    v_run_at, p_now, p_dedupe_key)
+            ON CONFLICT (queue, dedupe_key)
+                WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
+                DO NOTHING
+            RETURNING id INTO v_id;
+        END IF;
+        IF v_id IS NOT NULL THEN
+            IF v_run_at <= p_now THEN
+                PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        -- The key is taken by an unfinished job: return it. If that job
+        -- finished between the INSERT and this SELECT, insert again.
+        SELECT j.id INTO v_id
+        FROM backoff.jobs AS j
+        WHERE j.queue = p_queue AND j.dedupe_key = p_dedupe_key
+          AND j.status IN ('pending', 'running', 'retrying');
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz) IS
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at). The job records its queue''s policy (backoff.queues, else ''default''). A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');';
+
+-- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
+-- jobs of a queue in one UPDATE. The candidates are locked with
+-- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
+-- a row. Hot path: one statement, no extra queries.
+--
+-- Plan notes (docs/design.md §10): the candidates are collected into an
+-- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
+-- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
+-- LOCKED) can get a generic plan that hash-joins a sequential scan of the
+-- whole table. The lease comes from the job's recorded policy by primary
+-- key; backoff._job_policy is the fallback for a job whose policy is NULL or
+-- deleted. A paused queue (backoff.queues.paused) gives nothing.
+CREATE OR REPLACE FUNCTION backoff.claim(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer DEFAULT 1,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+       OR p_lease <= interval '0' OR p_now IS NULL THEN
+        IF p_queue IS NULL OR p_queue = '' THEN
+            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_worker IS NULL THEN
+            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+            RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_lease <= interval '0' THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive, got "%"', p_queue, p_lease
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSE
+            RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
+    -- parameter in LIMIT makes the generic plan look expensive (the planner
+    -- assumes it keeps 10% of the rows), so the plan cache would plan the
+    -- statement again on every call; with a constant it keeps one generic
+    -- plan, which matters for one job per call. A batch amortizes planning.
+    IF p_limit = 1 THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    ELSE
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
+
+-- backoff.acquire(job id, worker, lease, now): claim one given job if it is
+-- due, for workflow engines that choose the step themselves
+-- (docs/adr/0010-acquire-by-id.md). One guarded UPDATE; only when it
+-- matches nothing is the row read to choose the error, so two workers
+-- acquiring the same job get exactly one winner: the other waits for the
+-- winner's row lock and then sees a running job (BK002).
+CREATE OR REPLACE FUNCTION backoff.acquire(
+    p_job_id bigint,
+    p_worker text,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot acquire job "NULL": job id must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'cannot acquire job "%": worker must not be null', p_job_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_lease <= interval '0' THEN
+        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive, got "%"', p_job_id, p_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot acquire job "%": now must not be null', p_job_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        lease_until = p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease),
+        locked_by = p_worker,
+        last_attempted_at = p_now
+    WHERE j.id = p_job_id
+      -- "pending or retrying", spelled so that it does not imply the
+      -- predicate of jobs_claimable_idx: a generic plan would otherwise
+      -- scan every due job of that index for this one id.
+      AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+      AND j.run_at <= p_now
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        RETURN v_job;
+    END IF;
+
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    IF v_job.status = 'running' THEN
+        RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
+            USING ERRCODE = 'BK002';
+    END IF;
+    IF v_job.status IN ('completed', 'dead_lettered', 'cancelled') THEN
+        RAISE EXCEPTION 'cannot acquire job "%": it is "%"', p_job_id, v_job.status
+            USING ERRCODE = 'BK003';
+    END IF;
+    RAISE EXCEPTION 'job "%" is not ready until "%" (attempts "%")',
+        p_job_id, backoff._iso8601(v_job.run_at), v_job.attempts
+        USING ERRCODE = 'BK004',
+              DETAIL = backoff._iso8601(v_job.run_at),
+              HINT = format('attempts=%s', v_job.attempts);
+END
+$$;
+
+COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
+'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1, lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, worker or now, a lease <= 0.
+Example:
+SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
+SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
+
+-- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
+-- of a job completed. One guarded UPDATE; the error path reads the row only
+-- when it matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.complete(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts FROM backoff.complete(1, 1);';
+
+-- backoff.complete_many(job ids, attempts, now): complete a batch in one
+-- UPDATE joined to the unnested arrays. Fenced per entry: a job not running
+-- the given attempt is left alone and its id not returned.
+CREATE OR REPLACE FUNCTION backoff.complete_many(
+    p_job_ids  bigint[],
+    p_attempts integer[],
+    p_now      timestamptz DEFAULT now()
+)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+BEGIN
+    IF p_job_ids IS NULL OR p_attempts IS NULL
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR p_now IS NULL THEN
+        IF p_now IS NULL THEN
+            RAISE EXCEPTION 'complete_many: now must not be null'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
+            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
+    WHERE j.id = t.id
+      AND j.attempts = t.attempt
+      AND j.status = 'running'
+    RETURNING j.id;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
+Errors: 22023 for NULL arrays, arrays of different lengths, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
+SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 ran attempt 1, not 2';
+
+-- backoff.fail(job id, attempt, error, retry_in, retryable, now): settle a
+-- failed running attempt with ONE guarded UPDATE whose new status, run_at,
+-- reason and completed_at come from backoff._retry_decision, the same
+-- decision reap uses. The error path reads the row only when the UPDATE
+-- matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.fail(
+    p_job_id    bigint,
+    p_attempt   integer,
+    p_error     text,
+    p_retry_in  interval DEFAULT NULL,
+    p_retryable boolean DEFAULT true,
+    p_now       timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_error IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_retry_in < interval '0' THEN
+        RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_retryable IS NULL OR p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET (status, run_at, dead_letter_reason, completed_at) = (
+            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+            FROM backoff._retry_decision(
+                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+                j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = p_error,
+        errors = backoff._push_error(j.errors, j.attempts, p_now, p_error, j.locked_by, 'error')
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); attempts >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for this attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error, retryable or now, an attempt < 1, a negative retry_in.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
+
+-- backoff.reap(now, limit): move running jobs whose lease expired through
+-- backoff._retry_decision, the same decision fail uses, as retryable
+-- failures with message 'lease expired' and kind 'lease_expired'. Set-based
+-- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
+-- any number of reapers can run at once without waiting for one another or
+-- settling a job twice. The outer UPDATE does not repeat the conditions: the
+-- rows are locked by the subquery, which rechecked them on their latest
+-- version, and a repeated "lease_until < p_now" would let the planner walk
+-- the lease index instead of probing the primary key.
+CREATE OR REPLACE FUNCTION backoff.reap(
+    p_now   timestamptz DEFAULT now(),
+    p_limit integer DEFAULT 1000
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'reap: now must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET (status, run_at, dead_letter_reason, completed_at) = (
+            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+            FROM backoff._retry_decision(
+                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+                j.created_at, j.run_at, NULL, true, p_now) AS d),
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    WHERE j.id = ANY (ARRAY(
+        SELECT r.id
+        FROM backoff.jobs AS r
+        -- Only running jobs have a lease (CHECK jobs_lease_while_running).
+        -- Adding "status = 'running'" would make the planner expect one row
+        -- and prefer a bitmap scan plus a sort of every expired lease to
+        -- this ordered walk of jobs_lease_idx that stops at p_limit.
+        WHERE r.lease_until < p_now
+        ORDER BY r.lease_until
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+Errors: 22023 for a NULL now, a limit < 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
+
+-- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
+-- running attempt. One guarded UPDATE; errors chosen only after it matched
+-- nothing.
+CREATE OR REPLACE FUNCTION backoff.heartbeat(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_extend  interval DEFAULT NULL,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_lease_until timestamptz;
+BEGIN
+    IF p_extend <= interval '0' THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive, got "%"',
+            coalesce(p_job_id::text, 'NULL'), p_extend
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET lease_until = p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease)
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.lease_until INTO v_lease_until;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
+    END IF;
+    RETURN v_lease_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
+'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1, an extend <= 0.
+Example:
+SELECT backoff.enqueue(''reports'');
+SELECT id FROM backoff.claim(''reports'', ''worker-1'');
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';
+
+-- backoff.snooze(job id, attempt, delay, now): put a running attempt back
+-- to pending at p_now + p_delay without spending it: attempts goes back by
+-- one, so the next claim carries the same attempt number again
+-- (docs/adr/0006-attempts-counted-at-claim.md).
+CREATE OR REPLACE FUNCTION backoff.snooze(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_delay   interval,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must not be negative, got "%"',
+            coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot snooze job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'pending',
+        attempts = j.attempts - 1,
+        run_at = p_now + p_delay,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
+
+-- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
+-- is not finished (pending, retrying or running). A running worker learns
+-- it at its next complete, fail, heartbeat or snooze (BK003).
+CREATE OR REPLACE FUNCTION backoff.cancel(
+    p_job_id bigint,
+    p_reason text DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL OR p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot cancel job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'cancelled',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_error = coalesce(p_reason, j.last_error)
+    WHERE j.id = p_job_id
+      AND j.status IN ('pending', 'running', 'retrying')
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot cancel job "%": it is "%"', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
+Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
+
+-- backoff.replay(job id, now): a dead-lettered or cancelled job back to
+-- pending, due at p_now, with a fresh attempt budget. The error history and
+-- last_error stay as evidence.
+CREATE OR REPLACE FUNCTION backoff.replay(
+    p_job_id bigint,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL OR p_now IS NULL THEN
+        RAISE EXCEPTION 'cannot replay job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            attempts = 0,
+            run_at = p_now,
+            dead_letter_reason = NULL,
+            completed_at = NULL,
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status IN ('dead_lettered', 'cancelled')
+        RETURNING j.* INTO v_job;
+    EXCEPTION WHEN unique_violation THEN
+        SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+        RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
+            p_job_id, v_job.queue, v_job.dedupe_key
+            USING ERRCODE = 'BK003';
+    END;
+    IF v_job.id IS NOT NULL THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', v_job.queue);
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot replay job "%": it is "%", only dead_lettered or cancelled jobs can be replayed', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id or now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
+SELECT status, attempts, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
+
+-- backoff.prune(older than, limit, now): delete up to p_limit finished jobs
+-- (completed, dead_lettered, cancelled) whose completed_at is older than
+-- p_now - p_older_than. No index serves it, on purpose: an index on
+-- completed_at would be paid by every settle, and prune runs rarely. The
+-- scan stops as soon as it has p_limit rows, and old rows sit early in the
+-- heap (docs/adr/0009-retention-and-prune.md).
+CREATE OR REPLACE FUNCTION backoff.prune(
+    p_older_than interval,
+    p_limit      integer DEFAULT 10000,
+    p_now        timestamptz DEFAULT now()
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '0' THEN
+        RAISE EXCEPTION 'prune: older_than must not be negative, got "%"', coalesce(p_older_than::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'prune: now must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.jobs AS j
+    WHERE j.id = ANY (ARRAY(
+        SELECT f.id
+        FROM backoff.jobs AS f
+        WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
+          AND f.completed_at < p_now - p_older_than
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
+'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1);
+SELECT backoff.prune(''7 days'', p_now => now() + interval ''8 days'') AS deleted;';
+
+-- backoff.stats(window, now): one row per queue for the CLI and dashboards:
+-- jobs per status, how many are due and how long the oldest due job has
+-- waited, and what happened in the window (p_now - p_window, p_now]:
+-- retries scheduled and jobs dead-lettered. A failure is read from the error
+-- history, so only the 20 most recent per job count. One scan of the table:
+-- fine for an operator's command, not for a tight loop.
+CREATE OR REPLACE FUNCTION backoff.stats(
+    p_window interval DEFAULT '1 hour',
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS TABLE (
+    queue          text,
+    pending        bigint,
+    running        bigint,
+    retrying       bigint,
+    completed      bigint,
+    dead_lettered  bigint,
+    cancelled      bigint,
+    due            bigint,
+    oldest_due_age interval,
+    retries        bigint,
+    dead_letters   bigint
+)
+LANGUAGE plpgsql
+STABLE
+AS $$
+BEGIN
+    IF p_window IS NULL OR p_window < interval '0' THEN
+        RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL THEN
+        RAISE EXCEPTION 'stats: now must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) FILTER (WHERE j.status = 'pending') AS pending,
+               count(*) FILTER (WHERE j.status = 'running') AS running,
+               count(*) FILTER (WHERE j.status = 'retrying') AS retrying,
+               count(*) FILTER (WHERE j.status = 'completed') AS completed,
+               count(*) FILTER (WHERE j.status = 'dead_lettered') AS dead_lettered,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now) AS due,
+               p_now - min(j.run_at) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now)
+                   AS oldest_due_age,
+               count(*) FILTER (WHERE j.status = 'dead_lettered'
+                                  AND j.completed_at > p_now - p_window AND j.completed_at <= p_now)
+                   AS dead_letters
+        FROM backoff.jobs AS j
+        GROUP BY j.queue
+    ),
+    failures AS (
+        -- Failures in the window that were followed by a retry: every
+        -- history entry in the window but the one that dead-lettered its job.
+        SELECT j.queue, count(*) AS retries
+        FROM backoff.jobs AS j
+        CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(entry, n)
+        WHERE j.last_failed_at > p_now - p_window
+          AND (e.entry ->> 'at')::timestamptz > p_now - p_window
+          AND (e.entry ->> 'at')::timestamptz <= p_now
+          AND NOT (j.status = 'dead_lettered' AND e.n = jsonb_array_length(j.errors))
+        GROUP BY j.queue
+    )
+    SELECT c.queue, c.pending, c.running, c.retrying, c.completed, c.dead_lettered, c.cancelled,
+           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters
+    FROM counts AS c
+    LEFT JOIN failures AS f ON f.queue = c.queue
+    ORDER BY c.queue;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
+'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
+Errors: 22023 for a NULL or negative window, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';

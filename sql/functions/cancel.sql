@@ -42,4 +42,6 @@ $$;
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
 'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
-Example: SELECT status FROM backoff.cancel(42, ''customer deleted'');';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';

@@ -98,4 +98,6 @@ $$;
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
 'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
 Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
-Example: SELECT id, attempts, payload FROM backoff.claim(''emails'', ''worker-1'', 10);';
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';

@@ -36,4 +36,7 @@ $$;
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
 'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
 Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1.
-Example: SELECT status FROM backoff.complete(42, 1);';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts FROM backoff.complete(1, 1);';

@@ -38,4 +38,7 @@ $$;
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
 'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
 Errors: 22023 for NULL arrays, arrays of different lengths, a NULL now.
-Example: SELECT * FROM backoff.complete_many(ARRAY[41, 42], ARRAY[1, 3]);';
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
+SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 ran attempt 1, not 2';

@@ -56,4 +56,7 @@ $$;
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
 'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); attempts >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for this attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error, retryable or now, an attempt < 1, a negative retry_in.
-Example: SELECT status, run_at FROM backoff.fail(42, 1, ''smtp timeout'');';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';

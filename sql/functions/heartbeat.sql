@@ -39,4 +39,7 @@ $$;
 COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
 'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
 Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1, an extend <= 0.
-Example: SELECT backoff.heartbeat(42, 1, ''1 minute'');';
+Example:
+SELECT backoff.enqueue(''reports'');
+SELECT id FROM backoff.claim(''reports'', ''worker-1'');
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';

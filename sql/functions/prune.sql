@@ -44,4 +44,8 @@ $$;
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
 'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a NULL now.
-Example: SELECT backoff.prune(''7 days'');';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1);
+SELECT backoff.prune(''7 days'', p_now => now() + interval ''8 days'') AS deleted;';

@@ -57,4 +57,7 @@ $$;
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
 'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
 Errors: 22023 for a NULL now, a limit < 1.
-Example: SELECT backoff.reap();';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';

@@ -51,4 +51,8 @@ $$;
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
 'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id or now.
-Example: SELECT status FROM backoff.replay(42);';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
+SELECT status, attempts, jsonb_array_length(errors) AS history FROM backoff.replay(1);';

@@ -44,4 +44,7 @@ $$;
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
 'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
-Example: SELECT run_at FROM backoff.snooze(42, 1, ''5 minutes'');';
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';

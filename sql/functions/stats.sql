@@ -74,4 +74,7 @@ $$;
 COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
 'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
 Errors: 22023 for a NULL or negative window, a NULL now.
-Example: SELECT * FROM backoff.stats(''15 minutes'');';
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
