@@ -15,11 +15,11 @@ build: ## Build bin/backoffctl
 
 .PHONY: test
 test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, or Docker via Testcontainers)
-	scripts/with-test-db.sh $(GO) test -count=1 $(PKGS)
+	set -o pipefail; scripts/with-test-db.sh $(GO) test -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector
-	scripts/with-test-db.sh $(GO) test -race -count=1 $(PKGS)
+	set -o pipefail; scripts/with-test-db.sh $(GO) test -race -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
