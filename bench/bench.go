@@ -1,0 +1,312 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgbackoff/pgbackoff/internal/migrations"
+)
+
+// Config selects what a run measures and how long it takes.
+type Config struct {
+	Mode         string
+	DatabaseURL  string
+	NoDurability bool
+	Only         string
+	RiverDir     string
+
+	// Filled by setDefaults from Mode.
+	Clients     []int         // client counts of the concurrent scenarios
+	Rounds      int           // A/B rounds per line (medians are reported)
+	RunFor      time.Duration // length of one timed run
+	ReapJobs    int           // expired leases per reap run
+	WorkerJobs  int           // jobs per Worker / River run
+	Backlogs    []int         // due backlogs for the latency scaling
+	Finished    int           // finished rows lying in the table for the last scaling line
+	Samples     int           // claim latency samples per backlog
+	Sustained   time.Duration // 0: no sustained run
+	SampleEvery time.Duration // sustained-run sampling period
+}
+
+func (c *Config) setDefaults() error {
+	switch c.Mode {
+	case "quick":
+		c.Clients = []int{1, 4, 8, 16}
+		c.Rounds = 2
+		c.RunFor = 1200 * time.Millisecond
+		c.ReapJobs = 100_000
+		c.WorkerJobs = 50_000
+		c.Backlogs = []int{10_000, 1_000_000}
+		c.Finished = 1_000_000
+		c.Samples = 1000
+	case "full":
+		c.Clients = []int{1, 4, 8, 16}
+		c.Rounds = 4
+		c.RunFor = 3 * time.Second
+		c.ReapJobs = 100_000
+		c.WorkerJobs = 200_000
+		c.Backlogs = []int{10_000, 1_000_000, 10_000_000}
+		c.Finished = 1_000_000
+		c.Samples = 3000
+		c.Sustained = 10 * time.Minute
+		c.SampleEvery = time.Minute
+	case "test":
+		// Tiny counts for the package test: every code path, no numbers.
+		c.Clients = []int{1, 2}
+		c.Rounds = 2
+		c.RunFor = 100 * time.Millisecond
+		c.ReapJobs = 300
+		c.WorkerJobs = 200
+		c.Backlogs = []int{100, 1000}
+		c.Finished = 1000
+		c.Samples = 20
+		if c.Sustained == 0 {
+			c.Sustained = 0
+		}
+		c.SampleEvery = 300 * time.Millisecond
+	default:
+		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
+	}
+	return nil
+}
+
+func (c Config) wants(section string) bool {
+	return c.Only == "" || strings.Contains(section, c.Only)
+}
+
+// bench holds the server connection and the migrated template every
+// scenario's fresh database is copied from.
+type bench struct {
+	cfg      Config
+	adminURL string
+	admin    *pgx.Conn
+	template string
+	out      io.Writer
+	noise    []float64 // per-round ratio spreads, for the noise summary
+}
+
+const queue = "bench"
+
+// rawTableSQL makes the limit's table: the same columns, defaults,
+// constraints and indexes as backoff.jobs, with no functions around it.
+const rawTableSQL = `CREATE TABLE public.raw_jobs (LIKE backoff.jobs INCLUDING ALL)`
+
+func newBench(ctx context.Context, cfg Config, adminURL string, out io.Writer) (*bench, error) {
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redact(adminURL), err)
+	}
+	b := &bench{cfg: cfg, adminURL: adminURL, admin: admin, out: out}
+	if err := b.printServer(ctx); err != nil {
+		b.close()
+		return nil, err
+	}
+	b.template = "bench_tpl_" + randomSuffix()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+b.template); err != nil {
+		b.close()
+		return nil, fmt.Errorf("create template database: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, withDatabase(adminURL, b.template))
+	if err != nil {
+		b.close()
+		return nil, fmt.Errorf("connect to the template: %w", err)
+	}
+	defer conn.Close(context.Background())
+	m, err := migrations.New(ctx, conn)
+	if err == nil {
+		_, _, err = m.MigrateTo(ctx, m.Latest())
+	}
+	if err != nil {
+		b.close()
+		return nil, fmt.Errorf("migrate the template: %w", err)
+	}
+	if _, err := conn.Exec(ctx, rawTableSQL); err != nil {
+		b.close()
+		return nil, fmt.Errorf("create raw_jobs: %w", err)
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	ctx := context.Background()
+	if b.template != "" {
+		_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+b.template+" WITH (FORCE)")
+	}
+	_ = b.admin.Close(ctx)
+}
+
+// settingNames are the server settings that matter for these numbers.
+var settingNames = []string{
+	"server_version", "fsync", "synchronous_commit", "full_page_writes", "wal_sync_method",
+	"wal_level", "wal_buffers", "commit_delay", "max_wal_size", "checkpoint_timeout",
+	"shared_buffers", "work_mem", "max_connections", "autovacuum", "autovacuum_naptime",
+	"autovacuum_vacuum_scale_factor", "autovacuum_vacuum_cost_limit", "jit",
+}
+
+func (b *bench) printServer(ctx context.Context) error {
+	fmt.Fprintf(b.out, "mode: %s, rounds per line: %d (alternating A/B, B/A), run: %s\n", b.cfg.Mode, b.cfg.Rounds, b.cfg.RunFor)
+	fmt.Fprintf(b.out, "machine: %d CPUs (GOMAXPROCS %d), %s/%s, %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(b.out, "load average at start: %s\n", strings.TrimSpace(string(la)))
+	}
+	rows, err := b.admin.Query(ctx, "SELECT name, setting || coalesce(' ' || unit, '') FROM pg_settings WHERE name = ANY($1) ORDER BY array_position($1, name)", settingNames)
+	if err != nil {
+		return fmt.Errorf("read server settings: %w", err)
+	}
+	kv, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var k, v string
+		err := r.Scan(&k, &v)
+		return k + "=" + v, err
+	})
+	if err != nil {
+		return fmt.Errorf("read server settings: %w", err)
+	}
+	fmt.Fprintf(b.out, "server settings: %s\n", strings.Join(kv, " "))
+	return nil
+}
+
+// database is one scenario's fresh database, copied from the template.
+type database struct {
+	name string
+	url  string
+	pool *pgxpool.Pool
+}
+
+func (b *bench) freshDatabase(ctx context.Context) (*database, func(), error) {
+	name := "bench_" + randomSuffix()
+	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+b.template); err != nil {
+		return nil, nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	u := withDatabase(b.adminURL, name)
+	pc, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		return nil, nil, err
+	}
+	pc.MaxConns = 40
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", name, err)
+	}
+	db := &database{name: name, url: u, pool: pool}
+	return db, func() {
+		pool.Close()
+		_, _ = b.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}, nil
+}
+
+// result is one timed run: ops operations (jobs) in elapsed.
+type result struct {
+	ops     int64
+	elapsed time.Duration
+}
+
+func (r result) rate() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.ops) / r.elapsed.Seconds()
+}
+
+// step does one unit of work on a client's connection and says how many
+// jobs it handled; 0 means there is nothing left.
+type step func(ctx context.Context, conn *pgxpool.Conn) (int, error)
+
+// makeStep prepares a client (e.g. a client.Client on its connection) and
+// returns its step.
+type makeStep func(ctx context.Context, conn *pgxpool.Conn) (step, error)
+
+// runClients runs n clients, each on its own connection, until the time is
+// up, maxOps jobs are done (0: no cap) or a step says there is nothing left.
+func runClients(ctx context.Context, pool *pgxpool.Pool, n int, d time.Duration, maxOps int64, mk makeStep) (result, error) {
+	conns := make([]*pgxpool.Conn, n)
+	steps := make([]step, n)
+	for i := range conns {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return result{}, fmt.Errorf("acquire client connection: %w", err)
+		}
+		defer c.Release()
+		conns[i] = c
+		s, err := mk(ctx, c)
+		if err != nil {
+			return result{}, err
+		}
+		steps[i] = s
+	}
+	var (
+		ops      atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) && (maxOps == 0 || ops.Load() < maxOps) && ctx.Err() == nil {
+				k, err := steps[i](ctx, conns[i])
+				if err != nil {
+					errOnce.Do(func() { firstErr = err })
+					return
+				}
+				if k == 0 {
+					return
+				}
+				ops.Add(int64(k))
+			}
+		}()
+	}
+	wg.Wait()
+	return result{ops: ops.Load(), elapsed: time.Since(start)}, firstErr
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func withDatabase(dbURL, name string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return dbURL
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func redact(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "the database"
+	}
+	return u.Redacted()
+}

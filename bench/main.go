@@ -1,0 +1,62 @@
+// Command bench measures pgbackoff's throughput and claim latency as a
+// ratio to the same work done by minimal hand-written SQL on a bare copy of
+// the jobs table (public.raw_jobs), in the same run on the same server, and
+// optionally side by side with River (bench/river, its own module).
+//
+//	go run ./bench -mode=quick|full [-database-url URL]
+//
+// docs/benchmarks.md explains the scenarios and has the results.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+)
+
+func main() {
+	var cfg Config
+	flag.StringVar(&cfg.Mode, "mode", "quick", "quick (CI-sized, a few minutes) or full (for the docs; includes the 10M backlog and the 10-minute sustained run)")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, else start one)")
+	flag.BoolVar(&cfg.NoDurability, "no-durability", false, "start the server with fsync=off and synchronous_commit=off (default: the server's defaults)")
+	flag.StringVar(&cfg.Only, "only", "", "run only the sections whose name contains this (e.g. claim, scaling, river)")
+	flag.StringVar(&cfg.RiverDir, "river", "", "directory of the River module (bench/river) to run side by side with the Worker; empty: skip")
+	flag.Parse()
+	if err := cfg.setDefaults(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg Config, out io.Writer) error {
+	var settings []string
+	if cfg.NoDurability {
+		settings = append(settings, "fsync=off", "synchronous_commit=off")
+	}
+	settings = append(settings, "max_connections=200")
+	start := time.Now()
+	srv, err := pgserver.Start(ctx, cfg.DatabaseURL, settings...)
+	if err != nil {
+		return fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	defer func() { _ = srv.Stop(context.Background()) }()
+	fmt.Fprintf(out, "server: %s (started in %s)\n", srv.Kind, time.Since(start).Round(time.Millisecond))
+	b, err := newBench(ctx, cfg, srv.URL, out)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	return b.runAll(ctx)
+}

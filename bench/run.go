@@ -1,0 +1,525 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgbackoff/pgbackoff/client"
+)
+
+func (b *bench) runAll(ctx context.Context) error {
+	began := time.Now()
+	var lines []line
+	if b.cfg.wants("throughput") {
+		fmt.Fprintf(b.out, "\n== throughput: ours / limit (hand-written SQL on public.raw_jobs), medians of %d rounds ==\n", b.cfg.Rounds)
+		b.header()
+		for _, s := range b.scenarios() {
+			db, drop, err := b.freshDatabase(ctx)
+			if err != nil {
+				return err
+			}
+			for _, n := range s.clients {
+				l, err := b.runAB(ctx, db, s, n)
+				if err != nil {
+					drop()
+					return err
+				}
+				b.print(l)
+				lines = append(lines, l)
+			}
+			drop()
+		}
+	}
+	if b.cfg.wants("worker") || b.cfg.wants("river") {
+		ls, err := b.workerSection(ctx)
+		if err != nil {
+			return err
+		}
+		lines = append(lines, ls...)
+	}
+	if b.cfg.wants("profile") {
+		if err := b.profile(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.wants("scaling") {
+		if err := b.scaling(ctx); err != nil {
+			return err
+		}
+	}
+	if b.cfg.Sustained > 0 && b.cfg.wants("sustained") {
+		if err := b.sustained(ctx); err != nil {
+			return err
+		}
+	}
+	b.summary(lines)
+	fmt.Fprintf(b.out, "\ntotal time: %s\n", time.Since(began).Round(time.Second))
+	return nil
+}
+
+func (b *bench) header() {
+	fmt.Fprintf(b.out, "%-30s %-4s %7s %12s %12s %7s %15s %7s\n", "scenario", "path", "clients", "ours jobs/s", "limit jobs/s", "ratio", "round ratios", "target")
+}
+
+func (b *bench) print(l line) {
+	target := ""
+	if l.target > 0 {
+		mark := "met"
+		if l.ratio() < l.target {
+			mark = "MISS"
+		}
+		target = fmt.Sprintf(">=%.2f %s", l.target, mark)
+	}
+	fmt.Fprintf(b.out, "%-30s %-4s %7d %12.0f %12.0f %7.2f %7.2f..%-6.2f %s\n",
+		l.name, l.path, l.clients, l.ours, l.limit, l.ratio(), l.lo, l.hi, target)
+	if l.hi > 0 {
+		b.noise = append(b.noise, (l.hi-l.lo)/((l.hi+l.lo)/2))
+	}
+}
+
+func (b *bench) summary(lines []line) {
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintf(b.out, "\n== targets ==\n")
+	for _, l := range lines {
+		if l.target > 0 {
+			b.print(l)
+		}
+	}
+	if len(b.noise) > 0 {
+		fmt.Fprintf(b.out, "noise: median spread of the per-round ratios of a line: %.0f%% (max %.0f%%)\n",
+			100*median(b.noise), 100*maxOf(b.noise))
+	}
+	if la, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(b.out, "load average at end: %s\n", strings.TrimSpace(string(la)))
+	}
+}
+
+func maxOf(xs []float64) float64 {
+	m := xs[0]
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+// --- the Go Worker end to end, the raw limit and River --------------------
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// runWorkers pre-inserts n jobs and works them with w Workers (no-op
+// handler) on one pool; the time runs from the start to the return of
+// every Run, after the last batched completion is written.
+func runWorkers(ctx context.Context, db *database, workers, n int) (result, error) {
+	if err := seedDue(ctx, db, oursTable, n, 0); err != nil {
+		return result{}, err
+	}
+	var (
+		done atomic.Int64
+		all  = make(chan struct{})
+	)
+	handler := func(context.Context, *client.Job) error {
+		if done.Add(1) == int64(n) {
+			close(all)
+		}
+		return nil
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	start := time.Now()
+	for i := range workers {
+		w, err := client.NewWorker(db.pool, client.WorkerConfig{
+			Queue: queue, Handler: handler, Concurrency: 200, BatchSize: 100,
+			ReapInterval: -1, HeartbeatInterval: -1,
+		}, client.WithLogger(discard), client.WithWorkerID(fmt.Sprintf("bench-%d", i)))
+		if err != nil {
+			return result{}, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+	case <-time.After(10 * time.Minute):
+	}
+	cancel()
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return result{}, err
+		}
+	}
+	var completed int64
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`).Scan(&completed); err != nil {
+		return result{}, err
+	}
+	if completed != int64(n) {
+		return result{}, fmt.Errorf("worker: %d of %d jobs completed", completed, n)
+	}
+	return result{ops: completed, elapsed: elapsed}, nil
+}
+
+func (b *bench) workerSection(ctx context.Context) ([]line, error) {
+	n := b.cfg.WorkerJobs
+	fmt.Fprintf(b.out, "\n== Go Worker end to end (no-op handler, %d pre-inserted jobs, Concurrency 200, BatchSize 100) vs the raw claim 100 + complete loop ==\n", n)
+	b.header()
+	var lines []line
+	for _, workers := range []int{1, 4} {
+		db, drop, err := b.freshDatabase(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s := abScenario{name: "worker end to end", path: "go", maxOps: int64(n), runFor: 10 * time.Minute,
+			seed: func(ctx context.Context, _ *bench, db *database, table string, _ int) error {
+				if table == rawTable {
+					return seedDue(ctx, db, table, n, 0)
+				}
+				return nil
+			},
+			limit: fixed(rawClaimBatch)}
+		var ours, limit, ratios []float64
+		for r := range b.cfg.Rounds {
+			var o, l float64
+			for _, isOurs := range []bool{r%2 == 0, r%2 == 1} {
+				if err := truncate(ctx, db); err != nil {
+					drop()
+					return nil, err
+				}
+				var res result
+				if isOurs {
+					res, err = runWorkers(ctx, db, workers, n)
+					o = res.rate()
+				} else {
+					_ = s.seed(ctx, b, db, rawTable, workers)
+					res, err = runClients(ctx, db.pool, workers, s.runFor, s.maxOps, s.limit)
+					l = res.rate()
+				}
+				if err != nil {
+					drop()
+					return nil, err
+				}
+			}
+			ours, limit, ratios = append(ours, o), append(limit, l), append(ratios, o/l)
+		}
+		drop()
+		lo, hi := minMax(ratios)
+		l := line{name: "worker end to end", path: "go", clients: workers, ours: median(ours), limit: median(limit), lo: lo, hi: hi}
+		b.print(l)
+		lines = append(lines, l)
+	}
+	if b.cfg.RiverDir != "" && b.cfg.wants("river") {
+		if err := b.riverSideBySide(ctx, n); err != nil {
+			fmt.Fprintf(b.out, "river: not run: %v\n", err)
+		}
+	}
+	return lines, nil
+}
+
+// riverSideBySide alternates River's insert+work benchmark (bench/river,
+// built once) and our Worker on the same number of jobs.
+func (b *bench) riverSideBySide(ctx context.Context, n int) error {
+	bin := filepath.Join(os.TempDir(), "pgbackoff-river-bench-"+randomSuffix())
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Dir = b.cfg.RiverDir
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w: %s", b.cfg.RiverDir, err, bytes.TrimSpace(out))
+	}
+	defer os.Remove(bin)
+	fmt.Fprintf(b.out, "\n== side by side with River v0.51.1 (%d jobs pre-inserted, then worked by a no-op worker; same server, alternating) ==\n", n)
+	var ours, river []float64
+	for r := range b.cfg.Rounds {
+		for _, isOurs := range []bool{r%2 == 0, r%2 == 1} {
+			if isOurs {
+				db, drop, err := b.freshDatabase(ctx)
+				if err != nil {
+					return err
+				}
+				res, err := runWorkers(ctx, db, 1, n)
+				drop()
+				if err != nil {
+					return err
+				}
+				ours = append(ours, res.rate())
+				continue
+			}
+			name := "bench_river_" + randomSuffix()
+			if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+				return err
+			}
+			cmd := exec.CommandContext(ctx, bin, "-database-url", withDatabase(b.adminURL, name), "-jobs", strconv.Itoa(n))
+			out, err := cmd.Output()
+			_, _ = b.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			if err != nil {
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+				}
+				return fmt.Errorf("river run: %w", err)
+			}
+			rate, err := parseRiver(out)
+			if err != nil {
+				return err
+			}
+			river = append(river, rate)
+		}
+	}
+	fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency 200): %8.0f jobs/s   rounds: %s\n", median(ours), fmtRates(ours))
+	fmt.Fprintf(b.out, "River (MaxWorkers 10000):                     %8.0f jobs/s   rounds: %s\n", median(river), fmtRates(river))
+	fmt.Fprintf(b.out, "ratio pgbackoff / River: %.2f (target > 1: %s)\n", median(ours)/median(river), metMiss(median(ours) > median(river)))
+	return nil
+}
+
+func parseRiver(out []byte) (float64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		for _, f := range strings.Fields(sc.Text()) {
+			if v, ok := strings.CutPrefix(f, "work_jobs_per_s="); ok {
+				return strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	return 0, fmt.Errorf("no work_jobs_per_s in River's output %q", out)
+}
+
+func fmtRates(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strings.Join(s, " ")
+}
+
+func metMiss(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISS"
+}
+
+// --- claim latency by backlog ---------------------------------------------
+
+// latency claims (and completes) one job at a time with one client and
+// returns the claim latencies.
+func latency(ctx context.Context, db *database, samples int) ([]time.Duration, error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	lat := make([]time.Duration, 0, samples)
+	for i := 0; i < samples+50; i++ {
+		t := time.Now()
+		c, err := queryClaimed(ctx, conn, `SELECT id, attempts, payload FROM backoff.claim($1::text, $2::text, 1)`, queue, "bench-worker")
+		d := time.Since(t)
+		if err != nil || len(c.ids) == 0 {
+			return nil, fmt.Errorf("claim: %v (%d rows)", err, len(c.ids))
+		}
+		if _, err := conn.Exec(ctx, `SELECT backoff.complete($1::bigint, $2::integer)`, c.ids[0], c.attempts[0]); err != nil {
+			return nil, err
+		}
+		if i >= 50 { // the first calls plan and warm the cache
+			lat = append(lat, d)
+		}
+	}
+	return lat, nil
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func (b *bench) scaling(ctx context.Context) error {
+	fmt.Fprintf(b.out, "\n== claim latency by backlog (1 client, claim 1 + complete, %d samples; table vacuumed and analyzed after loading) ==\n", b.cfg.Samples)
+	fmt.Fprintf(b.out, "%-36s %10s %10s %10s %8s\n", "backlog", "p50", "p99", "max", "load s")
+	type point struct {
+		label    string
+		due, fin int
+	}
+	var pts []point
+	for _, n := range b.cfg.Backlogs {
+		pts = append(pts, point{label: fmt.Sprintf("%d due", n), due: n})
+	}
+	pts = append(pts, point{label: fmt.Sprintf("%d due + %d finished", b.cfg.Backlogs[0], b.cfg.Finished), due: b.cfg.Backlogs[0], fin: b.cfg.Finished})
+	var p99s []time.Duration
+	for _, p := range pts {
+		db, drop, err := b.freshDatabase(ctx)
+		if err != nil {
+			return err
+		}
+		t := time.Now()
+		if p.fin > 0 {
+			if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, attempts, run_at, created_at, last_attempted_at, completed_at)
+				SELECT $1, '{}', 'default', 'completed', 1, now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour'
+				FROM generate_series(1, $2)`, queue, p.fin); err != nil {
+				drop()
+				return fmt.Errorf("load finished rows: %w", err)
+			}
+		}
+		if err := loadDue(ctx, db, p.due); err != nil {
+			drop()
+			return err
+		}
+		load := time.Since(t)
+		lat, err := latency(ctx, db, b.cfg.Samples)
+		drop()
+		if err != nil {
+			return err
+		}
+		p99 := percentile(lat, 0.99)
+		if p.fin == 0 {
+			p99s = append(p99s, p99)
+		}
+		fmt.Fprintf(b.out, "%-36s %10s %10s %10s %8.0f\n", p.label, us(percentile(lat, 0.5)), us(p99), us(percentile(lat, 1)), load.Seconds())
+	}
+	r := float64(p99s[len(p99s)-1]) / float64(p99s[0])
+	fmt.Fprintf(b.out, "p99(%d due) / p99(%d due) = %.2f (target <= 1.5: %s)\n", b.cfg.Backlogs[len(b.cfg.Backlogs)-1], b.cfg.Backlogs[0], r, metMiss(r <= 1.5))
+	return nil
+}
+
+// loadDue inserts n due jobs in chunks (so that a 10M load does not hold
+// one huge transaction), then vacuums and analyzes.
+func loadDue(ctx context.Context, db *database, n int) error {
+	const chunk = 1_000_000
+	for done := 0; done < n; done += chunk {
+		k := min(chunk, n-done)
+		if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, run_at, created_at)
+			SELECT $1, '{}', 'default', now() - interval '1 minute', now() - interval '1 minute' FROM generate_series(1, $2)`, queue, k); err != nil {
+			return fmt.Errorf("load %d due jobs: %w", n, err)
+		}
+	}
+	return settle(ctx, db, oursTable)
+}
+
+func us(d time.Duration) string {
+	return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+}
+
+// --- what limits throughput: CPU and wait events ----------------------------
+
+// cpuTimes reads the machine's busy and total jiffies from /proc/stat.
+func cpuTimes() (busy, total uint64, ok bool) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+	if len(f) < 5 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, v := range f[1:] {
+		x, _ := strconv.ParseUint(v, 10, 64)
+		total += x
+		if i != 3 && i != 4 { // idle, iowait
+			busy += x
+		}
+	}
+	return busy, total, true
+}
+
+// profile runs claim+complete 1/tx (ours) with 1 and 8 clients while
+// sampling the machine's CPU use and the backends' wait events.
+func (b *bench) profile(ctx context.Context) error {
+	fmt.Fprintf(b.out, "\n== what limits claim+complete 1/tx (ours): CPU busy and wait events of the benchmark's backends, sampled every 5ms ==\n")
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	for _, n := range []int{1, 8} {
+		if err := truncate(ctx, db); err != nil {
+			return err
+		}
+		if err := seedDue(ctx, db, oursTable, int(9000*b.cfg.RunFor.Seconds()*2), 0); err != nil {
+			return err
+		}
+		waits := map[string]int{}
+		samples := 0
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		mon, err := pgxpool.New(ctx, b.adminURL)
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(5 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				rows, err := mon.Query(ctx, `SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity
+					WHERE datname = $1 AND state = 'active' AND backend_type = 'client backend'`, db.name)
+				if err != nil {
+					return
+				}
+				for rows.Next() {
+					var w string
+					if rows.Scan(&w) == nil {
+						waits[w]++
+						samples++
+					}
+				}
+				rows.Close()
+			}
+		}()
+		b0, t0, _ := cpuTimes()
+		res, err := runClients(ctx, db.pool, n, 2*b.cfg.RunFor, 0, fixed(oursClaimComplete))
+		b1, t1, ok := cpuTimes()
+		close(stop)
+		wg.Wait()
+		mon.Close()
+		if err != nil {
+			return err
+		}
+		cpu := "n/a"
+		if ok && t1 > t0 {
+			cpu = fmt.Sprintf("%.0f%%", 100*float64(b1-b0)/float64(t1-t0))
+		}
+		type kv struct {
+			k string
+			v int
+		}
+		var top []kv
+		for k, v := range waits {
+			top = append(top, kv{k, v})
+		}
+		sort.Slice(top, func(i, j int) bool { return top[i].v > top[j].v })
+		var parts []string
+		for i, e := range top {
+			if i == 6 {
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %.0f%%", e.k, 100*float64(e.v)/float64(max(samples, 1))))
+		}
+		fmt.Fprintf(b.out, "%2d clients: %6.0f jobs/s, machine CPU busy %s; active backends' states: %s\n", n, res.rate(), cpu, strings.Join(parts, ", "))
+	}
+	return nil
+}
