@@ -9,6 +9,8 @@ CREATE OR REPLACE FUNCTION backoff.cancel(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;

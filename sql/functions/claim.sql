@@ -20,6 +20,8 @@ CREATE OR REPLACE FUNCTION backoff.claim(
 RETURNS SETOF backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1

@@ -9,6 +9,8 @@ CREATE OR REPLACE FUNCTION backoff.complete_many(
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL

@@ -18,6 +18,8 @@ CREATE OR REPLACE FUNCTION backoff.enqueue(
 RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_id     bigint;

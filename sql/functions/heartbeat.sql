@@ -10,6 +10,8 @@ CREATE OR REPLACE FUNCTION backoff.heartbeat(
 RETURNS timestamptz
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_lease_until timestamptz;

@@ -12,6 +12,8 @@ CREATE OR REPLACE FUNCTION backoff.prune(
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;

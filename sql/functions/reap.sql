@@ -14,6 +14,8 @@ CREATE OR REPLACE FUNCTION backoff.reap(
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
