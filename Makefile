@@ -28,8 +28,12 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 .PHONY: bench
-bench: ## Throughput and latency against the raw-SQL limit (BENCH_MODE=quick|full)
-	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick}
+bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE=quick|full, BENCH_DATABASE_URL)
+	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick} -river=bench/river
+
+.PHONY: bench-river
+bench-river: ## Only the Go Worker end to end and River v0.51.1 side by side (bench/river, its own module)
+	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick} -only=worker -river=bench/river
 
 .PHONY: demo
 demo: build ## Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters

@@ -66,7 +66,7 @@ func (c *Config) setDefaults() error {
 		c.SampleEvery = time.Minute
 	case "test":
 		// Tiny counts for the package test: every code path, no numbers.
-		c.Clients = []int{1, 2}
+		c.Clients = []int{2}
 		c.Rounds = 2
 		c.RunFor = 100 * time.Millisecond
 		c.ReapJobs = 300
@@ -74,9 +74,7 @@ func (c *Config) setDefaults() error {
 		c.Backlogs = []int{100, 1000}
 		c.Finished = 1000
 		c.Samples = 20
-		if c.Sustained == 0 {
-			c.Sustained = 0
-		}
+		c.Sustained = time.Second
 		c.SampleEvery = 300 * time.Millisecond
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)

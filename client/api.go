@@ -146,15 +146,15 @@ func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ..
 	return id, nil
 }
 
-// enqueueManySQL enqueues a batch in one statement: backoff.enqueue once per
-// element of the unnested arrays, ids returned in input order.
-const enqueueManySQL = `SELECT backoff.enqueue(p_queue => t.queue, p_payload => t.payload, p_run_at => t.run_at, ` +
-	`p_max_attempts => t.max_attempts, p_priority => t.priority, p_dedupe_key => t.dedupe_key%s) ` +
-	`FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[]) ` +
-	`WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, ord) ORDER BY t.ord`
+// enqueueManySQL enqueues a batch in one statement through the bulk form of
+// backoff.enqueue (arrays, ids returned in input order), which inserts a
+// batch without dedupe keys with one set-based INSERT.
+const enqueueManySQL = `SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], ` +
+	`p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], ` +
+	`p_dedupe_keys => $6::text[]%s) AS t(id)`
 
-// EnqueueMany adds jobs in one statement and one round trip (arrays
-// unnested into backoff.enqueue, so every job gets exactly the single-job
+// EnqueueMany adds jobs in one statement and one round trip (the bulk form
+// of backoff.enqueue, which gives every job exactly the single-job
 // semantics, dedupe included) and returns their ids in input order. It is
 // atomic: on error no job is added.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error) {

@@ -116,10 +116,9 @@ func TestEnqueueManyIsOneStatement(t *testing.T) {
 	t.Parallel()
 	c, mock := newMock(t, WithClock(func() time.Time { return mockNow }))
 	runAt := mockNow.Add(time.Hour)
-	mock.ExpectQuery("SELECT backoff.enqueue(p_queue => t.queue, p_payload => t.payload, p_run_at => t.run_at, "+
-		"p_max_attempts => t.max_attempts, p_priority => t.priority, p_dedupe_key => t.dedupe_key, p_now => $7::timestamptz) "+
-		"FROM unnest($1::text[], $2::jsonb[], $3::timestamptz[], $4::integer[], $5::integer[], $6::text[]) "+
-		"WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, ord) ORDER BY t.ord").
+	mock.ExpectQuery("SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], "+
+		"p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], "+
+		"p_dedupe_keys => $6::text[], p_now => $7::timestamptz) AS t(id)").
 		WithArgs([]string{"a", "b"}, []string{`{"n":1}`, `{"n":2}`}, []*time.Time{nil, &runAt},
 			[]*int32{ptr(int32(2)), nil}, []int32{0, 5}, []*string{nil, ptr("k")}, mockNow).
 		WillReturnRows(newRows([]string{"enqueue"}).AddRow(int64(1)).AddRow(int64(2)))

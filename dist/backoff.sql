@@ -885,6 +885,94 @@ Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, 
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');';
 
+-- backoff.enqueue(queues[], payloads[], run_ats[], max_attempts[],
+-- priorities[], dedupe_keys[], now): the bulk form, element i of every
+-- array describing job i; returns the ids in input order. It has exactly
+-- the single-job form's semantics, but a batch without dedupe keys is
+-- inserted by ONE set-based INSERT instead of one INSERT per job (about 5x
+-- fewer server cycles per job; docs/adr/0016-set-based-bulk-enqueue.md). A
+-- batch with a dedupe key goes through the single-job form element by
+-- element, which handles the key's conflicts and races. The ids are drawn
+-- from the identity sequence before the INSERT so that each one is tied to
+-- its element whatever order the rows are inserted in.
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queues       text[],
+    p_payloads     jsonb[],
+    p_run_ats      timestamptz[],
+    p_max_attempts integer[],
+    p_priorities   integer[],
+    p_dedupe_keys  text[],
+    p_now          timestamptz DEFAULT now()
+)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_queues), 0);
+BEGIN
+    IF p_queues IS NULL
+       OR coalesce(cardinality(p_payloads), v_n) <> v_n OR coalesce(cardinality(p_run_ats), v_n) <> v_n
+       OR coalesce(cardinality(p_max_attempts), v_n) <> v_n OR coalesce(cardinality(p_priorities), v_n) <> v_n
+       OR coalesce(cardinality(p_dedupe_keys), v_n) <> v_n THEN
+        RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_keys IS NOT NULL AND EXISTS (SELECT FROM unnest(p_dedupe_keys) AS k WHERE k IS NOT NULL) THEN
+        RETURN QUERY
+        SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now)
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, ord)
+        ORDER BY t.ord;
+        RETURN;
+    END IF;
+    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
+        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
+            coalesce(p_queues[array_position(p_queues, '')], 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
+            (SELECT min(m) FROM unnest(p_max_attempts) AS m)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    RETURN QUERY
+    WITH src AS MATERIALIZED (
+        SELECT t.ord, pg_catalog.nextval('backoff.jobs_id_seq'::regclass) AS id,
+               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, ord)
+    ), ins AS (
+        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
+               coalesce(q.policy, 'default'), s.run_at, p_now
+        FROM src AS s
+        LEFT JOIN backoff.queues AS q ON q.name = s.queue
+    )
+    SELECT s.id FROM src AS s ORDER BY s.ord;
+
+    PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
+    FROM (SELECT DISTINCT t.queue
+          FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
+          WHERE coalesce(t.run_at, p_now) <= p_now) AS d;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz) IS
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities and p_dedupe_keys goes with it; every array is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+Example:
+SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
+                              NULL, NULL, ARRAY[0, 5, 0], NULL);';
+
 -- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
 -- jobs of a queue in one UPDATE. The candidates are locked with
 -- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,

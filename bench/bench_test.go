@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// TestEveryScenarioRuns runs the whole driver with tiny counts, so that
+// the benchmark cannot rot: every scenario, ours and the limit, must do its
+// work without error (each step checks what it claimed was completed or
+// failed), and every section must print. The numbers mean nothing here.
+func TestEveryScenarioRuns(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t)}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	for _, want := range []string{
+		"server settings: server_version=", "fsync=",
+		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
+		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
+		"what limits claim+complete", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
+		"sustained load", "== targets ==",
+	} {
+		require.Contains(t, text, want)
+	}
+	// One line per scenario, path and client count, with both rates set.
+	lines := 0
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "..") && (strings.Contains(l, " sql ") || strings.Contains(l, " go ")) {
+			f := strings.Fields(l)
+			require.NotContains(t, f, "0", "a zero rate in %q", l)
+			lines++
+		}
+	}
+	require.GreaterOrEqual(t, lines, 9+2)
+}
+
+func TestParseRiver(t *testing.T) {
+	rate, err := parseRiver([]byte("noise\nriver jobs=10 insert_s=0.1 work_s=0.5 work_jobs_per_s=20\n"))
+	require.NoError(t, err)
+	require.InDelta(t, 20.0, rate, 1e-9)
+	_, err = parseRiver([]byte("river failed"))
+	require.Error(t, err)
+}
+
+// The River module must stay outside the main module: its own go.mod, and
+// no River import anywhere in this module.
+func TestRiverStaysInItsOwnModule(t *testing.T) {
+	_, err := os.Stat(filepath.Join("river", "go.mod"))
+	require.NoError(t, err)
+	gomod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	require.NoError(t, err)
+	require.NotContains(t, string(gomod), "riverqueue")
+}
