@@ -47,18 +47,18 @@ func (c *Config) setDefaults() error {
 	case "quick":
 		c.Clients = []int{1, 4, 8, 16}
 		c.Rounds = 2
-		c.RunFor = 1200 * time.Millisecond
+		c.RunFor = time.Second
 		c.ReapJobs = 100_000
-		c.WorkerJobs = 50_000
+		c.WorkerJobs = 40_000
 		c.Backlogs = []int{10_000, 1_000_000}
 		c.Finished = 1_000_000
 		c.Samples = 1000
 	case "full":
 		c.Clients = []int{1, 4, 8, 16}
-		c.Rounds = 4
-		c.RunFor = 3 * time.Second
+		c.Rounds = 3
+		c.RunFor = 2 * time.Second
 		c.ReapJobs = 100_000
-		c.WorkerJobs = 200_000
+		c.WorkerJobs = 100_000
 		c.Backlogs = []int{10_000, 1_000_000, 10_000_000}
 		c.Finished = 1_000_000
 		c.Samples = 3000

@@ -29,7 +29,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"server settings: server_version=", "fsync=",
 		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
 		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
-		"what limits claim+complete", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
+		"what limits throughput", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
 		"sustained load", "== targets ==",
 	} {
 		require.Contains(t, text, want)

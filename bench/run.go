@@ -445,18 +445,35 @@ func cpuTimes() (busy, total uint64, ok bool) {
 // profile runs claim+complete 1/tx (ours) with 1 and 8 clients while
 // sampling the machine's CPU use and the backends' wait events.
 func (b *bench) profile(ctx context.Context) error {
-	fmt.Fprintf(b.out, "\n== what limits claim+complete 1/tx (ours): CPU busy and wait events of the benchmark's backends, sampled every 5ms ==\n")
+	fmt.Fprintf(b.out, "\n== what limits throughput: machine CPU busy and wait events of the benchmark's active backends, sampled every 5ms ==\n")
 	db, drop, err := b.freshDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer drop()
-	for _, n := range []int{1, 8} {
+	type probe struct {
+		name  string
+		n     int
+		table string
+		seed  bool
+		mk    makeStep
+	}
+	probes := []probe{
+		{"claim+complete 1/tx, ours", 1, oursTable, true, fixed(oursClaimComplete)},
+		{"claim+complete 1/tx, ours", 8, oursTable, true, fixed(oursClaimComplete)},
+		{"claim+complete 1/tx, limit", 8, rawTable, true, fixed(rawClaimComplete)},
+		{"enqueue 1/tx, ours", 8, oursTable, false, fixed(oursEnqueue)},
+		{"enqueue 1/tx, limit", 8, rawTable, false, fixed(rawEnqueue)},
+	}
+	for _, p := range probes {
+		n := p.n
 		if err := truncate(ctx, db); err != nil {
 			return err
 		}
-		if err := seedDue(ctx, db, oursTable, int(9000*b.cfg.RunFor.Seconds()*2), 0); err != nil {
-			return err
+		if p.seed {
+			if err := seedDue(ctx, db, p.table, int(9000*b.cfg.RunFor.Seconds()*2), 0); err != nil {
+				return err
+			}
 		}
 		waits := map[string]int{}
 		samples := 0
@@ -493,7 +510,7 @@ func (b *bench) profile(ctx context.Context) error {
 			}
 		}()
 		b0, t0, _ := cpuTimes()
-		res, err := runClients(ctx, db.pool, n, 2*b.cfg.RunFor, 0, fixed(oursClaimComplete))
+		res, err := runClients(ctx, db.pool, n, 2*b.cfg.RunFor, 0, p.mk)
 		b1, t1, ok := cpuTimes()
 		close(stop)
 		wg.Wait()
@@ -521,7 +538,7 @@ func (b *bench) profile(ctx context.Context) error {
 			}
 			parts = append(parts, fmt.Sprintf("%s %.0f%%", e.k, 100*float64(e.v)/float64(max(samples, 1))))
 		}
-		fmt.Fprintf(b.out, "%2d clients: %6.0f jobs/s, machine CPU busy %s; active backends' states: %s\n", n, res.rate(), cpu, strings.Join(parts, ", "))
+		fmt.Fprintf(b.out, "%-27s %2d clients: %6.0f jobs/s, machine CPU busy %s; active backends: %s\n", p.name, n, res.rate(), cpu, strings.Join(parts, ", "))
 	}
 	return nil
 }
