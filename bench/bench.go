@@ -29,6 +29,10 @@ type Config struct {
 	Only         string
 	RiverDir     string
 
+	// The Go Worker's settings in the end-to-end and River lines.
+	WorkerConcurrency int
+	WorkerBatch       int
+
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
 	Rounds      int           // A/B rounds per line (medians are reported)
@@ -43,6 +47,12 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
+	if c.WorkerConcurrency <= 0 {
+		c.WorkerConcurrency = 200
+	}
+	if c.WorkerBatch <= 0 {
+		c.WorkerBatch = 100
+	}
 	switch c.Mode {
 	case "quick":
 		c.Clients = []int{1, 4, 8, 16}

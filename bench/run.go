@@ -127,7 +127,7 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // runWorkers pre-inserts n jobs and works them with w Workers (no-op
 // handler) on one pool; the time runs from the start to the return of
 // every Run, after the last batched completion is written.
-func runWorkers(ctx context.Context, db *database, workers, n int) (result, error) {
+func runWorkers(ctx context.Context, cfg Config, db *database, workers, n int) (result, error) {
 	if err := seedDue(ctx, db, oursTable, n, 0); err != nil {
 		return result{}, err
 	}
@@ -148,7 +148,7 @@ func runWorkers(ctx context.Context, db *database, workers, n int) (result, erro
 	start := time.Now()
 	for i := range workers {
 		w, err := client.NewWorker(db.pool, client.WorkerConfig{
-			Queue: queue, Handler: handler, Concurrency: 200, BatchSize: 100,
+			Queue: queue, Handler: handler, Concurrency: cfg.WorkerConcurrency, BatchSize: cfg.WorkerBatch,
 			ReapInterval: -1, HeartbeatInterval: -1,
 		}, client.WithLogger(discard), client.WithWorkerID(fmt.Sprintf("bench-%d", i)))
 		if err != nil {
@@ -185,7 +185,8 @@ func runWorkers(ctx context.Context, db *database, workers, n int) (result, erro
 
 func (b *bench) workerSection(ctx context.Context) ([]line, error) {
 	n := b.cfg.WorkerJobs
-	fmt.Fprintf(b.out, "\n== Go Worker end to end (no-op handler, %d pre-inserted jobs, Concurrency 200, BatchSize 100) vs the raw claim 100 + complete loop ==\n", n)
+	fmt.Fprintf(b.out, "\n== Go Worker end to end (no-op handler, %d pre-inserted jobs, Concurrency %d, BatchSize %d) vs the raw claim 100 + complete loop ==\n",
+		n, b.cfg.WorkerConcurrency, b.cfg.WorkerBatch)
 	b.header()
 	var lines []line
 	for _, workers := range []int{1, 4} {
@@ -211,7 +212,7 @@ func (b *bench) workerSection(ctx context.Context) ([]line, error) {
 				}
 				var res result
 				if isOurs {
-					res, err = runWorkers(ctx, db, workers, n)
+					res, err = runWorkers(ctx, b.cfg, db, workers, n)
 					o = res.rate()
 				} else {
 					_ = s.seed(ctx, b, db, rawTable, workers)
@@ -258,7 +259,7 @@ func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 				if err != nil {
 					return err
 				}
-				res, err := runWorkers(ctx, db, 1, n)
+				res, err := runWorkers(ctx, b.cfg, db, 1, n)
 				drop()
 				if err != nil {
 					return err
@@ -287,7 +288,8 @@ func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 			river = append(river, rate)
 		}
 	}
-	fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency 200): %8.0f jobs/s   rounds: %s\n", median(ours), fmtRates(ours))
+	fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency %d, BatchSize %d): %8.0f jobs/s   rounds: %s\n",
+		b.cfg.WorkerConcurrency, b.cfg.WorkerBatch, median(ours), fmtRates(ours))
 	fmt.Fprintf(b.out, "River (MaxWorkers 10000):                     %8.0f jobs/s   rounds: %s\n", median(river), fmtRates(river))
 	fmt.Fprintf(b.out, "ratio pgbackoff / River: %.2f (target > 1: %s)\n", median(ours)/median(river), metMiss(median(ours) > median(river)))
 	return nil

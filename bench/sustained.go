@@ -80,12 +80,16 @@ func (b *bench) sustained(ctx context.Context) error {
 	t := time.NewTicker(b.cfg.SampleEvery)
 	defer t.Stop()
 	last, start := int64(0), time.Now()
-	for i := 1; ; i++ {
+	for {
+		final := false
 		select {
 		case <-runCtx.Done():
+			final = true
+		case <-t.C:
+		}
+		if final && time.Since(start) < b.cfg.SampleEvery/2 {
 			wg.Wait()
 			return nil
-		case <-t.C:
 		}
 		d := done.Load()
 		var live, dead, total, idx, autovac int64
@@ -98,5 +102,9 @@ func (b *bench) sustained(ctx context.Context) error {
 		fmt.Fprintf(b.out, "%8.1f %10.0f %10d %12d %12d %12.1f %12.1f %6d\n", time.Since(start).Minutes(),
 			float64(d-last)/b.cfg.SampleEvery.Seconds(), enqueued.Load()-d, live, dead, float64(total)/1e6, float64(idx)/1e6, autovac)
 		last = d
+		if final {
+			wg.Wait()
+			return nil
+		}
 	}
 }
