@@ -33,7 +33,7 @@ bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE
 
 .PHONY: bench-river
 bench-river: ## Only the Go Worker end to end and River v0.51.1 side by side (bench/river, its own module)
-	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick} -only=worker -river=bench/river
+	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick} -only=river -river=bench/river
 
 .PHONY: demo
 demo: build ## Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters

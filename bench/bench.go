@@ -48,10 +48,10 @@ type Config struct {
 
 func (c *Config) setDefaults() error {
 	if c.WorkerConcurrency <= 0 {
-		c.WorkerConcurrency = 200
+		c.WorkerConcurrency = 1000
 	}
 	if c.WorkerBatch <= 0 {
-		c.WorkerBatch = 100
+		c.WorkerBatch = 500
 	}
 	switch c.Mode {
 	case "quick":

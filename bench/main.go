@@ -27,8 +27,8 @@ func main() {
 	flag.BoolVar(&cfg.NoDurability, "no-durability", false, "start the server with fsync=off and synchronous_commit=off (default: the server's defaults)")
 	flag.StringVar(&cfg.Only, "only", "", "run only the sections whose name contains this (e.g. claim, scaling, river)")
 	flag.StringVar(&cfg.RiverDir, "river", "", "directory of the River module (bench/river) to run side by side with the Worker; empty: skip")
-	flag.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 200, "Concurrency of the Go Worker")
-	flag.IntVar(&cfg.WorkerBatch, "worker-batch", 100, "BatchSize of the Go Worker")
+	flag.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1000, "Concurrency of the Go Worker (River side: MaxWorkers 10000)")
+	flag.IntVar(&cfg.WorkerBatch, "worker-batch", 500, "BatchSize of the Go Worker")
 	flag.Parse()
 	if err := cfg.setDefaults(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -232,7 +232,7 @@ func (b *bench) workerSection(ctx context.Context) ([]line, error) {
 		b.print(l)
 		lines = append(lines, l)
 	}
-	if b.cfg.RiverDir != "" && b.cfg.wants("river") {
+	if b.cfg.RiverDir != "" {
 		if err := b.riverSideBySide(ctx, n); err != nil {
 			fmt.Fprintf(b.out, "river: not run: %v\n", err)
 		}

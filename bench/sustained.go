@@ -80,6 +80,7 @@ func (b *bench) sustained(ctx context.Context) error {
 	t := time.NewTicker(b.cfg.SampleEvery)
 	defer t.Stop()
 	last, start := int64(0), time.Now()
+	lastT := start
 	for {
 		final := false
 		select {
@@ -87,7 +88,7 @@ func (b *bench) sustained(ctx context.Context) error {
 			final = true
 		case <-t.C:
 		}
-		if final && time.Since(start) < b.cfg.SampleEvery/2 {
+		if final && time.Since(lastT) < b.cfg.SampleEvery/2 { // sampled just now
 			wg.Wait()
 			return nil
 		}
@@ -100,8 +101,8 @@ func (b *bench) sustained(ctx context.Context) error {
 			return fmt.Errorf("sample table stats: %w", err)
 		}
 		fmt.Fprintf(b.out, "%8.1f %10.0f %10d %12d %12d %12.1f %12.1f %6d\n", time.Since(start).Minutes(),
-			float64(d-last)/b.cfg.SampleEvery.Seconds(), enqueued.Load()-d, live, dead, float64(total)/1e6, float64(idx)/1e6, autovac)
-		last = d
+			float64(d-last)/time.Since(lastT).Seconds(), enqueued.Load()-d, live, dead, float64(total)/1e6, float64(idx)/1e6, autovac)
+		last, lastT = d, time.Now()
 		if final {
 			wg.Wait()
 			return nil
