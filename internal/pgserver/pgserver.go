@@ -29,6 +29,10 @@ type Server struct {
 	// Container is set when Kind is "testcontainers", for tests that restart
 	// or pause the server.
 	Container *tcpostgres.PostgresContainer
+	// Skipped says, for a server Start chose, why it did not take the
+	// earlier choices (e.g. "no Docker engine answers for Testcontainers"), so
+	// a caller can tell its user.
+	Skipped []string
 
 	stop func(context.Context) error
 }
@@ -119,10 +123,13 @@ func Start(ctx context.Context, url string, settings ...string) (*Server, error)
 		}
 		errs = append(errs, err)
 	} else {
-		errs = append(errs, errors.New("no Docker engine answers"))
+		errs = append(errs, errors.New("no Docker engine answers for Testcontainers"))
 	}
 	s, err := StartLocal(ctx, settings...)
 	if err == nil {
+		for _, e := range errs {
+			s.Skipped = append(s.Skipped, e.Error())
+		}
 		return s, nil
 	}
 	return nil, fmt.Errorf("no PostgreSQL: pass a database URL, start Docker, or install PostgreSQL server binaries: %w", errors.Join(append(errs, err)...))
