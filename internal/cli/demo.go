@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
@@ -77,8 +78,10 @@ enqueued.`,
   backoffctl demo --jobs 300 --progress plain`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := wantJSON(cmd); err != nil {
+			if jsonOut, err := wantJSON(cmd); err != nil {
 				return err
+			} else if jsonOut {
+				return usagef("demo writes for people only: --output json is not supported")
 			}
 			if o.jobs < 3 || o.jobs > 1_000_000 {
 				return usagef("--jobs %d: want 3 to 1000000", o.jobs)
@@ -244,13 +247,14 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 	}
 	fmt.Fprintln(w, "server:   none given (--database-url, DATABASE_URL): starting a throwaway PostgreSQL")
 	t0 := time.Now()
+	tclog.SetDefault(tclog.NewNoopLogger()) // Testcontainers' banner is not the demo's output
 	// A throwaway server need not survive a crash.
 	srv, err := pgserver.Start(ctx, "", "fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
 	if err != nil {
 		return nil, err
 	}
 	for _, why := range srv.Skipped {
-		fmt.Fprintf(w, "          not Testcontainers: %s\n", oneLine(truncate(why, 200)))
+		fmt.Fprintf(w, "          skipped Testcontainers: %s\n", oneLine(truncate(why, 160)))
 	}
 	switch srv.Kind {
 	case "testcontainers":
