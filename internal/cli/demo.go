@@ -254,7 +254,7 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 		return nil, err
 	}
 	for _, why := range srv.Skipped {
-		fmt.Fprintf(w, "          skipped Testcontainers: %s\n", oneLine(truncate(why, 160)))
+		fmt.Fprintf(w, "          skipped: %s\n", briefError(oneLine(why)))
 	}
 	switch srv.Kind {
 	case "testcontainers":
@@ -263,6 +263,16 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 		fmt.Fprintf(w, "server:   a temporary local cluster (initdb with this machine's PostgreSQL binaries), started in %s\n", time.Since(t0).Round(10*time.Millisecond))
 	}
 	return srv, nil
+}
+
+// briefError keeps the first and the last two parts of a long chain of
+// wrapped errors: what was tried and the root cause.
+func briefError(s string) string {
+	parts := strings.Split(s, ": ")
+	if len(parts) <= 4 {
+		return s
+	}
+	return parts[0] + ": … " + strings.Join(parts[len(parts)-2:], ": ")
 }
 
 func kindName(kind string) string {

@@ -22,6 +22,7 @@ type progress struct {
 
 	every time.Duration // how often a plain line is printed
 	last  time.Time     // when a plain line was last printed
+	line  string        // the last plain line
 	lines int           // lines of the last live frame, to move back over
 }
 
@@ -54,7 +55,8 @@ func (p *progress) draw(stats []statsRow) {
 		return
 	}
 	p.last = time.Now()
-	fmt.Fprintln(p.w, p.summary(stats))
+	p.line = p.summary(stats)
+	fmt.Fprintln(p.w, p.line)
 }
 
 // done shows the final state.
@@ -63,7 +65,9 @@ func (p *progress) done(stats []statsRow) {
 		p.frame(stats)
 		return
 	}
-	fmt.Fprintln(p.w, p.summary(stats))
+	if line := p.summary(stats); line != p.line {
+		fmt.Fprintln(p.w, line)
+	}
 }
 
 func (p *progress) totals(stats []statsRow) (t statsRow, enqueued int64, rateLimited int64) {
