@@ -240,7 +240,8 @@ func newCronUninstallCommand() *cobra.Command {
 		Long: `Unschedule the pg_cron job backoff-reap:DATABASE. The pg_cron extension
 itself stays: other jobs may use it. Without such a job it prints
 "no change".`,
-		Args: exactArgs(0, ""),
+		Example: `  backoffctl cron uninstall --database-url postgres://postgres@db/app`,
+		Args:    exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := wantJSON(cmd); err != nil {
 				return err
@@ -278,7 +279,9 @@ func newCronStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the pg_cron job that reaps this database and its last runs",
-		Args:  exactArgs(0, ""),
+		Example: `  backoffctl cron status
+  backoffctl cron status --runs 20`,
+		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := wantJSON(cmd); err != nil {
 				return err
