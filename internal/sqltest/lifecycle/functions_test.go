@@ -496,12 +496,10 @@ func TestReplay(t *testing.T) {
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	var old []int64
 	for i := 0; i < 5; i++ {
 		id := enqueue(t, db, "q", t0)
 		c := claimOne(t, db, "q", t0)
 		one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, c.Attempts, t0)
-		old = append(old, id)
 	}
 	dead := enqueue(t, db, "q", t0)
 	c := claimOne(t, db, "q", t0)
