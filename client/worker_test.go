@@ -27,13 +27,30 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // status and run_at, never by sleeping until they come due.
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w := &testWriter{t: t}
+	// A handler that ignores its context may outlive Run by design (Go cannot
+	// stop it); what it logs after the test has ended is dropped, since
+	// testing.T panics on a Log after completion.
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct {
+	t     *testing.T
+	mu    sync.Mutex
+	ended bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 
