@@ -86,6 +86,11 @@
 //	c.With(tx).Enqueue(ctx, "emails", msg)
 //	tx.Commit(ctx)
 //
+// Enqueue's options set the job's first run (RunAt), priority, max_attempts,
+// a dedupe key, and its retry policy: a job follows its queue's policy
+// unless WithPolicy names another row of backoff.policies, which the job
+// then records for its whole life.
+//
 // Every call that settles a claimed job carries the attempt it was claimed
 // with (Job.Attempts), the fencing token that keeps a stale worker from
 // completing someone else's attempt.

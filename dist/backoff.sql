@@ -786,8 +786,11 @@ END
 $$;
 
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
--- now): insert a job and return its id. The job records the policy of its
--- queue at this moment (docs/adr/0008-single-retry-decision.md). A dedupe
+-- now, policy): insert a job and return its id. The job records p_policy,
+-- else the policy of its queue at this moment
+-- (docs/adr/0008-single-retry-decision.md). p_policy follows p_now, against
+-- the p_now-last convention, so that positional calls written before it
+-- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
 -- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
@@ -800,7 +803,8 @@ CREATE OR REPLACE FUNCTION backoff.enqueue(
     p_max_attempts integer DEFAULT NULL,
     p_priority     integer DEFAULT 0,
     p_dedupe_key   text DEFAULT NULL,
-    p_now          timestamptz DEFAULT now()
+    p_now          timestamptz DEFAULT now(),
+    p_policy       text DEFAULT NULL
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -826,18 +830,23 @@ BEGIN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_policy IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+        RAISE EXCEPTION 'unknown policy "%"', p_policy
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
                     v_run_at, p_now)
             RETURNING id INTO v_id;
         ELSE
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
                     v_run_at, p_now, p_dedupe_key)
             ON CONFLICT (queue, dedupe_key)
                 WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
@@ -865,11 +874,13 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at). The job records its queue''s policy (backoff.queues, else ''default''). A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, a p_policy that names no row of backoff.policies.
 Example:
-SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');';
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
+SELECT id, queue, policy FROM backoff.jobs ORDER BY id;';
 
 -- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
 -- jobs of a queue in one UPDATE. The candidates are locked with
