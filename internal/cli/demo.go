@@ -184,13 +184,12 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}
 	fmt.Fprintf(w, "config:   %s (env %s) applied: %d policies, %d queue mappings\n", cfg.File, cfg.Env, len(cfg.Policies)+1, len(cfg.Queues))
 
-	pcfg, err := pgxpool.ParseConfig(dbURL)
+	ccfg, err := parseConnConfig(dbURL)
 	if err != nil {
-		return fmt.Errorf("demo pool: %w", err)
+		return err
 	}
-	pcfg.MaxConns = int32(min(40, 6+3*d.opts.concurrency))
-	pcfg.ConnConfig.RuntimeParams["application_name"] = "backoffctl demo"
-	d.pool, err = pgxpool.NewWithConfig(ctx, pcfg)
+	ccfg.RuntimeParams["application_name"] = "backoffctl demo"
+	d.pool, err = connectPool(ctx, ccfg, int32(min(40, 6+3*d.opts.concurrency)))
 	if err != nil {
 		return fmt.Errorf("demo pool: %w", err)
 	}
