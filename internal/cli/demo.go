@@ -436,6 +436,9 @@ loop:
 		stats, err := readStats(ctx, d.pool, time.Hour, nil)
 		if err != nil {
 			runErr = err
+			if ctx.Err() != nil {
+				runErr = fmt.Errorf("demo interrupted: %w", context.Cause(ctx))
+			}
 			break
 		}
 		p.draw(stats)
