@@ -834,6 +834,10 @@ BEGIN
         RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
             USING ERRCODE = 'invalid_parameter_value';
@@ -879,7 +883,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at). The job records its queue''s policy (backoff.queues, else ''default''). A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');';
 
@@ -910,7 +914,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR p_now IS NULL THEN
+       OR p_lease <= interval '0' OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -1022,7 +1026,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot acquire job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1089,7 +1093,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1133,8 +1137,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR p_now IS NULL THEN
-        IF p_now IS NULL THEN
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
             RAISE EXCEPTION 'complete_many: now must not be null'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
@@ -1194,7 +1198,7 @@ BEGIN
         RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retryable IS NULL OR p_now IS NULL THEN
+    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1251,7 +1255,7 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'reap: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1318,7 +1322,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1367,7 +1371,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot snooze job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1413,7 +1417,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR p_now IS NULL THEN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot cancel job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1462,7 +1466,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR p_now IS NULL THEN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot replay job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1535,7 +1539,7 @@ BEGIN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'prune: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1594,7 +1598,7 @@ BEGIN
         RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'stats: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -31,7 +31,7 @@ BEGIN
         RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'stats: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
