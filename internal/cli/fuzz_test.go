@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -136,7 +135,7 @@ func FuzzCLI(f *testing.F) {
 			args = nil
 		}
 		if len(args) > 12 || !safeArgs(args) {
-			t.Skip(fmt.Sprintf("%d args, or an argument the fuzz must not run", len(args)))
+			t.Skipf("%d args, or an argument the fuzz must not run", len(args))
 		}
 		runArgs(t, args)
 	})
