@@ -3,7 +3,7 @@
 \echo Use "CREATE EXTENSION backoff" to load this file. \quit
 
 CREATE TABLE backoff.schema_migrations (version int4 NOT NULL);
-INSERT INTO backoff.schema_migrations (version) VALUES (2);
+INSERT INTO backoff.schema_migrations (version) VALUES (3);
 
 -- ===== migration 1: 001_schema.sql =====
 
@@ -119,6 +119,8 @@ CREATE OR REPLACE FUNCTION backoff.schema_version()
 RETURNS integer
 LANGUAGE sql
 STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT version FROM backoff.schema_migrations
 $$;
@@ -349,6 +351,8 @@ CREATE OR REPLACE FUNCTION backoff.retry_delay(
 RETURNS interval
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_policy backoff.policies;
@@ -385,6 +389,8 @@ CREATE OR REPLACE FUNCTION backoff.compute_delay(
 RETURNS interval
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c_limit CONSTANT interval := interval '876600 hours';  -- 100 years of 365.25 days
@@ -439,6 +445,8 @@ CREATE OR REPLACE FUNCTION backoff.schedule(
 RETURNS TABLE (attempt integer, delay interval, cumulative interval)
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_policy backoff.policies;
@@ -550,6 +558,8 @@ CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
 RETURNS timestamptz
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- Validates every parameter, whichever path applies.
@@ -574,6 +584,8 @@ CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
 RETURNS timestamp
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- Validates every parameter, whichever path applies.
@@ -807,6 +819,8 @@ CREATE OR REPLACE FUNCTION backoff.enqueue(
 RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_id     bigint;
@@ -822,6 +836,10 @@ BEGIN
     END IF;
     IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
         RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_key = '' THEN
@@ -874,7 +892,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, a p_policy that names no row of backoff.policies.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a p_policy that names no row of backoff.policies.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -902,10 +920,12 @@ CREATE OR REPLACE FUNCTION backoff.claim(
 RETURNS SETOF backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR p_now IS NULL THEN
+       OR p_lease <= interval '0' OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -999,6 +1019,8 @@ CREATE OR REPLACE FUNCTION backoff.acquire(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -1015,7 +1037,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot acquire job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1076,11 +1098,13 @@ CREATE OR REPLACE FUNCTION backoff.complete(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1119,11 +1143,13 @@ CREATE OR REPLACE FUNCTION backoff.complete_many(
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR p_now IS NULL THEN
-        IF p_now IS NULL THEN
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
             RAISE EXCEPTION 'complete_many: now must not be null'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
@@ -1169,6 +1195,8 @@ CREATE OR REPLACE FUNCTION backoff.fail(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -1181,7 +1209,7 @@ BEGIN
         RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retryable IS NULL OR p_now IS NULL THEN
+    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1232,11 +1260,13 @@ CREATE OR REPLACE FUNCTION backoff.reap(
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'reap: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1292,6 +1322,8 @@ CREATE OR REPLACE FUNCTION backoff.heartbeat(
 RETURNS timestamptz
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_lease_until timestamptz;
@@ -1301,7 +1333,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1339,6 +1371,8 @@ CREATE OR REPLACE FUNCTION backoff.snooze(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -1348,7 +1382,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot snooze job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1388,11 +1422,13 @@ CREATE OR REPLACE FUNCTION backoff.cancel(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR p_now IS NULL THEN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot cancel job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1435,11 +1471,13 @@ CREATE OR REPLACE FUNCTION backoff.replay(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR p_now IS NULL THEN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot replay job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1498,6 +1536,8 @@ CREATE OR REPLACE FUNCTION backoff.prune(
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
@@ -1510,7 +1550,7 @@ BEGIN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'prune: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1561,13 +1601,15 @@ RETURNS TABLE (
 )
 LANGUAGE plpgsql
 STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_window IS NULL OR p_window < interval '0' THEN
         RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'stats: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1616,3 +1658,105 @@ Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
+
+-- ===== migration 3: 003_roles.sql =====
+
+-- Least privilege (docs/adr/0017-least-privilege-and-security-definer.md).
+--
+-- Four NOLOGIN roles, created when they do not exist yet:
+--   backoff_owner    owns the tables and functions; not a superuser. The
+--                    public functions are SECURITY DEFINER, so they run as
+--                    this role whoever calls them.
+--   backoff_producer enqueue.
+--   backoff_worker   claim, acquire, complete, complete_many, fail,
+--                    heartbeat, snooze, reap; read-only SELECT on the tables.
+--   backoff_admin    every public function, and read/write access to the
+--                    tables (backoffctl config apply writes policies and
+--                    queues; dlq replay --all locks dead letters).
+-- Applications log in as their own roles and are granted one of the three
+-- (GRANT backoff_worker TO app_worker). Nobody but the owner and admin can
+-- write a table; producers and workers change jobs only through functions.
+--
+-- Roles belong to the whole server, not to one database: several databases
+-- (or many test databases) share them. So creating them tolerates a
+-- concurrent migration in another database doing the same, and the down
+-- section never drops a role (see there).
+--
+-- The migrating user: a superuser needs nothing more. Otherwise it needs
+-- CREATEROLE the first time (or a DBA creates the four roles beforehand),
+-- and membership in backoff_owner, which this migration grants to it when
+-- it created the role (ALTER ... OWNER TO requires it).
+
+DO $$
+DECLARE
+    v_role text;
+BEGIN
+    FOREACH v_role IN ARRAY ARRAY['backoff_owner', 'backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
+            BEGIN
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS', v_role);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                -- Another database's migration created it at the same moment.
+                NULL;
+            END;
+        END IF;
+    END LOOP;
+    -- A non-superuser installer must be a member of the owner role to hand
+    -- objects to it.
+    IF NOT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user)
+       AND NOT pg_catalog.pg_has_role(current_user, 'backoff_owner', 'MEMBER') THEN
+        EXECUTE pg_catalog.format('GRANT backoff_owner TO %I', current_user);
+    END IF;
+END
+$$;
+
+-- The schema: usage for every role; the owner may create (later migrations
+-- can SET ROLE backoff_owner, so that what they create is its own).
+REVOKE ALL ON SCHEMA backoff FROM PUBLIC;
+GRANT USAGE, CREATE ON SCHEMA backoff TO backoff_owner;
+GRANT USAGE ON SCHEMA backoff TO backoff_producer, backoff_worker, backoff_admin;
+
+-- Tables (the identity sequence of jobs follows its table).
+ALTER TABLE backoff.jobs OWNER TO backoff_owner;
+ALTER TABLE backoff.policies OWNER TO backoff_owner;
+ALTER TABLE backoff.queues OWNER TO backoff_owner;
+REVOKE ALL ON backoff.jobs, backoff.policies, backoff.queues FROM PUBLIC;
+GRANT SELECT ON backoff.jobs, backoff.policies, backoff.queues TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.jobs, backoff.policies, backoff.queues TO backoff_admin;
+-- tern's version table stays the installer's; schema_version() reads it as
+-- the owner.
+GRANT SELECT ON backoff.schema_migrations TO backoff_owner, backoff_admin;
+
+-- Functions: owned by backoff_owner, executable by nobody else unless
+-- granted below. Future functions created by the owner are not executable
+-- by PUBLIC either. (Per-schema default privileges can only add to the
+-- global ones, so the revoke is global for the owner role, in this database.)
+ALTER DEFAULT PRIVILEGES FOR ROLE backoff_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+
+DO $$
+DECLARE
+    v_fn   record;
+    v_role text;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::regprocedure AS sig, p.proname::text AS name
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO backoff_owner', v_fn.sig);
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
+        -- By name, so that every overload (and a parameter added at the
+        -- end in a later release) is covered.
+        FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
+            IF v_fn.name = 'schema_version'
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
+               OR (v_role = 'backoff_worker' AND v_fn.name IN (
+                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
+                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time'))
+               OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;

@@ -18,6 +18,8 @@ CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
 RETURNS timestamptz
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- Validates every parameter, whichever path applies.
@@ -42,6 +44,8 @@ CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
 RETURNS timestamp
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- Validates every parameter, whichever path applies.

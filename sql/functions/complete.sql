@@ -9,11 +9,13 @@ CREATE OR REPLACE FUNCTION backoff.complete(
 RETURNS backoff.jobs
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

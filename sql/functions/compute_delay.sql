@@ -17,6 +17,8 @@ CREATE OR REPLACE FUNCTION backoff.compute_delay(
 RETURNS interval
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     c_limit CONSTANT interval := interval '876600 hours';  -- 100 years of 365.25 days

@@ -12,6 +12,8 @@ CREATE OR REPLACE FUNCTION backoff.prune(
 RETURNS integer
 LANGUAGE plpgsql
 VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
@@ -24,7 +26,7 @@ BEGIN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'prune: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

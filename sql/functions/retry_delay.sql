@@ -9,6 +9,8 @@ CREATE OR REPLACE FUNCTION backoff.retry_delay(
 RETURNS interval
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_policy backoff.policies;

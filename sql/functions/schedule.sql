@@ -11,6 +11,8 @@ CREATE OR REPLACE FUNCTION backoff.schedule(
 RETURNS TABLE (attempt integer, delay interval, cumulative interval)
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_policy backoff.policies;

@@ -4,6 +4,8 @@ CREATE OR REPLACE FUNCTION backoff.schema_version()
 RETURNS integer
 LANGUAGE sql
 STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT version FROM backoff.schema_migrations
 $$;
