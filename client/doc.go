@@ -93,7 +93,8 @@
 //
 // Every call that settles a claimed job carries the attempt it was claimed
 // with (Job.Attempts), the fencing token that keeps a stale worker from
-// completing someone else's attempt.
+// completing someone else's attempt (except across a replay, which restarts
+// the numbers: docs/adr/0007-attempt-as-fencing-token.md).
 //
 // # Errors
 //

@@ -662,3 +662,23 @@ func TestEveryPublicFunctionHasAComment(t *testing.T) {
 		('enqueue', 'claim', 'acquire', 'complete', 'complete_many', 'fail', 'reap', 'heartbeat', 'snooze', 'cancel', 'replay', 'prune', 'stats')`)
 	require.Equal(t, 13, n)
 }
+
+// TestFencingAcrossCancelAndReplay pins the limit of the attempt number as
+// fencing token (docs/adr/0007-attempt-as-fencing-token.md): replay resets
+// attempts (DESIGN §4), so after a running job is cancelled and replayed at
+// once, its next claim has attempt 1 again and the cancelled worker's token
+// is accepted. The docs must not claim otherwise; if a separate token ever
+// closes this hole, this test fails and the docs change with it.
+func TestFencingAcrossCancelAndReplay(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	id := enqueue(t, db, "q", t0)
+	stale := claimOne(t, db, "q", t0)
+	one(t, db, `SELECT * FROM backoff.cancel($1, 'operator', $2)`, id, t0)
+	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0), "BK003")
+	one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, t0)
+	fresh := one(t, db, `SELECT * FROM backoff.claim('q', 'w2', 1, p_now => $1)`, t0)
+	require.Equal(t, stale.Attempts, fresh.Attempts, "the replayed job's first attempt reuses the number")
+	done := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0)
+	require.Equal(t, "completed", done.Status, "the cancelled worker's token settles the new attempt")
+}
