@@ -50,6 +50,12 @@
 // A panic is a failure too: its value and stack go into the job's error
 // history, and the job is retried like any other failure.
 //
+// The worker records the outcome with a fenced call (complete, fail,
+// snooze). When that call fails on the connection rather than with an
+// answer from the database, it is sent again for about 3 s; if the database
+// is still unreachable, the job stays running until its lease expires and
+// the reaper retries it (the attempt then counts as a crash).
+//
 // # Leases, heartbeats and the handler's context
 //
 // A claim leases the job (WorkerConfig.Lease, or the policy's lease). While

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/metric"
@@ -501,4 +502,71 @@ func (h *recordingHistogram) Record(_ context.Context, _ float64, _ ...metric.Re
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
 	h.m.hists[h.name]++
+}
+
+// TestWorkerRetriesASettleCutByATransientError: the database is unreachable
+// for a moment right when a handler succeeds. The completion must still be
+// recorded once the database is back, not left running for the reaper, which
+// would run the job again (and dead-letter it as max_attempts on its last
+// attempt, although it succeeded).
+func TestWorkerRetriesASettleCutByATransientError(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	check := testdb.Pool(t, url) // the test's own reads, outside the outage
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	var outageUntil atomic.Int64 // unix nanoseconds; acquiring a connection fails before it
+	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		if time.Now().UnixNano() < outageUntil.Load() {
+			return true, errors.New("injected: connection refused")
+		}
+		return true, nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	c := newTestClient(t, check)
+	ctx := context.Background()
+	var ids []int64
+	for _, kind := range []string{"ok", "fail"} {
+		id, err := c.Enqueue(ctx, "blip", map[string]string{"kind": kind}, MaxAttempts(1))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	var handled atomic.Int64
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "blip", Concurrency: 2, Lease: time.Minute, HeartbeatInterval: -1,
+		PollInterval: time.Hour, ReapInterval: -1, DisableListen: true,
+		Handler: func(ctx context.Context, job *Job) error {
+			defer handled.Add(1)
+			var p struct{ Kind string }
+			require.NoError(t, job.UnmarshalPayload(&p))
+			// The outage starts as the handler returns and lasts 300 ms:
+			// the settle call that follows meets it.
+			outageUntil.Store(time.Now().Add(300 * time.Millisecond).UnixNano())
+			if p.Kind == "fail" {
+				return Permanent(errors.New("bad input"))
+			}
+			return nil
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 5*time.Second, "both jobs handled", func() bool { return handled.Load() == 2 })
+	// The lease is a minute and nothing reaps: only the worker's own retry
+	// can settle the jobs within these seconds.
+	eventually(t, 5*time.Second, "both jobs settled after the outage", func() bool {
+		return countStatus(t, check, StatusRunning) == 0
+	})
+	stop()
+	ok, err := c.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, StatusCompleted, ok.Status)
+	require.Equal(t, 1, ok.Attempts)
+	bad, err := c.Get(ctx, ids[1])
+	require.NoError(t, err)
+	require.Equal(t, StatusDeadLettered, bad.Status)
+	require.Equal(t, "non_retryable", bad.DeadLetterReason)
+	require.Len(t, bad.Errors, 1)
 }
