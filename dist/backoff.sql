@@ -797,6 +797,21 @@ BEGIN
 END
 $$;
 
+-- backoff._valid_span(interval): true for NULL or a finite interval of at
+-- most 876600 hours (100 years of 365.25 days, the bound of every policy
+-- duration). Private. Leases, delays and windows beyond it would push a
+-- timestamp out of PostgreSQL's range (22008) or, on PostgreSQL 17 where
+-- intervals can be infinite, leave a lease that never expires; the callers
+-- refuse them with 22023 instead.
+CREATE OR REPLACE FUNCTION backoff._valid_span(p_value interval)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_value IS NULL
+        OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
+$$;
+
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
 -- now, policy): insert a job and return its id. The job records p_policy,
 -- else the policy of its queue at this moment
@@ -927,7 +942,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -937,8 +952,8 @@ BEGIN
         ELSIF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_lease <= interval '0' THEN
-            RAISE EXCEPTION 'claim in queue "%": lease must be positive, got "%"', p_queue, p_lease
+        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
             RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue
@@ -1035,8 +1050,8 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": worker must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_lease <= interval '0' THEN
-        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive, got "%"', p_job_id, p_lease
+    IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
@@ -1330,8 +1345,8 @@ AS $$
 DECLARE
     v_lease_until timestamptz;
 BEGIN
-    IF p_extend <= interval '0' THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive, got "%"',
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1379,8 +1394,8 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_delay IS NULL OR p_delay < interval '0' THEN
-        RAISE EXCEPTION 'cannot snooze job "%": delay must not be negative, got "%"',
+    IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1544,8 +1559,8 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_older_than IS NULL OR p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'prune: older_than must not be negative, got "%"', coalesce(p_older_than::text, 'NULL')
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
+        RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN
@@ -1607,8 +1622,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_window IS NULL OR p_window < interval '0' THEN
-        RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
+    IF p_window IS NULL OR p_window < interval '0' OR NOT backoff._valid_span(p_window) THEN
+        RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN

@@ -18,8 +18,8 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_older_than IS NULL OR p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'prune: older_than must not be negative, got "%"', coalesce(p_older_than::text, 'NULL')
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
+        RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN

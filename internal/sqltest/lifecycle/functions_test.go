@@ -682,3 +682,27 @@ func TestFencingAcrossCancelAndReplay(t *testing.T) {
 	done := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0)
 	require.Equal(t, "completed", done.Status, "the cancelled worker's token settles the new attempt")
 }
+
+// TestSpansBeyondRangeAreInvalidArguments: leases, delays and windows past
+// 876600 hours (the bound of every policy duration) are refused with 22023
+// naming the value, instead of a "timestamp out of range" (22008) from the
+// arithmetic, and nothing changes.
+func TestSpansBeyondRangeAreInvalidArguments(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	id := enqueue(t, db, "q", t0)
+	huge := "100000000 years"
+	err := requireCode(t, execErr(db, `SELECT * FROM backoff.claim('q', 'w', 1, $1::interval, $2)`, huge, t0), "22023")
+	require.Contains(t, err.Message, "lease must be positive and at most 876600 hours")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.acquire($1, 'w', $2::interval, $3)`, id, huge, t0), "22023")
+	c := claimOne(t, db, "q", t0)
+	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, $3::interval, $4)`, id, c.Attempts, huge, t0), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, $3::interval, $4)`, id, c.Attempts, huge, t0), "22023")
+	requireCode(t, execErr(db, `SELECT backoff.prune($1::interval)`, huge), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.stats($1::interval)`, huge), "22023")
+	// The job is still running its attempt, untouched by the refused calls.
+	after := one(t, db, `SELECT * FROM backoff.jobs WHERE id = $1`, id)
+	require.Equal(t, "running", after.Status)
+	require.Equal(t, c.Attempts, after.Attempts)
+	require.Equal(t, c.LeaseUntil, after.LeaseUntil)
+}

@@ -41,9 +41,9 @@ var literalCodes = []string{
 // tolerated are known gaps the fuzz found, allowed by function so that any
 // new kind of error still fails the test (docs/reliability.md, "Known
 // gaps"). Besides these, 22008 (datetime_field_overflow: "timestamp out of
-// range") is accepted from every function: it comes from p_now plus or
-// minus an interval beyond PostgreSQL's range (year 294276) and changes
-// nothing.
+// range") is accepted from every function: it comes from a p_now at the
+// edge of PostgreSQL's range (year 294276) plus a valid interval, and
+// changes nothing. Interval arguments beyond 876600 hours are 22023.
 var tolerated = map[string][]string{
 	// An explicit schedule element beyond 100 years overflows the
 	// microsecond count (the policies table refuses such a schedule).
