@@ -60,3 +60,7 @@ PG_CONFIG ?= pg_config
 .PHONY: install-extension
 install-extension: ## Install the backoff extension into the local PostgreSQL (CREATE EXTENSION backoff)
 	install -m 644 extension/backoff.control extension/backoff--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
+
+.PHONY: soak
+soak: ## Soak: a mixed load for BACKOFF_SOAK (default 30m); flat throughput, no growth (not part of make test)
+	set -o pipefail; BACKOFF_SOAK=$${BACKOFF_SOAK:-30m} scripts/with-test-db.sh $(GO) test -count=1 -v -timeout 0 -run TestSoak ./internal/soaktest 2>&1 | scripts/quiet-test-output

@@ -47,7 +47,7 @@ require (
 	github.com/moby/term v0.5.2 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
-	github.com/pashagolub/pgxmock/v3 v3.4.0 // indirect
+	github.com/pashagolub/pgxmock/v3 v3.4.0
 	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect

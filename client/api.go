@@ -84,6 +84,7 @@ type NewJob struct {
 	MaxAttempts int       // 0: the policy's
 	Priority    int       // higher runs first; default 0
 	DedupeKey   string    // "": none. A key matching an unfinished job of the queue returns that job's id
+	Policy      string    // "": the queue's policy (backoff.queues, else 'default'); else a name in backoff.policies
 }
 
 // EnqueueOption sets an optional field of a job for Enqueue.
@@ -101,6 +102,12 @@ func Priority(p int) EnqueueOption { return func(j *NewJob) { j.Priority = p } }
 // DedupeKey makes the enqueue idempotent: while a job of the queue with the
 // same key is unfinished, Enqueue returns its id instead of adding another.
 func DedupeKey(key string) EnqueueOption { return func(j *NewJob) { j.DedupeKey = key } }
+
+// WithPolicy gives this job the named retry policy (a row of
+// backoff.policies) instead of its queue's: the job records it at enqueue
+// and its delays, max_attempts and lease follow it. An unknown name is
+// refused with ErrInvalidArgument.
+func WithPolicy(name string) EnqueueOption { return func(j *NewJob) { j.Policy = name } }
 
 func encodePayload(p any) (string, error) {
 	switch v := p.(type) {
@@ -138,6 +145,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ..
 		arg{"p_max_attempts", "integer", nullInt(j.MaxAttempts)},
 		arg{"p_priority", "integer", j.Priority},
 		arg{"p_dedupe_key", "text", nullString(j.DedupeKey)},
+		arg{"p_policy", "text", nullString(j.Policy)},
 	)
 	var id int64
 	if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&id); err != nil {
@@ -148,10 +156,11 @@ func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ..
 
 // enqueueManySQL enqueues a batch in one statement through the bulk form of
 // backoff.enqueue (arrays, ids returned in input order), which inserts a
-// batch without dedupe keys with one set-based INSERT.
+// batch without dedupe keys with one set-based INSERT
+// (docs/adr/0016-set-based-bulk-enqueue.md).
 const enqueueManySQL = `SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], ` +
 	`p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], ` +
-	`p_dedupe_keys => $6::text[]%s) AS t(id)`
+	`p_dedupe_keys => $6::text[], p_policies => $7::text[]%s) AS t(id)`
 
 // EnqueueMany adds jobs in one statement and one round trip (the bulk form
 // of backoff.enqueue, which gives every job exactly the single-job
@@ -169,6 +178,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 		maxAtt   = make([]*int32, len(jobs))
 		prios    = make([]int32, len(jobs))
 		dedupes  = make([]*string, len(jobs))
+		policies = make([]*string, len(jobs))
 	)
 	for i, j := range jobs {
 		body, err := encodePayload(j.Payload)
@@ -188,11 +198,15 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 			k := j.DedupeKey
 			dedupes[i] = &k
 		}
+		if j.Policy != "" {
+			p := j.Policy
+			policies[i] = &p
+		}
 	}
-	args := []any{queues, payloads, runAts, maxAtt, prios, dedupes}
+	args := []any{queues, payloads, runAts, maxAtt, prios, dedupes, policies}
 	now := ""
 	if c.cfg.now != nil {
-		now = ", p_now => $7::timestamptz"
+		now = ", p_now => $8::timestamptz"
 		args = append(args, c.cfg.now())
 	}
 	rows, err := c.db.Query(ctx, fmt.Sprintf(enqueueManySQL, now), args...)

@@ -3,42 +3,69 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pashagolub/pgxmock/v3"
 	"github.com/stretchr/testify/require"
 )
 
-// These tests pin the SQL text, the arguments and the error mapping of the
-// typed API with a strict query recorder (mockdb_test.go). What the SQL does is tested against PostgreSQL
-// (integration_test.go and the SQL tests).
+// These tests pin the SQL text, the arguments (values, types and order) and
+// the error mapping of the typed API with pgxmock. What the SQL does is
+// tested against PostgreSQL (integration_test.go and the SQL tests).
 
 var mockNow = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
 
-func newMock(t *testing.T, opts ...Option) (*Client, *mockDB) {
+// exactSQL accepts a query only when its text is, byte for byte, the
+// expected one. pgxmock.QueryMatcherEqual alone compares the texts after
+// collapsing whitespace; it runs first for its message.
+var exactSQL = pgxmock.QueryMatcherFunc(func(want, got string) error {
+	if err := pgxmock.QueryMatcherEqual.Match(want, got); err != nil {
+		return err
+	}
+	if want != got {
+		return fmt.Errorf("actual sql %q differs from expected %q in whitespace", got, want)
+	}
+	return nil
+})
+
+// newMockConn returns a strict, ordered pgxmock connection whose
+// expectations must all have been met when the test ends.
+func newMockConn(t *testing.T) pgxmock.PgxConnIface {
 	t.Helper()
-	mock := newMockDB()
+	mock, err := pgxmock.NewConn(pgxmock.QueryMatcherOption(exactSQL))
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		require.NoError(t, mock.ExpectationsWereMet())
 	})
-	mock.ExpectQuery("SELECT backoff.schema_version()").
-		WillReturnRows(newRows([]string{"schema_version"}).AddRow(ptr(requiredSchema())))
+	return mock
+}
+
+// newMock returns a client over a mock on which New's schema check has
+// already run.
+func newMock(t *testing.T, opts ...Option) (*Client, pgxmock.PgxConnIface) {
+	t.Helper()
+	mock := newMockConn(t)
+	mock.ExpectQuery("SELECT backoff.schema_version()").WithArgs().
+		WillReturnRows(pgxmock.NewRows([]string{"schema_version"}).AddRow(ptr(requiredSchema())))
 	c, err := New(context.Background(), mock, append([]Option{WithWorkerID("w1")}, opts...)...)
 	require.NoError(t, err)
+	require.NoError(t, mock.ExpectationsWereMet())
 	return c, mock
 }
 
 func ptr[T any](v T) *T { return &v }
 
-func jobRows() *mockRows {
-	return newRows(strings.Split(jobColumns, ", "))
+func jobRows() *pgxmock.Rows {
+	return pgxmock.NewRows(strings.Split(jobColumns, ", "))
 }
 
-// addJob adds a row for job id in the given status to rows.
-func addJob(rows *mockRows, id int64, status Status, attempts int32) *mockRows {
+// addJob adds a row for job id in the given status to rows; wantJob is the
+// Job that scanning it must give.
+func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmock.Rows {
 	lease := mockNow.Add(30 * time.Second)
 	failed := mockNow
 	return rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(status), int32(0), attempts, (*int32)(nil),
@@ -47,28 +74,50 @@ func addJob(rows *mockRows, id int64, status Status, attempts int32) *mockRows {
 		(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil))
 }
 
+// wantJob is the Job a row of addJob scans into. Comparing whole jobs
+// matters with pgxmock: its QueryRow ignores Scan's error, so a column that
+// failed to scan shows up only as a zero field.
+func wantJob(id int64, status Status, attempts int) Job {
+	return Job{
+		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Attempts: attempts,
+		RunAt: mockNow.Add(4 * time.Second), LeaseUntil: ptr(mockNow.Add(30 * time.Second)), LockedBy: "w1",
+		LastAttemptedAt: ptr(mockNow), LastFailedAt: ptr(mockNow), LastError: "boom",
+		Errors:    []AttemptError{{Attempt: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
+		CreatedAt: mockNow,
+	}
+}
+
 func TestNewChecksSchemaVersion(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		set  func(*mockDB)
+		set  func(pgxmock.PgxConnIface)
 		want string
 	}{
-		{"older", func(m *mockDB) {
+		{"older", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
-				WillReturnRows(newRows([]string{"v"}).AddRow(ptr(requiredSchema() - 1)))
-		}, "is at version"},
-		{"not installed", func(m *mockDB) {
+				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(requiredSchema() - 1)))
+		}, fmt.Sprintf("the database is at version %d, this client needs %d", requiredSchema()-1, requiredSchema())},
+		{"no version recorded", func(m pgxmock.PgxConnIface) {
+			m.ExpectQuery("SELECT backoff.schema_version()").
+				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow((*int32)(nil)))
+		}, "the database is at version 0"},
+		{"not installed", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
 				WillReturnError(&pgconn.PgError{Code: "3F000", Message: `schema "backoff" does not exist`})
 		}, "not installed"},
-		{"no function", func(m *mockDB) {
+		{"no function", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
 				WillReturnError(&pgconn.PgError{Code: "42883", Message: "function backoff.schema_version() does not exist"})
 		}, "not installed"},
+		{"partly installed", func(m pgxmock.PgxConnIface) {
+			m.ExpectQuery("SELECT backoff.schema_version()").
+				WillReturnError(&pgconn.PgError{Code: "42P01", Message: `relation "backoff.schema_migrations" does not exist`})
+		}, "not installed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mock := newMockDB()
+			t.Parallel()
+			mock := newMockConn(t)
 			tc.set(mock)
 			_, err := New(context.Background(), mock)
 			require.ErrorIs(t, err, ErrSchemaTooOld)
@@ -77,39 +126,78 @@ func TestNewChecksSchemaVersion(t *testing.T) {
 			require.NoError(t, mock.ExpectationsWereMet())
 		})
 	}
+	t.Run("other errors are not a schema verdict", func(t *testing.T) {
+		t.Parallel()
+		mock := newMockConn(t)
+		boom := errors.New("connection refused")
+		mock.ExpectQuery("SELECT backoff.schema_version()").WillReturnError(boom)
+		_, err := New(context.Background(), mock)
+		require.ErrorIs(t, err, boom)
+		require.NotErrorIs(t, err, ErrSchemaTooOld)
+		require.ErrorContains(t, err, "check pgbackoff schema: ")
+		require.NoError(t, mock.ExpectationsWereMet())
+	})
 }
 
 func TestNewAcceptsNewerSchema(t *testing.T) {
 	t.Parallel()
-	mock := newMockDB()
-	mock.ExpectQuery("SELECT backoff.schema_version()").
-		WillReturnRows(newRows([]string{"v"}).AddRow(ptr(requiredSchema() + 1)))
-	_, err := New(context.Background(), mock)
-	require.NoError(t, err)
+	for _, v := range []int32{requiredSchema(), requiredSchema() + 1} {
+		mock := newMockConn(t)
+		mock.ExpectQuery("SELECT backoff.schema_version()").
+			WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(v)))
+		_, err := New(context.Background(), mock)
+		require.NoError(t, err, "version %d", v)
+		require.NoError(t, mock.ExpectationsWereMet())
+	}
 }
+
+const enqueueSQL = "SELECT backoff.enqueue(p_queue => $1::text, p_payload => $2::jsonb, p_run_at => $3::timestamptz, " +
+	"p_max_attempts => $4::integer, p_priority => $5::integer, p_dedupe_key => $6::text, p_policy => $7::text"
 
 func TestEnqueueSQL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c, mock := newMock(t)
 	runAt := mockNow.Add(time.Minute)
-	mock.ExpectQuery("SELECT backoff.enqueue(p_queue => $1::text, p_payload => $2::jsonb, p_run_at => $3::timestamptz, "+
-		"p_max_attempts => $4::integer, p_priority => $5::integer, p_dedupe_key => $6::text)").
-		WithArgs("emails", `{"to":"a@b"}`, runAt, 3, 7, "k1").
-		WillReturnRows(newRows([]string{"enqueue"}).AddRow(int64(42)))
-	id, err := c.Enqueue(ctx, "emails", map[string]string{"to": "a@b"}, RunAt(runAt), MaxAttempts(3), Priority(7), DedupeKey("k1"))
+	mock.ExpectQuery(enqueueSQL+")").
+		WithArgs("emails", `{"to":"a@b"}`, runAt, 3, 7, "k1", "slow").
+		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(42)))
+	id, err := c.Enqueue(ctx, "emails", map[string]string{"to": "a@b"},
+		RunAt(runAt), MaxAttempts(3), Priority(7), DedupeKey("k1"), WithPolicy("slow"))
 	require.NoError(t, err)
 	require.Equal(t, int64(42), id)
+	require.NoError(t, mock.ExpectationsWereMet())
 
 	// Defaults are NULLs (the function's defaults); a clock adds p_now.
 	c2, mock2 := newMock(t, WithClock(func() time.Time { return mockNow }))
-	mock2.ExpectQuery("SELECT backoff.enqueue(p_queue => $1::text, p_payload => $2::jsonb, p_run_at => $3::timestamptz, "+
-		"p_max_attempts => $4::integer, p_priority => $5::integer, p_dedupe_key => $6::text, p_now => $7::timestamptz)").
-		WithArgs("emails", `{}`, nil, nil, 0, nil, mockNow).
-		WillReturnRows(newRows([]string{"enqueue"}).AddRow(int64(43)))
+	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("emails", `{}`, nil, nil, 0, nil, nil, mockNow).
+		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(43)))
 	id, err = c2.Enqueue(ctx, "emails", nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(43), id)
+
+	// Raw JSON goes as it is.
+	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("emails", `{"raw": true}`, nil, nil, 0, nil, "slow", mockNow).
+		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(44)))
+	id, err = c2.Enqueue(ctx, "emails", []byte(`{"raw": true}`), WithPolicy("slow"))
+	require.NoError(t, err)
+	require.Equal(t, int64(44), id)
+
+	// An unknown policy is the database's 22023.
+	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("emails", `{}`, nil, nil, 0, nil, "nope", mockNow).
+		WillReturnError(&pgconn.PgError{Code: "22023", Message: `unknown policy "nope"`})
+	_, err = c2.Enqueue(ctx, "emails", nil, WithPolicy("nope"))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, `enqueue job in "emails": `)
+	require.ErrorContains(t, err, `unknown policy "nope"`)
+
+	// A payload that cannot be encoded never reaches the database.
+	_, err = c2.Enqueue(ctx, "emails", func() {})
+	require.ErrorContains(t, err, `enqueue job in "emails": encode payload: `)
+	require.NoError(t, mock2.ExpectationsWereMet())
 }
 
 func TestEnqueueManyIsOneStatement(t *testing.T) {
@@ -118,16 +206,31 @@ func TestEnqueueManyIsOneStatement(t *testing.T) {
 	runAt := mockNow.Add(time.Hour)
 	mock.ExpectQuery("SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], "+
 		"p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], "+
-		"p_dedupe_keys => $6::text[], p_now => $7::timestamptz) AS t(id)").
+		"p_dedupe_keys => $6::text[], p_policies => $7::text[], p_now => $8::timestamptz) AS t(id)").
 		WithArgs([]string{"a", "b"}, []string{`{"n":1}`, `{"n":2}`}, []*time.Time{nil, &runAt},
-			[]*int32{ptr(int32(2)), nil}, []int32{0, 5}, []*string{nil, ptr("k")}, mockNow).
-		WillReturnRows(newRows([]string{"enqueue"}).AddRow(int64(1)).AddRow(int64(2)))
+			[]*int32{ptr(int32(2)), nil}, []int32{0, 5}, []*string{nil, ptr("k")}, []*string{ptr("slow"), nil}, mockNow).
+		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(1)).AddRow(int64(2))).
+		RowsWillBeClosed()
 	ids, err := c.EnqueueMany(context.Background(), []NewJob{
-		{Queue: "a", Payload: map[string]int{"n": 1}, MaxAttempts: 2},
+		{Queue: "a", Payload: map[string]int{"n": 1}, MaxAttempts: 2, Policy: "slow"},
 		{Queue: "b", Payload: []byte(`{"n":2}`), RunAt: runAt, Priority: 5, DedupeKey: "k"},
 	})
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, ids)
+
+	// Without a clock there is no p_now; an empty batch sends nothing.
+	c2, mock2 := newMock(t)
+	mock2.ExpectQuery("SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], "+
+		"p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], "+
+		"p_dedupe_keys => $6::text[], p_policies => $7::text[]) AS t(id)").
+		WithArgs([]string{"a"}, []string{`{}`}, []*time.Time{nil}, []*int32{nil}, []int32{0}, []*string{nil}, []*string{ptr("nope")}).
+		WillReturnError(&pgconn.PgError{Code: "22023", Message: `unknown policy "nope"`})
+	_, err = c2.EnqueueMany(context.Background(), []NewJob{{Queue: "a", Policy: "nope"}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "enqueue 1 jobs: ")
+	ids, err = c2.EnqueueMany(context.Background(), nil)
+	require.NoError(t, err)
+	require.Empty(t, ids)
 }
 
 func TestSettleCallsSQL(t *testing.T) {
@@ -138,10 +241,11 @@ func TestSettleCallsSQL(t *testing.T) {
 
 	mock.ExpectQuery(sel+"backoff.claim(p_queue => $1::text, p_worker => $2::text, p_limit => $3::integer, p_lease => $4::interval, p_now => $5::timestamptz)").
 		WithArgs("emails", "w1", 10, 5*time.Second, mockNow).
-		WillReturnRows(addJob(addJob(jobRows(), 1, StatusRunning, 1), 2, StatusRunning, 3))
+		WillReturnRows(addJob(addJob(jobRows(), 1, StatusRunning, 1), 2, StatusRunning, 3)).
+		RowsWillBeClosed()
 	jobs, err := c.Claim(ctx, "emails", 10, 5*time.Second)
 	require.NoError(t, err)
-	require.Len(t, jobs, 2)
+	require.Equal(t, []Job{wantJob(1, StatusRunning, 1), wantJob(2, StatusRunning, 3)}, jobs)
 	require.Equal(t, int64(2), jobs[1].ID)
 	require.Equal(t, 3, jobs[1].Attempt())
 	require.Equal(t, "boom", jobs[0].LastError)
@@ -156,15 +260,17 @@ func TestSettleCallsSQL(t *testing.T) {
 		WithArgs(int64(7), "w1", nil, mockNow).WillReturnRows(addJob(jobRows(), 7, StatusRunning, 1))
 	j, err := c.Acquire(ctx, 7, 0)
 	require.NoError(t, err)
-	require.Equal(t, StatusRunning, j.Status)
+	require.Equal(t, wantJob(7, StatusRunning, 1), j)
 
 	mock.ExpectQuery(sel+"backoff.complete(p_job_id => $1::bigint, p_attempt => $2::integer, p_now => $3::timestamptz)").
 		WithArgs(int64(7), 1, mockNow).WillReturnRows(addJob(jobRows(), 7, StatusCompleted, 1))
-	_, err = c.Complete(ctx, 7, 1)
+	j, err = c.Complete(ctx, 7, 1)
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusCompleted, 1), j)
 
 	mock.ExpectQuery("SELECT id FROM backoff.complete_many(p_job_ids => $1::bigint[], p_attempts => $2::integer[], p_now => $3::timestamptz) AS t(id)").
-		WithArgs([]int64{1, 2}, []int32{1, 3}, mockNow).WillReturnRows(newRows([]string{"id"}).AddRow(int64(2)))
+		WithArgs([]int64{1, 2}, []int32{1, 3}, mockNow).WillReturnRows(pgxmock.NewRows([]string{"id"}).AddRow(int64(2))).
+		RowsWillBeClosed()
 	done, err := c.CompleteMany(ctx, []int64{1, 2}, []int{1, 3})
 	require.NoError(t, err)
 	require.Equal(t, []int64{2}, done)
@@ -174,63 +280,126 @@ func TestSettleCallsSQL(t *testing.T) {
 	failSQL := sel + "backoff.fail(p_job_id => $1::bigint, p_attempt => $2::integer, p_error => $3::text, p_retry_in => $4::interval, p_retryable => $5::boolean, p_now => $6::timestamptz)"
 	mock.ExpectQuery(failSQL).WithArgs(int64(7), 2, "boom", nil, true, mockNow).
 		WillReturnRows(addJob(jobRows(), 7, StatusRetrying, 2))
-	_, err = c.Fail(ctx, 7, 2, "boom")
+	j, err = c.Fail(ctx, 7, 2, "boom")
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 	mock.ExpectQuery(failSQL).WithArgs(int64(7), 2, "slow down", 90*time.Second, true, mockNow).
 		WillReturnRows(addJob(jobRows(), 7, StatusRetrying, 2))
-	_, err = c.Fail(ctx, 7, 2, "slow down", WithRetryIn(90*time.Second))
+	j, err = c.Fail(ctx, 7, 2, "slow down", WithRetryIn(90*time.Second))
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 	mock.ExpectQuery(failSQL).WithArgs(int64(7), 2, "bad input", nil, false, mockNow).
 		WillReturnRows(addJob(jobRows(), 7, StatusDeadLettered, 2))
-	_, err = c.Fail(ctx, 7, 2, "bad input", NonRetryable())
+	j, err = c.Fail(ctx, 7, 2, "bad input", NonRetryable())
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusDeadLettered, 2), j)
 
 	mock.ExpectQuery("SELECT backoff.heartbeat(p_job_id => $1::bigint, p_attempt => $2::integer, p_extend => $3::interval, p_now => $4::timestamptz)").
 		WithArgs(int64(7), 2, time.Minute, mockNow).
-		WillReturnRows(newRows([]string{"heartbeat"}).AddRow(mockNow.Add(time.Minute)))
+		WillReturnRows(pgxmock.NewRows([]string{"heartbeat"}).AddRow(mockNow.Add(time.Minute)))
 	until, err := c.Heartbeat(ctx, 7, 2, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, mockNow.Add(time.Minute), until)
 
 	mock.ExpectQuery(sel+"backoff.snooze(p_job_id => $1::bigint, p_attempt => $2::integer, p_delay => $3::interval, p_now => $4::timestamptz)").
 		WithArgs(int64(7), 2, 10*time.Second, mockNow).WillReturnRows(addJob(jobRows(), 7, StatusPending, 1))
-	_, err = c.Snooze(ctx, 7, 2, 10*time.Second)
+	j, err = c.Snooze(ctx, 7, 2, 10*time.Second)
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusPending, 1), j)
 
 	mock.ExpectQuery(sel+"backoff.cancel(p_job_id => $1::bigint, p_reason => $2::text, p_now => $3::timestamptz)").
 		WithArgs(int64(7), "obsolete", mockNow).WillReturnRows(addJob(jobRows(), 7, StatusCancelled, 1))
-	_, err = c.Cancel(ctx, 7, "obsolete")
+	j, err = c.Cancel(ctx, 7, "obsolete")
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusCancelled, 1), j)
 
 	mock.ExpectQuery(sel+"backoff.replay(p_job_id => $1::bigint, p_now => $2::timestamptz)").
 		WithArgs(int64(7), mockNow).WillReturnRows(addJob(jobRows(), 7, StatusPending, 0))
-	_, err = c.Replay(ctx, 7)
+	j, err = c.Replay(ctx, 7)
 	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusPending, 0), j)
 
 	mock.ExpectQuery("SELECT backoff.reap(p_now => $1::timestamptz)").WithArgs(mockNow).
-		WillReturnRows(newRows([]string{"reap"}).AddRow(int32(3)))
+		WillReturnRows(pgxmock.NewRows([]string{"reap"}).AddRow(int32(3)))
 	n, err := c.Reap(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 
 	mock.ExpectQuery("SELECT backoff.prune(p_older_than => $1::interval, p_limit => $2::integer, p_now => $3::timestamptz)").
-		WithArgs(24*time.Hour, 500, mockNow).WillReturnRows(newRows([]string{"prune"}).AddRow(int32(9)))
+		WithArgs(24*time.Hour, 500, mockNow).WillReturnRows(pgxmock.NewRows([]string{"prune"}).AddRow(int32(9)))
 	n, err = c.Prune(ctx, 24*time.Hour, 500)
 	require.NoError(t, err)
 	require.Equal(t, 9, n)
+	require.NoError(t, mock.ExpectationsWereMet())
 }
 
+func TestReadCallsSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, mock := newMock(t)
+
+	mock.ExpectQuery("SELECT " + jobColumns + " FROM backoff.jobs WHERE id = $1").WithArgs(int64(7)).
+		WillReturnRows(addJob(jobRows(), 7, StatusRetrying, 2))
+	j, err := c.Get(ctx, 7)
+	require.NoError(t, err)
+	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
+
+	mock.ExpectQuery(listSQL).WithArgs("emails", []string{"pending", "retrying"}, int64(5), 100).
+		WillReturnRows(addJob(addJob(jobRows(), 6, StatusPending, 0), 8, StatusRetrying, 1)).
+		RowsWillBeClosed()
+	jobs, err := c.List(ctx, ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying}, AfterID: 5})
+	require.NoError(t, err)
+	require.Equal(t, []Job{wantJob(6, StatusPending, 0), wantJob(8, StatusRetrying, 1)}, jobs)
+	mock.ExpectQuery(listSQL).WithArgs(nil, nil, int64(0), 3).
+		WillReturnRows(jobRows()).RowsWillBeClosed()
+	jobs, err = c.List(ctx, ListParams{Limit: 3})
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+
+	// Stats reads the SQL function backoff.stats: one source of truth.
+	statsSQL := "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, " +
+		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters FROM backoff.stats("
+	statsCols := []string{"queue", "pending", "running", "retrying", "completed", "dead_lettered", "cancelled",
+		"due", "coalesce", "retries", "dead_letters"}
+	mock.ExpectQuery(statsSQL + "p_window => $1::interval)").WithArgs(15 * time.Minute).
+		WillReturnRows(pgxmock.NewRows(statsCols).
+			AddRow("emails", int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7), 90*time.Second, int64(8), int64(9)).
+			AddRow("sms", int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), time.Duration(0), int64(0), int64(0))).
+		RowsWillBeClosed()
+	stats, err := c.Stats(ctx, 15*time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []QueueStats{
+		{Queue: "emails", Pending: 1, Running: 2, Retrying: 3, Completed: 4, DeadLettered: 5, Cancelled: 6,
+			Due: 7, OldestDueAge: 90 * time.Second, Retries: 8, DeadLetters: 9},
+		{Queue: "sms", Completed: 1},
+	}, stats)
+	mock.ExpectQuery(statsSQL + ")").WithArgs().
+		WillReturnError(&pgconn.PgError{Code: "22023", Message: `window must not be negative, got "-1 seconds"`})
+	_, err = c.Stats(ctx, 0)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, "read job stats: ")
+	require.NoError(t, mock.ExpectationsWereMet())
+}
+
+// TestWithRunsOnAnotherDB: With(tx) sends the calls to the transaction,
+// without another schema check.
 func TestWithRunsOnAnotherDB(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	c, _ := newMock(t)
-	tx := newMockDB() // stands for a pgx.Tx: no schema check on it
-	tx.ExpectQuery("SELECT backoff.enqueue(p_queue => $1::text, p_payload => $2::jsonb, p_run_at => $3::timestamptz, "+
-		"p_max_attempts => $4::integer, p_priority => $5::integer, p_dedupe_key => $6::text)").
-		WithArgs("emails", `{}`, nil, nil, 0, nil).
-		WillReturnRows(newRows([]string{"enqueue"}).AddRow(int64(5)))
-	_, err := c.With(tx).Enqueue(context.Background(), "emails", nil)
+	db := newMockConn(t)
+	db.ExpectBegin()
+	db.ExpectQuery(enqueueSQL+")").
+		WithArgs("emails", `{}`, nil, nil, 0, nil, nil).
+		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(5)))
+	db.ExpectCommit()
+	tx, err := db.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, tx.ExpectationsWereMet())
+	id, err := c.With(tx).Enqueue(ctx, "emails", nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), id)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, db.ExpectationsWereMet())
 }
 
 // TestErrorMapping: every documented SQLSTATE becomes its sentinel, keeps
@@ -264,6 +433,7 @@ func TestErrorMapping(t *testing.T) {
 			require.ErrorAs(t, err, &got)
 			require.Equal(t, tc.code, got.Code)
 			require.True(t, strings.HasPrefix(err.Error(), "complete job 9 (attempt 2): "), err.Error())
+			require.NoError(t, mock.ExpectationsWereMet())
 		})
 	}
 	t.Run("claim names the queue", func(t *testing.T) {
@@ -275,40 +445,63 @@ func TestErrorMapping(t *testing.T) {
 		_, err := c.Claim(context.Background(), "emails", 0, 0)
 		require.ErrorIs(t, err, ErrInvalidArgument)
 		require.ErrorContains(t, err, `claim jobs in "emails": `)
+		require.NoError(t, mock.ExpectationsWereMet())
 	})
 	t.Run("other errors pass through", func(t *testing.T) {
 		t.Parallel()
 		c, mock := newMock(t)
 		boom := errors.New("connection reset")
-		mock.ExpectQuery("SELECT backoff.reap()").WillReturnError(boom)
+		mock.ExpectQuery("SELECT backoff.reap()").WithArgs().WillReturnError(boom)
 		_, err := c.Reap(context.Background(), 0)
 		require.ErrorIs(t, err, boom)
-		require.NotErrorIs(t, err, ErrJobNotFound)
+		require.Equal(t, "reap expired leases: connection reset", err.Error(), "unchanged, prefixed with the operation")
+		for _, sentinel := range []error{ErrInvalidArgument, ErrJobNotFound, ErrStaleAttempt, ErrInvalidTransition, ErrNotReady} {
+			require.NotErrorIs(t, err, sentinel)
+		}
+		require.NoError(t, mock.ExpectationsWereMet())
+	})
+	t.Run("other SQLSTATEs pass through", func(t *testing.T) {
+		t.Parallel()
+		c, mock := newMock(t)
+		pgErr := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
+		mock.ExpectQuery("SELECT backoff.reap(p_limit => $1::integer)").WithArgs(50).WillReturnError(pgErr)
+		_, err := c.Reap(context.Background(), 50)
+		var got *pgconn.PgError
+		require.ErrorAs(t, err, &got)
+		require.Same(t, pgErr, got)
+		require.ErrorContains(t, err, "reap expired leases: ")
+		for _, sentinel := range []error{ErrInvalidArgument, ErrJobNotFound, ErrStaleAttempt, ErrInvalidTransition, ErrNotReady} {
+			require.NotErrorIs(t, err, sentinel)
+		}
+		require.NoError(t, mock.ExpectationsWereMet())
 	})
 	t.Run("get of a missing id", func(t *testing.T) {
 		t.Parallel()
 		c, mock := newMock(t)
 		mock.ExpectQuery("SELECT " + jobColumns + " FROM backoff.jobs WHERE id = $1").WithArgs(int64(1)).
-			WillReturnError(pgx.ErrNoRows)
+			WillReturnRows(jobRows()) // no row
 		_, err := c.Get(context.Background(), 1)
 		require.ErrorIs(t, err, ErrJobNotFound)
+		require.ErrorContains(t, err, "get job 1: ")
+		require.NoError(t, mock.ExpectationsWereMet())
 	})
 }
 
 func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 	t.Parallel()
 	runAt := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
-	for _, tc := range []struct{ name, msg, detail string }{
-		{"detail is the timestamp", `job 9 is not ready until 2025-03-04 05:06:07.123456+00 (2 attempts so far)`, "2025-03-04T05:06:07.123456+00:00"},
-		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`, "2025-03-04T05:06:07.123456Z"},
-		{"detail as key=value", `job 9 not ready`, "run_at=2025-03-04T05:06:07.123456Z attempts=2"},
+	for _, tc := range []struct{ name, msg, detail, hint string }{
+		{"detail is the timestamp", `job 9 is not ready until 2025-03-04 05:06:07.123456+00 (2 attempts so far)`, "2025-03-04T05:06:07.123456+00:00", ""},
+		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`, "2025-03-04T05:06:07.123456Z", ""},
+		{"detail as key=value", `job 9 not ready`, "run_at=2025-03-04T05:06:07.123456Z attempts=2", ""},
+		{"attempts in the hint", `job 9 not ready`, "2025-03-04T05:06:07.123456Z", "attempts=2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, mock := newMock(t)
 			mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.acquire(p_job_id => $1::bigint, p_worker => $2::text, p_lease => $3::interval)").
 				WithArgs(int64(9), "w1", nil).
-				WillReturnError(&pgconn.PgError{Code: "BK004", Message: tc.msg, Detail: tc.detail})
+				WillReturnError(&pgconn.PgError{Code: "BK004", Message: tc.msg, Detail: tc.detail, Hint: tc.hint})
 			_, err := c.Acquire(context.Background(), 9, 0)
 			var nr *NotReadyError
 			require.ErrorAs(t, err, &nr)
@@ -317,6 +510,10 @@ func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 			require.Equal(t, 2, nr.Attempts)
 			require.Equal(t, int64(9), nr.JobID)
 			require.ErrorContains(t, err, "acquire job 9: ")
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			require.Equal(t, "BK004", pgErr.Code)
+			require.NoError(t, mock.ExpectationsWereMet())
 		})
 	}
 }

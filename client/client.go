@@ -149,15 +149,6 @@ func (c *Client) With(db DB) *Client { return &Client{db: db, cfg: c.cfg} }
 // WorkerID is the name this client writes into locked_by.
 func (c *Client) WorkerID() string { return c.cfg.workerID }
 
-// now returns the clock option's time, or nil to let the database use its
-// own now().
-func (c *Client) nowArg() any {
-	if c.cfg.now == nil {
-		return nil
-	}
-	return c.cfg.now()
-}
-
 // clock is the client's notion of the current time, for durations the
 // worker computes locally (remaining lease).
 func (c *Client) clock() time.Time {

@@ -50,6 +50,12 @@
 // A panic is a failure too: its value and stack go into the job's error
 // history, and the job is retried like any other failure.
 //
+// The worker records the outcome with a fenced call (complete, fail,
+// snooze). When that call fails on the connection rather than with an
+// answer from the database, it is sent again for about 3 s; if the database
+// is still unreachable, the job stays running until its lease expires and
+// the reaper retries it (the attempt then counts as a crash).
+//
 // # Leases, heartbeats and the handler's context
 //
 // A claim leases the job (WorkerConfig.Lease, or the policy's lease). While
@@ -86,9 +92,15 @@
 //	c.With(tx).Enqueue(ctx, "emails", msg)
 //	tx.Commit(ctx)
 //
+// Enqueue's options set the job's first run (RunAt), priority, max_attempts,
+// a dedupe key, and its retry policy: a job follows its queue's policy
+// unless WithPolicy names another row of backoff.policies, which the job
+// then records for its whole life.
+//
 // Every call that settles a claimed job carries the attempt it was claimed
 // with (Job.Attempts), the fencing token that keeps a stale worker from
-// completing someone else's attempt.
+// completing someone else's attempt (except across a replay, which restarts
+// the numbers: docs/adr/0007-attempt-as-fencing-token.md).
 //
 // # Errors
 //

@@ -112,3 +112,49 @@ func TestNewRefusesAnUnmigratedDatabase(t *testing.T) {
 	require.ErrorIs(t, err, ErrSchemaTooOld)
 	require.ErrorContains(t, err, "backoffctl migrate up")
 }
+
+// TestEnqueueWithPolicyAgainstPostgres: WithPolicy (and NewJob.Policy in
+// EnqueueMany) records the named policy on the job instead of its queue's,
+// the job then runs under it, and an unknown name is ErrInvalidArgument.
+func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, strategy, base, max_delay, jitter, max_attempts, lease)
+		VALUES ('slow', 'fixed', '7 minutes', '1 hour', 'none', 2, '2 minutes')`)
+	require.NoError(t, err)
+
+	id, err := c.Enqueue(ctx, "pol", nil, WithPolicy("slow"))
+	require.NoError(t, err)
+	plain, err := c.Enqueue(ctx, "pol", nil)
+	require.NoError(t, err)
+	ids, err := c.EnqueueMany(ctx, []NewJob{{Queue: "pol", Policy: "conservative"}, {Queue: "pol"}})
+	require.NoError(t, err)
+	for want, id := range map[string]int64{"slow": id, "default": plain, "conservative": ids[0]} {
+		j, err := c.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, j.Policy, "job %d", id)
+	}
+	j, err := c.Get(ctx, ids[1])
+	require.NoError(t, err)
+	require.Equal(t, "default", j.Policy, "a job of the batch without Policy: its queue's")
+
+	acq, err := c.Acquire(ctx, id, 0)
+	require.NoError(t, err)
+	require.WithinDuration(t, now.Add(2*time.Minute), *acq.LeaseUntil, 0, "slow's lease")
+	failed, err := c.Fail(ctx, id, acq.Attempt(), "boom")
+	require.NoError(t, err)
+	require.Equal(t, StatusRetrying, failed.Status)
+	require.WithinDuration(t, now.Add(7*time.Minute), failed.RunAt, 0, "slow's delay")
+
+	_, err = c.Enqueue(ctx, "pol", nil, WithPolicy("nope"))
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorContains(t, err, `unknown policy "nope"`)
+	_, err = c.EnqueueMany(ctx, []NewJob{{Queue: "pol"}, {Queue: "pol", Policy: "nope"}})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	list, err := c.List(ctx, ListParams{Queue: "pol"})
+	require.NoError(t, err)
+	require.Len(t, list, 4, "the failed batch added nothing")
+}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -380,15 +381,24 @@ func (w *Worker) settle(ctx context.Context, job *Job, herr error, elapsed time.
 		if w.completer.add(job.ID, job.Attempts) {
 			return
 		}
-		_, err = w.c.Complete(ctx, job.ID, job.Attempts)
+		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			_, err := w.c.Complete(ctx, job.ID, job.Attempts)
+			return err
+		})
 	case errors.As(herr, &pe):
 		outcome = "panic"
 		w.log.Error("handler panicked", "job", job.ID, "attempt", job.Attempts, "panic", fmt.Sprint(pe.value))
-		_, err = w.c.Fail(ctx, job.ID, job.Attempts, herr.Error())
+		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			_, err := w.c.Fail(ctx, job.ID, job.Attempts, herr.Error())
+			return err
+		})
 	default:
 		if d, ok := SnoozeDelay(herr); ok {
 			outcome = "snoozed"
-			_, err = w.c.Snooze(ctx, job.ID, job.Attempts, d)
+			err = w.retryTransient(ctx, func(ctx context.Context) error {
+				_, err := w.c.Snooze(ctx, job.ID, job.Attempts, d)
+				return err
+			})
 			break
 		}
 		var opts []FailOption
@@ -400,7 +410,11 @@ func (w *Worker) settle(ctx context.Context, job *Job, herr error, elapsed time.
 			opts = append(opts, WithRetryIn(d))
 		}
 		var j Job
-		j, err = w.c.Fail(ctx, job.ID, job.Attempts, herr.Error(), opts...)
+		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			var err error
+			j, err = w.c.Fail(ctx, job.ID, job.Attempts, herr.Error(), opts...)
+			return err
+		})
 		if err == nil {
 			w.log.Info("job failed", "job", job.ID, "attempt", job.Attempts, "status", j.Status,
 				"run_at", j.RunAt, "err", herr)
@@ -410,6 +424,56 @@ func (w *Worker) settle(ctx context.Context, job *Job, herr error, elapsed time.
 		w.c.cfg.metrics.handlerRan(ctx, job.Queue, outcome, elapsed)
 	}
 	w.settleError(ctx, job, outcome, err)
+}
+
+// settleTries bounds retryTransient: waits of 100 ms doubling give the
+// database about 3 s to come back (a restart, a failover, a dropped
+// connection) before the job is left to the reaper.
+const settleTries = 6
+
+// retryTransient runs a settle call (complete, complete_many, fail, snooze)
+// and runs it again, up to settleTries times in all, while it fails with an
+// error that says nothing about the job: the connection, not a refusal. The
+// calls are fenced by the attempt, so a repeat after a reply that was lost
+// takes effect once or is refused with BK002/BK003; without the repeat a
+// blip would leave the job running until its lease expires and the reaper
+// counts a finished attempt as a crash (on the last attempt: a dead letter).
+func (w *Worker) retryTransient(ctx context.Context, call func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := call(ctx)
+		if err == nil || try == settleTries || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		w.log.Warn("settle call failed; retrying", "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// transient reports whether err may go away by itself: anything but an
+// answer of the database about the call (its SQLSTATE), except the classes
+// that mean the connection or the transaction, not the call, failed:
+// 08 connection exception, 40 transaction rollback (deadlock,
+// serialization), 53 insufficient resources, 57 operator intervention
+// (server shutting down or starting).
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded)
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "57":
+		return true
+	}
+	return false
 }
 
 func (w *Worker) settleError(ctx context.Context, job *Job, outcome string, err error) {
@@ -452,7 +516,10 @@ func (w *Worker) shutdown(ctx context.Context) {
 			continue
 		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := w.c.Fail(fctx, a.job.ID, a.job.Attempts, "worker shutdown", WithRetryIn(0))
+		err := w.retryTransient(fctx, func(ctx context.Context) error {
+			_, err := w.c.Fail(ctx, a.job.ID, a.job.Attempts, "worker shutdown", WithRetryIn(0))
+			return err
+		})
 		cancel()
 		w.settleError(ctx, &a.job, "shutdown", err)
 	}
@@ -606,7 +673,12 @@ func (c *completer) flush(ids []int64, att []int) {
 	w := c.w
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	done, err := w.c.completeMany(ctx, w.cfg.Queue, ids, att)
+	var done []int64
+	err := w.retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		done, err = w.c.completeMany(ctx, w.cfg.Queue, ids, att)
+		return err
+	})
 	if err != nil {
 		w.log.Error("could not record completions; the reaper will retry the jobs", "jobs", len(ids), "err", err)
 		return

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/metric"
@@ -27,13 +28,30 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // status and run_at, never by sleeping until they come due.
 
 func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	w := &testWriter{t: t}
+	// A handler that ignores its context may outlive Run by design (Go cannot
+	// stop it); what it logs after the test has ended is dropped, since
+	// testing.T panics on a Log after completion.
+	t.Cleanup(func() {
+		w.mu.Lock()
+		w.ended = true
+		w.mu.Unlock()
+	})
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct {
+	t     *testing.T
+	mu    sync.Mutex
+	ended bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 
@@ -169,8 +187,8 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 			case "snooze":
 				return Snooze(time.Hour)
 			case "panic":
-				var m map[string]int
-				m["boom"] = 1 // nil map: panics
+				var jobs []int
+				_ = jobs[len(p.Kind)] // index out of range: a runtime panic, as a real bug would raise
 			}
 			return nil
 		},
@@ -210,7 +228,7 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 
 	pan := get("panic")
 	require.Equal(t, StatusRetrying, pan.Status)
-	require.Contains(t, pan.LastError, "panic: assignment to entry in nil map")
+	require.Contains(t, pan.LastError, "panic: runtime error: index out of range [5] with length 0")
 	require.Contains(t, pan.LastError, "worker_test.go", "the stack is in the error")
 	require.Len(t, pan.Errors, 1)
 	require.Equal(t, "error", pan.Errors[0].Kind)
@@ -484,4 +502,71 @@ func (h *recordingHistogram) Record(_ context.Context, _ float64, _ ...metric.Re
 	h.m.mu.Lock()
 	defer h.m.mu.Unlock()
 	h.m.hists[h.name]++
+}
+
+// TestWorkerRetriesASettleCutByATransientError: the database is unreachable
+// for a moment right when a handler succeeds. The completion must still be
+// recorded once the database is back, not left running for the reaper, which
+// would run the job again (and dead-letter it as max_attempts on its last
+// attempt, although it succeeded).
+func TestWorkerRetriesASettleCutByATransientError(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	check := testdb.Pool(t, url) // the test's own reads, outside the outage
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	var outageUntil atomic.Int64 // unix nanoseconds; acquiring a connection fails before it
+	cfg.PrepareConn = func(context.Context, *pgx.Conn) (bool, error) {
+		if time.Now().UnixNano() < outageUntil.Load() {
+			return true, errors.New("injected: connection refused")
+		}
+		return true, nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+
+	c := newTestClient(t, check)
+	ctx := context.Background()
+	var ids []int64
+	for _, kind := range []string{"ok", "fail"} {
+		id, err := c.Enqueue(ctx, "blip", map[string]string{"kind": kind}, MaxAttempts(1))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	var handled atomic.Int64
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "blip", Concurrency: 2, Lease: time.Minute, HeartbeatInterval: -1,
+		PollInterval: time.Hour, ReapInterval: -1, DisableListen: true,
+		Handler: func(ctx context.Context, job *Job) error {
+			defer handled.Add(1)
+			var p struct{ Kind string }
+			require.NoError(t, job.UnmarshalPayload(&p))
+			// The outage starts as the handler returns and lasts 300 ms:
+			// the settle call that follows meets it.
+			outageUntil.Store(time.Now().Add(300 * time.Millisecond).UnixNano())
+			if p.Kind == "fail" {
+				return Permanent(errors.New("bad input"))
+			}
+			return nil
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 5*time.Second, "both jobs handled", func() bool { return handled.Load() == 2 })
+	// The lease is a minute and nothing reaps: only the worker's own retry
+	// can settle the jobs within these seconds.
+	eventually(t, 5*time.Second, "both jobs settled after the outage", func() bool {
+		return countStatus(t, check, StatusRunning) == 0
+	})
+	stop()
+	ok, err := c.Get(ctx, ids[0])
+	require.NoError(t, err)
+	require.Equal(t, StatusCompleted, ok.Status)
+	require.Equal(t, 1, ok.Attempts)
+	bad, err := c.Get(ctx, ids[1])
+	require.NoError(t, err)
+	require.Equal(t, StatusDeadLettered, bad.Status)
+	require.Equal(t, "non_retryable", bad.DeadLetterReason)
+	require.Len(t, bad.Errors, 1)
 }

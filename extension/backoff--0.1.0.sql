@@ -795,9 +795,27 @@ BEGIN
 END
 $$;
 
+-- backoff._valid_span(interval): true for NULL or a finite interval of at
+-- most 876600 hours (100 years of 365.25 days, the bound of every policy
+-- duration). Private. Leases, delays and windows beyond it would push a
+-- timestamp out of PostgreSQL's range (22008) or, on PostgreSQL 17 where
+-- intervals can be infinite, leave a lease that never expires; the callers
+-- refuse them with 22023 instead.
+CREATE OR REPLACE FUNCTION backoff._valid_span(p_value interval)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_value IS NULL
+        OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
+$$;
+
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
--- now): insert a job and return its id. The job records the policy of its
--- queue at this moment (docs/adr/0008-single-retry-decision.md). A dedupe
+-- now, policy): insert a job and return its id. The job records p_policy,
+-- else the policy of its queue at this moment
+-- (docs/adr/0008-single-retry-decision.md). p_policy follows p_now, against
+-- the p_now-last convention, so that positional calls written before it
+-- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
 -- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
@@ -810,7 +828,8 @@ CREATE OR REPLACE FUNCTION backoff.enqueue(
     p_max_attempts integer DEFAULT NULL,
     p_priority     integer DEFAULT 0,
     p_dedupe_key   text DEFAULT NULL,
-    p_now          timestamptz DEFAULT now()
+    p_now          timestamptz DEFAULT now(),
+    p_policy       text DEFAULT NULL
 )
 RETURNS bigint
 LANGUAGE plpgsql
@@ -834,8 +853,17 @@ BEGIN
         RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policy IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+        RAISE EXCEPTION 'unknown policy "%"', p_policy
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -843,13 +871,13 @@ BEGIN
         IF p_dedupe_key IS NULL THEN
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
                     v_run_at, p_now)
             RETURNING id INTO v_id;
         ELSE
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce((SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
                     v_run_at, p_now, p_dedupe_key)
             ON CONFLICT (queue, dedupe_key)
                 WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
@@ -877,14 +905,16 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at). The job records its queue''s policy (backoff.queues, else ''default''). A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a p_policy that names no row of backoff.policies.
 Example:
-SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');';
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
+SELECT id, queue, policy FROM backoff.jobs ORDER BY id;';
 
 -- backoff.enqueue(queues[], payloads[], run_ats[], max_attempts[],
--- priorities[], dedupe_keys[], now): the bulk form, element i of every
+-- priorities[], dedupe_keys[], now, policies[]): the bulk form, element i of every
 -- array describing job i; returns the ids in input order. It has exactly
 -- the single-job form's semantics, but a batch without dedupe keys is
 -- inserted by ONE set-based INSERT instead of one INSERT per job (about 5x
@@ -900,7 +930,8 @@ CREATE OR REPLACE FUNCTION backoff.enqueue(
     p_max_attempts integer[],
     p_priorities   integer[],
     p_dedupe_keys  text[],
-    p_now          timestamptz DEFAULT now()
+    p_now          timestamptz DEFAULT now(),
+    p_policies     text[] DEFAULT NULL
 )
 RETURNS SETOF bigint
 LANGUAGE plpgsql
@@ -914,15 +945,15 @@ BEGIN
     IF p_queues IS NULL
        OR coalesce(cardinality(p_payloads), v_n) <> v_n OR coalesce(cardinality(p_run_ats), v_n) <> v_n
        OR coalesce(cardinality(p_max_attempts), v_n) <> v_n OR coalesce(cardinality(p_priorities), v_n) <> v_n
-       OR coalesce(cardinality(p_dedupe_keys), v_n) <> v_n THEN
+       OR coalesce(cardinality(p_dedupe_keys), v_n) <> v_n OR coalesce(cardinality(p_policies), v_n) <> v_n THEN
         RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_keys IS NOT NULL AND EXISTS (SELECT FROM unnest(p_dedupe_keys) AS k WHERE k IS NOT NULL) THEN
         RETURN QUERY
-        SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now)
-        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys)
-             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, ord)
+        SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys, p_policies)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, policy, ord)
         ORDER BY t.ord;
         RETURN;
     END IF;
@@ -940,18 +971,31 @@ BEGIN
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity')) THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got "%"',
+            (SELECT r FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity') LIMIT 1)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policies IS NOT NULL AND EXISTS (
+            SELECT FROM unnest(p_policies) AS n
+            WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
+        RAISE EXCEPTION 'unknown policy "%"',
+            (SELECT n FROM unnest(p_policies) AS n
+             WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     RETURN QUERY
     WITH src AS MATERIALIZED (
         SELECT t.ord, pg_catalog.nextval('backoff.jobs_id_seq'::regclass) AS id,
-               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority
-        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities)
-             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, ord)
+               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority, t.policy
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_policies)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, policy, ord)
     ), ins AS (
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               coalesce(q.policy, 'default'), s.run_at, p_now
+               coalesce(s.policy, q.policy, 'default'), s.run_at, p_now
         FROM src AS s
         LEFT JOIN backoff.queues AS q ON q.name = s.queue
     )
@@ -964,9 +1008,9 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz) IS
-'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities and p_dedupe_keys goes with it; every array is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now.
+COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a policy that names no row of backoff.policies.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
@@ -998,7 +1042,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR p_now IS NULL THEN
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -1008,8 +1052,8 @@ BEGIN
         ELSIF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_lease <= interval '0' THEN
-            RAISE EXCEPTION 'claim in queue "%": lease must be positive, got "%"', p_queue, p_lease
+        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
             RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue
@@ -1106,11 +1150,11 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": worker must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_lease <= interval '0' THEN
-        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive, got "%"', p_job_id, p_lease
+    IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot acquire job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1177,7 +1221,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1221,8 +1265,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR p_now IS NULL THEN
-        IF p_now IS NULL THEN
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
             RAISE EXCEPTION 'complete_many: now must not be null'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
@@ -1282,7 +1326,7 @@ BEGIN
         RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retryable IS NULL OR p_now IS NULL THEN
+    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1339,7 +1383,7 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'reap: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1401,12 +1445,12 @@ AS $$
 DECLARE
     v_lease_until timestamptz;
 BEGIN
-    IF p_extend <= interval '0' THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive, got "%"',
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1450,12 +1494,12 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_delay IS NULL OR p_delay < interval '0' THEN
-        RAISE EXCEPTION 'cannot snooze job "%": delay must not be negative, got "%"',
+    IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot snooze job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1501,7 +1545,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR p_now IS NULL THEN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot cancel job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1550,7 +1594,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR p_now IS NULL THEN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot replay job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1615,15 +1659,15 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_older_than IS NULL OR p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'prune: older_than must not be negative, got "%"', coalesce(p_older_than::text, 'NULL')
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
+        RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'prune: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -1678,11 +1722,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_window IS NULL OR p_window < interval '0' THEN
-        RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
+    IF p_window IS NULL OR p_window < interval '0' OR NOT backoff._valid_span(p_window) THEN
+        RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'stats: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

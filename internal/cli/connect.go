@@ -32,6 +32,12 @@ func connConfig(cmd *cobra.Command) (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseConnConfig(u)
+}
+
+// parseConnConfig reads a URL with backoffctl's connection settings: a
+// connect timeout, its application_name and the statement timeout.
+func parseConnConfig(u string) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(u)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("invalid database URL: %w", rootCause(err))}
@@ -57,12 +63,9 @@ func connect(ctx context.Context, cmd *cobra.Command) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// connectPool opens a pool, for commands that run workers.
-func connectPool(ctx context.Context, cmd *cobra.Command, maxConns int32) (*pgxpool.Pool, error) {
-	cfg, err := connConfig(cmd)
-	if err != nil {
-		return nil, err
-	}
+// connectPool opens a pool with cfg's settings, for commands that run
+// workers (demo).
+func connectPool(ctx context.Context, cfg *pgx.ConnConfig, maxConns int32) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig("")
 	if err != nil {
 		return nil, err

@@ -297,13 +297,6 @@ func nullable(s string) *string {
 	return &s
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
 func orDash(s *string) string {
 	if s == nil || *s == "" {
 		return "-"

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,30 +118,9 @@ interrupted (Ctrl-C).`,
 			defer conn.Close(ctx)
 			w := cmd.OutOrStdout()
 			draw := func() error {
-				rows, err := conn.Query(ctx, `
-SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, due,
-       (extract(epoch FROM oldest_due_age) * 1000000)::bigint, retries, dead_letters
-FROM backoff.stats($1::bigint * interval '1 microsecond', coalesce($2::timestamptz, now()))`, win.Microseconds(), now)
+				stats, err := readStats(ctx, conn, win, now)
 				if err != nil {
-					return fmt.Errorf("stats: %w", err)
-				}
-				defer rows.Close()
-				stats := []statsRow{}
-				for rows.Next() {
-					var s statsRow
-					var age *int64
-					if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Retrying, &s.Completed, &s.DeadLettered,
-						&s.Cancelled, &s.Due, &age, &s.Retries, &s.DeadLetters); err != nil {
-						return fmt.Errorf("stats: %w", err)
-					}
-					if age != nil {
-						d := time.Duration(*age) * time.Microsecond
-						s.OldestDueAge = &d
-					}
-					stats = append(stats, s)
-				}
-				if err := rows.Err(); err != nil {
-					return fmt.Errorf("stats: %w", err)
+					return err
 				}
 				if jsonOut {
 					return writeJSON(w, stats)
@@ -172,6 +152,37 @@ FROM backoff.stats($1::bigint * interval '1 microsecond', coalesce($2::timestamp
 	cmd.Flags().StringVar(&window, "window", "1h", "period for the RETRIES and DEAD_LETTERS columns")
 	cmd.Flags().IntVar(&watch, "watch", 0, "redraw every N seconds until interrupted")
 	return cmd
+}
+
+// readStats reads backoff.stats for a window, at now (nil: the database's
+// clock).
+func readStats(ctx context.Context, q querier, win time.Duration, now *time.Time) ([]statsRow, error) {
+	rows, err := q.Query(ctx, `
+SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, due,
+       (extract(epoch FROM oldest_due_age) * 1000000)::bigint, retries, dead_letters
+FROM backoff.stats($1::bigint * interval '1 microsecond', coalesce($2::timestamptz, now()))`, win.Microseconds(), now)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	stats := []statsRow{}
+	for rows.Next() {
+		var s statsRow
+		var age *int64
+		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Retrying, &s.Completed, &s.DeadLettered,
+			&s.Cancelled, &s.Due, &age, &s.Retries, &s.DeadLetters); err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		if age != nil {
+			d := time.Duration(*age) * time.Microsecond
+			s.OldestDueAge = &d
+		}
+		stats = append(stats, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	return stats, nil
 }
 
 func writeStats(w io.Writer, stats []statsRow, window time.Duration) {

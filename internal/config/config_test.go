@@ -271,7 +271,7 @@ policy = "b"
 
 // show's output is a valid file that loads back to the same configuration.
 func TestWriteRoundTrip(t *testing.T) {
-	for _, env := range []string{"", "test"} {
+	for _, env := range []string{"", "test", "demo"} {
 		c, err := Load("../../examples/backoff.toml", env)
 		require.NoError(t, err)
 		var b strings.Builder
@@ -295,8 +295,10 @@ func TestExampleFileIsValid(t *testing.T) {
 		shipped.Name = name
 		require.Equal(t, shipped, p, "the example's %s equals the shipped profile", name)
 	}
-	_, err = Load("../../examples/backoff.toml", "test")
-	require.NoError(t, err)
+	for _, env := range []string{"test", "demo"} {
+		_, err = Load("../../examples/backoff.toml", env)
+		require.NoError(t, err, env)
+	}
 }
 
 func TestDurations(t *testing.T) {

@@ -42,7 +42,9 @@ func StartLocal(ctx context.Context, settings ...string) (*Server, error) {
 			return nil, err
 		}
 	}
-	run := func(name string, args ...string) error {
+	// run runs a server binary; stopping uses the context Stop is given, not
+	// the (maybe cancelled) one the server was started with.
+	runCtx := func(ctx context.Context, name string, args ...string) error {
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, name), args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		cmd.Dir = dir
@@ -52,6 +54,7 @@ func StartLocal(ctx context.Context, settings ...string) (*Server, error) {
 		}
 		return nil
 	}
+	run := func(name string, args ...string) error { return runCtx(ctx, name, args...) }
 	data := filepath.Join(dir, "data")
 	if err := run("initdb", "-D", data, "-U", "postgres", "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
 		os.RemoveAll(dir)
@@ -76,9 +79,12 @@ func StartLocal(ctx context.Context, settings ...string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Server{URL: url, Kind: "local", stop: func(context.Context) error {
-		stopErr := run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
-		return errors.Join(stopErr, os.RemoveAll(dir))
+	return &Server{URL: url, Kind: "local", stop: func(ctx context.Context) error {
+		if err := runCtx(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "stop"); err != nil {
+			// Keep the directory of a server that may still run.
+			return fmt.Errorf("stop the local cluster in %s: %w", dir, err)
+		}
+		return os.RemoveAll(dir)
 	}}, nil
 }
 

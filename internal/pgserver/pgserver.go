@@ -29,6 +29,10 @@ type Server struct {
 	// Container is set when Kind is "testcontainers", for tests that restart
 	// or pause the server.
 	Container *tcpostgres.PostgresContainer
+	// Skipped says, for a server Start chose, why it did not take the
+	// earlier choices (e.g. "no Docker engine answers for Testcontainers"), so
+	// a caller can tell its user.
+	Skipped []string
 
 	stop func(context.Context) error
 }
@@ -57,10 +61,7 @@ func Image() string {
 // StartContainer starts PostgreSQL from image with Testcontainers; extra
 // server settings are given as "name=value".
 func StartContainer(ctx context.Context, image string, settings ...string) (*Server, error) {
-	// Defaults for machines without an image registry or a routable gateway;
-	// an explicit setting in the environment wins.
-	setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
+	containerDefaults()
 	var args []string
 	for _, s := range settings {
 		args = append(args, "-c", s)
@@ -94,6 +95,7 @@ func StartContainer(ctx context.Context, image string, settings ...string) (*Ser
 
 // DockerAvailable reports whether a Docker engine answers.
 func DockerAvailable(ctx context.Context) bool {
+	containerDefaults() // before Testcontainers reads its configuration, once per process
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	p, err := testcontainers.NewDockerProvider()
@@ -119,13 +121,24 @@ func Start(ctx context.Context, url string, settings ...string) (*Server, error)
 		}
 		errs = append(errs, err)
 	} else {
-		errs = append(errs, errors.New("no Docker engine answers"))
+		errs = append(errs, errors.New("no Docker engine answers for Testcontainers"))
 	}
 	s, err := StartLocal(ctx, settings...)
 	if err == nil {
+		for _, e := range errs {
+			s.Skipped = append(s.Skipped, e.Error())
+		}
 		return s, nil
 	}
 	return nil, fmt.Errorf("no PostgreSQL: pass a database URL, start Docker, or install PostgreSQL server binaries: %w", errors.Join(append(errs, err)...))
+}
+
+// containerDefaults sets Testcontainers' defaults for machines without an
+// image registry or a routable gateway; an explicit setting in the
+// environment wins. Testcontainers reads them once, at its first use.
+func containerDefaults() {
+	setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
 }
 
 func setDefaultEnv(key, value string) {

@@ -108,6 +108,22 @@ func Container(t testing.TB) *tcpostgres.PostgresContainer {
 	return server.srv.Container
 }
 
+// Restarted tells testdb that the package's container was restarted: its
+// published port may have changed, so the superuser URL is read again
+// (fault tests call it after starting the container again).
+func Restarted(ctx context.Context) error {
+	if server.srv == nil || server.srv.Container == nil {
+		return nil
+	}
+	u, err := server.srv.Container.ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		return fmt.Errorf("testdb: container connection string after restart: %w", err)
+	}
+	server.srv.URL = u
+	server.adminURL = u
+	return nil
+}
+
 func ensureServer(t testing.TB) {
 	t.Helper()
 	server.once.Do(func() { server.err = startServer() })

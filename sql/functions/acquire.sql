@@ -27,11 +27,11 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": worker must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_lease <= interval '0' THEN
-        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive, got "%"', p_job_id, p_lease
+    IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot acquire job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

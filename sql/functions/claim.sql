@@ -25,7 +25,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR p_now IS NULL THEN
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -35,8 +35,8 @@ BEGIN
         ELSIF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_lease <= interval '0' THEN
-            RAISE EXCEPTION 'claim in queue "%": lease must be positive, got "%"', p_queue, p_lease
+        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
             RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue

@@ -15,7 +15,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -14,8 +14,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR p_now IS NULL THEN
-        IF p_now IS NULL THEN
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
             RAISE EXCEPTION 'complete_many: now must not be null'
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;

@@ -28,7 +28,7 @@ BEGIN
         RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retryable IS NULL OR p_now IS NULL THEN
+    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -16,12 +16,12 @@ AS $$
 DECLARE
     v_lease_until timestamptz;
 BEGIN
-    IF p_extend <= interval '0' THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive, got "%"',
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -16,6 +16,7 @@
 {{ template "_job_policy.sql" . }}
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
+{{ template "_valid_span.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}

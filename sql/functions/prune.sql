@@ -18,15 +18,15 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_older_than IS NULL OR p_older_than < interval '0' THEN
-        RAISE EXCEPTION 'prune: older_than must not be negative, got "%"', coalesce(p_older_than::text, 'NULL')
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
+        RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'prune: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -20,7 +20,7 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'reap: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

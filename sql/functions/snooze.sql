@@ -17,12 +17,12 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_delay IS NULL OR p_delay < interval '0' THEN
-        RAISE EXCEPTION 'cannot snooze job "%": delay must not be negative, got "%"',
+    IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'cannot snooze job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -27,11 +27,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_window IS NULL OR p_window < interval '0' THEN
-        RAISE EXCEPTION 'stats: window must not be negative, got "%"', coalesce(p_window::text, 'NULL')
+    IF p_window IS NULL OR p_window < interval '0' OR NOT backoff._valid_span(p_window) THEN
+        RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_now IS NULL THEN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'stats: now must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

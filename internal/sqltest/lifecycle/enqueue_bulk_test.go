@@ -16,7 +16,7 @@ func TestBulkEnqueueMatchesSingleEnqueue(t *testing.T) {
 	ids := scalar[[]int64](t, db, `SELECT array_agg(id) FROM backoff.enqueue(
 			ARRAY['mail', 'slow', 'mail'], ARRAY['{"n": 1}', NULL, '{"n": 3}']::jsonb[],
 			ARRAY[NULL, $2, NULL]::timestamptz[], ARRAY[NULL, 3, NULL]::integer[], ARRAY[0, 7, NULL]::integer[],
-			NULL::text[], $1) AS t(id)`, t0, at(3600e9))
+			NULL::text[], $1, ARRAY[NULL, NULL, 'aggressive']) AS t(id)`, t0, at(3600e9))
 	require.Len(t, ids, 3)
 	type row struct {
 		Queue, Payload, Policy, Status string
@@ -27,7 +27,7 @@ func TestBulkEnqueueMatchesSingleEnqueue(t *testing.T) {
 	for i, want := range []row{
 		{"mail", `{"n": 1}`, "default", "pending", 0, nil, true},
 		{"slow", `{}`, "conservative", "pending", 7, ptr(3), false},
-		{"mail", `{"n": 3}`, "default", "pending", 0, nil, true},
+		{"mail", `{"n": 3}`, "aggressive", "pending", 0, nil, true},
 	} {
 		var got row
 		require.NoError(t, db.QueryRow(t.Context(), `SELECT queue, payload::text, policy, status, priority, max_attempts,
@@ -52,6 +52,9 @@ func TestBulkEnqueueMatchesSingleEnqueue(t *testing.T) {
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, ARRAY[0], NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, ARRAY['']::text[])`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, ARRAY['infinity']::timestamptz[], NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY['no such policy'])`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY['default', 'default'])`,
 	} {
 		requireCode(t, execErr(db, bad), "22023")
 	}

@@ -54,6 +54,59 @@ func TestEnqueue(t *testing.T) {
 	}
 }
 
+// TestEnqueueWithPolicy: p_policy (the trailing optional parameter) is
+// recorded on the job instead of its queue's policy, and is what the job's
+// retries then follow; positional calls without it keep their meaning.
+func TestEnqueueWithPolicy(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	usePolicy(t, db, "mail") // the queue's policy: fixed 10 s, 3 attempts
+	exec(t, db, `INSERT INTO backoff.policies (name, strategy, base, max_delay, jitter, max_attempts, lease)
+		VALUES ('slow', 'fixed', '7 minutes', '1 hour', 'none', 2, '2 minutes')`)
+
+	id := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_policy => 'slow', p_now => $1)`, t0)
+	require.Equal(t, ptr("slow"), get(t, db, id).Policy, "p_policy wins over the queue's")
+	// All eight parameters positionally: p_policy is the last one.
+	all := scalar[int64](t, db, `SELECT backoff.enqueue('mail', '{}', NULL, NULL, 0, NULL, $1, 'slow')`, t0)
+	require.Equal(t, ptr("slow"), get(t, db, all).Policy)
+	// The seven-argument positional call (p_now seventh) still means what it did.
+	old := scalar[int64](t, db, `SELECT backoff.enqueue('mail', '{}', NULL, NULL, 0, NULL, $1)`, t0)
+	require.Equal(t, ptr("p_mail"), get(t, db, old).Policy)
+	require.True(t, get(t, db, old).CreatedAt.Equal(t0))
+	null := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_policy => NULL, p_now => $1)`, t0)
+	require.Equal(t, ptr("p_mail"), get(t, db, null).Policy, "NULL: the queue's policy")
+	unmapped := scalar[int64](t, db, `SELECT backoff.enqueue('other', p_policy => 'slow', p_now => $1)`, t0)
+	require.Equal(t, ptr("slow"), get(t, db, unmapped).Policy, "also for a queue with no mapping")
+
+	// The recorded policy drives the job: its lease, delay and max_attempts.
+	c := claimOne(t, db, "other", t0)
+	require.Equal(t, unmapped, c.ID)
+	require.True(t, c.LeaseUntil.Equal(at(2*time.Minute)), "slow's lease")
+	f := one(t, db, `SELECT * FROM backoff.fail($1, $2, 'boom', p_now => $3)`, c.ID, c.Attempts, at(time.Second))
+	require.Equal(t, "retrying", f.Status)
+	require.True(t, f.RunAt.Equal(at(time.Second+7*time.Minute)), "slow's 7 minute delay, not default's")
+	c = claimOne(t, db, "other", f.RunAt)
+	f = one(t, db, `SELECT * FROM backoff.fail($1, $2, 'boom', p_now => $3)`, c.ID, c.Attempts, f.RunAt)
+	require.Equal(t, "dead_lettered", f.Status, "slow's max_attempts of 2")
+	require.Equal(t, ptr("max_attempts"), f.DeadLetterReason)
+
+	// A deduplicated call returns the existing job unchanged.
+	first := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_dedupe_key => 'k', p_now => $1)`, t0)
+	again := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_dedupe_key => 'k', p_policy => 'slow', p_now => $1)`, t0)
+	require.Equal(t, first, again)
+	require.Equal(t, ptr("p_mail"), get(t, db, first).Policy)
+
+	// An unknown policy is refused, quoting the name, and inserts nothing.
+	before := scalar[int](t, db, `SELECT count(*)::int FROM backoff.jobs`)
+	for _, bad := range []string{"nope", ""} {
+		pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_policy => $1)`, bad), "22023")
+		require.Equal(t, fmt.Sprintf(`unknown policy "%s"`, bad), pgErr.Message)
+	}
+	pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_dedupe_key => 'k', p_policy => 'nope')`), "22023")
+	require.Contains(t, pgErr.Message, `"nope"`, "checked before dedupe")
+	require.Equal(t, before, scalar[int](t, db, `SELECT count(*)::int FROM backoff.jobs`))
+}
+
 func TestEnqueueDedupe(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -496,12 +549,10 @@ func TestReplay(t *testing.T) {
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	var old []int64
 	for i := 0; i < 5; i++ {
 		id := enqueue(t, db, "q", t0)
 		c := claimOne(t, db, "q", t0)
 		one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, c.Attempts, t0)
-		old = append(old, id)
 	}
 	dead := enqueue(t, db, "q", t0)
 	c := claimOne(t, db, "q", t0)
@@ -612,4 +663,48 @@ func TestEveryPublicFunctionHasAComment(t *testing.T) {
 	// 13 names; enqueue has two forms (one job, and the bulk form over
 	// arrays: docs/adr/0016-set-based-bulk-enqueue.md).
 	require.Equal(t, 14, n)
+}
+
+// TestFencingAcrossCancelAndReplay pins the limit of the attempt number as
+// fencing token (docs/adr/0007-attempt-as-fencing-token.md): replay resets
+// attempts (DESIGN §4), so after a running job is cancelled and replayed at
+// once, its next claim has attempt 1 again and the cancelled worker's token
+// is accepted. The docs must not claim otherwise; if a separate token ever
+// closes this hole, this test fails and the docs change with it.
+func TestFencingAcrossCancelAndReplay(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	id := enqueue(t, db, "q", t0)
+	stale := claimOne(t, db, "q", t0)
+	one(t, db, `SELECT * FROM backoff.cancel($1, 'operator', $2)`, id, t0)
+	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0), "BK003")
+	one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, t0)
+	fresh := one(t, db, `SELECT * FROM backoff.claim('q', 'w2', 1, p_now => $1)`, t0)
+	require.Equal(t, stale.Attempts, fresh.Attempts, "the replayed job's first attempt reuses the number")
+	done := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0)
+	require.Equal(t, "completed", done.Status, "the cancelled worker's token settles the new attempt")
+}
+
+// TestSpansBeyondRangeAreInvalidArguments: leases, delays and windows past
+// 876600 hours (the bound of every policy duration) are refused with 22023
+// naming the value, instead of a "timestamp out of range" (22008) from the
+// arithmetic, and nothing changes.
+func TestSpansBeyondRangeAreInvalidArguments(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	id := enqueue(t, db, "q", t0)
+	huge := "100000000 years"
+	err := requireCode(t, execErr(db, `SELECT * FROM backoff.claim('q', 'w', 1, $1::interval, $2)`, huge, t0), "22023")
+	require.Contains(t, err.Message, "lease must be positive and at most 876600 hours")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.acquire($1, 'w', $2::interval, $3)`, id, huge, t0), "22023")
+	c := claimOne(t, db, "q", t0)
+	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, $3::interval, $4)`, id, c.Attempts, huge, t0), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, $3::interval, $4)`, id, c.Attempts, huge, t0), "22023")
+	requireCode(t, execErr(db, `SELECT backoff.prune($1::interval)`, huge), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.stats($1::interval)`, huge), "22023")
+	// The job is still running its attempt, untouched by the refused calls.
+	after := one(t, db, `SELECT * FROM backoff.jobs WHERE id = $1`, id)
+	require.Equal(t, "running", after.Status)
+	require.Equal(t, c.Attempts, after.Attempts)
+	require.Equal(t, c.LeaseUntil, after.LeaseUntil)
 }

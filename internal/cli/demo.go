@@ -1,0 +1,613 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	tclog "github.com/testcontainers/testcontainers-go/log"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/policy"
+	"github.com/pgbackoff/pgbackoff/examples"
+	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/internal/migrations"
+	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+)
+
+func init() { register(newDemoCommand) }
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	jobs        int
+	concurrency int
+	timeout     time.Duration
+	configFile  string // "" for the built-in examples/backoff.toml
+	env         string
+	progress    string // auto, live, plain
+	seed        uint64
+}
+
+func newDemoCommand() *cobra.Command {
+	var o demoOptions
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters",
+		Long: `Show pgbackoff at work in under a minute. The demo
+
+  1. gets a PostgreSQL: with --database-url or DATABASE_URL, that server;
+     else a container started by Testcontainers when Docker answers (image
+     $BACKOFF_TEST_PG_IMAGE, default postgres:17-alpine); else, or when the
+     container cannot start, a temporary cluster made with the machine's
+     PostgreSQL server binaries (initdb in a temporary directory). It says
+     which it chose.
+  2. creates a fresh database pgbackoff_demo_<random> there, migrates it and
+     applies examples/backoff.toml with its [env.demo] overlay (millisecond
+     delays);
+  3. enqueues --jobs jobs across three queues whose handlers fail the way
+     real ones do: transient errors (retried with backoff), a rate-limited
+     downstream answering 429 with Retry-After (client.RetryAfter), and
+     poison jobs (client.Permanent, dead-lettered at once);
+  4. runs one client.Worker per queue with a live progress display (redrawn
+     in place on a terminal, one line a second otherwise);
+  5. prints the final stats, one dead letter with its full error history and
+     the retry timeline of every policy;
+  6. drops the database it created and stops the server it started. A server
+     given by URL keeps everything else: the demo needs the right to CREATE
+     DATABASE there, and touches no other database.
+
+It exits 1 unless every job is accounted for: completed + dead-lettered =
+enqueued.`,
+		Example: `  make demo
+  backoffctl demo
+  backoffctl demo --database-url postgres://postgres@localhost:5432/postgres
+  backoffctl demo --jobs 300 --progress plain`,
+		Args: exactArgs(0, ""),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if jsonOut, err := wantJSON(cmd); err != nil {
+				return err
+			} else if jsonOut {
+				return usagef("demo writes for people only: --output json is not supported")
+			}
+			if o.jobs < 3 || o.jobs > 1_000_000 {
+				return usagef("--jobs %d: want 3 to 1000000", o.jobs)
+			}
+			if o.concurrency < 1 || o.concurrency > 100 {
+				return usagef("--concurrency %d: want 1 to 100", o.concurrency)
+			}
+			if o.timeout <= 0 {
+				return usagef("--timeout %s: want a positive duration", o.timeout)
+			}
+			if !slices.Contains([]string{"auto", "live", "plain"}, o.progress) {
+				return usagef("--progress %q: want auto, live or plain", o.progress)
+			}
+			u, _ := cmd.Flags().GetString("database-url")
+			if u == "" {
+				u = os.Getenv("DATABASE_URL")
+			}
+			d := &demo{opts: o, out: cmd.OutOrStdout(), url: u, start: time.Now()}
+			err := d.run(cmd.Context())
+			fmt.Fprintf(d.out, "\nelapsed: %s\n", time.Since(d.start).Round(10*time.Millisecond))
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&o.jobs, "jobs", 3000, "jobs to enqueue, split across the three queues")
+	cmd.Flags().IntVar(&o.concurrency, "concurrency", 8, "handlers per queue")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up (exit 1) when the jobs have not all settled by then")
+	cmd.Flags().StringVar(&o.configFile, "config", "", "configuration file (default: the built-in "+examples.ConfigPath+")")
+	cmd.Flags().StringVar(&o.env, "env", "demo", "environment overlay of the configuration")
+	cmd.Flags().StringVar(&o.progress, "progress", "auto", "progress display: live (redraw in place), plain (a line a second) or auto (live on a terminal)")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the simulated failures")
+	return cmd
+}
+
+// demo is one run of the demo.
+type demo struct {
+	opts  demoOptions
+	out   io.Writer
+	url   string // the user's server, or ""
+	start time.Time
+
+	queues []*demoQueue
+	pool   *pgxpool.Pool
+}
+
+func (d *demo) run(ctx context.Context) (err error) {
+	w := d.out
+	fmt.Fprintln(w, "pgbackoff demo")
+	fmt.Fprintln(w)
+
+	// 1. A server.
+	srv, err := d.server(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if srv.Kind == "url" {
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if stopErr := srv.Stop(sctx); stopErr != nil {
+			err = errors.Join(err, fmt.Errorf("stop the demo's PostgreSQL: %w", stopErr))
+			return
+		}
+		fmt.Fprintf(w, "cleanup: stopped the %s server\n", kindName(srv.Kind))
+	}()
+
+	// 2. A fresh database, migrated and configured.
+	dbName := "pgbackoff_demo_" + randomHex(4)
+	if err := adminExec(ctx, srv.URL, "CREATE DATABASE "+pgx.Identifier{dbName}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s (the demo needs the CREATEDB right): %w", dbName, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if d.pool != nil {
+			d.pool.Close()
+		}
+		if dropErr := adminExec(dctx, srv.URL, "DROP DATABASE IF EXISTS "+pgx.Identifier{dbName}.Sanitize()+" WITH (FORCE)"); dropErr != nil {
+			err = errors.Join(err, fmt.Errorf("drop database %s: %w", dbName, dropErr))
+			return
+		}
+		fmt.Fprintf(w, "\ncleanup: dropped database %s\n", dbName)
+	}()
+	dbURL, err := databaseIn(srv.URL, dbName)
+	if err != nil {
+		return err
+	}
+	version, err := migrateDemo(ctx, dbURL)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "database: %s, migrated to version %d\n", dbName, version)
+	cfg, err := d.loadConfig()
+	if err != nil {
+		return err
+	}
+	if err := applyDemoConfig(ctx, dbURL, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "config:   %s (env %s) applied: %d policies, %d queue mappings\n", cfg.File, cfg.Env, len(cfg.Policies)+1, len(cfg.Queues))
+
+	ccfg, err := parseConnConfig(dbURL)
+	if err != nil {
+		return err
+	}
+	ccfg.RuntimeParams["application_name"] = "backoffctl demo"
+	d.pool, err = connectPool(ctx, ccfg, int32(min(40, 6+3*d.opts.concurrency)))
+	if err != nil {
+		return fmt.Errorf("demo pool: %w", err)
+	}
+
+	// 3. Jobs.
+	d.queues = newDemoQueues(d.opts.jobs, d.opts.seed)
+	c, err := client.New(ctx, d.pool)
+	if err != nil {
+		return err
+	}
+	if err := d.enqueue(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "enqueued: %d jobs:", d.opts.jobs)
+	for i, q := range d.queues {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(w, "%s %d %s (%s)", sep, q.enqueued, q.name, q.what)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w)
+
+	// 4. Workers, until every job has settled.
+	stats, runErr := d.work(ctx)
+
+	// 5. The report.
+	if stats != nil {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "== final stats ==")
+		writeStats(w, stats, time.Hour)
+		d.writeOutcomes(w)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if err := d.account(w, stats); err != nil {
+		return err
+	}
+	if err := d.writeDeadLetter(ctx, w); err != nil {
+		return err
+	}
+	return d.writeTimelines(ctx, w, cfg)
+}
+
+// server finds the demo's PostgreSQL and tells which one it is.
+func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
+	w := d.out
+	if d.url != "" {
+		srv := pgserver.FromURL(d.url)
+		fmt.Fprintf(w, "server:   yours (--database-url or DATABASE_URL) at %s; the demo works in a database of its own and drops it\n", hostOf(d.url))
+		return srv, nil
+	}
+	fmt.Fprintln(w, "server:   none given (--database-url, DATABASE_URL): starting a throwaway PostgreSQL")
+	t0 := time.Now()
+	tclog.SetDefault(tclog.NewNoopLogger()) // Testcontainers' banner is not the demo's output
+	// A throwaway server need not survive a crash.
+	srv, err := pgserver.Start(ctx, "", "fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
+	if err != nil {
+		return nil, err
+	}
+	for _, why := range srv.Skipped {
+		fmt.Fprintf(w, "          skipped: %s\n", briefError(oneLine(why)))
+	}
+	switch srv.Kind {
+	case "testcontainers":
+		fmt.Fprintf(w, "server:   Testcontainers, image %s, started in %s\n", pgserver.Image(), time.Since(t0).Round(10*time.Millisecond))
+	default:
+		fmt.Fprintf(w, "server:   a temporary local cluster (initdb with this machine's PostgreSQL binaries), started in %s\n", time.Since(t0).Round(10*time.Millisecond))
+	}
+	return srv, nil
+}
+
+// briefError keeps the first and the last two parts of a long chain of
+// wrapped errors: what was tried and the root cause.
+func briefError(s string) string {
+	parts := strings.Split(s, ": ")
+	if len(parts) <= 4 {
+		return s
+	}
+	return parts[0] + ": … " + strings.Join(parts[len(parts)-2:], ": ")
+}
+
+func kindName(kind string) string {
+	if kind == "testcontainers" {
+		return "Testcontainers"
+	}
+	return "temporary local"
+}
+
+// hostOf is host:port of a URL, without credentials.
+func hostOf(dbURL string) string {
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return "?"
+	}
+	return fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+}
+
+func (d *demo) loadConfig() (*config.Config, error) {
+	if d.opts.configFile != "" {
+		return config.Load(d.opts.configFile, d.opts.env)
+	}
+	return config.Parse(examples.ConfigPath, examples.Config, d.opts.env)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func adminExec(ctx context.Context, dbURL, sql string) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect to %s: %w", hostOf(dbURL), rootCause(err))
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// databaseIn returns dbURL pointing at database name instead.
+func databaseIn(dbURL, name string) (string, error) {
+	if u, err := url.Parse(dbURL); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		u.Path = "/" + name
+		return u.String(), nil
+	}
+	if strings.Contains(dbURL, "=") { // keyword/value form
+		var kept []string
+		for _, f := range strings.Fields(dbURL) {
+			if !strings.HasPrefix(f, "dbname=") {
+				kept = append(kept, f)
+			}
+		}
+		return strings.Join(append(kept, "dbname="+name), " "), nil
+	}
+	return "", usagef("invalid database URL %q", dbURL)
+}
+
+func migrateDemo(ctx context.Context, dbURL string) (int32, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, fmt.Errorf("connect to the demo database: %w", rootCause(err))
+	}
+	defer conn.Close(ctx)
+	m, err := migrations.New(ctx, conn)
+	if err != nil {
+		return 0, err
+	}
+	_, to, err := m.MigrateTo(ctx, m.Latest())
+	if err != nil {
+		return 0, fmt.Errorf("migrate the demo database: %w", err)
+	}
+	return to, nil
+}
+
+// applyDemoConfig is `config apply` on the demo database.
+func applyDemoConfig(ctx context.Context, dbURL string, cfg *config.Config) error {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect to the demo database: %w", rootCause(err))
+	}
+	defer conn.Close(ctx)
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		st, err := readState(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return applyChanges(ctx, tx, planChanges(cfg, st), false)
+	})
+	if err != nil {
+		return fmt.Errorf("apply %s: %w", cfg.File, err)
+	}
+	return nil
+}
+
+func (d *demo) enqueue(ctx context.Context, c *client.Client) error {
+	const batch = 1000
+	for _, q := range d.queues {
+		for start := 0; start < len(q.payloads); start += batch {
+			end := min(start+batch, len(q.payloads))
+			jobs := make([]client.NewJob, 0, end-start)
+			for _, p := range q.payloads[start:end] {
+				jobs = append(jobs, client.NewJob{Queue: q.name, Payload: p})
+			}
+			if _, err := c.EnqueueMany(ctx, jobs); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// work runs the workers until every job has settled (or the timeout), with
+// the progress display, and returns the stats read after the workers have
+// drained.
+func (d *demo) work(ctx context.Context) ([]statsRow, error) {
+	wctx, stopWorkers := context.WithCancel(ctx)
+	defer stopWorkers()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var wg sync.WaitGroup
+	errs := make(chan error, len(d.queues))
+	for _, q := range d.queues {
+		wk, err := client.NewWorker(d.pool, client.WorkerConfig{
+			Queue:           q.name,
+			Handler:         q.handle,
+			Concurrency:     d.opts.concurrency,
+			PollInterval:    50 * time.Millisecond, // retries come due within milliseconds here
+			ReapInterval:    time.Second,
+			ShutdownTimeout: 5 * time.Second,
+		}, client.WithLogger(quiet), client.WithWorkerID("demo-"+q.name))
+		if err != nil {
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := wk.Run(wctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+
+	p := newProgress(d.out, d.opts.progress, d.queues, d.start)
+	tick := p.interval
+	deadline := time.After(d.opts.timeout)
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			runErr = fmt.Errorf("demo interrupted: %w", context.Cause(ctx))
+			break loop
+		case err := <-errs:
+			runErr = err
+			break loop
+		case <-deadline:
+			runErr = fmt.Errorf("not every job settled within --timeout %s", d.opts.timeout)
+			break loop
+		case <-time.After(tick):
+		}
+		stats, err := readStats(ctx, d.pool, time.Hour, nil)
+		if err != nil {
+			runErr = err
+			if ctx.Err() != nil {
+				runErr = fmt.Errorf("demo interrupted: %w", context.Cause(ctx))
+			}
+			break
+		}
+		p.draw(stats)
+		if settled(stats) == d.enqueued() {
+			break
+		}
+	}
+	stopWorkers()
+	wg.Wait()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	stats, err := readStats(sctx, d.pool, time.Hour, nil)
+	if err != nil {
+		return nil, errors.Join(runErr, err)
+	}
+	p.done(stats)
+	return stats, runErr
+}
+
+func (d *demo) enqueued() int64 {
+	var n int64
+	for _, q := range d.queues {
+		n += int64(q.enqueued)
+	}
+	return n
+}
+
+func settled(stats []statsRow) int64 {
+	var n int64
+	for _, s := range stats {
+		n += s.Completed + s.DeadLettered
+	}
+	return n
+}
+
+// account checks that every job is accounted for, per queue and in total.
+func (d *demo) account(w io.Writer, stats []statsRow) error {
+	byQueue := map[string]statsRow{}
+	for _, s := range stats {
+		byQueue[s.Queue] = s
+	}
+	var completed, dead int64
+	var problems []string
+	for _, q := range d.queues {
+		s := byQueue[q.name]
+		completed += s.Completed
+		dead += s.DeadLettered
+		if s.Completed+s.DeadLettered != int64(q.enqueued) {
+			problems = append(problems, fmt.Sprintf("%s: %d enqueued, %d completed + %d dead-lettered (pending %d, running %d, retrying %d, cancelled %d)",
+				q.name, q.enqueued, s.Completed, s.DeadLettered, s.Pending, s.Running, s.Retrying, s.Cancelled))
+		}
+	}
+	if len(byQueue) != len(d.queues) {
+		problems = append(problems, fmt.Sprintf("%d queues have jobs, want %d", len(byQueue), len(d.queues)))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("not every job is accounted for: %s", strings.Join(problems, "; "))
+	}
+	fmt.Fprintf(w, "\nevery job accounted for: %d enqueued = %d completed + %d dead-lettered\n", d.enqueued(), completed, dead)
+	return nil
+}
+
+// writeOutcomes prints what the handlers saw and why jobs were dead-lettered.
+func (d *demo) writeOutcomes(w io.Writer) {
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	row(tw, "QUEUE", "ATTEMPTS", "OK", "TRANSIENT", "RATE_LIMITED(429)", "POISON")
+	for _, q := range d.queues {
+		c := q.counts()
+		row(tw, q.name, strconv.FormatInt(c.attempts, 10), strconv.FormatInt(c.ok, 10), strconv.FormatInt(c.transient, 10),
+			strconv.FormatInt(c.rateLimited, 10), strconv.FormatInt(c.poison, 10))
+	}
+	_ = tw.Flush()
+}
+
+// writeDeadLetter shows the dead letter with the longest history.
+func (d *demo) writeDeadLetter(ctx context.Context, w io.Writer) error {
+	reasons, err := d.pool.Query(ctx, `SELECT dead_letter_reason, count(*) FROM backoff.jobs
+		WHERE status = 'dead_lettered' GROUP BY 1 ORDER BY 2 DESC, 1`)
+	if err != nil {
+		return fmt.Errorf("count dead letters: %w", err)
+	}
+	var parts []string
+	for reasons.Next() {
+		var reason string
+		var n int64
+		if err := reasons.Scan(&reason, &n); err != nil {
+			reasons.Close()
+			return fmt.Errorf("count dead letters: %w", err)
+		}
+		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
+	}
+	if err := reasons.Err(); err != nil {
+		return fmt.Errorf("count dead letters: %w", err)
+	}
+	fmt.Fprintln(w)
+	if len(parts) == 0 {
+		fmt.Fprintln(w, "== dead letters: none ==")
+		return nil
+	}
+	fmt.Fprintf(w, "== dead letters: %s ==\n", strings.Join(parts, ", "))
+	rows, err := d.pool.Query(ctx, jobSelect+` WHERE j.status = 'dead_lettered'
+		ORDER BY jsonb_array_length(j.errors) DESC, j.id LIMIT 1`)
+	if err != nil {
+		return fmt.Errorf("read a dead letter: %w", err)
+	}
+	jobs, err := scanJobs(rows)
+	if err != nil {
+		return fmt.Errorf("read a dead letter: %w", err)
+	}
+	fmt.Fprintf(w, "the one with the longest history (backoffctl jobs show %d):\n\n", jobs[0].ID)
+	writeJob(w, jobs[0], time.Now())
+	return nil
+}
+
+// writeTimelines prints each policy's retry timeline as the database holds
+// it: the delay after each failed attempt before jitter, and where the job
+// is dead-lettered.
+func (d *demo) writeTimelines(ctx context.Context, w io.Writer, cfg *config.Config) error {
+	st, err := readState(ctx, d.pool)
+	if err != nil {
+		return err
+	}
+	users := map[string][]string{}
+	for _, q := range d.queues {
+		pol, ok := st.Queues[q.name]
+		if !ok {
+			pol = config.DefaultPolicyRow
+		}
+		users[pol] = append(users[pol], q.name)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "== retry timelines (%s, env %s; delay after each failed attempt, before jitter) ==\n", cfg.File, cfg.Env)
+	tw := newTable(w)
+	for _, name := range sortedNames(st.Policies) {
+		p := st.Policies[name]
+		used := "-"
+		if qs := users[name]; len(qs) > 0 {
+			used = "queue " + strings.Join(qs, ", ")
+		}
+		row(tw, name, used, compactTimeline(p))
+	}
+	return tw.Flush()
+}
+
+// compactTimeline renders a policy on one line: "20ms, 80ms → dead letter
+// after attempt 3 (jitter none)".
+func compactTimeline(p policy.Policy) string {
+	const show = 8
+	n := p.MaxAttempts - 1
+	var delays []string
+	var total time.Duration
+	for a := 1; a <= n; a++ {
+		d := p.BaseDelay(a)
+		total += d
+		if a <= show {
+			delays = append(delays, formatDelay(d))
+		}
+	}
+	if n > show {
+		delays = append(delays, fmt.Sprintf("… (%d more)", n-show))
+	}
+	jitter := string(p.Jitter)
+	if p.Jitter == policy.JitterProportional {
+		jitter += " ±" + config.FormatFloat(p.JitterRatio)
+	}
+	if len(delays) == 0 {
+		return fmt.Sprintf("no retry: dead letter after attempt %d", p.MaxAttempts)
+	}
+	return fmt.Sprintf("%s → dead letter after attempt %d (%s in all; jitter %s)",
+		strings.Join(delays, ", "), p.MaxAttempts, formatDelay(total), jitter)
+}

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// progress is the demo's live display. On a terminal it redraws a small
+// table in place with ANSI cursor movements (cursor up, erase line), which
+// every terminal emulator in use understands; elsewhere (a pipe, a file, CI
+// logs) it prints one plain line a second, which reads well in a log. Being
+// two escape sequences, it needs no library (see docs/adr/0019).
+type progress struct {
+	w        io.Writer
+	live     bool
+	queues   []*demoQueue
+	start    time.Time
+	interval time.Duration // how often the demo polls the database
+
+	every time.Duration // how often a plain line is printed
+	last  time.Time     // when a plain line was last printed
+	line  string        // the last plain line
+	lines int           // lines of the last live frame, to move back over
+}
+
+func newProgress(w io.Writer, mode string, queues []*demoQueue, start time.Time) *progress {
+	live := mode == "live" || mode == "auto" && isTerminal(w)
+	return &progress{w: w, live: live, queues: queues, start: start, interval: 100 * time.Millisecond, every: time.Second}
+}
+
+// isTerminal reports whether w is a character device (a terminal) and TERM
+// does not say it cannot move the cursor.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	return os.Getenv("TERM") != "dumb"
+}
+
+// draw shows stats: a new frame when live, a line a second when plain.
+func (p *progress) draw(stats []statsRow) {
+	if p.live {
+		p.frame(stats)
+		return
+	}
+	if time.Since(p.last) < p.every {
+		return
+	}
+	p.last = time.Now()
+	p.line = p.summary(stats)
+	fmt.Fprintln(p.w, p.line)
+}
+
+// done shows the final state.
+func (p *progress) done(stats []statsRow) {
+	if p.live {
+		p.frame(stats)
+		return
+	}
+	if line := p.summary(stats); line != p.line {
+		fmt.Fprintln(p.w, line)
+	}
+}
+
+func (p *progress) totals(stats []statsRow) (t statsRow, enqueued int64, rateLimited int64) {
+	for _, s := range stats {
+		t.Pending += s.Pending
+		t.Running += s.Running
+		t.Retrying += s.Retrying
+		t.Completed += s.Completed
+		t.DeadLettered += s.DeadLettered
+		t.Retries += s.Retries
+	}
+	for _, q := range p.queues {
+		enqueued += int64(q.enqueued)
+		rateLimited += q.nRateLimited.Load()
+	}
+	return t, enqueued, rateLimited
+}
+
+// summary is the plain line: "  2.1s  settled 1860/3000 (62%)  pending …".
+func (p *progress) summary(stats []statsRow) string {
+	t, enq, limited := p.totals(stats)
+	done := t.Completed + t.DeadLettered
+	return fmt.Sprintf("%6s  settled %d/%d (%d%%)  pending %d  running %d  retrying %d  completed %d  dead-lettered %d  retries %d  429s %d",
+		time.Since(p.start).Round(100*time.Millisecond), done, enq, percent(done, enq),
+		t.Pending, t.Running, t.Retrying, t.Completed, t.DeadLettered, t.Retries, limited)
+}
+
+func percent(n, of int64) int64 {
+	if of == 0 {
+		return 100
+	}
+	return n * 100 / of
+}
+
+// frame redraws the live table in place.
+func (p *progress) frame(stats []statsRow) {
+	byQueue := map[string]statsRow{}
+	for _, s := range stats {
+		byQueue[s.Queue] = s
+	}
+	const format = "%-10s %8s %8s %9s %10s %14s %8s %6s"
+	line := func(name string, s statsRow, limited int64) string {
+		i := func(v int64) string { return fmt.Sprint(v) }
+		return fmt.Sprintf(format, name, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Retries), i(limited))
+	}
+	lines := []string{fmt.Sprintf(format, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD_LETTERED", "RETRIES", "429s")}
+	for _, q := range p.queues {
+		lines = append(lines, line(q.name, byQueue[q.name], q.nRateLimited.Load()))
+	}
+	t, enq, limited := p.totals(stats)
+	lines = append(lines, line("total", t, limited))
+	done := t.Completed + t.DeadLettered
+	const width = 30
+	filled := int(percent(done, enq) * width / 100)
+	lines = append(lines, fmt.Sprintf("[%s%s] %3d%%  %d/%d settled  %s",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), percent(done, enq), done, enq,
+		time.Since(p.start).Round(100*time.Millisecond)))
+
+	var b strings.Builder
+	if p.lines > 0 {
+		fmt.Fprintf(&b, "\033[%dA", p.lines) // back to the first line of the last frame
+	}
+	for _, l := range lines {
+		b.WriteString("\r\033[2K") // erase the line, then write it again
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	p.lines = len(lines)
+	_, _ = io.WriteString(p.w, b.String())
+}

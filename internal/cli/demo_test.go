@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+var (
+	accountedRE = regexp.MustCompile(`every job accounted for: (\d+) enqueued = (\d+) completed \+ (\d+) dead-lettered`)
+	databaseRE  = regexp.MustCompile(`database: (pgbackoff_demo_[0-9a-f]+), migrated`)
+)
+
+// The demo end to end on the test server, with a few hundred jobs: every
+// job is accounted for, each section of the report is there, and the
+// database it created is gone afterwards.
+func TestDemoEndToEnd(t *testing.T) {
+	t.Parallel()
+	admin := testdb.AdminURL(t)
+	code, out, errOut := run(t, "demo", "--database-url", admin, "--jobs", "300", "--concurrency", "4", "--timeout", "25s")
+	t.Log(out)
+	require.Equal(t, 0, code, errOut)
+	require.Empty(t, errOut)
+
+	for _, section := range []string{
+		"server:   yours (--database-url or DATABASE_URL)",
+		"config:   examples/backoff.toml (env demo) applied",
+		"enqueued: 300 jobs: 100 emails",
+		"settled 300/300 (100%)", // the last progress line
+		"== final stats ==",
+		"RATE_LIMITED(429)",
+		"== dead letters: ",
+		"status:        dead_lettered (max_attempts)", // the longest history is a job out of attempts
+		"errors (",
+		"== retry timelines (examples/backoff.toml, env demo;",
+		"square        queue emails    20ms, 80ms → dead letter after attempt 3",
+		"conservative  queue webhooks",
+		"default       queue reports",
+		"cleanup: dropped database pgbackoff_demo_",
+		"elapsed: ",
+	} {
+		require.Contains(t, out, section)
+	}
+	m := accountedRE.FindStringSubmatch(out)
+	require.NotNil(t, m, "the accounting line")
+	enq, _ := strconv.Atoi(m[1])
+	completed, _ := strconv.Atoi(m[2])
+	dead, _ := strconv.Atoi(m[3])
+	require.Equal(t, 300, enq)
+	require.Equal(t, enq, completed+dead)
+	require.Positive(t, dead, "poison jobs dead-letter")
+	require.Positive(t, completed)
+
+	// The database the demo made is gone; the server's others are untouched.
+	db := databaseRE.FindStringSubmatch(out)
+	require.NotNil(t, db)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, db[1]).Scan(&exists))
+	require.False(t, exists, "the demo drops its database")
+}
+
+// A demo whose jobs cannot all settle exits 1, and still cleans up.
+func TestDemoFailsWhenJobsAreUnaccounted(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "demo", "--database-url", testdb.AdminURL(t), "--jobs", "300", "--timeout", "1ms")
+	require.Equal(t, ExitFailure, code, out)
+	require.Contains(t, errOut, "backoffctl: not every job settled within --timeout 1ms")
+	require.NotContains(t, out, "every job accounted for")
+	require.Contains(t, out, "cleanup: dropped database pgbackoff_demo_")
+}
+
+func TestDemoUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"demo", "--jobs", "2"},
+		{"demo", "--concurrency", "0"},
+		{"demo", "--progress", "fancy"},
+		{"demo", "--timeout", "0s"},
+		{"demo", "--output", "json"},
+	} {
+		code, _, errOut := run(t, args...)
+		require.Equal(t, ExitUsage, code, "%v: %s", args, errOut)
+	}
+}
+
+// The live display redraws in place: every frame after the first moves the
+// cursor back over the previous one and erases each line it rewrites.
+func TestDemoLiveProgress(t *testing.T) {
+	var b bytes.Buffer
+	qs := newDemoQueues(30, 1)
+	p := newProgress(&b, "live", qs, time.Now())
+	require.True(t, p.live)
+	stats := []statsRow{{Queue: "emails", Pending: 10}, {Queue: "webhooks", Completed: 7, DeadLettered: 3}}
+	p.draw(stats)
+	first := b.String()
+	require.NotContains(t, first, "\033[6A", "nothing to move back over yet")
+	require.Contains(t, first, "[#########.....................]  33%  10/30 settled")
+	b.Reset()
+	p.done(stats)
+	require.True(t, strings.HasPrefix(b.String(), "\033[6A"), "back up over the 6 lines of the last frame")
+	require.Equal(t, 6, strings.Count(b.String(), "\r\033[2K"))
+
+	b.Reset()
+	plain := newProgress(&b, "auto", qs, time.Now())
+	require.False(t, plain.live, "a buffer is not a terminal")
+	plain.draw(stats)
+	plain.draw(stats) // within the second: no new line
+	require.Equal(t, 1, strings.Count(b.String(), "\n"))
+	require.Contains(t, b.String(), "settled 10/30 (33%)")
+	require.NotContains(t, b.String(), "\033[")
+}
+
+// The simulated downstream admits its rate, tells a refused caller when its
+// turn comes, and keeps that turn for it.
+func TestDemoLimiter(t *testing.T) {
+	l := newDemoLimiter(100, 2) // one request per 10ms, two ahead
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for id := int64(1); id <= 3; id++ {
+		_, ok := l.admit(id, now)
+		require.True(t, ok, "within the burst: %d", id)
+	}
+	wait, ok := l.admit(4, now)
+	require.False(t, ok)
+	require.Equal(t, 30*time.Millisecond, wait)
+	wait5, ok := l.admit(5, now)
+	require.False(t, ok)
+	require.Equal(t, 40*time.Millisecond, wait5, "the next caller gets the next turn")
+	// Too early: told again how long, turn kept.
+	again, ok := l.admit(4, now.Add(10*time.Millisecond))
+	require.False(t, ok)
+	require.Equal(t, 20*time.Millisecond, again)
+	// At its turn it is admitted even though the schedule is full.
+	_, ok = l.admit(4, now.Add(30*time.Millisecond))
+	require.True(t, ok)
+}

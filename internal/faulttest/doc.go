@@ -1,0 +1,10 @@
+// Package faulttest holds pgbackoff's fault tests: real worker processes
+// and a real PostgreSQL in a Testcontainers container that the tests kill,
+// restart, pause and cut off (docs/reliability.md,
+// docs/adr/0018-fault-tests.md). Each test ends by accounting for every
+// job: lost = 0 and double completions = 0.
+//
+// The tests restart and pause the package's container, so they run one
+// after another (no t.Parallel) and need the container: with
+// TEST_DATABASE_URL they skip, unless CI is set.
+package faulttest

@@ -1,0 +1,253 @@
+package faulttest
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestKillWorkerProcess: a worker process holding five jobs is killed with
+// SIGKILL in the middle of them. Their leases expire, the reaper returns
+// them through the normal retry decision (history kind lease_expired,
+// status retrying), and another worker finishes every job.
+func TestKillWorkerProcess(t *testing.T) {
+	container(t)
+	dbURL, admin := newFaultDB(t)
+	ids := enqueue(t, admin, "kill", 30)
+
+	victim := startWorkerProcess(t, dbURL, "kill", "victim", time.Hour)
+	waitFor(t, 20*time.Second, "the victim to hold 5 jobs", func() bool {
+		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE locked_by = 'victim'`) == 5
+	})
+	require.NoError(t, victim.Process.Kill()) // SIGKILL: no shutdown, no fail, no complete
+	_ = victim.Wait()
+	var held []int64
+	require.NoError(t, admin.QueryRow(context.Background(),
+		`SELECT array_agg(id) FROM backoff.jobs WHERE locked_by = 'victim' AND status = 'running'`).Scan(&held))
+	require.Len(t, held, 5, "the killed process's jobs stay running until their lease expires")
+
+	var stale atomic.Int64
+	stop := runWorkers(t, testdb.Pool(t, dbURL), 1, client.WorkerConfig{
+		Queue: "kill", Concurrency: 10, Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
+		ReapInterval: 300 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
+		Handler: func(context.Context, *client.Job) error { time.Sleep(10 * time.Millisecond); return nil },
+	}, &stale)
+	waitFor(t, 30*time.Second, "every job completed", func() bool {
+		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE queue = 'kill' AND status = 'completed'`) == len(ids)
+	})
+	stop()
+
+	// The victim's jobs went through the reaper's decision: one
+	// lease_expired entry for attempt 1, then completed by attempt 2.
+	rows, err := admin.Query(context.Background(), `
+SELECT attempts, errors -> 0 ->> 'kind', (errors -> 0 ->> 'attempt')::int, jsonb_array_length(errors)
+FROM backoff.jobs WHERE id = ANY($1)`, held)
+	require.NoError(t, err)
+	for rows.Next() {
+		var attempts, attempt, n int
+		var kind string
+		require.NoError(t, rows.Scan(&attempts, &kind, &attempt, &n))
+		require.Equal(t, 2, attempts)
+		require.Equal(t, "lease_expired", kind)
+		require.Equal(t, 1, attempt)
+		require.Equal(t, 1, n)
+	}
+	require.NoError(t, rows.Err())
+	a := account(t, admin, "kill -9 worker", ids)
+	require.Equal(t, 5, a.reaped)
+}
+
+// TestRestartServer: the PostgreSQL container is stopped (fast shutdown)
+// and started again while two workers run. Workers connect through a
+// proxy with a fixed address (the container's published port changes on a
+// restart); they reconnect and carry on; completions lost in flight are
+// recovered by the reaper; no job is lost or completed twice.
+func TestRestartServer(t *testing.T) {
+	c := container(t)
+	ctx := context.Background()
+	dbURL, admin := newFaultDB(t)
+	ids := enqueue(t, admin, "restart", 300)
+
+	target := atomic.Value{}
+	target.Store(hostPort(t, dbURL))
+	p, err := newProxy(func() string { return target.Load().(string) })
+	require.NoError(t, err)
+	defer p.close()
+
+	var stale atomic.Int64
+	stop := runWorkers(t, testdb.Pool(t, viaProxy(t, dbURL, p)), 2, client.WorkerConfig{
+		Queue: "restart", Concurrency: 4, Lease: 3 * time.Second, PollInterval: 100 * time.Millisecond,
+		ReapInterval: 500 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
+		Handler: func(context.Context, *client.Job) error { time.Sleep(20 * time.Millisecond); return nil },
+	}, &stale)
+	waitFor(t, 30*time.Second, "a third of the jobs completed", func() bool {
+		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`) >= len(ids)/3
+	})
+	before := count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`)
+
+	// SIGINT: PostgreSQL's fast shutdown (sessions are cut, the
+	// checkpoint is written), then the container exits.
+	id := c.GetContainerID()
+	docker(t, "kill", "--signal=INT", id)
+	docker(t, "wait", id)
+	p.closeAll()
+	require.NoError(t, c.Start(ctx))
+	require.NoError(t, testdb.Restarted(ctx))
+	newURL, err := c.ConnectionString(ctx, "sslmode=disable")
+	require.NoError(t, err)
+	target.Store(hostPort(t, newURL))
+	admin = testdb.Pool(t, viaProxy(t, dbURL, p))
+	t.Logf("restarted the server with %d of %d jobs completed", before, len(ids))
+
+	waitFor(t, 60*time.Second, "every job completed after the restart", func() bool {
+		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`) == len(ids)
+	})
+	stop()
+	account(t, admin, "server restart", ids)
+}
+
+// TestPauseServer: the server is frozen (docker pause) for longer than the
+// lease while eight jobs are in their first attempt. When it resumes the
+// leases have expired: the reaper retries the jobs, other attempts
+// complete them, and the stale handlers' completions are refused (the
+// fencing token is no longer the running attempt) and dropped.
+func TestPauseServer(t *testing.T) {
+	c := container(t)
+	dbURL, admin := newFaultDB(t)
+	first := enqueue(t, admin, "pause", 8)
+	firstSet := map[int64]bool{}
+	for _, id := range first {
+		firstSet[id] = true
+	}
+
+	var stale atomic.Int64
+	stop := runWorkers(t, testdb.Pool(t, dbURL), 2, client.WorkerConfig{
+		Queue: "pause", Concurrency: 4, Lease: time.Second, PollInterval: 100 * time.Millisecond,
+		ReapInterval: 300 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
+		Handler: func(_ context.Context, j *client.Job) error {
+			if firstSet[j.ID] && j.Attempts == 1 {
+				// A handler that ignores its context and outlives the
+				// pause: its completion arrives after the reaper.
+				time.Sleep(5 * time.Second)
+				return nil
+			}
+			time.Sleep(20 * time.Millisecond)
+			return nil
+		},
+	}, &stale)
+	waitFor(t, 20*time.Second, "the first eight jobs running", func() bool {
+		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'running' AND attempts = 1`) == 8
+	})
+	ids := append(first, enqueue(t, admin, "pause", 32)...)
+
+	docker(t, "pause", c.GetContainerID())
+	time.Sleep(3 * time.Second) // three leases
+	docker(t, "unpause", c.GetContainerID())
+
+	waitFor(t, 60*time.Second, "every job completed after the pause", func() bool {
+		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`) == len(ids)
+	})
+	stop()
+	a := account(t, admin, "server paused 3s with a 1s lease", ids)
+	t.Logf("stale attempts refused (BK002 or a refused batch completion): %d", stale.Load())
+	require.GreaterOrEqual(t, a.reaped, 8, "every first attempt's lease was reaped")
+	require.GreaterOrEqual(t, stale.Load(), int64(8), "every stale handler's completion was refused")
+	var wonByFirst int
+	require.NoError(t, admin.QueryRow(context.Background(),
+		`SELECT count(*) FROM public.completion_log WHERE job_id = ANY($1) AND attempt = 1`, first).Scan(&wonByFirst))
+	require.Zero(t, wonByFirst, "a stale first attempt completed its job")
+}
+
+// TestConnectionDroppedDuringSettle cuts the connection of a complete or a
+// fail call, either after the server ran it (the reply is lost) or before
+// (the server never saw it), and retries the call on a new connection: the
+// retry either succeeds (the first never ran) or is cleanly refused
+// (BK003 for a completed job, BK002 for a failed attempt), and the job is
+// completed or failed exactly once.
+func TestConnectionDroppedDuringSettle(t *testing.T) {
+	container(t)
+	ctx := context.Background()
+	dbURL, admin := newFaultDB(t)
+	p, err := newProxy(func() string { return hostPort(t, dbURL) })
+	require.NoError(t, err)
+	defer p.close()
+	// Simple protocol: every call carries its SQL text, which the proxy
+	// matches.
+	proxied := viaProxy(t, dbURL, p) + "&default_query_exec_mode=simple_protocol"
+	connect := func() *client.Client {
+		conn, err := pgx.Connect(ctx, proxied)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close(ctx) })
+		c, err := client.New(ctx, conn)
+		require.NoError(t, err)
+		return c
+	}
+	claim := func(c *client.Client, queue string) client.Job {
+		jobs, err := c.Claim(ctx, queue, 1, time.Minute)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		return jobs[0]
+	}
+
+	var ids []int64
+	for _, tc := range []struct {
+		name   string
+		call   string // the SQL the proxy cuts
+		before bool   // cut before the server sees the call
+		retry  error  // what the retried call returns
+	}{
+		{"complete, reply lost", "backoff.complete", false, client.ErrInvalidTransition},
+		{"complete, never sent", "backoff.complete", true, nil},
+		{"fail, reply lost", "backoff.fail", false, client.ErrStaleAttempt},
+		{"fail, never sent", "backoff.fail", true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			queue := "drop-" + tc.call + map[bool]string{true: "-before", false: "-after"}[tc.before]
+			ids = append(ids, enqueue(t, admin, queue, 1)...)
+			c := connect()
+			j := claim(c, queue)
+			cuts := p.cutCount()
+			p.arm(tc.call+"(", tc.before, 300*time.Millisecond)
+			settle := func(c *client.Client) error {
+				if tc.call == "backoff.complete" {
+					_, err := c.Complete(ctx, j.ID, j.Attempts)
+					return err
+				}
+				_, err := c.Fail(ctx, j.ID, j.Attempts, "downstream 503")
+				return err
+			}
+			err := settle(c)
+			require.Error(t, err, "the cut connection must fail the call")
+			require.Equal(t, cuts+1, p.cutCount())
+			err = settle(connect())
+			if tc.retry == nil {
+				require.NoError(t, err)
+			} else {
+				require.True(t, errors.Is(err, tc.retry), "retry: want %v, got %v", tc.retry, err)
+			}
+			var status string
+			var attempts, history int
+			require.NoError(t, admin.QueryRow(ctx, `SELECT status, attempts, jsonb_array_length(errors) FROM backoff.jobs WHERE id = $1`, j.ID).
+				Scan(&status, &attempts, &history))
+			require.Equal(t, 1, attempts, "no attempt was spent by the retry")
+			if tc.call == "backoff.fail" {
+				require.Equal(t, "retrying", status)
+				require.Equal(t, 1, history, "the failure is recorded once")
+				// Finish the job so that the accounting below holds.
+				_, err = admin.Exec(ctx, `SELECT backoff.complete(id, attempts) FROM backoff.acquire($1, 'finisher', NULL, now() + interval '1 day')`, j.ID)
+				require.NoError(t, err)
+			} else {
+				require.Equal(t, "completed", status)
+			}
+		})
+	}
+	account(t, admin, "connection dropped during complete/fail", ids)
+}
