@@ -33,7 +33,6 @@ type abScenario struct {
 	ours    func(ctx context.Context, conn *pgxpool.Conn) (step, error)
 	limit   func(ctx context.Context, conn *pgxpool.Conn) (step, error)
 	target  float64 // reported, not asserted; 0: none
-	comment string
 }
 
 var payload = json.RawMessage(`{}`)
