@@ -28,11 +28,11 @@ type abScenario struct {
 	// seed prepares table for one run with n clients (nil: empty table).
 	seed func(ctx context.Context, b *bench, db *database, table string, n int) error
 	// maxOps caps a run (0: time only); runFor overrides the run length.
-	maxOps  int64
-	runFor  time.Duration
-	ours    func(ctx context.Context, conn *pgxpool.Conn) (step, error)
-	limit   func(ctx context.Context, conn *pgxpool.Conn) (step, error)
-	target  float64 // reported, not asserted; 0: none
+	maxOps int64
+	runFor time.Duration
+	ours   func(ctx context.Context, conn *pgxpool.Conn) (step, error)
+	limit  func(ctx context.Context, conn *pgxpool.Conn) (step, error)
+	target float64 // reported, not asserted; 0: none
 }
 
 var payload = json.RawMessage(`{}`)
