@@ -86,11 +86,36 @@ func AdminURL(t testing.TB) string {
 // Pool opens a pool on url that is closed when the test ends.
 func Pool(t testing.TB, dbURL string) *pgxpool.Pool {
 	t.Helper()
+	return openPool(t, dbURL, 20, false)
+}
+
+// QualifiedPool opens a pool on url whose sessions have an empty
+// search_path, so that a function which works through it is proven to
+// reference everything schema-qualified (STYLE.md). It checks that the
+// setting took.
+func QualifiedPool(t testing.TB, dbURL string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	pool := openPool(t, dbURL, maxConns, true)
+	var sp string
+	if err := pool.QueryRow(context.Background(), "SHOW search_path").Scan(&sp); err != nil {
+		t.Fatalf("testdb: show search_path: %v", err)
+	}
+	if sp != `""` && sp != "" {
+		t.Fatalf("testdb: search_path is %q, want empty", sp)
+	}
+	return pool
+}
+
+func openPool(t testing.TB, dbURL string, maxConns int32, emptySearchPath bool) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatalf("testdb: parse url: %v", err)
 	}
-	cfg.MaxConns = 20
+	cfg.MaxConns = maxConns
+	if emptySearchPath {
+		cfg.ConnConfig.RuntimeParams["search_path"] = ""
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("testdb: open pool: %v", err)

@@ -38,14 +38,7 @@ func newDB(t testing.TB) *pgxpool.Pool {
 
 func poolOn(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.ConnConfig.RuntimeParams["search_path"] = ""
-	cfg.MaxConns = 24
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
+	return testdb.QualifiedPool(t, url, 24)
 }
 
 // connOn opens one dedicated connection (for interleavings and LISTEN).
