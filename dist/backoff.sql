@@ -1058,7 +1058,7 @@ BEGIN
             RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
-            RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue
+            RAISE EXCEPTION 'claim in queue "%": now must be a finite time, got "%"', p_queue, coalesce(p_now::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
@@ -1157,7 +1157,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot acquire job "%": now must not be null', p_job_id
+        RAISE EXCEPTION 'cannot acquire job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -1224,7 +1224,7 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
+        RAISE EXCEPTION 'cannot complete job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE backoff.jobs AS j
@@ -1269,7 +1269,7 @@ BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL
        OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-            RAISE EXCEPTION 'complete_many: now must not be null'
+            RAISE EXCEPTION 'complete_many: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
@@ -1329,7 +1329,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
@@ -1386,7 +1386,7 @@ DECLARE
     v_count integer;
 BEGIN
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'reap: now must not be null'
+        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN
@@ -1453,7 +1453,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot heartbeat job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE backoff.jobs AS j
@@ -1502,7 +1502,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot snooze job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot snooze job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE backoff.jobs AS j
@@ -1548,7 +1548,7 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot cancel job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot cancel job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE backoff.jobs AS j
@@ -1597,7 +1597,7 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot replay job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot replay job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     BEGIN
@@ -1670,7 +1670,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'prune: now must not be null'
+        RAISE EXCEPTION 'prune: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     DELETE FROM backoff.jobs AS j
@@ -1729,7 +1729,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'stats: now must not be null'
+        RAISE EXCEPTION 'stats: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN QUERY

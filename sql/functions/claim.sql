@@ -39,7 +39,7 @@ BEGIN
             RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
-            RAISE EXCEPTION 'claim in queue "%": now must not be null', p_queue
+            RAISE EXCEPTION 'claim in queue "%": now must be a finite time, got "%"', p_queue, coalesce(p_now::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;

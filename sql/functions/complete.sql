@@ -16,7 +16,7 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot complete job "%": now must not be null', p_job_id
+        RAISE EXCEPTION 'cannot complete job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE backoff.jobs AS j

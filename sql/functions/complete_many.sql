@@ -16,7 +16,7 @@ BEGIN
     IF p_job_ids IS NULL OR p_attempts IS NULL
        OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-            RAISE EXCEPTION 'complete_many: now must not be null'
+            RAISE EXCEPTION 'complete_many: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',

@@ -29,7 +29,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot fail job "%": retryable and now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 

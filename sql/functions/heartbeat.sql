@@ -22,7 +22,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot heartbeat job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE backoff.jobs AS j

@@ -21,7 +21,7 @@ DECLARE
     v_count integer;
 BEGIN
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'reap: now must not be null'
+        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN

@@ -15,7 +15,7 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot replay job "%": job id and now must not be null', coalesce(p_job_id::text, 'NULL')
+        RAISE EXCEPTION 'cannot replay job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     BEGIN

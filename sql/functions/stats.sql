@@ -32,7 +32,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'stats: now must not be null'
+        RAISE EXCEPTION 'stats: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN QUERY

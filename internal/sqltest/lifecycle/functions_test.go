@@ -708,3 +708,16 @@ func TestSpansBeyondRangeAreInvalidArguments(t *testing.T) {
 	require.Equal(t, c.Attempts, after.Attempts)
 	require.Equal(t, c.LeaseUntil, after.LeaseUntil)
 }
+
+// TestInfiniteNowIsNamed: an infinite p_now is refused with 22023 and a
+// message that names it, not one that says it was NULL.
+func TestInfiniteNowIsNamed(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	err := requireCode(t, execErr(db, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, 'infinity')`), "22023")
+	require.Contains(t, err.Message, `now must be a finite time, got "infinity"`)
+	err = requireCode(t, execErr(db, `SELECT backoff.reap('-infinity')`), "22023")
+	require.Contains(t, err.Message, `now must be a finite time, got "-infinity"`)
+	err = requireCode(t, execErr(db, `SELECT * FROM backoff.cancel(1, NULL, 'infinity')`), "22023")
+	require.Contains(t, err.Message, `now must be a finite time, got "infinity"`)
+}
