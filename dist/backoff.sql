@@ -5,7 +5,7 @@
 CREATE SCHEMA backoff;
 
 CREATE TABLE backoff.schema_migrations (version int4 NOT NULL);
-INSERT INTO backoff.schema_migrations (version) VALUES (3);
+INSERT INTO backoff.schema_migrations (version) VALUES (4);
 
 -- ===== migration 1: 001_schema.sql =====
 
@@ -109,10 +109,10 @@ CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)
 
 -- ===== migration 2: 002_functions.sql =====
 
--- Installs every public and private function of the backoff schema.
--- "unreleased" is the working copy in sql/functions; when a version is
--- released its functions are frozen into snapshots/NNN and this line names
--- that snapshot instead (docs/adr/0003-migrations-and-function-versioning.md).
+-- Installs every public and private function of the backoff schema as
+-- released with schema version 3 (round 1), frozen in snapshots/002 so this
+-- migration never changes meaning (docs/adr/0003-migrations-and-function-versioning.md).
+-- Later function changes are installed by migration 004.
 -- The function files, in dependency order. Each file creates one function
 -- (with its overloads) and, for public functions, its COMMENT.
 -- backoff.schema_version(): the migration version installed in this
@@ -1866,6 +1866,1716 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
         -- By name, so that every overload (and a parameter added at the
         -- end in a later release) is covered.
+        FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
+            IF v_fn.name = 'schema_version'
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
+               OR (v_role = 'backoff_worker' AND v_fn.name IN (
+                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
+                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time'))
+               OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;
+
+-- ===== migration 4: 004_round2.sql =====
+
+-- Round 2: the schema changes of DESIGN §11, then the working copy of every
+-- function (snapshot "unreleased", sql/functions), then their privileges.
+-- Round 1's functions stay frozen in snapshots/002 (migration 002), so this
+-- is the only migration that installs "unreleased" (docs/adr/0003).
+--
+-- Each section below belongs to one change; its down counterpart is in the
+-- same order, reversed, after the marker.
+
+-- == Schema changes (one section per change; added by the round-2 work) ==
+
+-- (end of schema changes)
+
+-- The function files, in dependency order. Each file creates one function
+-- (with its overloads) and, for public functions, its COMMENT.
+-- backoff.schema_version(): the migration version installed in this
+-- database, so clients can refuse to run against an older schema.
+CREATE OR REPLACE FUNCTION backoff.schema_version()
+RETURNS integer
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT version FROM backoff.schema_migrations
+$$;
+
+COMMENT ON FUNCTION backoff.schema_version() IS
+'The pgbackoff migration version installed in this database. Clients compare it with the version they need and ask for `backoffctl migrate up` when it is older.';
+
+-- backoff._interval_us(interval): an interval as whole microseconds. Private.
+-- A month counts as 30 days and a day as 24 hours: the linearization
+-- PostgreSQL's interval comparison uses, so a CHECK such as
+-- "base <= interval '876600 hours'" and this conversion agree. (extract(epoch)
+-- alone would count a year as 365.25 days but compare it as 360.) Exact: the
+-- months are taken out before extract(epoch …), which is numeric.
+CREATE OR REPLACE FUNCTION backoff._interval_us(p_interval interval)
+RETURNS bigint
+LANGUAGE sql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT ((extract(year FROM p_interval) * 12 + extract(month FROM p_interval)) * 2592000000000
+            + extract(epoch FROM p_interval - make_interval(years => extract(year FROM p_interval)::integer,
+                                                            months => extract(month FROM p_interval)::integer)) * 1000000
+           )::bigint
+$$;
+
+-- backoff._clamped_power(x, k): x^k for x >= 1 by binary exponentiation,
+-- clamped at 2^60. Private.
+--
+-- Why not power(): the Go mirror must produce the same double, bit for bit.
+-- pow() in C and math.Pow in Go round differently; the same sequence of IEEE
+-- multiplications does not. Binary exponentiation needs at most ~62
+-- multiplications for any k < 2^31, and the clamp keeps every product finite
+-- (PostgreSQL raises on float8 overflow). The clamp never changes a capped
+-- delay: every factor is >= 1, so once a partial product reaches 2^60 the
+-- result does too, and any delay of base (>= 1 µs) × 2^60 µs (36,559 years)
+-- is above every allowed max (100 years). docs/adr/0004-identical-math-in-sql-and-go.md
+CREATE OR REPLACE FUNCTION backoff._clamped_power(p_x float8, p_k integer)
+RETURNS float8
+LANGUAGE plpgsql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    c_limit CONSTANT float8 := 1152921504606846976.0;  -- 2^60
+    v_result float8 := 1.0;
+    v_square float8 := p_x;
+    v_k integer := p_k;
+BEGIN
+    WHILE v_k > 0 LOOP
+        IF v_k % 2 = 1 THEN
+            v_result := LEAST(v_result * v_square, c_limit);
+        END IF;
+        v_k := v_k / 2;
+        IF v_k > 0 THEN
+            v_square := LEAST(v_square * v_square, c_limit);
+        END IF;
+    END LOOP;
+    RETURN v_result;
+END
+$$;
+
+-- backoff._jitter_unit(seed, attempt): the deterministic u in [0, 1) used by
+-- jitter: the first 8 hex digits of md5('SEED:ATTEMPT') read as an unsigned
+-- 32-bit integer, divided by 2^32 (exact in a double). Private.
+CREATE OR REPLACE FUNCTION backoff._jitter_unit(p_seed bigint, p_attempt integer)
+RETURNS float8
+LANGUAGE sql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT ('x' || substr(md5(p_seed::text || ':' || p_attempt::text), 1, 8))::bit(32)::bigint::float8
+           / 4294967296.0::float8
+$$;
+
+-- backoff._delay_us(...): the backoff delay in microseconds for failed
+-- attempt p_attempt (1-based) under explicit policy parameters, jitter
+-- included. Private: the one implementation of DESIGN §5 that every other
+-- function calls. Durations are microseconds (bigint); arithmetic is in
+-- float8, one operator at a time, in the same order as the Go mirror
+-- (client/policy/delay.go), so both give the same result to the microsecond
+-- (docs/adr/0004-identical-math-in-sql-and-go.md). Change one, change both,
+-- and the shared vectors (client/policy/testdata/vectors.json) tell.
+--
+-- Limits (the same as the policies table's CHECKs and Policy.Validate):
+-- durations 0..100 years (3155760000000000 µs, below 2^53 so exact in a
+-- double), multiplier 1..1000, exponent 1..10, jitter_ratio 0 or
+-- 0.000001..1 (a smaller ratio underflows float8, which PostgreSQL raises).
+-- A NULL seed is seed 0.
+CREATE OR REPLACE FUNCTION backoff._delay_us(
+    p_strategy     text,
+    p_base_us      bigint,
+    p_multiplier   float8,
+    p_exponent     integer,
+    p_schedule_us  bigint[],
+    p_max_us       bigint,
+    p_jitter       text,
+    p_jitter_ratio float8,
+    p_attempt      integer,
+    p_seed         bigint
+)
+RETURNS bigint
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    c_limit_us CONSTANT bigint := 3155760000000000;  -- 100 years
+    v_delay float8;
+    v_max   float8;
+    v_len   integer;
+    v_entry bigint;
+    v_u     float8;
+BEGIN
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RAISE EXCEPTION 'attempt must be at least 1, got "%"', coalesce(p_attempt::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_base_us IS NULL OR p_base_us < 0 OR p_base_us > c_limit_us THEN
+        RAISE EXCEPTION 'base must be between 0 and 100 years, got "%" µs', coalesce(p_base_us::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_us IS NULL OR p_max_us < 0 OR p_max_us > c_limit_us THEN
+        RAISE EXCEPTION 'max must be between 0 and 100 years, got "%" µs', coalesce(p_max_us::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_max := p_max_us::float8;
+
+    CASE p_strategy
+    WHEN 'none' THEN
+        v_delay := 0;
+    WHEN 'fixed' THEN
+        v_delay := p_base_us::float8;
+    WHEN 'linear' THEN
+        v_delay := p_base_us::float8 * p_attempt::float8;
+    WHEN 'exponential' THEN
+        -- NaN compares above every number in PostgreSQL, so "> 1000" rejects it.
+        IF p_multiplier IS NULL OR NOT (p_multiplier >= 1 AND p_multiplier <= 1000) THEN
+            RAISE EXCEPTION 'multiplier must be between 1 and 1000, got "%"', coalesce(p_multiplier::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_delay := p_base_us::float8 * backoff._clamped_power(p_multiplier, p_attempt - 1);
+    WHEN 'polynomial' THEN
+        IF p_exponent IS NULL OR p_exponent < 1 OR p_exponent > 10 THEN
+            RAISE EXCEPTION 'exponent must be between 1 and 10, got "%"', coalesce(p_exponent::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_delay := p_base_us::float8 * backoff._clamped_power(p_attempt::float8, p_exponent);
+    WHEN 'schedule' THEN
+        v_len := cardinality(p_schedule_us);
+        IF v_len IS NULL OR v_len = 0 THEN
+            RAISE EXCEPTION 'schedule must not be empty for strategy "schedule"'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_entry := p_schedule_us[LEAST(p_attempt, v_len)];
+        IF v_entry IS NULL OR v_entry < 0 OR v_entry > c_limit_us THEN
+            RAISE EXCEPTION 'schedule entries must be between 0 and 100 years, got "%" µs', coalesce(v_entry::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_delay := v_entry::float8;
+    ELSE
+        RAISE EXCEPTION 'unknown strategy "%"', coalesce(p_strategy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'use none, fixed, linear, exponential, polynomial or schedule';
+    END CASE;
+
+    -- The cap.
+    v_delay := LEAST(v_delay, v_max);
+
+    -- Jitter, with u from md5('SEED:ATTEMPT'). Each float8 operator rounds on
+    -- its own; Go converts explicitly to stop fused multiply-add.
+    CASE p_jitter
+    WHEN 'none' THEN
+        NULL;
+    WHEN 'full' THEN
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
+        v_delay := v_delay * v_u;
+    WHEN 'equal' THEN
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
+        v_delay := v_delay / 2 + v_delay / 2 * v_u;
+    WHEN 'proportional' THEN
+        IF p_jitter_ratio IS NULL
+           OR NOT (p_jitter_ratio = 0 OR (p_jitter_ratio >= 0.000001 AND p_jitter_ratio <= 1)) THEN
+            RAISE EXCEPTION 'jitter_ratio must be 0 or between 0.000001 and 1, got "%"', coalesce(p_jitter_ratio::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
+        v_delay := LEAST(v_delay * (1 - p_jitter_ratio + 2 * p_jitter_ratio * v_u), v_max);
+    ELSE
+        RAISE EXCEPTION 'unknown jitter "%"', coalesce(p_jitter, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'use none, full, equal or proportional';
+    END CASE;
+
+    -- Whole microseconds, rounded down: never above the cap.
+    RETURN floor(v_delay)::bigint;
+END
+$$;
+
+-- backoff._policy_delay_us(policy row, attempt, seed): _delay_us with the
+-- parameters of a policies row. Private; shared by retry_delay, schedule and
+-- the retry-or-dead-letter decision.
+CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
+    p_policy  backoff.policies,
+    p_attempt integer,
+    p_seed    bigint
+)
+RETURNS bigint
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT backoff._delay_us(
+        (p_policy).strategy,
+        backoff._interval_us((p_policy).base),
+        (p_policy).multiplier,
+        (p_policy).exponent,
+        ARRAY(SELECT backoff._interval_us(s) FROM unnest((p_policy).schedule) AS s),
+        backoff._interval_us((p_policy).max_delay),
+        (p_policy).jitter,
+        (p_policy).jitter_ratio,
+        p_attempt,
+        p_seed)
+$$;
+
+-- backoff.retry_delay(policy, attempt, seed): the delay before the retry
+-- that follows failed attempt p_attempt (1-based) under a named policy,
+-- jitter included, deterministic from p_seed (normally the job id).
+CREATE OR REPLACE FUNCTION backoff.retry_delay(
+    p_policy  text,
+    p_attempt integer,
+    p_seed    bigint DEFAULT 0
+)
+RETURNS interval
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    SELECT * INTO v_policy FROM backoff.policies WHERE name = p_policy;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown policy "%"', coalesce(p_policy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN backoff._policy_delay_us(v_policy, p_attempt, coalesce(p_seed, 0)) * interval '1 microsecond';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.retry_delay(text, integer, bigint) IS
+'Delay before the retry that follows failed attempt p_attempt (1-based) under the named policy, jitter included and deterministic from p_seed (normally the job id). Raises 22023 for an unknown policy or an attempt below 1.
+Example: SELECT backoff.retry_delay(''moderate'', 3, 42);';
+
+-- backoff.compute_delay(...): the backoff delay of DESIGN §5 for explicit
+-- policy parameters, no table involved: pure and IMMUTABLE, so it can be
+-- used in indexes, generated columns, and by callers that keep their policy
+-- elsewhere. Parameters a strategy or jitter does not use are ignored.
+CREATE OR REPLACE FUNCTION backoff.compute_delay(
+    p_strategy     text,
+    p_base         interval,
+    p_multiplier   float8,
+    p_exponent     integer,
+    p_schedule     interval[],
+    p_max          interval,
+    p_jitter       text,
+    p_jitter_ratio float8,
+    p_attempt      integer,
+    p_seed         bigint DEFAULT 0
+)
+RETURNS interval
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_limit CONSTANT interval := interval '876600 hours';  -- 100 years of 365.25 days
+    v_entry interval;
+BEGIN
+    -- Intervals are checked before they become microseconds: a huge interval
+    -- would otherwise fail as a bigint overflow instead of a clear 22023.
+    IF p_base IS NULL OR p_base < interval '0' OR p_base > c_limit THEN
+        RAISE EXCEPTION 'base must be between 0 and 100 years, got "%"', coalesce(p_base::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max IS NULL OR p_max < interval '0' OR p_max > c_limit THEN
+        RAISE EXCEPTION 'max must be between 0 and 100 years, got "%"', coalesce(p_max::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_strategy = 'schedule' THEN
+        FOREACH v_entry IN ARRAY coalesce(p_schedule, '{}') LOOP
+            IF v_entry IS NULL OR v_entry < interval '0' OR v_entry > c_limit THEN
+                RAISE EXCEPTION 'schedule entries must be between 0 and 100 years, got "%"', coalesce(v_entry::text, 'NULL')
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END IF;
+    RETURN backoff._delay_us(
+        p_strategy,
+        backoff._interval_us(p_base),
+        p_multiplier,
+        p_exponent,
+        ARRAY(SELECT backoff._interval_us(s) FROM unnest(p_schedule) AS s),
+        backoff._interval_us(p_max),
+        p_jitter,
+        p_jitter_ratio,
+        p_attempt,
+        p_seed) * interval '1 microsecond';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.compute_delay(text, interval, float8, integer, interval[], interval, text, float8, integer, bigint) IS
+'Backoff delay before the retry that follows failed attempt p_attempt (1-based), from explicit policy parameters: strategy none|fixed|linear|exponential|polynomial|schedule, then the cap p_max, then jitter none|full|equal|proportional with u from md5(''SEED:ATTEMPT''). Pure and IMMUTABLE; identical to the Go mirror (client/policy) to the microsecond. Raises 22023 naming the bad parameter. docs/policies.md has the formulas.
+Example: SELECT backoff.compute_delay(''exponential'', ''1 second'', 2.0, 2, ''{}'', ''1 minute'', ''proportional'', 0.1, 3, 42);';
+
+-- backoff.schedule(policy, attempts, seed): the retry timeline of a named
+-- policy, one row per failed attempt: the delay before the next try (jitter
+-- included, from p_seed) and the cumulative wait since the first failure.
+-- Every row comes from backoff._policy_delay_us, the function fail and reap
+-- use, so the timeline is what jobs will really do.
+CREATE OR REPLACE FUNCTION backoff.schedule(
+    p_policy   text,
+    p_attempts integer DEFAULT 10,
+    p_seed     bigint DEFAULT 0
+)
+RETURNS TABLE (attempt integer, delay interval, cumulative interval)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    -- 1000 rows of at most 100 years each stay inside interval's range.
+    IF p_attempts IS NULL OR p_attempts < 1 OR p_attempts > 1000 THEN
+        RAISE EXCEPTION 'attempts must be between 1 and 1000, got "%"', coalesce(p_attempts::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = p_policy;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown policy "%"', coalesce(p_policy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT g.n, d.v_delay, sum(d.v_delay) OVER (ORDER BY g.n)
+        FROM generate_series(1, p_attempts) AS g(n)
+        CROSS JOIN LATERAL (
+            SELECT backoff._policy_delay_us(v_policy, g.n, coalesce(p_seed, 0)) * interval '1 microsecond' AS v_delay
+        ) AS d
+        ORDER BY g.n;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.schedule(text, integer, bigint) IS
+'The retry timeline of the named policy: for failed attempts 1..p_attempts (at most 1000), the delay before the next try (jitter included, deterministic from p_seed, as for a job whose id is p_seed) and the cumulative wait. What an operator reads before choosing a policy; backoffctl schedule prints the same numbers. Raises 22023 for an unknown policy.
+Example: SELECT * FROM backoff.schedule(''moderate'', 5, 42);';
+
+-- backoff._step_backoff(request, attempts, max, multiplier): validates the
+-- parameters of calculate_step_next_retry_time and returns the delay of its
+-- fallback path, LEAST(multiplier^attempts seconds, max seconds). Private;
+-- shared by the timestamptz and timestamp overloads.
+--
+-- tasker-core's expression power(multiplier, attempts) overflows numeric
+-- (and float8) for large attempts. Here the cap is decided before any
+-- exponentiation: when attempts × ln(multiplier) exceeds ln(max) + 1, the
+-- power is above e × max and the result is max; the margin of 1 is far wider
+-- than any float8 rounding of the logarithms. Otherwise the power is at most
+-- about 2.7 × max (≤ 5.9e9) and is computed with the original expression,
+-- so every result the original could compute comes out the same: numeric
+-- power, then PostgreSQL's interval multiplication, which rounds fractional
+-- seconds to the nearest microsecond (1.1^3 → 1.331 s).
+--
+-- attempts NULL follows the original too: LEAST ignores the NULL power, so
+-- the delay is max.
+CREATE OR REPLACE FUNCTION backoff._step_backoff(
+    p_request_seconds integer,
+    p_attempts        integer,
+    p_max_seconds     integer,
+    p_multiplier      numeric
+)
+RETURNS interval
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_max interval;
+BEGIN
+    IF p_request_seconds < 0 THEN
+        RAISE EXCEPTION 'backoff_request_seconds must not be negative, got "%"', p_request_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_attempts < 0 THEN
+        RAISE EXCEPTION 'attempts must not be negative, got "%"', p_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_seconds IS NULL OR p_max_seconds <= 0 THEN
+        RAISE EXCEPTION 'p_max_backoff_seconds must be positive, got "%"', coalesce(p_max_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- NaN is neither < 1 nor finite; 'Infinity' is not finite.
+    IF p_multiplier IS NULL OR p_multiplier = 'NaN'::numeric OR p_multiplier = 'Infinity'::numeric
+       OR p_multiplier < 1 THEN
+        RAISE EXCEPTION 'p_backoff_multiplier must be a finite number of at least 1, got "%"', coalesce(p_multiplier::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    v_max := p_max_seconds * interval '1 second';
+    IF p_attempts IS NULL THEN
+        RETURN v_max;
+    END IF;
+    IF p_attempts > 0 AND p_multiplier > p_max_seconds THEN
+        RETURN v_max;  -- multiplier^attempts >= multiplier > max (and ln needs no huge float8)
+    END IF;
+    IF p_attempts::float8 * ln(p_multiplier::float8) > ln(p_max_seconds::float8) + 1 THEN
+        RETURN v_max;
+    END IF;
+    RETURN LEAST(power(p_multiplier, p_attempts::numeric) * interval '1 second', v_max);
+END
+$$;
+
+-- backoff.calculate_step_next_retry_time(...): tasker-core's dual-path rule
+-- (TAS-57), drop-in, with its parameter names and defaults: an explicit
+-- request (backoff_request_seconds after last_attempted_at) wins; otherwise
+-- failure_time + LEAST(multiplier^attempts seconds, max seconds); otherwise
+-- NULL. Unlike the original it never overflows (attempts up to 2^31-1), and
+-- rejects invalid parameters with 22023 whichever path applies. Fractional
+-- seconds of the power are kept to the microsecond (rounded to nearest, as
+-- the original expression does). The timestamp overload serves users of the
+-- original's timestamp-without-time-zone columns.
+CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
+    backoff_request_seconds integer,
+    last_attempted_at       timestamptz,
+    failure_time            timestamptz,
+    attempts                integer,
+    p_max_backoff_seconds   integer DEFAULT 60,
+    p_backoff_multiplier    numeric DEFAULT 2.0
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
+    backoff_request_seconds integer,
+    last_attempted_at       timestamp,
+    failure_time            timestamp,
+    attempts                integer,
+    p_max_backoff_seconds   integer DEFAULT 60,
+    p_backoff_multiplier    numeric DEFAULT 2.0
+)
+RETURNS timestamp
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
+$$;
+
+COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamptz, timestamptz, integer, integer, numeric) IS
+'tasker-core''s dual-path retry time: last_attempted_at + backoff_request_seconds when both are given; else failure_time + LEAST(p_backoff_multiplier^attempts, p_max_backoff_seconds) seconds (fractions kept to the microsecond); else NULL. Never overflows, for any attempts up to 2^31-1. Raises 22023 naming the parameter for negative attempts or backoff_request_seconds, p_max_backoff_seconds <= 0, p_backoff_multiplier < 1, NaN or infinite.
+Example: SELECT backoff.calculate_step_next_retry_time(NULL, NULL, ''2025-01-01 00:00:00+00'', 3);  -- 00:00:08';
+
+COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamp, timestamp, integer, integer, numeric) IS
+'The timestamp-without-time-zone overload of calculate_step_next_retry_time, for drop-in users of tasker-core''s original: same rule, same errors.
+Example: SELECT backoff.calculate_step_next_retry_time(30, ''2025-01-01 00:00:00'', NULL, 0);  -- 00:00:30';
+
+-- backoff._iso8601(at): a timestamptz as ISO 8601 in UTC with microseconds
+-- ("2026-01-02T03:04:05.000006Z"), whatever the session's TimeZone. Private;
+-- used for the error history and for BK004's DETAIL, which clients parse.
+CREATE OR REPLACE FUNCTION backoff._iso8601(p_at timestamptz)
+RETURNS text
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+-- backoff._push_error(errors, attempt, at, error, worker, kind): the job's
+-- error history with one entry appended, keeping the 20 most recent entries
+-- (the oldest are dropped). Entries are objects
+-- {"attempt", "at" (ISO 8601 UTC), "error", "worker", "kind"} with kind
+-- 'error' (a handler's failure) or 'lease_expired' (reaped). Private; used by
+-- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE.
+CREATE OR REPLACE FUNCTION backoff._push_error(
+    p_errors  jsonb,
+    p_attempt integer,
+    p_at      timestamptz,
+    p_error   text,
+    p_worker  text,
+    p_kind    text
+)
+RETURNS jsonb
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_path_query_array(p_errors, '$[last - 18 to last]')
+        || jsonb_build_array(jsonb_build_object(
+               'attempt', p_attempt,
+               'at', backoff._iso8601(p_at),
+               'error', p_error,
+               'worker', p_worker,
+               'kind', p_kind))
+$$;
+
+-- backoff._job_policy(policy, queue): the policy row that governs a job:
+-- the job's own policy, else its queue's (backoff.queues), else 'default'.
+-- A name with no row (a policy deleted after the job was enqueued) falls
+-- through to the next candidate, so a job is never stuck for want of a
+-- policy; with no 'default' row either it raises 22023. Private; PL/pgSQL so
+-- that its plans are cached (docs/adr/0008-single-retry-decision.md).
+CREATE OR REPLACE FUNCTION backoff._job_policy(p_policy text, p_queue text)
+RETURNS backoff.policies
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    IF p_policy IS NOT NULL THEN
+        SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = p_policy;
+        IF FOUND THEN
+            RETURN v_policy;
+        END IF;
+    END IF;
+    SELECT p.* INTO v_policy
+    FROM backoff.queues AS q
+    JOIN backoff.policies AS p ON p.name = q.policy
+    WHERE q.name = p_queue;
+    IF FOUND THEN
+        RETURN v_policy;
+    END IF;
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = 'default';
+    IF FOUND THEN
+        RETURN v_policy;
+    END IF;
+    RAISE EXCEPTION 'unknown policy "%" and no "default" policy', coalesce(p_policy, 'NULL')
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
+-- with a reason" for a failed attempt. It exists once: fail (one row) and
+-- reap (a batch of expired leases) both call it inside their UPDATE, so a
+-- reported failure and a silent crash are judged identically
+-- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
+-- parameter, time included.
+--
+-- In order:
+--   not p_retryable                          -> dead_lettered, 'non_retryable'
+--   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
+--   next run after created_at + deadline     -> dead_lettered, 'deadline'
+--   otherwise                                -> retrying at the next run
+-- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
+-- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
+-- else the policy's delay for attempt p_attempts seeded by the job id).
+-- A dead letter keeps its run_at and gets completed_at = p_now.
+CREATE OR REPLACE FUNCTION backoff._retry_decision(
+    p_policy       backoff.policies,
+    p_job_id       bigint,
+    p_attempts     integer,
+    p_max_attempts integer,
+    p_created_at   timestamptz,
+    p_run_at       timestamptz,
+    p_retry_in     interval,
+    p_retryable    boolean,
+    p_now          timestamptz,
+    OUT status             text,
+    OUT run_at             timestamptz,
+    OUT dead_letter_reason text,
+    OUT completed_at       timestamptz
+)
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_next timestamptz;
+BEGIN
+    IF NOT p_retryable THEN
+        dead_letter_reason := 'non_retryable';
+    ELSIF p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN
+        dead_letter_reason := 'max_attempts';
+    ELSE
+        IF p_retry_in IS NULL THEN
+            v_next := p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond';
+        ELSE
+            v_next := p_now + least(p_retry_in, (p_policy).max_delay);
+        END IF;
+        IF (p_policy).deadline IS NOT NULL AND v_next > p_created_at + (p_policy).deadline THEN
+            dead_letter_reason := 'deadline';
+        ELSE
+            status := 'retrying';
+            run_at := v_next;
+            RETURN;
+        END IF;
+    END IF;
+    status := 'dead_lettered';
+    run_at := p_run_at;
+    completed_at := p_now;
+END
+$$;
+
+-- backoff._raise_fencing_error(action, job id, attempt): raises the error
+-- for a guarded UPDATE on a running attempt (complete, fail, heartbeat,
+-- snooze) that matched no row. It runs only after that UPDATE, so it reads
+-- the row as it is now and never decides before writing:
+--   NULL id or attempt, attempt < 1     -> 22023
+--   no such job                         -> BK001
+--   completed, dead_lettered, cancelled -> BK003
+--   otherwise (pending, retrying, or running another attempt) -> BK002
+-- Private. Always raises.
+CREATE OR REPLACE FUNCTION backoff._raise_fencing_error(
+    p_action  text,
+    p_job_id  bigint,
+    p_attempt integer
+)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_status   text;
+    v_attempts integer;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot % job "NULL": job id must not be null', p_action
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RAISE EXCEPTION 'cannot % job "%": attempt must be at least 1, got "%"',
+            p_action, p_job_id, coalesce(p_attempt::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT j.status, j.attempts INTO v_status, v_attempts
+    FROM backoff.jobs AS j
+    WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
+        RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
+            USING ERRCODE = 'BK003';
+    END IF;
+    IF v_status = 'running' THEN
+        RAISE EXCEPTION 'cannot % job "%": attempt "%" is stale, the job is running attempt "%"',
+            p_action, p_job_id, p_attempt, v_attempts
+            USING ERRCODE = 'BK002';
+    END IF;
+    RAISE EXCEPTION 'cannot % job "%": attempt "%" is stale, the job is "%" after attempt "%"',
+        p_action, p_job_id, p_attempt, v_status, v_attempts
+        USING ERRCODE = 'BK002';
+END
+$$;
+
+-- backoff._valid_span(interval): true for NULL or a finite interval of at
+-- most 876600 hours (100 years of 365.25 days, the bound of every policy
+-- duration). Private. Leases, delays and windows beyond it would push a
+-- timestamp out of PostgreSQL's range (22008) or, on PostgreSQL 17 where
+-- intervals can be infinite, leave a lease that never expires; the callers
+-- refuse them with 22023 instead.
+CREATE OR REPLACE FUNCTION backoff._valid_span(p_value interval)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_value IS NULL
+        OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
+$$;
+
+-- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
+-- now, policy): insert a job and return its id. The job records p_policy,
+-- else the policy of its queue at this moment
+-- (docs/adr/0008-single-retry-decision.md). p_policy follows p_now, against
+-- the p_now-last convention, so that positional calls written before it
+-- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
+-- key that matches an unfinished job of the same queue returns that job's
+-- id and inserts nothing. A job due now wakes listeners of channel
+-- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
+-- notifications of one transaction once, so a bulk enqueue sends one per
+-- queue.
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queue        text,
+    p_payload      jsonb DEFAULT '{}',
+    p_run_at       timestamptz DEFAULT NULL,
+    p_max_attempts integer DEFAULT NULL,
+    p_priority     integer DEFAULT 0,
+    p_dedupe_key   text DEFAULT NULL,
+    p_now          timestamptz DEFAULT now(),
+    p_policy       text DEFAULT NULL
+)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id     bigint;
+    v_run_at timestamptz := coalesce(p_run_at, p_now);
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
+        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key = '' THEN
+        RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policy IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+        RAISE EXCEPTION 'unknown policy "%"', p_policy
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    FOR v_try IN 1..10 LOOP
+        IF p_dedupe_key IS NULL THEN
+            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
+            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
+                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    v_run_at, p_now)
+            RETURNING id INTO v_id;
+        ELSE
+            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
+            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
+                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    v_run_at, p_now, p_dedupe_key)
+            ON CONFLICT (queue, dedupe_key)
+                WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
+                DO NOTHING
+            RETURNING id INTO v_id;
+        END IF;
+        IF v_id IS NOT NULL THEN
+            IF v_run_at <= p_now THEN
+                PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        -- The key is taken by an unfinished job: return it. If that job
+        -- finished between the INSERT and this SELECT, insert again.
+        SELECT j.id INTO v_id
+        FROM backoff.jobs AS j
+        WHERE j.queue = p_queue AND j.dedupe_key = p_dedupe_key
+          AND j.status IN ('pending', 'running', 'retrying');
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a p_policy that names no row of backoff.policies.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
+SELECT id, queue, policy FROM backoff.jobs ORDER BY id;';
+
+-- backoff.enqueue(queues[], payloads[], run_ats[], max_attempts[],
+-- priorities[], dedupe_keys[], now, policies[]): the bulk form, element i of every
+-- array describing job i; returns the ids in input order. It has exactly
+-- the single-job form's semantics, but a batch without dedupe keys is
+-- inserted by ONE set-based INSERT instead of one INSERT per job (about 5x
+-- fewer server cycles per job; docs/adr/0016-set-based-bulk-enqueue.md). A
+-- batch with a dedupe key goes through the single-job form element by
+-- element, which handles the key's conflicts and races. The ids are drawn
+-- from the identity sequence before the INSERT so that each one is tied to
+-- its element whatever order the rows are inserted in.
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queues       text[],
+    p_payloads     jsonb[],
+    p_run_ats      timestamptz[],
+    p_max_attempts integer[],
+    p_priorities   integer[],
+    p_dedupe_keys  text[],
+    p_now          timestamptz DEFAULT now(),
+    p_policies     text[] DEFAULT NULL
+)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer := coalesce(cardinality(p_queues), 0);
+BEGIN
+    IF p_queues IS NULL
+       OR coalesce(cardinality(p_payloads), v_n) <> v_n OR coalesce(cardinality(p_run_ats), v_n) <> v_n
+       OR coalesce(cardinality(p_max_attempts), v_n) <> v_n OR coalesce(cardinality(p_priorities), v_n) <> v_n
+       OR coalesce(cardinality(p_dedupe_keys), v_n) <> v_n OR coalesce(cardinality(p_policies), v_n) <> v_n THEN
+        RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_keys IS NOT NULL AND EXISTS (SELECT FROM unnest(p_dedupe_keys) AS k WHERE k IS NOT NULL) THEN
+        RETURN QUERY
+        SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys, p_policies)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, policy, ord)
+        ORDER BY t.ord;
+        RETURN;
+    END IF;
+    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
+        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
+            coalesce(p_queues[array_position(p_queues, '')], 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
+            (SELECT min(m) FROM unnest(p_max_attempts) AS m)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity')) THEN
+        RAISE EXCEPTION 'run_at must be a finite time, got "%"',
+            (SELECT r FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity') LIMIT 1)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policies IS NOT NULL AND EXISTS (
+            SELECT FROM unnest(p_policies) AS n
+            WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
+        RAISE EXCEPTION 'unknown policy "%"',
+            (SELECT n FROM unnest(p_policies) AS n
+             WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    RETURN QUERY
+    WITH src AS MATERIALIZED (
+        SELECT t.ord, pg_catalog.nextval('backoff.jobs_id_seq'::regclass) AS id,
+               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority, t.policy
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_policies)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, policy, ord)
+    ), ins AS (
+        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
+               coalesce(s.policy, q.policy, 'default'), s.run_at, p_now
+        FROM src AS s
+        LEFT JOIN backoff.queues AS q ON q.name = s.queue
+    )
+    SELECT s.id FROM src AS s ORDER BY s.ord;
+
+    PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
+    FROM (SELECT DISTINCT t.queue
+          FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
+          WHERE coalesce(t.run_at, p_now) <= p_now) AS d;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a policy that names no row of backoff.policies.
+Example:
+SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
+                              NULL, NULL, ARRAY[0, 5, 0], NULL);';
+
+-- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
+-- jobs of a queue in one UPDATE. The candidates are locked with
+-- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
+-- a row. Hot path: one statement, no extra queries.
+--
+-- Plan notes (docs/design.md §10): the candidates are collected into an
+-- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
+-- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
+-- LOCKED) can get a generic plan that hash-joins a sequential scan of the
+-- whole table. The lease comes from the job's recorded policy by primary
+-- key; backoff._job_policy is the fallback for a job whose policy is NULL or
+-- deleted. A paused queue (backoff.queues.paused) gives nothing.
+CREATE OR REPLACE FUNCTION backoff.claim(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer DEFAULT 1,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF p_queue IS NULL OR p_queue = '' THEN
+            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_worker IS NULL THEN
+            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+            RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSE
+            RAISE EXCEPTION 'claim in queue "%": now must be a finite time, got "%"', p_queue, coalesce(p_now::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
+    -- parameter in LIMIT makes the generic plan look expensive (the planner
+    -- assumes it keeps 10% of the rows), so the plan cache would plan the
+    -- statement again on every call; with a constant it keeps one generic
+    -- plan, which matters for one job per call. A batch amortizes planning.
+    IF p_limit = 1 THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    ELSE
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
+
+-- backoff.acquire(job id, worker, lease, now): claim one given job if it is
+-- due, for workflow engines that choose the step themselves
+-- (docs/adr/0010-acquire-by-id.md). One guarded UPDATE; only when it
+-- matches nothing is the row read to choose the error, so two workers
+-- acquiring the same job get exactly one winner: the other waits for the
+-- winner's row lock and then sees a running job (BK002).
+CREATE OR REPLACE FUNCTION backoff.acquire(
+    p_job_id bigint,
+    p_worker text,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot acquire job "NULL": job id must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'cannot acquire job "%": worker must not be null', p_job_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot acquire job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        lease_until = p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease),
+        locked_by = p_worker,
+        last_attempted_at = p_now
+    WHERE j.id = p_job_id
+      -- "pending or retrying", spelled so that it does not imply the
+      -- predicate of jobs_claimable_idx: a generic plan would otherwise
+      -- scan every due job of that index for this one id.
+      AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+      AND j.run_at <= p_now
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        RETURN v_job;
+    END IF;
+
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    IF v_job.status = 'running' THEN
+        RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
+            USING ERRCODE = 'BK002';
+    END IF;
+    IF v_job.status IN ('completed', 'dead_lettered', 'cancelled') THEN
+        RAISE EXCEPTION 'cannot acquire job "%": it is "%"', p_job_id, v_job.status
+            USING ERRCODE = 'BK003';
+    END IF;
+    RAISE EXCEPTION 'job "%" is not ready until "%" (attempts "%")',
+        p_job_id, backoff._iso8601(v_job.run_at), v_job.attempts
+        USING ERRCODE = 'BK004',
+              DETAIL = backoff._iso8601(v_job.run_at),
+              HINT = format('attempts=%s', v_job.attempts);
+END
+$$;
+
+COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
+'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1, lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, worker or now, a lease <= 0.
+Example:
+SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
+SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
+
+-- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
+-- of a job completed. One guarded UPDATE; the error path reads the row only
+-- when it matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.complete(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot complete job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts FROM backoff.complete(1, 1);';
+
+-- backoff.complete_many(job ids, attempts, now): complete a batch in one
+-- UPDATE joined to the unnested arrays. Fenced per entry: a job not running
+-- the given attempt is left alone and its id not returned.
+CREATE OR REPLACE FUNCTION backoff.complete_many(
+    p_job_ids  bigint[],
+    p_attempts integer[],
+    p_now      timestamptz DEFAULT now()
+)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_job_ids IS NULL OR p_attempts IS NULL
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+            RAISE EXCEPTION 'complete_many: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
+            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
+    WHERE j.id = t.id
+      AND j.attempts = t.attempt
+      AND j.status = 'running'
+    RETURNING j.id;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
+Errors: 22023 for NULL arrays, arrays of different lengths, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
+SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 ran attempt 1, not 2';
+
+-- backoff.fail(job id, attempt, error, retry_in, retryable, now): settle a
+-- failed running attempt with ONE guarded UPDATE whose new status, run_at,
+-- reason and completed_at come from backoff._retry_decision, the same
+-- decision reap uses. The error path reads the row only when the UPDATE
+-- matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.fail(
+    p_job_id    bigint,
+    p_attempt   integer,
+    p_error     text,
+    p_retry_in  interval DEFAULT NULL,
+    p_retryable boolean DEFAULT true,
+    p_now       timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_error IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_retry_in < interval '0' THEN
+        RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET (status, run_at, dead_letter_reason, completed_at) = (
+            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+            FROM backoff._retry_decision(
+                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+                j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = p_error,
+        errors = backoff._push_error(j.errors, j.attempts, p_now, p_error, j.locked_by, 'error')
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); attempts >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for this attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error, retryable or now, an attempt < 1, a negative retry_in.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
+
+-- backoff.reap(now, limit): move running jobs whose lease expired through
+-- backoff._retry_decision, the same decision fail uses, as retryable
+-- failures with message 'lease expired' and kind 'lease_expired'. Set-based
+-- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
+-- any number of reapers can run at once without waiting for one another or
+-- settling a job twice. The outer UPDATE does not repeat the conditions: the
+-- rows are locked by the subquery, which rechecked them on their latest
+-- version, and a repeated "lease_until < p_now" would let the planner walk
+-- the lease index instead of probing the primary key.
+CREATE OR REPLACE FUNCTION backoff.reap(
+    p_now   timestamptz DEFAULT now(),
+    p_limit integer DEFAULT 1000
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET (status, run_at, dead_letter_reason, completed_at) = (
+            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+            FROM backoff._retry_decision(
+                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+                j.created_at, j.run_at, NULL, true, p_now) AS d),
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    WHERE j.id = ANY (ARRAY(
+        SELECT r.id
+        FROM backoff.jobs AS r
+        -- Only running jobs have a lease (CHECK jobs_lease_while_running).
+        -- Adding "status = 'running'" would make the planner expect one row
+        -- and prefer a bitmap scan plus a sort of every expired lease to
+        -- this ordered walk of jobs_lease_idx that stops at p_limit.
+        WHERE r.lease_until < p_now
+        ORDER BY r.lease_until
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+Errors: 22023 for a NULL now, a limit < 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
+
+-- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
+-- running attempt. One guarded UPDATE; errors chosen only after it matched
+-- nothing.
+CREATE OR REPLACE FUNCTION backoff.heartbeat(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_extend  interval DEFAULT NULL,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease_until timestamptz;
+BEGIN
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), p_extend
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET lease_until = p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease)
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.lease_until INTO v_lease_until;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
+    END IF;
+    RETURN v_lease_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
+'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1, an extend <= 0.
+Example:
+SELECT backoff.enqueue(''reports'');
+SELECT id FROM backoff.claim(''reports'', ''worker-1'');
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';
+
+-- backoff.snooze(job id, attempt, delay, now): put a running attempt back
+-- to pending at p_now + p_delay without spending it: attempts goes back by
+-- one, so the next claim carries the same attempt number again
+-- (docs/adr/0006-attempts-counted-at-claim.md).
+CREATE OR REPLACE FUNCTION backoff.snooze(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_delay   interval,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'pending',
+        attempts = j.attempts - 1,
+        run_at = p_now + p_delay,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
+
+-- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
+-- is not finished (pending, retrying or running). A running worker learns
+-- it at its next complete, fail, heartbeat or snooze (BK003).
+CREATE OR REPLACE FUNCTION backoff.cancel(
+    p_job_id bigint,
+    p_reason text DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot cancel job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'cancelled',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_error = coalesce(p_reason, j.last_error)
+    WHERE j.id = p_job_id
+      AND j.status IN ('pending', 'running', 'retrying')
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot cancel job "%": it is "%"', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
+Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
+
+-- backoff.replay(job id, now): a dead-lettered or cancelled job back to
+-- pending, due at p_now, with a fresh attempt budget. The error history and
+-- last_error stay as evidence.
+CREATE OR REPLACE FUNCTION backoff.replay(
+    p_job_id bigint,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot replay job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            attempts = 0,
+            run_at = p_now,
+            dead_letter_reason = NULL,
+            completed_at = NULL,
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status IN ('dead_lettered', 'cancelled')
+        RETURNING j.* INTO v_job;
+    EXCEPTION WHEN unique_violation THEN
+        SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+        RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
+            p_job_id, v_job.queue, v_job.dedupe_key
+            USING ERRCODE = 'BK003';
+    END;
+    IF v_job.id IS NOT NULL THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', v_job.queue);
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot replay job "%": it is "%", only dead_lettered or cancelled jobs can be replayed', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id or now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
+SELECT status, attempts, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
+
+-- backoff.prune(older than, limit, now): delete up to p_limit finished jobs
+-- (completed, dead_lettered, cancelled) whose completed_at is older than
+-- p_now - p_older_than. No index serves it, on purpose: an index on
+-- completed_at would be paid by every settle, and prune runs rarely. The
+-- scan stops as soon as it has p_limit rows, and old rows sit early in the
+-- heap (docs/adr/0009-retention-and-prune.md).
+CREATE OR REPLACE FUNCTION backoff.prune(
+    p_older_than interval,
+    p_limit      integer DEFAULT 10000,
+    p_now        timestamptz DEFAULT now()
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
+        RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'prune: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.jobs AS j
+    WHERE j.id = ANY (ARRAY(
+        SELECT f.id
+        FROM backoff.jobs AS f
+        WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
+          AND f.completed_at < p_now - p_older_than
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
+'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1);
+SELECT backoff.prune(''7 days'', p_now => now() + interval ''8 days'') AS deleted;';
+
+-- backoff.stats(window, now): one row per queue for the CLI and dashboards:
+-- jobs per status, how many are due and how long the oldest due job has
+-- waited, and what happened in the window (p_now - p_window, p_now]:
+-- retries scheduled and jobs dead-lettered. A failure is read from the error
+-- history, so only the 20 most recent per job count. One scan of the table:
+-- fine for an operator's command, not for a tight loop.
+CREATE OR REPLACE FUNCTION backoff.stats(
+    p_window interval DEFAULT '1 hour',
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS TABLE (
+    queue          text,
+    pending        bigint,
+    running        bigint,
+    retrying       bigint,
+    completed      bigint,
+    dead_lettered  bigint,
+    cancelled      bigint,
+    due            bigint,
+    oldest_due_age interval,
+    retries        bigint,
+    dead_letters   bigint
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_window IS NULL OR p_window < interval '0' OR NOT backoff._valid_span(p_window) THEN
+        RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'stats: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) FILTER (WHERE j.status = 'pending') AS pending,
+               count(*) FILTER (WHERE j.status = 'running') AS running,
+               count(*) FILTER (WHERE j.status = 'retrying') AS retrying,
+               count(*) FILTER (WHERE j.status = 'completed') AS completed,
+               count(*) FILTER (WHERE j.status = 'dead_lettered') AS dead_lettered,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now) AS due,
+               p_now - min(j.run_at) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now)
+                   AS oldest_due_age,
+               count(*) FILTER (WHERE j.status = 'dead_lettered'
+                                  AND j.completed_at > p_now - p_window AND j.completed_at <= p_now)
+                   AS dead_letters
+        FROM backoff.jobs AS j
+        GROUP BY j.queue
+    ),
+    failures AS (
+        -- Failures in the window that were followed by a retry: every
+        -- history entry in the window but the one that dead-lettered its job.
+        SELECT j.queue, count(*) AS retries
+        FROM backoff.jobs AS j
+        CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(entry, n)
+        WHERE j.last_failed_at > p_now - p_window
+          AND (e.entry ->> 'at')::timestamptz > p_now - p_window
+          AND (e.entry ->> 'at')::timestamptz <= p_now
+          AND NOT (j.status = 'dead_lettered' AND e.n = jsonb_array_length(j.errors))
+        GROUP BY j.queue
+    )
+    SELECT c.queue, c.pending, c.running, c.retrying, c.completed, c.dead_lettered, c.cancelled,
+           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters
+    FROM counts AS c
+    LEFT JOIN failures AS f ON f.queue = c.queue
+    ORDER BY c.queue;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
+'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
+Errors: 22023 for a NULL or negative window, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
+
+
+
+-- Privileges of the functions: the rule of migration 003 (docs/adr/0017),
+-- with round 2's function names. Owner backoff_owner, nothing for PUBLIC,
+-- EXECUTE granted by name so that every overload is covered.
+DO $$
+DECLARE
+    v_fn   record;
+    v_role text;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::pg_catalog.regprocedure AS sig, p.proname::text AS name
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO backoff_owner', v_fn.sig);
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
                OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))

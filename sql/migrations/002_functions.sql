@@ -1,8 +1,8 @@
--- Installs every public and private function of the backoff schema.
--- "unreleased" is the working copy in sql/functions; when a version is
--- released its functions are frozen into snapshots/NNN and this line names
--- that snapshot instead (docs/adr/0003-migrations-and-function-versioning.md).
-{{ install_snapshot "unreleased" }}
+-- Installs every public and private function of the backoff schema as
+-- released with schema version 3 (round 1), frozen in snapshots/002 so this
+-- migration never changes meaning (docs/adr/0003-migrations-and-function-versioning.md).
+-- Later function changes are installed by migration 004.
+{{ install_snapshot "002" }}
 
 ---- create above / drop below ----
 

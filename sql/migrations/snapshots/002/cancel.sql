@@ -1,0 +1,49 @@
+-- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
+-- is not finished (pending, retrying or running). A running worker learns
+-- it at its next complete, fail, heartbeat or snooze (BK003).
+CREATE OR REPLACE FUNCTION backoff.cancel(
+    p_job_id bigint,
+    p_reason text DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot cancel job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'cancelled',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_error = coalesce(p_reason, j.last_error)
+    WHERE j.id = p_job_id
+      AND j.status IN ('pending', 'running', 'retrying')
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot cancel job "%": it is "%"', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
+Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';

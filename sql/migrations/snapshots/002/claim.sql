@@ -1,0 +1,105 @@
+-- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
+-- jobs of a queue in one UPDATE. The candidates are locked with
+-- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
+-- a row. Hot path: one statement, no extra queries.
+--
+-- Plan notes (docs/design.md §10): the candidates are collected into an
+-- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
+-- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
+-- LOCKED) can get a generic plan that hash-joins a sequential scan of the
+-- whole table. The lease comes from the job's recorded policy by primary
+-- key; backoff._job_policy is the fallback for a job whose policy is NULL or
+-- deleted. A paused queue (backoff.queues.paused) gives nothing.
+CREATE OR REPLACE FUNCTION backoff.claim(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer DEFAULT 1,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        IF p_queue IS NULL OR p_queue = '' THEN
+            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_worker IS NULL THEN
+            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+            RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSE
+            RAISE EXCEPTION 'claim in queue "%": now must be a finite time, got "%"', p_queue, coalesce(p_now::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
+    -- parameter in LIMIT makes the generic plan look expensive (the planner
+    -- assumes it keeps 10% of the rows), so the plan cache would plan the
+    -- statement again on every call; with a constant it keeps one generic
+    -- plan, which matters for one job per call. A batch amortizes planning.
+    IF p_limit = 1 THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    ELSE
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';

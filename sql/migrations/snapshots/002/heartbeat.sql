@@ -1,0 +1,47 @@
+-- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
+-- running attempt. One guarded UPDATE; errors chosen only after it matched
+-- nothing.
+CREATE OR REPLACE FUNCTION backoff.heartbeat(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_extend  interval DEFAULT NULL,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease_until timestamptz;
+BEGIN
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), p_extend
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET lease_until = p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease)
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.lease_until INTO v_lease_until;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
+    END IF;
+    RETURN v_lease_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
+'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1, an extend <= 0.
+Example:
+SELECT backoff.enqueue(''reports'');
+SELECT id FROM backoff.claim(''reports'', ''worker-1'');
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';

@@ -1,0 +1,65 @@
+-- backoff.reap(now, limit): move running jobs whose lease expired through
+-- backoff._retry_decision, the same decision fail uses, as retryable
+-- failures with message 'lease expired' and kind 'lease_expired'. Set-based
+-- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
+-- any number of reapers can run at once without waiting for one another or
+-- settling a job twice. The outer UPDATE does not repeat the conditions: the
+-- rows are locked by the subquery, which rechecked them on their latest
+-- version, and a repeated "lease_until < p_now" would let the planner walk
+-- the lease index instead of probing the primary key.
+CREATE OR REPLACE FUNCTION backoff.reap(
+    p_now   timestamptz DEFAULT now(),
+    p_limit integer DEFAULT 1000
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    UPDATE backoff.jobs AS j
+    SET (status, run_at, dead_letter_reason, completed_at) = (
+            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+            FROM backoff._retry_decision(
+                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+                j.created_at, j.run_at, NULL, true, p_now) AS d),
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    WHERE j.id = ANY (ARRAY(
+        SELECT r.id
+        FROM backoff.jobs AS r
+        -- Only running jobs have a lease (CHECK jobs_lease_while_running).
+        -- Adding "status = 'running'" would make the planner expect one row
+        -- and prefer a bitmap scan plus a sort of every expired lease to
+        -- this ordered walk of jobs_lease_idx that stops at p_limit.
+        WHERE r.lease_until < p_now
+        ORDER BY r.lease_until
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+Errors: 22023 for a NULL now, a limit < 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';

@@ -1,0 +1,52 @@
+-- backoff.snooze(job id, attempt, delay, now): put a running attempt back
+-- to pending at p_now + p_delay without spending it: attempts goes back by
+-- one, so the next claim carries the same attempt number again
+-- (docs/adr/0006-attempts-counted-at-claim.md).
+CREATE OR REPLACE FUNCTION backoff.snooze(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_delay   interval,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.jobs AS j
+    SET status = 'pending',
+        attempts = j.attempts - 1,
+        run_at = p_now + p_delay,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
