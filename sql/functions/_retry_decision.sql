@@ -49,7 +49,7 @@ BEGIN
             dead_letter_reason := 'deadline';
         ELSE
             status := 'retrying';
-            run_at := v_next;
+            run_at := backoff._clamp_time(v_next);
             RETURN;
         END IF;
     END IF;

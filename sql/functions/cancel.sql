@@ -24,7 +24,7 @@ BEGIN
         completed_at = p_now,
         lease_until = NULL,
         locked_by = NULL,
-        last_error = coalesce(p_reason, j.last_error)
+        last_error = coalesce(backoff._error_text(p_reason), j.last_error)
     WHERE j.id = p_job_id
       AND j.status IN ('pending', 'running', 'retrying')
     RETURNING j.* INTO v_job;
@@ -42,7 +42,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
 Example:
 SELECT backoff.enqueue(''emails'');

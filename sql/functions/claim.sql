@@ -24,6 +24,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM backoff._check_name('queue', p_queue);
+    PERFORM backoff._check_name('worker', p_worker);
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
@@ -44,6 +46,8 @@ BEGIN
         END IF;
     END IF;
 
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
     -- assumes it keeps 10% of the rows), so the plan cache would plan the
@@ -54,10 +58,10 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = p_now + coalesce(
+            lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (backoff._job_policy(j.policy, j.queue)).lease),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = ANY (ARRAY(
@@ -76,10 +80,10 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = p_now + coalesce(
+            lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (backoff._job_policy(j.policy, j.queue)).lease),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = ANY (ARRAY(
@@ -99,7 +103,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
 'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a NULL now; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';

@@ -29,10 +29,7 @@ DECLARE
     v_id     bigint;
     v_run_at timestamptz := coalesce(p_run_at, p_now);
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM backoff._check_name('queue', p_queue);
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
@@ -41,19 +38,25 @@ BEGIN
         RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
+    IF p_run_at < '0001-01-01 00:00:00+00' OR p_run_at >= '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"', p_run_at
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_policy IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
-        RAISE EXCEPTION 'unknown policy "%"', p_policy
-            USING ERRCODE = 'invalid_parameter_value';
+    IF p_dedupe_key IS NOT NULL THEN
+        PERFORM backoff._check_name('dedupe key', p_dedupe_key);
     END IF;
+    IF p_policy IS NOT NULL THEN
+        PERFORM backoff._check_name('policy', p_policy);
+        IF NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+            RAISE EXCEPTION 'unknown policy "%"', p_policy
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
@@ -95,7 +98,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a p_policy that names no row of backoff.policies.
+Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a NULL or infinite now, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies; 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -149,20 +152,27 @@ BEGIN
         RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
-            coalesce(p_queues[array_position(p_queues, '')], 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
+    -- Names: the common case (every name short and printable) in one pass;
+    -- the first bad one is reported by the single-name check.
+    IF EXISTS (SELECT FROM unnest(p_queues) AS q
+               WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]') THEN
+        PERFORM backoff._check_name('queue', q)
+        FROM unnest(p_queues) AS q
+        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
     END IF;
     IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity')) THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got "%"',
-            (SELECT r FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity') LIMIT 1)
+    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r
+                                         WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"',
+            (SELECT r FROM unnest(p_run_ats) AS r WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00' LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policies IS NOT NULL THEN
+        PERFORM backoff._check_name('policy', n) FROM unnest(p_policies) AS n WHERE n IS NOT NULL;
     END IF;
     IF p_policies IS NOT NULL AND EXISTS (
             SELECT FROM unnest(p_policies) AS n
@@ -172,6 +182,7 @@ BEGIN
              WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM backoff._check_queue(p_queues, 'produce');
 
     RETURN QUERY
     WITH src AS MATERIALIZED (
@@ -198,7 +209,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a policy that names no row of backoff.policies.
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a NULL or infinite now, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies; 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';

@@ -14,9 +14,15 @@
 {{ template "_iso8601.sql" . }}
 {{ template "_push_error.sql" . }}
 {{ template "_job_policy.sql" . }}
+{{ template "_clamp_time.sql" . }}
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
 {{ template "_valid_span.sql" . }}
+{{ template "_check_name.sql" . }}
+{{ template "_error_text.sql" . }}
+{{ template "_queue_scope.sql" . }}
+{{ template "_check_queue.sql" . }}
+{{ template "_visible_queues.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}
@@ -30,3 +36,5 @@
 {{ template "replay.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
+{{ template "grant_queue.sql" . }}
+{{ template "revoke_queue.sql" . }}

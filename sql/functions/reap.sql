@@ -19,6 +19,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
+    -- A caller scoped by backoff.grant_queue reaps its 'work' queues only.
+    v_scope text[] := backoff._queue_scope('work');
 BEGIN
     IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
         RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
@@ -48,6 +50,7 @@ BEGIN
         -- and prefer a bitmap scan plus a sort of every expired lease to
         -- this ordered walk of jobs_lease_idx that stops at p_limit.
         WHERE r.lease_until < p_now
+          AND (v_scope IS NULL OR r.queue LIKE ANY (v_scope))
         ORDER BY r.lease_until
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED));
@@ -57,7 +60,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a NULL now, a limit < 1.
 Example:
 SELECT backoff.enqueue(''emails'');

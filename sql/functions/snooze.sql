@@ -29,14 +29,17 @@ BEGIN
     UPDATE backoff.jobs AS j
     SET status = 'pending',
         attempts = j.attempts - 1,
-        run_at = p_now + p_delay,
+        run_at = backoff._clamp_time(p_now + p_delay),
         lease_until = NULL,
         locked_by = NULL
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
-    IF NOT FOUND THEN
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
     RETURN v_job;
@@ -45,7 +48,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
 'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');

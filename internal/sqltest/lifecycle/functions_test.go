@@ -100,6 +100,11 @@ func TestEnqueueWithPolicy(t *testing.T) {
 	before := scalar[int](t, db, `SELECT count(*)::int FROM backoff.jobs`)
 	for _, bad := range []string{"nope", ""} {
 		pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_policy => $1)`, bad), "22023")
+		if bad == "" {
+			// Not a name at all (DESIGN §11.4).
+			require.Equal(t, `policy must be 1 to 128 bytes without control characters, got "" (0 bytes)`, pgErr.Message)
+			continue
+		}
 		require.Equal(t, fmt.Sprintf(`unknown policy "%s"`, bad), pgErr.Message)
 	}
 	pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_dedupe_key => 'k', p_policy => 'nope')`), "22023")
