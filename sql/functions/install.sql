@@ -18,6 +18,7 @@
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
 {{ template "_valid_span.sql" . }}
+{{ template "_now.sql" . }}
 {{ template "_check_name.sql" . }}
 {{ template "_error_text.sql" . }}
 {{ template "_queue_scope.sql" . }}
