@@ -339,7 +339,7 @@ func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg stri
 	call, args := c.fn("fail",
 		arg{"p_job_id", "bigint", jobID},
 		arg{"p_attempt", "integer", attempt},
-		arg{"p_error", "text", errMsg},
+		arg{"p_error", "text", CleanErrorText(errMsg)},
 		arg{"p_retry_in", "interval", retryIn},
 		arg{"p_retryable", "boolean", !p.nonRetryable},
 	)
@@ -389,7 +389,7 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 	op := fmt.Sprintf("cancel job %d", jobID)
 	call, args := c.fn("cancel",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_reason", "text", nullString(reason)},
+		arg{"p_reason", "text", nullString(CleanErrorText(reason))},
 	)
 	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
 	if err != nil {
