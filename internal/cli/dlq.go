@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 )
 
@@ -90,9 +89,11 @@ func newDLQReplayCommand() *cobra.Command {
 		Long: `Replay one dead-lettered (or cancelled) job by id: it returns to pending,
 due now, with its attempts reset and its error history kept.
 
-With --queue Q --all, replay every dead-lettered job of queue Q in one
-transaction; this needs --yes, and without it only says how many it would
-replay.`,
+With --queue Q --all, replay every dead-lettered job of queue Q, each on
+its own: a job that cannot be replayed (its dedupe key is held by a live
+job, someone replayed it meanwhile) is listed with the reason, the others
+are replayed, and the exit status is 1. This needs --yes; without it the
+command only says how many it would replay.`,
 		Example: `  backoffctl dlq replay 42
   backoffctl dlq replay --queue emails --all          # how many?
   backoffctl dlq replay --queue emails --all --yes`,
@@ -149,7 +150,7 @@ replay.`,
 				if jsonOut {
 					return writeJSON(w, j)
 				}
-				fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, j.Queue, j.Status, formatTime(&j.RunAt))
+				fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, esc(j.Queue), j.Status, formatTime(&j.RunAt))
 				return nil
 			}
 
@@ -159,32 +160,44 @@ replay.`,
 			}
 			defer conn.Close(ctx)
 			var ids []int64
-			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if !yes {
-					return tx.QueryRow(ctx, `SELECT ARRAY(SELECT id FROM backoff.jobs WHERE queue = $1 AND status = 'dead_lettered' ORDER BY id)`,
-						queue).Scan(&ids)
-				}
-				return tx.QueryRow(ctx, `
-SELECT ARRAY(
-    SELECT r.id
-    FROM (SELECT id FROM backoff.jobs WHERE queue = $1 AND status = 'dead_lettered' ORDER BY id FOR UPDATE) AS j
-    CROSS JOIN LATERAL backoff.replay(j.id, $2::timestamptz) AS r
-    ORDER BY r.id)`, queue, now).Scan(&ids)
-			})
-			if err != nil {
+			if err := conn.QueryRow(ctx, `SELECT ARRAY(SELECT id FROM backoff.jobs WHERE queue = $1 AND status = 'dead_lettered' ORDER BY id)`,
+				queue).Scan(&ids); err != nil {
 				return fmt.Errorf("replay dead letters of queue %q: %w", queue, err)
 			}
 			if !yes {
 				if len(ids) == 0 {
-					fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", queue)
+					fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", esc(queue))
 					return nil
 				}
-				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", len(ids), queue)
+				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", len(ids), esc(queue))
+			}
+			// Each job on its own: one that cannot be replayed (its dedupe
+			// key taken by a live job, replayed or pruned meanwhile) is
+			// reported and does not hold back the others.
+			res := replayResult{Queue: queue, Replayed: []int64{}, Failed: []replayFailure{}}
+			for _, id := range ids {
+				if _, err := conn.Exec(ctx, `SELECT FROM backoff.replay($1, $2::timestamptz)`, id, now); err != nil {
+					if ctx.Err() != nil {
+						return fmt.Errorf("replay dead letters of queue %q: %w", queue, err)
+					}
+					res.Failed = append(res.Failed, replayFailure{ID: id, Reason: oneLine(describe(err))})
+					continue
+				}
+				res.Replayed = append(res.Replayed, id)
 			}
 			if jsonOut {
-				return writeJSON(w, map[string]any{"queue": queue, "replayed": ids})
+				if err := writeJSON(w, res); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(res.Replayed), esc(queue))
+				for _, f := range res.Failed {
+					fmt.Fprintf(w, "could not replay job %d: %s\n", f.ID, esc(f.Reason))
+				}
 			}
-			fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(ids), queue)
+			if len(res.Failed) > 0 {
+				return fmt.Errorf("%d of %d dead-lettered job(s) of queue %q could not be replayed", len(res.Failed), len(ids), queue)
+			}
 			return nil
 		},
 	}
@@ -192,4 +205,18 @@ SELECT ARRAY(
 	cmd.Flags().BoolVar(&all, "all", false, "replay every dead-lettered job of --queue")
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm a bulk replay")
 	return cmd
+}
+
+// replayResult is the outcome of dlq replay --all: the ids replayed and,
+// for each job that could not be, why.
+type replayResult struct {
+	Queue    string          `json:"queue"`
+	Replayed []int64         `json:"replayed"`
+	Failed   []replayFailure `json:"failed"`
+}
+
+// replayFailure is one job dlq replay --all could not replay.
+type replayFailure struct {
+	ID     int64  `json:"id"`
+	Reason string `json:"reason"`
 }

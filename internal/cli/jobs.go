@@ -43,6 +43,47 @@ type jobRow struct {
 	Errors           json.RawMessage `json:"errors"`
 }
 
+// jsonTime marshals a time as RFC 3339 with fractional seconds, as
+// time.Time does, but for any year: time.Time refuses years beyond 9999,
+// which used to fail a whole `jobs list -o json` (the database now keeps
+// times inside years 1 to 9999, but rows written before may not be).
+type jsonTime struct{ t *time.Time }
+
+func (j jsonTime) MarshalJSON() ([]byte, error) {
+	if j.t == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(j.t.Format(time.RFC3339Nano))
+}
+
+// MarshalJSON writes the row with its times as jsonTime, fields in the
+// order of jobRow.
+func (j jobRow) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		ID               int64           `json:"id"`
+		Queue            string          `json:"queue"`
+		Status           string          `json:"status"`
+		Priority         int             `json:"priority"`
+		Attempts         int             `json:"attempts"`
+		MaxAttempts      int             `json:"max_attempts"`
+		Policy           string          `json:"policy"`
+		RunAt            jsonTime        `json:"run_at"`
+		LeaseUntil       jsonTime        `json:"lease_until"`
+		LockedBy         *string         `json:"locked_by"`
+		LastAttemptedAt  jsonTime        `json:"last_attempted_at"`
+		LastFailedAt     jsonTime        `json:"last_failed_at"`
+		LastError        *string         `json:"last_error"`
+		DeadLetterReason *string         `json:"dead_letter_reason"`
+		DedupeKey        *string         `json:"dedupe_key"`
+		CreatedAt        jsonTime        `json:"created_at"`
+		CompletedAt      jsonTime        `json:"completed_at"`
+		Payload          json.RawMessage `json:"payload"`
+		Errors           json.RawMessage `json:"errors"`
+	}{j.ID, j.Queue, j.Status, j.Priority, j.Attempts, j.MaxAttempts, j.Policy,
+		jsonTime{&j.RunAt}, jsonTime{j.LeaseUntil}, j.LockedBy, jsonTime{j.LastAttemptedAt}, jsonTime{j.LastFailedAt},
+		j.LastError, j.DeadLetterReason, j.DedupeKey, jsonTime{&j.CreatedAt}, jsonTime{j.CompletedAt}, j.Payload, j.Errors})
+}
+
 // jobSelect reads jobRow columns; the policy is the job's own, else its
 // queue's, else 'default' (as backoff.fail resolves it).
 const jobSelect = `
@@ -248,7 +289,11 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 		pretty.Reset()
 		pretty.Write(j.Payload)
 	}
-	fmt.Fprintf(w, "payload:\n  %s\n", pretty.String())
+	lines := strings.Split(pretty.String(), "\n")
+	for i, l := range lines {
+		lines[i] = esc(l)
+	}
+	fmt.Fprintf(w, "payload:\n  %s\n", strings.Join(lines, "\n"))
 
 	var history []historyEntry
 	_ = json.Unmarshal(j.Errors, &history)

@@ -271,7 +271,7 @@ SELECT backoff.enqueue($1, $2::jsonb,
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "queue": queue})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, queue)
+			fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, esc(queue))
 			return nil
 		},
 	}

@@ -53,7 +53,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "backoffctl: %s: %d problem(s)\n", cfgErr.File, len(cfgErr.Problems))
 		return ExitFailure
 	}
-	fmt.Fprintln(stderr, "backoffctl: "+oneLine(describe(err)))
+	fmt.Fprintln(stderr, "backoffctl: "+esc(oneLine(describe(err))))
 	if isUsage(err) {
 		return ExitUsage
 	}
