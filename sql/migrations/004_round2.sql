@@ -8,6 +8,14 @@
 
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
+-- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
+-- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
+-- function's return type, so round 1's PL/pgSQL version is dropped first
+-- (no object depends on it: fail and reap call it by name at run time and
+-- are replaced below).
+DROP FUNCTION IF EXISTS backoff._retry_decision(
+    backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
