@@ -79,7 +79,12 @@ func StartLocal(ctx context.Context, settings ...string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	return &Server{URL: url, Kind: "local", stop: func(ctx context.Context) error {
+	return &Server{URL: url, Kind: "local", restart: func(ctx context.Context) error {
+		if err := runCtx(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "stop"); err != nil {
+			return err
+		}
+		return runCtx(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(dir, "server.log"), "-w", "-t", "60", "-o", strings.Join(opts, " "), "start")
+	}, stop: func(ctx context.Context) error {
 		if err := runCtx(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "stop"); err != nil {
 			// Keep the directory of a server that may still run.
 			return fmt.Errorf("stop the local cluster in %s: %w", dir, err)

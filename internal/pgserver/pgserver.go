@@ -34,7 +34,17 @@ type Server struct {
 	// a caller can tell its user.
 	Skipped []string
 
-	stop func(context.Context) error
+	stop    func(context.Context) error
+	restart func(context.Context) error
+}
+
+// Restart stops a local server (fast shutdown: sessions are disconnected)
+// and starts it again on the same port and data directory.
+func (s *Server) Restart(ctx context.Context) error {
+	if s == nil || s.restart == nil {
+		return errors.New("restart: only a local cluster started by this package can be restarted")
+	}
+	return s.restart(ctx)
 }
 
 // Stop stops a server this package started; a server given by URL is left
