@@ -197,8 +197,8 @@ func TestLifecycle(t *testing.T) {
 	now = now.Add(48 * time.Hour)
 	pruned, err := c.Prune(ctx, 24*time.Hour, 0)
 	require.NoError(t, err)
-	require.Equal(t, NShards*(1+1+10), pruned)
+	require.GreaterOrEqual(t, pruned, NShards*(1+1+10), "every shard's finished jobs (and other tests')")
 	for k := range NShards {
-		require.Equal(t, 1, shardCount(t, k, "true"), "shard %d keeps its reaped job", k)
+		require.Equal(t, 1, shardCount(t, k, "queue LIKE 'life-%'"), "shard %d keeps only its reaped job", k)
 	}
 }

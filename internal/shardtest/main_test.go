@@ -164,6 +164,13 @@ func (c *cluster) install(ctx context.Context) error {
 	return router.Install(ctx, conn, shards)
 }
 
+// local reports whether the router and the shards are local clusters
+// (which the tests can restart).
+func (c *cluster) local() bool {
+	_, ok := c.servers[0].(*localServer)
+	return ok
+}
+
 // restartable is a server the test harness can stop (and maybe restart).
 type restartable interface {
 	Stop(context.Context) error
