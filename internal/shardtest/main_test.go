@@ -69,10 +69,15 @@ func (c *cluster) stop() {
 	}
 }
 
-// plproxyInstalled reports whether the PostgreSQL binaries have PL/Proxy.
+// plproxyInstalled reports whether the PostgreSQL binaries the clusters
+// start from (PG_BINDIR, as make test-sharded sets it) have PL/Proxy.
 func plproxyInstalled() bool {
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		_, err := os.Stat(filepath.Join(d, "..", "lib", "plproxy.so"))
+		return err == nil
+	}
 	libs, _ := filepath.Glob("/usr/lib/postgresql/*/lib/plproxy.so")
-	return len(libs) > 0 || os.Getenv("PG_BINDIR") != ""
+	return len(libs) > 0
 }
 
 func start(ctx context.Context) (*cluster, error) {
@@ -102,7 +107,7 @@ func start(ctx context.Context) (*cluster, error) {
 		c.servers = append(c.servers, &dropDatabases{url: url, names: names})
 	} else {
 		if !plproxyInstalled() {
-			return c, fmt.Errorf("PL/Proxy is not installed (apt-get install postgresql-15-plproxy; .ci/run does)")
+			return c, fmt.Errorf("PL/Proxy is not installed for the PostgreSQL in PG_BINDIR=%q (apt-get install postgresql-15-plproxy; .ci/run does)", os.Getenv("PG_BINDIR"))
 		}
 		servers := make([]*pgserver.Server, NShards+1)
 		errs := make([]error, NShards+1)
