@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
@@ -69,34 +69,13 @@ func connectTargets(ctx context.Context, cmd *cobra.Command) ([]target, error) {
 			closeTargets(ctx, out)
 			return nil, err
 		}
-		at, err := pgx.ParseConfig(s.conninfo)
+		// The shard's address with the user, password and TLS choices of
+		// --database-url.
+		cfg, err = sharding.Shard{Number: int(s.n), Conninfo: s.conninfo}.ConnConfig(cfg)
 		if err != nil {
 			closeTargets(ctx, out)
-			return nil, fmt.Errorf("shard %d: connection string %q: %w", s.n, s.conninfo, err)
+			return nil, err
 		}
-		// The router URL's TLS choices (sslmode=prefer: TLS, then plain)
-		// apply to the shard's address.
-		cfg.Host, cfg.Port, cfg.Database = at.Host, at.Port, at.Database
-		if cfg.TLSConfig != nil {
-			cfg.TLSConfig = cfg.TLSConfig.Clone()
-			cfg.TLSConfig.ServerName = at.Host
-		}
-		var fallbacks []*pgconn.FallbackConfig
-		seen := map[bool]bool{}
-		for _, f := range cfg.Fallbacks {
-			if seen[f.TLSConfig != nil] {
-				continue // one per TLS choice: the router's other hosts are not the shard's
-			}
-			seen[f.TLSConfig != nil] = true
-			fc := *f
-			fc.Host, fc.Port = at.Host, at.Port
-			if fc.TLSConfig != nil {
-				fc.TLSConfig = fc.TLSConfig.Clone()
-				fc.TLSConfig.ServerName = at.Host
-			}
-			fallbacks = append(fallbacks, &fc)
-		}
-		cfg.Fallbacks = fallbacks
 		label := fmt.Sprintf("shard %d (%s:%d/%s)", s.n, cfg.Host, cfg.Port, cfg.Database)
 		c, err := pgx.ConnectConfig(ctx, cfg)
 		if err != nil {
