@@ -230,7 +230,7 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:2: env: no environment "tset" (--env) (did you mean "test"?); the file defines test`}},
 		{"env overlay unknown key", "version = 1\n[env.test]\nversion = 2\npolicy = 1\n", "", []string{
 			`backoff.toml:3: env.test.version: cannot be set in an environment overlay`,
-			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies and queues`}},
+			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues and grants`}},
 		{"unselected env is validated", "version = 1\n[policies.a]\n[env.prod.policies.a]\nmax = \"soon\"\n", "", []string{
 			`backoff.toml:4: env.prod.policies.a.max: bad duration "soon": use Go syntax such as "500ms", "30s", "1m" or "1h30m"`}},
 	}
