@@ -33,13 +33,13 @@ BEGIN
     SET (status, run_at, dead_letter_reason, completed_at) = (
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
             FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+                backoff._job_policy(j.policy, j.queue), j.id, j.attempts - j.uncounted_attempts, j.max_attempts,
                 j.created_at, j.run_at, NULL, true, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
     WHERE j.id = ANY (ARRAY(
         SELECT r.id
         FROM backoff.jobs AS r
@@ -57,7 +57,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
 Errors: 22023 for a NULL now, a limit < 1.
 Example:
 SELECT backoff.enqueue(''emails'');
