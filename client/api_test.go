@@ -50,7 +50,7 @@ func newMock(t *testing.T, opts ...Option) (*Client, pgxmock.PgxConnIface) {
 	t.Helper()
 	mock := newMockConn(t)
 	mock.ExpectQuery("SELECT backoff.schema_version()").WithArgs().
-		WillReturnRows(pgxmock.NewRows([]string{"schema_version"}).AddRow(ptr(requiredSchema())))
+		WillReturnRows(pgxmock.NewRows([]string{"schema_version"}).AddRow(ptr(requiredSchema)))
 	c, err := New(context.Background(), mock, append([]Option{WithWorkerID("w1")}, opts...)...)
 	require.NoError(t, err)
 	require.NoError(t, mock.ExpectationsWereMet())
@@ -96,8 +96,8 @@ func TestNewChecksSchemaVersion(t *testing.T) {
 	}{
 		{"older", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
-				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(requiredSchema() - 1)))
-		}, fmt.Sprintf("the database is at version %d, this client needs %d", requiredSchema()-1, requiredSchema())},
+				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(requiredSchema - 1)))
+		}, fmt.Sprintf("the database is at version %d, this client needs %d", requiredSchema-1, requiredSchema)},
 		{"no version recorded", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
 				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow((*int32)(nil)))
@@ -141,7 +141,7 @@ func TestNewChecksSchemaVersion(t *testing.T) {
 
 func TestNewAcceptsNewerSchema(t *testing.T) {
 	t.Parallel()
-	for _, v := range []int32{requiredSchema(), requiredSchema() + 1} {
+	for _, v := range []int32{requiredSchema, requiredSchema + 1} {
 		mock := newMockConn(t)
 		mock.ExpectQuery("SELECT backoff.schema_version()").
 			WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(v)))

@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
-
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
 )
 
 // DB is what the client needs to run queries. *pgxpool.Pool, *pgx.Conn,
@@ -101,8 +98,11 @@ func defaultWorkerID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// requiredSchema is the migration version this build needs.
-var requiredSchema = sync.OnceValue(migrations.Latest)
+// requiredSchema is the migration version this build needs: the number of
+// the latest migration in sql/migrations. It is a constant so that the
+// client does not import the migration tooling (tern); TestRequiredSchema
+// keeps it equal to the embedded migrations.
+const requiredSchema int32 = 4
 
 // New returns a client over db after checking, once, that the database's
 // pgbackoff schema is at least the version this build needs. An older (or
@@ -120,7 +120,7 @@ func New(ctx context.Context, db DB, opts ...Option) (*Client, error) {
 }
 
 func checkSchema(ctx context.Context, db DB) error {
-	need := requiredSchema()
+	need := requiredSchema
 	var have *int32
 	err := db.QueryRow(ctx, "SELECT backoff.schema_version()").Scan(&have)
 	var pgErr *pgconn.PgError
