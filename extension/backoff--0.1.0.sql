@@ -2,8 +2,6 @@
 -- Do not edit: run `make generate` after changing sql/.
 \echo Use "CREATE EXTENSION backoff" to load this file. \quit
 
-SET search_path = pg_catalog;
-
 CREATE TABLE backoff.schema_migrations (version int4 NOT NULL);
 INSERT INTO backoff.schema_migrations (version) VALUES (4);
 

@@ -193,13 +193,13 @@ func TestInstallRouteCreateExtension(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL, super := plantedDB(t)
-	if c := testdb.Container(t); c != nil {
-		var sharedir string
-		require.NoError(t, super.QueryRow(ctx, "SELECT setting FROM pg_catalog.pg_config WHERE name = 'SHAREDIR'").Scan(&sharedir))
+	if srv := testdb.Server(t); srv.Controllable() {
 		script, err := distribution.Render(distribution.Extension)
 		require.NoError(t, err)
-		require.NoError(t, c.CopyToContainer(ctx, []byte(script), sharedir+"/extension/backoff--"+distribution.ExtensionVersion+".sql", 0o644))
-		require.NoError(t, c.CopyToContainer(ctx, []byte(distribution.Control()), sharedir+"/extension/backoff.control", 0o644))
+		require.NoError(t, srv.InstallExtensionFiles(ctx, map[string][]byte{
+			"backoff--" + distribution.ExtensionVersion + ".sql": []byte(script),
+			"backoff.control": []byte(distribution.Control()),
+		}))
 	} else {
 		var available bool
 		require.NoError(t, super.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'backoff')").Scan(&available))
