@@ -94,4 +94,5 @@ var Tables = map[string]TableKind{
 	"jobs":     TableAll,
 	"policies": TableReplicated,
 	"queues":   TableReplicated,
+	"settings": TableReplicated,
 }
