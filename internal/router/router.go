@@ -527,8 +527,8 @@ func forward(f function, r Rule) []string {
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ALL;"))
 	case Any:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ANY;"))
-	case AllSum, AllMin:
-		agg := map[Kind]string{AllSum: "sum", AllMin: "min"}[r.Kind]
+	case AllSum, AllMin, AllOr:
+		agg := map[Kind]string{AllSum: "sum", AllMin: "min", AllOr: "bool_or"}[r.Kind]
 		out = append(out, internal("RUN ON ALL;"),
 			wrapper("sql", fmt.Sprintf("SELECT %s(r)::%s FROM %s AS r", agg, f.retType, call)))
 	case ByQueueSplit:
@@ -575,7 +575,7 @@ BEGIN
 END`, r.Arg, call, strings.Join(check, " OR "), call0, strings.Join(fill, "\n"))))
 	}
 	out = append(out, "ALTER FUNCTION "+sig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC")
-	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == ByQueueSplit {
+	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == AllOr || r.Kind == ByQueueSplit {
 		for _, prefix := range []string{"_route_", "_route0_"} {
 			if prefix == "_route0_" && r.Kind != ByQueueSplit {
 				continue
