@@ -24,13 +24,13 @@ const (
 	// AllMin runs the call on every shard and returns the smallest answer
 	// (schema_version: what every shard supports).
 	AllMin
+	// AllOr runs the call on every shard and returns true when any shard
+	// answered true (administrative writes to the replicated configuration:
+	// pause_queue, grant_queue: "did this change anything").
+	AllOr
 	// Any runs the call on one shard (pure computations and reads of the
 	// configuration, which every shard holds alike).
 	Any
-	// AllOr runs the call on every shard and returns true when any shard
-	// answered true (grant_queue, revoke_queue: the grants are replicated
-	// on every shard, like the configuration).
-	AllOr
 )
 
 // Rule routes one public function (every overload of its name).
@@ -72,9 +72,11 @@ var Rules = map[string][]Rule{
 	"prune":  {{Kind: AllSum}},
 	"stats":  {{Kind: AllUnion}},
 
-	// Queue-scoped privileges (docs/adr/0038): written on every shard. The
-	// shards see the router's connection role, not the caller, so a scope
-	// is enforced only on direct connections to a shard.
+	// Administrative writes to the configuration every shard holds alike
+	// (backoff.queues, backoff.queue_grants): every shard, so that the rows
+	// stay equal (a shard that missed one shows in config diff).
+	"pause_queue":  {{Kind: AllOr}},
+	"resume_queue": {{Kind: AllOr}},
 	"grant_queue":  {{Kind: AllOr}},
 	"revoke_queue": {{Kind: AllOr}},
 
@@ -83,6 +85,7 @@ var Rules = map[string][]Rule{
 	"compute_delay":                  {{Kind: Any}},
 	"schedule":                       {{Kind: Any}},
 	"calculate_step_next_retry_time": {{Kind: Any}},
+	"job_policy":                     {{Kind: Any}},
 }
 
 // TableKind says where a router view over a shard table reads.
@@ -101,10 +104,9 @@ const (
 // (except tern's version table), which the router serves as read-only
 // views. A table missing here makes Install fail.
 var Tables = map[string]TableKind{
-	"jobs":     TableAll,
-	"policies": TableReplicated,
-	"queues":   TableReplicated,
-	// Written on every shard alike.
-	"queue_grants": TableReplicated,
+	"jobs":         TableAll,
+	"policies":     TableReplicated,
+	"queues":       TableReplicated,
 	"settings":     TableReplicated,
+	"queue_grants": TableReplicated,
 }
