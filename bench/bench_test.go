@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -26,7 +27,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	text := out.String()
 	t.Log(text)
 	for _, want := range []string{
-		"server settings: server_version=", "fsync=",
+		"server settings: server_version=", "fsync=", "queue grants: none",
 		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
 		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
 		"what limits throughput", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
@@ -78,4 +79,27 @@ func TestRiverStaysInItsOwnModule(t *testing.T) {
 	gomod, err := os.ReadFile(filepath.Join("..", "go.mod"))
 	require.NoError(t, err)
 	require.NotContains(t, string(gomod), "riverqueue")
+}
+
+// TestGrantsFlag: -grants present puts queue grants (of a role the bench
+// never uses) into the template every scenario database is copied from;
+// an unknown value is refused.
+func TestGrantsFlag(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Grants: "present"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.NoError(t, err)
+	defer b.close()
+	require.Contains(t, out.String(), "queue grants: present")
+	conn, err := pgx.Connect(t.Context(), withDatabase(cfg.DatabaseURL, b.template))
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	var n int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM backoff.queue_grants`).Scan(&n))
+	require.Equal(t, 2, n)
+
+	cfg.Grants = "bogus"
+	_, err = newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.ErrorContains(t, err, `-grants "bogus"`)
 }
