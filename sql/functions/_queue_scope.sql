@@ -12,7 +12,9 @@
 -- that has a row in backoff.queue_grants; its scope is the union of those
 -- rows. Superusers are members of every role, so they are never scoped.
 --
--- Cost: with no grants at all, one probe of an empty table. Private; called
+-- Cost: with no grants at all, one probe of an empty table; with grants, a
+-- superuser login stops there too, any other caller scans the grants table
+-- once per identity with pg_has_role (cached membership). Private; called
 -- once per call by backoff._check_queue and reap.
 CREATE OR REPLACE FUNCTION backoff._queue_scope(p_privilege text)
 RETURNS text[]
@@ -20,19 +22,35 @@ LANGUAGE plpgsql
 STABLE
 AS $$
 DECLARE
-    v_who name;
+    -- The SET ROLE role, if any. The GUC is_superuser describes the
+    -- caller's effective role (this role, else the login) even inside a
+    -- SECURITY DEFINER function, at no cost.
+    v_set_role name := NULLIF(pg_catalog.current_setting('role'), 'none');
+    v_super    boolean := pg_catalog.current_setting('is_superuser') = 'on';
+    v_who      name;
+    v_n        bigint;
+    v_scope    text[];
 BEGIN
     IF NOT EXISTS (SELECT FROM backoff.queue_grants) THEN
         RETURN NULL;
     END IF;
-    FOREACH v_who IN ARRAY ARRAY[session_user, NULLIF(pg_catalog.current_setting('role'), 'none')]::name[] LOOP
-        CONTINUE WHEN v_who IS NULL
-            OR coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_who), true);
-        IF EXISTS (SELECT FROM backoff.queue_grants AS g WHERE pg_catalog.pg_has_role(v_who, g.role, 'MEMBER')) THEN
-            RETURN ARRAY(
-                SELECT g.pattern FROM backoff.queue_grants AS g
-                WHERE g.privilege = p_privilege AND pg_catalog.pg_has_role(v_who, g.role, 'MEMBER'));
-        END IF;
+    IF v_set_role IS NULL AND v_super THEN
+        RETURN NULL;  -- a superuser login
+    END IF;
+    FOREACH v_who IN ARRAY ARRAY[session_user, v_set_role]::name[] LOOP
+        CONTINUE WHEN v_who IS NULL;
+        -- One scan of the (small) grants table: is v_who scoped, and to what?
+        SELECT count(*), coalesce(pg_catalog.array_agg(g.pattern) FILTER (WHERE g.privilege = p_privilege), '{}')
+        INTO v_n, v_scope
+        FROM backoff.queue_grants AS g
+        WHERE pg_catalog.pg_has_role(v_who, g.role, 'MEMBER');
+        CONTINUE WHEN v_n = 0;
+        -- Superusers are members of every role: never scoped. The SET ROLE
+        -- role's status is v_super; the login's needs the catalog (only
+        -- when it is a member of a granted role).
+        CONTINUE WHEN CASE WHEN v_who = v_set_role OR v_set_role IS NULL THEN v_super
+                           ELSE coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_who), true) END;
+        RETURN v_scope;
     END LOOP;
     RETURN NULL;
 END
