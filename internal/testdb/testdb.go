@@ -78,7 +78,9 @@ func MainWithExamples(m *testing.M) {
 	Main(m)
 }
 
-// New returns a pool on a fresh database migrated to the latest version.
+// New returns a pool on a fresh database migrated to the latest version,
+// with time injection switched on (backoff.settings), so that any role may
+// pass any p_now.
 // The pool is closed and the database dropped when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
@@ -228,6 +230,12 @@ func startServer() error {
 	}
 	if _, _, err := m.MigrateTo(ctx, m.Latest()); err != nil {
 		return err
+	}
+	// Tests drive time through p_now, as workers and producers too: switch
+	// time injection on in every test database (DESIGN §11.2). The tests
+	// of the clock check switch it off in their own database.
+	if _, err := conn.Exec(ctx, "UPDATE backoff.settings SET time_injection = true"); err != nil {
+		return fmt.Errorf("switch time injection on in the template database: %w", err)
 	}
 	return nil
 }

@@ -20,10 +20,7 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -58,7 +55,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
 'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
-Errors: 22023 for a NULL now, a limit < 1.
+Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
