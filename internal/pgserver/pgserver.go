@@ -229,7 +229,7 @@ func Start(ctx context.Context, url, source string, settings ...string) (*Server
 // startDocker starts a container when an engine answers and an image can be
 // had.
 func startDocker(ctx context.Context, settings []string) (*Server, error) {
-	if !DockerAvailable(ctx) {
+	if !dockerAnswers(ctx) {
 		return nil, errors.New("no Docker engine answers")
 	}
 	image, err := ChooseImage(ctx)
@@ -349,6 +349,10 @@ func StartContainer(ctx context.Context, image string, settings ...string) (*Ser
 		return testcontainers.TerminateContainer(c)
 	}}, nil
 }
+
+// dockerAnswers is DockerAvailable; a test replaces it (Testcontainers reads
+// its configuration once per process, so DOCKER_HOST cannot be changed).
+var dockerAnswers = DockerAvailable
 
 // DockerAvailable reports whether a Docker engine answers.
 func DockerAvailable(ctx context.Context) bool {
