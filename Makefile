@@ -17,6 +17,14 @@ build: ## Build bin/backoffctl
 test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which)
 	set -o pipefail; $(GO) test -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
 
+.PHONY: test-sharded
+test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters (needs postgresql-15-plproxy)
+	set -o pipefail; BACKOFF_SHARDED=1 BACKOFF_PG_BINDIR=$${BACKOFF_PG_BINDIR:-/usr/lib/postgresql/15/bin} $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output
+
+.PHONY: bench-sharded
+bench-sharded: ## Calls per second through the router vs straight to one shard (four local clusters; run on a quiet machine)
+	BACKOFF_SHARDED=1 BACKOFF_PG_BINDIR=$${BACKOFF_PG_BINDIR:-/usr/lib/postgresql/15/bin} $(GO) test -count=1 -run '^$$' -bench . -benchtime $${BENCH_TIME:-5s} ./internal/shardtest
+
 .PHONY: test-race
 test-race: ## Run every test with the race detector
 	set -o pipefail; $(GO) test -race -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output

@@ -1924,6 +1924,13 @@ ALTER TABLE backoff.settings OWNER TO backoff_owner;
 REVOKE ALL ON backoff.settings FROM PUBLIC;
 GRANT SELECT ON backoff.settings TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
+-- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
+-- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
+-- function's return type, so round 1's PL/pgSQL version is dropped first
+-- (no object depends on it: fail and reap call it by name at run time and
+-- are replaced below).
+DROP FUNCTION IF EXISTS backoff._retry_decision(
+    backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
 
 -- (end of schema changes)
 
@@ -2134,6 +2141,13 @@ $$;
 -- backoff._policy_delay_us(policy row, attempt, seed): _delay_us with the
 -- parameters of a policies row. Private; shared by retry_delay, schedule and
 -- the retry-or-dead-letter decision.
+--
+-- One expression without a subquery, so that PostgreSQL inlines it into the
+-- decision (and the decision into reap's UPDATE): of a schedule, only the
+-- entry for this attempt is converted and passed, as a one-entry schedule
+-- (_delay_us takes entry least(attempt, length), which for one entry is that
+-- entry); every other strategy ignores the schedule. A strategy 'schedule'
+-- always has at least one entry (CHECK on backoff.policies).
 CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
     p_policy  backoff.policies,
     p_attempt integer,
@@ -2148,7 +2162,7 @@ AS $$
         backoff._interval_us((p_policy).base),
         (p_policy).multiplier,
         (p_policy).exponent,
-        ARRAY(SELECT backoff._interval_us(s) FROM unnest((p_policy).schedule) AS s),
+        ARRAY[backoff._interval_us((p_policy).schedule[least(p_attempt, cardinality((p_policy).schedule))])],
         backoff._interval_us((p_policy).max_delay),
         (p_policy).jitter,
         (p_policy).jitter_ratio,
@@ -2439,7 +2453,9 @@ $$;
 -- (the oldest are dropped). Entries are objects
 -- {"attempt", "at" (ISO 8601 UTC), "error", "worker", "kind"} with kind
 -- 'error' (a handler's failure) or 'lease_expired' (reaped). Private; used by
--- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE.
+-- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE;
+-- the JSON path runs only when there is something to drop (it costs about as
+-- much as the rest of the entry).
 CREATE OR REPLACE FUNCTION backoff._push_error(
     p_errors  jsonb,
     p_attempt integer,
@@ -2452,7 +2468,8 @@ RETURNS jsonb
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $$
-    SELECT jsonb_path_query_array(p_errors, '$[last - 18 to last]')
+    SELECT CASE WHEN jsonb_array_length(p_errors) < 20 THEN p_errors
+                ELSE jsonb_path_query_array(p_errors, '$[last - 18 to last]') END
         || jsonb_build_array(jsonb_build_object(
                'attempt', p_attempt,
                'at', backoff._iso8601(p_at),
@@ -2499,8 +2516,8 @@ $$;
 
 -- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
 -- with a reason" for a failed attempt. It exists once: fail (one row) and
--- reap (a batch of expired leases) both call it inside their UPDATE, so a
--- reported failure and a silent crash are judged identically
+-- reap (a batch of expired leases) both take it, so a reported failure and
+-- a silent crash are judged identically
 -- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
 -- parameter, time included.
 --
@@ -2513,6 +2530,16 @@ $$;
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
 -- else the policy's delay for attempt p_attempts seeded by the job id).
 -- A dead letter keeps its run_at and gets completed_at = p_now.
+--
+-- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
+-- SELECT returning one row, so that PostgreSQL inlines it into the caller's
+-- query as a subquery (a set-returning LANGUAGE sql function that is not
+-- STRICT, VOLATILE or SECURITY DEFINER is inlined where it is used in FROM):
+-- no function call, no PL/pgSQL per row. Callers pass the policy as a column
+-- (a Var), not as a function call: an inlined function's argument is copied
+-- into every place the body uses it. The next run is computed once (the
+-- OFFSET 0 keeps its subquery from being flattened into both places that
+-- read it), and the policy's delay only for a job that is retried.
 CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_policy       backoff.policies,
     p_job_id       bigint,
@@ -2522,40 +2549,32 @@ CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_run_at       timestamptz,
     p_retry_in     interval,
     p_retryable    boolean,
-    p_now          timestamptz,
-    OUT status             text,
-    OUT run_at             timestamptz,
-    OUT dead_letter_reason text,
-    OUT completed_at       timestamptz
+    p_now          timestamptz
 )
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
+RETURNS TABLE (status text, run_at timestamptz, dead_letter_reason text, completed_at timestamptz)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
 AS $$
-DECLARE
-    v_next timestamptz;
-BEGIN
-    IF NOT p_retryable THEN
-        dead_letter_reason := 'non_retryable';
-    ELSIF p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN
-        dead_letter_reason := 'max_attempts';
-    ELSE
-        IF p_retry_in IS NULL THEN
-            v_next := p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond';
-        ELSE
-            v_next := p_now + least(p_retry_in, (p_policy).max_delay);
-        END IF;
-        IF (p_policy).deadline IS NOT NULL AND v_next > p_created_at + (p_policy).deadline THEN
-            dead_letter_reason := 'deadline';
-        ELSE
-            status := 'retrying';
-            run_at := v_next;
-            RETURN;
-        END IF;
-    END IF;
-    status := 'dead_lettered';
-    run_at := p_run_at;
-    completed_at := p_now;
-END
+    SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
+           CASE WHEN r.reason IS NULL THEN n.next_run ELSE p_run_at END,
+           r.reason,
+           CASE WHEN r.reason IS NOT NULL THEN p_now END
+    FROM (SELECT CASE
+                     WHEN NOT p_retryable
+                          OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
+                     WHEN p_retry_in IS NULL
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
+                     ELSE p_now + least(p_retry_in, (p_policy).max_delay)
+                 END AS next_run
+          OFFSET 0) AS n
+    CROSS JOIN LATERAL (
+        SELECT CASE
+                   WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
+                   WHEN (p_policy).deadline IS NOT NULL
+                        AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'
+               END AS reason) AS r
 $$;
 
 -- backoff._raise_fencing_error(action, job id, attempt): raises the error
@@ -3182,9 +3201,13 @@ BEGIN
 
     UPDATE backoff.jobs AS j
     SET (status, run_at, dead_letter_reason, completed_at) = (
+            -- The policy is looked up once (OFFSET 0 keeps it a column: the
+            -- inlined decision would otherwise call _job_policy for every
+            -- field it reads).
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL backoff._retry_decision(
+                p.policy_row, j.id, j.attempts, j.max_attempts,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
@@ -3212,13 +3235,16 @@ SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fai
 
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
--- failures with message 'lease expired' and kind 'lease_expired'. Set-based
--- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
--- any number of reapers can run at once without waiting for one another or
--- settling a job twice. The outer UPDATE does not repeat the conditions: the
--- rows are locked by the subquery, which rechecked them on their latest
--- version, and a repeated "lease_until < p_now" would let the planner walk
--- the lease index instead of probing the primary key.
+-- failures with message 'lease expired' and kind 'lease_expired'. One
+-- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
+-- of the batch is looked up once, and the decision is inlined, so a row
+-- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
+-- retried. The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- reapers can run at once without waiting for one another or settling a job
+-- twice. The outer UPDATE does not repeat the conditions: the rows are
+-- locked by the batch, which rechecked them on their latest version, and a
+-- repeated "lease_until < p_now" would let the planner walk the lease index
+-- instead of probing the primary key.
 CREATE OR REPLACE FUNCTION backoff.reap(
     p_now   timestamptz DEFAULT now(),
     p_limit integer DEFAULT 1000
@@ -3238,19 +3264,14 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    UPDATE backoff.jobs AS j
-    SET (status, run_at, dead_letter_reason, completed_at) = (
-            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
-                j.created_at, j.run_at, NULL, true, p_now) AS d),
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
-    WHERE j.id = ANY (ARRAY(
-        SELECT r.id
+    -- The batch is locked first (FOR UPDATE SKIP LOCKED returns each row as
+    -- its latest version, which nobody can change until we commit), its
+    -- distinct (policy, queue) pairs are resolved once each, and the
+    -- decision, inlined, is taken per row from the locked values. The UPDATE
+    -- then finds its rows through the primary key (id = ANY of the batch's
+    -- ids), whatever the join order the planner picks.
+    WITH batch AS MATERIALIZED (
+        SELECT r.id, r.queue, r.policy, r.attempts, r.max_attempts, r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -3259,7 +3280,30 @@ BEGIN
         WHERE r.lease_until < p_now
         ORDER BY r.lease_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
+        FOR UPDATE SKIP LOCKED
+    ), batch_policy AS MATERIALIZED (
+        SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
+        FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), decided AS (
+        SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
+        FROM batch AS b
+        JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+        CROSS JOIN LATERAL backoff._retry_decision(
+            p.policy_row, b.id, b.attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+    )
+    UPDATE backoff.jobs AS j
+    SET status = d.status,
+        run_at = d.run_at,
+        dead_letter_reason = d.dead_letter_reason,
+        completed_at = d.completed_at,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    FROM decided AS d
+    WHERE j.id = ANY (ARRAY(SELECT b.id FROM batch AS b))
+      AND j.id = d.id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END

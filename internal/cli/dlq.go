@@ -153,7 +153,8 @@ replay.`,
 				return nil
 			}
 
-			conn, err := connect(ctx, cmd)
+			// Behind a router, the queue's shard: its rows are locked there.
+			conn, err := connectForQueue(ctx, cmd, queue)
 			if err != nil {
 				return err
 			}

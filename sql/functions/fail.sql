@@ -36,9 +36,13 @@ BEGIN
 
     UPDATE backoff.jobs AS j
     SET (status, run_at, dead_letter_reason, completed_at) = (
+            -- The policy is looked up once (OFFSET 0 keeps it a column: the
+            -- inlined decision would otherwise call _job_policy for every
+            -- field it reads).
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL backoff._retry_decision(
+                p.policy_row, j.id, j.attempts, j.max_attempts,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,

@@ -40,6 +40,13 @@ ALTER TABLE backoff.settings OWNER TO backoff_owner;
 REVOKE ALL ON backoff.settings FROM PUBLIC;
 GRANT SELECT ON backoff.settings TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
+-- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
+-- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
+-- function's return type, so round 1's PL/pgSQL version is dropped first
+-- (no object depends on it: fail and reap call it by name at run time and
+-- are replaced below).
+DROP FUNCTION IF EXISTS backoff._retry_decision(
+    backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
 
 -- (end of schema changes)
 
