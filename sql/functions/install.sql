@@ -13,6 +13,8 @@
 {{ template "calculate_step_next_retry_time.sql" . }}
 {{ template "_iso8601.sql" . }}
 {{ template "_push_error.sql" . }}
+{{ template "_job_policy_name.sql" . }}
+{{ template "job_policy.sql" . }}
 {{ template "_job_policy.sql" . }}
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
@@ -30,3 +32,5 @@
 {{ template "replay.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
+{{ template "pause_queue.sql" . }}
+{{ template "resume_queue.sql" . }}
