@@ -47,7 +47,10 @@ type Option func(*config)
 // WithClock makes every call pass p_now = now() instead of letting the
 // database read its own clock, so tests and simulations drive time. Without
 // it the database's clock is authoritative, which is what production wants:
-// workers on many hosts then agree on time.
+// workers on many hosts then agree on time. A caller outside backoff_admin
+// may pass only a time within backoff.settings.max_clock_skew (default 5
+// minutes) of the database's clock, unless the database has time injection
+// switched on (ErrInvalidArgument otherwise).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithLogger sets the structured logger (default slog.Default()).
@@ -148,6 +151,15 @@ func (c *Client) With(db DB) *Client { return &Client{db: db, cfg: c.cfg} }
 
 // WorkerID is the name this client writes into locked_by.
 func (c *Client) WorkerID() string { return c.cfg.workerID }
+
+// nowArg is the p_now every call passes: the clock's time with WithClock,
+// else NULL (the database's now()).
+func (c *Client) nowArg() any {
+	if c.cfg.now != nil {
+		return c.cfg.now()
+	}
+	return nil
+}
 
 // clock is the client's notion of the current time, for durations the
 // worker computes locally (remaining lease).

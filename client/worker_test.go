@@ -20,7 +20,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) { testdb.MainWithExamples(m) }
 
 // The worker tests run against real PostgreSQL in real time: leases and
 // heartbeats are wall-clock behaviour, so they use short leases (hundreds

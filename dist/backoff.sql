@@ -1892,6 +1892,46 @@ $$;
 
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
+-- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
+-- Migration 001 (released, frozen) wrote the CHECK constraints of
+-- backoff.policies with array_position and cardinality unqualified. An
+-- install run with a search_path where others may CREATE could bind them to
+-- planted look-alikes (public.array_position(interval[], interval) is a
+-- better match than pg_catalog's polymorphic one). The migrator now pins
+-- search_path = pg_catalog for every route; these constraints are
+-- re-created qualified so that an install made before that is repaired.
+ALTER TABLE backoff.policies
+    DROP CONSTRAINT policies_schedule_check,
+    ADD CONSTRAINT policies_schedule_check
+        CHECK (pg_catalog.array_position(schedule, NULL) IS NULL
+               AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
+    DROP CONSTRAINT policies_check,
+    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0);
+
+-- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
+-- One row of database-wide settings, read by backoff._now when a caller
+-- passes a p_now other than now(); written by `backoffctl config apply`
+-- from the [settings] table of the TOML.
+CREATE TABLE backoff.settings (
+    singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    max_clock_skew interval NOT NULL DEFAULT '5 minutes'
+                   CHECK (max_clock_skew >= interval '0' AND max_clock_skew <= interval '876600 hours'),
+    time_injection boolean NOT NULL DEFAULT false,
+    updated_at     timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO backoff.settings DEFAULT VALUES;
+ALTER TABLE backoff.settings OWNER TO backoff_owner;
+REVOKE ALL ON backoff.settings FROM PUBLIC;
+GRANT SELECT ON backoff.settings TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
+-- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
+-- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
+-- function's return type, so round 1's PL/pgSQL version is dropped first
+-- (no object depends on it: fail and reap call it by name at run time and
+-- are replaced below).
+DROP FUNCTION IF EXISTS backoff._retry_decision(
+    backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -2101,6 +2141,13 @@ $$;
 -- backoff._policy_delay_us(policy row, attempt, seed): _delay_us with the
 -- parameters of a policies row. Private; shared by retry_delay, schedule and
 -- the retry-or-dead-letter decision.
+--
+-- One expression without a subquery, so that PostgreSQL inlines it into the
+-- decision (and the decision into reap's UPDATE): of a schedule, only the
+-- entry for this attempt is converted and passed, as a one-entry schedule
+-- (_delay_us takes entry least(attempt, length), which for one entry is that
+-- entry); every other strategy ignores the schedule. A strategy 'schedule'
+-- always has at least one entry (CHECK on backoff.policies).
 CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
     p_policy  backoff.policies,
     p_attempt integer,
@@ -2115,7 +2162,7 @@ AS $$
         backoff._interval_us((p_policy).base),
         (p_policy).multiplier,
         (p_policy).exponent,
-        ARRAY(SELECT backoff._interval_us(s) FROM unnest((p_policy).schedule) AS s),
+        ARRAY[backoff._interval_us((p_policy).schedule[least(p_attempt, cardinality((p_policy).schedule))])],
         backoff._interval_us((p_policy).max_delay),
         (p_policy).jitter,
         (p_policy).jitter_ratio,
@@ -2406,7 +2453,9 @@ $$;
 -- (the oldest are dropped). Entries are objects
 -- {"attempt", "at" (ISO 8601 UTC), "error", "worker", "kind"} with kind
 -- 'error' (a handler's failure) or 'lease_expired' (reaped). Private; used by
--- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE.
+-- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE;
+-- the JSON path runs only when there is something to drop (it costs about as
+-- much as the rest of the entry).
 CREATE OR REPLACE FUNCTION backoff._push_error(
     p_errors  jsonb,
     p_attempt integer,
@@ -2419,7 +2468,8 @@ RETURNS jsonb
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $$
-    SELECT jsonb_path_query_array(p_errors, '$[last - 18 to last]')
+    SELECT CASE WHEN jsonb_array_length(p_errors) < 20 THEN p_errors
+                ELSE jsonb_path_query_array(p_errors, '$[last - 18 to last]') END
         || jsonb_build_array(jsonb_build_object(
                'attempt', p_attempt,
                'at', backoff._iso8601(p_at),
@@ -2506,8 +2556,8 @@ $$;
 
 -- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
 -- with a reason" for a failed attempt. It exists once: fail (one row) and
--- reap (a batch of expired leases) both call it inside their UPDATE, so a
--- reported failure and a silent crash are judged identically
+-- reap (a batch of expired leases) both take it, so a reported failure and
+-- a silent crash are judged identically
 -- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
 -- parameter, time included.
 --
@@ -2520,6 +2570,16 @@ $$;
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
 -- else the policy's delay for attempt p_attempts seeded by the job id).
 -- A dead letter keeps its run_at and gets completed_at = p_now.
+--
+-- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
+-- SELECT returning one row, so that PostgreSQL inlines it into the caller's
+-- query as a subquery (a set-returning LANGUAGE sql function that is not
+-- STRICT, VOLATILE or SECURITY DEFINER is inlined where it is used in FROM):
+-- no function call, no PL/pgSQL per row. Callers pass the policy as a column
+-- (a Var), not as a function call: an inlined function's argument is copied
+-- into every place the body uses it. The next run is computed once (the
+-- OFFSET 0 keeps its subquery from being flattened into both places that
+-- read it), and the policy's delay only for a job that is retried.
 CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_policy       backoff.policies,
     p_job_id       bigint,
@@ -2529,40 +2589,32 @@ CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_run_at       timestamptz,
     p_retry_in     interval,
     p_retryable    boolean,
-    p_now          timestamptz,
-    OUT status             text,
-    OUT run_at             timestamptz,
-    OUT dead_letter_reason text,
-    OUT completed_at       timestamptz
+    p_now          timestamptz
 )
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
+RETURNS TABLE (status text, run_at timestamptz, dead_letter_reason text, completed_at timestamptz)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
 AS $$
-DECLARE
-    v_next timestamptz;
-BEGIN
-    IF NOT p_retryable THEN
-        dead_letter_reason := 'non_retryable';
-    ELSIF p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN
-        dead_letter_reason := 'max_attempts';
-    ELSE
-        IF p_retry_in IS NULL THEN
-            v_next := p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond';
-        ELSE
-            v_next := p_now + least(p_retry_in, (p_policy).max_delay);
-        END IF;
-        IF (p_policy).deadline IS NOT NULL AND v_next > p_created_at + (p_policy).deadline THEN
-            dead_letter_reason := 'deadline';
-        ELSE
-            status := 'retrying';
-            run_at := v_next;
-            RETURN;
-        END IF;
-    END IF;
-    status := 'dead_lettered';
-    run_at := p_run_at;
-    completed_at := p_now;
-END
+    SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
+           CASE WHEN r.reason IS NULL THEN n.next_run ELSE p_run_at END,
+           r.reason,
+           CASE WHEN r.reason IS NOT NULL THEN p_now END
+    FROM (SELECT CASE
+                     WHEN NOT p_retryable
+                          OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
+                     WHEN p_retry_in IS NULL
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
+                     ELSE p_now + least(p_retry_in, (p_policy).max_delay)
+                 END AS next_run
+          OFFSET 0) AS n
+    CROSS JOIN LATERAL (
+        SELECT CASE
+                   WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
+                   WHEN (p_policy).deadline IS NOT NULL
+                        AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'
+               END AS reason) AS r
 $$;
 
 -- backoff._raise_fencing_error(action, job id, attempt): raises the error
@@ -2633,6 +2685,54 @@ AS $$
         OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
 $$;
 
+-- backoff._now(p_now): the time a function works at (DESIGN §11.2,
+-- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
+-- that takes p_now starts with p_now := backoff._now(p_now).
+--   NULL or now()  -> now(), the transaction's clock, without reading any
+--                     table (the hot path of every client without a clock);
+--   not finite, or outside years 1 to 9999 (UTC) -> 22023 naming it;
+--   otherwise      -> p_now, when backoff.settings.time_injection is on, or
+--                     it lies within max_clock_skew of now(), or the caller
+--                     is a member of backoff_admin; else 22023.
+-- The caller is the role the session acts as: the SET ROLE role, else the
+-- login (session_user). current_user cannot say it: the public functions
+-- are SECURITY DEFINER, so inside them it is always backoff_owner. A missing
+-- settings row means the defaults (5 minutes, no injection).
+CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_skew      interval;
+    v_injection boolean;
+    v_role      text;
+BEGIN
+    IF p_now IS NULL OR p_now = pg_catalog.now() THEN
+        RETURN pg_catalog.now();
+    END IF;
+    IF NOT (p_now >= '0001-01-01 00:00:00+00'::timestamptz AND p_now < '10000-01-01 00:00:00+00'::timestamptz) THEN
+        RAISE EXCEPTION 'now must be a finite time between years 1 and 9999, got "%"', p_now
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.max_clock_skew, s.time_injection INTO v_skew, v_injection FROM backoff.settings AS s;
+    IF v_injection THEN
+        RETURN p_now;
+    END IF;
+    v_skew := coalesce(v_skew, interval '5 minutes');
+    IF p_now >= pg_catalog.now() - v_skew AND p_now <= pg_catalog.now() + v_skew THEN
+        RETURN p_now;
+    END IF;
+    v_role := coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user::text);
+    IF pg_catalog.pg_has_role(v_role, 'backoff_admin', 'MEMBER') THEN
+        RETURN p_now;
+    END IF;
+    RAISE EXCEPTION 'now "%" is further than max_clock_skew "%" from the database clock "%"', p_now, v_skew, pg_catalog.now()
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'pass NULL for the database clock; only backoff_admin may inject time, unless backoff.settings.time_injection is on';
+END
+$$;
+
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
 -- now, policy): insert a job and return its id. The job records p_policy,
 -- else the policy of its queue at this moment
@@ -2662,18 +2762,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_id     bigint;
-    v_run_at timestamptz := coalesce(p_run_at, p_now);
+    v_run_at timestamptz;
 BEGIN
+    p_now := backoff._now(p_now);
+    v_run_at := coalesce(p_run_at, p_now);
     IF p_queue IS NULL OR p_queue = '' THEN
         RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
-        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
@@ -2730,7 +2828,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a p_policy that names no row of backoff.policies.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, an infinite run_at, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -2765,6 +2863,7 @@ AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_queues), 0);
 BEGIN
+    p_now := backoff._now(p_now);
     IF p_queues IS NULL
        OR coalesce(cardinality(p_payloads), v_n) <> v_n OR coalesce(cardinality(p_run_ats), v_n) <> v_n
        OR coalesce(cardinality(p_max_attempts), v_n) <> v_n OR coalesce(cardinality(p_priorities), v_n) <> v_n
@@ -2779,10 +2878,6 @@ BEGIN
              WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, policy, ord)
         ORDER BY t.ord;
         RETURN;
-    END IF;
-    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
-        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
         RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
@@ -2832,7 +2927,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a policy that names no row of backoff.policies.
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, an infinite run_at, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
@@ -2864,7 +2959,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -2874,14 +2969,12 @@ BEGIN
         ELSIF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
-            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
-                USING ERRCODE = 'invalid_parameter_value';
         ELSE
-            RAISE EXCEPTION 'claim in queue "%": now must be a finite time, got "%"', p_queue, coalesce(p_now::text, 'NULL')
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    p_now := backoff._now(p_now);
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -2938,7 +3031,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
 'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
@@ -2976,10 +3069,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot acquire job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
 
     UPDATE backoff.jobs AS j
     SET status = 'running',
@@ -3021,7 +3111,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1, lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, worker or now, a lease <= 0.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or worker, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -3043,10 +3133,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot complete job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'completed',
         completed_at = p_now,
@@ -3065,7 +3152,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
 'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3086,12 +3173,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-            RAISE EXCEPTION 'complete_many: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) THEN
         RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -3112,7 +3196,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
 'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
-Errors: 22023 for NULL arrays, arrays of different lengths, a NULL now.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
@@ -3148,16 +3232,21 @@ BEGIN
         RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_retryable IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
 
     UPDATE backoff.jobs AS j
     SET (status, run_at, dead_letter_reason, completed_at) = (
+            -- The policy is looked up once (OFFSET 0 keeps it a column: the
+            -- inlined decision would otherwise call _job_policy for every
+            -- field it reads).
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL backoff._retry_decision(
+                p.policy_row, j.id, j.attempts, j.max_attempts,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
@@ -3177,7 +3266,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
 'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); attempts >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for this attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error, retryable or now, an attempt < 1, a negative retry_in.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3185,13 +3274,16 @@ SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fai
 
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
--- failures with message 'lease expired' and kind 'lease_expired'. Set-based
--- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
--- any number of reapers can run at once without waiting for one another or
--- settling a job twice. The outer UPDATE does not repeat the conditions: the
--- rows are locked by the subquery, which rechecked them on their latest
--- version, and a repeated "lease_until < p_now" would let the planner walk
--- the lease index instead of probing the primary key.
+-- failures with message 'lease expired' and kind 'lease_expired'. One
+-- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
+-- of the batch is looked up once, and the decision is inlined, so a row
+-- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
+-- retried. The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- reapers can run at once without waiting for one another or settling a job
+-- twice. The outer UPDATE does not repeat the conditions: the rows are
+-- locked by the batch, which rechecked them on their latest version, and a
+-- repeated "lease_until < p_now" would let the planner walk the lease index
+-- instead of probing the primary key.
 CREATE OR REPLACE FUNCTION backoff.reap(
     p_now   timestamptz DEFAULT now(),
     p_limit integer DEFAULT 1000
@@ -3205,28 +3297,20 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    UPDATE backoff.jobs AS j
-    SET (status, run_at, dead_letter_reason, completed_at) = (
-            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
-                j.created_at, j.run_at, NULL, true, p_now) AS d),
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
-    WHERE j.id = ANY (ARRAY(
-        SELECT r.id
+    -- The batch is locked first (FOR UPDATE SKIP LOCKED returns each row as
+    -- its latest version, which nobody can change until we commit), its
+    -- distinct (policy, queue) pairs are resolved once each, and the
+    -- decision, inlined, is taken per row from the locked values. The UPDATE
+    -- then finds its rows through the primary key (id = ANY of the batch's
+    -- ids), whatever the join order the planner picks.
+    WITH batch AS MATERIALIZED (
+        SELECT r.id, r.queue, r.policy, r.attempts, r.max_attempts, r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -3235,7 +3319,30 @@ BEGIN
         WHERE r.lease_until < p_now
         ORDER BY r.lease_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
+        FOR UPDATE SKIP LOCKED
+    ), batch_policy AS MATERIALIZED (
+        SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
+        FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), decided AS (
+        SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
+        FROM batch AS b
+        JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+        CROSS JOIN LATERAL backoff._retry_decision(
+            p.policy_row, b.id, b.attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+    )
+    UPDATE backoff.jobs AS j
+    SET status = d.status,
+        run_at = d.run_at,
+        dead_letter_reason = d.dead_letter_reason,
+        completed_at = d.completed_at,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    FROM decided AS d
+    WHERE j.id = ANY (ARRAY(SELECT b.id FROM batch AS b))
+      AND j.id = d.id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END
@@ -3243,7 +3350,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
 'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
-Errors: 22023 for a NULL now, a limit < 1.
+Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
@@ -3272,10 +3379,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET lease_until = p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease)
     WHERE j.id = p_job_id
@@ -3291,7 +3395,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
 'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
-Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1, an extend <= 0.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''reports'');
 SELECT id FROM backoff.claim(''reports'', ''worker-1'');
@@ -3321,10 +3425,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot snooze job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'pending',
         attempts = j.attempts - 1,
@@ -3344,7 +3445,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
 'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3367,10 +3468,11 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot cancel job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot cancel job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'cancelled',
         completed_at = p_now,
@@ -3395,7 +3497,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
 'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
-Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
+Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
@@ -3416,10 +3518,11 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot replay job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot replay job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
     BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
@@ -3454,7 +3557,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
 'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
-Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id or now.
+Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3489,10 +3592,7 @@ BEGIN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'prune: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     DELETE FROM backoff.jobs AS j
     WHERE j.id = ANY (ARRAY(
         SELECT f.id
@@ -3508,7 +3608,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
 'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
-Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a NULL now.
+Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3548,10 +3648,7 @@ BEGIN
         RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'stats: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     RETURN QUERY
     WITH counts AS (
         SELECT j.queue,
@@ -3592,7 +3689,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
 'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
-Errors: 22023 for a NULL or negative window, a NULL now.
+Errors: 22023 for a NULL or negative window, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');

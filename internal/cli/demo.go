@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,12 +48,14 @@ func newDemoCommand() *cobra.Command {
 		Short: "Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters",
 		Long: `Show pgbackoff at work in under a minute. The demo
 
-  1. gets a PostgreSQL: with --database-url or DATABASE_URL, that server;
-     else a container started by Testcontainers when Docker answers (image
-     $BACKOFF_TEST_PG_IMAGE, default postgres:17-alpine); else, or when the
-     container cannot start, a temporary cluster made with the machine's
-     PostgreSQL server binaries (initdb in a temporary directory). It says
-     which it chose.
+  1. gets a PostgreSQL the way the tests and the benchmarks do: with
+     --database-url, TEST_DATABASE_URL or DATABASE_URL, that server; else a
+     container started by Testcontainers when Docker answers and an image
+     can be had ($BACKOFF_TEST_PG_IMAGE; postgres:17-alpine; else an image
+     built from the machine's Debian PostgreSQL binaries); else a temporary
+     cluster made with the machine's PostgreSQL server binaries (initdb in a
+     temporary directory; $BACKOFF_PG_BINDIR, PATH, pg_config, the Debian,
+     PGDG and Homebrew locations). It says which it chose.
   2. creates a fresh database pgbackoff_demo_<random> there, migrates it and
      applies examples/backoff.toml with its [env.demo] overlay (millisecond
      delays);
@@ -96,10 +97,11 @@ enqueued.`,
 				return usagef("--progress %q: want auto, live or plain", o.progress)
 			}
 			u, _ := cmd.Flags().GetString("database-url")
+			source := "--database-url"
 			if u == "" {
-				u = os.Getenv("DATABASE_URL")
+				u, source = pgserver.URLFromEnv()
 			}
-			d := &demo{opts: o, out: cmd.OutOrStdout(), url: u, start: time.Now()}
+			d := &demo{opts: o, out: cmd.OutOrStdout(), url: u, urlSource: source, start: time.Now()}
 			err := d.run(cmd.Context())
 			fmt.Fprintf(d.out, "\nelapsed: %s\n", time.Since(d.start).Round(10*time.Millisecond))
 			return err
@@ -117,10 +119,11 @@ enqueued.`,
 
 // demo is one run of the demo.
 type demo struct {
-	opts  demoOptions
-	out   io.Writer
-	url   string // the user's server, or ""
-	start time.Time
+	opts      demoOptions
+	out       io.Writer
+	url       string // the user's server, or ""
+	urlSource string // where url came from: --database-url, TEST_DATABASE_URL or DATABASE_URL
+	start     time.Time
 
 	queues []*demoQueue
 	pool   *pgxpool.Pool
@@ -240,15 +243,15 @@ func (d *demo) run(ctx context.Context) (err error) {
 func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 	w := d.out
 	if d.url != "" {
-		srv := pgserver.FromURL(d.url)
-		fmt.Fprintf(w, "server:   yours (--database-url or DATABASE_URL) at %s; the demo works in a database of its own and drops it\n", hostOf(d.url))
+		srv := pgserver.FromURL(d.url, d.urlSource)
+		fmt.Fprintf(w, "server:   yours (%s) at %s; the demo works in a database of its own and drops it\n", d.urlSource, hostOf(d.url))
 		return srv, nil
 	}
-	fmt.Fprintln(w, "server:   none given (--database-url, DATABASE_URL): starting a throwaway PostgreSQL")
+	fmt.Fprintln(w, "server:   none given (--database-url, TEST_DATABASE_URL, DATABASE_URL): starting a throwaway PostgreSQL")
 	t0 := time.Now()
 	tclog.SetDefault(tclog.NewNoopLogger()) // Testcontainers' banner is not the demo's output
 	// A throwaway server need not survive a crash.
-	srv, err := pgserver.Start(ctx, "", "fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
+	srv, err := pgserver.Start(ctx, "", "", "fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
 	if err != nil {
 		return nil, err
 	}
@@ -257,9 +260,9 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 	}
 	switch srv.Kind {
 	case "testcontainers":
-		fmt.Fprintf(w, "server:   Testcontainers, image %s, started in %s\n", pgserver.Image(), time.Since(t0).Round(10*time.Millisecond))
+		fmt.Fprintf(w, "server:   Testcontainers, image %s, started in %s\n", srv.Source, time.Since(t0).Round(10*time.Millisecond))
 	default:
-		fmt.Fprintf(w, "server:   a temporary local cluster (initdb with this machine's PostgreSQL binaries), started in %s\n", time.Since(t0).Round(10*time.Millisecond))
+		fmt.Fprintf(w, "server:   a temporary local cluster (initdb with the PostgreSQL binaries in %s), started in %s\n", srv.Source, time.Since(t0).Round(10*time.Millisecond))
 	}
 	return srv, nil
 }

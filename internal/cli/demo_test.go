@@ -32,7 +32,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	require.Empty(t, errOut)
 
 	for _, section := range []string{
-		"server:   yours (--database-url or DATABASE_URL)",
+		"server:   yours (--database-url)",
 		"config:   examples/backoff.toml (env demo) applied",
 		"enqueued: 300 jobs: 100 emails",
 		"settled 300/300 (100%)", // the last progress line

@@ -134,7 +134,7 @@ replay.`,
 				defer conn.Close(ctx)
 				// Two statements: a query does not see the rows that a function
 				// it calls changes.
-				if _, err := conn.Exec(ctx, `SELECT FROM backoff.replay($1, coalesce($2::timestamptz, now()))`, id, now); err != nil {
+				if _, err := conn.Exec(ctx, `SELECT FROM backoff.replay($1, $2::timestamptz)`, id, now); err != nil {
 					return fmt.Errorf("replay job %d: %w", id, err)
 				}
 				rows, err := conn.Query(ctx, jobSelect+` WHERE j.id = $1`, id)
@@ -153,7 +153,8 @@ replay.`,
 				return nil
 			}
 
-			conn, err := connect(ctx, cmd)
+			// Behind a router, the queue's shard: its rows are locked there.
+			conn, err := connectForQueue(ctx, cmd, queue)
 			if err != nil {
 				return err
 			}
@@ -168,7 +169,7 @@ replay.`,
 SELECT ARRAY(
     SELECT r.id
     FROM (SELECT id FROM backoff.jobs WHERE queue = $1 AND status = 'dead_lettered' ORDER BY id FOR UPDATE) AS j
-    CROSS JOIN LATERAL backoff.replay(j.id, coalesce($2::timestamptz, now())) AS r
+    CROSS JOIN LATERAL backoff.replay(j.id, $2::timestamptz) AS r
     ORDER BY r.id)`, queue, now).Scan(&ids)
 			})
 			if err != nil {

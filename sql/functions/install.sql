@@ -19,6 +19,7 @@
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
 {{ template "_valid_span.sql" . }}
+{{ template "_now.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}

@@ -14,10 +14,11 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot replay job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot replay job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
     BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
@@ -52,7 +53,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
 'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
-Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id or now.
+Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');

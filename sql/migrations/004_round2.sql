@@ -8,6 +8,46 @@
 
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
+-- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
+-- Migration 001 (released, frozen) wrote the CHECK constraints of
+-- backoff.policies with array_position and cardinality unqualified. An
+-- install run with a search_path where others may CREATE could bind them to
+-- planted look-alikes (public.array_position(interval[], interval) is a
+-- better match than pg_catalog's polymorphic one). The migrator now pins
+-- search_path = pg_catalog for every route; these constraints are
+-- re-created qualified so that an install made before that is repaired.
+ALTER TABLE backoff.policies
+    DROP CONSTRAINT policies_schedule_check,
+    ADD CONSTRAINT policies_schedule_check
+        CHECK (pg_catalog.array_position(schedule, NULL) IS NULL
+               AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
+    DROP CONSTRAINT policies_check,
+    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0);
+
+-- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
+-- One row of database-wide settings, read by backoff._now when a caller
+-- passes a p_now other than now(); written by `backoffctl config apply`
+-- from the [settings] table of the TOML.
+CREATE TABLE backoff.settings (
+    singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    max_clock_skew interval NOT NULL DEFAULT '5 minutes'
+                   CHECK (max_clock_skew >= interval '0' AND max_clock_skew <= interval '876600 hours'),
+    time_injection boolean NOT NULL DEFAULT false,
+    updated_at     timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO backoff.settings DEFAULT VALUES;
+ALTER TABLE backoff.settings OWNER TO backoff_owner;
+REVOKE ALL ON backoff.settings FROM PUBLIC;
+GRANT SELECT ON backoff.settings TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
+-- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
+-- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
+-- function's return type, so round 1's PL/pgSQL version is dropped first
+-- (no object depends on it: fail and reap call it by name at run time and
+-- are replaced below).
+DROP FUNCTION IF EXISTS backoff._retry_decision(
+    backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -60,6 +100,12 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Time is not a privilege (install).
+DROP TABLE backoff.settings;
+
+-- Install hygiene (install): nothing to undo. The qualified constraints
+-- mean what migration 001 meant; version 3 keeps them.
 
 -- (end of undo)
 

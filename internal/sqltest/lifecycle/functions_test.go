@@ -48,7 +48,7 @@ func TestEnqueue(t *testing.T) {
 		`SELECT backoff.enqueue('')`,
 		`SELECT backoff.enqueue('q', p_max_attempts => 0)`,
 		`SELECT backoff.enqueue('q', p_dedupe_key => '')`,
-		`SELECT backoff.enqueue('q', p_now => NULL)`,
+		`SELECT backoff.enqueue('q', p_now => 'infinity')`,
 	} {
 		requireCode(t, execErr(db, bad), "22023")
 	}
@@ -230,7 +230,7 @@ func TestClaimErrors(t *testing.T) {
 		`SELECT * FROM backoff.claim('q', 'w', NULL)`,
 		`SELECT * FROM backoff.claim('q', 'w', 1, '-1 second')`,
 		`SELECT * FROM backoff.claim('q', 'w', 1, '0 seconds')`,
-		`SELECT * FROM backoff.claim('q', 'w', 1, NULL, NULL)`,
+		`SELECT * FROM backoff.claim('q', 'w', 1, NULL, 'infinity')`,
 	} {
 		pgErr := requireCode(t, execErr(db, bad), "22023")
 		require.Regexp(t, `^[^A-Z]*$`, pgErr.Message[:1], "lowercase message")
@@ -254,7 +254,7 @@ func TestComplete(t *testing.T) {
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, NULL)`, id), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete(NULL, 1)`), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, 0)`, id), "22023")
-	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, 1, NULL)`, id), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, 1, 'infinity')`, id), "22023")
 
 	// Stale: reaped, then claimed again by another worker.
 	id2 := enqueue(t, db, "q", t0)
@@ -294,7 +294,7 @@ func TestCompleteMany(t *testing.T) {
 
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(ARRAY[1, 2], ARRAY[1])`), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(NULL, ARRAY[1])`), "22023")
-	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(ARRAY[1], ARRAY[1], NULL)`), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(ARRAY[1], ARRAY[1], 'infinity')`), "22023")
 	require.Equal(t, 0, scalar[int](t, db, `SELECT count(*)::int FROM backoff.complete_many('{}', '{}')`))
 }
 
@@ -439,7 +439,7 @@ func TestReap(t *testing.T) {
 	require.Len(t, j.Errors, 3)
 
 	requireCode(t, execErr(db, `SELECT backoff.reap(now(), 0)`), "22023")
-	requireCode(t, execErr(db, `SELECT backoff.reap(NULL)`), "22023")
+	requireCode(t, execErr(db, `SELECT backoff.reap('-infinity')`), "22023")
 }
 
 func TestHeartbeat(t *testing.T) {
@@ -456,7 +456,7 @@ func TestHeartbeat(t *testing.T) {
 	require.Equal(t, 0, scalar[int](t, db, `SELECT backoff.reap($1)`, at(90*time.Second)), "the extended lease is not reaped")
 
 	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, '-1 second')`, id, c.Attempts), "22023")
-	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, p_now => NULL)`, id, c.Attempts), "22023")
+	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, p_now => 'infinity')`, id, c.Attempts), "22023")
 	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, NULL)`, id), "22023")
 	requireCode(t, execErr(db, `SELECT backoff.heartbeat(999999, 1)`), "BK001")
 	require.Equal(t, 1, scalar[int](t, db, `SELECT backoff.reap($1)`, at(3*time.Minute)))
@@ -622,7 +622,7 @@ func TestStats(t *testing.T) {
 	require.Equal(t, int64(0), got[0].DeadLetters)
 
 	requireCode(t, execErr(db, `SELECT * FROM backoff.stats('-1 hour')`), "22023")
-	requireCode(t, execErr(db, `SELECT * FROM backoff.stats('1 hour', NULL)`), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.stats('1 hour', 'infinity')`), "22023")
 }
 
 func TestPolicyResolution(t *testing.T) {
@@ -715,9 +715,50 @@ func TestInfiniteNowIsNamed(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	err := requireCode(t, execErr(db, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, 'infinity')`), "22023")
-	require.Contains(t, err.Message, `now must be a finite time, got "infinity"`)
+	require.Contains(t, err.Message, `now must be a finite time between years 1 and 9999, got "infinity"`)
 	err = requireCode(t, execErr(db, `SELECT backoff.reap('-infinity')`), "22023")
-	require.Contains(t, err.Message, `now must be a finite time, got "-infinity"`)
+	require.Contains(t, err.Message, `now must be a finite time between years 1 and 9999, got "-infinity"`)
 	err = requireCode(t, execErr(db, `SELECT * FROM backoff.cancel(1, NULL, 'infinity')`), "22023")
-	require.Contains(t, err.Message, `now must be a finite time, got "infinity"`)
+	require.Contains(t, err.Message, `now must be a finite time between years 1 and 9999, got "infinity"`)
+}
+
+// TestNullNowIsTheDatabaseClock: p_now NULL means now() in every function
+// that takes it (DESIGN §11.2), so that clients send one SQL text whether
+// or not they have a clock of their own.
+func TestNullNowIsTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	tx, err := db.Begin(ctx) // one transaction: now() is one instant
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	now := scalar[time.Time](t, tx, `SELECT now()`)
+
+	id := scalar[int64](t, tx, `SELECT backoff.enqueue('q', p_now => NULL)`)
+	ids := scalar[[]int64](t, tx, `SELECT array_agg(id) FROM backoff.enqueue(ARRAY['q', 'q'], NULL::jsonb[], NULL::timestamptz[], NULL::integer[], NULL::integer[], NULL::text[], NULL) AS t(id)`)
+	require.Len(t, ids, 2)
+	j := get(t, tx, id)
+	require.Equal(t, now, j.CreatedAt)
+	require.Equal(t, now, j.RunAt)
+	require.Equal(t, now, get(t, tx, ids[1]).CreatedAt)
+
+	c := one(t, tx, `SELECT * FROM backoff.claim('q', 'w', 1, '1 minute', NULL)`)
+	require.Equal(t, id, c.ID)
+	require.Equal(t, now.Add(time.Minute), *c.LeaseUntil)
+	require.Equal(t, now.Add(2*time.Minute), scalar[time.Time](t, tx, `SELECT backoff.heartbeat($1, $2, '2 minutes', NULL)`, id, c.Attempts))
+	require.Equal(t, "pending", one(t, tx, `SELECT * FROM backoff.snooze($1, $2, '0 seconds', NULL)`, id, c.Attempts).Status)
+	a := one(t, tx, `SELECT * FROM backoff.acquire($1, 'w', NULL, NULL)`, id)
+	f := one(t, tx, `SELECT * FROM backoff.fail($1, $2, 'boom', '1 second', true, NULL)`, id, a.Attempts)
+	require.Equal(t, now.Add(time.Second), f.RunAt)
+	require.Equal(t, now, *f.LastFailedAt)
+	require.Equal(t, 0, scalar[int](t, tx, `SELECT backoff.reap(NULL)`))
+
+	c2 := one(t, tx, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, NULL)`)
+	require.Equal(t, now, *one(t, tx, `SELECT * FROM backoff.complete($1, $2, NULL)`, c2.ID, c2.Attempts).CompletedAt)
+	c3 := one(t, tx, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, NULL)`)
+	require.Equal(t, []int64{c3.ID}, scalar[[]int64](t, tx, `SELECT array_agg(x) FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], NULL) AS x`, c3.ID, c3.Attempts))
+	require.Equal(t, now, *one(t, tx, `SELECT * FROM backoff.cancel($1, 'no', NULL)`, id).CompletedAt)
+	require.Equal(t, now, one(t, tx, `SELECT * FROM backoff.replay($1, NULL)`, id).RunAt)
+	require.Equal(t, 0, scalar[int](t, tx, `SELECT backoff.prune('1 day', 10, NULL)`))
+	require.Equal(t, 1, scalar[int](t, tx, `SELECT count(*)::int FROM backoff.stats('1 hour', NULL) WHERE due >= 1`))
 }
