@@ -31,6 +31,7 @@
 {{ template "snooze.sql" . }}
 {{ template "cancel.sql" . }}
 {{ template "replay.sql" . }}
+{{ template "replay_dead_letters.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
 {{ template "pause_queue.sql" . }}

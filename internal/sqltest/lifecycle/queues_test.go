@@ -1,6 +1,8 @@
 package lifecycle_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -90,4 +92,63 @@ func TestPauseResumeQueue(t *testing.T) {
 		pgErr := requireCode(t, execErr(db, bad), "22023")
 		require.Contains(t, pgErr.Message, "queue must be a non-empty name", bad)
 	}
+}
+
+// TestReplayDeadLetters: the bulk replay replays what it can in one
+// statement and reports, per job, what it left and why; a second call finds
+// nothing to do.
+func TestReplayDeadLetters(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	usePolicy(t, db, "mail")
+	kill := func(key *string) int64 {
+		id := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_dedupe_key => $1, p_now => $2)`, key, t0)
+		j := one(t, db, `SELECT * FROM backoff.acquire($1, 'w', NULL, $2)`, id, t0)
+		exec(t, db, `SELECT backoff.fail($1, $2, 'boom', p_retryable => false, p_now => $3)`, id, j.Attempts, t0)
+		require.Equal(t, "dead_lettered", get(t, db, id).Status)
+		return id
+	}
+	free := kill(nil)
+	held := kill(ptr("k1"))
+	holder := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_dedupe_key => 'k1', p_now => $1)`, t0)
+	first := kill(ptr("k2"))
+	second := kill(ptr("k2"))
+	other := scalar[int64](t, db, `SELECT backoff.enqueue('other', p_now => $1)`, t0)
+
+	type outcome struct {
+		ID       int64
+		Replayed bool
+		Reason   *string
+	}
+	replay := func() []outcome {
+		rows, err := db.Query(context.Background(), `SELECT job_id, replayed, reason FROM backoff.replay_dead_letters('mail', $1)`, at(time.Minute))
+		require.NoError(t, err)
+		var out []outcome
+		for rows.Next() {
+			var o outcome
+			require.NoError(t, rows.Scan(&o.ID, &o.Replayed, &o.Reason))
+			out = append(out, o)
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	require.Equal(t, []outcome{
+		{free, true, nil},
+		{held, false, ptr(fmt.Sprintf("dedupe key 'k1' is held by unfinished job %d", holder))},
+		{first, true, nil},
+		{second, false, ptr(fmt.Sprintf("dedupe key 'k2' is held by job %d, replayed in this call", first))},
+	}, replay())
+	for _, id := range []int64{free, first} {
+		j := get(t, db, id)
+		require.Equal(t, "pending", j.Status)
+		require.True(t, j.RunAt.Equal(at(time.Minute)))
+		require.Nil(t, j.DeadLetterReason)
+	}
+	require.Equal(t, "dead_lettered", get(t, db, held).Status)
+	require.Equal(t, "dead_lettered", get(t, db, second).Status)
+	require.Equal(t, "pending", get(t, db, other).Status, "another queue is not touched")
+
+	// What is left is reported again, nothing else.
+	require.Len(t, replay(), 2)
+	requireCode(t, execErr(db, `SELECT * FROM backoff.replay_dead_letters('')`), "22023")
 }
