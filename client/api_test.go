@@ -350,14 +350,14 @@ func TestReadCallsSQL(t *testing.T) {
 	// List: one constant text per order, every filter a parameter, one
 	// row more than the page to know whether there is a next one.
 	detailRows := func(ids ...int64) *pgxmock.Rows {
-		rows := pgxmock.NewRows(append(strings.Split(jobColumns, ", "), "name", "coalesce"))
+		rows := pgxmock.NewRows(append(strings.Split(jobColumns, ", "), "name", "coalesce", "errors"))
 		for _, id := range ids {
 			lease := mockNow.Add(30 * time.Second)
 			failed := mockNow
 			rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(StatusRetrying), int32(0), int32(2), (*int32)(nil),
 				(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
 				[]byte(`[{"attempt":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
-				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5))
+				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5), []byte(`[]`))
 		}
 		return rows
 	}
@@ -369,7 +369,8 @@ func TestReadCallsSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 2)
 	require.Equal(t, "6", page.Next)
-	require.Equal(t, JobDetail{Job: wantJob(8, StatusRetrying, 2), EffectivePolicy: "p", EffectiveMaxAttempts: 5}, page.Jobs[0])
+	require.Equal(t, JobDetail{Job: wantJob(8, StatusRetrying, 2), EffectivePolicy: "p", EffectiveMaxAttempts: 5,
+		ErrorsJSON: []byte(`[]`)}, page.Jobs[0])
 	_, err = c.List(ctx, ListParams{Order: RecentlyFinishedFirst, Cursor: "7"})
 	require.ErrorIs(t, err, ErrInvalidArgument, "a cursor of another order")
 

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -23,6 +24,10 @@ type JobDetail struct {
 	// EffectiveMaxAttempts is the job's MaxAttempts, else its policy's (0
 	// when neither is known).
 	EffectiveMaxAttempts int
+	// ErrorsJSON is the error history as stored (backoff.jobs.errors), for
+	// callers that pass it on unchanged (backoffctl --output json, a web
+	// UI); Errors holds it decoded.
+	ErrorsJSON json.RawMessage
 }
 
 // JobOrder is the order List returns jobs in.
@@ -63,7 +68,7 @@ type JobPage struct {
 
 // detailFrom selects JobDetail columns: jobColumns of j, then the
 // effective policy and max_attempts.
-var detailFrom = "SELECT j." + strings.ReplaceAll(jobColumns, ", ", ", j.") + ", gp.name, coalesce(j.max_attempts, p.max_attempts, 0) " +
+var detailFrom = "SELECT j." + strings.ReplaceAll(jobColumns, ", ", ", j.") + ", gp.name, coalesce(j.max_attempts, p.max_attempts, 0), j.errors " +
 	"FROM backoff.jobs AS j " +
 	"CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp " +
 	"LEFT JOIN backoff.policies AS p ON p.name = gp.name "
@@ -190,11 +195,12 @@ func (c *Client) queryDetails(ctx context.Context, sql string, args []any) ([]Jo
 	for rows.Next() {
 		var d JobDetail
 		var maxAttempts int32
-		j, err := scanJob(rows, &d.EffectivePolicy, &maxAttempts)
+		var history []byte
+		j, err := scanJob(rows, &d.EffectivePolicy, &maxAttempts, &history)
 		if err != nil {
 			return nil, err
 		}
-		d.Job, d.EffectiveMaxAttempts = j, int(maxAttempts)
+		d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
 		jobs = append(jobs, d)
 	}
 	return jobs, rows.Err()
