@@ -9,20 +9,29 @@
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
 -- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
--- Migration 001 (released, frozen) wrote the CHECK constraints of
--- backoff.policies with array_position and cardinality unqualified. An
--- install run with a search_path where others may CREATE could bind them to
--- planted look-alikes (public.array_position(interval[], interval) is a
--- better match than pg_catalog's polymorphic one). The migrator now pins
--- search_path = pg_catalog for every route; these constraints are
--- re-created qualified so that an install made before that is repaired.
+-- Migration 001 (released, frozen) wrote CHECK constraints of
+-- backoff.policies that an install run with a search_path where others may
+-- CREATE could bind to planted look-alikes: array_position and cardinality
+-- unqualified (public.array_position(interval[], interval) is a better
+-- match than pg_catalog's polymorphic one), and float8 columns compared
+-- with integer and numeric literals (a planted float8 >= integer operator
+-- is a better match than pg_catalog's float8 >= float8). Every install
+-- route now pins search_path = pg_catalog; these four constraints are
+-- re-created (functions qualified, literals typed) so that an install made
+-- before that is repaired by upgrading. Same meaning, same names.
 ALTER TABLE backoff.policies
     DROP CONSTRAINT policies_schedule_check,
     ADD CONSTRAINT policies_schedule_check
         CHECK (pg_catalog.array_position(schedule, NULL) IS NULL
                AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
     DROP CONSTRAINT policies_check,
-    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0);
+    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0),
+    DROP CONSTRAINT policies_multiplier_check,
+    ADD CONSTRAINT policies_multiplier_check
+        CHECK (multiplier >= 1::float8 AND multiplier <= 1000::float8),
+    DROP CONSTRAINT policies_jitter_ratio_check,
+    ADD CONSTRAINT policies_jitter_ratio_check
+        CHECK (jitter_ratio = 0::float8 OR (jitter_ratio >= 0.000001::float8 AND jitter_ratio <= 1::float8));
 
 -- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
 -- One row of database-wide settings, read by backoff._now when a caller
