@@ -57,6 +57,30 @@ GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
 DROP FUNCTION IF EXISTS backoff._retry_decision(
     backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
 
+-- == Fencing tokens that never repeat (fence; DESIGN §11.1, docs/adr/0020) ==
+-- attempts now counts every claim over a job's life and never goes down
+-- (snooze and replay no longer give numbers back), so the value a claim
+-- returns is a token no later claim of the job can share.
+-- uncounted_attempts counts the claims that do not count against the
+-- budget: snooze adds 1, replay sets it to attempts (a fresh budget). The
+-- counted attempt, which max_attempts bounds and the backoff's n is, is
+-- attempts - uncounted_attempts.
+-- Existing rows migrate with uncounted_attempts = 0, so their counted
+-- attempt equals their attempts as before: no job's fate changes (same
+-- budget left, same next delay), and a running job keeps its token.
+-- ADD COLUMN with a constant default does not rewrite the table; the CHECK
+-- is validated by one scan here and costs two integer comparisons per row
+-- write afterwards. History entries written before this migration keep
+-- their attempt numbers (which a replay may have restarted) and have no
+-- "counted" key.
+ALTER TABLE backoff.jobs
+    ADD COLUMN uncounted_attempts integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT jobs_uncounted_attempts_check
+        CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts);
+-- backoff._push_error gains the counted attempt (p_counted); drop the old
+-- six-argument form so that it does not linger as an unused overload.
+DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -109,6 +133,14 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Fencing tokens that never repeat (fence).
+-- Round 1's functions read attempts as the counted attempt: take the
+-- uncounted claims off so that every job keeps the budget it had. The
+-- tokens of running jobs change (and round 1's tokens repeat again), so
+-- downgrade with no worker running.
+UPDATE backoff.jobs SET attempts = attempts - uncounted_attempts WHERE uncounted_attempts > 0;
+ALTER TABLE backoff.jobs DROP COLUMN uncounted_attempts;
 
 -- Time is not a privilege (install).
 DROP TABLE backoff.settings;
