@@ -263,6 +263,17 @@ SELECT backoff.fail(1, 4, 'smtp 451: greylisted', NULL, true, '2030-01-01T00:10:
 	s.run("jobs", "show", "abc")
 	s.run("dlq", "replay", "1", "--all", "--queue", "emails")
 	s.run("jobs", "list", "--output", "yaml")
+	s.run("queue", "list")
+	s.run("queue", "pause", "emails")
+	s.run("queue", "pause", "emails")
+	s.run("queue", "pause", "reports")
+	s.run("queue", "list", "--output", "json")
+	s.run("queue", "resume", "emails")
+	s.run("queue", "resume", "emails")
+	s.run("queue", "pause", "")
+	s.run("jobs", "list", "--limit", "2")
+	s.run("jobs", "list", "--limit", "2", "--after", "4")
+	s.run("jobs", "list", "--error", "SMTP", "--policy", "square")
 	s.check("operator")
 }
 
