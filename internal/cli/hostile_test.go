@@ -137,7 +137,7 @@ func TestDLQReplayAllPartial(t *testing.T) {
 		Failed   []struct {
 			ID     int64  `json:"id"`
 			Reason string `json:"reason"`
-		} `json:"failed"`
+		} `json:"not_replayed"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
 	require.Empty(t, res.Replayed)
