@@ -19,6 +19,7 @@ const (
 	codeStaleAttempt      = "BK002"
 	codeInvalidTransition = "BK003"
 	codeNotReady          = "BK004"
+	codePermissionDenied  = "42501"
 )
 
 // Sentinel errors of the SQL API. Every error the client returns for one of
@@ -42,6 +43,11 @@ var (
 	// ErrNotReady: Acquire on a job whose run_at is still in the future
 	// (SQLSTATE BK004). The error is a *NotReadyError that says when.
 	ErrNotReady = errors.New("pgbackoff: job not ready")
+	// ErrPermissionDenied: the login may not make this call (SQLSTATE
+	// 42501): its role lacks the function, or it is scoped by
+	// backoff.grant_queue and the queue (of the job) is not one of its
+	// queues. Retrying does not help; the server's message names the queue.
+	ErrPermissionDenied = errors.New("pgbackoff: permission denied")
 	// ErrSchemaTooOld: the database's pgbackoff schema is older than this
 	// client needs; run `backoffctl migrate up`.
 	ErrSchemaTooOld = errors.New("pgbackoff: database schema is older than this client needs")
@@ -94,6 +100,8 @@ func translate(op string, jobID int64, err error) error {
 			return fmt.Errorf("%s: %w: %w", op, ErrInvalidTransition, err)
 		case codeNotReady:
 			return fmt.Errorf("%s: %w", op, notReady(jobID, pgErr))
+		case codePermissionDenied:
+			return fmt.Errorf("%s: %w: %w", op, ErrPermissionDenied, err)
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {

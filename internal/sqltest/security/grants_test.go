@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -223,6 +224,15 @@ func TestQueueGrantsFollowTheLogin(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT * FROM backoff.claim('theirs', 'w', 1, NULL, $1)`, now)
 	require.Equal(t, "42501", sqlState(err), "SET ROLE to the group escaped the grant: %v", err)
 	_, err = conn.Exec(ctx, `SELECT * FROM backoff.claim('mine', 'w', 1, NULL, $1)`, now)
+	require.NoError(t, err)
+
+	// Through the Go client: a typed, non-retryable error naming the queue.
+	c, err := client.New(ctx, testdb.Pool(t, loginURL))
+	require.NoError(t, err)
+	_, err = c.Claim(ctx, "theirs", 1, time.Minute)
+	require.ErrorIs(t, err, client.ErrPermissionDenied)
+	require.ErrorContains(t, err, `queue "theirs"`)
+	_, err = c.Claim(ctx, "mine", 1, time.Minute)
 	require.NoError(t, err)
 }
 
