@@ -2915,6 +2915,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
@@ -3012,6 +3016,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -3329,6 +3337,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_lease_until timestamptz;
