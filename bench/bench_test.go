@@ -34,7 +34,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"== targets ==", "== targets (machine-readable) ==",
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
-		"target enqueue-start-idle-p50-ms: ", "target sustained-last-vs-first: ",
+		"target enqueue-start-idle-p50-ms: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
 		require.Contains(t, text, want)

@@ -369,7 +369,9 @@ func (c *Client) Heartbeat(ctx context.Context, jobID int64, attempt int, extend
 }
 
 // Snooze puts a running job back to pending, due after delay, without
-// spending an attempt.
+// spending an attempt: CountedAttempts goes back by one, while Attempts, the
+// token, stays, so the next claim gets a new token and a repeated Snooze
+// with this one is refused (ErrStaleAttempt) instead of snoozing that claim.
 func (c *Client) Snooze(ctx context.Context, jobID int64, attempt int, delay time.Duration) (Job, error) {
 	op := fmt.Sprintf("snooze job %d (attempt %d)", jobID, attempt)
 	call, args := c.fn("snooze",
@@ -398,8 +400,10 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 	return j, nil
 }
 
-// Replay returns a dead-lettered or cancelled job to pending with its
-// attempts reset; its error history is kept.
+// Replay returns a dead-lettered or cancelled job to pending with a fresh
+// attempt budget (CountedAttempts 0); its error history is kept. Attempts,
+// the token, keeps counting, so a worker still running an attempt from
+// before the cancel cannot settle the replayed job's next claim.
 func (c *Client) Replay(ctx context.Context, jobID int64) (Job, error) {
 	op := fmt.Sprintf("replay job %d", jobID)
 	call, args := c.fn("replay", arg{"p_job_id", "bigint", jobID})
@@ -452,44 +456,6 @@ func (c *Client) Get(ctx context.Context, jobID int64) (Job, error) {
 		return Job{}, translate(op, jobID, err)
 	}
 	return j, nil
-}
-
-// ListParams selects jobs for List. Zero fields do not filter.
-type ListParams struct {
-	Queue    string
-	Statuses []Status
-	AfterID  int64 // keyset pagination: only ids greater than this
-	Limit    int   // default 100
-}
-
-const listSQL = "SELECT " + jobColumns + " FROM backoff.jobs " +
-	"WHERE ($1::text IS NULL OR queue = $1) AND ($2::text[] IS NULL OR status = ANY ($2)) AND id > $3 " +
-	"ORDER BY id LIMIT $4"
-
-// List returns jobs in id order, filtered by p; page with AfterID set to
-// the last id of the previous page.
-func (c *Client) List(ctx context.Context, p ListParams) ([]Job, error) {
-	op := "list jobs"
-	if p.Queue != "" {
-		op = fmt.Sprintf("list jobs in %q", p.Queue)
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	var statuses []string
-	for _, s := range p.Statuses {
-		statuses = append(statuses, string(s))
-	}
-	var st any
-	if statuses != nil {
-		st = statuses
-	}
-	jobs, err := c.queryJobs(ctx, listSQL, []any{nullString(p.Queue), st, p.AfterID, limit})
-	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	return jobs, nil
 }
 
 // QueueStats is one queue's row of backoff.stats.

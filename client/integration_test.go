@@ -87,7 +87,8 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	replayed, err := c.Replay(ctx, ids[3])
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, replayed.Status)
-	require.Equal(t, 0, replayed.Attempts)
+	require.Equal(t, 1, replayed.Attempts, "replay keeps the token")
+	require.Equal(t, 0, replayed.CountedAttempts(), "and gives a fresh budget")
 	require.Len(t, replayed.Errors, 1, "history kept")
 	cancelled, err := c.Cancel(ctx, ids[3], "not needed")
 	require.NoError(t, err)
@@ -95,7 +96,8 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 
 	list, err := c.List(ctx, ListParams{Queue: "api", Statuses: []Status{StatusCompleted, StatusCancelled}})
 	require.NoError(t, err)
-	require.Len(t, list, 2)
+	require.Len(t, list.Jobs, 2)
+	require.Empty(t, list.Next)
 	stats, err := c.Stats(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, stats, 1)
@@ -156,5 +158,5 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	list, err := c.List(ctx, ListParams{Queue: "pol"})
 	require.NoError(t, err)
-	require.Len(t, list, 4, "the failed batch added nothing")
+	require.Len(t, list.Jobs, 4, "the failed batch added nothing")
 }

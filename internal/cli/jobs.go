@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 func init() { register(newJobsCommand) }
@@ -20,13 +22,16 @@ func init() { register(newJobsCommand) }
 var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
 
 // jobRow is a row of backoff.jobs as the CLI shows it, with the policy and
-// max_attempts that apply to it resolved.
+// max_attempts that apply to it resolved. Attempts is the fencing token
+// (every claim, never going down); CountedAttempts, attempts -
+// uncounted_attempts, is what MaxAttempts bounds (docs/adr/0020).
 type jobRow struct {
 	ID               int64           `json:"id"`
 	Queue            string          `json:"queue"`
 	Status           string          `json:"status"`
 	Priority         int             `json:"priority"`
 	Attempts         int             `json:"attempts"`
+	CountedAttempts  int             `json:"counted_attempts"`
 	MaxAttempts      int             `json:"max_attempts"`
 	Policy           string          `json:"policy"`
 	RunAt            time.Time       `json:"run_at"`
@@ -43,33 +48,26 @@ type jobRow struct {
 	Errors           json.RawMessage `json:"errors"`
 }
 
-// jobSelect reads jobRow columns; the policy is the job's own, else its
-// queue's, else 'default' (as backoff.fail resolves it).
-const jobSelect = `
-SELECT j.id, j.queue, j.status, j.priority, j.attempts,
-       coalesce(j.max_attempts, p.max_attempts, 0),
-       coalesce(j.policy, q.policy, 'default'),
-       j.run_at, j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error,
-       j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, j.payload, j.errors
-FROM backoff.jobs AS j
-LEFT JOIN backoff.queues AS q ON q.name = j.queue
-LEFT JOIN backoff.policies AS p ON p.name = coalesce(j.policy, q.policy, 'default')`
-
-func scanJobs(rows pgx.Rows) ([]jobRow, error) {
-	defer rows.Close()
-	out := []jobRow{}
-	for rows.Next() {
-		var j jobRow
-		var payload, errs []byte
-		if err := rows.Scan(&j.ID, &j.Queue, &j.Status, &j.Priority, &j.Attempts, &j.MaxAttempts, &j.Policy,
-			&j.RunAt, &j.LeaseUntil, &j.LockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &j.LastError,
-			&j.DeadLetterReason, &j.DedupeKey, &j.CreatedAt, &j.CompletedAt, &payload, &errs); err != nil {
-			return nil, err
-		}
-		j.Payload, j.Errors = payload, errs
-		out = append(out, j)
+// jobRowOf is the CLI's view (and --output json shape) of a job the client
+// read: the policy and max_attempts that govern it, the history as stored.
+func jobRowOf(d client.JobDetail) jobRow {
+	j := d.Job
+	return jobRow{
+		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Attempts, CountedAttempts: j.CountedAttempts(),
+		MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
+		LockedBy: nullable(j.LockedBy), LastAttemptedAt: j.LastAttemptedAt, LastFailedAt: j.LastFailedAt,
+		LastError: nullable(j.LastError), DeadLetterReason: nullable(j.DeadLetterReason),
+		DedupeKey: nullable(j.DedupeKey), CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt,
+		Payload: j.Payload, Errors: d.ErrorsJSON,
 	}
-	return out, rows.Err()
+}
+
+func jobRowsOf(ds []client.JobDetail) []jobRow {
+	out := make([]jobRow, len(ds))
+	for i, d := range ds {
+		out[i] = jobRowOf(d)
+	}
+	return out
 }
 
 func newJobsCommand() *cobra.Command {
@@ -91,14 +89,15 @@ func checkStatus(s string) error {
 }
 
 func newJobsListCommand() *cobra.Command {
-	var queue, status string
+	var queue, status, policyName, reason, errorText, after string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List jobs, newest first",
 		Long: `List jobs, newest first, optionally of one queue and one status. ATTEMPTS
-is attempts made / attempts allowed; NEXT_RUN is when a pending or retrying
-job becomes due.`,
+is counted attempts / attempts allowed (a snoozed claim, and every claim
+before a replay, does not count; "jobs show" has the attempt number, the
+fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 		Example: `  backoffctl jobs list
   backoffctl jobs list --queue emails --status retrying --limit 20
   backoffctl jobs list --status running --output json | jq '.[].id'`,
@@ -115,21 +114,21 @@ job becomes due.`,
 				return usagef("--limit %d: want at least 1", limit)
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			rows, err := conn.Query(ctx, jobSelect+`
-WHERE ($1::text IS NULL OR j.queue = $1) AND ($2::text IS NULL OR j.status = $2)
-ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
-			if err != nil {
-				return fmt.Errorf("list jobs: %w", err)
+			defer done()
+			params := client.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
+				ErrorContains: errorText, Order: client.NewestFirst, Cursor: after, Limit: limit}
+			if status != "" {
+				params.Statuses = []client.Status{client.Status(status)}
 			}
-			jobs, err := scanJobs(rows)
+			page, err := c.List(ctx, params)
 			if err != nil {
-				return fmt.Errorf("list jobs: %w", err)
+				return err
 			}
+			jobs := jobRowsOf(page.Jobs)
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return writeJSON(w, jobs)
@@ -145,14 +144,24 @@ ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
 				if j.Status == "pending" || j.Status == "retrying" {
 					next = formatTime(&j.RunAt)
 				}
-				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts),
+				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 					strconv.Itoa(j.Priority), next, truncate(orDash(j.LastError), 50))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.Next != "" {
+				fmt.Fprintf(w, "more: --after %s\n", page.Next)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status ("+strings.Join(statuses, ", ")+")")
+	cmd.Flags().StringVar(&policyName, "policy", "", "only jobs governed by this policy")
+	cmd.Flags().StringVar(&reason, "reason", "", "only dead letters with this reason (max_attempts, non_retryable, deadline, ...)")
+	cmd.Flags().StringVar(&errorText, "error", "", "only jobs whose last error contains this text (case-insensitive)")
+	cmd.Flags().StringVar(&after, "after", "", "continue a listing: the cursor printed as \"more: --after ...\"")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
 	return cmd
 }
@@ -174,23 +183,19 @@ func newJobsShowCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			rows, err := conn.Query(ctx, jobSelect+` WHERE j.id = $1`, id)
-			if err != nil {
-				return fmt.Errorf("show job %d: %w", id, err)
-			}
-			jobs, err := scanJobs(rows)
-			if err != nil {
-				return fmt.Errorf("show job %d: %w", id, err)
-			}
-			if len(jobs) == 0 {
+			defer done()
+			d, err := c.Details(ctx, id)
+			if errors.Is(err, client.ErrJobNotFound) {
 				return fmt.Errorf("no job %d", id)
 			}
-			j := jobs[0]
+			if err != nil {
+				return err
+			}
+			j := jobRowOf(d)
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return writeJSON(w, j)
@@ -206,9 +211,12 @@ func newJobsShowCommand() *cobra.Command {
 	return cmd
 }
 
-// historyEntry is one element of backoff.jobs.errors.
+// historyEntry is one element of backoff.jobs.errors: Attempt is the
+// failed attempt's token, Counted its counted number (absent in entries
+// written before migration 4).
 type historyEntry struct {
 	Attempt int    `json:"attempt"`
+	Counted *int   `json:"counted"`
 	At      string `json:"at"`
 	Error   string `json:"error"`
 	Worker  string `json:"worker"`
@@ -226,7 +234,7 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 	}
 	field("status", status)
 	field("policy", j.Policy)
-	field("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts))
+	field("attempts", attemptsLine(j))
 	field("priority", strconv.Itoa(j.Priority))
 	next := "-"
 	if j.Status == "pending" || j.Status == "retrying" {
@@ -258,15 +266,29 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 	}
 	fmt.Fprintf(w, "errors (%d, oldest first):\n", len(history))
 	tw = newTable(w)
-	row(tw, "  ATTEMPT", "AT", "KIND", "WORKER", "ERROR")
+	row(tw, "  ATTEMPT", "COUNTED", "AT", "KIND", "WORKER", "ERROR")
 	for _, e := range history {
 		worker := e.Worker
 		if worker == "" {
 			worker = "-"
 		}
-		row(tw, "  "+strconv.Itoa(e.Attempt), e.At, e.Kind, worker, oneLine(e.Error))
+		counted := "-"
+		if e.Counted != nil {
+			counted = strconv.Itoa(*e.Counted)
+		}
+		row(tw, "  "+strconv.Itoa(e.Attempt), counted, e.At, e.Kind, worker, oneLine(e.Error))
 	}
 	_ = tw.Flush()
+}
+
+// attemptsLine says which attempt a job is at and how much of its budget
+// is spent: "attempt 7, 2 of 5 counted". The attempt is the fencing token
+// (every claim); the counted ones are those max_attempts bounds.
+func attemptsLine(j jobRow) string {
+	if j.Attempts == 0 {
+		return fmt.Sprintf("none yet, 0 of %d counted", j.MaxAttempts)
+	}
+	return fmt.Sprintf("attempt %d, %d of %d counted", j.Attempts, j.CountedAttempts, j.MaxAttempts)
 }
 
 // relative renders t against now: "in 4s", "3m ago", "now".
@@ -290,6 +312,7 @@ func parseID(s string) (int64, error) {
 	return id, nil
 }
 
+// nullable is s, or nil for "" (NULL).
 func nullable(s string) *string {
 	if s == "" {
 		return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 	"github.com/pgbackoff/pgbackoff/internal/config"
 )
@@ -296,11 +297,12 @@ ON CONFLICT (name) DO UPDATE SET policy = excluded.policy, updated_at = now()`, 
 			continue
 		}
 		var queues []string
-		var jobs int64
-		err := tx.QueryRow(ctx, `
-SELECT ARRAY(SELECT name FROM backoff.queues WHERE policy = $1 ORDER BY name),
-       (SELECT count(*) FROM backoff.jobs WHERE policy = $1 AND status IN ('pending', 'running', 'retrying', 'dead_lettered'))`,
-			ch.Name).Scan(&queues, &jobs)
+		err := tx.QueryRow(ctx, `SELECT ARRAY(SELECT name FROM backoff.queues WHERE policy = $1 ORDER BY name)`,
+			ch.Name).Scan(&queues)
+		if err != nil {
+			return fmt.Errorf("check uses of policy %q: %w", ch.Name, err)
+		}
+		jobs, err := jobsThatMayRunAgain(ctx, tx, ch.Name)
 		if err != nil {
 			return fmt.Errorf("check uses of policy %q: %w", ch.Name, err)
 		}
@@ -315,4 +317,28 @@ SELECT ARRAY(SELECT name FROM backoff.queues WHERE policy = $1 ORDER BY name),
 		}
 	}
 	return nil
+}
+
+// jobsThatMayRunAgain counts the jobs governed by policy that are
+// unfinished or dead-lettered (a replay runs them again), through the
+// client.
+func jobsThatMayRunAgain(ctx context.Context, tx pgx.Tx, policy string) (int, error) {
+	c, err := client.New(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	params := client.ListParams{Policy: policy, Limit: 1000, Statuses: []client.Status{
+		client.StatusPending, client.StatusRunning, client.StatusRetrying, client.StatusDeadLettered}}
+	n := 0
+	for {
+		page, err := c.List(ctx, params)
+		if err != nil {
+			return 0, err
+		}
+		n += len(page.Jobs)
+		if page.Next == "" {
+			return n, nil
+		}
+		params.Cursor = page.Next
+	}
 }
