@@ -19,11 +19,11 @@ test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker,
 
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters (needs postgresql-15-plproxy)
-	set -o pipefail; BACKOFF_SHARDED=1 PG_BINDIR=$${PG_BINDIR:-/usr/lib/postgresql/15/bin} $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output
+	set -o pipefail; BACKOFF_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output
 
 .PHONY: bench-sharded
 bench-sharded: ## Calls per second through the router vs straight to one shard (four local clusters; run on a quiet machine)
-	BACKOFF_SHARDED=1 PG_BINDIR=$${PG_BINDIR:-/usr/lib/postgresql/15/bin} $(GO) test -count=1 -run '^$$' -bench . -benchtime $${BENCH_TIME:-5s} ./internal/shardtest
+	BACKOFF_SHARDED=1 $(GO) test -count=1 -run '^$$' -bench . -benchtime $${BENCH_TIME:-5s} ./internal/shardtest
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector

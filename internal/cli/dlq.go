@@ -17,8 +17,9 @@ func newDLQCommand() *cobra.Command {
 		Use:   "dlq",
 		Short: "List and replay dead-lettered jobs",
 		Long: `Dead-lettered jobs stay in backoff.jobs with their error history until an
-operator replays or prunes them. "replay" puts a job back to pending with its
-attempts reset (the history is kept).`,
+operator replays or prunes them. "replay" puts a job back to pending with a
+fresh attempt budget (the history is kept; attempt numbers, the fencing
+tokens, keep counting).`,
 		Example: `  backoffctl dlq list --queue emails
   backoffctl jobs show 42
   backoffctl dlq replay 42
@@ -68,7 +69,7 @@ func newDLQListCommand() *cobra.Command {
 			tw := newTable(w)
 			row(tw, "ID", "QUEUE", "ATTEMPTS", "REASON", "DEAD_SINCE", "LAST_ERROR")
 			for _, j := range jobs {
-				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts),
+				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 					orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(orDash(j.LastError), 50))
 			}
 			if err := tw.Flush(); err != nil {
@@ -93,7 +94,7 @@ func newDLQReplayCommand() *cobra.Command {
 		Use:   "replay [ID]",
 		Short: "Put a dead-lettered job (or all of a queue's) back to pending",
 		Long: `Replay one dead-lettered (or cancelled) job by id: it returns to pending,
-due now, with its attempts reset and its error history kept.
+due now, with a fresh attempt budget and its error history kept.
 
 With --queue Q --all, replay every dead-lettered job of queue Q in one
 transaction; this needs --yes, and without it only says how many it would

@@ -70,7 +70,6 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 	var (
 		cat     *catalog
 		servers []string
-		mapping [][2]string
 	)
 	for k, s := range shards {
 		cfg, err := pgx.ParseConfig(s.URL)
@@ -92,7 +91,6 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 			return fmt.Errorf("install router: shard %d's schema differs from shard 0's: %s", k, d)
 		}
 		servers = append(servers, fmt.Sprintf("p%d '%s'", k, quoteLit(conninfo(cfg))))
-		mapping = append(mapping, [2]string{cfg.User, cfg.Password})
 	}
 	sqls, err := cat.routerSQL(len(shards))
 	if err != nil {
@@ -115,16 +113,11 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 			`REVOKE ALL ON SCHEMA backoff FROM PUBLIC`,
 			`GRANT USAGE ON SCHEMA backoff TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
 			`CREATE SERVER ` + ServerName + ` FOREIGN DATA WRAPPER plproxy OPTIONS (modular_mapping '1', ` + strings.Join(servers, ", ") + `)`,
-			`GRANT USAGE ON FOREIGN SERVER ` + ServerName + ` TO backoff_owner`,
-			// One login for every shard: the functions are SECURITY DEFINER,
-			// so PL/Proxy connects with the owner's mapping.
-			fmt.Sprintf(`CREATE USER MAPPING FOR backoff_owner SERVER %s OPTIONS (user '%s'%s)`, ServerName,
-				quoteLit(mapping[0][0]), passwordOption(mapping[0][1])),
-		}
-		for k, m := range mapping[1:] {
-			if m != mapping[0] {
-				return fmt.Errorf("install router: shard %d's user %q differs from shard 0's %q: the router logs into every shard as one user", k+1, m[0], mapping[0][0])
-			}
+			// Every caller logs into the shards as itself (PL/Proxy adds
+			// user=CURRENT_USER): the shards check its privileges as they
+			// would for a direct connection (docs/adr/0032).
+			`GRANT USAGE ON FOREIGN SERVER ` + ServerName + ` TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
+			`CREATE USER MAPPING FOR PUBLIC SERVER ` + ServerName,
 		}
 		for _, q := range append(head, sqls...) {
 			if _, err := tx.Exec(ctx, q); err != nil {
@@ -135,15 +128,8 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 	})
 }
 
-func passwordOption(p string) string {
-	if p == "" {
-		return ""
-	}
-	return ", password '" + quoteLit(p) + "'"
-}
-
 // conninfo is the libpq connection string PL/Proxy uses for a shard: its
-// address and database (the user comes from the user mapping).
+// address and database; PL/Proxy adds user=CURRENT_USER, the caller.
 func conninfo(cfg *pgx.ConnConfig) string {
 	s := fmt.Sprintf("host=%s port=%d dbname=%s", cfg.Host, cfg.Port, cfg.Database)
 	if cfg.TLSConfig == nil {
@@ -441,7 +427,7 @@ RETURN backoff._queue_shard(p_queue)`,
 		`ALTER FUNCTION backoff.router_shards() OWNER TO backoff_owner`,
 		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._job_shard(bigint) FROM PUBLIC`,
 		`GRANT EXECUTE ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text) TO backoff_producer, backoff_worker, backoff_admin`,
-		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._job_shard(bigint) TO backoff_owner`,
+		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._job_shard(bigint) TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
 	}
 	out = append(out, c.types...)
 	// Views over the tables: their row types are the composite types the
@@ -462,7 +448,7 @@ RETURN backoff._queue_shard(p_queue)`,
 		}
 		fn := "backoff._table_" + t.name
 		out = append(out,
-			fmt.Sprintf("CREATE FUNCTION %s() RETURNS TABLE (%s) LANGUAGE plproxy VOLATILE SECURITY DEFINER AS $p$\n%s\n%s\nSELECT %s FROM backoff.%s AS t;\n$p$",
+			fmt.Sprintf("CREATE FUNCTION %s() RETURNS TABLE (%s) LANGUAGE plproxy VOLATILE AS $p$\n%s\n%s\nSELECT %s FROM backoff.%s AS t;\n$p$",
 				fn, strings.Join(t.columns, ", "), cluster, run, strings.Join(cols, ", "), quoteIdent(t.name)),
 			fmt.Sprintf("CREATE VIEW backoff.%s AS SELECT * FROM %s()", quoteIdent(t.name), fn),
 			fmt.Sprintf("ALTER FUNCTION %s() OWNER TO backoff_owner", fn),
@@ -515,7 +501,7 @@ func forward(f function, r Rule) []string {
 	}
 	var out []string
 	plproxy := func(name, args, result, body string) string {
-		return fmt.Sprintf("CREATE FUNCTION %s(%s) RETURNS %s LANGUAGE plproxy %s SECURITY DEFINER AS $p$\n%s\n%s\n$p$",
+		return fmt.Sprintf("CREATE FUNCTION %s(%s) RETURNS %s LANGUAGE plproxy %s AS $p$\n%s\n%s\n$p$",
 			name, args, result, attrs, cluster, body)
 	}
 	// internal is a PL/Proxy function backoff._route_NAME with f's input
@@ -526,7 +512,7 @@ func forward(f function, r Rule) []string {
 	}
 	call := "backoff._route_" + f.name + "(" + strings.Join(f.inputs, ", ") + ")"
 	wrapper := func(lang, body string) string {
-		return fmt.Sprintf("CREATE FUNCTION backoff.%s(%s) RETURNS %s LANGUAGE %s %s SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $w$\n%s\n$w$",
+		return fmt.Sprintf("CREATE FUNCTION backoff.%s(%s) RETURNS %s LANGUAGE %s %s SET search_path = pg_catalog, pg_temp AS $w$\n%s\n$w$",
 			quoteIdent(f.name), f.args, f.result, lang, attrs, body)
 	}
 	switch r.Kind {
@@ -541,8 +527,8 @@ func forward(f function, r Rule) []string {
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ALL;"))
 	case Any:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ANY;"))
-	case AllSum, AllMin:
-		agg := map[Kind]string{AllSum: "sum", AllMin: "min"}[r.Kind]
+	case AllSum, AllMin, AllOr:
+		agg := map[Kind]string{AllSum: "sum", AllMin: "min", AllOr: "bool_or"}[r.Kind]
 		out = append(out, internal("RUN ON ALL;"),
 			wrapper("sql", fmt.Sprintf("SELECT %s(r)::%s FROM %s AS r", agg, f.retType, call)))
 	case ByQueueSplit:
@@ -589,13 +575,16 @@ BEGIN
 END`, r.Arg, call, strings.Join(check, " OR "), call0, strings.Join(fill, "\n"))))
 	}
 	out = append(out, "ALTER FUNCTION "+sig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC")
-	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == ByQueueSplit {
+	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == AllOr || r.Kind == ByQueueSplit {
 		for _, prefix := range []string{"_route_", "_route0_"} {
 			if prefix == "_route0_" && r.Kind != ByQueueSplit {
 				continue
 			}
 			isig := fmt.Sprintf("backoff.%s%s(%s)", prefix, f.name, f.identity)
 			out = append(out, "ALTER FUNCTION "+isig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+isig+" FROM PUBLIC")
+			for _, g := range f.grantees {
+				out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s", isig, quoteIdent(g)))
+			}
 		}
 	}
 	for _, g := range f.grantees {

@@ -24,6 +24,10 @@ const (
 	// AllMin runs the call on every shard and returns the smallest answer
 	// (schema_version: what every shard supports).
 	AllMin
+	// AllOr runs the call on every shard and returns true when any shard
+	// answered true (administrative writes to the replicated configuration:
+	// pause_queue, grant_queue: "did this change anything").
+	AllOr
 	// Any runs the call on one shard (pure computations and reads of the
 	// configuration, which every shard holds alike).
 	Any
@@ -68,11 +72,20 @@ var Rules = map[string][]Rule{
 	"prune":  {{Kind: AllSum}},
 	"stats":  {{Kind: AllUnion}},
 
+	// Administrative writes to the configuration every shard holds alike
+	// (backoff.queues, backoff.queue_grants): every shard, so that the rows
+	// stay equal (a shard that missed one shows in config diff).
+	"pause_queue":  {{Kind: AllOr}},
+	"resume_queue": {{Kind: AllOr}},
+	"grant_queue":  {{Kind: AllOr}},
+	"revoke_queue": {{Kind: AllOr}},
+
 	// Computations and configuration reads: any shard answers alike.
 	"retry_delay":                    {{Kind: Any}},
 	"compute_delay":                  {{Kind: Any}},
 	"schedule":                       {{Kind: Any}},
 	"calculate_step_next_retry_time": {{Kind: Any}},
+	"job_policy":                     {{Kind: Any}},
 }
 
 // TableKind says where a router view over a shard table reads.
@@ -91,7 +104,9 @@ const (
 // (except tern's version table), which the router serves as read-only
 // views. A table missing here makes Install fail.
 var Tables = map[string]TableKind{
-	"jobs":     TableAll,
-	"policies": TableReplicated,
-	"queues":   TableReplicated,
+	"jobs":         TableAll,
+	"policies":     TableReplicated,
+	"queues":       TableReplicated,
+	"settings":     TableReplicated,
+	"queue_grants": TableReplicated,
 }

@@ -69,15 +69,29 @@ func (c *cluster) stop() {
 	}
 }
 
-// plproxyInstalled reports whether the PostgreSQL binaries the clusters
-// start from (PG_BINDIR, as make test-sharded sets it) have PL/Proxy.
-func plproxyInstalled() bool {
-	if d := os.Getenv("PG_BINDIR"); d != "" {
-		_, err := os.Stat(filepath.Join(d, "..", "lib", "plproxy.so"))
-		return err == nil
+// binaries picks the PostgreSQL server binaries for the clusters: those
+// pgserver finds ($BACKOFF_PG_BINDIR first) when they have PL/Proxy; else,
+// unless BACKOFF_PG_BINDIR names them, a Debian installation that has it.
+func binaries() (pgserver.Binaries, error) {
+	bin, err := pgserver.FindBinaries()
+	if err == nil && bin.HasExtension("plproxy") {
+		return bin, nil
 	}
-	libs, _ := filepath.Glob("/usr/lib/postgresql/*/lib/plproxy.so")
-	return len(libs) > 0
+	if os.Getenv(pgserver.BinDirEnv) == "" {
+		libs, _ := filepath.Glob("/usr/lib/postgresql/*/lib/plproxy.so")
+		for _, l := range libs {
+			os.Setenv(pgserver.BinDirEnv, filepath.Join(filepath.Dir(filepath.Dir(l)), "bin"))
+			other, err := pgserver.FindBinaries()
+			os.Unsetenv(pgserver.BinDirEnv)
+			if err == nil && other.HasExtension("plproxy") {
+				return other, nil
+			}
+		}
+	}
+	if err != nil {
+		return bin, err
+	}
+	return bin, fmt.Errorf("PL/Proxy is not installed for %s (apt-get install postgresql-%d-plproxy; .ci/run does)", bin, bin.Major)
 }
 
 func start(ctx context.Context) (*cluster, error) {
@@ -106,8 +120,9 @@ func start(ctx context.Context) (*cluster, error) {
 		}
 		c.servers = append(c.servers, &dropDatabases{url: url, names: names})
 	} else {
-		if !plproxyInstalled() {
-			return c, fmt.Errorf("PL/Proxy is not installed for the PostgreSQL in PG_BINDIR=%q (apt-get install postgresql-15-plproxy; .ci/run does)", os.Getenv("PG_BINDIR"))
+		bin, err := binaries()
+		if err != nil {
+			return c, err
 		}
 		servers := make([]*pgserver.Server, NShards+1)
 		errs := make([]error, NShards+1)
@@ -116,7 +131,7 @@ func start(ctx context.Context) (*cluster, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				servers[i], errs[i] = pgserver.StartLocal(ctx, "max_connections=100", "fsync=off")
+				servers[i], errs[i] = pgserver.StartLocalWith(ctx, bin, "max_connections=100", "fsync=off")
 			}()
 		}
 		wg.Wait()
