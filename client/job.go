@@ -117,11 +117,7 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 		policy, lockedBy, lastError, reason, dedupe *string
 		payload, history                            []byte
 	)
-<<<<<<< HEAD
-	dest := append([]any{&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &maxAttempts, &policy, &j.RunAt,
-=======
-	err := row.Scan(&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &uncounted, &maxAttempts, &policy, &j.RunAt,
->>>>>>> main
+	dest := append([]any{&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &uncounted, &maxAttempts, &policy, &j.RunAt,
 		&j.LeaseUntil, &lockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &lastError, &history,
 		&reason, &dedupe, &j.CreatedAt, &j.CompletedAt}, extra...)
 	err := row.Scan(dest...)

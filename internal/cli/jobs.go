@@ -48,45 +48,17 @@ type jobRow struct {
 	Errors           json.RawMessage `json:"errors"`
 }
 
-<<<<<<< HEAD
 // jobRowOf is the CLI's view (and --output json shape) of a job the client
 // read: the policy and max_attempts that govern it, the history as stored.
 func jobRowOf(d client.JobDetail) jobRow {
 	j := d.Job
 	return jobRow{
 		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Attempts,
-		MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
+		CountedAttempts: j.CountedAttempts(), MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
 		LockedBy: nullable(j.LockedBy), LastAttemptedAt: j.LastAttemptedAt, LastFailedAt: j.LastFailedAt,
 		LastError: nullable(j.LastError), DeadLetterReason: nullable(j.DeadLetterReason),
 		DedupeKey: nullable(j.DedupeKey), CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt,
 		Payload: j.Payload, Errors: d.ErrorsJSON,
-=======
-// jobSelect reads jobRow columns; the policy is the job's own, else its
-// queue's, else 'default' (as backoff.fail resolves it).
-const jobSelect = `
-SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.attempts - j.uncounted_attempts,
-       coalesce(j.max_attempts, p.max_attempts, 0),
-       coalesce(j.policy, q.policy, 'default'),
-       j.run_at, j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error,
-       j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, j.payload, j.errors
-FROM backoff.jobs AS j
-LEFT JOIN backoff.queues AS q ON q.name = j.queue
-LEFT JOIN backoff.policies AS p ON p.name = coalesce(j.policy, q.policy, 'default')`
-
-func scanJobs(rows pgx.Rows) ([]jobRow, error) {
-	defer rows.Close()
-	out := []jobRow{}
-	for rows.Next() {
-		var j jobRow
-		var payload, errs []byte
-		if err := rows.Scan(&j.ID, &j.Queue, &j.Status, &j.Priority, &j.Attempts, &j.CountedAttempts, &j.MaxAttempts, &j.Policy,
-			&j.RunAt, &j.LeaseUntil, &j.LockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &j.LastError,
-			&j.DeadLetterReason, &j.DedupeKey, &j.CreatedAt, &j.CompletedAt, &payload, &errs); err != nil {
-			return nil, err
-		}
-		j.Payload, j.Errors = payload, errs
-		out = append(out, j)
->>>>>>> main
 	}
 }
 
