@@ -53,8 +53,8 @@ type jobRow struct {
 func jobRowOf(d client.JobDetail) jobRow {
 	j := d.Job
 	return jobRow{
-		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Attempts,
-		CountedAttempts: j.CountedAttempts(), MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
+		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Attempts, CountedAttempts: j.CountedAttempts(),
+		MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
 		LockedBy: nullable(j.LockedBy), LastAttemptedAt: j.LastAttemptedAt, LastFailedAt: j.LastFailedAt,
 		LastError: nullable(j.LastError), DeadLetterReason: nullable(j.DeadLetterReason),
 		DedupeKey: nullable(j.DedupeKey), CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt,
