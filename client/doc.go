@@ -96,7 +96,7 @@
 //
 // Enqueue's options set the job's first run (RunAt), priority, max_attempts,
 // a dedupe key, and its retry policy: a job follows its queue's policy
-// unless WithPolicy names another row of backoff.policies, which the job
+// unless UsePolicy names another row of backoff.policies, which the job
 // then records for its whole life.
 //
 // Every call that settles a claimed job carries the attempt it was claimed
@@ -129,15 +129,14 @@
 //
 // # Retry
 //
-// Retry is for work that need not be durable: it retries a function in
-// process with a policy's math (policy.Policy.Delay, bit for bit the SQL's),
-// a per-attempt timeout (AttemptTimeout; a timed-out attempt is not retried
-// unless RetryTimeouts is given), a predicate (RetryIf), Permanent to stop,
-// and the last error returned after MaxAttempts.
+// For work that need not be durable, package retry (client/retry) retries a
+// function in process with a policy's math (policy.Policy.Delay, bit for
+// bit the SQL's), a per-attempt timeout, a predicate, Permanent to stop and
+// RetryAfter to wait a given delay:
 //
-//	err := client.Retry(ctx, policy.Profiles()["aggressive"], func(ctx context.Context) error {
+//	err := retry.Do(ctx, policy.Profiles()["aggressive"], func(ctx context.Context) error {
 //		return ping(ctx)
-//	}, client.AttemptTimeout(2*time.Second))
+//	}, retry.AttemptTimeout(2*time.Second))
 //
 // # Observability
 //
