@@ -17,6 +17,8 @@
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
 {{ template "_valid_span.sql" . }}
+{{ template "wait_for_jobs.sql" . }}
+{{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}

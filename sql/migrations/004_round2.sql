@@ -8,6 +8,23 @@
 
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
+-- -- Wake-ups only for waiting workers (DESIGN §11.6, docs/adr/0027) --
+-- A worker whose claim found a queue empty registers here that it waits
+-- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
+-- a live registration exists (one index probe), so a busy system, whose
+-- workers never write here, sends no NOTIFY. A registration ends with
+-- backoff.stop_waiting or at expires_at (a worker that died).
+CREATE TABLE backoff.waiting_workers (
+    queue      text NOT NULL CHECK (queue <> ''),
+    worker     text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, worker)
+);
+ALTER TABLE backoff.waiting_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
+GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -32,7 +49,8 @@ BEGIN
                OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
-                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time'))
+                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time',
+                       'wait_for_jobs', 'stop_waiting'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
@@ -60,6 +78,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- -- Wake-ups only for waiting workers --
+DROP TABLE backoff.waiting_workers;
 
 -- (end of undo)
 
