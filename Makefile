@@ -14,12 +14,20 @@ build: ## Build bin/backoffctl
 	$(GO) build -o $(BIN) ./cmd/backoffctl
 
 .PHONY: test
-test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, or Docker via Testcontainers)
-	set -o pipefail; scripts/with-test-db.sh $(GO) test -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
+test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which)
+	set -o pipefail; $(GO) test -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
+
+.PHONY: test-sharded
+test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters (needs postgresql-15-plproxy)
+	set -o pipefail; BACKOFF_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output
+
+.PHONY: bench-sharded
+bench-sharded: ## Calls per second through the router vs straight to one shard (four local clusters; run on a quiet machine)
+	BACKOFF_SHARDED=1 $(GO) test -count=1 -run '^$$' -bench . -benchtime $${BENCH_TIME:-5s} ./internal/shardtest
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector
-	set -o pipefail; scripts/with-test-db.sh $(GO) test -race -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
+	set -o pipefail; $(GO) test -race -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
@@ -29,11 +37,11 @@ lint: ## gofmt, go vet and staticcheck
 
 .PHONY: bench
 bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE=quick|full, BENCH_DATABASE_URL)
-	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick} -river=bench/river
+	$(GO) run ./bench -mode=$${BENCH_MODE:-quick} -river=bench/river
 
 .PHONY: bench-river
 bench-river: ## Only the Go Worker end to end and River v0.51.1 side by side (bench/river, its own module)
-	scripts/with-test-db.sh $(GO) run ./bench -mode=$${BENCH_MODE:-quick} -only=river -river=bench/river
+	$(GO) run ./bench -mode=$${BENCH_MODE:-quick} -only=river -river=bench/river
 
 .PHONY: demo
 demo: build ## Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters
@@ -44,16 +52,16 @@ migrate: build ## Apply the migrations to DATABASE_URL
 	$(BIN) migrate up
 
 .PHONY: pg-image
-pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 binaries
-	scripts/build-pg-image.sh
+pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 binaries (the tests do it when needed)
+	internal/pgserver/build-pg-image.sh
 
 .PHONY: golden
 golden: ## Rewrite the committed schema dump after an intended schema change
-	scripts/with-test-db.sh $(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update
+	$(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update
 
 .PHONY: generate
 generate: ## Regenerate dist/backoff.sql, the extension files, docs/sql-reference.md and the schema dump
-	scripts/with-test-db.sh $(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
+	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
 	$(MAKE) golden
 
 PG_CONFIG ?= pg_config
@@ -63,4 +71,4 @@ install-extension: ## Install the backoff extension into the local PostgreSQL (C
 
 .PHONY: soak
 soak: ## Soak: a mixed load for BACKOFF_SOAK (default 30m); flat throughput, no growth (not part of make test)
-	set -o pipefail; BACKOFF_SOAK=$${BACKOFF_SOAK:-30m} scripts/with-test-db.sh $(GO) test -count=1 -v -timeout 0 -run TestSoak ./internal/soaktest 2>&1 | scripts/quiet-test-output
+	set -o pipefail; BACKOFF_SOAK=$${BACKOFF_SOAK:-30m} $(GO) test -count=1 -v -timeout 0 -run TestSoak ./internal/soaktest 2>&1 | scripts/quiet-test-output

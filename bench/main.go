@@ -23,7 +23,7 @@ import (
 func main() {
 	var cfg Config
 	flag.StringVar(&cfg.Mode, "mode", "quick", "quick (CI-sized, a few minutes) or full (for the docs; includes the 10M backlog and the 10-minute sustained run)")
-	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, else start one)")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, TEST_DATABASE_URL, DATABASE_URL, else start one)")
 	flag.BoolVar(&cfg.NoDurability, "no-durability", false, "start the server with fsync=off and synchronous_commit=off (default: the server's defaults)")
 	flag.StringVar(&cfg.Only, "only", "", "run only the sections whose name contains this (e.g. claim, scaling, river)")
 	flag.StringVar(&cfg.RiverDir, "river", "", "directory of the River module (bench/river) to run side by side with the Worker; empty: skip")
@@ -49,12 +49,16 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	settings = append(settings, "max_connections=200")
 	start := time.Now()
-	srv, err := pgserver.Start(ctx, cfg.DatabaseURL, settings...)
+	u, source := cfg.DatabaseURL, "-database-url"
+	if u == "" {
+		u, source = pgserver.URLFromEnv()
+	}
+	srv, err := pgserver.Start(ctx, u, source, settings...)
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	defer func() { _ = srv.Stop(context.Background()) }()
-	fmt.Fprintf(out, "server: %s (started in %s)\n", srv.Kind, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(out, "server: %s (ready in %s)\n", srv.Describe(), time.Since(start).Round(time.Millisecond))
 	b, err := newBench(ctx, cfg, srv.URL, out)
 	if err != nil {
 		return err

@@ -20,13 +20,12 @@ type arg struct {
 	value any
 }
 
-// fn builds the call "backoff.<name>(p_a => $1::t, ...)" and its
-// arguments; with a clock option it adds p_now, otherwise the function's
-// default (the database's now()) applies.
+// fn builds the call "backoff.<name>(p_a => $1::t, ..., p_now => $n)" and
+// its arguments. p_now is always there, so each method sends one SQL text
+// whether or not a clock is set: the clock's time with WithClock, else NULL,
+// which the functions read as the database's now() (DESIGN §11.2).
 func (c *Client) fn(name string, args ...arg) (string, []any) {
-	if c.cfg.now != nil {
-		args = append(args, arg{"p_now", "timestamptz", c.cfg.now()})
-	}
+	args = append(args, arg{"p_now", "timestamptz", c.nowArg()})
 	var b strings.Builder
 	b.WriteString("backoff.")
 	b.WriteString(name)
@@ -160,7 +159,7 @@ func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ..
 // (docs/adr/0016-set-based-bulk-enqueue.md).
 const enqueueManySQL = `SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], ` +
 	`p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], ` +
-	`p_dedupe_keys => $6::text[], p_policies => $7::text[]%s) AS t(id)`
+	`p_dedupe_keys => $6::text[], p_policies => $7::text[], p_now => $8::timestamptz) AS t(id)`
 
 // EnqueueMany adds jobs in one statement and one round trip (the bulk form
 // of backoff.enqueue, which gives every job exactly the single-job
@@ -203,13 +202,7 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 			policies[i] = &p
 		}
 	}
-	args := []any{queues, payloads, runAts, maxAtt, prios, dedupes, policies}
-	now := ""
-	if c.cfg.now != nil {
-		now = ", p_now => $8::timestamptz"
-		args = append(args, c.cfg.now())
-	}
-	rows, err := c.db.Query(ctx, fmt.Sprintf(enqueueManySQL, now), args...)
+	rows, err := c.db.Query(ctx, enqueueManySQL, queues, payloads, runAts, maxAtt, prios, dedupes, policies, c.nowArg())
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
@@ -376,7 +369,9 @@ func (c *Client) Heartbeat(ctx context.Context, jobID int64, attempt int, extend
 }
 
 // Snooze puts a running job back to pending, due after delay, without
-// spending an attempt.
+// spending an attempt: CountedAttempts goes back by one, while Attempts, the
+// token, stays, so the next claim gets a new token and a repeated Snooze
+// with this one is refused (ErrStaleAttempt) instead of snoozing that claim.
 func (c *Client) Snooze(ctx context.Context, jobID int64, attempt int, delay time.Duration) (Job, error) {
 	op := fmt.Sprintf("snooze job %d (attempt %d)", jobID, attempt)
 	call, args := c.fn("snooze",
@@ -405,8 +400,10 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 	return j, nil
 }
 
-// Replay returns a dead-lettered or cancelled job to pending with its
-// attempts reset; its error history is kept.
+// Replay returns a dead-lettered or cancelled job to pending with a fresh
+// attempt budget (CountedAttempts 0); its error history is kept. Attempts,
+// the token, keeps counting, so a worker still running an attempt from
+// before the cancel cannot settle the replayed job's next claim.
 func (c *Client) Replay(ctx context.Context, jobID int64) (Job, error) {
 	op := fmt.Sprintf("replay job %d", jobID)
 	call, args := c.fn("replay", arg{"p_job_id", "bigint", jobID})

@@ -50,7 +50,7 @@ func newMock(t *testing.T, opts ...Option) (*Client, pgxmock.PgxConnIface) {
 	t.Helper()
 	mock := newMockConn(t)
 	mock.ExpectQuery("SELECT backoff.schema_version()").WithArgs().
-		WillReturnRows(pgxmock.NewRows([]string{"schema_version"}).AddRow(ptr(requiredSchema())))
+		WillReturnRows(pgxmock.NewRows([]string{"schema_version"}).AddRow(ptr(requiredSchema)))
 	c, err := New(context.Background(), mock, append([]Option{WithWorkerID("w1")}, opts...)...)
 	require.NoError(t, err)
 	require.NoError(t, mock.ExpectationsWereMet())
@@ -68,9 +68,9 @@ func jobRows() *pgxmock.Rows {
 func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmock.Rows {
 	lease := mockNow.Add(30 * time.Second)
 	failed := mockNow
-	return rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(status), int32(0), attempts, (*int32)(nil),
+	return rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(status), int32(0), attempts, attempts/2, (*int32)(nil),
 		(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
-		[]byte(`[{"attempt":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
+		[]byte(`[{"attempt":1,"counted":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
 		(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil))
 }
 
@@ -79,10 +79,10 @@ func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmoc
 // failed to scan shows up only as a zero field.
 func wantJob(id int64, status Status, attempts int) Job {
 	return Job{
-		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Attempts: attempts,
+		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Attempts: attempts, UncountedAttempts: attempts / 2,
 		RunAt: mockNow.Add(4 * time.Second), LeaseUntil: ptr(mockNow.Add(30 * time.Second)), LockedBy: "w1",
 		LastAttemptedAt: ptr(mockNow), LastFailedAt: ptr(mockNow), LastError: "boom",
-		Errors:    []AttemptError{{Attempt: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
+		Errors:    []AttemptError{{Attempt: 1, Counted: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
 		CreatedAt: mockNow,
 	}
 }
@@ -96,8 +96,8 @@ func TestNewChecksSchemaVersion(t *testing.T) {
 	}{
 		{"older", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
-				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(requiredSchema() - 1)))
-		}, fmt.Sprintf("the database is at version %d, this client needs %d", requiredSchema()-1, requiredSchema())},
+				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(requiredSchema - 1)))
+		}, fmt.Sprintf("the database is at version %d, this client needs %d", requiredSchema-1, requiredSchema)},
 		{"no version recorded", func(m pgxmock.PgxConnIface) {
 			m.ExpectQuery("SELECT backoff.schema_version()").
 				WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow((*int32)(nil)))
@@ -141,7 +141,7 @@ func TestNewChecksSchemaVersion(t *testing.T) {
 
 func TestNewAcceptsNewerSchema(t *testing.T) {
 	t.Parallel()
-	for _, v := range []int32{requiredSchema(), requiredSchema() + 1} {
+	for _, v := range []int32{requiredSchema, requiredSchema + 1} {
 		mock := newMockConn(t)
 		mock.ExpectQuery("SELECT backoff.schema_version()").
 			WillReturnRows(pgxmock.NewRows([]string{"v"}).AddRow(ptr(v)))
@@ -159,8 +159,8 @@ func TestEnqueueSQL(t *testing.T) {
 	ctx := context.Background()
 	c, mock := newMock(t)
 	runAt := mockNow.Add(time.Minute)
-	mock.ExpectQuery(enqueueSQL+")").
-		WithArgs("emails", `{"to":"a@b"}`, runAt, 3, 7, "k1", "slow").
+	mock.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("emails", `{"to":"a@b"}`, runAt, 3, 7, "k1", "slow", nil).
 		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(42)))
 	id, err := c.Enqueue(ctx, "emails", map[string]string{"to": "a@b"},
 		RunAt(runAt), MaxAttempts(3), Priority(7), DedupeKey("k1"), WithPolicy("slow"))
@@ -168,7 +168,9 @@ func TestEnqueueSQL(t *testing.T) {
 	require.Equal(t, int64(42), id)
 	require.NoError(t, mock.ExpectationsWereMet())
 
-	// Defaults are NULLs (the function's defaults); a clock adds p_now.
+	// Defaults are NULLs (the function's defaults); p_now is NULL without a
+	// clock (the database's now()) and the clock's time with one: the same
+	// SQL text either way.
 	c2, mock2 := newMock(t, WithClock(func() time.Time { return mockNow }))
 	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
 		WithArgs("emails", `{}`, nil, nil, 0, nil, nil, mockNow).
@@ -218,12 +220,13 @@ func TestEnqueueManyIsOneStatement(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, ids)
 
-	// Without a clock there is no p_now; an empty batch sends nothing.
+	// Without a clock p_now is NULL, in the same SQL text; an empty batch
+	// sends nothing.
 	c2, mock2 := newMock(t)
 	mock2.ExpectQuery("SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], "+
 		"p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], "+
-		"p_dedupe_keys => $6::text[], p_policies => $7::text[]) AS t(id)").
-		WithArgs([]string{"a"}, []string{`{}`}, []*time.Time{nil}, []*int32{nil}, []int32{0}, []*string{nil}, []*string{ptr("nope")}).
+		"p_dedupe_keys => $6::text[], p_policies => $7::text[], p_now => $8::timestamptz) AS t(id)").
+		WithArgs([]string{"a"}, []string{`{}`}, []*time.Time{nil}, []*int32{nil}, []int32{0}, []*string{nil}, []*string{ptr("nope")}, nil).
 		WillReturnError(&pgconn.PgError{Code: "22023", Message: `unknown policy "nope"`})
 	_, err = c2.EnqueueMany(context.Background(), []NewJob{{Queue: "a", Policy: "nope"}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
@@ -251,7 +254,7 @@ func TestSettleCallsSQL(t *testing.T) {
 	require.Equal(t, "boom", jobs[0].LastError)
 	require.Equal(t, "w1", jobs[0].LockedBy)
 	require.Equal(t, "", jobs[0].Policy)
-	require.Equal(t, []AttemptError{{Attempt: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}}, jobs[0].Errors)
+	require.Equal(t, []AttemptError{{Attempt: 1, Counted: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}}, jobs[0].Errors)
 	var payload struct{ To string }
 	require.NoError(t, jobs[0].UnmarshalPayload(&payload))
 	require.Equal(t, "a@b", payload.To)
@@ -361,7 +364,7 @@ func TestReadCallsSQL(t *testing.T) {
 		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters FROM backoff.stats("
 	statsCols := []string{"queue", "pending", "running", "retrying", "completed", "dead_lettered", "cancelled",
 		"due", "coalesce", "retries", "dead_letters"}
-	mock.ExpectQuery(statsSQL + "p_window => $1::interval)").WithArgs(15 * time.Minute).
+	mock.ExpectQuery(statsSQL+"p_window => $1::interval, p_now => $2::timestamptz)").WithArgs(15*time.Minute, nil).
 		WillReturnRows(pgxmock.NewRows(statsCols).
 			AddRow("emails", int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7), 90*time.Second, int64(8), int64(9)).
 			AddRow("sms", int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), time.Duration(0), int64(0), int64(0))).
@@ -373,7 +376,7 @@ func TestReadCallsSQL(t *testing.T) {
 			Due: 7, OldestDueAge: 90 * time.Second, Retries: 8, DeadLetters: 9},
 		{Queue: "sms", Completed: 1},
 	}, stats)
-	mock.ExpectQuery(statsSQL + ")").WithArgs().
+	mock.ExpectQuery(statsSQL + "p_now => $1::timestamptz)").WithArgs(nil).
 		WillReturnError(&pgconn.PgError{Code: "22023", Message: `window must not be negative, got "-1 seconds"`})
 	_, err = c.Stats(ctx, 0)
 	require.ErrorIs(t, err, ErrInvalidArgument)
@@ -389,8 +392,8 @@ func TestWithRunsOnAnotherDB(t *testing.T) {
 	c, _ := newMock(t)
 	db := newMockConn(t)
 	db.ExpectBegin()
-	db.ExpectQuery(enqueueSQL+")").
-		WithArgs("emails", `{}`, nil, nil, 0, nil, nil).
+	db.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("emails", `{}`, nil, nil, 0, nil, nil, nil).
 		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(5)))
 	db.ExpectCommit()
 	tx, err := db.Begin(ctx)
@@ -420,8 +423,8 @@ func TestErrorMapping(t *testing.T) {
 			t.Parallel()
 			c, mock := newMock(t)
 			pgErr := &pgconn.PgError{Code: tc.code, Message: "job 9: something"}
-			mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.complete(p_job_id => $1::bigint, p_attempt => $2::integer)").
-				WithArgs(int64(9), 2).WillReturnError(pgErr)
+			mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.complete(p_job_id => $1::bigint, p_attempt => $2::integer, p_now => $3::timestamptz)").
+				WithArgs(int64(9), 2, nil).WillReturnError(pgErr)
 			_, err := c.Complete(context.Background(), 9, 2)
 			require.ErrorIs(t, err, tc.want)
 			for _, other := range []error{ErrInvalidArgument, ErrJobNotFound, ErrStaleAttempt, ErrInvalidTransition, ErrNotReady} {
@@ -439,8 +442,8 @@ func TestErrorMapping(t *testing.T) {
 	t.Run("claim names the queue", func(t *testing.T) {
 		t.Parallel()
 		c, mock := newMock(t)
-		mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.claim(p_queue => $1::text, p_worker => $2::text, p_limit => $3::integer, p_lease => $4::interval)").
-			WithArgs("emails", "w1", 0, nil).
+		mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.claim(p_queue => $1::text, p_worker => $2::text, p_limit => $3::integer, p_lease => $4::interval, p_now => $5::timestamptz)").
+			WithArgs("emails", "w1", 0, nil, nil).
 			WillReturnError(&pgconn.PgError{Code: "22023", Message: `limit must be at least 1, got "0"`})
 		_, err := c.Claim(context.Background(), "emails", 0, 0)
 		require.ErrorIs(t, err, ErrInvalidArgument)
@@ -451,7 +454,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Parallel()
 		c, mock := newMock(t)
 		boom := errors.New("connection reset")
-		mock.ExpectQuery("SELECT backoff.reap()").WithArgs().WillReturnError(boom)
+		mock.ExpectQuery("SELECT backoff.reap(p_now => $1::timestamptz)").WithArgs(nil).WillReturnError(boom)
 		_, err := c.Reap(context.Background(), 0)
 		require.ErrorIs(t, err, boom)
 		require.Equal(t, "reap expired leases: connection reset", err.Error(), "unchanged, prefixed with the operation")
@@ -464,7 +467,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Parallel()
 		c, mock := newMock(t)
 		pgErr := &pgconn.PgError{Code: "40001", Message: "could not serialize access"}
-		mock.ExpectQuery("SELECT backoff.reap(p_limit => $1::integer)").WithArgs(50).WillReturnError(pgErr)
+		mock.ExpectQuery("SELECT backoff.reap(p_limit => $1::integer, p_now => $2::timestamptz)").WithArgs(50, nil).WillReturnError(pgErr)
 		_, err := c.Reap(context.Background(), 50)
 		var got *pgconn.PgError
 		require.ErrorAs(t, err, &got)
@@ -499,8 +502,8 @@ func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, mock := newMock(t)
-			mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.acquire(p_job_id => $1::bigint, p_worker => $2::text, p_lease => $3::interval)").
-				WithArgs(int64(9), "w1", nil).
+			mock.ExpectQuery("SELECT "+jobColumns+" FROM backoff.acquire(p_job_id => $1::bigint, p_worker => $2::text, p_lease => $3::interval, p_now => $4::timestamptz)").
+				WithArgs(int64(9), "w1", nil, nil).
 				WillReturnError(&pgconn.PgError{Code: "BK004", Message: tc.msg, Detail: tc.detail, Hint: tc.hint})
 			_, err := c.Acquire(context.Background(), 9, 0)
 			var nr *NotReadyError

@@ -8,15 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
-
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
 )
 
 // DB is what the client needs to run queries. *pgxpool.Pool, *pgx.Conn,
@@ -50,7 +47,10 @@ type Option func(*config)
 // WithClock makes every call pass p_now = now() instead of letting the
 // database read its own clock, so tests and simulations drive time. Without
 // it the database's clock is authoritative, which is what production wants:
-// workers on many hosts then agree on time.
+// workers on many hosts then agree on time. A caller outside backoff_admin
+// may pass only a time within backoff.settings.max_clock_skew (default 5
+// minutes) of the database's clock, unless the database has time injection
+// switched on (ErrInvalidArgument otherwise).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithLogger sets the structured logger (default slog.Default()).
@@ -98,8 +98,11 @@ func defaultWorkerID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// requiredSchema is the migration version this build needs.
-var requiredSchema = sync.OnceValue(migrations.Latest)
+// requiredSchema is the migration version this build needs: the number of
+// the latest migration in sql/migrations. It is a constant so that the
+// client does not import the migration tooling (tern); TestRequiredSchema
+// keeps it equal to the embedded migrations.
+const requiredSchema int32 = 4
 
 // New returns a client over db after checking, once, that the database's
 // pgbackoff schema is at least the version this build needs. An older (or
@@ -117,7 +120,7 @@ func New(ctx context.Context, db DB, opts ...Option) (*Client, error) {
 }
 
 func checkSchema(ctx context.Context, db DB) error {
-	need := requiredSchema()
+	need := requiredSchema
 	var have *int32
 	err := db.QueryRow(ctx, "SELECT backoff.schema_version()").Scan(&have)
 	var pgErr *pgconn.PgError
@@ -148,6 +151,15 @@ func (c *Client) With(db DB) *Client { return &Client{db: db, cfg: c.cfg} }
 
 // WorkerID is the name this client writes into locked_by.
 func (c *Client) WorkerID() string { return c.cfg.workerID }
+
+// nowArg is the p_now every call passes: the clock's time with WithClock,
+// else NULL (the database's now()).
+func (c *Client) nowArg() any {
+	if c.cfg.now != nil {
+		return c.cfg.now()
+	}
+	return nil
+}
 
 // clock is the client's notion of the current time, for durations the
 // worker computes locally (remaining lease).

@@ -4,6 +4,8 @@
 
 CREATE SCHEMA backoff;
 
+SET search_path = pg_catalog;
+
 CREATE TABLE backoff.schema_migrations (version int4 NOT NULL);
 INSERT INTO backoff.schema_migrations (version) VALUES (4);
 
@@ -1892,7 +1894,80 @@ $$;
 
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
--- -- Wake-ups only for waiting workers (DESIGN §11.6, docs/adr/0027) --
+-- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
+-- Migration 001 (released, frozen) wrote CHECK constraints of
+-- backoff.policies that an install run with a search_path where others may
+-- CREATE could bind to planted look-alikes: array_position and cardinality
+-- unqualified (public.array_position(interval[], interval) is a better
+-- match than pg_catalog's polymorphic one), and float8 columns compared
+-- with integer and numeric literals (a planted float8 >= integer operator
+-- is a better match than pg_catalog's float8 >= float8). Every install
+-- route now pins search_path = pg_catalog; these four constraints are
+-- re-created (functions qualified, literals typed) so that an install made
+-- before that is repaired by upgrading. Same meaning, same names.
+ALTER TABLE backoff.policies
+    DROP CONSTRAINT policies_schedule_check,
+    ADD CONSTRAINT policies_schedule_check
+        CHECK (pg_catalog.array_position(schedule, NULL) IS NULL
+               AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
+    DROP CONSTRAINT policies_check,
+    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0),
+    DROP CONSTRAINT policies_multiplier_check,
+    ADD CONSTRAINT policies_multiplier_check
+        CHECK (multiplier >= 1::float8 AND multiplier <= 1000::float8),
+    DROP CONSTRAINT policies_jitter_ratio_check,
+    ADD CONSTRAINT policies_jitter_ratio_check
+        CHECK (jitter_ratio = 0::float8 OR (jitter_ratio >= 0.000001::float8 AND jitter_ratio <= 1::float8));
+
+-- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
+-- One row of database-wide settings, read by backoff._now when a caller
+-- passes a p_now other than now(); written by `backoffctl config apply`
+-- from the [settings] table of the TOML.
+CREATE TABLE backoff.settings (
+    singleton      boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    max_clock_skew interval NOT NULL DEFAULT '5 minutes'
+                   CHECK (max_clock_skew >= interval '0' AND max_clock_skew <= interval '876600 hours'),
+    time_injection boolean NOT NULL DEFAULT false,
+    updated_at     timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+INSERT INTO backoff.settings DEFAULT VALUES;
+ALTER TABLE backoff.settings OWNER TO backoff_owner;
+REVOKE ALL ON backoff.settings FROM PUBLIC;
+GRANT SELECT ON backoff.settings TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
+-- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
+-- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
+-- function's return type, so round 1's PL/pgSQL version is dropped first
+-- (no object depends on it: fail and reap call it by name at run time and
+-- are replaced below).
+DROP FUNCTION IF EXISTS backoff._retry_decision(
+    backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
+
+-- == Fencing tokens that never repeat (fence; DESIGN §11.1, docs/adr/0020) ==
+-- attempts now counts every claim over a job's life and never goes down
+-- (snooze and replay no longer give numbers back), so the value a claim
+-- returns is a token no later claim of the job can share.
+-- uncounted_attempts counts the claims that do not count against the
+-- budget: snooze adds 1, replay sets it to attempts (a fresh budget). The
+-- counted attempt, which max_attempts bounds and the backoff's n is, is
+-- attempts - uncounted_attempts.
+-- Existing rows migrate with uncounted_attempts = 0, so their counted
+-- attempt equals their attempts as before: no job's fate changes (same
+-- budget left, same next delay), and a running job keeps its token.
+-- ADD COLUMN with a constant default does not rewrite the table; the CHECK
+-- is validated by one scan here and costs two integer comparisons per row
+-- write afterwards. History entries written before this migration keep
+-- their attempt numbers (which a replay may have restarted) and have no
+-- "counted" key.
+ALTER TABLE backoff.jobs
+    ADD COLUMN uncounted_attempts integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT jobs_uncounted_attempts_check
+        CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts);
+-- backoff._push_error gains the counted attempt (p_counted); drop the old
+-- six-argument form so that it does not linger as an unused overload.
+DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
+
+-- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
 -- A worker whose claim found a queue empty registers here that it waits
 -- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
 -- a live registration exists (one index probe), so a busy system, whose
@@ -2118,6 +2193,13 @@ $$;
 -- backoff._policy_delay_us(policy row, attempt, seed): _delay_us with the
 -- parameters of a policies row. Private; shared by retry_delay, schedule and
 -- the retry-or-dead-letter decision.
+--
+-- One expression without a subquery, so that PostgreSQL inlines it into the
+-- decision (and the decision into reap's UPDATE): of a schedule, only the
+-- entry for this attempt is converted and passed, as a one-entry schedule
+-- (_delay_us takes entry least(attempt, length), which for one entry is that
+-- entry); every other strategy ignores the schedule. A strategy 'schedule'
+-- always has at least one entry (CHECK on backoff.policies).
 CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
     p_policy  backoff.policies,
     p_attempt integer,
@@ -2132,7 +2214,7 @@ AS $$
         backoff._interval_us((p_policy).base),
         (p_policy).multiplier,
         (p_policy).exponent,
-        ARRAY(SELECT backoff._interval_us(s) FROM unnest((p_policy).schedule) AS s),
+        ARRAY[backoff._interval_us((p_policy).schedule[least(p_attempt, cardinality((p_policy).schedule))])],
         backoff._interval_us((p_policy).max_delay),
         (p_policy).jitter,
         (p_policy).jitter_ratio,
@@ -2418,15 +2500,21 @@ AS $$
     SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 $$;
 
--- backoff._push_error(errors, attempt, at, error, worker, kind): the job's
--- error history with one entry appended, keeping the 20 most recent entries
--- (the oldest are dropped). Entries are objects
--- {"attempt", "at" (ISO 8601 UTC), "error", "worker", "kind"} with kind
--- 'error' (a handler's failure) or 'lease_expired' (reaped). Private; used by
--- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE.
+-- backoff._push_error(errors, attempt, counted, at, error, worker, kind):
+-- the job's error history with one entry appended, keeping the 20 most
+-- recent entries (the oldest are dropped). Entries are objects
+-- {"attempt", "counted", "at" (ISO 8601 UTC), "error", "worker", "kind"}:
+-- attempt is the fencing token of the attempt that failed (attempts, unique
+-- per claim, so unique per entry), counted its place in the budget
+-- (attempts - uncounted_attempts, what max_attempts bounds: docs/adr/0020),
+-- kind 'error' (a handler's failure) or 'lease_expired' (reaped). Private;
+-- used by fail and reap. One expression, so PostgreSQL inlines it into the
+-- UPDATE; the JSON path runs only when there is something to drop (it costs
+-- about as much as the rest of the entry).
 CREATE OR REPLACE FUNCTION backoff._push_error(
     p_errors  jsonb,
     p_attempt integer,
+    p_counted integer,
     p_at      timestamptz,
     p_error   text,
     p_worker  text,
@@ -2436,9 +2524,11 @@ RETURNS jsonb
 LANGUAGE sql
 STABLE PARALLEL SAFE
 AS $$
-    SELECT jsonb_path_query_array(p_errors, '$[last - 18 to last]')
+    SELECT CASE WHEN jsonb_array_length(p_errors) < 20 THEN p_errors
+                ELSE jsonb_path_query_array(p_errors, '$[last - 18 to last]') END
         || jsonb_build_array(jsonb_build_object(
                'attempt', p_attempt,
+               'counted', p_counted,
                'at', backoff._iso8601(p_at),
                'error', p_error,
                'worker', p_worker,
@@ -2483,11 +2573,14 @@ $$;
 
 -- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
 -- with a reason" for a failed attempt. It exists once: fail (one row) and
--- reap (a batch of expired leases) both call it inside their UPDATE, so a
--- reported failure and a silent crash are judged identically
+-- reap (a batch of expired leases) both take it, so a reported failure and
+-- a silent crash are judged identically
 -- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
 -- parameter, time included.
 --
+-- p_attempts is the counted attempt that failed, attempts -
+-- uncounted_attempts (docs/adr/0020): claims given back by snooze or
+-- before a replay do not count against max attempts nor grow the delay.
 -- In order:
 --   not p_retryable                          -> dead_lettered, 'non_retryable'
 --   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
@@ -2495,8 +2588,18 @@ $$;
 --   otherwise                                -> retrying at the next run
 -- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
--- else the policy's delay for attempt p_attempts seeded by the job id).
+-- else the policy's delay for counted attempt p_attempts seeded by the job id).
 -- A dead letter keeps its run_at and gets completed_at = p_now.
+--
+-- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
+-- SELECT returning one row, so that PostgreSQL inlines it into the caller's
+-- query as a subquery (a set-returning LANGUAGE sql function that is not
+-- STRICT, VOLATILE or SECURITY DEFINER is inlined where it is used in FROM):
+-- no function call, no PL/pgSQL per row. Callers pass the policy as a column
+-- (a Var), not as a function call: an inlined function's argument is copied
+-- into every place the body uses it. The next run is computed once (the
+-- OFFSET 0 keeps its subquery from being flattened into both places that
+-- read it), and the policy's delay only for a job that is retried.
 CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_policy       backoff.policies,
     p_job_id       bigint,
@@ -2506,40 +2609,32 @@ CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_run_at       timestamptz,
     p_retry_in     interval,
     p_retryable    boolean,
-    p_now          timestamptz,
-    OUT status             text,
-    OUT run_at             timestamptz,
-    OUT dead_letter_reason text,
-    OUT completed_at       timestamptz
+    p_now          timestamptz
 )
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
+RETURNS TABLE (status text, run_at timestamptz, dead_letter_reason text, completed_at timestamptz)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
 AS $$
-DECLARE
-    v_next timestamptz;
-BEGIN
-    IF NOT p_retryable THEN
-        dead_letter_reason := 'non_retryable';
-    ELSIF p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN
-        dead_letter_reason := 'max_attempts';
-    ELSE
-        IF p_retry_in IS NULL THEN
-            v_next := p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond';
-        ELSE
-            v_next := p_now + least(p_retry_in, (p_policy).max_delay);
-        END IF;
-        IF (p_policy).deadline IS NOT NULL AND v_next > p_created_at + (p_policy).deadline THEN
-            dead_letter_reason := 'deadline';
-        ELSE
-            status := 'retrying';
-            run_at := v_next;
-            RETURN;
-        END IF;
-    END IF;
-    status := 'dead_lettered';
-    run_at := p_run_at;
-    completed_at := p_now;
-END
+    SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
+           CASE WHEN r.reason IS NULL THEN n.next_run ELSE p_run_at END,
+           r.reason,
+           CASE WHEN r.reason IS NOT NULL THEN p_now END
+    FROM (SELECT CASE
+                     WHEN NOT p_retryable
+                          OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
+                     WHEN p_retry_in IS NULL
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
+                     ELSE p_now + least(p_retry_in, (p_policy).max_delay)
+                 END AS next_run
+          OFFSET 0) AS n
+    CROSS JOIN LATERAL (
+        SELECT CASE
+                   WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
+                   WHEN (p_policy).deadline IS NOT NULL
+                        AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'
+               END AS reason) AS r
 $$;
 
 -- backoff._raise_fencing_error(action, job id, attempt): raises the error
@@ -2608,6 +2703,54 @@ IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_value IS NULL
         OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
+$$;
+
+-- backoff._now(p_now): the time a function works at (DESIGN §11.2,
+-- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
+-- that takes p_now starts with p_now := backoff._now(p_now).
+--   NULL or now()  -> now(), the transaction's clock, without reading any
+--                     table (the hot path of every client without a clock);
+--   not finite, or outside years 1 to 9999 (UTC) -> 22023 naming it;
+--   otherwise      -> p_now, when backoff.settings.time_injection is on, or
+--                     it lies within max_clock_skew of now(), or the caller
+--                     is a member of backoff_admin; else 22023.
+-- The caller is the role the session acts as: the SET ROLE role, else the
+-- login (session_user). current_user cannot say it: the public functions
+-- are SECURITY DEFINER, so inside them it is always backoff_owner. A missing
+-- settings row means the defaults (5 minutes, no injection).
+CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_skew      interval;
+    v_injection boolean;
+    v_role      text;
+BEGIN
+    IF p_now IS NULL OR p_now = pg_catalog.now() THEN
+        RETURN pg_catalog.now();
+    END IF;
+    IF NOT (p_now >= '0001-01-01 00:00:00+00'::timestamptz AND p_now < '10000-01-01 00:00:00+00'::timestamptz) THEN
+        RAISE EXCEPTION 'now must be a finite time between years 1 and 9999, got "%"', p_now
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.max_clock_skew, s.time_injection INTO v_skew, v_injection FROM backoff.settings AS s;
+    IF v_injection THEN
+        RETURN p_now;
+    END IF;
+    v_skew := coalesce(v_skew, interval '5 minutes');
+    IF p_now >= pg_catalog.now() - v_skew AND p_now <= pg_catalog.now() + v_skew THEN
+        RETURN p_now;
+    END IF;
+    v_role := coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user::text);
+    IF pg_catalog.pg_has_role(v_role, 'backoff_admin', 'MEMBER') THEN
+        RETURN p_now;
+    END IF;
+    RAISE EXCEPTION 'now "%" is further than max_clock_skew "%" from the database clock "%"', p_now, v_skew, pg_catalog.now()
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'pass NULL for the database clock; only backoff_admin may inject time, unless backoff.settings.time_injection is on';
+END
 $$;
 
 -- backoff.wait_for_jobs(queue, worker, ttl): register that p_worker waits
@@ -2725,18 +2868,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_id     bigint;
-    v_run_at timestamptz := coalesce(p_run_at, p_now);
+    v_run_at timestamptz;
 BEGIN
+    p_now := backoff._now(p_now);
+    v_run_at := coalesce(p_run_at, p_now);
     IF p_queue IS NULL OR p_queue = '' THEN
         RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
-        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
@@ -2796,7 +2937,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a p_policy that names no row of backoff.policies.
+Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, an infinite run_at, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -2831,6 +2972,7 @@ AS $$
 DECLARE
     v_n integer := coalesce(cardinality(p_queues), 0);
 BEGIN
+    p_now := backoff._now(p_now);
     IF p_queues IS NULL
        OR coalesce(cardinality(p_payloads), v_n) <> v_n OR coalesce(cardinality(p_run_ats), v_n) <> v_n
        OR coalesce(cardinality(p_max_attempts), v_n) <> v_n OR coalesce(cardinality(p_priorities), v_n) <> v_n
@@ -2845,10 +2987,6 @@ BEGIN
              WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, policy, ord)
         ORDER BY t.ord;
         RETURN;
-    END IF;
-    IF p_now IS NULL OR p_now = 'infinity' OR p_now = '-infinity' THEN
-        RAISE EXCEPTION 'now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
         RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
@@ -2901,7 +3039,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, a NULL or infinite now, an infinite run_at, a policy that names no row of backoff.policies.
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, an infinite run_at, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
@@ -2933,7 +3071,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
-       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
             RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
@@ -2943,14 +3081,12 @@ BEGIN
         ELSIF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
-            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
-                USING ERRCODE = 'invalid_parameter_value';
         ELSE
-            RAISE EXCEPTION 'claim in queue "%": now must be a finite time, got "%"', p_queue, coalesce(p_now::text, 'NULL')
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    p_now := backoff._now(p_now);
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -3006,8 +3142,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a NULL now.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
@@ -3045,10 +3181,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot acquire job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
 
     UPDATE backoff.jobs AS j
     SET status = 'running',
@@ -3089,8 +3222,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
-'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1, lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, worker or now, a lease <= 0.
+'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or worker, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -3112,10 +3245,7 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot complete job "%": now must be a finite time, got "%"', p_job_id, coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'completed',
         completed_at = p_now,
@@ -3133,8 +3263,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
-'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1.
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3164,12 +3294,9 @@ SET search_path = pg_catalog, pg_temp
 SET enable_nestloop = off
 AS $$
 BEGIN
+    p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-            RAISE EXCEPTION 'complete_many: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) THEN
         RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -3191,7 +3318,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
 'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
-Errors: 22023 for NULL arrays, arrays of different lengths, a NULL now.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
@@ -3227,22 +3354,27 @@ BEGIN
         RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retryable IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_retryable IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null', coalesce(p_job_id::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
 
     UPDATE backoff.jobs AS j
     SET (status, run_at, dead_letter_reason, completed_at) = (
+            -- The policy is looked up once (OFFSET 0 keeps it a column: the
+            -- inlined decision would otherwise call _job_policy for every
+            -- field it reads).
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
+            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL backoff._retry_decision(
+                p.policy_row, j.id, j.attempts - j.uncounted_attempts, j.max_attempts,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = p_error,
-        errors = backoff._push_error(j.errors, j.attempts, p_now, p_error, j.locked_by, 'error')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, p_error, j.locked_by, 'error')
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
@@ -3255,22 +3387,25 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); attempts >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for this attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error, retryable or now, an attempt < 1, a negative retry_in.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
 
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
--- failures with message 'lease expired' and kind 'lease_expired'. Set-based
--- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
--- any number of reapers can run at once without waiting for one another or
--- settling a job twice. The outer UPDATE does not repeat the conditions: the
--- rows are locked by the subquery, which rechecked them on their latest
--- version, and a repeated "lease_until < p_now" would let the planner walk
--- the lease index instead of probing the primary key.
+-- failures with message 'lease expired' and kind 'lease_expired'. One
+-- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
+-- of the batch is looked up once, and the decision is inlined, so a row
+-- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
+-- retried. The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- reapers can run at once without waiting for one another or settling a job
+-- twice. The outer UPDATE does not repeat the conditions: the rows are
+-- locked by the batch, which rechecked them on their latest version, and a
+-- repeated "lease_until < p_now" would let the planner walk the lease index
+-- instead of probing the primary key.
 CREATE OR REPLACE FUNCTION backoff.reap(
     p_now   timestamptz DEFAULT now(),
     p_limit integer DEFAULT 1000
@@ -3284,28 +3419,20 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    UPDATE backoff.jobs AS j
-    SET (status, run_at, dead_letter_reason, completed_at) = (
-            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
-                j.created_at, j.run_at, NULL, true, p_now) AS d),
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
-    WHERE j.id = ANY (ARRAY(
-        SELECT r.id
+    -- The batch is locked first (FOR UPDATE SKIP LOCKED returns each row as
+    -- its latest version, which nobody can change until we commit), its
+    -- distinct (policy, queue) pairs are resolved once each, and the
+    -- decision, inlined, is taken per row from the locked values. The UPDATE
+    -- then finds its rows through the primary key (id = ANY of the batch's
+    -- ids), whatever the join order the planner picks.
+    WITH batch AS MATERIALIZED (
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -3314,15 +3441,38 @@ BEGIN
         WHERE r.lease_until < p_now
         ORDER BY r.lease_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
+        FOR UPDATE SKIP LOCKED
+    ), batch_policy AS MATERIALIZED (
+        SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
+        FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), decided AS (
+        SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
+        FROM batch AS b
+        JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+        CROSS JOIN LATERAL backoff._retry_decision(
+            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+    )
+    UPDATE backoff.jobs AS j
+    SET status = d.status,
+        run_at = d.run_at,
+        dead_letter_reason = d.dead_letter_reason,
+        completed_at = d.completed_at,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    FROM decided AS d
+    WHERE j.id = ANY (ARRAY(SELECT b.id FROM batch AS b))
+      AND j.id = d.id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
-Errors: 22023 for a NULL now, a limit < 1.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
@@ -3351,10 +3501,7 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), p_extend
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot heartbeat job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET lease_until = p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease)
     WHERE j.id = p_job_id
@@ -3370,16 +3517,18 @@ $$;
 
 COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
 'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
-Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or now, an attempt < 1, an extend <= 0.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''reports'');
 SELECT id FROM backoff.claim(''reports'', ''worker-1'');
 SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';
 
 -- backoff.snooze(job id, attempt, delay, now): put a running attempt back
--- to pending at p_now + p_delay without spending it: attempts goes back by
--- one, so the next claim carries the same attempt number again
--- (docs/adr/0006-attempts-counted-at-claim.md).
+-- to pending at p_now + p_delay without spending it: uncounted_attempts
+-- goes up by one, so the counted attempt goes back by one while attempts,
+-- the fencing token, stays; the next claim has a new token
+-- (docs/adr/0020-tokens-that-never-repeat.md). A snooze repeated after its
+-- reply was lost is refused (BK002 once the job is pending or re-claimed).
 CREATE OR REPLACE FUNCTION backoff.snooze(
     p_job_id  bigint,
     p_attempt integer,
@@ -3400,13 +3549,10 @@ BEGIN
             coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot snooze job "%": now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'pending',
-        attempts = j.attempts - 1,
+        uncounted_attempts = j.uncounted_attempts + 1,
         run_at = p_now + p_delay,
         lease_until = NULL,
         locked_by = NULL
@@ -3422,12 +3568,12 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
-'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, delay or now, an attempt < 1, a negative delay.
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
 
 -- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
 -- is not finished (pending, retrying or running). A running worker learns
@@ -3446,10 +3592,11 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot cancel job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot cancel job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'cancelled',
         completed_at = p_now,
@@ -3473,15 +3620,20 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
-Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or now.
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
+Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
 
 -- backoff.replay(job id, now): a dead-lettered or cancelled job back to
--- pending, due at p_now, with a fresh attempt budget. The error history and
--- last_error stay as evidence.
+-- pending, due at p_now, with a fresh attempt budget: uncounted_attempts =
+-- attempts, so the counted attempt is 0, while attempts, the fencing token,
+-- keeps counting (docs/adr/0020-tokens-that-never-repeat.md): a worker
+-- still running the cancelled attempt cannot settle the next one. Two
+-- concurrent replays of one job: the second waits for the first's row lock,
+-- then finds a pending job (BK003). The error history and last_error stay
+-- as evidence.
 CREATE OR REPLACE FUNCTION backoff.replay(
     p_job_id bigint,
     p_now    timestamptz DEFAULT now()
@@ -3495,14 +3647,15 @@ AS $$
 DECLARE
     v_job backoff.jobs;
 BEGIN
-    IF p_job_id IS NULL OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'cannot replay job "%": job id must not be null and now must be a finite time, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_now::text, 'NULL')
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot replay job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    p_now := backoff._now(p_now);
     BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
-            attempts = 0,
+            uncounted_attempts = j.attempts,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -3532,13 +3685,13 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
-Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id or now.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
-SELECT status, attempts, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
 
 -- backoff.prune(older than, limit, now): delete up to p_limit finished jobs
 -- (completed, dead_lettered, cancelled) whose completed_at is older than
@@ -3568,10 +3721,7 @@ BEGIN
         RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'prune: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     DELETE FROM backoff.jobs AS j
     WHERE j.id = ANY (ARRAY(
         SELECT f.id
@@ -3587,7 +3737,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
 'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
-Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a NULL now.
+Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3627,10 +3777,7 @@ BEGIN
         RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'stats: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     RETURN QUERY
     WITH counts AS (
         SELECT j.queue,
@@ -3671,7 +3818,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
 'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
-Errors: 22023 for a NULL or negative window, a NULL now.
+Errors: 22023 for a NULL or negative window, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');

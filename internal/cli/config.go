@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -129,28 +130,46 @@ which apply keeps (apply --prune deletes them). Nothing is written.`,
 				return err
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			targets, err := connectTargets(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			st, err := readState(ctx, conn)
-			if err != nil {
-				return err
-			}
-			changes := planChanges(c, st)
-			if jsonOut {
+			defer closeTargets(ctx, targets)
+			// Behind a router, each shard is compared on its own: a shard
+			// that drifted shows under its own heading.
+			total := 0
+			var perShard []map[string]any
+			for _, tg := range targets {
+				st, err := readState(ctx, tg.conn)
+				if err != nil {
+					return fmt.Errorf("%s: %w", tg.label, err)
+				}
+				changes := planChanges(c, st)
+				total += pending(changes)
 				if changes == nil {
 					changes = []change{}
 				}
-				if err := writeJSON(cmd.OutOrStdout(), changes); err != nil {
+				switch {
+				case jsonOut && tg.label != "":
+					perShard = append(perShard, map[string]any{"shard": tg.label, "changes": changes})
+				case jsonOut:
+					if err := writeJSON(cmd.OutOrStdout(), changes); err != nil {
+						return err
+					}
+				default:
+					if tg.label != "" {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s:\n", tg.label)
+					}
+					writeChanges(cmd.OutOrStdout(), changes, false)
+				}
+			}
+			if perShard != nil {
+				if err := writeJSON(cmd.OutOrStdout(), perShard); err != nil {
 					return err
 				}
-			} else {
-				writeChanges(cmd.OutOrStdout(), changes, false)
 			}
-			if exitCode && pending(changes) > 0 {
-				return fmt.Errorf("the database differs from %s in %d row(s)", c.File, pending(changes))
+			if exitCode && total > 0 {
+				return fmt.Errorf("the database differs from %s in %d row(s)", c.File, total)
 			}
 			return nil
 		},
@@ -188,60 +207,122 @@ name, which stops the apply. A queue's paused flag is never changed.`,
 				return err
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			targets, err := connectTargets(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			var changes []change
-			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				// Serialize concurrent applies; readers (claim, fail) are not blocked.
-				if _, err := tx.Exec(ctx, `LOCK TABLE backoff.policies, backoff.queues IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-					return fmt.Errorf("lock policies: %w", err)
-				}
-				st, err := readState(ctx, tx)
-				if err != nil {
-					return err
-				}
-				changes = planChanges(c, st)
-				return applyChanges(ctx, tx, changes, prune)
-			})
+			defer closeTargets(ctx, targets)
+			results, err := applyAll(ctx, targets, c, prune)
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", c.File, err)
 			}
 			w := cmd.OutOrStdout()
-			if jsonOut {
-				if changes == nil {
-					changes = []change{}
+			var perShard []map[string]any
+			for i, changes := range results {
+				label := targets[i].label
+				if jsonOut {
+					if changes == nil {
+						changes = []change{}
+					}
+					out := map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && extra(changes) > 0, "changes": changes, "pruned": prune}
+					if label == "" {
+						return writeJSON(w, out)
+					}
+					out["shard"] = label
+					perShard = append(perShard, out)
+					continue
 				}
-				return writeJSON(w, map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && extra(changes) > 0, "changes": changes, "pruned": prune})
-			}
-			if pending(changes) == 0 && (!prune || extra(changes) == 0) {
-				fmt.Fprintf(w, "no change: the database matches %s\n", c.File)
-				writeExtras(w, changes, prune)
-				return nil
-			}
-			writeChanges(w, changes, prune)
-			added, updated := 0, 0
-			for _, ch := range changes {
-				switch ch.Kind {
-				case changeAdd:
-					added++
-				case changeUpdate:
-					updated++
+				if label != "" {
+					fmt.Fprintf(w, "%s:\n", label)
 				}
+				writeApplied(w, c, changes, prune)
 			}
-			deleted := 0
-			if prune {
-				deleted = extra(changes)
+			if perShard != nil {
+				return writeJSON(w, perShard)
 			}
-			fmt.Fprintf(w, "applied %s: %d added, %d updated, %d deleted\n", c.File, added, updated, deleted)
 			return nil
 		},
 	}
 	configFlags(cmd, &file, &env)
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete policies and queues that are not in the configuration")
 	return cmd
+}
+
+// applyAll applies c to every target, each in its own transaction, and
+// commits them only once every target has applied: an error anywhere rolls
+// every target back. (A failure between two commits leaves the shards
+// apart; config diff then shows which one drifted.)
+func applyAll(ctx context.Context, targets []target, c *config.Config, prune bool) ([][]change, error) {
+	var txs []pgx.Tx
+	rollback := func() {
+		for _, tx := range txs {
+			_ = tx.Rollback(ctx)
+		}
+	}
+	results := make([][]change, len(targets))
+	for i, tg := range targets {
+		where := ""
+		if tg.label != "" {
+			where = tg.label + ": "
+		}
+		tx, err := tg.conn.Begin(ctx)
+		if err != nil {
+			rollback()
+			return nil, fmt.Errorf("%s%w", where, err)
+		}
+		txs = append(txs, tx)
+		// Serialize concurrent applies; readers (claim, fail) are not blocked.
+		if _, err := tx.Exec(ctx, `LOCK TABLE backoff.policies, backoff.queues IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			rollback()
+			return nil, fmt.Errorf("%slock policies: %w", where, err)
+		}
+		st, err := readState(ctx, tx)
+		if err != nil {
+			rollback()
+			return nil, fmt.Errorf("%s%w", where, err)
+		}
+		results[i] = planChanges(c, st)
+		if err := applyChanges(ctx, tx, results[i], prune); err != nil {
+			rollback()
+			return nil, fmt.Errorf("%s%w", where, err)
+		}
+	}
+	for i, tx := range txs {
+		if err := tx.Commit(ctx); err != nil {
+			for _, rest := range txs[i+1:] {
+				_ = rest.Rollback(ctx)
+			}
+			if i == 0 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%s: commit failed after %d shard(s) committed (run config diff, then apply again): %w", targets[i].label, i, err)
+		}
+	}
+	return results, nil
+}
+
+// writeApplied prints the outcome of an apply for people.
+func writeApplied(w io.Writer, c *config.Config, changes []change, prune bool) {
+	if pending(changes) == 0 && (!prune || extra(changes) == 0) {
+		fmt.Fprintf(w, "no change: the database matches %s\n", c.File)
+		writeExtras(w, changes, prune)
+		return
+	}
+	writeChanges(w, changes, prune)
+	added, updated := 0, 0
+	for _, ch := range changes {
+		switch ch.Kind {
+		case changeAdd:
+			added++
+		case changeUpdate:
+			updated++
+		}
+	}
+	deleted := 0
+	if prune {
+		deleted = extra(changes)
+	}
+	fmt.Fprintf(w, "applied %s: %d added, %d updated, %d deleted\n", c.File, added, updated, deleted)
 }
 
 // pending counts the changes that apply writes (adds and updates).

@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
+	"net/url"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,50 +14,28 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-// pgCronInstalled reports whether the machine's PostgreSQL has pg_cron's
-// library (Debian: postgresql-15-cron), which the local cluster can load.
-func pgCronInstalled() bool {
-	var candidates []string
-	if d := os.Getenv("PG_BINDIR"); d != "" {
-		candidates = append(candidates, filepath.Join(d, "..", "lib", "pg_cron.so"))
-	}
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/lib/pg_cron.so")
-	for _, p := range append(candidates, found...) {
-		if _, err := os.Stat(p); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // cronServer starts a temporary local cluster with pg_cron preloaded, and
 // returns the URL of a migrated database on it. pg_cron needs
 // shared_preload_libraries, which neither the shared test server nor the
-// test container has, so this test brings its own server. .ci/run installs
-// postgresql-15-cron; elsewhere the test skips when it is missing.
+// test container has, so this test brings its own server. pg_cron is
+// packaged by Debian for PostgreSQL 15: .ci/run installs it; elsewhere, or on
+// another version, the test skips and says why (testdb.LocalBinariesWith).
 func cronServer(t *testing.T) (admin, app string) {
 	t.Helper()
-	if !pgCronInstalled() {
-		if os.Getenv("CI") != "" {
-			t.Fatal("pg_cron is not installed (CI is set; .ci/run installs postgresql-15-cron)")
-		}
-		t.Skip("pg_cron is not installed: apt-get install postgresql-15-cron to run this test")
-	}
+	bin := testdb.LocalBinariesWith(t, "pg_cron", "postgresql-15-cron")
 	ctx := context.Background()
-	srv, err := pgserver.StartLocal(ctx, "shared_preload_libraries=pg_cron", "cron.database_name=postgres")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("start a local cluster with pg_cron: %v", err)
-		}
-		t.Skipf("no local PostgreSQL cluster with pg_cron: %v", err)
-	}
+	srv, err := pgserver.StartLocalWith(ctx, bin, "shared_preload_libraries=pg_cron", "cron.database_name=postgres")
+	require.NoError(t, err, "start a local cluster with pg_cron")
 	t.Cleanup(func() { require.NoError(t, srv.Stop(context.Background())) })
-	require.NoError(t, adminExec(ctx, srv.URL, "CREATE DATABASE app"))
-	app, err = databaseIn(srv.URL, "app")
+	server, err := pgx.ParseConfig(srv.URL)
 	require.NoError(t, err)
-	_, err = migrateDemo(ctx, app)
+	require.NoError(t, adminExec(ctx, server, "CREATE DATABASE app"))
+	_, err = migrateDemo(ctx, inDatabase(server, "app"))
 	require.NoError(t, err)
-	return srv.URL, app
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err, "local clusters have postgres:// URLs")
+	u.Path = "/app"
+	return srv.URL, u.String()
 }
 
 func TestCronInstallStatusUninstall(t *testing.T) {

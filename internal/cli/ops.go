@@ -51,7 +51,7 @@ command is for a cron job or an operator.`,
 			}
 			defer conn.Close(ctx)
 			var n int
-			if err := conn.QueryRow(ctx, `SELECT backoff.reap(coalesce($1::timestamptz, now()), $2)`, now, limit).Scan(&n); err != nil {
+			if err := conn.QueryRow(ctx, `SELECT backoff.reap($1::timestamptz, $2)`, now, limit).Scan(&n); err != nil {
 				return fmt.Errorf("reap: %w", err)
 			}
 			if jsonOut {
@@ -160,7 +160,7 @@ func readStats(ctx context.Context, q querier, win time.Duration, now *time.Time
 	rows, err := q.Query(ctx, `
 SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, due,
        (extract(epoch FROM oldest_due_age) * 1000000)::bigint, retries, dead_letters
-FROM backoff.stats($1::bigint * interval '1 microsecond', coalesce($2::timestamptz, now()))`, win.Microseconds(), now)
+FROM backoff.stats($1::bigint * interval '1 microsecond', $2::timestamptz)`, win.Microseconds(), now)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
@@ -262,11 +262,9 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 			defer conn.Close(ctx)
 			var id int64
 			err = conn.QueryRow(ctx, `
-WITH t AS (SELECT coalesce($7::timestamptz, now()) AS now)
 SELECT backoff.enqueue($1, $2::jsonb,
-    coalesce($3::timestamptz, t.now + $4::bigint * interval '1 microsecond'),
-    $5, $6, $8, t.now)
-FROM t`, queue, payload, at, after, maxA, priority, now, nullable(dedupe)).Scan(&id)
+    coalesce($3::timestamptz, coalesce($7::timestamptz, now()) + $4::bigint * interval '1 microsecond'),
+    $5, $6, $8, $7::timestamptz)`, queue, payload, at, after, maxA, priority, now, nullable(dedupe)).Scan(&id)
 			if err != nil {
 				return fmt.Errorf("enqueue into %q: %w", queue, err)
 			}

@@ -63,24 +63,25 @@ func TestStandaloneMatchesMigrations(t *testing.T) {
 
 // TestCreateExtension installs the extension files into the test server and
 // runs CREATE EXTENSION backoff. It needs write access to the server's
-// extension directory: the Testcontainers container gives it; against
+// extension directory: a server testdb started gives it (a container, or a
+// local cluster whose files are put back when it stops); against
 // TEST_DATABASE_URL it runs only when the extension was installed there
 // (`make install-extension`).
 func TestCreateExtension(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	conn := connect(t, testdb.NewEmptyURL(t))
-	if c := testdb.Container(t); c != nil {
-		var sharedir string
-		require.NoError(t, conn.QueryRow(ctx, "SELECT setting FROM pg_catalog.pg_config WHERE name = 'SHAREDIR'").Scan(&sharedir))
+	if srv := testdb.Server(t); srv.Controllable() {
+		files := map[string][]byte{}
 		for rel, render := range generated {
 			if filepath.Dir(rel) != "extension" {
 				continue
 			}
 			body, err := render()
 			require.NoError(t, err)
-			require.NoError(t, c.CopyToContainer(ctx, []byte(body), sharedir+"/extension/"+filepath.Base(rel), 0o644))
+			files[filepath.Base(rel)] = []byte(body)
 		}
+		require.NoError(t, srv.InstallExtensionFiles(ctx, files))
 	} else {
 		var available bool
 		require.NoError(t, conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'backoff')").Scan(&available))

@@ -19,7 +19,7 @@ import (
 // them through the normal retry decision (history kind lease_expired,
 // status retrying), and another worker finishes every job.
 func TestKillWorkerProcess(t *testing.T) {
-	container(t)
+	faultServer(t)
 	dbURL, admin := newFaultDB(t)
 	ids := enqueue(t, admin, "kill", 30)
 
@@ -65,13 +65,13 @@ FROM backoff.jobs WHERE id = ANY($1)`, held)
 	require.Equal(t, 5, a.reaped)
 }
 
-// TestRestartServer: the PostgreSQL container is stopped (fast shutdown)
+// TestRestartServer: the PostgreSQL server is stopped (fast shutdown)
 // and started again while two workers run. Workers connect through a
-// proxy with a fixed address (the container's published port changes on a
+// proxy with a fixed address (a container's published port changes on a
 // restart); they reconnect and carry on; completions lost in flight are
 // recovered by the reaper; no job is lost or completed twice.
 func TestRestartServer(t *testing.T) {
-	c := container(t)
+	srv := faultServer(t)
 	ctx := context.Background()
 	dbURL, admin := newFaultDB(t)
 	ids := enqueue(t, admin, "restart", 300)
@@ -94,15 +94,11 @@ func TestRestartServer(t *testing.T) {
 	before := count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`)
 
 	// SIGINT: PostgreSQL's fast shutdown (sessions are cut, the
-	// checkpoint is written), then the container exits.
-	id := c.GetContainerID()
-	docker(t, "kill", "--signal=INT", id)
-	docker(t, "wait", id)
+	// checkpoint is written), then the server starts again.
 	p.closeAll()
-	require.NoError(t, c.Start(ctx))
+	require.NoError(t, srv.Restart(ctx))
 	require.NoError(t, testdb.Restarted(ctx))
-	newURL, err := c.ConnectionString(ctx, "sslmode=disable")
-	require.NoError(t, err)
+	newURL := srv.URL
 	target.Store(hostPort(t, newURL))
 	admin = testdb.Pool(t, viaProxy(t, dbURL, p))
 	t.Logf("restarted the server with %d of %d jobs completed", before, len(ids))
@@ -114,13 +110,15 @@ func TestRestartServer(t *testing.T) {
 	account(t, admin, "server restart", ids)
 }
 
-// TestPauseServer: the server is frozen (docker pause) for longer than the
+// TestPauseServer: the server is frozen (docker pause, or SIGSTOP for a
+// local cluster) for longer than the
 // lease while eight jobs are in their first attempt. When it resumes the
 // leases have expired: the reaper retries the jobs, other attempts
 // complete them, and the stale handlers' completions are refused (the
 // fencing token is no longer the running attempt) and dropped.
 func TestPauseServer(t *testing.T) {
-	c := container(t)
+	srv := faultServer(t)
+	ctx := context.Background()
 	dbURL, admin := newFaultDB(t)
 	first := enqueue(t, admin, "pause", 8)
 	firstSet := map[int64]bool{}
@@ -148,9 +146,9 @@ func TestPauseServer(t *testing.T) {
 	})
 	ids := append(first, enqueue(t, admin, "pause", 32)...)
 
-	docker(t, "pause", c.GetContainerID())
+	require.NoError(t, srv.Pause(ctx))
 	time.Sleep(3 * time.Second) // three leases
-	docker(t, "unpause", c.GetContainerID())
+	require.NoError(t, srv.Resume(ctx))
 
 	waitFor(t, 60*time.Second, "every job completed after the pause", func() bool {
 		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`) == len(ids)
@@ -173,7 +171,7 @@ func TestPauseServer(t *testing.T) {
 // (BK003 for a completed job, BK002 for a failed attempt), and the job is
 // completed or failed exactly once.
 func TestConnectionDroppedDuringSettle(t *testing.T) {
-	container(t)
+	faultServer(t)
 	ctx := context.Background()
 	dbURL, admin := newFaultDB(t)
 	p, err := newProxy(func() string { return hostPort(t, dbURL) })

@@ -15,9 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -86,24 +86,19 @@ func startWorkerProcess(t *testing.T, dbURL, queue, id string, sleep time.Durati
 	return cmd
 }
 
-// container is the package's PostgreSQL container; without one (the
-// server came from TEST_DATABASE_URL) the test skips, or fails under CI.
-func container(t *testing.T) *tcpostgres.PostgresContainer {
+// faultServer is the package's PostgreSQL, one this package started (a
+// container or a local cluster) so that it can be restarted and paused;
+// with a server given by URL the test skips, or fails under CI.
+func faultServer(t *testing.T) *pgserver.Server {
 	t.Helper()
-	c := testdb.Container(t)
-	if c == nil {
+	s := testdb.Server(t)
+	if !s.Controllable() {
 		if os.Getenv("CI") != "" {
-			t.Fatal("fault tests need the Testcontainers container (unset TEST_DATABASE_URL); CI is set")
+			t.Fatalf("fault tests restart and pause the server: they need one testdb starts, not %s (CI is set)", s.Describe())
 		}
-		t.Skip("fault tests restart and pause the server: they need the Testcontainers container, not TEST_DATABASE_URL")
+		t.Skipf("fault tests restart and pause the server: they need one testdb starts (unset TEST_DATABASE_URL and DATABASE_URL), not %s", s.Describe())
 	}
-	return c
-}
-
-func docker(t *testing.T, args ...string) {
-	t.Helper()
-	out, err := exec.Command("docker", args...).CombinedOutput()
-	require.NoError(t, err, "docker %s: %s", strings.Join(args, " "), out)
+	return s
 }
 
 // newFaultDB returns a fresh migrated database with a completion log: a

@@ -1,15 +1,36 @@
-// Package pgserver provides a PostgreSQL server for tests, benchmarks and the
-// demo: an existing one named by URL, a container started by Testcontainers,
-// or a temporary cluster made with the machine's own PostgreSQL binaries.
+// Package pgserver is the one place that finds a PostgreSQL server for the
+// tests (internal/testdb), the demo (backoffctl demo) and the benchmarks
+// (bench). Start tries, in order:
+//
+//  1. a server given by URL (the caller's flag, else TEST_DATABASE_URL, else
+//     DATABASE_URL: see URLFromEnv);
+//  2. a container started by Testcontainers, when a Docker engine answers and
+//     an image can be had: BACKOFF_TEST_PG_IMAGE when set; else
+//     postgres:17-alpine when present or pullable; else the image
+//     pgbackoff/postgres:<major>-local, built in seconds from this machine's
+//     Debian PostgreSQL binaries (build-pg-image.sh);
+//  3. a temporary cluster made with the machine's PostgreSQL server binaries
+//     (see FindBinaries: BACKOFF_PG_BINDIR, PATH, pg_config --bindir, the
+//     Debian, PGDG and Homebrew locations), run as the "postgres" OS user
+//     when the caller is root;
+//  4. otherwise an error whose first line says what to install.
+//
+// BACKOFF_PG_SERVER=local or =docker skips the other kinds (CI uses it to
+// choose per run).
 package pgserver
 
 import (
 	"context"
+	_ "embed" // build-pg-image.sh
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"os/exec"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the container's wait strategy
 	"github.com/moby/moby/api/types/network"
 	"github.com/testcontainers/testcontainers-go"
@@ -17,24 +38,43 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 )
 
-// DefaultImage is the image started when BACKOFF_TEST_PG_IMAGE is not set.
+// DefaultImage is the image tried first when BACKOFF_TEST_PG_IMAGE is not
+// set.
 const DefaultImage = "postgres:17-alpine"
+
+// InstallHint is the one line that tells a user without any server what to
+// do.
+const InstallHint = "install PostgreSQL's server binaries (Debian/Ubuntu: apt-get install postgresql; " +
+	"macOS: brew install postgresql@17) or start Docker, or set TEST_DATABASE_URL"
+
+// Kinds of server.
+const (
+	KindURL            = "url"
+	KindTestcontainers = "testcontainers"
+	KindLocal          = "local"
+)
 
 // Server is a running PostgreSQL and how to stop it.
 type Server struct {
 	// URL connects as a superuser to the maintenance database.
 	URL string
-	// Kind says where the server came from: "url", "testcontainers" or "local".
+	// Kind says where the server came from: KindURL, KindTestcontainers or
+	// KindLocal.
 	Kind string
-	// Container is set when Kind is "testcontainers", for tests that restart
-	// or pause the server.
+	// Source names the environment variable or flag a KindURL server came
+	// from, the image of a container, the binary directory of a local
+	// cluster.
+	Source string
+	// Container is set when Kind is KindTestcontainers.
 	Container *tcpostgres.PostgresContainer
 	// Skipped says, for a server Start chose, why it did not take the
-	// earlier choices (e.g. "no Docker engine answers for Testcontainers"), so
-	// a caller can tell its user.
+	// earlier choices (e.g. "no Docker engine answers"), so a caller can
+	// tell its user.
 	Skipped []string
 
-	stop func(context.Context) error
+	stop   func(context.Context) error
+	local  *localCluster
+	paused bool
 }
 
 // Stop stops a server this package started; a server given by URL is left
@@ -46,16 +86,205 @@ func (s *Server) Stop(ctx context.Context) error {
 	return s.stop(ctx)
 }
 
-// FromURL wraps an existing server.
-func FromURL(url string) *Server { return &Server{URL: url, Kind: "url"} }
-
-// Image is the image StartContainer uses: BACKOFF_TEST_PG_IMAGE or
-// DefaultImage.
-func Image() string {
-	if img := os.Getenv("BACKOFF_TEST_PG_IMAGE"); img != "" {
-		return img
+// Describe is one line saying which server this is, for a person: e.g.
+// "a temporary local cluster from /usr/lib/postgresql/15/bin".
+func (s *Server) Describe() string {
+	switch s.Kind {
+	case KindTestcontainers:
+		return "a Testcontainers container from image " + s.Source
+	case KindLocal:
+		return "a temporary local cluster from " + s.Source
+	default:
+		return "the server at " + hostOf(s.URL) + " (" + s.Source + ")"
 	}
-	return DefaultImage
+}
+
+// Version asks the server for its version, e.g. "15.14".
+func (s *Server) Version(ctx context.Context) (string, error) {
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return "", fmt.Errorf("connect to read the server version: %w", err)
+	}
+	defer conn.Close(ctx)
+	var v string
+	if err := conn.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "", fmt.Errorf("read the server version: %w", err)
+	}
+	if i := strings.IndexByte(v, ' '); i > 0 {
+		v = v[:i]
+	}
+	return v, nil
+}
+
+// Controllable reports whether Restart, Pause and Resume work: for a server
+// this package started, not for one given by URL.
+func (s *Server) Controllable() bool { return s.Kind == KindTestcontainers || s.Kind == KindLocal }
+
+// Restart stops the server with PostgreSQL's fast shutdown (SIGINT: sessions
+// are cut, a checkpoint is written) and starts it again. A container's
+// published port may change: s.URL is updated.
+func (s *Server) Restart(ctx context.Context) error {
+	switch s.Kind {
+	case KindLocal:
+		return s.local.restart(ctx)
+	case KindTestcontainers:
+		id := s.Container.GetContainerID()
+		if err := dockerCLI(ctx, "kill", "--signal=INT", id); err != nil {
+			return err
+		}
+		if err := dockerCLI(ctx, "wait", id); err != nil {
+			return err
+		}
+		if err := s.Container.Start(ctx); err != nil {
+			return fmt.Errorf("start the container again: %w", err)
+		}
+		u, err := s.Container.ConnectionString(ctx, "sslmode=disable")
+		if err != nil {
+			return fmt.Errorf("container connection string after restart: %w", err)
+		}
+		s.URL = u
+		return nil
+	}
+	return errors.New("restart: a server given by URL is not this package's to restart")
+}
+
+// Pause freezes every process of the server (docker pause; SIGSTOP for a
+// local cluster) until Resume.
+func (s *Server) Pause(ctx context.Context) error {
+	switch s.Kind {
+	case KindLocal:
+		return s.local.signalAll(stopSignal)
+	case KindTestcontainers:
+		return dockerCLI(ctx, "pause", s.Container.GetContainerID())
+	}
+	return errors.New("pause: a server given by URL is not this package's to pause")
+}
+
+// Resume undoes Pause.
+func (s *Server) Resume(ctx context.Context) error {
+	switch s.Kind {
+	case KindLocal:
+		return s.local.signalAll(contSignal)
+	case KindTestcontainers:
+		return dockerCLI(ctx, "unpause", s.Container.GetContainerID())
+	}
+	return errors.New("resume: a server given by URL is not this package's to resume")
+}
+
+// URLFromEnv returns the server named by the environment, TEST_DATABASE_URL
+// then DATABASE_URL, and the name of the variable it came from; "", "" when
+// neither is set.
+func URLFromEnv() (string, string) {
+	for _, k := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if v := os.Getenv(k); v != "" {
+			return v, k
+		}
+	}
+	return "", ""
+}
+
+// FromURL wraps an existing server; source names where the URL came from.
+func FromURL(u, source string) *Server { return &Server{URL: u, Kind: KindURL, Source: source} }
+
+// Start picks a server: url when given (source names where it came from);
+// else Testcontainers when a Docker engine answers and an image can be had;
+// else a temporary local cluster; else an error whose first line says what
+// to install. settings ("name=value") apply to servers it starts.
+func Start(ctx context.Context, url, source string, settings ...string) (*Server, error) {
+	if url != "" {
+		return FromURL(url, source), nil
+	}
+	only := os.Getenv("BACKOFF_PG_SERVER")
+	switch only {
+	case "", "docker", "local":
+	default:
+		return nil, fmt.Errorf("BACKOFF_PG_SERVER=%q: want docker, local or nothing", only)
+	}
+	var skipped []string
+	if only != "local" {
+		s, err := startDocker(ctx, settings)
+		if err == nil {
+			return s, nil
+		}
+		if only == "docker" {
+			return nil, fmt.Errorf("BACKOFF_PG_SERVER=docker: %w", err)
+		}
+		skipped = append(skipped, err.Error())
+	}
+	s, err := StartLocal(ctx, settings...)
+	if err == nil {
+		s.Skipped = skipped
+		return s, nil
+	}
+	if only == "local" {
+		return nil, fmt.Errorf("BACKOFF_PG_SERVER=local: %w", err)
+	}
+	skipped = append(skipped, err.Error())
+	return nil, fmt.Errorf("no PostgreSQL server: %s\n(%s)", InstallHint, strings.Join(skipped, "; "))
+}
+
+// startDocker starts a container when an engine answers and an image can be
+// had.
+func startDocker(ctx context.Context, settings []string) (*Server, error) {
+	if !DockerAvailable(ctx) {
+		return nil, errors.New("no Docker engine answers")
+	}
+	image, err := ChooseImage(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return StartContainer(ctx, image, settings...)
+}
+
+// ChooseImage picks the image for Testcontainers: BACKOFF_TEST_PG_IMAGE when
+// set; else DefaultImage when present or pullable (20 s at most); else
+// pgbackoff/postgres:<major>-local, built from this machine's Debian
+// PostgreSQL binaries when not present yet.
+func ChooseImage(ctx context.Context) (string, error) {
+	if img := os.Getenv("BACKOFF_TEST_PG_IMAGE"); img != "" {
+		return img, nil
+	}
+	if _, err := exec.LookPath("docker"); err != nil {
+		return DefaultImage, nil // Testcontainers pulls it if it can
+	}
+	if dockerCLI(ctx, "image", "inspect", DefaultImage) == nil {
+		return DefaultImage, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	err := dockerCLI(pctx, "pull", "-q", DefaultImage)
+	cancel()
+	if err == nil {
+		return DefaultImage, nil
+	}
+	major := debianMajor()
+	if major == "" {
+		return "", fmt.Errorf("%s cannot be pulled and no Debian PostgreSQL binaries (/usr/lib/postgresql/*/bin) can make a local image", DefaultImage)
+	}
+	local := "pgbackoff/postgres:" + major + "-local"
+	if dockerCLI(ctx, "image", "inspect", local) == nil {
+		return local, nil
+	}
+	if err := BuildImage(ctx, local, major); err != nil {
+		return "", fmt.Errorf("%s cannot be pulled; build %s: %w", DefaultImage, local, err)
+	}
+	return local, nil
+}
+
+//go:embed build-pg-image.sh
+var buildImageScript string
+
+// BuildImage builds a PostgreSQL image tagged tag from this machine's Debian
+// PostgreSQL major binaries (/usr/lib/postgresql/<major>), for machines that
+// cannot pull images. See build-pg-image.sh.
+func BuildImage(ctx context.Context, tag, major string) error {
+	cmd := exec.CommandContext(ctx, "bash", "-s", "--", tag)
+	cmd.Stdin = strings.NewReader(buildImageScript)
+	cmd.Env = append(os.Environ(), "PG_MAJOR="+major)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // StartContainer starts PostgreSQL from image with Testcontainers; extra
@@ -83,12 +312,12 @@ func StartContainer(ctx context.Context, image string, settings ...string) (*Ser
 		}
 		return nil, fmt.Errorf("start %s with Testcontainers: %w", image, err)
 	}
-	url, err := c.ConnectionString(ctx, "sslmode=disable")
+	u, err := c.ConnectionString(ctx, "sslmode=disable")
 	if err != nil {
 		_ = testcontainers.TerminateContainer(c)
 		return nil, fmt.Errorf("container connection string: %w", err)
 	}
-	return &Server{URL: url, Kind: "testcontainers", Container: c, stop: func(context.Context) error {
+	return &Server{URL: u, Kind: KindTestcontainers, Source: image, Container: c, stop: func(context.Context) error {
 		return testcontainers.TerminateContainer(c)
 	}}, nil
 }
@@ -106,31 +335,12 @@ func DockerAvailable(ctx context.Context) bool {
 	return p.Health(ctx) == nil
 }
 
-// Start picks a server the way the demo and the benchmarks do: url when
-// given; else Testcontainers when Docker answers; else a temporary local
-// cluster. settings apply to servers it starts.
-func Start(ctx context.Context, url string, settings ...string) (*Server, error) {
-	if url != "" {
-		return FromURL(url), nil
+func dockerCLI(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
-	var errs []error
-	if DockerAvailable(ctx) {
-		s, err := StartContainer(ctx, Image(), settings...)
-		if err == nil {
-			return s, nil
-		}
-		errs = append(errs, err)
-	} else {
-		errs = append(errs, errors.New("no Docker engine answers for Testcontainers"))
-	}
-	s, err := StartLocal(ctx, settings...)
-	if err == nil {
-		for _, e := range errs {
-			s.Skipped = append(s.Skipped, e.Error())
-		}
-		return s, nil
-	}
-	return nil, fmt.Errorf("no PostgreSQL: pass a database URL, start Docker, or install PostgreSQL server binaries: %w", errors.Join(append(errs, err)...))
+	return nil
 }
 
 // containerDefaults sets Testcontainers' defaults for machines without an
@@ -145,4 +355,62 @@ func setDefaultEnv(key, value string) {
 	if _, ok := os.LookupEnv(key); !ok {
 		os.Setenv(key, value)
 	}
+}
+
+// hostOf is the host:port of a URL or keyword/value connection string,
+// without credentials.
+func hostOf(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Host != "" {
+		return u.Host
+	}
+	for _, f := range strings.Fields(s) {
+		if strings.HasPrefix(f, "host=") {
+			return strings.TrimPrefix(f, "host=")
+		}
+	}
+	return "a server"
+}
+
+// InstallExtensionFiles puts extension files (name -> content, e.g.
+// "backoff.control") into the server's extension directory (pg_config
+// SHAREDIR/extension), for a test of CREATE EXTENSION: copied into a
+// container; written beside a local cluster's binaries and put back as they
+// were (removed, or their old content restored) when the server stops. A
+// server given by URL is not this package's to change: the caller installs
+// the files there itself (make install-extension).
+func (s *Server) InstallExtensionFiles(ctx context.Context, files map[string][]byte) error {
+	if !s.Controllable() {
+		return errors.New("install extension files: a server given by URL is not this package's to change")
+	}
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		return fmt.Errorf("install extension files: %w", err)
+	}
+	var sharedir string
+	err = conn.QueryRow(ctx, "SELECT setting FROM pg_catalog.pg_config WHERE name = 'SHAREDIR'").Scan(&sharedir)
+	conn.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("install extension files: read SHAREDIR: %w", err)
+	}
+	dir := sharedir + "/extension/"
+	for name, body := range files {
+		if s.Kind == KindTestcontainers {
+			if err := s.Container.CopyToContainer(ctx, body, dir+name, 0o644); err != nil {
+				return fmt.Errorf("install extension file %s: %w", name, err)
+			}
+			continue
+		}
+		path := dir + name
+		old, readErr := os.ReadFile(path)
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			return fmt.Errorf("install extension file: %w", err)
+		}
+		restore := func() error { return os.Remove(path) }
+		if readErr == nil {
+			restore = func() error { return os.WriteFile(path, old, 0o644) }
+		}
+		stop := s.stop
+		s.stop = func(ctx context.Context) error { return errors.Join(stop(ctx), restore()) }
+	}
+	return nil
 }

@@ -8,9 +8,11 @@ import (
 )
 
 // schemaDumpQuery describes everything in the backoff schema that a user
-// relies on, in a form that is the same on PostgreSQL 15 and 17: tables with
+// relies on, in a form that is the same on PostgreSQL 14 to 18: tables with
 // their columns, constraints and indexes, and functions with their
-// signatures, attributes and a digest of their bodies. Ownership and grants
+// signatures, attributes and a digest of their bodies. NOT NULL is shown
+// once, on its column: PostgreSQL 18 also lists it in pg_constraint
+// (contype 'n'), which older versions do not, so those rows are left out. Ownership and grants
 // are left out (they name roles that differ from server to server) and are
 // tested on their own.
 const schemaDumpQuery = `
@@ -35,7 +37,7 @@ SELECT line FROM (
            '  constraint ' || pg_catalog.pg_get_constraintdef(k.oid)
     FROM pg_catalog.pg_constraint k
     JOIN pg_catalog.pg_class c ON c.oid = k.conrelid
-    WHERE c.relnamespace = 'backoff'::regnamespace
+    WHERE c.relnamespace = 'backoff'::regnamespace AND k.contype <> 'n'
   UNION ALL
     SELECT 1, c.relname, 2000,
            '  index ' || pg_catalog.pg_get_indexdef(i.indexrelid)

@@ -1,13 +1,15 @@
 // Package testdb hands each test a fresh PostgreSQL database with the
 // pgbackoff schema installed.
 //
-// Where the server comes from, in order:
-//   - TEST_DATABASE_URL: an existing server; testdb creates and drops its own
-//     databases there and never touches others;
-//   - otherwise one container per test package, started by Testcontainers
-//     from BACKOFF_TEST_PG_IMAGE (default postgres:17-alpine).
+// The server comes from pgserver.Start, the one place that finds a
+// PostgreSQL: TEST_DATABASE_URL or DATABASE_URL (testdb creates and drops its
+// own databases there and never touches others); else one Testcontainers
+// container per test package; else one temporary local cluster per test
+// package from the machine's PostgreSQL binaries. Servers testdb starts run
+// with fsync off. Each package prints which server it uses, once, on
+// stderr.
 //
-// With neither, tests skip on a developer's machine and fail when CI is set,
+// With none, tests skip on a developer's machine and fail when CI is set,
 // so a missing server can never pass as green in CI.
 //
 // Each package migrates one template database once; every test gets a copy
@@ -19,9 +21,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,7 +34,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
@@ -41,18 +44,43 @@ var server struct {
 	adminURL string // a superuser connection to the maintenance database
 	template string // name of the migrated template database
 	srv      *pgserver.Server
+	major    int // server_version's major
 	err      error
 }
 
 // Main runs a package's tests, then drops the template database and stops
-// the container the package started. Call it from TestMain.
+// the server the package started. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	shutdown()
 	os.Exit(code)
 }
 
-// New returns a pool on a fresh database migrated to the latest version.
+// MainWithExamples is Main for a package whose runnable examples need the
+// server: examples cannot skip, so without a server (and CI unset) they are
+// left out of the run (-test.skip) instead of failing; under CI the run
+// fails.
+func MainWithExamples(m *testing.M) {
+	flag.Parse()
+	server.once.Do(func() { server.err = startServer() })
+	if server.err != nil {
+		if os.Getenv("CI") != "" {
+			fmt.Fprintf(os.Stderr, "testdb: no PostgreSQL for tests (CI is set, so this fails): %v\n", server.err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "testdb: no PostgreSQL: the examples are skipped: %v\n", server.err)
+		skip := "^Example"
+		if cur := flag.Lookup("test.skip").Value.String(); cur != "" {
+			skip = cur + "|" + skip
+		}
+		_ = flag.Set("test.skip", skip)
+	}
+	Main(m)
+}
+
+// New returns a pool on a fresh database migrated to the latest version,
+// with time injection switched on (backoff.settings), so that any role may
+// pass any p_now.
 // The pool is closed and the database dropped when the test ends.
 func New(t testing.TB) *pgxpool.Pool {
 	t.Helper()
@@ -124,28 +152,30 @@ func openPool(t testing.TB, dbURL string, maxConns int32, emptySearchPath bool) 
 	return pool
 }
 
-// Container is the Testcontainers PostgreSQL this package started, or nil
-// when the server came from TEST_DATABASE_URL. Fault tests use it to restart
-// or pause the server.
-func Container(t testing.TB) *tcpostgres.PostgresContainer {
+// Server is the server the package's tests use. Fault tests restart and
+// pause it (see pgserver.Server.Controllable); after a restart they call
+// Restarted.
+func Server(t testing.TB) *pgserver.Server {
 	t.Helper()
 	ensureServer(t)
-	return server.srv.Container
+	return server.srv
 }
 
-// Restarted tells testdb that the package's container was restarted: its
-// published port may have changed, so the superuser URL is read again
-// (fault tests call it after starting the container again).
-func Restarted(ctx context.Context) error {
-	if server.srv == nil || server.srv.Container == nil {
+// Major is the major version of the server under test (e.g. 15).
+func Major(t testing.TB) int {
+	t.Helper()
+	ensureServer(t)
+	return server.major
+}
+
+// Restarted tells testdb that the package's server was restarted: a
+// container's published port may have changed, so the superuser URL is
+// read again.
+func Restarted(context.Context) error {
+	if server.srv == nil {
 		return nil
 	}
-	u, err := server.srv.Container.ConnectionString(ctx, "sslmode=disable")
-	if err != nil {
-		return fmt.Errorf("testdb: container connection string after restart: %w", err)
-	}
-	server.srv.URL = u
-	server.adminURL = u
+	server.adminURL = server.srv.URL
 	return nil
 }
 
@@ -158,22 +188,32 @@ func ensureServer(t testing.TB) {
 	if os.Getenv("CI") != "" {
 		t.Fatalf("testdb: no PostgreSQL for tests (CI is set, so this fails instead of skipping): %v", server.err)
 	}
-	t.Skipf("testdb: no PostgreSQL for tests; set TEST_DATABASE_URL or start Docker: %v", server.err)
+	t.Skipf("testdb: no PostgreSQL for tests: %v", server.err)
 }
+
+// Settings of the servers testdb starts: throwaway, so no durability.
+var serverSettings = []string{"max_connections=300", "fsync=off", "synchronous_commit=off", "full_page_writes=off"}
 
 func startServer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
-		server.srv = pgserver.FromURL(u)
-	} else {
-		srv, err := pgserver.StartContainer(ctx, pgserver.Image(), "max_connections=300", "synchronous_commit=off")
-		if err != nil {
-			return err
-		}
-		server.srv = srv
+	u, source := pgserver.URLFromEnv()
+	srv, err := pgserver.Start(ctx, u, source, serverSettings...)
+	if err != nil {
+		return err
 	}
-	server.adminURL = server.srv.URL
+	server.srv = srv
+	server.adminURL = srv.URL
+	version, err := srv.Version(ctx)
+	if err != nil {
+		return err
+	}
+	server.major, _ = strconv.Atoi(strings.SplitN(version, ".", 2)[0])
+	line := fmt.Sprintf("testdb: server: PostgreSQL %s, %s", version, srv.Describe())
+	if len(srv.Skipped) > 0 {
+		line += " (skipped: " + strings.Join(srv.Skipped, "; ") + ")"
+	}
+	fmt.Fprintln(os.Stderr, line)
 	tmpl := "backoff_tmpl_" + randomSuffix()
 	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		return fmt.Errorf("create template database: %w", err)
@@ -191,6 +231,12 @@ func startServer() error {
 	if _, _, err := m.MigrateTo(ctx, m.Latest()); err != nil {
 		return err
 	}
+	// Tests drive time through p_now, as workers and producers too: switch
+	// time injection on in every test database (DESIGN §11.2). The tests
+	// of the clock check switch it off in their own database.
+	if _, err := conn.Exec(ctx, "UPDATE backoff.settings SET time_injection = true"); err != nil {
+		return fmt.Errorf("switch time injection on in the template database: %w", err)
+	}
 	return nil
 }
 
@@ -200,7 +246,9 @@ func shutdown() {
 	if server.template != "" && server.err == nil {
 		_ = adminExec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{server.template}.Sanitize()+" WITH (FORCE)")
 	}
-	_ = server.srv.Stop(ctx)
+	if err := server.srv.Stop(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "testdb: %v\n", err)
+	}
 }
 
 func createDatabase(t testing.TB, template string) string {

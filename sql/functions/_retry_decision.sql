@@ -1,10 +1,13 @@
 -- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
 -- with a reason" for a failed attempt. It exists once: fail (one row) and
--- reap (a batch of expired leases) both call it inside their UPDATE, so a
--- reported failure and a silent crash are judged identically
+-- reap (a batch of expired leases) both take it, so a reported failure and
+-- a silent crash are judged identically
 -- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
 -- parameter, time included.
 --
+-- p_attempts is the counted attempt that failed, attempts -
+-- uncounted_attempts (docs/adr/0020): claims given back by snooze or
+-- before a replay do not count against max attempts nor grow the delay.
 -- In order:
 --   not p_retryable                          -> dead_lettered, 'non_retryable'
 --   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
@@ -12,8 +15,18 @@
 --   otherwise                                -> retrying at the next run
 -- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
--- else the policy's delay for attempt p_attempts seeded by the job id).
+-- else the policy's delay for counted attempt p_attempts seeded by the job id).
 -- A dead letter keeps its run_at and gets completed_at = p_now.
+--
+-- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
+-- SELECT returning one row, so that PostgreSQL inlines it into the caller's
+-- query as a subquery (a set-returning LANGUAGE sql function that is not
+-- STRICT, VOLATILE or SECURITY DEFINER is inlined where it is used in FROM):
+-- no function call, no PL/pgSQL per row. Callers pass the policy as a column
+-- (a Var), not as a function call: an inlined function's argument is copied
+-- into every place the body uses it. The next run is computed once (the
+-- OFFSET 0 keeps its subquery from being flattened into both places that
+-- read it), and the policy's delay only for a job that is retried.
 CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_policy       backoff.policies,
     p_job_id       bigint,
@@ -23,38 +36,30 @@ CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_run_at       timestamptz,
     p_retry_in     interval,
     p_retryable    boolean,
-    p_now          timestamptz,
-    OUT status             text,
-    OUT run_at             timestamptz,
-    OUT dead_letter_reason text,
-    OUT completed_at       timestamptz
+    p_now          timestamptz
 )
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
+RETURNS TABLE (status text, run_at timestamptz, dead_letter_reason text, completed_at timestamptz)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
 AS $$
-DECLARE
-    v_next timestamptz;
-BEGIN
-    IF NOT p_retryable THEN
-        dead_letter_reason := 'non_retryable';
-    ELSIF p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN
-        dead_letter_reason := 'max_attempts';
-    ELSE
-        IF p_retry_in IS NULL THEN
-            v_next := p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond';
-        ELSE
-            v_next := p_now + least(p_retry_in, (p_policy).max_delay);
-        END IF;
-        IF (p_policy).deadline IS NOT NULL AND v_next > p_created_at + (p_policy).deadline THEN
-            dead_letter_reason := 'deadline';
-        ELSE
-            status := 'retrying';
-            run_at := v_next;
-            RETURN;
-        END IF;
-    END IF;
-    status := 'dead_lettered';
-    run_at := p_run_at;
-    completed_at := p_now;
-END
+    SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
+           CASE WHEN r.reason IS NULL THEN n.next_run ELSE p_run_at END,
+           r.reason,
+           CASE WHEN r.reason IS NOT NULL THEN p_now END
+    FROM (SELECT CASE
+                     WHEN NOT p_retryable
+                          OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
+                     WHEN p_retry_in IS NULL
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
+                     ELSE p_now + least(p_retry_in, (p_policy).max_delay)
+                 END AS next_run
+          OFFSET 0) AS n
+    CROSS JOIN LATERAL (
+        SELECT CASE
+                   WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
+                   WHEN (p_policy).deadline IS NOT NULL
+                        AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'
+               END AS reason) AS r
 $$;

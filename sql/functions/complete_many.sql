@@ -22,12 +22,9 @@ SET search_path = pg_catalog, pg_temp
 SET enable_nestloop = off
 AS $$
 BEGIN
+    p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) OR (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-            RAISE EXCEPTION 'complete_many: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) THEN
         RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -49,7 +46,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
 'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
-Errors: 22023 for NULL arrays, arrays of different lengths, a NULL now.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);

@@ -17,6 +17,7 @@
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
 {{ template "_valid_span.sql" . }}
+{{ template "_now.sql" . }}
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}

@@ -1,12 +1,15 @@
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
--- failures with message 'lease expired' and kind 'lease_expired'. Set-based
--- and batch-limited; the batch is locked with FOR UPDATE SKIP LOCKED, so
--- any number of reapers can run at once without waiting for one another or
--- settling a job twice. The outer UPDATE does not repeat the conditions: the
--- rows are locked by the subquery, which rechecked them on their latest
--- version, and a repeated "lease_until < p_now" would let the planner walk
--- the lease index instead of probing the primary key.
+-- failures with message 'lease expired' and kind 'lease_expired'. One
+-- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
+-- of the batch is looked up once, and the decision is inlined, so a row
+-- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
+-- retried. The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- reapers can run at once without waiting for one another or settling a job
+-- twice. The outer UPDATE does not repeat the conditions: the rows are
+-- locked by the batch, which rechecked them on their latest version, and a
+-- repeated "lease_until < p_now" would let the planner walk the lease index
+-- instead of probing the primary key.
 CREATE OR REPLACE FUNCTION backoff.reap(
     p_now   timestamptz DEFAULT now(),
     p_limit integer DEFAULT 1000
@@ -20,28 +23,20 @@ AS $$
 DECLARE
     v_count integer;
 BEGIN
-    IF (p_now IS NULL OR NOT pg_catalog.isfinite(p_now)) THEN
-        RAISE EXCEPTION 'reap: now must be a finite time, got "%"', coalesce(p_now::text, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_now := backoff._now(p_now);
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    UPDATE backoff.jobs AS j
-    SET (status, run_at, dead_letter_reason, completed_at) = (
-            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM backoff._retry_decision(
-                backoff._job_policy(j.policy, j.queue), j.id, j.attempts, j.max_attempts,
-                j.created_at, j.run_at, NULL, true, p_now) AS d),
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
-    WHERE j.id = ANY (ARRAY(
-        SELECT r.id
+    -- The batch is locked first (FOR UPDATE SKIP LOCKED returns each row as
+    -- its latest version, which nobody can change until we commit), its
+    -- distinct (policy, queue) pairs are resolved once each, and the
+    -- decision, inlined, is taken per row from the locked values. The UPDATE
+    -- then finds its rows through the primary key (id = ANY of the batch's
+    -- ids), whatever the join order the planner picks.
+    WITH batch AS MATERIALIZED (
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -50,15 +45,38 @@ BEGIN
         WHERE r.lease_until < p_now
         ORDER BY r.lease_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
+        FOR UPDATE SKIP LOCKED
+    ), batch_policy AS MATERIALIZED (
+        SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
+        FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), decided AS (
+        SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
+        FROM batch AS b
+        JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+        CROSS JOIN LATERAL backoff._retry_decision(
+            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+    )
+    UPDATE backoff.jobs AS j
+    SET status = d.status,
+        run_at = d.run_at,
+        dead_letter_reason = d.dead_letter_reason,
+        completed_at = d.completed_at,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    FROM decided AS d
+    WHERE j.id = ANY (ARRAY(SELECT b.id FROM batch AS b))
+      AND j.id = d.id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
-Errors: 22023 for a NULL now, a limit < 1.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');

@@ -51,7 +51,7 @@ func TestBulkEnqueueMatchesSingleEnqueue(t *testing.T) {
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], ARRAY['{}', '{}']::jsonb[], NULL, NULL, NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, ARRAY[0], NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, ARRAY['']::text[])`,
-		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, 'infinity')`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, ARRAY['infinity']::timestamptz[], NULL, NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY['no such policy'])`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY['default', 'default'])`,

@@ -50,7 +50,7 @@ func TestEnqueue(t *testing.T) {
 		`SELECT backoff.enqueue('')`,
 		`SELECT backoff.enqueue('q', p_max_attempts => 0)`,
 		`SELECT backoff.enqueue('q', p_dedupe_key => '')`,
-		`SELECT backoff.enqueue('q', p_now => NULL)`,
+		`SELECT backoff.enqueue('q', p_now => 'infinity')`,
 	} {
 		requireCode(t, execErr(db, bad), "22023")
 	}
@@ -301,7 +301,7 @@ func TestClaimErrors(t *testing.T) {
 		`SELECT * FROM backoff.claim('q', 'w', NULL)`,
 		`SELECT * FROM backoff.claim('q', 'w', 1, '-1 second')`,
 		`SELECT * FROM backoff.claim('q', 'w', 1, '0 seconds')`,
-		`SELECT * FROM backoff.claim('q', 'w', 1, NULL, NULL)`,
+		`SELECT * FROM backoff.claim('q', 'w', 1, NULL, 'infinity')`,
 	} {
 		pgErr := requireCode(t, execErr(db, bad), "22023")
 		require.Regexp(t, `^[^A-Z]*$`, pgErr.Message[:1], "lowercase message")
@@ -325,7 +325,7 @@ func TestComplete(t *testing.T) {
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, NULL)`, id), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete(NULL, 1)`), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, 0)`, id), "22023")
-	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, 1, NULL)`, id), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, 1, 'infinity')`, id), "22023")
 
 	// Stale: reaped, then claimed again by another worker.
 	id2 := enqueue(t, db, "q", t0)
@@ -365,7 +365,7 @@ func TestCompleteMany(t *testing.T) {
 
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(ARRAY[1, 2], ARRAY[1])`), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(NULL, ARRAY[1])`), "22023")
-	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(ARRAY[1], ARRAY[1], NULL)`), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.complete_many(ARRAY[1], ARRAY[1], 'infinity')`), "22023")
 	require.Equal(t, 0, scalar[int](t, db, `SELECT count(*)::int FROM backoff.complete_many('{}', '{}')`))
 }
 
@@ -388,7 +388,7 @@ func TestFailRetriesWithPolicyDelay(t *testing.T) {
 	require.Nil(t, f.CompletedAt)
 	require.Equal(t, ptr("smtp timeout"), f.LastError)
 	require.True(t, f.LastFailedAt.Equal(now))
-	require.Equal(t, []historyEntry{{Attempt: 1, At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error"}}, f.Errors)
+	require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error"}}, f.Errors)
 }
 
 func TestFailRetryInIsClampedToPolicyMax(t *testing.T) {
@@ -494,7 +494,7 @@ func TestReap(t *testing.T) {
 		require.Equal(t, ptr("lease expired"), j.LastError)
 		require.Nil(t, j.LockedBy)
 		require.Nil(t, j.LeaseUntil)
-		require.Equal(t, []historyEntry{{Attempt: 1, At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired"}}, j.Errors)
+		require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired"}}, j.Errors)
 	}
 	// The last attempt's lease expiring dead-letters it (max_attempts).
 	id := ids[0]
@@ -510,7 +510,7 @@ func TestReap(t *testing.T) {
 	require.Len(t, j.Errors, 3)
 
 	requireCode(t, execErr(db, `SELECT backoff.reap(now(), 0)`), "22023")
-	requireCode(t, execErr(db, `SELECT backoff.reap(NULL)`), "22023")
+	requireCode(t, execErr(db, `SELECT backoff.reap('-infinity')`), "22023")
 }
 
 func TestHeartbeat(t *testing.T) {
@@ -527,7 +527,7 @@ func TestHeartbeat(t *testing.T) {
 	require.Equal(t, 0, scalar[int](t, db, `SELECT backoff.reap($1)`, at(90*time.Second)), "the extended lease is not reaped")
 
 	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, '-1 second')`, id, c.Attempts), "22023")
-	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, p_now => NULL)`, id, c.Attempts), "22023")
+	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, $2, p_now => 'infinity')`, id, c.Attempts), "22023")
 	requireCode(t, execErr(db, `SELECT backoff.heartbeat($1, NULL)`, id), "22023")
 	requireCode(t, execErr(db, `SELECT backoff.heartbeat(999999, 1)`), "BK001")
 	require.Equal(t, 1, scalar[int](t, db, `SELECT backoff.reap($1)`, at(3*time.Minute)))
@@ -544,14 +544,17 @@ func TestSnooze(t *testing.T) {
 	require.Equal(t, int32(1), c.Attempts)
 	s := one(t, db, `SELECT * FROM backoff.snooze($1, $2, '1 minute', $3)`, id, c.Attempts, at(time.Second))
 	require.Equal(t, "pending", s.Status)
-	require.Equal(t, int32(0), s.Attempts, "no attempt spent")
+	require.Equal(t, int32(1), s.Attempts, "the token never goes down")
+	require.Equal(t, int32(0), s.counted(), "no attempt spent")
 	require.True(t, s.RunAt.Equal(at(time.Second+time.Minute)))
 	require.Nil(t, s.LockedBy)
 	require.Nil(t, s.LeaseUntil)
 	require.Empty(t, s.Errors)
 	require.Empty(t, claim(t, db, "q", "w", 1, at(time.Minute)))
 	again := claimOne(t, db, "q", at(2*time.Minute))
-	require.Equal(t, int32(1), again.Attempts, "the next claim has the same attempt number")
+	require.Equal(t, int32(2), again.Attempts, "the next claim has a new token")
+	require.Equal(t, int32(1), again.counted(), "and the same counted attempt")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, '1 second')`, id, c.Attempts), "BK002")
 
 	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, '-1 second')`, id, again.Attempts), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, NULL)`, id, again.Attempts), "22023")
@@ -592,7 +595,8 @@ func TestReplay(t *testing.T) {
 
 	r := one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, at(time.Hour))
 	require.Equal(t, "pending", r.Status)
-	require.Equal(t, int32(0), r.Attempts)
+	require.Equal(t, int32(1), r.Attempts, "the token is kept")
+	require.Equal(t, int32(0), r.counted(), "a fresh budget")
 	require.True(t, r.RunAt.Equal(at(time.Hour)))
 	require.Nil(t, r.DeadLetterReason)
 	require.Nil(t, r.CompletedAt)
@@ -601,7 +605,8 @@ func TestReplay(t *testing.T) {
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay($1)`, id), "BK003") // pending
 
 	c = claimOne(t, db, "q", at(time.Hour))
-	require.Equal(t, int32(1), c.Attempts)
+	require.Equal(t, int32(2), c.Attempts)
+	require.Equal(t, int32(1), c.counted())
 	one(t, db, `SELECT * FROM backoff.complete($1, $2)`, id, c.Attempts)
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay($1)`, id), "BK003") // completed
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay(999999)`), "BK001")
@@ -693,7 +698,7 @@ func TestStats(t *testing.T) {
 	require.Equal(t, int64(0), got[0].DeadLetters)
 
 	requireCode(t, execErr(db, `SELECT * FROM backoff.stats('-1 hour')`), "22023")
-	requireCode(t, execErr(db, `SELECT * FROM backoff.stats('1 hour', NULL)`), "22023")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.stats('1 hour', 'infinity')`), "22023")
 }
 
 func TestPolicyResolution(t *testing.T) {
@@ -736,26 +741,6 @@ func TestEveryPublicFunctionHasAComment(t *testing.T) {
 	require.Equal(t, 14, n)
 }
 
-// TestFencingAcrossCancelAndReplay pins the limit of the attempt number as
-// fencing token (docs/adr/0007-attempt-as-fencing-token.md): replay resets
-// attempts (DESIGN §4), so after a running job is cancelled and replayed at
-// once, its next claim has attempt 1 again and the cancelled worker's token
-// is accepted. The docs must not claim otherwise; if a separate token ever
-// closes this hole, this test fails and the docs change with it.
-func TestFencingAcrossCancelAndReplay(t *testing.T) {
-	t.Parallel()
-	db := newDB(t)
-	id := enqueue(t, db, "q", t0)
-	stale := claimOne(t, db, "q", t0)
-	one(t, db, `SELECT * FROM backoff.cancel($1, 'operator', $2)`, id, t0)
-	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0), "BK003")
-	one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, t0)
-	fresh := one(t, db, `SELECT * FROM backoff.claim('q', 'w2', 1, p_now => $1)`, t0)
-	require.Equal(t, stale.Attempts, fresh.Attempts, "the replayed job's first attempt reuses the number")
-	done := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0)
-	require.Equal(t, "completed", done.Status, "the cancelled worker's token settles the new attempt")
-}
-
 // TestSpansBeyondRangeAreInvalidArguments: leases, delays and windows past
 // 876600 hours (the bound of every policy duration) are refused with 22023
 // naming the value, instead of a "timestamp out of range" (22008) from the
@@ -786,9 +771,50 @@ func TestInfiniteNowIsNamed(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	err := requireCode(t, execErr(db, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, 'infinity')`), "22023")
-	require.Contains(t, err.Message, `now must be a finite time, got "infinity"`)
+	require.Contains(t, err.Message, `now must be a finite time between years 1 and 9999, got "infinity"`)
 	err = requireCode(t, execErr(db, `SELECT backoff.reap('-infinity')`), "22023")
-	require.Contains(t, err.Message, `now must be a finite time, got "-infinity"`)
+	require.Contains(t, err.Message, `now must be a finite time between years 1 and 9999, got "-infinity"`)
 	err = requireCode(t, execErr(db, `SELECT * FROM backoff.cancel(1, NULL, 'infinity')`), "22023")
-	require.Contains(t, err.Message, `now must be a finite time, got "infinity"`)
+	require.Contains(t, err.Message, `now must be a finite time between years 1 and 9999, got "infinity"`)
+}
+
+// TestNullNowIsTheDatabaseClock: p_now NULL means now() in every function
+// that takes it (DESIGN §11.2), so that clients send one SQL text whether
+// or not they have a clock of their own.
+func TestNullNowIsTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	tx, err := db.Begin(ctx) // one transaction: now() is one instant
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	now := scalar[time.Time](t, tx, `SELECT now()`)
+
+	id := scalar[int64](t, tx, `SELECT backoff.enqueue('q', p_now => NULL)`)
+	ids := scalar[[]int64](t, tx, `SELECT array_agg(id) FROM backoff.enqueue(ARRAY['q', 'q'], NULL::jsonb[], NULL::timestamptz[], NULL::integer[], NULL::integer[], NULL::text[], NULL) AS t(id)`)
+	require.Len(t, ids, 2)
+	j := get(t, tx, id)
+	require.Equal(t, now, j.CreatedAt)
+	require.Equal(t, now, j.RunAt)
+	require.Equal(t, now, get(t, tx, ids[1]).CreatedAt)
+
+	c := one(t, tx, `SELECT * FROM backoff.claim('q', 'w', 1, '1 minute', NULL)`)
+	require.Equal(t, id, c.ID)
+	require.Equal(t, now.Add(time.Minute), *c.LeaseUntil)
+	require.Equal(t, now.Add(2*time.Minute), scalar[time.Time](t, tx, `SELECT backoff.heartbeat($1, $2, '2 minutes', NULL)`, id, c.Attempts))
+	require.Equal(t, "pending", one(t, tx, `SELECT * FROM backoff.snooze($1, $2, '0 seconds', NULL)`, id, c.Attempts).Status)
+	a := one(t, tx, `SELECT * FROM backoff.acquire($1, 'w', NULL, NULL)`, id)
+	f := one(t, tx, `SELECT * FROM backoff.fail($1, $2, 'boom', '1 second', true, NULL)`, id, a.Attempts)
+	require.Equal(t, now.Add(time.Second), f.RunAt)
+	require.Equal(t, now, *f.LastFailedAt)
+	require.Equal(t, 0, scalar[int](t, tx, `SELECT backoff.reap(NULL)`))
+
+	c2 := one(t, tx, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, NULL)`)
+	require.Equal(t, now, *one(t, tx, `SELECT * FROM backoff.complete($1, $2, NULL)`, c2.ID, c2.Attempts).CompletedAt)
+	c3 := one(t, tx, `SELECT * FROM backoff.claim('q', 'w', 1, NULL, NULL)`)
+	require.Equal(t, []int64{c3.ID}, scalar[[]int64](t, tx, `SELECT array_agg(x) FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], NULL) AS x`, c3.ID, c3.Attempts))
+	require.Equal(t, now, *one(t, tx, `SELECT * FROM backoff.cancel($1, 'no', NULL)`, id).CompletedAt)
+	require.Equal(t, now, one(t, tx, `SELECT * FROM backoff.replay($1, NULL)`, id).RunAt)
+	require.Equal(t, 0, scalar[int](t, tx, `SELECT backoff.prune('1 day', 10, NULL)`))
+	require.Equal(t, 1, scalar[int](t, tx, `SELECT count(*)::int FROM backoff.stats('1 hour', NULL) WHERE due >= 1`))
 }

@@ -8,11 +8,14 @@
 # leading "postgres" argument and passes the rest (e.g. "-c fsync=off") to
 # the server.
 #
-# Usage: scripts/build-pg-image.sh [IMAGE_TAG]   (default pgbackoff/postgres:15-local)
+# pgserver runs it (embedded) when Docker answers but no image can be pulled;
+# `make pg-image` runs it by hand.
+#
+# Usage: internal/pgserver/build-pg-image.sh [IMAGE_TAG]   (default pgbackoff/postgres:$PG_MAJOR-local, PG_MAJOR default 15)
 set -euo pipefail
 
-tag=${1:-pgbackoff/postgres:15-local}
 pg_major=${PG_MAJOR:-15}
+tag=${1:-pgbackoff/postgres:$pg_major-local}
 pg_lib=/usr/lib/postgresql/$pg_major
 pg_share=/usr/share/postgresql/$pg_major
 

@@ -1,0 +1,597 @@
+// Package router installs a PL/Proxy router: a database whose backoff.*
+// functions have the signatures of a shard's and forward every call to the
+// shard that holds its queue or job (docs/sharding.md,
+// docs/adr/0032-plproxy-router.md). The router's functions, types and views
+// are generated from a shard's catalog at install time, so the router always
+// matches the shards' schema; a public function without a routing rule
+// (Rules) fails the install.
+package router
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgbackoff/pgbackoff/internal/migrations"
+)
+
+// ServerName is the SQL/MED server (FOREIGN DATA WRAPPER plproxy) that
+// lists the shards; it is also the PL/Proxy cluster name.
+const ServerName = "backoff_shards"
+
+// ShardBits is where a job id carries its shard: shard k allocates the ids
+// k<<48+1 .. (k+1)<<48-1 (docs/adr/0034-job-ids-carry-the-shard.md).
+const ShardBits = 48
+
+// MaxShards is the largest number of shards the id layout allows.
+const MaxShards = 1 << (63 - ShardBits)
+
+// IDRange is the range of job ids shard k allocates.
+func IDRange(k int) (lo, hi int64) {
+	return int64(k)<<ShardBits + 1, int64(k+1)<<ShardBits - 1
+}
+
+// ShardOfJob is the shard that holds job id.
+func ShardOfJob(id int64) int { return int(id >> ShardBits) }
+
+// QueueShard is the shard that holds queue among n shards: the first four
+// bytes of the MD5 of its name, as a non-negative int32, modulo n. It is the
+// Go twin of the router's backoff._queue_shard (a test compares them).
+func QueueShard(queue string, n int) int {
+	sum := md5.Sum([]byte(queue))
+	return int(binary.BigEndian.Uint32(sum[:4])&0x7fffffff) % n
+}
+
+// Shard is one shard database as the router reaches it.
+type Shard struct {
+	// URL connects the installer to the shard (and gives the router the
+	// host, port, database, user and password it uses).
+	URL string
+}
+
+// Install migrates every shard to the latest version, gives shard k its
+// range of job ids, and (re)creates the router schema in the database of
+// router: extension plproxy, the SQL/MED server listing the shards, and the
+// generated backoff.* functions and views. Shard order is the shard
+// numbering: a shard registered under another number is refused.
+func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
+	if len(shards) == 0 {
+		return errors.New("install router: no shard given")
+	}
+	if len(shards) > MaxShards {
+		return fmt.Errorf("install router: %d shards, at most %d", len(shards), MaxShards)
+	}
+	var (
+		cat     *catalog
+		servers []string
+	)
+	for k, s := range shards {
+		cfg, err := pgx.ParseConfig(s.URL)
+		if err != nil {
+			return fmt.Errorf("install router: shard %d: %w", k, err)
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("install router: connect to shard %d: %w", k, err)
+		}
+		c, err := prepareShard(ctx, conn, k)
+		conn.Close(ctx)
+		if err != nil {
+			return fmt.Errorf("install router: shard %d (%s:%d/%s): %w", k, cfg.Host, cfg.Port, cfg.Database, err)
+		}
+		if cat == nil {
+			cat = c
+		} else if d := cat.diff(c); d != "" {
+			return fmt.Errorf("install router: shard %d's schema differs from shard 0's: %s", k, d)
+		}
+		servers = append(servers, fmt.Sprintf("p%d '%s'", k, quoteLit(conninfo(cfg))))
+	}
+	sqls, err := cat.routerSQL(len(shards))
+	if err != nil {
+		return fmt.Errorf("install router: %w", err)
+	}
+	return pgx.BeginFunc(ctx, router, func(tx pgx.Tx) error {
+		var isShard bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass('backoff.schema_migrations') IS NOT NULL`).Scan(&isShard); err != nil {
+			return fmt.Errorf("install router: %w", err)
+		}
+		if isShard {
+			return errors.New("install router: the router database holds a pgbackoff schema (backoff.schema_migrations): a router must be its own database")
+		}
+		head := []string{
+			`CREATE EXTENSION IF NOT EXISTS plproxy`,
+			rolesSQL,
+			`DROP SCHEMA IF EXISTS backoff CASCADE`,
+			`DROP SERVER IF EXISTS ` + ServerName + ` CASCADE`,
+			`CREATE SCHEMA backoff`,
+			`REVOKE ALL ON SCHEMA backoff FROM PUBLIC`,
+			`GRANT USAGE ON SCHEMA backoff TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
+			`CREATE SERVER ` + ServerName + ` FOREIGN DATA WRAPPER plproxy OPTIONS (modular_mapping '1', ` + strings.Join(servers, ", ") + `)`,
+			// Every caller logs into the shards as itself (PL/Proxy adds
+			// user=CURRENT_USER): the shards check its privileges as they
+			// would for a direct connection (docs/adr/0032).
+			`GRANT USAGE ON FOREIGN SERVER ` + ServerName + ` TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
+			`CREATE USER MAPPING FOR PUBLIC SERVER ` + ServerName,
+		}
+		for _, q := range append(head, sqls...) {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("install router: %w\n%s", err, q)
+			}
+		}
+		return nil
+	})
+}
+
+// conninfo is the libpq connection string PL/Proxy uses for a shard: its
+// address and database; PL/Proxy adds user=CURRENT_USER, the caller.
+func conninfo(cfg *pgx.ConnConfig) string {
+	s := fmt.Sprintf("host=%s port=%d dbname=%s", cfg.Host, cfg.Port, cfg.Database)
+	if cfg.TLSConfig == nil {
+		s += " sslmode=disable"
+	}
+	return s
+}
+
+func quoteLit(s string) string { return strings.ReplaceAll(s, "'", "''") }
+
+// rolesSQL creates pgbackoff's four roles on the router's server when they
+// are missing (as migration 003 does on a shard).
+const rolesSQL = `DO $$
+DECLARE
+    v_role text;
+BEGIN
+    FOREACH v_role IN ARRAY ARRAY['backoff_owner', 'backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
+            BEGIN
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS', v_role);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL;
+            END;
+        END IF;
+    END LOOP;
+END
+$$`
+
+// prepareShard migrates a shard, registers its id range and reads its
+// catalog.
+func prepareShard(ctx context.Context, conn *pgx.Conn, k int) (*catalog, error) {
+	m, err := migrations.New(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := m.MigrateTo(ctx, m.Latest()); err != nil {
+		return nil, err
+	}
+	if err := registerIDRange(ctx, conn, k); err != nil {
+		return nil, err
+	}
+	return readCatalog(ctx, conn)
+}
+
+// registerIDRange makes shard k's job ids come from IDRange(k). A shard
+// whose sequence has another shard's range, or which holds jobs outside its
+// range, is refused.
+func registerIDRange(ctx context.Context, conn *pgx.Conn, k int) error {
+	lo, hi := IDRange(k)
+	var seq string
+	var minV, maxV int64
+	var maxID *int64
+	err := conn.QueryRow(ctx, `
+SELECT s.schemaname || '.' || s.sequencename, s.min_value, s.max_value, (SELECT max(id) FROM backoff.jobs)
+FROM pg_catalog.pg_sequences AS s
+WHERE (s.schemaname || '.' || s.sequencename)::regclass = pg_catalog.pg_get_serial_sequence('backoff.jobs', 'id')::regclass`).
+		Scan(&seq, &minV, &maxV, &maxID)
+	if err != nil {
+		return fmt.Errorf("read the job id sequence: %w", err)
+	}
+	if minV == lo && maxV == hi {
+		return nil
+	}
+	if minV != 1 || maxV != 1<<63-1 {
+		return fmt.Errorf("its job ids are registered as shard %d's (%d..%d), not shard %d's: keep the shards in their order", ShardOfJob(minV), minV, maxV, k)
+	}
+	next := lo
+	if maxID != nil {
+		if *maxID > hi || (k > 0 && *maxID >= 1 && *maxID < lo) {
+			return fmt.Errorf("it holds jobs with ids up to %d, outside shard %d's range %d..%d: only an empty database (or shard 0) can become shard %d", *maxID, k, lo, hi, k)
+		}
+		next = max(lo, *maxID+1)
+	}
+	_, err = conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE backoff.jobs ALTER COLUMN id SET START WITH %d SET MINVALUE %d SET MAXVALUE %d RESTART WITH %d`, lo, lo, hi, next))
+	if err != nil {
+		return fmt.Errorf("register the job id range: %w", err)
+	}
+	return nil
+}
+
+// function is one public function of a shard, as the router recreates it.
+type function struct {
+	name, args, identity, result, retType string
+	retSet, strict                        bool
+	volatility                            string
+	inputs                                []string // input argument names, in order
+	inputTypes                            []string // their types
+	comment                               *string
+	grantees                              []string
+}
+
+// table is one table of a shard's backoff schema.
+type table struct {
+	name     string
+	columns  []string // "name type"
+	grantees []string // roles with SELECT
+}
+
+type catalog struct {
+	functions []function
+	tables    []table
+	types     []string // CREATE TYPE statements of other composite and enum types
+}
+
+func readCatalog(ctx context.Context, conn *pgx.Conn) (*catalog, error) {
+	c := &catalog{}
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		// Every type name comes out schema-qualified.
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_catalog`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `
+SELECT p.proname::text, pg_get_function_arguments(p.oid), pg_get_function_identity_arguments(p.oid),
+       pg_get_function_result(p.oid), format_type(p.prorettype, NULL), p.proretset, p.proisstrict,
+       p.provolatile::text, coalesce(p.proargnames, '{}'), coalesce(p.proargmodes::text[], '{}'), p.pronargs,
+       obj_description(p.oid, 'pg_proc'),
+       ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY AS u(t, o) ORDER BY o),
+       ARRAY(SELECT r.rolname::text FROM aclexplode(p.proacl) AS a JOIN pg_roles AS r ON r.oid = a.grantee
+             WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner ORDER BY 1)
+FROM pg_proc AS p
+WHERE p.pronamespace = 'backoff'::regnamespace AND p.prokind = 'f' AND p.proname !~ '^_'
+ORDER BY p.proname, pg_get_function_identity_arguments(p.oid)`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var f function
+			var names, modes []string
+			var nargs int16
+			if err := rows.Scan(&f.name, &f.args, &f.identity, &f.result, &f.retType, &f.retSet, &f.strict,
+				&f.volatility, &names, &modes, &nargs, &f.comment, &f.inputTypes, &f.grantees); err != nil {
+				rows.Close()
+				return err
+			}
+			for i, n := range names {
+				if len(modes) == 0 && i < int(nargs) || len(modes) > i && strings.ContainsAny(modes[i], "ibv") {
+					f.inputs = append(f.inputs, n)
+				}
+			}
+			if len(f.inputs) != int(nargs) {
+				rows.Close()
+				return fmt.Errorf("function backoff.%s(%s): every input argument needs a name to be routed", f.name, f.identity)
+			}
+			c.functions = append(c.functions, f)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `
+SELECT c.relname::text,
+       ARRAY(SELECT quote_ident(a.attname) || ' ' || format_type(a.atttypid, a.atttypmod)
+             FROM pg_attribute AS a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum),
+       ARRAY(SELECT r.rolname::text FROM aclexplode(c.relacl) AS x JOIN pg_roles AS r ON r.oid = x.grantee
+             WHERE x.privilege_type = 'SELECT' AND x.grantee <> c.relowner ORDER BY 1),
+       c.relkind::text
+FROM pg_class AS c
+WHERE c.relnamespace = 'backoff'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'c') AND c.relname <> 'schema_migrations'
+ORDER BY c.relname`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var t table
+			var kind string
+			if err := rows.Scan(&t.name, &t.columns, &t.grantees, &kind); err != nil {
+				rows.Close()
+				return err
+			}
+			if kind == "c" {
+				c.types = append(c.types, fmt.Sprintf("CREATE TYPE backoff.%s AS (%s)", quoteIdent(t.name), strings.Join(t.columns, ", ")))
+				continue
+			}
+			c.tables = append(c.tables, t)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `
+SELECT format('CREATE TYPE backoff.%I AS ENUM (%s)', t.typname,
+              (SELECT string_agg(quote_literal(e.enumlabel), ', ' ORDER BY e.enumsortorder) FROM pg_enum AS e WHERE e.enumtypid = t.oid))
+FROM pg_type AS t WHERE t.typnamespace = 'backoff'::regnamespace AND t.typtype = 'e' ORDER BY t.typname`)
+		if err != nil {
+			return err
+		}
+		enums, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		c.types = append(enums, c.types...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the shard's catalog: %w", err)
+	}
+	return c, nil
+}
+
+// diff names the first difference between two shards' catalogs ("" when
+// they match).
+func (c *catalog) diff(o *catalog) string {
+	sig := func(cat *catalog) []string {
+		var s []string
+		for _, f := range cat.functions {
+			s = append(s, "function backoff."+f.name+"("+f.args+") returns "+f.result)
+		}
+		for _, t := range cat.tables {
+			s = append(s, "table backoff."+t.name+"("+strings.Join(t.columns, ", ")+")")
+		}
+		s = append(s, cat.types...)
+		sort.Strings(s)
+		return s
+	}
+	a, b := sig(c), sig(o)
+	for i := 0; i < max(len(a), len(b)); i++ {
+		switch {
+		case i >= len(a):
+			return "only the other shard has " + b[i]
+		case i >= len(b):
+			return "only shard 0 has " + a[i]
+		case a[i] != b[i]:
+			return a[i] + " versus " + b[i]
+		}
+	}
+	return ""
+}
+
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+const cluster = "CLUSTER '" + ServerName + "';"
+
+// Unrouted lists the public functions of the catalog that no rule routes
+// (name(identity arguments)).
+func (c *catalog) unrouted() []string {
+	var out []string
+	for _, f := range c.functions {
+		if _, err := ruleFor(f); err != nil {
+			out = append(out, fmt.Sprintf("backoff.%s(%s)", f.name, f.identity))
+		}
+	}
+	return out
+}
+
+// ruleFor picks the rule of an overload: the first of its name's rules
+// whose arguments it has.
+func ruleFor(f function) (Rule, error) {
+	rules, ok := Rules[f.name]
+	if !ok {
+		return Rule{}, fmt.Errorf("backoff.%s(%s) has no routing rule: add one to internal/router/rules.go", f.name, f.identity)
+	}
+	for _, r := range rules {
+		if r.Arg == "" || hasAll(f.inputs, append([]string{r.Arg}, r.Split...)) {
+			return r, nil
+		}
+	}
+	return Rule{}, fmt.Errorf("backoff.%s(%s): no rule of %q matches its arguments: add one to internal/router/rules.go", f.name, f.identity, f.name)
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			found = found || h == w
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// routerSQL generates the router's helper functions, views and forwarding
+// functions for n shards.
+func (c *catalog) routerSQL(n int) ([]string, error) {
+	var errs []error
+	out := []string{
+		fmt.Sprintf(`CREATE FUNCTION backoff._queue_shard(p_queue text) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(((('x' || substr(pg_catalog.md5(p_queue), 1, 8))::bit(32)::integer & 2147483647) %% %d), 0)`, n),
+		fmt.Sprintf(`CREATE FUNCTION backoff._job_shard(p_job_id bigint) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(CASE WHEN p_job_id > 0 THEN (p_job_id >> %d)::integer ELSE 0 END, 0)`, ShardBits),
+		`CREATE FUNCTION backoff.router_shards(OUT shard integer, OUT conninfo text) RETURNS SETOF record
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT substr(split_part(o, '=', 1), 2)::integer, substr(o, strpos(o, '=') + 1)
+    FROM pg_catalog.pg_foreign_server AS s, unnest(s.srvoptions) AS o
+    WHERE s.srvname = '` + ServerName + `' AND o ~ '^p[0-9]+='
+    ORDER BY 1
+$$`,
+		`COMMENT ON FUNCTION backoff.router_shards() IS 'Router only: the shards behind this router, by number, with the libpq connection string (no user) PL/Proxy uses.'`,
+		`CREATE FUNCTION backoff.router_queue_shard(p_queue text) RETURNS integer
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+RETURN backoff._queue_shard(p_queue)`,
+		`COMMENT ON FUNCTION backoff.router_queue_shard(text) IS 'Router only: the shard number that holds a queue (enqueue in your own transaction needs a connection to it).'`,
+		`ALTER FUNCTION backoff.router_shards() OWNER TO backoff_owner`,
+		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._job_shard(bigint) FROM PUBLIC`,
+		`GRANT EXECUTE ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text) TO backoff_producer, backoff_worker, backoff_admin`,
+		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._job_shard(bigint) TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
+	}
+	out = append(out, c.types...)
+	// Views over the tables: their row types are the composite types the
+	// functions return (backoff.jobs).
+	for _, t := range c.tables {
+		kind, ok := Tables[t.name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("table backoff.%s has no routing rule: add it to Tables in internal/router/rules.go", t.name))
+			continue
+		}
+		run := "RUN ON ALL;"
+		if kind == TableReplicated {
+			run = "RUN ON 0;"
+		}
+		var cols []string
+		for _, col := range t.columns {
+			cols = append(cols, "t."+strings.SplitN(col, " ", 2)[0])
+		}
+		fn := "backoff._table_" + t.name
+		out = append(out,
+			fmt.Sprintf("CREATE FUNCTION %s() RETURNS TABLE (%s) LANGUAGE plproxy VOLATILE AS $p$\n%s\n%s\nSELECT %s FROM backoff.%s AS t;\n$p$",
+				fn, strings.Join(t.columns, ", "), cluster, run, strings.Join(cols, ", "), quoteIdent(t.name)),
+			fmt.Sprintf("CREATE VIEW backoff.%s AS SELECT * FROM %s()", quoteIdent(t.name), fn),
+			fmt.Sprintf("ALTER FUNCTION %s() OWNER TO backoff_owner", fn),
+			fmt.Sprintf("ALTER VIEW backoff.%s OWNER TO backoff_owner", quoteIdent(t.name)),
+			fmt.Sprintf("REVOKE ALL ON FUNCTION %s() FROM PUBLIC", fn),
+			fmt.Sprintf("COMMENT ON VIEW backoff.%s IS %s", quoteIdent(t.name), literal(fmt.Sprintf(
+				"Router: backoff.%s of %s, read through PL/Proxy (read-only; every read fetches the whole table).", t.name,
+				map[TableKind]string{TableAll: "every shard", TableReplicated: "shard 0 (the same on every shard)"}[kind]))),
+		)
+		for _, g := range t.grantees {
+			out = append(out,
+				fmt.Sprintf("GRANT SELECT ON backoff.%s TO %s", quoteIdent(t.name), quoteIdent(g)),
+				fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s() TO %s", fn, quoteIdent(g)))
+		}
+	}
+	for _, f := range c.functions {
+		r, err := ruleFor(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, forward(f, r)...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// typeOf is the type of input argument name.
+func (f function) typeOf(name string) string {
+	for i, n := range f.inputs {
+		if n == name && i < len(f.inputTypes) {
+			return f.inputTypes[i]
+		}
+	}
+	return ""
+}
+
+func literal(s string) string { return "'" + quoteLit(s) + "'" }
+
+// forward is the SQL that creates the router's function for f.
+func forward(f function, r Rule) []string {
+	sig := fmt.Sprintf("backoff.%s(%s)", quoteIdent(f.name), f.identity)
+	// PL/Proxy functions must be VOLATILE; so are their wrappers (a call
+	// reaches another server whatever the shard's function is).
+	attrs := "VOLATILE"
+	if f.strict {
+		attrs += " STRICT"
+	}
+	var out []string
+	plproxy := func(name, args, result, body string) string {
+		return fmt.Sprintf("CREATE FUNCTION %s(%s) RETURNS %s LANGUAGE plproxy %s AS $p$\n%s\n%s\n$p$",
+			name, args, result, attrs, cluster, body)
+	}
+	// internal is a PL/Proxy function backoff._route_NAME with f's input
+	// arguments (no defaults) and a set result, which the public wrapper
+	// calls; it runs backoff.NAME on the shards.
+	internal := func(run string) string {
+		return plproxy("backoff._route_"+f.name, f.identity, "SETOF "+f.retType, run+"\nTARGET backoff."+f.name+";")
+	}
+	call := "backoff._route_" + f.name + "(" + strings.Join(f.inputs, ", ") + ")"
+	wrapper := func(lang, body string) string {
+		return fmt.Sprintf("CREATE FUNCTION backoff.%s(%s) RETURNS %s LANGUAGE %s %s SET search_path = pg_catalog, pg_temp AS $w$\n%s\n$w$",
+			quoteIdent(f.name), f.args, f.result, lang, attrs, body)
+	}
+	switch r.Kind {
+	case ByQueue:
+		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON backoff._queue_shard("+r.Arg+");"))
+	case ByJob:
+		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON backoff._job_shard("+r.Arg+");"))
+	case ByJobSplit:
+		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result,
+			"SPLIT "+strings.Join(r.Split, ", ")+";\nRUN ON backoff._job_shard("+r.Arg+");"))
+	case AllUnion:
+		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ALL;"))
+	case Any:
+		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ANY;"))
+	case AllSum, AllMin, AllOr:
+		agg := map[Kind]string{AllSum: "sum", AllMin: "min", AllOr: "bool_or"}[r.Kind]
+		out = append(out, internal("RUN ON ALL;"),
+			wrapper("sql", fmt.Sprintf("SELECT %s(r)::%s FROM %s AS r", agg, f.retType, call)))
+	case ByQueueSplit:
+		// The shards answer with the ids of their elements in input order;
+		// an id carries its shard, so the answers are put back in the
+		// order of the input by taking, for element i, the next id of
+		// element i's shard.
+		// A call the shard refuses (no queues, arrays of other lengths)
+		// goes whole to shard 0, which raises its own error; a NULL array
+		// means all NULL, so it is split as an array of NULLs.
+		var check, fill []string
+		for _, a := range r.Split {
+			typ := strings.TrimSuffix(f.typeOf(a), "[]")
+			check = append(check, fmt.Sprintf("coalesce(cardinality(%[1]s), v_n) <> v_n", a))
+			fill = append(fill, fmt.Sprintf("    %[1]s := coalesce(%[1]s, array_fill(NULL::%[2]s, ARRAY[v_n]));", a, typ))
+		}
+		call0 := "backoff._route0_" + f.name + "(" + strings.Join(f.inputs, ", ") + ")"
+		out = append(out, internal("SPLIT "+strings.Join(r.Split, ", ")+";\nRUN ON backoff._queue_shard("+r.Arg+");"),
+			plproxy("backoff._route0_"+f.name, f.identity, "SETOF "+f.retType, "RUN ON 0;\nTARGET backoff."+f.name+";"),
+			wrapper("plpgsql", fmt.Sprintf(`DECLARE
+    v_ids bigint[];
+    v_n   integer := coalesce(cardinality(%[1]s), 0);
+BEGIN
+    IF %[1]s IS NULL OR v_n = 0 OR %[3]s THEN
+        RETURN QUERY SELECT * FROM %[4]s;
+        RETURN;
+    END IF;
+%[5]s
+    v_ids := ARRAY(SELECT r FROM %[2]s AS r);
+    IF cardinality(v_ids) <> coalesce(cardinality(%[1]s), 0) THEN
+        RAISE EXCEPTION 'router: the shards returned %% ids for %% elements', cardinality(v_ids), cardinality(%[1]s);
+    END IF;
+    RETURN QUERY
+    WITH e AS (
+        SELECT x.i, backoff._queue_shard(x.q) AS s,
+               row_number() OVER (PARTITION BY backoff._queue_shard(x.q) ORDER BY x.i) AS rn
+        FROM unnest(%[1]s) WITH ORDINALITY AS x(q, i)
+    ), r AS (
+        SELECT y.id, backoff._job_shard(y.id) AS s,
+               row_number() OVER (PARTITION BY backoff._job_shard(y.id) ORDER BY y.o) AS rn
+        FROM unnest(v_ids) WITH ORDINALITY AS y(id, o)
+    )
+    SELECT r.id FROM e JOIN r ON r.s = e.s AND r.rn = e.rn ORDER BY e.i;
+END`, r.Arg, call, strings.Join(check, " OR "), call0, strings.Join(fill, "\n"))))
+	}
+	out = append(out, "ALTER FUNCTION "+sig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC")
+	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == AllOr || r.Kind == ByQueueSplit {
+		for _, prefix := range []string{"_route_", "_route0_"} {
+			if prefix == "_route0_" && r.Kind != ByQueueSplit {
+				continue
+			}
+			isig := fmt.Sprintf("backoff.%s%s(%s)", prefix, f.name, f.identity)
+			out = append(out, "ALTER FUNCTION "+isig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+isig+" FROM PUBLIC")
+			for _, g := range f.grantees {
+				out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s", isig, quoteIdent(g)))
+			}
+		}
+	}
+	for _, g := range f.grantees {
+		out = append(out, fmt.Sprintf("GRANT EXECUTE ON FUNCTION %s TO %s", sig, quoteIdent(g)))
+	}
+	if f.comment != nil {
+		out = append(out, fmt.Sprintf("COMMENT ON FUNCTION %s IS %s", sig, literal(*f.comment)))
+	}
+	return out
+}

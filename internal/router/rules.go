@@ -1,0 +1,112 @@
+package router
+
+// Kind says where a router function sends a call and how it merges the
+// answers (docs/adr/0032-plproxy-router.md).
+type Kind int
+
+const (
+	// ByQueue runs the call on the shard that holds the queue named by Arg.
+	ByQueue Kind = iota + 1
+	// ByQueueSplit splits the array arguments Split element by element by
+	// the queue array Arg, runs each shard's part there and returns the
+	// results in input order (bulk enqueue: one id per element).
+	ByQueueSplit
+	// ByJob runs the call on the shard encoded in the job id Arg.
+	ByJob
+	// ByJobSplit splits the array arguments Split by the job id array Arg;
+	// the results of every shard are concatenated (a set, no order).
+	ByJobSplit
+	// AllUnion runs the call on every shard and returns every row.
+	AllUnion
+	// AllSum runs the call on every shard and returns the sum of the
+	// scalar answers (counts: reap, prune).
+	AllSum
+	// AllMin runs the call on every shard and returns the smallest answer
+	// (schema_version: what every shard supports).
+	AllMin
+	// AllOr runs the call on every shard and returns true when any shard
+	// answered true (administrative writes to the replicated configuration:
+	// pause_queue, grant_queue: "did this change anything").
+	AllOr
+	// Any runs the call on one shard (pure computations and reads of the
+	// configuration, which every shard holds alike).
+	Any
+)
+
+// Rule routes one public function (every overload of its name).
+type Rule struct {
+	Kind Kind
+	// Arg is the routing argument (ByQueue, ByQueueSplit, ByJob,
+	// ByJobSplit); an overload that lacks it fails the install.
+	Arg string
+	// Split are the array arguments split alongside Arg (Arg included).
+	Split []string
+}
+
+// Rules routes every public function of a shard's backoff schema, by name.
+// A public function missing here makes Install fail: a function added to
+// the shards must be routed on purpose (TestEveryFunctionRouted lists them).
+var Rules = map[string][]Rule{
+	"schema_version": {{Kind: AllMin}},
+
+	// Producers.
+	"enqueue": {
+		{Kind: ByQueue, Arg: "p_queue"},
+		{Kind: ByQueueSplit, Arg: "p_queues", Split: []string{
+			"p_queues", "p_payloads", "p_run_ats", "p_max_attempts", "p_priorities", "p_dedupe_keys", "p_policies"}},
+	},
+
+	// Workers.
+	"claim":         {{Kind: ByQueue, Arg: "p_queue"}},
+	"acquire":       {{Kind: ByJob, Arg: "p_job_id"}},
+	"complete":      {{Kind: ByJob, Arg: "p_job_id"}},
+	"complete_many": {{Kind: ByJobSplit, Arg: "p_job_ids", Split: []string{"p_job_ids", "p_attempts"}}},
+	"fail":          {{Kind: ByJob, Arg: "p_job_id"}},
+	"heartbeat":     {{Kind: ByJob, Arg: "p_job_id"}},
+	"snooze":        {{Kind: ByJob, Arg: "p_job_id"}},
+	"reap":          {{Kind: AllSum}},
+
+	// Operators.
+	"cancel": {{Kind: ByJob, Arg: "p_job_id"}},
+	"replay": {{Kind: ByJob, Arg: "p_job_id"}},
+	"prune":  {{Kind: AllSum}},
+	"stats":  {{Kind: AllUnion}},
+
+	// Administrative writes to the configuration every shard holds alike
+	// (backoff.queues, backoff.queue_grants): every shard, so that the rows
+	// stay equal (a shard that missed one shows in config diff).
+	"pause_queue":  {{Kind: AllOr}},
+	"resume_queue": {{Kind: AllOr}},
+	"grant_queue":  {{Kind: AllOr}},
+	"revoke_queue": {{Kind: AllOr}},
+
+	// Computations and configuration reads: any shard answers alike.
+	"retry_delay":                    {{Kind: Any}},
+	"compute_delay":                  {{Kind: Any}},
+	"schedule":                       {{Kind: Any}},
+	"calculate_step_next_retry_time": {{Kind: Any}},
+	"job_policy":                     {{Kind: Any}},
+}
+
+// TableKind says where a router view over a shard table reads.
+type TableKind int
+
+const (
+	// TableAll reads every shard's rows (jobs: each shard holds its own).
+	TableAll TableKind = iota + 1
+	// TableReplicated reads shard 0: the configuration tables hold the same
+	// rows on every shard (config apply writes them all; config diff shows
+	// a shard that drifted).
+	TableReplicated
+)
+
+// Tables routes the reads of every table of a shard's backoff schema
+// (except tern's version table), which the router serves as read-only
+// views. A table missing here makes Install fail.
+var Tables = map[string]TableKind{
+	"jobs":         TableAll,
+	"policies":     TableReplicated,
+	"queues":       TableReplicated,
+	"settings":     TableReplicated,
+	"queue_grants": TableReplicated,
+}

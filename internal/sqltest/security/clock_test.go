@@ -1,0 +1,164 @@
+package security
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// clockDB is a fresh database with time injection switched off (the test
+// harness switches it on in every other test database) and a login for
+// each role.
+type clockDB struct {
+	url                     string
+	producer, worker, admin *pgx.Conn
+	super                   *pgx.Conn
+}
+
+func newClockDB(t *testing.T) clockDB {
+	t.Helper()
+	ctx := context.Background()
+	db := clockDB{url: testdb.NewURL(t)}
+	open := func(u string) *pgx.Conn {
+		c, err := pgx.Connect(ctx, u)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	db.super = open(db.url)
+	_, err := db.super.Exec(ctx, `UPDATE backoff.settings SET time_injection = false, max_clock_skew = '5 minutes'`)
+	require.NoError(t, err)
+	db.producer = open(loginRole(t, db.url, producer))
+	db.worker = open(loginRole(t, db.url, worker))
+	db.admin = open(loginRole(t, db.url, admin))
+	return db
+}
+
+// The attack (issue 16): a worker login passes its own p_now to claim a job
+// hours before it is due, to reap other workers' live leases, or to snooze
+// a job for a century; a producer backdates created_at. Outside
+// backoff_admin, a p_now further than max_clock_skew from now() is refused
+// with 22023 by every function, before it touches a row.
+func TestSkewedClockRefusedOutsideAdmin(t *testing.T) {
+	ctx := context.Background()
+	db := newClockDB(t)
+	var due, running int64
+	require.NoError(t, db.super.QueryRow(ctx, `SELECT backoff.enqueue('later', p_run_at => now() + interval '1 hour')`).Scan(&due))
+	require.NoError(t, db.super.QueryRow(ctx, `SELECT backoff.enqueue('live')`).Scan(&running))
+	require.NoError(t, db.super.QueryRow(ctx, `SELECT id FROM backoff.claim('live', 'w0', 1, '1 minute')`).Scan(&running))
+
+	hour := time.Now().Add(time.Hour)
+	century := time.Now().AddDate(100, 0, 0)
+	past := time.Now().AddDate(-10, 0, 0)
+	cases := []struct {
+		name string
+		conn *pgx.Conn
+		sql  string
+		args []any
+	}{
+		{"enqueue backdated", db.producer, `SELECT backoff.enqueue('q', p_now => $1)`, []any{past}},
+		{"enqueue many backdated", db.producer, `SELECT * FROM backoff.enqueue(ARRAY['q'], NULL::jsonb[], NULL::timestamptz[], NULL::integer[], NULL::integer[], NULL::text[], $1)`, []any{past}},
+		{"claim before due", db.worker, `SELECT id FROM backoff.claim('later', 'w1', 1, NULL, $1)`, []any{hour}},
+		{"acquire before due", db.worker, `SELECT id FROM backoff.acquire($1, 'w1', NULL, $2)`, []any{due, hour}},
+		{"reap live leases", db.worker, `SELECT backoff.reap($1)`, []any{hour}},
+		{"heartbeat for a century", db.worker, `SELECT backoff.heartbeat($1, 1, NULL, $2)`, []any{running, century}},
+		{"snooze for a century", db.worker, `SELECT status FROM backoff.snooze($1, 1, '1 second', $2)`, []any{running, century}},
+		{"fail in the future", db.worker, `SELECT status FROM backoff.fail($1, 1, 'x', NULL, true, $2)`, []any{running, century}},
+		{"complete in the past", db.worker, `SELECT status FROM backoff.complete($1, 1, $2)`, []any{running, past}},
+		{"complete_many in the past", db.worker, `SELECT backoff.complete_many(ARRAY[$1::bigint], ARRAY[1], $2)`, []any{running, past}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tx, err := c.conn.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			rows, err := tx.Query(ctx, c.sql, c.args...)
+			if err == nil {
+				rows.Close()
+				err = rows.Err()
+			}
+			require.Error(t, err, "a skewed p_now must be refused")
+			require.Equal(t, "22023", sqlState(err), "%v", err)
+			require.Contains(t, err.Error(), "max_clock_skew")
+		})
+	}
+	// Nothing moved.
+	var status string
+	require.NoError(t, db.super.QueryRow(ctx, `SELECT string_agg(status, ',' ORDER BY id) FROM backoff.jobs`).Scan(&status))
+	require.Equal(t, "pending,running", status)
+}
+
+// NULL means the database clock, for every role; a p_now within
+// max_clock_skew is allowed; an admin may inject any time; so may anyone
+// once time_injection is on.
+func TestClockAllowed(t *testing.T) {
+	ctx := context.Background()
+	db := newClockDB(t)
+
+	// NULL: the database clock.
+	var id int64
+	var created, dbNow time.Time
+	require.NoError(t, db.producer.QueryRow(ctx, `SELECT backoff.enqueue('q', p_now => NULL)`).Scan(&id))
+	require.NoError(t, db.super.QueryRow(ctx, `SELECT created_at, now() FROM backoff.jobs WHERE id = $1`, id).Scan(&created, &dbNow))
+	require.WithinDuration(t, dbNow, created, time.Minute)
+	var attempt int
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT attempts FROM backoff.claim('q', 'w', 1, NULL, NULL)`).Scan(&attempt))
+	var lease time.Time
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT backoff.heartbeat($1, $2, '1 minute', NULL)`, id, attempt).Scan(&lease))
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT backoff.reap(NULL)`).Scan(new(int)))
+	var status string
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT status FROM backoff.complete($1, $2, NULL)`, id, attempt).Scan(&status))
+	require.Equal(t, "completed", status)
+
+	// Within the skew: a client's clock a little off the server's.
+	near := time.Now().Add(time.Minute)
+	require.NoError(t, db.producer.QueryRow(ctx, `SELECT backoff.enqueue('q', p_now => $1)`, near).Scan(&id))
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT attempts FROM backoff.claim('q', 'w', 1, NULL, $1)`, near).Scan(&attempt))
+
+	// An admin may inject any time.
+	far := time.Now().AddDate(1, 0, 0)
+	require.NoError(t, db.admin.QueryRow(ctx, `SELECT backoff.reap($1)`, far).Scan(new(int)))
+	require.NoError(t, db.admin.QueryRow(ctx, `SELECT count(*) FROM backoff.stats('1 hour', $1)`, far).Scan(new(int)))
+
+	// max_clock_skew 0 refuses even a near time; NULL still works.
+	_, err := db.super.Exec(ctx, `UPDATE backoff.settings SET max_clock_skew = '0'`)
+	require.NoError(t, err)
+	err = db.producer.QueryRow(ctx, `SELECT backoff.enqueue('q', p_now => $1)`, near).Scan(&id)
+	require.Equal(t, "22023", sqlState(err), "%v", err)
+	require.NoError(t, db.producer.QueryRow(ctx, `SELECT backoff.enqueue('q', p_now => NULL)`).Scan(&id))
+
+	// time_injection on: any finite time, for anyone.
+	_, err = db.super.Exec(ctx, `UPDATE backoff.settings SET time_injection = true`)
+	require.NoError(t, err)
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT backoff.reap($1)`, far).Scan(new(int)))
+	require.NoError(t, db.producer.QueryRow(ctx, `SELECT backoff.enqueue('q', p_now => $1)`, far).Scan(&id))
+}
+
+// A time that is not finite or outside years 1 to 9999 is refused with
+// 22023 naming it, for every role, even with time injection on.
+func TestClockRange(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t) // superuser, time injection on
+	for _, bad := range []string{"infinity", "-infinity", "10000-01-01 00:00:00+00", "0001-01-01 00:00:00+00 BC"} {
+		for _, sql := range []string{
+			`SELECT backoff.enqueue('q', p_now => $1::timestamptz)`,
+			`SELECT count(*) FROM backoff.claim('q', 'w', 1, NULL, $1::timestamptz)`,
+			`SELECT backoff.reap($1::timestamptz)`,
+			`SELECT count(*) FROM backoff.stats('1 hour', $1::timestamptz)`,
+		} {
+			_, err := pool.Exec(ctx, sql, bad)
+			require.Equal(t, "22023", sqlState(err), "%s with %s: %v", sql, bad, err)
+			require.Contains(t, err.Error(), "now must be a finite time between years 1 and 9999")
+		}
+	}
+	// The edges themselves are fine.
+	for _, ok := range []string{"0001-01-01 00:00:00+00", "9999-12-31 23:59:59.999999+00"} {
+		_, err := pool.Exec(ctx, `SELECT count(*) FROM backoff.stats('1 hour', $1::timestamptz)`, ok)
+		require.NoError(t, err, ok)
+	}
+}

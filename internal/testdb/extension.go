@@ -1,0 +1,46 @@
+package testdb
+
+import (
+	"os"
+	"testing"
+
+	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+)
+
+// DebianOnlyMajor is the PostgreSQL major for which the tests expect
+// Debian's extension packages (pg_cron, plproxy): .ci/run installs them for
+// 15, the version Debian 12 ships.
+const DebianOnlyMajor = 15
+
+// LocalBinariesWith returns the machine's PostgreSQL server binaries
+// (pgserver.FindBinaries) for a test that starts its own local cluster
+// with the extension name, packaged by Debian as debianPackage (e.g.
+// "pg_cron", "postgresql-15-cron").
+//
+// When the extension is not installed for those binaries the test skips,
+// saying why: on a run of another major (CI's 14, 16, 17 and 18 runs use
+// builds without Debian's extensions), or on a developer's machine. Under
+// CI on PostgreSQL 15 it fails instead: there the extension must be
+// installed (.ci/run installs it), so the test must run.
+func LocalBinariesWith(t testing.TB, name, debianPackage string) pgserver.Binaries {
+	t.Helper()
+	b, err := pgserver.FindBinaries()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("testdb: %s needs a local cluster (CI is set): %v", name, err)
+		}
+		t.Skipf("testdb: %s needs a local cluster: %v", name, err)
+	}
+	if b.HasExtension(name) {
+		return b
+	}
+	if b.Major != DebianOnlyMajor {
+		t.Skipf("testdb: %s runs on PostgreSQL %d only (Debian's %s); this run's PostgreSQL is %s",
+			name, DebianOnlyMajor, debianPackage, b)
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("testdb: %s is not installed for %s (CI is set; .ci/run installs %s)", name, b, debianPackage)
+	}
+	t.Skipf("testdb: %s is not installed for %s: apt-get install %s to run this test", name, b, debianPackage)
+	return b
+}
