@@ -18,7 +18,7 @@ import (
 // take PostgreSQL's database-wide notify lock. A producer registers when a
 // claim finds its queue empty (and looks once more, for a job enqueued
 // before the registration was visible), and ends the registration with
-// backoff.stop_waiting when a claim comes back full. A registration also
+// backoff.stop_waiting when two claims in a row find jobs (a backlog). A registration also
 // expires (registrationTTL), so one left by a worker that died costs at
 // most that long of needless notifications; an idle producer renews its
 // registration at its poll ticks.

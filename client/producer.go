@@ -15,16 +15,17 @@ import (
 // batches common on a busy queue). Only a claim that returns nothing backs
 // off: the queue is then idle, the producer registers that it waits for it
 // (notifier.go), looks once more, and sleeps until a notification, a
-// reaped lease or the poll interval wakes it. The registration ends when a
-// claim comes back full (a backlog: the queue is busy) or, for a worker
-// that died, when it expires.
+// reaped lease or the poll interval wakes it. The registration ends when
+// two claims in a row find jobs (a backlog: the queue is busy) or, for a
+// worker that died, when it expires.
 type producer struct {
 	w        *Worker
 	cfg      QueueConfig
 	wake     chan struct{} // a notification or a reap: look for work now
 	freed    chan struct{} // a handler slot became free
 	inflight atomic.Int64
-	idle     bool // the last claim found nothing; registered as waiting
+	idle     bool // a claim found nothing since the last backlog; registered as waiting
+	streak   int  // claims in a row that found jobs
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -37,17 +38,22 @@ func (p *producer) run(ctx context.Context) {
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
-			want := min(free, p.cfg.BatchSize)
-			n, err := p.claim(ctx, want)
+			n, err := p.claim(ctx, min(free, p.cfg.BatchSize))
+			if n == 0 {
+				p.streak = 0
+			} else {
+				p.streak++
+			}
 			switch {
 			case err != nil:
 				p.w.log.Error("claim failed", "queue", p.cfg.Queue, "err", err)
 				empty = true // wait for the poll before trying again
 			case n > 0:
-				// A full batch means a backlog: the queue is busy, so
-				// enqueuers need not wake it. A short one keeps the
-				// registration (a trickle of jobs, each woken at once).
-				if p.idle && n == want {
+				// Two claims in a row that found jobs mean a backlog: the
+				// queue is busy, so enqueuers need not wake it. A trickle
+				// (one claim finds the job, the next finds nothing) keeps
+				// the registration and writes nothing.
+				if p.idle && p.streak >= 2 {
 					p.idle = false
 					p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
 				}
