@@ -96,7 +96,7 @@ func TestNewWorkerRefusesBadConfigurations(t *testing.T) {
 }
 
 // TestNewWorkerRefusesASmallPool: four queues need four claims, the
-// completer, the reaper and LISTEN at once: seven connections.
+// completer and the reaper at once: six connections.
 func TestNewWorkerRefusesASmallPool(t *testing.T) {
 	t.Parallel()
 	cfg, err := pgxpool.ParseConfig("postgres://nobody@127.0.0.1:1/none?pool_max_conns=4")
@@ -106,12 +106,12 @@ func TestNewWorkerRefusesASmallPool(t *testing.T) {
 	defer pool.Close()
 	h := func(context.Context, *Job) error { return nil }
 	four := WorkerConfig{Queues: []QueueConfig{{Queue: "a", Handler: h}, {Queue: "b", Handler: h}, {Queue: "c", Handler: h}, {Queue: "d", Handler: h}}}
-	require.Equal(t, 7, ConnectionsNeeded(four))
+	require.Equal(t, 6, ConnectionsNeeded(four))
 	_, err = NewWorker(pool, four)
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.Contains(t, err.Error(), "the pool allows 4 connections, this worker needs at least 7")
+	require.Contains(t, err.Error(), "the pool allows 4 connections, this worker needs at least 6")
 	one := WorkerConfig{Queue: "a", Handler: h}
-	require.Equal(t, 4, ConnectionsNeeded(one))
+	require.Equal(t, 3, ConnectionsNeeded(one))
 	_, err = NewWorker(pool, one)
 	require.NoError(t, err)
 }

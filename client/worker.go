@@ -119,20 +119,18 @@ type Worker struct {
 }
 
 // ConnectionsNeeded is how many connections of its pool a Worker with this
-// configuration uses at once at most: one claim per queue, the completer,
-// the reaper, and the LISTEN connection (which leaves the pool for good;
-// the pool opens another in its place, so MaxConns must leave room for it).
-// Settle calls and heartbeats share what is left and wait for a free one.
+// configuration uses at once at most: one claim per queue, the completer
+// and the reaper. Settle calls and heartbeats share them and wait for a
+// free one. The LISTEN connection is not counted: it is taken from the pool
+// once and leaves it for good (the pool may open another in its place), so
+// the server sees one connection more than the pool's.
 func ConnectionsNeeded(cfg WorkerConfig) int {
 	n := len(cfg.Queues)
 	if n == 0 {
 		n = 1
 	}
-	n += 1 // completer
+	n++ // completer
 	if cfg.ReapInterval >= 0 {
-		n++
-	}
-	if !cfg.DisableListen {
 		n++
 	}
 	return n
@@ -190,9 +188,8 @@ func NewWorker(pool *pgxpool.Pool, cfg WorkerConfig, opts ...Option) (*Worker, e
 	if pool != nil {
 		if need, have := ConnectionsNeeded(cfg), int(pool.Config().MaxConns); have < need {
 			return nil, fmt.Errorf("new worker: %w: the pool allows %d connections, this worker needs at least %d "+
-				"(%d queues' claims, the completer%s%s); raise MaxConns (pool_max_conns)",
-				ErrInvalidArgument, have, need, len(norm), map[bool]string{true: ", the reaper"}[cfg.ReapInterval > 0],
-				map[bool]string{true: ", LISTEN"}[!cfg.DisableListen])
+				"(%d queues' claims, the completer%s); raise MaxConns (pool_max_conns)",
+				ErrInvalidArgument, have, need, len(norm), map[bool]string{true: ", the reaper"}[cfg.ReapInterval > 0])
 		}
 	}
 	return &Worker{pool: pool, cfg: cfg, opts: opts, queue: norm, attempts: map[int64]*attempt{}}, nil
