@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
