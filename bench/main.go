@@ -23,7 +23,7 @@ import (
 func main() {
 	var cfg Config
 	flag.StringVar(&cfg.Mode, "mode", "quick", "quick (CI-sized, a few minutes) or full (for the docs; includes the 10M backlog and the 10-minute sustained run)")
-	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, TEST_DATABASE_URL, DATABASE_URL, else start one)")
+	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, else start one)")
 	flag.BoolVar(&cfg.NoDurability, "no-durability", false, "start the server with fsync=off and synchronous_commit=off (default: the server's defaults)")
 	flag.StringVar(&cfg.Only, "only", "", "run only the sections whose name contains this (e.g. claim, scaling, river)")
 	flag.StringVar(&cfg.RiverDir, "river", "", "directory of the River module (bench/river) to run side by side with the Worker; empty: skip")
@@ -49,11 +49,10 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	}
 	settings = append(settings, "max_connections=200")
 	start := time.Now()
-	u, source := cfg.DatabaseURL, "-database-url"
-	if u == "" {
-		u, source = pgserver.URLFromEnv()
-	}
-	srv, err := pgserver.Start(ctx, u, source, settings...)
+	// Never TEST_DATABASE_URL or DATABASE_URL (pgserver.URLFromEnv): a
+	// shared development server runs with fsync off, which would flatter
+	// every number. Only an explicit URL, else a server of our own.
+	srv, err := pgserver.Start(ctx, cfg.DatabaseURL, "-database-url or BENCH_DATABASE_URL", settings...)
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}

@@ -467,44 +467,6 @@ func (c *Client) Get(ctx context.Context, jobID int64) (Job, error) {
 	return j, nil
 }
 
-// ListParams selects jobs for List. Zero fields do not filter.
-type ListParams struct {
-	Queue    string
-	Statuses []Status
-	AfterID  int64 // keyset pagination: only ids greater than this
-	Limit    int   // default 100
-}
-
-const listSQL = "SELECT " + jobColumns + " FROM backoff.jobs " +
-	"WHERE ($1::text IS NULL OR queue = $1) AND ($2::text[] IS NULL OR status = ANY ($2)) AND id > $3 " +
-	"ORDER BY id LIMIT $4"
-
-// List returns jobs in id order, filtered by p; page with AfterID set to
-// the last id of the previous page.
-func (c *Client) List(ctx context.Context, p ListParams) ([]Job, error) {
-	op := "list jobs"
-	if p.Queue != "" {
-		op = fmt.Sprintf("list jobs in %q", p.Queue)
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	var statuses []string
-	for _, s := range p.Statuses {
-		statuses = append(statuses, string(s))
-	}
-	var st any
-	if statuses != nil {
-		st = statuses
-	}
-	jobs, err := c.queryJobs(ctx, listSQL, []any{nullString(p.Queue), st, p.AfterID, limit})
-	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	return jobs, nil
-}
-
 // QueueStats is one queue's row of backoff.stats.
 type QueueStats struct {
 	Queue        string

@@ -347,17 +347,32 @@ func TestReadCallsSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 
-	mock.ExpectQuery(listSQL).WithArgs("emails", []string{"pending", "retrying"}, int64(5), 100).
-		WillReturnRows(addJob(addJob(jobRows(), 6, StatusPending, 0), 8, StatusRetrying, 1)).
-		RowsWillBeClosed()
-	jobs, err := c.List(ctx, ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying}, AfterID: 5})
+	// List: one constant text per order, every filter a parameter, one
+	// row more than the page to know whether there is a next one.
+	detailRows := func(ids ...int64) *pgxmock.Rows {
+		rows := pgxmock.NewRows(append(strings.Split(jobColumns, ", "), "name", "coalesce", "errors"))
+		for _, id := range ids {
+			lease := mockNow.Add(30 * time.Second)
+			failed := mockNow
+			rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(StatusRetrying), int32(0), int32(2), (*int32)(nil),
+				(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
+				[]byte(`[{"attempt":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
+				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5), []byte(`[]`))
+		}
+		return rows
+	}
+	mock.ExpectQuery(listSQL[NewestFirst]).WithArgs("emails", []string{"pending", "retrying"}, nil, nil, "boom",
+		nil, nil, nil, nil, int64(9), 3).
+		WillReturnRows(detailRows(8, 6, 5)).RowsWillBeClosed()
+	page, err := c.List(ctx, ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying},
+		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2})
 	require.NoError(t, err)
-	require.Equal(t, []Job{wantJob(6, StatusPending, 0), wantJob(8, StatusRetrying, 1)}, jobs)
-	mock.ExpectQuery(listSQL).WithArgs(nil, nil, int64(0), 3).
-		WillReturnRows(jobRows()).RowsWillBeClosed()
-	jobs, err = c.List(ctx, ListParams{Limit: 3})
-	require.NoError(t, err)
-	require.Empty(t, jobs)
+	require.Len(t, page.Jobs, 2)
+	require.Equal(t, "6", page.Next)
+	require.Equal(t, JobDetail{Job: wantJob(8, StatusRetrying, 2), EffectivePolicy: "p", EffectiveMaxAttempts: 5,
+		ErrorsJSON: []byte(`[]`)}, page.Jobs[0])
+	_, err = c.List(ctx, ListParams{Order: RecentlyFinishedFirst, Cursor: "7"})
+	require.ErrorIs(t, err, ErrInvalidArgument, "a cursor of another order")
 
 	// Stats reads the SQL function backoff.stats: one source of truth.
 	statsSQL := "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, " +

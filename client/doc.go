@@ -117,8 +117,8 @@
 // (docs/adr/0028). If the process exits first, the handler dies with it and
 // the lease expires before the reaper retries the job.
 //
-// A handler's error text is stored cleaned: NUL and invalid UTF-8 become
-// U+FFFD, and texts over 8 KiB are cut with a marker.
+// A handler's error text is stored cleaned: NUL and invalid UTF-8, which
+// PostgreSQL refuses in text, become U+FFFD.
 //
 // # The typed API
 //

@@ -96,7 +96,8 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 
 	list, err := c.List(ctx, ListParams{Queue: "api", Statuses: []Status{StatusCompleted, StatusCancelled}})
 	require.NoError(t, err)
-	require.Len(t, list, 2)
+	require.Len(t, list.Jobs, 2)
+	require.Empty(t, list.Next)
 	stats, err := c.Stats(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, stats, 1)
@@ -157,5 +158,5 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	list, err := c.List(ctx, ListParams{Queue: "pol"})
 	require.NoError(t, err)
-	require.Len(t, list, 4, "the failed batch added nothing")
+	require.Len(t, list.Jobs, 4, "the failed batch added nothing")
 }

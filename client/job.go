@@ -106,8 +106,9 @@ const jobColumns = "id, queue, payload, status, priority, attempts, uncounted_at
 	"lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors, " +
 	"dead_letter_reason, dedupe_key, created_at, completed_at"
 
-// scanJob reads one row selected with jobColumns.
-func scanJob(row pgx.Row) (Job, error) {
+// scanJob reads one row selected with jobColumns, then into extra the
+// columns that follow them.
+func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	var (
 		j                                           Job
 		status                                      string
@@ -116,9 +117,10 @@ func scanJob(row pgx.Row) (Job, error) {
 		policy, lockedBy, lastError, reason, dedupe *string
 		payload, history                            []byte
 	)
-	err := row.Scan(&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &uncounted, &maxAttempts, &policy, &j.RunAt,
+	dest := append([]any{&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &uncounted, &maxAttempts, &policy, &j.RunAt,
 		&j.LeaseUntil, &lockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &lastError, &history,
-		&reason, &dedupe, &j.CreatedAt, &j.CompletedAt)
+		&reason, &dedupe, &j.CreatedAt, &j.CompletedAt}, extra...)
+	err := row.Scan(dest...)
 	if err != nil {
 		return Job{}, err
 	}

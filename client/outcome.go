@@ -57,27 +57,16 @@ func readOutcome(err error) outcome {
 	return o
 }
 
-// maxErrorBytes caps the error text the worker sends: the history is
-// bounded in bytes, not only in entries (DESIGN §11.4).
-const maxErrorBytes = 8 << 10
-
 // cleanErrorText makes an error's text storable in a text column: NUL and
-// invalid UTF-8, which PostgreSQL refuses, become U+FFFD, and a text longer
-// than maxErrorBytes is cut at a character boundary with a marker.
+// invalid UTF-8, which PostgreSQL refuses before any function runs, become
+// U+FFFD. (Bounding the history in bytes is the database's part, DESIGN
+// §11.4: the text is sent whole.)
 func cleanErrorText(s string) string {
 	if strings.IndexByte(s, 0) >= 0 {
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
 	if !utf8.ValidString(s) {
 		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) > maxErrorBytes {
-		const marker = "… [truncated]"
-		cut := maxErrorBytes - len(marker)
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + marker
 	}
 	return s
 }

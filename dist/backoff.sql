@@ -2535,11 +2535,64 @@ AS $$
                'kind', p_kind))
 $$;
 
--- backoff._job_policy(policy, queue): the policy row that governs a job:
--- the job's own policy, else its queue's (backoff.queues), else 'default'.
--- A name with no row (a policy deleted after the job was enqueued) falls
--- through to the next candidate, so a job is never stuck for want of a
--- policy; with no 'default' row either it raises 22023. Private; PL/pgSQL so
+-- backoff._job_policy_name(policy, queue): the name of the policy that
+-- governs a job, the one answer to that question
+-- (docs/adr/0030-one-policy-answer.md): the job's recorded policy if it
+-- names a row of backoff.policies, else its queue's (backoff.queues), else
+-- 'default'. A name with no row (a policy deleted after the job was
+-- enqueued) falls through to the next candidate, so a job is never stuck
+-- for want of a policy. enqueue records it; claim, acquire, heartbeat, fail
+-- and reap read the row through _job_policy; backoff.job_policy serves it
+-- to clients and operators.
+--
+-- Private. PL/pgSQL so that its two lookups are planned once per session
+-- (docs/adr/0008-single-retry-decision.md): claim calls it once per claimed
+-- row, and the first lookup (by primary key) is the usual answer. Its
+-- callers are SECURITY DEFINER functions with a pinned search_path.
+CREATE OR REPLACE FUNCTION backoff._job_policy_name(p_policy text, p_queue text)
+RETURNS text
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_name text;
+BEGIN
+    IF p_policy IS NOT NULL THEN
+        SELECT p.name INTO v_name FROM backoff.policies AS p WHERE p.name = p_policy;
+        IF FOUND THEN
+            RETURN v_name;
+        END IF;
+    END IF;
+    SELECT q.policy INTO v_name FROM backoff.queues AS q WHERE q.name = p_queue;
+    IF FOUND THEN
+        RETURN v_name;
+    END IF;
+    RETURN 'default';
+END
+$$;
+
+-- backoff.job_policy(policy, queue): the name of the policy that governs a
+-- job, for clients and operators; the answer is backoff._job_policy_name's
+-- (docs/adr/0030-one-policy-answer.md).
+CREATE OR REPLACE FUNCTION backoff.job_policy(p_policy text, p_queue text)
+RETURNS text
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT backoff._job_policy_name(p_policy, p_queue)
+$$;
+
+COMMENT ON FUNCTION backoff.job_policy(text, text) IS
+'The name of the policy that governs a job whose recorded policy is p_policy (backoff.jobs.policy) in queue p_queue: p_policy if it names a row of backoff.policies, else the queue''s policy (backoff.queues), else ''default''. It is the same answer every function uses: enqueue records it; claim, acquire, heartbeat, fail and reap take that policy''s lease and retry curve; backoffctl and the Go client show it.
+Example:
+SELECT backoff.job_policy(NULL, ''emails'');
+SELECT id, backoff.job_policy(policy, queue) FROM backoff.jobs;';
+
+-- backoff._job_policy(policy, queue): the row of the policy that governs a
+-- job, as backoff._job_policy_name names it; with no such row (no 'default' row
+-- either) it raises 22023. Private; PL/pgSQL so
 -- that its plans are cached (docs/adr/0008-single-retry-decision.md).
 CREATE OR REPLACE FUNCTION backoff._job_policy(p_policy text, p_queue text)
 RETURNS backoff.policies
@@ -2549,20 +2602,7 @@ AS $$
 DECLARE
     v_policy backoff.policies;
 BEGIN
-    IF p_policy IS NOT NULL THEN
-        SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = p_policy;
-        IF FOUND THEN
-            RETURN v_policy;
-        END IF;
-    END IF;
-    SELECT p.* INTO v_policy
-    FROM backoff.queues AS q
-    JOIN backoff.policies AS p ON p.name = q.policy
-    WHERE q.name = p_queue;
-    IF FOUND THEN
-        RETURN v_policy;
-    END IF;
-    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = 'default';
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(p_policy, p_queue);
     IF FOUND THEN
         RETURN v_policy;
     END IF;
@@ -2898,13 +2938,13 @@ BEGIN
         IF p_dedupe_key IS NULL THEN
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    backoff._job_policy_name(p_policy, p_queue),
                     v_run_at, p_now)
             RETURNING id INTO v_id;
         ELSE
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    backoff._job_policy_name(p_policy, p_queue),
                     v_run_at, p_now, p_dedupe_key)
             ON CONFLICT (queue, dedupe_key)
                 WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
@@ -3022,9 +3062,8 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               coalesce(s.policy, q.policy, 'default'), s.run_at, p_now
+               backoff._job_policy_name(s.policy, s.queue), s.run_at, p_now
         FROM src AS s
-        LEFT JOIN backoff.queues AS q ON q.name = s.queue
     )
     SELECT s.id FROM src AS s ORDER BY s.ord;
 
@@ -3053,9 +3092,9 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 -- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
--- whole table. The lease comes from the job's recorded policy by primary
--- key; backoff._job_policy is the fallback for a job whose policy is NULL or
--- deleted. A paused queue (backoff.queues.paused) gives nothing.
+-- whole table. The lease comes from the policy backoff._job_policy_name
+-- names, by primary key; backoff._job_policy is only reached, to raise
+-- 22023, when no policy row exists at all. A paused queue (backoff.queues.paused) gives nothing.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -3100,7 +3139,7 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3122,7 +3161,7 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3693,6 +3732,87 @@ SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
 SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
 
+-- backoff.replay_dead_letters(queue, now): every dead-lettered job of a
+-- queue back to pending, as backoff.replay does it, in one UPDATE. What it
+-- cannot replay it leaves dead-lettered and reports, one row per job with
+-- the reason, instead of failing the whole batch: today that is a dedupe
+-- key held by an unfinished job of the queue (or by an older dead letter
+-- replayed in the same call). Admin only.
+CREATE OR REPLACE FUNCTION backoff.replay_dead_letters(
+    p_queue text,
+    p_now   timestamptz DEFAULT now()
+)
+RETURNS TABLE (job_id bigint, replayed boolean, reason text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    RETURN QUERY
+    WITH locked AS MATERIALIZED (
+        SELECT j.id, j.dedupe_key
+        FROM backoff.jobs AS j
+        WHERE j.queue = p_queue AND j.status = 'dead_lettered'
+        ORDER BY j.id
+        FOR UPDATE
+    ), dead AS MATERIALIZED (
+        SELECT l.id, l.dedupe_key,
+               pg_catalog.row_number() OVER (PARTITION BY l.dedupe_key ORDER BY l.id) AS nth
+        FROM locked AS l
+    ), verdict AS MATERIALIZED (
+        SELECT d.id,
+               CASE
+                   WHEN d.dedupe_key IS NULL THEN NULL
+                   WHEN h.id IS NOT NULL THEN
+                       pg_catalog.format('dedupe key %s is held by unfinished job %s', pg_catalog.quote_literal(d.dedupe_key), h.id)
+                   WHEN d.nth > 1 THEN
+                       pg_catalog.format('dedupe key %s is held by job %s, replayed in this call', pg_catalog.quote_literal(d.dedupe_key),
+                                         (SELECT f.id FROM dead AS f WHERE f.dedupe_key = d.dedupe_key AND f.nth = 1))
+               END AS reason
+        FROM dead AS d
+        LEFT JOIN LATERAL (
+            SELECT u.id FROM backoff.jobs AS u
+            WHERE d.dedupe_key IS NOT NULL AND u.queue = p_queue AND u.dedupe_key = d.dedupe_key
+              AND u.status IN ('pending', 'running', 'retrying')
+            LIMIT 1) AS h ON true
+    ), done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            attempts = 0,
+            run_at = p_now,
+            dead_letter_reason = NULL,
+            completed_at = NULL,
+            lease_until = NULL,
+            locked_by = NULL
+        FROM verdict AS v
+        WHERE j.id = v.id AND v.reason IS NULL
+        RETURNING j.id
+    )
+    SELECT v.id, v.reason IS NULL, v.reason
+    FROM verdict AS v
+    ORDER BY v.id;
+
+    IF FOUND THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+    END IF;
+EXCEPTION WHEN unique_violation THEN
+    RAISE EXCEPTION 'cannot replay the dead letters of queue "%": a concurrent enqueue took a dedupe key; nothing was replayed, try again', p_queue
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
+Example:
+SELECT * FROM backoff.replay_dead_letters(''emails'');';
+
 -- backoff.prune(older than, limit, now): delete up to p_limit finished jobs
 -- (completed, dead_lettered, cancelled) whose completed_at is older than
 -- p_now - p_older_than. No index serves it, on purpose: an index on
@@ -3824,6 +3944,75 @@ SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
 
+-- backoff.pause_queue(queue): stop claims from a queue (claim skips a
+-- paused queue; acquire, settling and heartbeats go on, so running jobs
+-- finish). A queue without a row in backoff.queues gets one, with the
+-- policy backoff._job_policy_name gives it today (so pausing changes no job's
+-- policy). Returns true if the queue was running, false if it was already
+-- paused. Admin only.
+CREATE OR REPLACE FUNCTION backoff.pause_queue(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_was_paused boolean;
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO backoff.queues (name, policy, paused, updated_at)
+        VALUES (p_queue, backoff._job_policy_name(NULL, p_queue), true, pg_catalog.now())
+        ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = pg_catalog.now();
+        RETURN true;
+    END IF;
+    IF v_was_paused THEN
+        RETURN false;
+    END IF;
+    UPDATE backoff.queues AS q SET paused = true, updated_at = pg_catalog.now() WHERE q.name = p_queue;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.pause_queue(text) IS
+'Pause p_queue: backoff.claim returns no job of it until backoff.resume_queue. Jobs already running go on (they can still complete, fail, heartbeat and snooze), enqueue still adds jobs, and backoff.acquire of a job by id still works. A queue without a row in backoff.queues gets one with the policy it has now (backoff.job_policy), so pausing changes no job''s policy. Returns true if the queue was running, false if it was already paused. Admin only.
+Errors: 22023 for a NULL or empty queue.
+Example:
+SELECT backoff.pause_queue(''emails'');
+SELECT name, policy, paused FROM backoff.queues;';
+
+-- backoff.resume_queue(queue): undo backoff.pause_queue; claims of the queue
+-- start again. Returns true if the queue was paused, false if it was not
+-- (a queue without a row is not paused). Admin only.
+CREATE OR REPLACE FUNCTION backoff.resume_queue(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.queues AS q SET paused = false, updated_at = pg_catalog.now()
+    WHERE q.name = p_queue AND q.paused;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.resume_queue(text) IS
+'Resume p_queue after backoff.pause_queue: backoff.claim returns its due jobs again. Returns true if the queue was paused, false if it was not (a queue without a row in backoff.queues is not paused). Admin only.
+Errors: 22023 for a NULL or empty queue.
+Example:
+SELECT backoff.resume_queue(''emails'');';
+
 
 
 -- Privileges of the functions: the rule of migration 003 (docs/adr/0017),
@@ -3846,7 +4035,7 @@ BEGIN
                OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
-                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time',
+                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 // statementTimeout bounds every statement backoffctl sends, so an operator's
@@ -102,4 +104,41 @@ func rootCause(err error) error {
 		}
 		err = next
 	}
+}
+
+// openClient is how a command that reads or changes jobs and queues
+// reaches the database: it reads --now (the client's clock, for tests and
+// simulations), connects, and returns the Go client over that connection
+// and the function that closes it. backoffctl has no SQL of its own
+// against backoff.jobs: it asks the client, as a program would.
+func openClient(ctx context.Context, cmd *cobra.Command) (*client.Client, func(), error) {
+	return clientOn(ctx, cmd, func() (*pgx.Conn, error) { return connect(ctx, cmd) })
+}
+
+// openClientForQueue is openClient on the database that holds queue's jobs
+// (its shard, behind a router), for calls a router cannot forward.
+func openClientForQueue(ctx context.Context, cmd *cobra.Command, queue string) (*client.Client, func(), error) {
+	return clientOn(ctx, cmd, func() (*pgx.Conn, error) { return connectForQueue(ctx, cmd, queue) })
+}
+
+func clientOn(ctx context.Context, cmd *cobra.Command, dial func() (*pgx.Conn, error)) (*client.Client, func(), error) {
+	now, err := nowFlag(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err := dial()
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts []client.Option
+	if now != nil {
+		t := *now
+		opts = append(opts, client.WithClock(func() time.Time { return t }))
+	}
+	c, err := client.New(ctx, conn, opts...)
+	if err != nil {
+		conn.Close(ctx)
+		return nil, nil, err
+	}
+	return c, func() { conn.Close(ctx) }, nil
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -129,6 +130,7 @@ type demo struct {
 
 	queues []*demoQueue
 	pool   *pgxpool.Pool
+	client *client.Client // over pool
 }
 
 func (d *demo) run(ctx context.Context) (err error) {
@@ -219,6 +221,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	d.client = c
 	if err := d.enqueue(ctx, c); err != nil {
 		return err
 	}
@@ -514,7 +517,7 @@ loop:
 			break loop
 		case <-time.After(tick):
 		}
-		stats, err := readStats(ctx, d.pool, time.Hour, nil)
+		stats, err := readStats(ctx, d.client, time.Hour)
 		if err != nil {
 			runErr = err
 			if ctx.Err() != nil {
@@ -531,7 +534,7 @@ loop:
 	wg.Wait()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	stats, err := readStats(sctx, d.pool, time.Hour, nil)
+	stats, err := readStats(sctx, d.client, time.Hour)
 	if err != nil {
 		return nil, errors.Join(runErr, err)
 	}
@@ -595,25 +598,41 @@ func (d *demo) writeOutcomes(w io.Writer) {
 	_ = tw.Flush()
 }
 
-// writeDeadLetter shows the dead letter with the longest history.
+// writeDeadLetter counts the dead letters by reason and shows the one
+// with the longest history, reading them through the client.
 func (d *demo) writeDeadLetter(ctx context.Context, w io.Writer) error {
-	reasons, err := d.pool.Query(ctx, `SELECT dead_letter_reason, count(*) FROM backoff.jobs
-		WHERE status = 'dead_lettered' GROUP BY 1 ORDER BY 2 DESC, 1`)
-	if err != nil {
-		return fmt.Errorf("count dead letters: %w", err)
-	}
-	var parts []string
-	for reasons.Next() {
-		var reason string
-		var n int64
-		if err := reasons.Scan(&reason, &n); err != nil {
-			reasons.Close()
+	counts := map[string]int64{}
+	var longest *client.JobDetail
+	params := client.ListParams{Statuses: []client.Status{client.StatusDeadLettered}, Limit: 1000}
+	for {
+		page, err := d.client.List(ctx, params)
+		if err != nil {
 			return fmt.Errorf("count dead letters: %w", err)
 		}
-		parts = append(parts, fmt.Sprintf("%d %s", n, reason))
+		for i, j := range page.Jobs {
+			counts[j.DeadLetterReason]++
+			if longest == nil || len(j.Errors) > len(longest.Errors) {
+				longest = &page.Jobs[i]
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		params.Cursor = page.Next
 	}
-	if err := reasons.Err(); err != nil {
-		return fmt.Errorf("count dead letters: %w", err)
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, k int) bool {
+		if counts[reasons[i]] != counts[reasons[k]] {
+			return counts[reasons[i]] > counts[reasons[k]]
+		}
+		return reasons[i] < reasons[k]
+	})
+	var parts []string
+	for _, r := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
 	}
 	fmt.Fprintln(w)
 	if len(parts) == 0 {
@@ -621,17 +640,8 @@ func (d *demo) writeDeadLetter(ctx context.Context, w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintf(w, "== dead letters: %s ==\n", strings.Join(parts, ", "))
-	rows, err := d.pool.Query(ctx, jobSelect+` WHERE j.status = 'dead_lettered'
-		ORDER BY jsonb_array_length(j.errors) DESC, j.id LIMIT 1`)
-	if err != nil {
-		return fmt.Errorf("read a dead letter: %w", err)
-	}
-	jobs, err := scanJobs(rows)
-	if err != nil {
-		return fmt.Errorf("read a dead letter: %w", err)
-	}
-	fmt.Fprintf(w, "the one with the longest history (backoffctl jobs show %d):\n\n", jobs[0].ID)
-	writeJob(w, jobs[0], time.Now())
+	fmt.Fprintf(w, "the one with the longest history (backoffctl jobs show %d):\n\n", longest.ID)
+	writeJob(w, jobRowOf(*longest), time.Now())
 	return nil
 }
 

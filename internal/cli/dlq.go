@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 func init() { register(newDLQCommand) }
@@ -28,7 +30,7 @@ tokens, keep counting).`,
 }
 
 func newDLQListCommand() *cobra.Command {
-	var queue string
+	var queue, after string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -45,21 +47,17 @@ func newDLQListCommand() *cobra.Command {
 				return usagef("--limit %d: want at least 1", limit)
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			rows, err := conn.Query(ctx, jobSelect+`
-WHERE j.status = 'dead_lettered' AND ($1::text IS NULL OR j.queue = $1)
-ORDER BY j.completed_at DESC, j.id DESC LIMIT $2`, nullable(queue), limit)
+			defer done()
+			page, err := c.List(ctx, client.ListParams{Queue: queue, Statuses: []client.Status{client.StatusDeadLettered},
+				Order: client.RecentlyFinishedFirst, Cursor: after, Limit: limit})
 			if err != nil {
-				return fmt.Errorf("list dead letters: %w", err)
+				return err
 			}
-			jobs, err := scanJobs(rows)
-			if err != nil {
-				return fmt.Errorf("list dead letters: %w", err)
-			}
+			jobs := jobRowsOf(page.Jobs)
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return writeJSON(w, jobs)
@@ -74,10 +72,17 @@ ORDER BY j.completed_at DESC, j.id DESC LIMIT $2`, nullable(queue), limit)
 				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 					orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(orDash(j.LastError), 50))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.Next != "" {
+				fmt.Fprintf(w, "more: --after %s\n", page.Next)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only dead letters of this queue")
+	cmd.Flags().StringVar(&after, "after", "", "continue a listing: the cursor printed as \"more: --after ...\"")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
 	return cmd
 }
@@ -117,10 +122,6 @@ replay.`,
 			if err != nil {
 				return err
 			}
-			now, err := nowFlag(cmd)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
 			if !all {
@@ -128,65 +129,69 @@ replay.`,
 				if err != nil {
 					return err
 				}
-				conn, err := connect(ctx, cmd)
+				c, done, err := openClient(ctx, cmd)
 				if err != nil {
 					return err
 				}
-				defer conn.Close(ctx)
-				// Two statements: a query does not see the rows that a function
-				// it calls changes.
-				if _, err := conn.Exec(ctx, `SELECT FROM backoff.replay($1, $2::timestamptz)`, id, now); err != nil {
-					return fmt.Errorf("replay job %d: %w", id, err)
-				}
-				rows, err := conn.Query(ctx, jobSelect+` WHERE j.id = $1`, id)
+				defer done()
+				j, err := c.Replay(ctx, id)
 				if err != nil {
-					return fmt.Errorf("replay job %d: %w", id, err)
+					return err
 				}
-				jobs, err := scanJobs(rows)
-				if err != nil {
-					return fmt.Errorf("replay job %d: %w", id, err)
-				}
-				j := jobs[0]
 				if jsonOut {
-					return writeJSON(w, j)
+					return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status, "run_at": j.RunAt})
 				}
 				fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, j.Queue, j.Status, formatTime(&j.RunAt))
 				return nil
 			}
 
 			// Behind a router, the queue's shard: its rows are locked there.
-			conn, err := connectForQueue(ctx, cmd, queue)
+			c, done, err := openClientForQueue(ctx, cmd, queue)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			var ids []int64
-			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				if !yes {
-					return tx.QueryRow(ctx, `SELECT ARRAY(SELECT id FROM backoff.jobs WHERE queue = $1 AND status = 'dead_lettered' ORDER BY id)`,
-						queue).Scan(&ids)
-				}
-				return tx.QueryRow(ctx, `
-SELECT ARRAY(
-    SELECT r.id
-    FROM (SELECT id FROM backoff.jobs WHERE queue = $1 AND status = 'dead_lettered' ORDER BY id FOR UPDATE) AS j
-    CROSS JOIN LATERAL backoff.replay(j.id, $2::timestamptz) AS r
-    ORDER BY r.id)`, queue, now).Scan(&ids)
-			})
-			if err != nil {
-				return fmt.Errorf("replay dead letters of queue %q: %w", queue, err)
-			}
+			defer done()
 			if !yes {
-				if len(ids) == 0 {
+				n, err := deadLetters(ctx, c, queue)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
 					fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", queue)
 					return nil
 				}
-				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", len(ids), queue)
+				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", n, queue)
+			}
+			outcomes, err := c.ReplayDeadLetters(ctx, queue)
+			if err != nil {
+				return err
+			}
+			replayed := []int64{}
+			type left struct {
+				ID     int64  `json:"id"`
+				Reason string `json:"reason"`
+			}
+			failed := []left{}
+			for _, o := range outcomes {
+				if o.Replayed {
+					replayed = append(replayed, o.JobID)
+				} else {
+					failed = append(failed, left{o.JobID, o.Reason})
+				}
 			}
 			if jsonOut {
-				return writeJSON(w, map[string]any{"queue": queue, "replayed": ids})
+				if err := writeJSON(w, map[string]any{"queue": queue, "replayed": replayed, "not_replayed": failed}); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(replayed), queue)
+				for _, f := range failed {
+					fmt.Fprintf(w, "not replayed: job %d: %s\n", f.ID, f.Reason)
+				}
 			}
-			fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(ids), queue)
+			if len(failed) > 0 {
+				return fmt.Errorf("%d dead-lettered job(s) of queue %s could not be replayed", len(failed), queue)
+			}
 			return nil
 		},
 	}
@@ -194,4 +199,18 @@ SELECT ARRAY(
 	cmd.Flags().BoolVar(&all, "all", false, "replay every dead-lettered job of --queue")
 	cmd.Flags().BoolVar(&yes, "yes", false, "confirm a bulk replay")
 	return cmd
+}
+
+// deadLetters counts the dead-lettered jobs of queue (from backoff.stats).
+func deadLetters(ctx context.Context, c *client.Client, queue string) (int64, error) {
+	stats, err := c.Stats(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	for _, s := range stats {
+		if s.Queue == queue {
+			return s.DeadLettered, nil
+		}
+	}
+	return 0, nil
 }

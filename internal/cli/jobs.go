@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 func init() { register(newJobsCommand) }
@@ -46,33 +48,26 @@ type jobRow struct {
 	Errors           json.RawMessage `json:"errors"`
 }
 
-// jobSelect reads jobRow columns; the policy is the job's own, else its
-// queue's, else 'default' (as backoff.fail resolves it).
-const jobSelect = `
-SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.attempts - j.uncounted_attempts,
-       coalesce(j.max_attempts, p.max_attempts, 0),
-       coalesce(j.policy, q.policy, 'default'),
-       j.run_at, j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error,
-       j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, j.payload, j.errors
-FROM backoff.jobs AS j
-LEFT JOIN backoff.queues AS q ON q.name = j.queue
-LEFT JOIN backoff.policies AS p ON p.name = coalesce(j.policy, q.policy, 'default')`
-
-func scanJobs(rows pgx.Rows) ([]jobRow, error) {
-	defer rows.Close()
-	out := []jobRow{}
-	for rows.Next() {
-		var j jobRow
-		var payload, errs []byte
-		if err := rows.Scan(&j.ID, &j.Queue, &j.Status, &j.Priority, &j.Attempts, &j.CountedAttempts, &j.MaxAttempts, &j.Policy,
-			&j.RunAt, &j.LeaseUntil, &j.LockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &j.LastError,
-			&j.DeadLetterReason, &j.DedupeKey, &j.CreatedAt, &j.CompletedAt, &payload, &errs); err != nil {
-			return nil, err
-		}
-		j.Payload, j.Errors = payload, errs
-		out = append(out, j)
+// jobRowOf is the CLI's view (and --output json shape) of a job the client
+// read: the policy and max_attempts that govern it, the history as stored.
+func jobRowOf(d client.JobDetail) jobRow {
+	j := d.Job
+	return jobRow{
+		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Attempts, CountedAttempts: j.CountedAttempts(),
+		MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
+		LockedBy: nullable(j.LockedBy), LastAttemptedAt: j.LastAttemptedAt, LastFailedAt: j.LastFailedAt,
+		LastError: nullable(j.LastError), DeadLetterReason: nullable(j.DeadLetterReason),
+		DedupeKey: nullable(j.DedupeKey), CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt,
+		Payload: j.Payload, Errors: d.ErrorsJSON,
 	}
-	return out, rows.Err()
+}
+
+func jobRowsOf(ds []client.JobDetail) []jobRow {
+	out := make([]jobRow, len(ds))
+	for i, d := range ds {
+		out[i] = jobRowOf(d)
+	}
+	return out
 }
 
 func newJobsCommand() *cobra.Command {
@@ -94,7 +89,7 @@ func checkStatus(s string) error {
 }
 
 func newJobsListCommand() *cobra.Command {
-	var queue, status string
+	var queue, status, policyName, reason, errorText, after string
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -119,21 +114,21 @@ fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 				return usagef("--limit %d: want at least 1", limit)
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			rows, err := conn.Query(ctx, jobSelect+`
-WHERE ($1::text IS NULL OR j.queue = $1) AND ($2::text IS NULL OR j.status = $2)
-ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
-			if err != nil {
-				return fmt.Errorf("list jobs: %w", err)
+			defer done()
+			params := client.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
+				ErrorContains: errorText, Order: client.NewestFirst, Cursor: after, Limit: limit}
+			if status != "" {
+				params.Statuses = []client.Status{client.Status(status)}
 			}
-			jobs, err := scanJobs(rows)
+			page, err := c.List(ctx, params)
 			if err != nil {
-				return fmt.Errorf("list jobs: %w", err)
+				return err
 			}
+			jobs := jobRowsOf(page.Jobs)
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return writeJSON(w, jobs)
@@ -152,11 +147,21 @@ ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
 				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 					strconv.Itoa(j.Priority), next, truncate(orDash(j.LastError), 50))
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if page.Next != "" {
+				fmt.Fprintf(w, "more: --after %s\n", page.Next)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status ("+strings.Join(statuses, ", ")+")")
+	cmd.Flags().StringVar(&policyName, "policy", "", "only jobs governed by this policy")
+	cmd.Flags().StringVar(&reason, "reason", "", "only dead letters with this reason (max_attempts, non_retryable, deadline, ...)")
+	cmd.Flags().StringVar(&errorText, "error", "", "only jobs whose last error contains this text (case-insensitive)")
+	cmd.Flags().StringVar(&after, "after", "", "continue a listing: the cursor printed as \"more: --after ...\"")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
 	return cmd
 }
@@ -178,23 +183,19 @@ func newJobsShowCommand() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			rows, err := conn.Query(ctx, jobSelect+` WHERE j.id = $1`, id)
-			if err != nil {
-				return fmt.Errorf("show job %d: %w", id, err)
-			}
-			jobs, err := scanJobs(rows)
-			if err != nil {
-				return fmt.Errorf("show job %d: %w", id, err)
-			}
-			if len(jobs) == 0 {
+			defer done()
+			d, err := c.Details(ctx, id)
+			if errors.Is(err, client.ErrJobNotFound) {
 				return fmt.Errorf("no job %d", id)
 			}
-			j := jobs[0]
+			if err != nil {
+				return err
+			}
+			j := jobRowOf(d)
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				return writeJSON(w, j)
@@ -311,6 +312,7 @@ func parseID(s string) (int64, error) {
 	return id, nil
 }
 
+// nullable is s, or nil for "" (NULL).
 func nullable(s string) *string {
 	if s == "" {
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/internal/config"
 )
 
@@ -40,19 +41,15 @@ command is for a cron job or an operator.`,
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			now, err := nowFlag(cmd)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			var n int
-			if err := conn.QueryRow(ctx, `SELECT backoff.reap($1::timestamptz, $2)`, now, limit).Scan(&n); err != nil {
-				return fmt.Errorf("reap: %w", err)
+			defer done()
+			n, err := c.Reap(ctx, limit)
+			if err != nil {
+				return err
 			}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]int{"reaped": n})
@@ -106,19 +103,15 @@ interrupted (Ctrl-C).`,
 			if watch < 0 {
 				return usagef("--watch %d: want a number of seconds", watch)
 			}
-			now, err := nowFlag(cmd)
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
+			defer done()
 			w := cmd.OutOrStdout()
 			draw := func() error {
-				stats, err := readStats(ctx, conn, win, now)
+				stats, err := readStats(ctx, c, win)
 				if err != nil {
 					return err
 				}
@@ -154,33 +147,21 @@ interrupted (Ctrl-C).`,
 	return cmd
 }
 
-// readStats reads backoff.stats for a window, at now (nil: the database's
-// clock).
-func readStats(ctx context.Context, q querier, win time.Duration, now *time.Time) ([]statsRow, error) {
-	rows, err := q.Query(ctx, `
-SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, due,
-       (extract(epoch FROM oldest_due_age) * 1000000)::bigint, retries, dead_letters
-FROM backoff.stats($1::bigint * interval '1 microsecond', $2::timestamptz)`, win.Microseconds(), now)
+// readStats reads backoff.stats through the client for a window.
+func readStats(ctx context.Context, c *client.Client, win time.Duration) ([]statsRow, error) {
+	qs, err := c.Stats(ctx, win)
 	if err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	stats := []statsRow{}
-	for rows.Next() {
-		var s statsRow
-		var age *int64
-		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Retrying, &s.Completed, &s.DeadLettered,
-			&s.Cancelled, &s.Due, &age, &s.Retries, &s.DeadLetters); err != nil {
-			return nil, fmt.Errorf("stats: %w", err)
+	stats := make([]statsRow, len(qs))
+	for i, q := range qs {
+		stats[i] = statsRow{Queue: q.Queue, Pending: q.Pending, Running: q.Running, Retrying: q.Retrying,
+			Completed: q.Completed, DeadLettered: q.DeadLettered, Cancelled: q.Cancelled, Due: q.Due,
+			Retries: q.Retries, DeadLetters: q.DeadLetters}
+		if q.Due > 0 {
+			age := q.OldestDueAge
+			stats[i].OldestDueAge = &age
 		}
-		if age != nil {
-			d := time.Duration(*age) * time.Microsecond
-			s.OldestDueAge = &d
-		}
-		stats = append(stats, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
 	}
 	return stats, nil
 }
@@ -231,42 +212,43 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 			if !json.Valid([]byte(payload)) {
 				return usagef("payload is not valid JSON: %s", truncate(payload, 60))
 			}
-			var at *time.Time
-			var after *int64
+			opts := []client.EnqueueOption{client.Priority(priority)}
+			var after time.Duration
 			if runAt != "" {
 				if t, err := time.Parse(time.RFC3339Nano, runAt); err == nil {
-					at = &t
+					opts = append(opts, client.RunAt(t))
 				} else if d, err := config.ParseDuration(runAt); err == nil {
-					us := d.Microseconds()
-					after = &us
+					after = d
 				} else {
 					return usagef("--run-at %q: want an RFC 3339 time (2030-01-01T09:00:00Z) or a delay (30s, 1h30m)", runAt)
 				}
 			}
-			var maxA *int
 			if cmd.Flags().Changed("max-attempts") {
 				if maxAttempts < 1 {
 					return usagef("--max-attempts %d: want at least 1", maxAttempts)
 				}
-				maxA = &maxAttempts
+				opts = append(opts, client.MaxAttempts(maxAttempts))
 			}
-			now, err := nowFlag(cmd)
-			if err != nil {
-				return err
+			if dedupe != "" {
+				opts = append(opts, client.DedupeKey(dedupe))
+			}
+			if after != 0 {
+				// A delay counts from --now, else from this machine's clock.
+				now, err := clock(cmd)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.RunAt(now.Add(after)))
 			}
 			ctx := cmd.Context()
-			conn, err := connect(ctx, cmd)
+			c, done, err := openClient(ctx, cmd)
 			if err != nil {
 				return err
 			}
-			defer conn.Close(ctx)
-			var id int64
-			err = conn.QueryRow(ctx, `
-SELECT backoff.enqueue($1, $2::jsonb,
-    coalesce($3::timestamptz, coalesce($7::timestamptz, now()) + $4::bigint * interval '1 microsecond'),
-    $5, $6, $8, $7::timestamptz)`, queue, payload, at, after, maxA, priority, now, nullable(dedupe)).Scan(&id)
+			defer done()
+			id, err := c.Enqueue(ctx, queue, json.RawMessage(payload), opts...)
 			if err != nil {
-				return fmt.Errorf("enqueue into %q: %w", queue, err)
+				return err
 			}
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "queue": queue})

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/internal/config"
 )
 
@@ -136,12 +137,22 @@ func describe(err error) string {
 			detail = " (" + pgErr.Detail + ")"
 		}
 		if i := strings.Index(msg, pgErr.Error()); i > 0 {
-			return fmt.Sprintf("%sSQLSTATE %s: %s%s", msg[:i], pgErr.Code, pgErr.Message, detail)
+			// The SQLSTATE says what the client's sentinel says ("pgbackoff:
+			// transition not allowed"): keep the code, drop the sentinel.
+			prefix := msg[:i]
+			for _, s := range clientSentinels {
+				prefix = strings.Replace(prefix, s.Error()+": ", "", 1)
+			}
+			return fmt.Sprintf("%sSQLSTATE %s: %s%s", prefix, pgErr.Code, pgErr.Message, detail)
 		}
 		return fmt.Sprintf("SQLSTATE %s: %s%s", pgErr.Code, pgErr.Message, detail)
 	}
 	return err.Error()
 }
+
+// clientSentinels are the client's errors that stand for a SQLSTATE.
+var clientSentinels = []error{client.ErrInvalidArgument, client.ErrJobNotFound, client.ErrStaleAttempt,
+	client.ErrInvalidTransition, client.ErrNotReady}
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")

@@ -8,7 +8,8 @@
 //     an image can be had: BACKOFF_TEST_PG_IMAGE when set; else
 //     postgres:17-alpine when present or pullable; else the image
 //     pgbackoff/postgres:<major>-local, built in seconds from this machine's
-//     Debian PostgreSQL binaries (build-pg-image.sh);
+//     Debian PostgreSQL binaries (build-pg-image.sh) and kept (see
+//     ChooseImage);
 //  3. a temporary cluster made with the machine's PostgreSQL server binaries
 //     (see FindBinaries: BACKOFF_PG_BINDIR, PATH, pg_config --bindir, the
 //     Debian, PGDG and Homebrew locations), run as the "postgres" OS user
@@ -27,7 +28,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -226,7 +229,7 @@ func Start(ctx context.Context, url, source string, settings ...string) (*Server
 // startDocker starts a container when an engine answers and an image can be
 // had.
 func startDocker(ctx context.Context, settings []string) (*Server, error) {
-	if !DockerAvailable(ctx) {
+	if !dockerAnswers(ctx) {
 		return nil, errors.New("no Docker engine answers")
 	}
 	image, err := ChooseImage(ctx)
@@ -237,9 +240,10 @@ func startDocker(ctx context.Context, settings []string) (*Server, error) {
 }
 
 // ChooseImage picks the image for Testcontainers: BACKOFF_TEST_PG_IMAGE when
-// set; else DefaultImage when present or pullable (20 s at most); else
-// pgbackoff/postgres:<major>-local, built from this machine's Debian
-// PostgreSQL binaries when not present yet.
+// set; else DefaultImage when present; else pgbackoff/postgres:<major>-local
+// when built before; else DefaultImage when it can be pulled (20 s at most);
+// else pgbackoff/postgres:<major>-local, built from this machine's Debian
+// PostgreSQL binaries (build-pg-image.sh, a few seconds).
 func ChooseImage(ctx context.Context) (string, error) {
 	if img := os.Getenv("BACKOFF_TEST_PG_IMAGE"); img != "" {
 		return img, nil
@@ -250,24 +254,48 @@ func ChooseImage(ctx context.Context) (string, error) {
 	if dockerCLI(ctx, "image", "inspect", DefaultImage) == nil {
 		return DefaultImage, nil
 	}
+	major := debianMajor()
+	local := "pgbackoff/postgres:" + major + "-local"
+	if major != "" && dockerCLI(ctx, "image", "inspect", local) == nil {
+		return local, nil // built before: no registry to wait for again
+	}
+	// Test packages run in parallel: one of them pulls or builds, the
+	// others wait for it and find the image.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "pgbackoff-pg-image.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if major != "" && dockerCLI(ctx, "image", "inspect", local) == nil {
+		return local, nil
+	}
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err := dockerCLI(pctx, "pull", "-q", DefaultImage)
+	err = dockerCLI(pctx, "pull", "-q", DefaultImage)
 	cancel()
 	if err == nil {
 		return DefaultImage, nil
 	}
-	major := debianMajor()
 	if major == "" {
 		return "", fmt.Errorf("%s cannot be pulled and no Debian PostgreSQL binaries (/usr/lib/postgresql/*/bin) can make a local image", DefaultImage)
-	}
-	local := "pgbackoff/postgres:" + major + "-local"
-	if dockerCLI(ctx, "image", "inspect", local) == nil {
-		return local, nil
 	}
 	if err := BuildImage(ctx, local, major); err != nil {
 		return "", fmt.Errorf("%s cannot be pulled; build %s: %w", DefaultImage, local, err)
 	}
 	return local, nil
+}
+
+// lockFile takes an exclusive lock on path (created if missing) until
+// unlock is called.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }
 
 //go:embed build-pg-image.sh
@@ -321,6 +349,10 @@ func StartContainer(ctx context.Context, image string, settings ...string) (*Ser
 		return testcontainers.TerminateContainer(c)
 	}}, nil
 }
+
+// dockerAnswers is DockerAvailable; a test replaces it (Testcontainers reads
+// its configuration once per process, so DOCKER_HOST cannot be changed).
+var dockerAnswers = DockerAvailable
 
 // DockerAvailable reports whether a Docker engine answers.
 func DockerAvailable(ctx context.Context) bool {

@@ -3,7 +3,6 @@ package pgserver
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -103,7 +102,8 @@ func TestStartOrder(t *testing.T) {
 	require.ErrorContains(t, err, "BACKOFF_PG_SERVER=local: "+BinDirEnv+"=")
 
 	t.Setenv("BACKOFF_PG_SERVER", "")
-	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-docker.sock"))
+	dockerAnswers = func(context.Context) bool { return false }
+	t.Cleanup(func() { dockerAnswers = DockerAvailable })
 	_, err = Start(ctx, "", "")
 	require.Error(t, err)
 	first := strings.SplitN(err.Error(), "\n", 2)[0]

@@ -69,8 +69,10 @@ var Rules = map[string][]Rule{
 	// Operators.
 	"cancel": {{Kind: ByJob, Arg: "p_job_id"}},
 	"replay": {{Kind: ByJob, Arg: "p_job_id"}},
-	"prune":  {{Kind: AllSum}},
-	"stats":  {{Kind: AllUnion}},
+	// A queue's dead letters live on the queue's shard.
+	"replay_dead_letters": {{Kind: ByQueue, Arg: "p_queue"}},
+	"prune":               {{Kind: AllSum}},
+	"stats":               {{Kind: AllUnion}},
 
 	// Administrative writes to the configuration every shard holds alike
 	// (backoff.queues, backoff.queue_grants): every shard, so that the rows

@@ -100,8 +100,8 @@ func TestLifecycle(t *testing.T) {
 		}
 		dead, err := c.List(ctx, client.ListParams{Queue: q, Statuses: []client.Status{client.StatusDeadLettered}})
 		require.NoError(t, err)
-		require.Len(t, dead, 1)
-		require.Len(t, dead[0].Errors, 3)
+		require.Len(t, dead.Jobs, 1)
+		require.Len(t, dead.Jobs[0].Errors, 3)
 
 		r, err := c.Replay(ctx, id)
 		require.NoError(t, err)

@@ -7,9 +7,9 @@
 -- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
--- whole table. The lease comes from the job's recorded policy by primary
--- key; backoff._job_policy is the fallback for a job whose policy is NULL or
--- deleted. A paused queue (backoff.queues.paused) gives nothing.
+-- whole table. The lease comes from the policy backoff._job_policy_name
+-- names, by primary key; backoff._job_policy is only reached, to raise
+-- 22023, when no policy row exists at all. A paused queue (backoff.queues.paused) gives nothing.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -54,7 +54,7 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -76,7 +76,7 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now

@@ -59,13 +59,13 @@ BEGIN
         IF p_dedupe_key IS NULL THEN
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    backoff._job_policy_name(p_policy, p_queue),
                     v_run_at, p_now)
             RETURNING id INTO v_id;
         ELSE
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
             VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    coalesce(p_policy, (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue), 'default'),
+                    backoff._job_policy_name(p_policy, p_queue),
                     v_run_at, p_now, p_dedupe_key)
             ON CONFLICT (queue, dedupe_key)
                 WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
@@ -183,9 +183,8 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               coalesce(s.policy, q.policy, 'default'), s.run_at, p_now
+               backoff._job_policy_name(s.policy, s.queue), s.run_at, p_now
         FROM src AS s
-        LEFT JOIN backoff.queues AS q ON q.name = s.queue
     )
     SELECT s.id FROM src AS s ORDER BY s.ord;
 

@@ -13,6 +13,8 @@
 {{ template "calculate_step_next_retry_time.sql" . }}
 {{ template "_iso8601.sql" . }}
 {{ template "_push_error.sql" . }}
+{{ template "_job_policy_name.sql" . }}
+{{ template "job_policy.sql" . }}
 {{ template "_job_policy.sql" . }}
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
@@ -31,5 +33,8 @@
 {{ template "snooze.sql" . }}
 {{ template "cancel.sql" . }}
 {{ template "replay.sql" . }}
+{{ template "replay_dead_letters.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
+{{ template "pause_queue.sql" . }}
+{{ template "resume_queue.sql" . }}

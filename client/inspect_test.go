@@ -1,0 +1,129 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestOperatorCallsAgainstPostgres: the calls backoffctl (and a web UI) is
+// built on, against the real functions: filters and keyset pages of List,
+// Details, Queues, PauseQueue/ResumeQueue and ReplayDeadLetters.
+func TestOperatorCallsAgainstPostgres(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("ops"))
+	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, max_attempts) VALUES ('strict', 2);
+		INSERT INTO backoff.queues (name, policy) VALUES ('mail', 'strict')`)
+	require.NoError(t, err)
+
+	// Seven dead letters in mail (one with a dedupe key),
+	var dead []int64
+	for i := range 7 {
+		var opts []EnqueueOption
+		if i == 5 {
+			opts = append(opts, DedupeKey("k"))
+		}
+		id, err := c.Enqueue(ctx, "mail", nil, opts...)
+		require.NoError(t, err)
+		j, err := c.Acquire(ctx, id, 0)
+		require.NoError(t, err)
+		_, err = c.Fail(ctx, id, j.Attempts, fmt.Sprintf("SMTP error %d", i), NonRetryable())
+		require.NoError(t, err)
+		dead = append(dead, id)
+		now = now.Add(time.Second)
+	}
+	for range 3 {
+		_, err := c.Enqueue(ctx, "hooks", nil)
+		require.NoError(t, err)
+	}
+
+	// Keyset pages, newest finished first, with every filter that matches.
+	params := ListParams{Queue: "mail", Statuses: []Status{StatusDeadLettered}, Policy: "strict",
+		DeadLetterReason: "non_retryable", ErrorContains: "smtp ERROR", FinishedFrom: now.Add(-time.Hour),
+		Order: RecentlyFinishedFirst, Limit: 3}
+	var got []int64
+	pages := 0
+	for {
+		page, err := c.List(ctx, params)
+		require.NoError(t, err)
+		pages++
+		for _, j := range page.Jobs {
+			got = append(got, j.ID)
+			require.Equal(t, "strict", j.EffectivePolicy)
+			require.Equal(t, 2, j.EffectiveMaxAttempts)
+		}
+		if page.Next == "" {
+			break
+		}
+		params.Cursor = page.Next
+	}
+	require.Equal(t, 3, pages)
+	require.Equal(t, []int64{dead[6], dead[5], dead[4], dead[3], dead[2], dead[1], dead[0]}, got)
+
+	// Filters that exclude.
+	for _, p := range []ListParams{
+		{Queue: "mail", ErrorContains: "timeout"},
+		{Queue: "mail", Policy: "default"},
+		{Queue: "mail", DeadLetterReason: "deadline"},
+		{Queue: "mail", CreatedTo: time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		page, err := c.List(ctx, p)
+		require.NoError(t, err)
+		require.Empty(t, page.Jobs, "%+v", p)
+	}
+	page, err := c.List(ctx, ListParams{Queue: "hooks", Order: NewestFirst})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 3)
+	require.Equal(t, "default", page.Jobs[0].EffectivePolicy)
+	require.Greater(t, page.Jobs[0].ID, page.Jobs[2].ID)
+
+	d, err := c.Details(ctx, dead[0])
+	require.NoError(t, err)
+	require.Equal(t, "SMTP error 0", d.LastError)
+	require.Len(t, d.Errors, 1)
+	require.JSONEq(t, `[{"attempt": 1, "at": "2030-06-01T00:00:00.000000Z", "error": "SMTP error 0", "worker": "ops", "kind": "error"}]`,
+		string(d.ErrorsJSON))
+	_, err = c.Details(ctx, 999999)
+	require.ErrorIs(t, err, ErrJobNotFound)
+
+	// Pause: claims stop, the queue list says so; resume.
+	changed, err := c.PauseQueue(ctx, "hooks")
+	require.NoError(t, err)
+	require.True(t, changed)
+	queues, err := c.Queues(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []QueueInfo{{"hooks", "default", true, true}, {"mail", "strict", false, true}}, queues)
+	jobs, err := c.Claim(ctx, "hooks", 10, 0)
+	require.NoError(t, err)
+	require.Empty(t, jobs)
+	changed, err = c.ResumeQueue(ctx, "hooks")
+	require.NoError(t, err)
+	require.True(t, changed)
+	_, err = c.PauseQueue(ctx, "")
+	require.ErrorIs(t, err, ErrInvalidArgument)
+
+	// A job holds the dedupe key of dead[5]: the bulk replay replays the
+	// other six and says why not that one.
+	holder, err := c.Enqueue(ctx, "mail", nil, DedupeKey("k"))
+	require.NoError(t, err)
+	outcomes, err := c.ReplayDeadLetters(ctx, "mail")
+	require.NoError(t, err)
+	require.Len(t, outcomes, 7)
+	for i, o := range outcomes {
+		require.Equal(t, dead[i], o.JobID)
+		require.Equal(t, i != 5, o.Replayed, "job %d", o.JobID)
+	}
+	require.Equal(t, fmt.Sprintf("dedupe key 'k' is held by unfinished job %d", holder), outcomes[5].Reason)
+	j, err := c.Get(ctx, dead[0])
+	require.NoError(t, err)
+	require.Equal(t, StatusPending, j.Status)
+	require.True(t, j.RunAt.Equal(now), "replayed at the client's clock")
+}
