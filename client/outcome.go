@@ -98,7 +98,7 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 		case o.kind == outcomePermanent:
 			opts = append(opts, NonRetryable())
 		case o.hasDelay:
-			opts = append(opts, WithRetryIn(o.delay))
+			opts = append(opts, RetryIn(o.delay))
 		case o.kind == outcomePanicked:
 			var pe *panicError
 			errors.As(o.err, &pe)
