@@ -2,13 +2,16 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // completer batches the completions of every queue of a Worker into
-// CompleteMany calls: under load the completions of many handlers share one
-// statement; when idle a completion is written at once. One flush runs at a
+// complete_many calls: under load the completions of many handlers, of all
+// queues, share one statement; when idle a completion is written at once. One flush runs at a
 // time; what arrives meanwhile forms the next batch, capped at
 // maxCompleteBatch.
 type completer struct {
@@ -93,52 +96,56 @@ func (c *completer) stop() {
 }
 
 func (c *completer) flush(ids []int64, att []int, queues []string) {
-	// One statement per queue in the batch (most batches hold one): the
-	// metrics of completed jobs are labelled by queue.
-	for len(ids) > 0 {
-		q := queues[0]
-		var qi []int64
-		var qa []int
-		var ri []int64
-		var ra []int
-		var rq []string
-		for i := range ids {
-			if queues[i] == q {
-				qi, qa = append(qi, ids[i]), append(qa, att[i])
-			} else {
-				ri, ra, rq = append(ri, ids[i]), append(ra, att[i]), append(rq, queues[i])
-			}
-		}
-		c.flushQueue(q, qi, qa)
-		ids, att, queues = ri, ra, rq
-	}
-}
-
-func (c *completer) flushQueue(queue string, ids []int64, att []int) {
 	w := c.w
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var done []int64
 	err := w.retryTransient(ctx, func(ctx context.Context) error {
 		var err error
-		done, err = w.c.completeMany(ctx, queue, ids, att)
+		done, err = completeBatch(ctx, w.c, ids, att)
 		return err
 	})
 	if err != nil {
-		w.log.Error("could not record completions; the reaper will retry the jobs", "queue", queue, "jobs", len(ids), "err", err)
-		return
-	}
-	if len(done) == len(ids) {
+		w.log.Error("could not record completions; the reaper will retry the jobs", "jobs", len(ids), "err", err)
 		return
 	}
 	got := make(map[int64]bool, len(done))
 	for _, id := range done {
 		got[id] = true
 	}
+	perQueue := map[string]int{}
 	for i, id := range ids {
-		if !got[id] {
-			w.c.cfg.metrics.leaseLost(ctx, queue)
-			w.log.Warn("completion refused: the attempt no longer holds the job", "job", id, "attempt", att[i])
+		if got[id] {
+			perQueue[queues[i]]++
+			continue
 		}
+		w.c.cfg.metrics.leaseLost(ctx, queues[i])
+		w.log.Warn("completion refused: the attempt no longer holds the job", "job", id, "attempt", att[i])
 	}
+	for q, n := range perQueue {
+		w.c.cfg.metrics.completed(ctx, q, n)
+	}
+}
+
+// completeBatch is CompleteMany for the completer: one statement for the
+// completions of every queue, the metrics counted by the caller per queue.
+func completeBatch(ctx context.Context, c *Client, ids []int64, attempts []int) ([]int64, error) {
+	op := fmt.Sprintf("complete %d jobs", len(ids))
+	att := make([]int32, len(attempts))
+	for i, a := range attempts {
+		att[i] = int32(a)
+	}
+	call, args := c.fn("complete_many",
+		arg{"p_job_ids", "bigint[]", ids},
+		arg{"p_attempts", "integer[]", att},
+	)
+	rows, err := c.db.Query(ctx, "SELECT id FROM "+call+" AS t(id)", args...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return done, nil
 }
