@@ -36,6 +36,8 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
 		"target enqueue-start-idle-p50-ms: ",
+		"workers, a pool each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
+		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
 		require.Contains(t, text, want)

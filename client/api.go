@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -183,6 +184,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 		body, err := encodePayload(j.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("%s: job %d: %w", op, i, err)
+		}
+		// Out of int32 is refused, as Enqueue's encoding refuses it, never
+		// wrapped into another priority or attempt limit.
+		if j.Priority < math.MinInt32 || j.Priority > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: job %d: %w: priority %d is outside the integer range", op, i, ErrInvalidArgument, j.Priority)
+		}
+		if j.MaxAttempts < math.MinInt32 || j.MaxAttempts > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: job %d: %w: max attempts %d is outside the integer range", op, i, ErrInvalidArgument, j.MaxAttempts)
 		}
 		queues[i], payloads[i], prios[i] = j.Queue, body, int32(j.Priority)
 		if !j.RunAt.IsZero() {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -181,4 +182,24 @@ func findAttempts(text string) int {
 		}
 	}
 	return 0
+}
+
+// transient reports whether err may go away by itself: anything but an
+// answer of the database about the call (its SQLSTATE), except the classes
+// that mean the connection or the transaction, not the call, failed:
+// 08 connection exception, 40 transaction rollback (deadlock,
+// serialization), 53 insufficient resources, 57 operator intervention
+// (server shutting down or starting). The Worker repeats settle calls that
+// fail with it.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded)
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "57":
+		return true
+	}
+	return false
 }

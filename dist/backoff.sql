@@ -1985,6 +1985,22 @@ CREATE TABLE backoff.queue_grants (
 ALTER TABLE backoff.queue_grants OWNER TO backoff_owner;
 REVOKE ALL ON backoff.queue_grants FROM PUBLIC;
 GRANT SELECT, DELETE ON backoff.queue_grants TO backoff_admin;
+-- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
+-- A worker whose claim found a queue empty registers here that it waits
+-- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
+-- a live registration exists (one index probe), so a busy system, whose
+-- workers never write here, sends no NOTIFY. A registration ends with
+-- backoff.stop_waiting or at expires_at (a worker that died).
+CREATE TABLE backoff.waiting_workers (
+    queue      text NOT NULL CHECK (queue <> ''),
+    worker     text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, worker)
+);
+ALTER TABLE backoff.waiting_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
+GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
 
 -- (end of schema changes)
 
@@ -2977,6 +2993,90 @@ AS $$
     SELECT backoff._queue_scope('work')
 $$;
 
+-- backoff.wait_for_jobs(queue, worker, ttl): register that p_worker waits
+-- for jobs of p_queue until now() + p_ttl, so that backoff.enqueue notifies
+-- channel backoff_jobs for this queue (docs/adr/0027). A worker writes it
+-- only when a claim found the queue empty, never while busy. The
+-- registration follows the database's clock, not p_now: it is about live
+-- connections, not about the jobs' simulated time.
+CREATE OR REPLACE FUNCTION backoff.wait_for_jobs(
+    p_queue  text,
+    p_worker text,
+    p_ttl    interval DEFAULT interval '1 minute'
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_until timestamptz;
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'wait for jobs in queue "%": worker must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
+        RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_until := pg_catalog.now() + p_ttl;
+    INSERT INTO backoff.waiting_workers AS w (queue, worker, expires_at)
+    VALUES (p_queue, p_worker, v_until)
+    ON CONFLICT (queue, worker) DO UPDATE SET expires_at = excluded.expires_at;
+    -- Registrations of workers that died, while we are here.
+    DELETE FROM backoff.waiting_workers AS w
+    WHERE w.queue = p_queue AND w.expires_at < pg_catalog.now();
+    RETURN v_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.wait_for_jobs(text, text, interval) IS
+'Register that p_worker waits for jobs of p_queue until now() + p_ttl (1 minute by default, at most 1 day): while a registration of the queue is live, backoff.enqueue notifies channel backoff_jobs with the queue name when it adds a job due now. A worker calls it when a claim found the queue empty, then claims once more and LISTENs; it ends the registration with backoff.stop_waiting when busy again. Expired registrations of the queue are deleted. Returns the expiry.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a ttl that is NULL, not positive or over 1 day.
+Example:
+LISTEN backoff_jobs;
+SELECT backoff.wait_for_jobs(''emails'', ''worker-1'', interval ''30 seconds'');
+SELECT count(*) FROM backoff.claim(''emails'', ''worker-1'', 10);  -- look once more, then wait for a notification';
+
+-- backoff.stop_waiting(queue, worker): end p_worker's registration for
+-- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it.
+CREATE OR REPLACE FUNCTION backoff.stop_waiting(
+    p_queue  text,
+    p_worker text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'stop waiting in queue "%": worker must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stop_waiting(text, text) IS
+'End p_worker''s registration for p_queue (see backoff.wait_for_jobs): enqueue no longer notifies on its behalf. A worker calls it when a claim comes back full (the queue is busy) and at shutdown. Returns whether a registration existed.
+Errors: 22023 for a NULL or empty queue, a NULL worker.
+Example:
+SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
+SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
+
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
 -- now, policy): insert a job and return its id. The job records p_policy,
 -- else the policy of its queue at this moment
@@ -2985,7 +3085,9 @@ $$;
 -- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
--- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
+-- 'backoff_jobs' (payload: the queue name) when a worker has registered
+-- that it waits for the queue (backoff.wait_for_jobs); a busy system, whose
+-- workers do not wait, takes no notify lock. PostgreSQL delivers identical
 -- notifications of one transaction once, so a bulk enqueue sends one per
 -- queue.
 CREATE OR REPLACE FUNCTION backoff.enqueue(
@@ -3053,7 +3155,10 @@ BEGIN
             RETURNING id INTO v_id;
         END IF;
         IF v_id IS NOT NULL THEN
-            IF v_run_at <= p_now THEN
+            -- Notify only a waiting worker (docs/adr/0027): one index probe.
+            IF v_run_at <= p_now AND EXISTS (
+                    SELECT FROM backoff.waiting_workers AS w
+                    WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now()) THEN
                 PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
             END IF;
             RETURN v_id;
@@ -3074,7 +3179,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
 Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -3176,12 +3281,14 @@ BEGIN
     PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
     FROM (SELECT DISTINCT t.queue
           FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
-          WHERE coalesce(t.run_at, p_now) <= p_now) AS d;
+          WHERE coalesce(t.run_at, p_now) <= p_now) AS d
+    WHERE EXISTS (SELECT FROM backoff.waiting_workers AS w
+                  WHERE w.queue = d.queue AND w.expires_at > pg_catalog.now());
 END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
-'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
 Errors: 22023 for a NULL p_queues, arrays of different lengths, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
@@ -4287,6 +4394,7 @@ BEGIN
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
+                       'wait_for_jobs', 'stop_waiting'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;

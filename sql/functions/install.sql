@@ -26,6 +26,8 @@
 {{ template "_queue_scope.sql" . }}
 {{ template "_check_queue.sql" . }}
 {{ template "_visible_queues.sql" . }}
+{{ template "wait_for_jobs.sql" . }}
+{{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}

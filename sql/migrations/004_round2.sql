@@ -99,6 +99,22 @@ CREATE TABLE backoff.queue_grants (
 ALTER TABLE backoff.queue_grants OWNER TO backoff_owner;
 REVOKE ALL ON backoff.queue_grants FROM PUBLIC;
 GRANT SELECT, DELETE ON backoff.queue_grants TO backoff_admin;
+-- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
+-- A worker whose claim found a queue empty registers here that it waits
+-- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
+-- a live registration exists (one index probe), so a busy system, whose
+-- workers never write here, sends no NOTIFY. A registration ends with
+-- backoff.stop_waiting or at expires_at (a worker that died).
+CREATE TABLE backoff.waiting_workers (
+    queue      text NOT NULL CHECK (queue <> ''),
+    worker     text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, worker)
+);
+ALTER TABLE backoff.waiting_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
+GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
 
 -- (end of schema changes)
 
@@ -127,6 +143,7 @@ BEGIN
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
+                       'wait_for_jobs', 'stop_waiting'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
@@ -176,6 +193,8 @@ $$;
 
 -- Queue-scoped privileges (grants).
 DROP TABLE backoff.queue_grants;
+-- Wake-ups only for waiting workers (worker).
+DROP TABLE backoff.waiting_workers;
 
 -- Fencing tokens that never repeat (fence).
 -- Round 1's functions read attempts as the counted attempt: take the
