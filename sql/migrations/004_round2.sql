@@ -141,9 +141,9 @@ BEGIN
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
+                       'wait_for_jobs', 'stop_waiting',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
-                       'wait_for_jobs', 'stop_waiting'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
