@@ -28,6 +28,9 @@ type Config struct {
 	NoDurability bool
 	Only         string
 	RiverDir     string
+	// JobsReloptions, when set, is applied to backoff.jobs (and the limit's
+	// copy) with ALTER TABLE ... SET (...) in the template.
+	JobsReloptions string
 
 	// The Go Worker's settings in the end-to-end and River lines.
 	WorkerConcurrency int
@@ -158,6 +161,15 @@ func newBench(ctx context.Context, cfg Config, adminURL string, out io.Writer) (
 	if _, err := conn.Exec(ctx, rawTableSQL); err != nil {
 		b.close()
 		return nil, fmt.Errorf("create raw_jobs: %w", err)
+	}
+	if cfg.JobsReloptions != "" {
+		for _, table := range []string{oursTable, rawTable} {
+			if _, err := conn.Exec(ctx, "ALTER TABLE "+table+" SET ("+cfg.JobsReloptions+")"); err != nil {
+				b.close()
+				return nil, fmt.Errorf("set %s (%s): %w", table, cfg.JobsReloptions, err)
+			}
+		}
+		fmt.Fprintf(out, "backoff.jobs and public.raw_jobs: SET (%s)\n", cfg.JobsReloptions)
 	}
 	return b, nil
 }

@@ -34,7 +34,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"== targets ==", "== targets (machine-readable) ==",
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
-		"target enqueue-start-idle-p50-ms: ", "target sustained-last-vs-first: ",
+		"target enqueue-start-idle-p50-ms: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
 		require.Contains(t, text, want)
@@ -78,4 +78,23 @@ func TestRiverStaysInItsOwnModule(t *testing.T) {
 	gomod, err := os.ReadFile(filepath.Join("..", "go.mod"))
 	require.NoError(t, err)
 	require.NotContains(t, string(gomod), "riverqueue")
+}
+
+// -jobs-reloptions reaches both tables of every database the run copies.
+func TestJobsReloptions(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), JobsReloptions: "fillfactor=90, autovacuum_vacuum_scale_factor=0"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.NoError(t, err)
+	defer b.close()
+	db, drop, err := b.freshDatabase(t.Context())
+	require.NoError(t, err)
+	defer drop()
+	for _, table := range []string{oursTable, rawTable} {
+		var opts []string
+		require.NoError(t, db.pool.QueryRow(t.Context(), `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`, table).Scan(&opts))
+		require.Equal(t, []string{"fillfactor=90", "autovacuum_vacuum_scale_factor=0"}, opts, table)
+	}
+	require.Contains(t, out.String(), "SET (fillfactor=90, autovacuum_vacuum_scale_factor=0)")
 }

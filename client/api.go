@@ -102,11 +102,11 @@ func Priority(p int) EnqueueOption { return func(j *NewJob) { j.Priority = p } }
 // same key is unfinished, Enqueue returns its id instead of adding another.
 func DedupeKey(key string) EnqueueOption { return func(j *NewJob) { j.DedupeKey = key } }
 
-// WithPolicy gives this job the named retry policy (a row of
+// UsePolicy gives this job the named retry policy (a row of
 // backoff.policies) instead of its queue's: the job records it at enqueue
 // and its delays, max_attempts and lease follow it. An unknown name is
 // refused with ErrInvalidArgument.
-func WithPolicy(name string) EnqueueOption { return func(j *NewJob) { j.Policy = name } }
+func UsePolicy(name string) EnqueueOption { return func(j *NewJob) { j.Policy = name } }
 
 func encodePayload(p any) (string, error) {
 	switch v := p.(type) {
@@ -313,10 +313,10 @@ type failParams struct {
 	nonRetryable bool
 }
 
-// WithRetryIn asks for the next attempt after d instead of the policy's
+// RetryIn asks for the next attempt after d instead of the policy's
 // delay (an HTTP Retry-After, say); the database clamps it to the policy's
 // max.
-func WithRetryIn(d time.Duration) FailOption {
+func RetryIn(d time.Duration) FailOption {
 	return func(p *failParams) { p.retryIn, p.hasRetryIn = d, true }
 }
 
@@ -325,7 +325,7 @@ func NonRetryable() FailOption { return func(p *failParams) { p.nonRetryable = t
 
 // Fail reports a failed attempt. The database decides, in one guarded
 // update, whether the job is retried (status retrying, run_at set by the
-// policy or WithRetryIn) or dead-lettered; the returned job says which.
+// policy or RetryIn) or dead-lettered; the returned job says which.
 func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg string, opts ...FailOption) (Job, error) {
 	var p failParams
 	for _, o := range opts {

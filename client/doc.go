@@ -96,7 +96,7 @@
 //
 // Enqueue's options set the job's first run (RunAt), priority, max_attempts,
 // a dedupe key, and its retry policy: a job follows its queue's policy
-// unless WithPolicy names another row of backoff.policies, which the job
+// unless UsePolicy names another row of backoff.policies, which the job
 // then records for its whole life.
 //
 // Every call that settles a claimed job carries the attempt it was claimed
@@ -120,20 +120,23 @@
 // # Time
 //
 // By default the database's clock decides, which is what many workers on many
-// hosts need. WithClock passes p_now to every call instead, so tests and
-// simulations drive time without sleeping.
+// hosts need: every call passes p_now NULL, the same SQL text either way.
+// WithClock passes its time as p_now instead, so tests and simulations drive
+// time without sleeping. Outside backoff_admin the database accepts a time
+// at most backoff.settings.max_clock_skew (default 5 minutes) from its own
+// clock, unless time_injection is switched on there (ErrInvalidArgument
+// otherwise; docs/adr/0035-time-is-not-a-privilege.md).
 //
 // # Retry
 //
-// Retry is for work that need not be durable: it retries a function in
-// process with a policy's math (policy.Policy.Delay, bit for bit the SQL's),
-// a per-attempt timeout (AttemptTimeout; a timed-out attempt is not retried
-// unless RetryTimeouts is given), a predicate (RetryIf), Permanent to stop,
-// and the last error returned after MaxAttempts.
+// For work that need not be durable, package retry (client/retry) retries a
+// function in process with a policy's math (policy.Policy.Delay, bit for
+// bit the SQL's), a per-attempt timeout, a predicate, Permanent to stop and
+// RetryAfter to wait a given delay:
 //
-//	err := client.Retry(ctx, policy.Profiles()["aggressive"], func(ctx context.Context) error {
+//	err := retry.Do(ctx, policy.Profiles()["aggressive"], func(ctx context.Context) error {
 //		return ping(ctx)
-//	}, client.AttemptTimeout(2*time.Second))
+//	}, retry.AttemptTimeout(2*time.Second))
 //
 // # Observability
 //

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
 // quiet keeps the examples' output to what they print.
@@ -78,31 +77,6 @@ func ExampleNewWorker() {
 		panic(err)
 	}
 	// Output: sending to ada@example.com attempt 1
-}
-
-// In-process retries of a plain function, with the same backoff math as
-// the database and a per-attempt timeout.
-func ExampleRetry() {
-	p := policy.Profiles()["aggressive"]
-	calls := 0
-	err := client.Retry(context.Background(), p, func(ctx context.Context) error {
-		calls++
-		if calls < 3 {
-			return errors.New("connection refused")
-		}
-		return nil
-	},
-		client.AttemptTimeout(2*time.Second),
-		client.OnRetry(func(attempt int, err error, delay time.Duration) {
-			fmt.Printf("attempt %d failed (%v); next in at most %s\n", attempt, err, p.Max)
-		}),
-		client.RetrySleep(func(context.Context, time.Duration) error { return nil }), // tests only: skip the wait
-	)
-	fmt.Println("calls:", calls, "err:", err)
-	// Output:
-	// attempt 1 failed (connection refused); next in at most 10s
-	// attempt 2 failed (connection refused); next in at most 10s
-	// calls: 3 err: <nil>
 }
 
 // A workflow engine picks the step itself and asks whether it may run it

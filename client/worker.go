@@ -407,7 +407,7 @@ func (w *Worker) settle(ctx context.Context, job *Job, herr error, elapsed time.
 			outcome = "permanent"
 			opts = append(opts, NonRetryable())
 		} else if d, ok := RetryAfterDelay(herr); ok {
-			opts = append(opts, WithRetryIn(d))
+			opts = append(opts, RetryIn(d))
 		}
 		var j Job
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
@@ -519,7 +519,7 @@ func (w *Worker) shutdown(ctx context.Context) {
 		}
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := w.retryTransient(fctx, func(ctx context.Context) error {
-			_, err := w.c.Fail(ctx, a.job.ID, a.job.Attempts, "worker shutdown", WithRetryIn(0))
+			_, err := w.c.Fail(ctx, a.job.ID, a.job.Attempts, "worker shutdown", RetryIn(0))
 			return err
 		})
 		cancel()

@@ -2985,8 +2985,11 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
 -- whole table. The lease comes from the policy backoff._job_policy_name
--- names, by primary key; backoff._job_policy is only reached, to raise
--- 22023, when no policy row exists at all. A paused queue (backoff.queues.paused) gives nothing.
+-- would name, written out as two primary-key look-ups (the job's policy,
+-- else its queue's) so that a claimed row costs no PL/pgSQL call (profile in
+-- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
+-- or 22023 when no policy row exists at all). A paused queue
+-- (backoff.queues.paused) gives nothing.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -2999,6 +3002,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
@@ -3031,7 +3038,9 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3053,7 +3062,9 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3096,6 +3107,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -3423,6 +3438,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_lease_until timestamptz;
@@ -3629,7 +3648,10 @@ SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_l
 -- cannot replay it leaves dead-lettered and reports, one row per job with
 -- the reason, instead of failing the whole batch: today that is a dedupe
 -- key held by an unfinished job of the queue (or by an older dead letter
--- replayed in the same call). Admin only.
+-- replayed in the same call). Like replay, it gives a fresh budget
+-- (uncounted_attempts = attempts) and keeps the fencing token counting
+-- (docs/adr/0020): a worker still running a dead letter's reaped attempt
+-- cannot settle the replayed job's next claim. Admin only.
 CREATE OR REPLACE FUNCTION backoff.replay_dead_letters(
     p_queue text,
     p_now   timestamptz DEFAULT now()
@@ -3676,7 +3698,7 @@ BEGIN
     ), done AS (
         UPDATE backoff.jobs AS j
         SET status = 'pending',
-            attempts = 0,
+            uncounted_attempts = j.attempts,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -3700,7 +3722,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
-'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0 while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
 Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';

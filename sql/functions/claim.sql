@@ -8,8 +8,11 @@
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
 -- whole table. The lease comes from the policy backoff._job_policy_name
--- names, by primary key; backoff._job_policy is only reached, to raise
--- 22023, when no policy row exists at all. A paused queue (backoff.queues.paused) gives nothing.
+-- would name, written out as two primary-key look-ups (the job's policy,
+-- else its queue's) so that a claimed row costs no PL/pgSQL call (profile in
+-- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
+-- or 22023 when no policy row exists at all). A paused queue
+-- (backoff.queues.paused) gives nothing.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -22,6 +25,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
@@ -54,7 +61,9 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -76,7 +85,9 @@ BEGIN
             attempts = j.attempts + 1,
             lease_until = p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease),
             locked_by = p_worker,
             last_attempted_at = p_now
