@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -184,6 +185,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 		if err != nil {
 			return nil, fmt.Errorf("%s: job %d: %w", op, i, err)
 		}
+		// Out of int32 is refused, as Enqueue's encoding refuses it, never
+		// wrapped into another priority or attempt limit.
+		if j.Priority < math.MinInt32 || j.Priority > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: job %d: %w: priority %d is outside the integer range", op, i, ErrInvalidArgument, j.Priority)
+		}
+		if j.MaxAttempts < math.MinInt32 || j.MaxAttempts > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: job %d: %w: max attempts %d is outside the integer range", op, i, ErrInvalidArgument, j.MaxAttempts)
+		}
 		queues[i], payloads[i], prios[i] = j.Queue, body, int32(j.Priority)
 		if !j.RunAt.IsZero() {
 			t := j.RunAt
@@ -339,7 +348,7 @@ func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg stri
 	call, args := c.fn("fail",
 		arg{"p_job_id", "bigint", jobID},
 		arg{"p_attempt", "integer", attempt},
-		arg{"p_error", "text", errMsg},
+		arg{"p_error", "text", CleanErrorText(errMsg)},
 		arg{"p_retry_in", "interval", retryIn},
 		arg{"p_retryable", "boolean", !p.nonRetryable},
 	)
@@ -391,7 +400,7 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 	op := fmt.Sprintf("cancel job %d", jobID)
 	call, args := c.fn("cancel",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_reason", "text", nullString(reason)},
+		arg{"p_reason", "text", nullString(CleanErrorText(reason))},
 	)
 	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
 	if err != nil {

@@ -196,6 +196,14 @@ func TestEnqueueSQL(t *testing.T) {
 	require.ErrorContains(t, err, `enqueue job in "emails": `)
 	require.ErrorContains(t, err, `unknown policy "nope"`)
 
+	// A queue the login is not granted (backoff.grant_queue) is 42501.
+	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("billing", `{}`, nil, nil, 0, nil, nil, mockNow).
+		WillReturnError(&pgconn.PgError{Code: "42501", Message: `permission denied: role "mailer" may not produce into queue "billing"`})
+	_, err = c2.Enqueue(ctx, "billing", nil)
+	require.ErrorIs(t, err, ErrPermissionDenied)
+	require.ErrorContains(t, err, `queue "billing"`)
+
 	// A payload that cannot be encoded never reaches the database.
 	_, err = c2.Enqueue(ctx, "emails", func() {})
 	require.ErrorContains(t, err, `enqueue job in "emails": encode payload: `)

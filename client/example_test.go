@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
@@ -106,4 +107,52 @@ func ExampleClient_Acquire() {
 	// Output:
 	// not ready until 12:01:00 after 0 attempts
 	// running attempt 1
+}
+
+// One Worker for several queues, each with its own handler and limits,
+// sharing one LISTEN connection, one reaper and one batched completer. A
+// typed handler gets the decoded payload.
+func ExampleWorkerConfig_queues() {
+	pool, cleanup := client.SampleDatabase()
+	defer cleanup()
+	ctx, stop := context.WithCancel(context.Background())
+	type Email struct{ To string }
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	ran := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[what] = true
+		if len(seen) == 2 {
+			stop()
+		}
+	}
+
+	w, err := client.NewWorker(pool, client.WorkerConfig{
+		Queues: []client.QueueConfig{
+			{Queue: "emails", Concurrency: 20, Handler: client.HandlerFor(func(ctx context.Context, job *client.Job, e Email) error {
+				ran("email to " + e.To)
+				return nil
+			})},
+			{Queue: "thumbnails", Concurrency: 2, Handler: func(ctx context.Context, job *client.Job) error {
+				ran("thumbnail")
+				return nil
+			}},
+		},
+	}, quiet)
+	if err != nil {
+		panic(err)
+	}
+	c, _ := client.New(ctx, pool)
+	if _, err := c.EnqueueMany(ctx, []client.NewJob{
+		{Queue: "emails", Payload: Email{To: "ada@example.com"}},
+		{Queue: "thumbnails"},
+	}); err != nil {
+		panic(err)
+	}
+	if err := w.Run(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(seen["email to ada@example.com"], seen["thumbnail"])
+	// Output: true true
 }
