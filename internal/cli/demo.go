@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	tclog "github.com/testcontainers/testcontainers-go/log"
@@ -178,8 +179,8 @@ func (d *demo) run(ctx context.Context) (err error) {
 		if d.pool != nil {
 			d.pool.Close()
 		}
-		if dropErr := adminExec(dctx, server, "DROP DATABASE IF EXISTS "+pgx.Identifier{dbName}.Sanitize()+" WITH (FORCE)"); dropErr != nil {
-			err = errors.Join(err, fmt.Errorf("drop database %s: %w", dbName, dropErr))
+		if dropErr := dropDemoDatabase(dctx, server, dbName); dropErr != nil {
+			err = errors.Join(err, dropErr)
 			return
 		}
 		fmt.Fprintf(w, "\ncleanup: dropped database %s\n", dbName)
@@ -335,6 +336,51 @@ func adminExec(ctx context.Context, server *pgx.ConnConfig, sql string) error {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, sql)
 	return err
+}
+
+// dropDemoDatabase drops the demo's database once the demo has closed every
+// connection it opened (its pool, and the Workers' LISTEN connections, which
+// Worker.Run closes before it returns).
+//
+// A plain DROP DATABASE first: PostgreSQL itself tells an autovacuum worker
+// busy in the database to exit, and waits a few seconds for sessions that
+// are still closing. WITH (FORCE) is no good as the first try for a login
+// that is not a superuser: it checks the right to terminate every process
+// in the database, an autovacuum worker has no role, and PostgreSQL 15
+// refuses ("must be a member of the role whose process is being terminated
+// or member of pg_signal_backend", 42501) whenever one is vacuuming the
+// freshly churned demo tables. FORCE only follows when sessions are still
+// there (55006): the user's own, left by an interrupted demo.
+func dropDemoDatabase(ctx context.Context, server *pgx.ConnConfig, name string) error {
+	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize()
+	err := adminExec(ctx, server, drop)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
+		err = adminExec(ctx, server, drop+" WITH (FORCE)")
+	}
+	if err != nil {
+		return fmt.Errorf("drop database %s: %w%s", name, err, sessionsIn(ctx, server, name))
+	}
+	return nil
+}
+
+// sessionsIn describes the sessions still connected to database name, for
+// the error of a DROP DATABASE that they made fail.
+func sessionsIn(ctx context.Context, server *pgx.ConnConfig, name string) string {
+	conn, err := pgx.ConnectConfig(ctx, server.Copy())
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	var s string
+	err = conn.QueryRow(ctx, `
+		SELECT coalesce(string_agg(pg_catalog.format('pid %s %s (role %s, application %L, state %s)',
+		           a.pid, a.backend_type, coalesce(a.usename::text, 'none'), a.application_name, coalesce(a.state, 'none')), '; ' ORDER BY a.pid), '')
+		FROM pg_catalog.pg_stat_activity AS a WHERE a.datname = $1`, name).Scan(&s)
+	if err != nil || s == "" {
+		return ""
+	}
+	return "; still connected: " + s
 }
 
 // inDatabase is a copy of server's settings for database name. The

@@ -9,12 +9,14 @@ package migrations
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
 	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/tern/v2/migrate"
 
 	sqlfiles "github.com/pgbackoff/pgbackoff/sql"
@@ -115,6 +117,7 @@ func Latest() int32 {
 type Migrator struct {
 	conn *pgx.Conn
 	tern *migrate.Migrator
+	user string // current_user, for the hint of ownerHint
 }
 
 // New prepares a migrator: it creates the backoff schema and the version
@@ -125,8 +128,8 @@ type Migrator struct {
 // resets the session after each one), and the preparation here sets it for
 // the session and restores the caller's search_path afterwards.
 func New(ctx context.Context, conn *pgx.Conn) (m *Migrator, err error) {
-	var saved string
-	if err := conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('search_path')").Scan(&saved); err != nil {
+	var saved, user string
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('search_path'), current_user::text").Scan(&saved, &user); err != nil {
 		return nil, fmt.Errorf("read search_path: %w", err)
 	}
 	if _, err := conn.Exec(ctx, PinSearchPath); err != nil {
@@ -157,7 +160,7 @@ func New(ctx context.Context, conn *pgx.Conn) (m *Migrator, err error) {
 		mig.UpSQL = pinned(mig.UpSQL)
 		mig.DownSQL = pinned(mig.DownSQL)
 	}
-	return &Migrator{conn: conn, tern: tm}, nil
+	return &Migrator{conn: conn, tern: tm, user: user}, nil
 }
 
 // pinned prefixes a migration's SQL with PinSearchPath for its transaction.
@@ -191,10 +194,30 @@ func (m *Migrator) MigrateTo(ctx context.Context, target int32) (from, to int32,
 		return 0, 0, err
 	}
 	if err := m.tern.MigrateTo(ctx, target); err != nil {
+		if hint := m.ownerHint(err); hint != "" {
+			return from, 0, fmt.Errorf("migrate from version %d to %d: %s: %w", from, target, hint, err)
+		}
 		return from, 0, fmt.Errorf("migrate from version %d to %d: %w", from, target, err)
 	}
 	to, err = m.Current(ctx)
 	return from, to, err
+}
+
+// ownerHint names the grant a login that is not a superuser lacks when
+// migration 003 cannot make it a member of backoff_owner, or "" for any
+// other error. Since PostgreSQL 16, CREATEROLE no longer lets a login grant
+// itself a role it has no ADMIN OPTION on ("permission denied to grant
+// role"), nor hand objects to a role it cannot SET ROLE to ("must be able to
+// SET ROLE"): a DBA grants the membership beforehand (README, "Privileges
+// of the installing login").
+func (m *Migrator) ownerHint(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "42501" || !strings.Contains(strings.ToLower(pgErr.Message), `role "backoff_owner"`) {
+		return ""
+	}
+	return fmt.Sprintf("the installing login must be a member of backoff_owner (with SET, the default) and may not grant that to itself "+
+		"(it needs CREATEROLE before PostgreSQL 16, ADMIN OPTION on backoff_owner from 16 on): have a superuser run GRANT backoff_owner TO %s",
+		pgx.Identifier{m.user}.Sanitize())
 }
 
 // Status lists every migration and whether it is applied.
