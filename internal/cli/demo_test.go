@@ -300,3 +300,30 @@ func TestDemoNamesTheMissingOwnerGrant(t *testing.T) {
 		})
 	}
 }
+
+// A session the demo's login left in its database (an interrupted demo)
+// does not keep the database: the plain DROP DATABASE gives up on it
+// (55006) and WITH (FORCE) ends it. (The plain DROP comes first because
+// FORCE fails for a login that is not a superuser while an autovacuum
+// worker, which has no role, is in the database: see dropDemoDatabase.)
+func TestDemoDropsItsDatabaseDespiteALeftoverSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, loginURL := demoLogin(t, admin, "")
+	server, err := parseConnConfig(loginURL)
+	require.NoError(t, err)
+	name := "pgbackoff_demo_" + randomHex(4)
+	require.NoError(t, adminExec(ctx, server, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()))
+	left, err := pgx.ConnectConfig(ctx, inDatabase(server, name))
+	require.NoError(t, err)
+	defer left.Close(ctx)
+
+	require.NoError(t, dropDemoDatabase(ctx, server, name))
+	var exists bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, name).Scan(&exists))
+	require.False(t, exists)
+	require.Error(t, left.Ping(ctx), "the leftover session was ended")
+}
