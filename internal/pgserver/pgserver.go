@@ -75,9 +75,8 @@ type Server struct {
 	// tell its user.
 	Skipped []string
 
-	stop   func(context.Context) error
-	local  *localCluster
-	paused bool
+	stop  func(context.Context) error
+	local *localCluster
 }
 
 // Stop stops a server this package started; a server given by URL is left
