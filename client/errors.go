@@ -19,6 +19,7 @@ const (
 	codeStaleAttempt      = "BK002"
 	codeInvalidTransition = "BK003"
 	codeNotReady          = "BK004"
+	codePermissionDenied  = "42501"
 )
 
 // Sentinel errors of the SQL API. Every error the client returns for one of
@@ -42,6 +43,9 @@ var (
 	// ErrNotReady: Acquire on a job whose run_at is still in the future
 	// (SQLSTATE BK004). The error is a *NotReadyError that says when.
 	ErrNotReady = errors.New("pgbackoff: job not ready")
+	// ErrPermissionDenied: the database role lacks the privilege the call
+	// needs (SQLSTATE 42501), e.g. a backoff_worker role replaying a job.
+	ErrPermissionDenied = errors.New("pgbackoff: permission denied")
 	// ErrSchemaTooOld: the database's pgbackoff schema is older than this
 	// client needs; run `backoffctl migrate up`.
 	ErrSchemaTooOld = errors.New("pgbackoff: database schema is older than this client needs")
@@ -94,6 +98,8 @@ func translate(op string, jobID int64, err error) error {
 			return fmt.Errorf("%s: %w: %w", op, ErrInvalidTransition, err)
 		case codeNotReady:
 			return fmt.Errorf("%s: %w", op, notReady(jobID, pgErr))
+		case codePermissionDenied:
+			return fmt.Errorf("%s: %w: %w", op, ErrPermissionDenied, err)
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
