@@ -86,7 +86,7 @@ type bulkData struct {
 	F      filter
 	Count  int64
 	More   bool // the filter matches more than bulkLimit
-	Query  string
+	Back   string // URL of the filter's listing
 	Hidden url.Values
 }
 
@@ -136,7 +136,7 @@ func (h *Handler) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	}
 	hidden := f.values()
 	hidden.Del("order")
-	d := bulkData{Action: action, F: f, Count: min(n, bulkLimit), More: n > bulkLimit, Query: f.values().Encode(), Hidden: hidden}
+	d := bulkData{Action: action, F: f, Count: min(n, bulkLimit), More: n > bulkLimit, Back: h.opts.Prefix + "/jobs?" + f.values().Encode(), Hidden: hidden}
 	h.render(w, r, http.StatusOK, "bulk", view{Title: "Confirm bulk " + action, Nav: "jobs", Data: d})
 }
 

@@ -191,6 +191,8 @@ type jobsData struct {
 	Next     string // URL of the next page
 	First    string // URL of the first page (when on a later one)
 	Query    string // the filter as a query string
+	Replay   string // URL of the bulk replay confirmation for this filter
+	Cancel   string // URL of the bulk cancel confirmation
 	Queues   []string
 	Policies []string
 	Statuses []string
@@ -217,6 +219,10 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons}
 	q := f.values()
 	d.Query = q.Encode()
+	q.Set("action", "replay")
+	d.Replay = h.opts.Prefix + "/bulk?" + q.Encode()
+	q.Set("action", "cancel")
+	d.Cancel = h.opts.Prefix + "/bulk?" + q.Encode()
 	if page.Next != "" {
 		n := f.values()
 		n.Set("cursor", page.Next)
@@ -303,8 +309,8 @@ type deadData struct {
 
 type deadGroup struct {
 	client.DeadLetterGroup
-	Query string // the group as a bulk filter
-	List  string // the group's jobs on the Jobs page (reason only: signatures are not a List filter)
+	Replay string // URL of the group's bulk replay confirmation
+	List   string // URL of the group's jobs on the Jobs page (reason only: signatures are not a List filter)
 }
 
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
@@ -320,7 +326,10 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	for _, g := range gs {
 		f := filter{Queue: g.Queue, Reason: g.Reason, Signature: g.Signature, Statuses: []string{"dead_lettered"}, Order: "newest"}
 		l := filter{Queue: g.Queue, Reason: g.Reason, Statuses: []string{"dead_lettered"}, Order: "newest"}
-		d.Groups = append(d.Groups, deadGroup{DeadLetterGroup: g, Query: f.values().Encode(), List: l.values().Encode()})
+		v := f.values()
+		v.Set("action", "replay")
+		d.Groups = append(d.Groups, deadGroup{DeadLetterGroup: g, Replay: h.opts.Prefix + "/bulk?" + v.Encode(),
+			List: h.opts.Prefix + "/jobs?" + l.values().Encode()})
 	}
 	if qs, err := h.c.Queues(ctx); err == nil {
 		for _, q := range qs {

@@ -216,7 +216,7 @@ type plotBar struct {
 const maxPlotAttempts = 30
 
 func buildSchedulePlot(p policy.Policy) schedulePlot {
-	sp := schedulePlot{Width: 600, Height: 180, Base: 150}
+	sp := schedulePlot{Width: 600, Height: 185, Base: 150}
 	n := p.MaxAttempts
 	if n > maxPlotAttempts {
 		n, sp.Truncated = maxPlotAttempts, true
