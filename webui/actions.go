@@ -85,7 +85,7 @@ type bulkData struct {
 	Action string
 	F      filter
 	Count  int64
-	More   bool // the filter matches more than bulkLimit
+	More   bool   // the filter matches more than bulkLimit
 	Back   string // URL of the filter's listing
 	Hidden url.Values
 }
