@@ -120,8 +120,12 @@
 // # Time
 //
 // By default the database's clock decides, which is what many workers on many
-// hosts need. WithClock passes p_now to every call instead, so tests and
-// simulations drive time without sleeping.
+// hosts need: every call passes p_now NULL, the same SQL text either way.
+// WithClock passes its time as p_now instead, so tests and simulations drive
+// time without sleeping. Outside backoff_admin the database accepts a time
+// at most backoff.settings.max_clock_skew (default 5 minutes) from its own
+// clock, unless time_injection is switched on there (ErrInvalidArgument
+// otherwise; docs/adr/0035-time-is-not-a-privilege.md).
 //
 // # Retry
 //

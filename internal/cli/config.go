@@ -193,7 +193,10 @@ and prints "no change".
 
 Policies and queues that are only in the database are kept; with --prune they
 are deleted, except a policy that jobs which may still run (or be replayed)
-name, which stops the apply. A queue's paused flag is never changed.`,
+name, which stops the apply. A queue's paused flag is never changed.
+
+A [settings] table (max_clock_skew, time_injection) is written into the one
+row of backoff.settings; without [settings] that row is left as it is.`,
 		Example: `  backoffctl config apply --env production
   backoffctl config apply --config deploy/backoff.toml --prune`,
 		Args: exactArgs(0, ""),

@@ -125,6 +125,22 @@ func TestGoldenConfig(t *testing.T) {
 	s.run("config", "apply", "--config", example)
 	s.run("config", "apply", "--config", example, "--prune")
 	s.run("config", "apply", "--config", example, "--prune", "--output", "json")
+	// [settings] is written into backoff.settings; a file without it leaves
+	// the row alone.
+	var skew string
+	var injection bool
+	conn, err := pgx.Connect(context.Background(), url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT max_clock_skew::text, time_injection FROM backoff.settings`).Scan(&skew, &injection))
+	require.Equal(t, "00:05:00", skew)
+	require.False(t, injection, "the base file switches time injection off")
+	noSettings := filepath.Join(t.TempDir(), "plain.toml")
+	require.NoError(t, os.WriteFile(noSettings, []byte("version = 1\n"), 0o644))
+	sqlExec(t, url, `UPDATE backoff.settings SET time_injection = true, max_clock_skew = '1 minute'`)
+	code, out, errOut := run(t, "config", "diff", "--config", noSettings, "--database-url", url, "--output", "json")
+	require.Equal(t, ExitOK, code, errOut)
+	require.NotContains(t, out, "settings")
 	s.check("config")
 }
 
@@ -142,7 +158,7 @@ func TestConfigApplyIsAtomic(t *testing.T) {
 	require.Equal(t, ExitOK, code)
 	var changes []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &changes))
-	require.Len(t, changes, 5, "nothing was applied: square, stepped, emails, webhooks to add, legacy extra")
+	require.Len(t, changes, 6, "nothing was applied: square, stepped, emails, webhooks to add, settings to update, legacy extra")
 }
 
 func TestGoldenSchedule(t *testing.T) {

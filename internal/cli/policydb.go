@@ -66,6 +66,7 @@ func readPolicy(ctx context.Context, q querier, name string) (policy.Policy, boo
 type dbState struct {
 	Policies map[string]policy.Policy
 	Queues   map[string]string // queue → policy
+	Settings *config.Settings  // the row of backoff.settings; nil when there is none
 }
 
 func readState(ctx context.Context, q querier) (*dbState, error) {
@@ -100,7 +101,33 @@ func readState(ctx context.Context, q querier) (*dbState, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
 	}
+	// backoff.settings exists from schema version 4 on.
+	var hasSettings bool
+	if err := q.QueryRow(ctx, `SELECT pg_catalog.to_regclass('backoff.settings') IS NOT NULL`).Scan(&hasSettings); err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	if hasSettings {
+		var skewUS int64
+		var injection bool
+		err := q.QueryRow(ctx, `SELECT (extract(epoch FROM max_clock_skew) * 1000000)::bigint, time_injection FROM backoff.settings`).
+			Scan(&skewUS, &injection)
+		switch {
+		case err == pgx.ErrNoRows:
+		case err != nil:
+			return nil, fmt.Errorf("read settings: %w", err)
+		default:
+			st.Settings = &config.Settings{Set: true, MaxClockSkew: time.Duration(skewUS) * time.Microsecond, TimeInjection: injection}
+		}
+	}
 	return st, nil
+}
+
+// settingsFields renders settings as (TOML key, value) pairs.
+func settingsFields(s config.Settings) [][2]string {
+	return [][2]string{
+		{"max_clock_skew", config.FormatDuration(s.MaxClockSkew)},
+		{"time_injection", strconv.FormatBool(s.TimeInjection)},
+	}
 }
 
 // Change kinds.
@@ -125,8 +152,9 @@ type change struct {
 	Note   string        `json:"note,omitempty"`
 	Fields []fieldChange `json:"fields,omitempty"`
 
-	policy policy.Policy // desired row, for add/update of a policy
-	queue  string        // desired policy, for add/update of a queue
+	policy   policy.Policy   // desired row, for add/update of a policy
+	queue    string          // desired policy, for add/update of a queue
+	settings config.Settings // desired row, for add/update of the settings
 }
 
 // policyFields renders a policy's columns as (TOML key, value) pairs in the
@@ -223,6 +251,29 @@ func planChanges(c *config.Config, st *dbState) []change {
 			out = append(out, change{Kind: changeExtra, Object: "queue", Name: name, Note: "only in the database"})
 		}
 	}
+	// Settings: only when the file has [settings]; otherwise the database's
+	// row is left as it is.
+	if c.Settings.Set {
+		newF := settingsFields(c.Settings)
+		if st.Settings == nil {
+			ch := change{Kind: changeAdd, Object: "settings", Name: "backoff.settings", settings: c.Settings}
+			for _, f := range newF {
+				ch.Fields = append(ch.Fields, fieldChange{Field: f[0], New: f[1]})
+			}
+			out = append(out, ch)
+		} else {
+			oldF := settingsFields(*st.Settings)
+			ch := change{Kind: changeUpdate, Object: "settings", Name: "backoff.settings", settings: c.Settings}
+			for i := range newF {
+				if oldF[i][1] != newF[i][1] {
+					ch.Fields = append(ch.Fields, fieldChange{Field: newF[i][0], Old: oldF[i][1], New: newF[i][1]})
+				}
+			}
+			if len(ch.Fields) > 0 {
+				out = append(out, ch)
+			}
+		}
+	}
 	return out
 }
 
@@ -280,6 +331,20 @@ INSERT INTO backoff.queues (name, policy, updated_at) VALUES ($1, $2, now())
 ON CONFLICT (name) DO UPDATE SET policy = excluded.policy, updated_at = now()`, ch.Name, ch.queue)
 		if err != nil {
 			return fmt.Errorf("write queue %q: %w", ch.Name, err)
+		}
+	}
+	for _, ch := range changes {
+		if ch.Object != "settings" || ch.Kind == changeExtra {
+			continue
+		}
+		_, err := tx.Exec(ctx, `
+INSERT INTO backoff.settings (singleton, max_clock_skew, time_injection, updated_at)
+VALUES (true, $1::bigint * interval '1 microsecond', $2, now())
+ON CONFLICT (singleton) DO UPDATE SET
+    max_clock_skew = excluded.max_clock_skew, time_injection = excluded.time_injection, updated_at = now()`,
+			ch.settings.MaxClockSkew.Microseconds(), ch.settings.TimeInjection)
+		if err != nil {
+			return fmt.Errorf("write settings: %w", err)
 		}
 	}
 	if !prune {

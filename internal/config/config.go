@@ -37,6 +37,27 @@ const DefaultPolicyRow = "default"
 // ImplicitDefaultPolicy is default_policy when the file does not set it.
 const ImplicitDefaultPolicy = "moderate"
 
+// Settings are the database-wide settings of table backoff.settings
+// (DESIGN §11.2, docs/adr/0035-time-is-not-a-privilege.md), from the
+// [settings] table. Set is false when the file (with its overlay) has no
+// [settings]: apply then leaves the database's row as it is.
+type Settings struct {
+	Set bool
+	// MaxClockSkew is how far from the database clock a p_now may be for a
+	// caller outside backoff_admin (default 5 minutes).
+	MaxClockSkew time.Duration
+	// TimeInjection lets every caller pass any p_now (tests, simulations).
+	TimeInjection bool
+}
+
+// DefaultSettings are the values of omitted [settings] keys, and the
+// columns' defaults in backoff.settings.
+func DefaultSettings() Settings { return Settings{MaxClockSkew: 5 * time.Minute} }
+
+// settingsKeys are the keys of [settings], in the order `config show`
+// prints them.
+var settingsKeys = []string{"max_clock_skew", "time_injection"}
+
 // Queue maps a queue to the policy its jobs use.
 type Queue struct {
 	Name   string
@@ -53,6 +74,7 @@ type Config struct {
 	DefaultPolicy string          // always set; ImplicitDefaultPolicy when the file is silent
 	Policies      []policy.Policy // sorted by name; never contains DefaultPolicyRow
 	Queues        []Queue         // sorted by name
+	Settings      Settings        // Settings.Set when the file has [settings]
 	Shipped       map[string]bool // names in Policies that come from the shipped profiles, not the file
 	Envs          []string        // environments the file defines, sorted
 }
@@ -109,7 +131,7 @@ func Parse(file string, data []byte, env string) (*Config, error) {
 			default:
 				version = int(v)
 			}
-		case "default_policy", "policies", "queues":
+		case "default_policy", "policies", "queues", "settings":
 			base[k] = n
 		case "env":
 			t, ok := n.table()
@@ -126,20 +148,20 @@ func Parse(file string, data []byte, env string) (*Config, error) {
 				}
 				for _, ek := range sortedKeys(et) {
 					switch ek {
-					case "default_policy", "policies", "queues":
+					case "default_policy", "policies", "queues", "settings":
 					case "version", "env":
 						ps.add(et[ek].line, et[ek].key, "cannot be set in an environment overlay")
 						delete(et, ek)
 					default:
-						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies and queues",
-							suggest(ek, []string{"default_policy", "policies", "queues"}))
+						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies, queues and settings",
+							suggest(ek, []string{"default_policy", "policies", "queues", "settings"}))
 						delete(et, ek)
 					}
 				}
 				envs[name] = e
 			}
 		default:
-			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "env"}))
+			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "settings", "env"}))
 		}
 	}
 	if _, ok := top["version"]; !ok {
@@ -286,7 +308,49 @@ func decode(root *node, ps *problems) *Config {
 		}
 		slices.SortFunc(c.Queues, func(a, b Queue) int { return strings.Compare(a.Name, b.Name) })
 	}
+	c.Settings = decodeSettings(top["settings"], ps)
 	return c
+}
+
+// decodeSettings reads [settings]; omitted keys take DefaultSettings.
+func decodeSettings(n *node, ps *problems) Settings {
+	st := DefaultSettings()
+	if n == nil {
+		return st
+	}
+	t, ok := n.table()
+	if !ok {
+		ps.add(n.line, n.key, "must be a table such as [settings] with max_clock_skew = \"5m\", got %s", describeValue(n.val))
+		return st
+	}
+	st.Set = true
+	for _, k := range sortedKeys(t) {
+		v := t[k]
+		switch k {
+		case "max_clock_skew":
+			s, ok := v.val.(string)
+			if !ok {
+				ps.add(v.line, v.key, "must be a duration string such as \"5m\", got %s", describeValue(v.val))
+				continue
+			}
+			d, err := ParseDuration(s)
+			if err != nil {
+				ps.add(v.line, v.key, "%v", err)
+				continue
+			}
+			st.MaxClockSkew = d
+		case "time_injection":
+			b, ok := v.val.(bool)
+			if !ok {
+				ps.add(v.line, v.key, "must be true or false, got %s", describeValue(v.val))
+				continue
+			}
+			st.TimeInjection = b
+		default:
+			ps.add(v.line, v.key, "unknown key%s; settings has %s", suggest(k, settingsKeys), strings.Join(settingsKeys, " and "))
+		}
+	}
+	return st
 }
 
 func listNames(names []string) string {

@@ -230,7 +230,16 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:2: env: no environment "tset" (--env) (did you mean "test"?); the file defines test`}},
 		{"env overlay unknown key", "version = 1\n[env.test]\nversion = 2\npolicy = 1\n", "", []string{
 			`backoff.toml:3: env.test.version: cannot be set in an environment overlay`,
-			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies and queues`}},
+			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues and settings`}},
+		{"settings unknown key", "version = 1\n[settings]\nmax_clock_skw = \"1m\"\n", "", []string{
+			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew and time_injection`}},
+		{"settings bad skew", "version = 1\n[settings]\nmax_clock_skew = \"-1m\"\ntime_injection = \"yes\"\n", "", []string{
+			`backoff.toml:3: settings.max_clock_skew: duration "-1m" must not be negative`,
+			`backoff.toml:4: settings.time_injection: must be true or false, got the string "yes"`}},
+		{"settings skew as number", "version = 1\n[settings]\nmax_clock_skew = 300\n", "", []string{
+			`backoff.toml:3: settings.max_clock_skew: must be a duration string such as "5m", got the integer 300`}},
+		{"settings not a table", "version = 1\nsettings = true\n", "", []string{
+			`backoff.toml:2: settings: must be a table such as [settings] with max_clock_skew = "5m", got the boolean true`}},
 		{"unselected env is validated", "version = 1\n[policies.a]\n[env.prod.policies.a]\nmax = \"soon\"\n", "", []string{
 			`backoff.toml:4: env.prod.policies.a.max: bad duration "soon": use Go syntax such as "500ms", "30s", "1m" or "1h30m"`}},
 	}
@@ -269,6 +278,37 @@ policy = "b"
 	require.False(t, ok)
 }
 
+// [settings]: omitted keys take the defaults, an overlay can switch time
+// injection on, and a file without [settings] leaves them unset (apply
+// then does not touch the database's row).
+func TestSettings(t *testing.T) {
+	c, err := parse(t, "version = 1\n", "")
+	require.NoError(t, err)
+	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute}, c.Settings)
+	src := `version = 1
+[settings]
+max_clock_skew = "30s"
+[env.test.settings]
+time_injection = true
+`
+	c, err = parse(t, src, "")
+	require.NoError(t, err)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second}, c.Settings)
+	c, err = parse(t, src, "test")
+	require.NoError(t, err)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true}, c.Settings)
+	c, err = parse(t, "version = 1\n[env.dev.settings]\ntime_injection = true\n", "dev")
+	require.NoError(t, err)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 5 * time.Minute, TimeInjection: true}, c.Settings)
+
+	var b strings.Builder
+	require.NoError(t, Write(&b, c))
+	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\n")
+	again, err := Parse("shown.toml", []byte(b.String()), "")
+	require.NoError(t, err)
+	require.Equal(t, c.Settings, again.Settings)
+}
+
 // show's output is a valid file that loads back to the same configuration.
 func TestWriteRoundTrip(t *testing.T) {
 	for _, env := range []string{"", "test", "demo"} {
@@ -281,6 +321,7 @@ func TestWriteRoundTrip(t *testing.T) {
 		require.Equal(t, c.Policies, again.Policies)
 		require.Equal(t, c.Queues, again.Queues)
 		require.Equal(t, c.DefaultPolicy, again.DefaultPolicy)
+		require.Equal(t, c.Settings, again.Settings)
 	}
 }
 

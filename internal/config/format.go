@@ -11,7 +11,8 @@ import (
 
 // Write prints c as a TOML file that Parse reads back to the same
 // configuration: every policy with every key (defaults made explicit), the
-// shipped profiles marked as such, no overlays.
+// shipped profiles marked as such, [settings] with both keys when the file
+// has it, no overlays.
 func Write(w io.Writer, c *Config) error {
 	var b strings.Builder
 	env := c.Env
@@ -31,6 +32,10 @@ func Write(w io.Writer, c *Config) error {
 	}
 	for _, q := range c.Queues {
 		fmt.Fprintf(&b, "\n[queues.%s]\npolicy = %s\n", displayPart(q.Name), strconv.Quote(q.Policy))
+	}
+	if c.Settings.Set {
+		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\n",
+			FormatDuration(c.Settings.MaxClockSkew), c.Settings.TimeInjection)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

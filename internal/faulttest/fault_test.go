@@ -164,14 +164,15 @@ func TestPauseServer(t *testing.T) {
 	require.Zero(t, wonByFirst, "a stale first attempt completed its job")
 }
 
-// TestConnectionDroppedDuringSettle cuts the connection of a complete or a
-// fail call, either after the server ran it (the reply is lost) or before
-// (the server never saw it), and retries the call on a new connection: the
-// retry either succeeds (the first never ran) or is cleanly refused
-// (BK003 for a completed job, BK002 for a failed attempt), and the job is
-// completed or failed exactly once.
+// TestConnectionDroppedDuringSettle cuts the connection of a complete, fail,
+// snooze or heartbeat call, either after the server ran it (the reply is
+// lost) or before (the server never saw it), and retries the call on a new
+// connection: the retry either succeeds (the first never ran, or a
+// heartbeat of the attempt that still holds the job) or is cleanly refused
+// (BK003 for a completed job, BK002 for a failed or snoozed attempt), and
+// the job is completed, failed or snoozed exactly once. It needs only the
+// proxy, so it runs with TEST_DATABASE_URL too.
 func TestConnectionDroppedDuringSettle(t *testing.T) {
-	faultServer(t)
 	ctx := context.Background()
 	dbURL, admin := newFaultDB(t)
 	p, err := newProxy(func() string { return hostPort(t, dbURL) })
@@ -179,7 +180,7 @@ func TestConnectionDroppedDuringSettle(t *testing.T) {
 	defer p.close()
 	// Simple protocol: every call carries its SQL text, which the proxy
 	// matches.
-	proxied := viaProxy(t, dbURL, p) + "&default_query_exec_mode=simple_protocol"
+	proxied := simpleProtocolVia(t, dbURL, p)
 	connect := func() *client.Client {
 		conn, err := pgx.Connect(ctx, proxied)
 		require.NoError(t, err)
@@ -206,6 +207,9 @@ func TestConnectionDroppedDuringSettle(t *testing.T) {
 		{"complete, never sent", "backoff.complete", true, nil},
 		{"fail, reply lost", "backoff.fail", false, client.ErrStaleAttempt},
 		{"fail, never sent", "backoff.fail", true, nil},
+		{"snooze, reply lost", "backoff.snooze", false, client.ErrStaleAttempt},
+		{"snooze, never sent", "backoff.snooze", true, nil},
+		{"heartbeat, reply lost", "backoff.heartbeat", false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			queue := "drop-" + tc.call + map[bool]string{true: "-before", false: "-after"}[tc.before]
@@ -215,11 +219,17 @@ func TestConnectionDroppedDuringSettle(t *testing.T) {
 			cuts := p.cutCount()
 			p.arm(tc.call+"(", tc.before, 300*time.Millisecond)
 			settle := func(c *client.Client) error {
-				if tc.call == "backoff.complete" {
-					_, err := c.Complete(ctx, j.ID, j.Attempts)
-					return err
+				var err error
+				switch tc.call {
+				case "backoff.complete":
+					_, err = c.Complete(ctx, j.ID, j.Attempts)
+				case "backoff.fail":
+					_, err = c.Fail(ctx, j.ID, j.Attempts, "downstream 503")
+				case "backoff.snooze":
+					_, err = c.Snooze(ctx, j.ID, j.Attempts, time.Hour)
+				default:
+					_, err = c.Heartbeat(ctx, j.ID, j.Attempts, time.Minute)
 				}
-				_, err := c.Fail(ctx, j.ID, j.Attempts, "downstream 503")
 				return err
 			}
 			err := settle(c)
@@ -232,20 +242,32 @@ func TestConnectionDroppedDuringSettle(t *testing.T) {
 				require.True(t, errors.Is(err, tc.retry), "retry: want %v, got %v", tc.retry, err)
 			}
 			var status string
-			var attempts, history int
-			require.NoError(t, admin.QueryRow(ctx, `SELECT status, attempts, jsonb_array_length(errors) FROM backoff.jobs WHERE id = $1`, j.ID).
-				Scan(&status, &attempts, &history))
+			var attempts, uncounted, history int
+			require.NoError(t, admin.QueryRow(ctx, `SELECT status, attempts, uncounted_attempts, jsonb_array_length(errors) FROM backoff.jobs WHERE id = $1`, j.ID).
+				Scan(&status, &attempts, &uncounted, &history))
 			require.Equal(t, 1, attempts, "no attempt was spent by the retry")
-			if tc.call == "backoff.fail" {
+			switch tc.call {
+			case "backoff.snooze":
+				require.Equal(t, "pending", status)
+				require.Equal(t, 1, uncounted, "snoozed once")
+				_, err = admin.Exec(ctx, `SELECT backoff.complete(id, attempts) FROM backoff.acquire($1, 'finisher', NULL, now() + interval '1 day')`, j.ID)
+				require.NoError(t, err)
+			case "backoff.heartbeat":
+				require.Equal(t, "running", status)
+				_, err = c.Complete(ctx, j.ID, j.Attempts)
+				require.Error(t, err, "the first client's connection was cut")
+				_, err = connect().Complete(ctx, j.ID, j.Attempts)
+				require.NoError(t, err, "the attempt still holds the job")
+			case "backoff.fail":
 				require.Equal(t, "retrying", status)
 				require.Equal(t, 1, history, "the failure is recorded once")
 				// Finish the job so that the accounting below holds.
 				_, err = admin.Exec(ctx, `SELECT backoff.complete(id, attempts) FROM backoff.acquire($1, 'finisher', NULL, now() + interval '1 day')`, j.ID)
 				require.NoError(t, err)
-			} else {
+			default:
 				require.Equal(t, "completed", status)
 			}
 		})
 	}
-	account(t, admin, "connection dropped during complete/fail", ids)
+	account(t, admin, "connection dropped during complete/fail/snooze/heartbeat", ids)
 }

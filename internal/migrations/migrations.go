@@ -149,7 +149,11 @@ func New(ctx context.Context, conn *pgx.Conn) (m *Migrator, err error) {
 	}
 	for _, mig := range tm.Migrations {
 		// tern runs each migration in a transaction of its own, so SET LOCAL
-		// holds for exactly that migration, up or down.
+		// holds for exactly that migration, up or down. A migration that
+		// asked tern for no transaction would run unpinned: refuse it.
+		if strings.Contains(mig.UpSQL+mig.DownSQL, "---- tern: disable-tx ----") {
+			return nil, fmt.Errorf("migration %s disables its transaction; every migration must run in one, with the pinned search_path", mig.Name)
+		}
 		mig.UpSQL = pinned(mig.UpSQL)
 		mig.DownSQL = pinned(mig.DownSQL)
 	}

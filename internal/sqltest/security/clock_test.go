@@ -162,3 +162,32 @@ func TestClockRange(t *testing.T) {
 		require.NoError(t, err, ok)
 	}
 }
+
+// The check costs nothing when p_now is NULL or now(): backoff.settings is
+// not even read then (its scan counter in this transaction stays 0); a
+// p_now off the clock reads it once per call.
+func TestClockCheckReadsSettingsOnlyOffTheClock(t *testing.T) {
+	ctx := context.Background()
+	db := newClockDB(t)
+	tx, err := db.worker.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	scans := func() int64 {
+		var n int64
+		require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans('backoff.settings'::regclass)`).Scan(&n))
+		return n
+	}
+	for _, sql := range []string{
+		`SELECT count(*) FROM backoff.claim('q', 'w', 1, NULL, NULL)`,
+		`SELECT count(*) FROM backoff.claim('q', 'w', 1, NULL, now())`,
+		`SELECT count(*) FROM backoff.claim('q', 'w')`,
+		`SELECT backoff.reap(NULL)`,
+	} {
+		_, err := tx.Exec(ctx, sql)
+		require.NoError(t, err, sql)
+	}
+	require.Zero(t, scans(), "NULL and now() must not read backoff.settings")
+	_, err = tx.Exec(ctx, `SELECT backoff.reap(now() + interval '1 second')`)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), scans())
+}
