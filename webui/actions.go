@@ -17,12 +17,22 @@ const bulkLimit = 10000
 
 // resultData is the page an action ends on.
 type resultData struct {
-	Action   string
-	Done     int
-	Failed   []client.BulkOutcome
-	Back     string
-	Messages []string
+	Action string
+	Done   int
+	Failed int
+	Groups []failGroup // what was left alone, grouped by why
+	Back   string
 }
+
+// failGroup is the jobs a bulk action left alone for one reason (the
+// reason with the job's id taken out).
+type failGroup struct {
+	Reason string
+	Count  int
+	IDs    []int64 // the first maxGroupIDs
+}
+
+const maxGroupIDs = 20
 
 func (h *Handler) jobID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
@@ -157,11 +167,24 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 	if f.Signature != "" {
 		d.Back = h.opts.Prefix + "/dead-letters"
 	}
+	byReason := map[string]int{}
 	for _, o := range out {
 		if o.Done {
 			d.Done++
-		} else {
-			d.Failed = append(d.Failed, o)
+			continue
+		}
+		d.Failed++
+		reason := strings.Replace(o.Reason, fmt.Sprintf("job \"%d\"", o.JobID), "job", 1)
+		i, ok := byReason[reason]
+		if !ok {
+			i = len(d.Groups)
+			byReason[reason] = i
+			d.Groups = append(d.Groups, failGroup{Reason: reason})
+		}
+		g := &d.Groups[i]
+		g.Count++
+		if len(g.IDs) < maxGroupIDs {
+			g.IDs = append(g.IDs, o.JobID)
 		}
 	}
 	h.render(w, r, http.StatusOK, "result", view{Title: "Bulk " + action, Nav: "jobs", Data: d})
