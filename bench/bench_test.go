@@ -35,6 +35,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
 		"target enqueue-start-idle-p50-ms: ", "target sustained-last-vs-first: ",
+		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
 		require.Contains(t, text, want)
