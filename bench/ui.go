@@ -93,4 +93,3 @@ func (b *bench) uiPages(ctx context.Context) error {
 	_, err = measure("dead letters (/dead-letters)", max(3, overviewSamples/3), "/dead-letters")
 	return err
 }
-
