@@ -75,7 +75,11 @@ func (h *Handler) pauseQueue(w http.ResponseWriter, r *http.Request)  { h.setPau
 func (h *Handler) resumeQueue(w http.ResponseWriter, r *http.Request) { h.setPaused(w, r, false) }
 
 func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, pause bool) {
-	q := r.PathValue("queue")
+	q := r.PostForm.Get("queue")
+	if q == "" {
+		h.fail(w, r, http.StatusBadRequest, "queue: a queue name is required")
+		return
+	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	var err error
