@@ -354,9 +354,9 @@ func TestReadCallsSQL(t *testing.T) {
 		for _, id := range ids {
 			lease := mockNow.Add(30 * time.Second)
 			failed := mockNow
-			rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(StatusRetrying), int32(0), int32(2), (*int32)(nil),
+			rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(StatusRetrying), int32(0), int32(2), int32(1), (*int32)(nil),
 				(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
-				[]byte(`[{"attempt":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
+				[]byte(`[{"attempt":1,"counted":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
 				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5), []byte(`[]`))
 		}
 		return rows

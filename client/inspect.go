@@ -272,7 +272,8 @@ type ReplayOutcome struct {
 // ReplayDeadLetters replays every dead-lettered job of queue in one
 // statement (backoff.replay_dead_letters) and returns one outcome per dead
 // letter, in id order: it replays what it can and says why it left the
-// others (a dedupe key held by an unfinished job).
+// others (a dedupe key held by an unfinished job). Each replayed job gets a
+// fresh budget and keeps its token counting, as with Replay.
 func (c *Client) ReplayDeadLetters(ctx context.Context, queue string) ([]ReplayOutcome, error) {
 	op := fmt.Sprintf("replay dead letters of queue %q", queue)
 	call, args := c.fn("replay_dead_letters", arg{"p_queue", "text", queue})

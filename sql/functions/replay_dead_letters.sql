@@ -3,7 +3,10 @@
 -- cannot replay it leaves dead-lettered and reports, one row per job with
 -- the reason, instead of failing the whole batch: today that is a dedupe
 -- key held by an unfinished job of the queue (or by an older dead letter
--- replayed in the same call). Admin only.
+-- replayed in the same call). Like replay, it gives a fresh budget
+-- (uncounted_attempts = attempts) and keeps the fencing token counting
+-- (docs/adr/0020): a worker still running a dead letter's reaped attempt
+-- cannot settle the replayed job's next claim. Admin only.
 CREATE OR REPLACE FUNCTION backoff.replay_dead_letters(
     p_queue text,
     p_now   timestamptz DEFAULT now()
@@ -50,7 +53,7 @@ BEGIN
     ), done AS (
         UPDATE backoff.jobs AS j
         SET status = 'pending',
-            attempts = 0,
+            uncounted_attempts = j.attempts,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -74,7 +77,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
-'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0 while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
 Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';

@@ -62,7 +62,8 @@ func (l *ledger) settled(k attemptKey, how string) {
 // over 10,000 jobs with random failures, non-retryable errors, snoozes,
 // heartbeats and crashes (jobs abandoned without a word), while two reapers
 // run at once and an operator cancels running and waiting jobs and replays
-// cancelled and dead-lettered ones; one reaper pass in ten moves the
+// cancelled and dead-lettered ones (one by one, and twice a run all of the
+// queue's dead letters with replay_dead_letters); one reaper pass in ten moves the
 // simulated clock past every lease, so that jobs still in a worker's hands
 // expire. Workers also throw the tokens of attempts they already settled
 // back at the database (a zombie's calls), which must all be refused. At
@@ -287,6 +288,23 @@ func TestConcurrentWorkersAndReapers(t *testing.T) {
 			defer wg.Done()
 			defer operatorDone.Store(true)
 			for op := 0; op < operatorOps && !done.Load(); op++ {
+				if op == operatorOps/3 || op == 2*operatorOps/3 {
+					// Twice a run: every dead letter of the queue at once.
+					replayed, err := replayAllDeadLetters(ctx, conn, clock())
+					if err != nil {
+						fatal(fmt.Errorf("operator: replay_dead_letters: %w", err))
+						return
+					}
+					for _, j := range replayed {
+						nReplays.Add(1)
+						nReplaysOf[j.ID]++
+						l.replayed(j.ID, j.Attempts)
+						if j.Uncounted != j.Attempts {
+							l.problem("job %d: replay_dead_letters gave attempt %d, %d uncounted", j.ID, j.Attempts, j.Uncounted)
+						}
+					}
+					continue
+				}
 				var pick string
 				switch r := rng.IntN(3); r {
 				case 0:
@@ -428,6 +446,26 @@ func TestConcurrentWorkersAndReapers(t *testing.T) {
 		nCompleted.Load(), nBatchCompletes.Load(), nFailed.Load(), nPermanent.Load(), nSnoozed.Load(), nHeartbeats.Load(),
 		nCrashed.Load(), nFenced.Load(), nZombieCalls.Load(), nReaped.Load(), nForcedPasses.Load(),
 		nCancels.Load(), nCancelledRunning.Load(), nReplays.Load(), byStatus, byReason)
+}
+
+// replayAllDeadLetters runs backoff.replay_dead_letters on the queue and
+// returns the replayed jobs as they are right after it, read in the same
+// transaction (their rows are still locked).
+func replayAllDeadLetters(ctx context.Context, conn *pgx.Conn, now time.Time) ([]job, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var ids []int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(array_agg(job_id), '{}') FROM backoff.replay_dead_letters('conc', $1) WHERE replayed`, now).Scan(&ids); err != nil {
+		return nil, err
+	}
+	js, err := queryJobs(tx, `SELECT * FROM backoff.jobs WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	return js, tx.Commit(ctx)
 }
 
 // operatorStep picks a job with pick, locks it, and cancels it when it is

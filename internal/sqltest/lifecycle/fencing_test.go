@@ -74,6 +74,36 @@ func TestFencingAcrossCancelAndReplay(t *testing.T) {
 	requireRefused(t, setup, zombie, id, old.Attempts, t0, "BK003") // completed
 }
 
+// TestFencingAcrossReplayDeadLetters: the set-based replay of a queue's
+// dead letters gives a fresh budget the same way replay does, never the
+// tokens back. The zombie is a worker whose lease the reaper expired on the
+// job's last allowed attempt (a dead letter, reason max_attempts) and that
+// is still running.
+func TestFencingAcrossReplayDeadLetters(t *testing.T) {
+	t.Parallel()
+	setup, zombie, fresh := twoConns(t)
+	id := scalar[int64](t, setup, `SELECT backoff.enqueue('q', p_max_attempts => 1, p_now => $1)`, t0)
+	old := claimOne(t, zombie, "q", t0)
+	require.Equal(t, 1, scalar[int](t, setup, `SELECT backoff.reap($1)`, at(time.Minute)))
+	dead := get(t, setup, id)
+	require.Equal(t, "dead_lettered", dead.Status)
+	require.Equal(t, ptr("max_attempts"), dead.DeadLetterReason)
+	requireRefused(t, setup, zombie, id, old.Attempts, at(time.Minute), "BK003")
+
+	require.True(t, scalar[bool](t, setup, `SELECT replayed FROM backoff.replay_dead_letters('q', $1)`, at(time.Minute)))
+	r := get(t, setup, id)
+	require.Equal(t, "pending", r.Status)
+	require.Equal(t, old.Attempts, r.Attempts, "the token is kept")
+	require.Equal(t, int32(0), r.counted(), "a fresh budget")
+	requireRefused(t, setup, zombie, id, old.Attempts, at(time.Minute), "BK002")
+
+	next := one(t, fresh, `SELECT * FROM backoff.claim('q', 'w2', 1, p_now => $1)`, at(time.Minute))
+	require.Equal(t, old.Attempts+1, next.Attempts)
+	require.Equal(t, int32(1), next.counted())
+	requireRefused(t, setup, zombie, id, old.Attempts, at(time.Minute), "BK002")
+	one(t, fresh, `SELECT * FROM backoff.complete($1, $2, $3)`, id, next.Attempts, at(time.Minute))
+}
+
 // TestStaleCallWaitsOnReplayAndReclaim: the stale call arrives while the
 // cancel, replay and new claim are still uncommitted in one transaction;
 // it waits for the row lock, is re-evaluated on the committed row, and is
@@ -309,8 +339,10 @@ func TestNoStaleTokenEverSettles(t *testing.T) {
 				if err == nil {
 					m.running = 0
 				}
-			} else {
+			} else if rng.IntN(2) == 0 {
 				_, err = oneErr(db, `SELECT * FROM backoff.replay($1, $2)`, id, now)
+			} else {
+				err = execErr(db, `SELECT * FROM backoff.replay_dead_letters('m', $1)`, now)
 			}
 		case 9:
 			now = now.Add(time.Duration(rng.IntN(15)) * time.Second)
