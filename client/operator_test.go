@@ -47,6 +47,12 @@ func TestOperatorUICalls(t *testing.T) {
 	pending, err := c.Enqueue(ctx, "mail", nil)
 	require.NoError(t, err)
 
+	act, err := c.Activity(ctx, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, []Activity{{Queue: "mail", Start: now, Failed: 4, DeadLettered: 4}}, normalize(act))
+	_, err = c.Activity(ctx, time.Minute, time.Hour)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+
 	gs, err := c.DeadLetterGroups(ctx, "mail", 0)
 	require.NoError(t, err)
 	require.Len(t, gs, 3)
@@ -88,4 +94,11 @@ func TestOperatorUICalls(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	_, err = c.Bulk(ctx, BulkReplay, BulkFilter{ListParams: ListParams{Cursor: "5"}}, 0)
 	require.ErrorIs(t, err, ErrInvalidArgument)
+}
+
+func normalize(as []Activity) []Activity {
+	for i := range as {
+		as[i].Start = as[i].Start.UTC()
+	}
+	return as
 }

@@ -28,6 +28,7 @@ type queueRow struct {
 	Policy     string
 	Paused     bool
 	Configured bool
+	Spark      *sparkline // nil: nothing happened in the last hour
 }
 
 type overviewData struct {
@@ -53,6 +54,11 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	if err != nil {
 		return d, err
 	}
+	acts, err := h.c.Activity(ctx, time.Hour, time.Minute)
+	if err != nil {
+		return d, err
+	}
+	sparks := buildSparklines(acts, d.At)
 	byName := map[string]client.QueueStats{}
 	for _, s := range stats {
 		byName[s.Queue] = s
@@ -60,7 +66,11 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	for _, q := range queues {
 		s := byName[q.Name]
 		s.Queue = q.Name
-		d.Queues = append(d.Queues, queueRow{QueueStats: s, Policy: q.Policy, Paused: q.Paused, Configured: q.Configured})
+		row := queueRow{QueueStats: s, Policy: q.Policy, Paused: q.Paused, Configured: q.Configured}
+		if sp, ok := sparks[q.Name]; ok {
+			row.Spark = &sp
+		}
+		d.Queues = append(d.Queues, row)
 		delete(byName, q.Name)
 	}
 	return d, nil

@@ -253,3 +253,55 @@ func buildSchedulePlot(p policy.Policy) schedulePlot {
 	}
 	return sp
 }
+
+// sparkline is a queue's last hour on the overview: completed, failed
+// attempts and dead letters per minute, as three polylines.
+type sparkline struct {
+	Completed, Failed, Dead string // "x,y x,y ..." points
+	Title                   string
+}
+
+const (
+	sparkW, sparkH = 120, 24
+	sparkBuckets   = 60
+)
+
+func buildSparklines(acts []client.Activity, now time.Time) map[string]sparkline {
+	type series struct{ c, f, d [sparkBuckets]int64 }
+	by := map[string]*series{}
+	start := now.Add(-time.Hour)
+	for _, a := range acts {
+		i := int(a.Start.Sub(start) / time.Minute)
+		if i < 0 || i >= sparkBuckets {
+			continue
+		}
+		s := by[a.Queue]
+		if s == nil {
+			s = &series{}
+			by[a.Queue] = s
+		}
+		s.c[i] += a.Completed
+		s.f[i] += a.Failed
+		s.d[i] += a.DeadLettered
+	}
+	out := map[string]sparkline{}
+	for q, s := range by {
+		var top, tc, tf, td int64 = 1, 0, 0, 0
+		for i := range sparkBuckets {
+			top = max(top, s.c[i], s.f[i], s.d[i])
+			tc, tf, td = tc+s.c[i], tf+s.f[i], td+s.d[i]
+		}
+		line := func(v [sparkBuckets]int64) string {
+			var b []byte
+			for i := range sparkBuckets {
+				x := float64(i) * float64(sparkW-1) / float64(sparkBuckets-1)
+				y := float64(sparkH-1) - float64(v[i])/float64(top)*float64(sparkH-2)
+				b = fmt.Appendf(b, "%.1f,%.1f ", x, y)
+			}
+			return string(b)
+		}
+		out[q] = sparkline{Completed: line(s.c), Failed: line(s.f), Dead: line(s.d),
+			Title: fmt.Sprintf("last hour, per minute (peak %d): %d completed, %d failed attempts, %d dead-lettered", top, tc, tf, td)}
+	}
+	return out
+}

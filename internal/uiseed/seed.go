@@ -30,7 +30,9 @@ type Result struct {
 // the database behind db. The jobs' times end around now.
 func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 	var res Result
-	clk := time.Now().Add(-90 * time.Minute)
+	// The finished jobs spread over the last hour (the overview's chart).
+	clk := time.Now().Add(-58 * time.Minute)
+	step := 40 * time.Minute / time.Duration(max(n, 1))
 	c, err := client.New(ctx, db, client.WithClock(func() time.Time { return clk }), client.WithWorkerID("seed-worker-1"))
 	if err != nil {
 		return res, err
@@ -56,7 +58,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		clk = clk.Add(200 * time.Millisecond)
+		clk = clk.Add(step)
 		if i%4 == 0 {
 			if j, err = c.Fail(ctx, id, j.Attempt(), fmt.Sprintf(errTexts[i%3], i), client.WithRetryIn(time.Second)); err != nil {
 				return res, err
