@@ -3714,6 +3714,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE
 PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_catalog.regexp_replace(
@@ -4029,7 +4030,8 @@ BEGIN
                OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
-                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy'))
+                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
+                       'error_signature'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;

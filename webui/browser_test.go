@@ -285,6 +285,7 @@ func TestBrowser(t *testing.T) {
 			"/jobs/abc":            "not a job id",
 			"/jobs?status=bogus":   `unknown status "bogus"`,
 			"/jobs?from=yesterday": `from "yesterday": not a time`,
+			"/jobs?reason=bored":   `unknown dead-letter reason "bored"`,
 		} {
 			do(t, ctx, chromedp.Navigate(srv.URL+path))
 			require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("message"))), want, path)

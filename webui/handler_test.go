@@ -175,6 +175,14 @@ func TestRoleWithoutTheRight(t *testing.T) {
 	require.Equal(t, 200, code, "a worker role may read")
 	tok := csrfField.FindStringSubmatch(body)
 	require.NotNil(t, tok)
+	for _, p := range []string{"/jobs", "/dead-letters", "/policies"} {
+		code, body, _ := get(t, hc, srv.URL+p)
+		require.Equal(t, 200, code, "%s: %s", p, body)
+	}
+	// backoff.stats is for admins: the overview says what is missing.
+	code, body, _ = get(t, hc, srv.URL+"/")
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, body, "lacks the right")
 	code, body = post(t, hc, srv.URL+"/jobs/"+itoa(id)+"/replay", url.Values{"csrf": {tok[1]}}, nil)
 	require.Equal(t, http.StatusForbidden, code)
 	require.Contains(t, body, "lacks the right")

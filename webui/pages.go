@@ -117,7 +117,7 @@ type filter struct {
 }
 
 var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
-var reasons = []string{"max_attempts", "non_retryable", "deadline", "lease_expired"}
+var reasons = []string{"max_attempts", "non_retryable", "deadline"}
 
 // parseFilter reads and checks the filter in q.
 func parseFilter(q url.Values) (filter, client.ListParams, error) {
@@ -135,6 +135,9 @@ func parseFilter(q url.Values) (filter, client.ListParams, error) {
 		}
 		f.Statuses = append(f.Statuses, s)
 		p.Statuses = append(p.Statuses, client.Status(s))
+	}
+	if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
+		return f, p, fmt.Errorf("unknown dead-letter reason %q: want one of %s", f.Reason, strings.Join(reasons, ", "))
 	}
 	switch f.Order {
 	case "", "newest":

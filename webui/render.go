@@ -179,7 +179,7 @@ func classify(err error) (int, string) {
 	switch {
 	case errors.Is(err, client.ErrPermissionDenied):
 		return http.StatusForbidden, "the database role this UI connects with lacks the right for this: " + detail +
-			" (grant it backoff_admin to act, backoff_worker or better to read)"
+			" (backoff_admin may do everything the UI offers; backoff_worker may read jobs, dead letters and policies)"
 	case errors.Is(err, client.ErrJobNotFound):
 		return http.StatusNotFound, "no such job: " + detail
 	case errors.Is(err, client.ErrInvalidArgument):
