@@ -60,14 +60,16 @@ golden: ## Rewrite the committed schema dump after an intended schema change
 	$(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update
 
 .PHONY: generate
-generate: ## Regenerate dist/backoff.sql, the extension files, docs/sql-reference.md and the schema dump
+generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/ and the schema dump
 	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
 	$(MAKE) golden
 
 PG_CONFIG ?= pg_config
+EXT_VERSION := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" extension/backoff.control)
 .PHONY: install-extension
-install-extension: ## Install the backoff extension into the local PostgreSQL (CREATE EXTENSION backoff)
-	install -m 644 extension/backoff.control extension/backoff--*.sql "$$($(PG_CONFIG) --sharedir)/extension/"
+install-extension: ## Generate the extension script from dist/backoff.sql and install it (CREATE EXTENSION backoff)
+	scripts/extension-script.sh dist/backoff.sql > extension/backoff--$(EXT_VERSION).sql
+	install -m 644 extension/backoff.control extension/backoff--$(EXT_VERSION).sql "$$($(PG_CONFIG) --sharedir)/extension/"
 
 .PHONY: soak
 soak: ## Soak: a mixed load for BACKOFF_SOAK (default 30m); flat throughput, no growth (not part of make test)

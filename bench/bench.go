@@ -28,6 +28,10 @@ type Config struct {
 	NoDurability bool
 	Only         string
 	RiverDir     string
+	Grants       string // "none" or "present" (queue grants of another role exist)
+	// JobsReloptions, when set, is applied to backoff.jobs (and the limit's
+	// copy) with ALTER TABLE ... SET (...) in the template.
+	JobsReloptions string
 
 	// The Go Worker's settings in the end-to-end and River lines.
 	WorkerConcurrency int
@@ -159,8 +163,45 @@ func newBench(ctx context.Context, cfg Config, adminURL string, out io.Writer) (
 		b.close()
 		return nil, fmt.Errorf("create raw_jobs: %w", err)
 	}
+	if cfg.JobsReloptions != "" {
+		for _, table := range []string{oursTable, rawTable} {
+			if _, err := conn.Exec(ctx, "ALTER TABLE "+table+" SET ("+cfg.JobsReloptions+")"); err != nil {
+				b.close()
+				return nil, fmt.Errorf("set %s (%s): %w", table, cfg.JobsReloptions, err)
+			}
+		}
+		fmt.Fprintf(out, "backoff.jobs and public.raw_jobs: SET (%s)\n", cfg.JobsReloptions)
+	}
+	switch cfg.Grants {
+	case "", "none":
+	case "present":
+		// Queue grants exist (to a role the bench never uses), so every
+		// call of ours pays the grants-present check of _queue_scope; the
+		// bench's own calls stay unscoped (docs/adr/0038).
+		if _, err := conn.Exec(ctx, benchGrantsSQL); err != nil {
+			b.close()
+			return nil, fmt.Errorf("create the queue grants (-grants present): %w", err)
+		}
+	default:
+		b.close()
+		return nil, fmt.Errorf("-grants %q: want none or present", cfg.Grants)
+	}
+	fmt.Fprintf(b.out, "queue grants: %s\n", map[bool]string{true: "present (to another role; the bench's calls are unscoped)", false: "none"}[cfg.Grants == "present"])
 	return b, nil
 }
+
+// benchGrantsSQL makes a NOLOGIN role (server-wide, kept: roles outlive
+// the bench's databases) and grants it two queues the bench never uses.
+const benchGrantsSQL = `
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'backoff_bench_scoped') THEN
+        CREATE ROLE backoff_bench_scoped NOLOGIN IN ROLE backoff_worker, backoff_producer;
+    END IF;
+END
+$$;
+SELECT backoff.grant_queue('backoff_bench_scoped', 'elsewhere.*', 'work'),
+       backoff.grant_queue('backoff_bench_scoped', 'elsewhere.*', 'produce');`
 
 func (b *bench) close() {
 	ctx := context.Background()

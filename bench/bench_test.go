@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -26,7 +27,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	text := out.String()
 	t.Log(text)
 	for _, want := range []string{
-		"server settings: server_version=", "fsync=",
+		"server settings: server_version=", "fsync=", "queue grants: none",
 		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
 		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
 		"what limits throughput", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
@@ -34,7 +35,9 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"== targets ==", "== targets (machine-readable) ==",
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
-		"target enqueue-start-idle-p50-ms: ", "target sustained-last-vs-first: ",
+		"target enqueue-start-idle-p50-ms: ",
+		"workers, a pool each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
+		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
@@ -79,4 +82,46 @@ func TestRiverStaysInItsOwnModule(t *testing.T) {
 	gomod, err := os.ReadFile(filepath.Join("..", "go.mod"))
 	require.NoError(t, err)
 	require.NotContains(t, string(gomod), "riverqueue")
+}
+
+// -jobs-reloptions reaches both tables of every database the run copies.
+func TestJobsReloptions(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), JobsReloptions: "fillfactor=90, autovacuum_vacuum_scale_factor=0"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.NoError(t, err)
+	defer b.close()
+	db, drop, err := b.freshDatabase(t.Context())
+	require.NoError(t, err)
+	defer drop()
+	for _, table := range []string{oursTable, rawTable} {
+		var opts []string
+		require.NoError(t, db.pool.QueryRow(t.Context(), `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`, table).Scan(&opts))
+		require.Equal(t, []string{"fillfactor=90", "autovacuum_vacuum_scale_factor=0"}, opts, table)
+	}
+	require.Contains(t, out.String(), "SET (fillfactor=90, autovacuum_vacuum_scale_factor=0)")
+}
+
+// TestGrantsFlag: -grants present puts queue grants (of a role the bench
+// never uses) into the template every scenario database is copied from;
+// an unknown value is refused.
+func TestGrantsFlag(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Grants: "present"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.NoError(t, err)
+	defer b.close()
+	require.Contains(t, out.String(), "queue grants: present")
+	conn, err := pgx.Connect(t.Context(), withDatabase(cfg.DatabaseURL, b.template))
+	require.NoError(t, err)
+	defer conn.Close(t.Context())
+	var n int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM backoff.queue_grants`).Scan(&n))
+	require.Equal(t, 2, n)
+
+	cfg.Grants = "bogus"
+	_, err = newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.ErrorContains(t, err, `-grants "bogus"`)
 }

@@ -15,12 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pgbackoff/pgbackoff/client"
 )
 
 func (b *bench) runAll(ctx context.Context) error {
@@ -157,62 +154,10 @@ func maxOf(xs []float64) float64 {
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // runWorkers pre-inserts n jobs and works them with w Workers (no-op
-// handler) on one pool; the time runs from the start to the return of
-// every Run, after the last batched completion is written.
+// handler), each on a pool of its own when there are several (as separate
+// processes would be); see runWorkerSetup.
 func runWorkers(ctx context.Context, cfg Config, db *database, workers, n int) (result, error) {
-	if err := seedDue(ctx, db, oursTable, n, 0); err != nil {
-		return result{}, err
-	}
-	var (
-		done atomic.Int64
-		all  = make(chan struct{})
-	)
-	handler := func(context.Context, *client.Job) error {
-		if done.Add(1) == int64(n) {
-			close(all)
-		}
-		return nil
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	start := time.Now()
-	for i := range workers {
-		w, err := client.NewWorker(db.pool, client.WorkerConfig{
-			Queue: queue, Handler: handler, Concurrency: cfg.WorkerConcurrency, BatchSize: cfg.WorkerBatch,
-			ReapInterval: -1, HeartbeatInterval: -1,
-		}, client.WithLogger(discard), client.WithWorkerID(fmt.Sprintf("bench-%d", i)))
-		if err != nil {
-			return result{}, err
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
-	}
-	select {
-	case <-all:
-	case <-ctx.Done():
-	case <-time.After(10 * time.Minute):
-	}
-	cancel()
-	wg.Wait()
-	elapsed := time.Since(start)
-	close(errs)
-	for err := range errs {
-		// A Worker still checking the schema when the last job ran is
-		// cancelled by us: not a failure.
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return result{}, err
-		}
-	}
-	var completed int64
-	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`).Scan(&completed); err != nil {
-		return result{}, err
-	}
-	if completed != int64(n) {
-		return result{}, fmt.Errorf("worker: %d of %d jobs completed", completed, n)
-	}
-	return result{ops: completed, elapsed: elapsed}, nil
+	return runWorkerSetup(ctx, cfg, db, workerSetup{workers: workers, queues: 1, pools: workers > 1}, n)
 }
 
 func (b *bench) workerSection(ctx context.Context) ([]line, error) {
@@ -260,83 +205,198 @@ func (b *bench) workerSection(ctx context.Context) ([]line, error) {
 		}
 		drop()
 		lo, hi := minMax(ratios)
-		l := line{name: "worker end to end", path: "go", clients: workers, ours: median(ours), limit: median(limit), lo: lo, hi: hi}
+		name := "worker end to end"
+		if workers > 1 {
+			name = "workers, a pool each"
+		}
+		l := line{name: name, path: "go", clients: workers, ours: median(ours), limit: median(limit), lo: lo, hi: hi}
 		b.print(l)
 		lines = append(lines, l)
-	}
-	if b.cfg.RiverDir != "" {
-		if err := b.riverSideBySide(ctx, n); err != nil {
-			fmt.Fprintf(b.out, "river: not run: %v\n", err)
+		if workers == 4 {
+			b.target("workers-4-processes", l.ratio(), 0.9)
 		}
+	}
+	if err := b.multiQueue(ctx, n); err != nil {
+		return nil, err
+	}
+	if err := b.riverSideBySide(ctx, n); err != nil {
+		return nil, err
 	}
 	return lines, nil
 }
 
-// riverSideBySide alternates River's insert+work benchmark (bench/river,
-// built once) and our Worker on the same number of jobs.
-func (b *bench) riverSideBySide(ctx context.Context, n int) error {
-	bin := filepath.Join(os.TempDir(), "pgbackoff-river-bench-"+randomSuffix())
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
-	build.Dir = b.cfg.RiverDir
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s: %w: %s", b.cfg.RiverDir, err, bytes.TrimSpace(out))
-	}
-	defer os.Remove(bin)
-	fmt.Fprintf(b.out, "\n== side by side with River v0.51.1 (%d jobs pre-inserted, then worked by a no-op worker; same server, alternating) ==\n", n)
-	var ours, river []float64
+// multiQueue compares one Worker on 4 queues with the same Worker on one
+// queue: the same total jobs, Concurrency and BatchSize split over the
+// queues, alternating rounds.
+func (b *bench) multiQueue(ctx context.Context, n int) error {
+	fmt.Fprintf(b.out, "\n== one Worker on 4 queues vs one queue (%d jobs in all; Concurrency %d and BatchSize %d split over the queues) ==\n",
+		n, b.cfg.WorkerConcurrency, b.cfg.WorkerBatch)
+	var one, four []float64
 	for r := range b.cfg.Rounds {
-		for _, isOurs := range []bool{r%2 == 0, r%2 == 1} {
-			if isOurs {
-				db, drop, err := b.freshDatabase(ctx)
-				if err != nil {
-					return err
-				}
-				res, err := runWorkers(ctx, b.cfg, db, 1, n)
-				drop()
-				if err != nil {
-					return err
-				}
-				ours = append(ours, res.rate())
-				continue
-			}
-			name := "bench_river_" + randomSuffix()
-			if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-				return err
-			}
-			cmd := exec.CommandContext(ctx, bin, "-database-url", withDatabase(b.adminURL, name), "-jobs", strconv.Itoa(n))
-			out, err := cmd.Output()
-			_, _ = b.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			if err != nil {
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
-				}
-				return fmt.Errorf("river run: %w", err)
-			}
-			rate, err := parseRiver(out)
+		for _, queues := range []int{1 + 3*(r%2), 4 - 3*(r%2)} {
+			db, drop, err := b.freshDatabase(ctx)
 			if err != nil {
 				return err
 			}
-			river = append(river, rate)
+			res, err := runWorkerSetup(ctx, b.cfg, db, workerSetup{workers: 1, queues: queues}, n)
+			drop()
+			if err != nil {
+				return fmt.Errorf("multi-queue (%d queues): %w", queues, err)
+			}
+			if queues == 1 {
+				one = append(one, res.rate())
+			} else {
+				four = append(four, res.rate())
+			}
 		}
 	}
-	fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency %d, BatchSize %d): %8.0f jobs/s   rounds: %s\n",
-		b.cfg.WorkerConcurrency, b.cfg.WorkerBatch, median(ours), fmtRates(ours))
-	fmt.Fprintf(b.out, "River (MaxWorkers 10000):                     %8.0f jobs/s   rounds: %s\n", median(river), fmtRates(river))
-	fmt.Fprintf(b.out, "ratio pgbackoff / River: %.2f (target > 1: %s)\n", median(ours)/median(river), metMiss(median(ours) > median(river)))
+	fmt.Fprintf(b.out, "1 queue:  %8.0f jobs/s   rounds: %s\n4 queues: %8.0f jobs/s   rounds: %s\n",
+		median(one), fmtRates(one), median(four), fmtRates(four))
+	b.target("multi-queue-4", median(four)/median(one), 0.9)
 	return nil
 }
 
+// riverSideBySide runs our Worker and River v0.51.1 (bench/river, built
+// once) on the same number of jobs, alternating, in River's two modes:
+// burn-down (pre-inserted jobs) and continuous (inserted while worked).
+// Then both run continuously at half of our continuous rate for the
+// enqueue -> start latency. Without -river only our side runs (the
+// latency target needs only ours).
+func (b *bench) riverSideBySide(ctx context.Context, n int) error {
+	bin := ""
+	if b.cfg.RiverDir != "" {
+		bin = filepath.Join(os.TempDir(), "pgbackoff-river-bench-"+randomSuffix())
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+		build.Dir = b.cfg.RiverDir
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(b.out, "river: not run: build %s: %v: %s\n", b.cfg.RiverDir, err, bytes.TrimSpace(out))
+			bin = ""
+		} else {
+			defer os.Remove(bin)
+		}
+	}
+	var oursCont float64
+	for _, mode := range []string{"burndown", "continuous"} {
+		if bin != "" {
+			fmt.Fprintf(b.out, "\n== side by side with River v0.51.1, %s (%d jobs, no-op worker; same server, alternating) ==\n", mode, n)
+		} else {
+			fmt.Fprintf(b.out, "\n== Go Worker, %s (%d jobs, no-op worker) ==\n", mode, n)
+		}
+		var ours, river []float64
+		for r := range b.cfg.Rounds {
+			for _, isOurs := range []bool{r%2 == 0, r%2 == 1} {
+				if !isOurs && bin == "" {
+					continue
+				}
+				var rate float64
+				var err error
+				if isOurs {
+					rate, _, err = b.oursRun(ctx, mode, n, 0)
+					ours = append(ours, rate)
+				} else {
+					rate, _, err = b.riverRun(ctx, bin, mode, n, 0)
+					river = append(river, rate)
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}
+		fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency %d, BatchSize %d): %8.0f jobs/s   rounds: %s\n",
+			b.cfg.WorkerConcurrency, b.cfg.WorkerBatch, median(ours), fmtRates(ours))
+		if mode == "continuous" {
+			oursCont = median(ours)
+		}
+		if bin != "" {
+			fmt.Fprintf(b.out, "River (MaxWorkers 10000):                     %8.0f jobs/s   rounds: %s\n", median(river), fmtRates(river))
+			b.target("worker-vs-river-"+mode, median(ours)/median(river), 1.5)
+		}
+	}
+
+	rate := oursCont / 2
+	fmt.Fprintf(b.out, "\n== enqueue -> handler start, continuous at half of our continuous rate (%.0f jobs/s, %d jobs) ==\n", rate, n/2)
+	_, lats, err := b.oursRun(ctx, "continuous", n/2, rate)
+	if err != nil {
+		return err
+	}
+	p50 := pctDur(lats, 0.5)
+	fmt.Fprintf(b.out, "pgbackoff Worker: p50 %s  p99 %s\n", ms(p50), ms(pctDur(lats, 0.99)))
+	if bin != "" {
+		_, rl, err := b.riverRun(ctx, bin, "continuous", n/2, rate)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b.out, "River:            p50 %s  p99 %s\n", ms(rl[0]), ms(rl[1]))
+	}
+	b.targetAtMost("worker-continuous-start-p50-ms", float64(p50)/float64(time.Millisecond), 5)
+	return nil
+}
+
+// oursRun is one run of our Worker in mode on a fresh database: its rate,
+// and in continuous mode the start latencies.
+func (b *bench) oursRun(ctx context.Context, mode string, n int, rate float64) (float64, []time.Duration, error) {
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer drop()
+	if mode == "burndown" {
+		res, err := runWorkers(ctx, b.cfg, db, 1, n)
+		return res.rate(), nil, err
+	}
+	res, lats, err := runWorkerContinuous(ctx, b.cfg, db, n, rate)
+	return res.rate(), lats, err
+}
+
+// riverRun is one run of the River binary in mode on a fresh database: its
+// rate, and in continuous mode its start latency p50 and p99.
+func (b *bench) riverRun(ctx context.Context, bin, mode string, n int, rate float64) (float64, []time.Duration, error) {
+	name := "bench_river_" + randomSuffix()
+	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return 0, nil, err
+	}
+	defer func() { _, _ = b.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") }()
+	cmd := exec.CommandContext(ctx, bin, "-database-url", withDatabase(b.adminURL, name), "-jobs", strconv.Itoa(n),
+		"-mode", mode, "-rate", strconv.FormatFloat(rate, 'f', 0, 64))
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return 0, nil, fmt.Errorf("river run: %w", err)
+	}
+	r, err := parseRiver(out)
+	if err != nil {
+		return 0, nil, err
+	}
+	var lats []time.Duration
+	if mode == "continuous" {
+		for _, key := range []string{"latency_p50_ms=", "latency_p99_ms="} {
+			v, err := parseRiverField(out, key)
+			if err != nil {
+				return 0, nil, err
+			}
+			lats = append(lats, time.Duration(v*float64(time.Millisecond)))
+		}
+	}
+	return r, lats, nil
+}
+
 func parseRiver(out []byte) (float64, error) {
+	return parseRiverField(out, "work_jobs_per_s=")
+}
+
+func parseRiverField(out []byte, key string) (float64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		for _, f := range strings.Fields(sc.Text()) {
-			if v, ok := strings.CutPrefix(f, "work_jobs_per_s="); ok {
+			if v, ok := strings.CutPrefix(f, key); ok {
 				return strconv.ParseFloat(v, 64)
 			}
 		}
 	}
-	return 0, fmt.Errorf("no work_jobs_per_s in River's output %q", out)
+	return 0, fmt.Errorf("no %s in River's output %q", key, out)
 }
 
 func fmtRates(xs []float64) string {

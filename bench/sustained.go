@@ -183,10 +183,13 @@ func (b *bench) sustained(ctx context.Context) error {
 	if firstErr != nil {
 		return firstErr
 	}
-	if len(rates) >= 2 && rates[0] > 0 {
+	switch {
+	case len(rates) >= 2 && rates[0] > 0:
 		r := rates[len(rates)-1] / rates[0]
 		fmt.Fprintf(b.out, "last period / first period (jobs/s): %.2f\n", r)
 		b.target("sustained-last-vs-first", r, 0.90)
+	default:
+		fmt.Fprintf(b.out, "last period / first period (jobs/s): n/a (%d periods, first %.0f jobs/s)\n", len(rates), first(rates))
 	}
 	return nil
 }
@@ -256,4 +259,11 @@ func (b *bench) wakeup(ctx context.Context) error {
 	fmt.Fprintf(b.out, "p50 %s  p99 %s  max %s\n", ms(p50), ms(pct(ds, 0.99)), ms(pct(ds, 1)))
 	b.targetAtMost("enqueue-start-idle-p50-ms", float64(p50)/float64(time.Millisecond), 5)
 	return nil
+}
+
+func first(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[0]
 }

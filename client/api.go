@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -102,11 +103,11 @@ func Priority(p int) EnqueueOption { return func(j *NewJob) { j.Priority = p } }
 // same key is unfinished, Enqueue returns its id instead of adding another.
 func DedupeKey(key string) EnqueueOption { return func(j *NewJob) { j.DedupeKey = key } }
 
-// WithPolicy gives this job the named retry policy (a row of
+// UsePolicy gives this job the named retry policy (a row of
 // backoff.policies) instead of its queue's: the job records it at enqueue
 // and its delays, max_attempts and lease follow it. An unknown name is
 // refused with ErrInvalidArgument.
-func WithPolicy(name string) EnqueueOption { return func(j *NewJob) { j.Policy = name } }
+func UsePolicy(name string) EnqueueOption { return func(j *NewJob) { j.Policy = name } }
 
 func encodePayload(p any) (string, error) {
 	switch v := p.(type) {
@@ -183,6 +184,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 		body, err := encodePayload(j.Payload)
 		if err != nil {
 			return nil, fmt.Errorf("%s: job %d: %w", op, i, err)
+		}
+		// Out of int32 is refused, as Enqueue's encoding refuses it, never
+		// wrapped into another priority or attempt limit.
+		if j.Priority < math.MinInt32 || j.Priority > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: job %d: %w: priority %d is outside the integer range", op, i, ErrInvalidArgument, j.Priority)
+		}
+		if j.MaxAttempts < math.MinInt32 || j.MaxAttempts > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: job %d: %w: max attempts %d is outside the integer range", op, i, ErrInvalidArgument, j.MaxAttempts)
 		}
 		queues[i], payloads[i], prios[i] = j.Queue, body, int32(j.Priority)
 		if !j.RunAt.IsZero() {
@@ -313,10 +322,10 @@ type failParams struct {
 	nonRetryable bool
 }
 
-// WithRetryIn asks for the next attempt after d instead of the policy's
+// RetryIn asks for the next attempt after d instead of the policy's
 // delay (an HTTP Retry-After, say); the database clamps it to the policy's
 // max.
-func WithRetryIn(d time.Duration) FailOption {
+func RetryIn(d time.Duration) FailOption {
 	return func(p *failParams) { p.retryIn, p.hasRetryIn = d, true }
 }
 
@@ -325,7 +334,7 @@ func NonRetryable() FailOption { return func(p *failParams) { p.nonRetryable = t
 
 // Fail reports a failed attempt. The database decides, in one guarded
 // update, whether the job is retried (status retrying, run_at set by the
-// policy or WithRetryIn) or dead-lettered; the returned job says which.
+// policy or RetryIn) or dead-lettered; the returned job says which.
 func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg string, opts ...FailOption) (Job, error) {
 	var p failParams
 	for _, o := range opts {
@@ -339,7 +348,7 @@ func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg stri
 	call, args := c.fn("fail",
 		arg{"p_job_id", "bigint", jobID},
 		arg{"p_attempt", "integer", attempt},
-		arg{"p_error", "text", errMsg},
+		arg{"p_error", "text", CleanErrorText(errMsg)},
 		arg{"p_retry_in", "interval", retryIn},
 		arg{"p_retryable", "boolean", !p.nonRetryable},
 	)
@@ -391,7 +400,7 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 	op := fmt.Sprintf("cancel job %d", jobID)
 	call, args := c.fn("cancel",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_reason", "text", nullString(reason)},
+		arg{"p_reason", "text", nullString(CleanErrorText(reason))},
 	)
 	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
 	if err != nil {

@@ -163,7 +163,7 @@ func TestEnqueueSQL(t *testing.T) {
 		WithArgs("emails", `{"to":"a@b"}`, runAt, 3, 7, "k1", "slow", nil).
 		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(42)))
 	id, err := c.Enqueue(ctx, "emails", map[string]string{"to": "a@b"},
-		RunAt(runAt), MaxAttempts(3), Priority(7), DedupeKey("k1"), WithPolicy("slow"))
+		RunAt(runAt), MaxAttempts(3), Priority(7), DedupeKey("k1"), UsePolicy("slow"))
 	require.NoError(t, err)
 	require.Equal(t, int64(42), id)
 	require.NoError(t, mock.ExpectationsWereMet())
@@ -183,7 +183,7 @@ func TestEnqueueSQL(t *testing.T) {
 	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
 		WithArgs("emails", `{"raw": true}`, nil, nil, 0, nil, "slow", mockNow).
 		WillReturnRows(pgxmock.NewRows([]string{"enqueue"}).AddRow(int64(44)))
-	id, err = c2.Enqueue(ctx, "emails", []byte(`{"raw": true}`), WithPolicy("slow"))
+	id, err = c2.Enqueue(ctx, "emails", []byte(`{"raw": true}`), UsePolicy("slow"))
 	require.NoError(t, err)
 	require.Equal(t, int64(44), id)
 
@@ -191,10 +191,18 @@ func TestEnqueueSQL(t *testing.T) {
 	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
 		WithArgs("emails", `{}`, nil, nil, 0, nil, "nope", mockNow).
 		WillReturnError(&pgconn.PgError{Code: "22023", Message: `unknown policy "nope"`})
-	_, err = c2.Enqueue(ctx, "emails", nil, WithPolicy("nope"))
+	_, err = c2.Enqueue(ctx, "emails", nil, UsePolicy("nope"))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorContains(t, err, `enqueue job in "emails": `)
 	require.ErrorContains(t, err, `unknown policy "nope"`)
+
+	// A queue the login is not granted (backoff.grant_queue) is 42501.
+	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("billing", `{}`, nil, nil, 0, nil, nil, mockNow).
+		WillReturnError(&pgconn.PgError{Code: "42501", Message: `permission denied: role "mailer" may not produce into queue "billing"`})
+	_, err = c2.Enqueue(ctx, "billing", nil)
+	require.ErrorIs(t, err, ErrPermissionDenied)
+	require.ErrorContains(t, err, `queue "billing"`)
 
 	// A payload that cannot be encoded never reaches the database.
 	_, err = c2.Enqueue(ctx, "emails", func() {})
@@ -288,7 +296,7 @@ func TestSettleCallsSQL(t *testing.T) {
 	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 	mock.ExpectQuery(failSQL).WithArgs(int64(7), 2, "slow down", 90*time.Second, true, mockNow).
 		WillReturnRows(addJob(jobRows(), 7, StatusRetrying, 2))
-	j, err = c.Fail(ctx, 7, 2, "slow down", WithRetryIn(90*time.Second))
+	j, err = c.Fail(ctx, 7, 2, "slow down", RetryIn(90*time.Second))
 	require.NoError(t, err)
 	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 	mock.ExpectQuery(failSQL).WithArgs(int64(7), 2, "bad input", nil, false, mockNow).

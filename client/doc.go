@@ -34,10 +34,42 @@
 //	defer stop()
 //	log.Fatal(w.Run(ctx)) // returns nil after a graceful drain
 //
-// Run claims jobs in batches (and claims again at once when a batch came back
-// full), runs up to Concurrency handlers, wakes on LISTEN/NOTIFY when a job is
-// enqueued (polling every PollInterval as a fallback, for retries coming due),
-// and reaps expired leases of crashed workers (safe from many workers).
+// Run claims jobs in batches into free handler slots (a finished handler
+// frees a slot and triggers the next claim), runs up to Concurrency
+// handlers, and reaps expired leases of crashed workers (safe from many
+// workers). A queue found empty is polled every PollInterval (retries coming
+// due) and woken at once by LISTEN/NOTIFY: the worker registers that it
+// waits for the queue, and only then does backoff.enqueue notify, so a busy
+// system takes no notify lock (docs/adr/0027).
+//
+// # Several queues, one worker
+//
+// One Worker serves several queues, each with its own handler, concurrency
+// and batch size; they share one LISTEN connection, one reaper and one
+// batched completer:
+//
+//	w, err := client.NewWorker(pool, client.WorkerConfig{
+//		Queues: []client.QueueConfig{
+//			{Queue: "emails", Handler: client.HandlerFor(sendEmail), Concurrency: 20},
+//			{Queue: "thumbnails", Handler: resize, Concurrency: 4, Lease: 5 * time.Minute},
+//			{Queue: "webhooks", Handler: deliver, Concurrency: 50, BatchSize: 25},
+//		},
+//	})
+//	if err != nil { log.Fatal(err) } // e.g. a pool too small: "... needs at least 5"
+//	log.Fatal(w.Run(ctx))
+//
+// The pool must allow ConnectionsNeeded(cfg) connections (one claim per
+// queue, the completer, the reaper; LISTEN takes one more from the server,
+// outside the pool); NewWorker refuses a smaller pool, naming the count.
+//
+// # Typed handlers
+//
+// HandlerFor decodes the payload into a type before the handler runs; a
+// payload that does not decode is dead-lettered at once (non-retryable):
+//
+//	type Email struct{ To, Subject string }
+//	func sendEmail(ctx context.Context, job *client.Job, e Email) error { ... }
+//	Handler: client.HandlerFor(sendEmail)
 //
 // # What a handler's error means
 //
@@ -76,10 +108,17 @@
 // # Shutdown
 //
 // When Run's context ends the worker stops claiming and waits up to
-// ShutdownTimeout for running handlers. Then it cancels the rest and fails
-// their jobs as retryable with the error "worker shutdown", due at once for
-// another worker, so no job is left running. A handler that ignores its
-// context keeps its goroutine until it returns, but its result is dropped.
+// ShutdownTimeout for running handlers. Then it cancels the rest
+// (ErrWorkerShutdown); a handler that returns an error then has its job
+// failed as retryable with "worker shutdown", due at once for another
+// worker. A handler that ignores its context still holds its job: the worker
+// keeps extending the lease and Run returns only after that handler has
+// returned and its outcome is recorded, so the job never runs twice at once
+// (docs/adr/0028). If the process exits first, the handler dies with it and
+// the lease expires before the reaper retries the job.
+//
+// A handler's error text is stored cleaned: NUL and invalid UTF-8, which
+// PostgreSQL refuses in text, become U+FFFD.
 //
 // # The typed API
 //
@@ -96,7 +135,7 @@
 //
 // Enqueue's options set the job's first run (RunAt), priority, max_attempts,
 // a dedupe key, and its retry policy: a job follows its queue's policy
-// unless WithPolicy names another row of backoff.policies, which the job
+// unless UsePolicy names another row of backoff.policies, which the job
 // then records for its whole life.
 //
 // Every call that settles a claimed job carries the attempt it was claimed
@@ -129,15 +168,14 @@
 //
 // # Retry
 //
-// Retry is for work that need not be durable: it retries a function in
-// process with a policy's math (policy.Policy.Delay, bit for bit the SQL's),
-// a per-attempt timeout (AttemptTimeout; a timed-out attempt is not retried
-// unless RetryTimeouts is given), a predicate (RetryIf), Permanent to stop,
-// and the last error returned after MaxAttempts.
+// For work that need not be durable, package retry (client/retry) retries a
+// function in process with a policy's math (policy.Policy.Delay, bit for
+// bit the SQL's), a per-attempt timeout, a predicate, Permanent to stop and
+// RetryAfter to wait a given delay:
 //
-//	err := client.Retry(ctx, policy.Profiles()["aggressive"], func(ctx context.Context) error {
+//	err := retry.Do(ctx, policy.Profiles()["aggressive"], func(ctx context.Context) error {
 //		return ping(ctx)
-//	}, client.AttemptTimeout(2*time.Second))
+//	}, retry.AttemptTimeout(2*time.Second))
 //
 // # Observability
 //

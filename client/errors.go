@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -43,8 +44,10 @@ var (
 	// ErrNotReady: Acquire on a job whose run_at is still in the future
 	// (SQLSTATE BK004). The error is a *NotReadyError that says when.
 	ErrNotReady = errors.New("pgbackoff: job not ready")
-	// ErrPermissionDenied: the database role lacks the privilege the call
-	// needs (SQLSTATE 42501), e.g. a backoff_worker role replaying a job.
+	// ErrPermissionDenied: the login may not make this call (SQLSTATE
+	// 42501): its role lacks the function, or it is scoped by
+	// backoff.grant_queue and the queue (of the job) is not one of its
+	// queues. Retrying does not help; the server's message names the queue.
 	ErrPermissionDenied = errors.New("pgbackoff: permission denied")
 	// ErrSchemaTooOld: the database's pgbackoff schema is older than this
 	// client needs; run `backoffctl migrate up`.
@@ -179,4 +182,24 @@ func findAttempts(text string) int {
 		}
 	}
 	return 0
+}
+
+// transient reports whether err may go away by itself: anything but an
+// answer of the database about the call (its SQLSTATE), except the classes
+// that mean the connection or the transaction, not the call, failed:
+// 08 connection exception, 40 transaction rollback (deadlock,
+// serialization), 53 insufficient resources, 57 operator intervention
+// (server shutting down or starting). The Worker repeats settle calls that
+// fail with it.
+func transient(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, context.Canceled) &&
+			!errors.Is(err, context.DeadlineExceeded)
+	}
+	switch pgErr.Code[:2] {
+	case "08", "40", "53", "57":
+		return true
+	}
+	return false
 }

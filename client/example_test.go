@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
 // quiet keeps the examples' output to what they print.
@@ -80,31 +80,6 @@ func ExampleNewWorker() {
 	// Output: sending to ada@example.com attempt 1
 }
 
-// In-process retries of a plain function, with the same backoff math as
-// the database and a per-attempt timeout.
-func ExampleRetry() {
-	p := policy.Profiles()["aggressive"]
-	calls := 0
-	err := client.Retry(context.Background(), p, func(ctx context.Context) error {
-		calls++
-		if calls < 3 {
-			return errors.New("connection refused")
-		}
-		return nil
-	},
-		client.AttemptTimeout(2*time.Second),
-		client.OnRetry(func(attempt int, err error, delay time.Duration) {
-			fmt.Printf("attempt %d failed (%v); next in at most %s\n", attempt, err, p.Max)
-		}),
-		client.RetrySleep(func(context.Context, time.Duration) error { return nil }), // tests only: skip the wait
-	)
-	fmt.Println("calls:", calls, "err:", err)
-	// Output:
-	// attempt 1 failed (connection refused); next in at most 10s
-	// attempt 2 failed (connection refused); next in at most 10s
-	// calls: 3 err: <nil>
-}
-
 // A workflow engine picks the step itself and asks whether it may run it
 // now: it either gets the job, claimed, or learns when to come back.
 func ExampleClient_Acquire() {
@@ -132,4 +107,52 @@ func ExampleClient_Acquire() {
 	// Output:
 	// not ready until 12:01:00 after 0 attempts
 	// running attempt 1
+}
+
+// One Worker for several queues, each with its own handler and limits,
+// sharing one LISTEN connection, one reaper and one batched completer. A
+// typed handler gets the decoded payload.
+func ExampleWorkerConfig_queues() {
+	pool, cleanup := client.SampleDatabase()
+	defer cleanup()
+	ctx, stop := context.WithCancel(context.Background())
+	type Email struct{ To string }
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	ran := func(what string) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[what] = true
+		if len(seen) == 2 {
+			stop()
+		}
+	}
+
+	w, err := client.NewWorker(pool, client.WorkerConfig{
+		Queues: []client.QueueConfig{
+			{Queue: "emails", Concurrency: 20, Handler: client.HandlerFor(func(ctx context.Context, job *client.Job, e Email) error {
+				ran("email to " + e.To)
+				return nil
+			})},
+			{Queue: "thumbnails", Concurrency: 2, Handler: func(ctx context.Context, job *client.Job) error {
+				ran("thumbnail")
+				return nil
+			}},
+		},
+	}, quiet)
+	if err != nil {
+		panic(err)
+	}
+	c, _ := client.New(ctx, pool)
+	if _, err := c.EnqueueMany(ctx, []client.NewJob{
+		{Queue: "emails", Payload: Email{To: "ada@example.com"}},
+		{Queue: "thumbnails"},
+	}); err != nil {
+		panic(err)
+	}
+	if err := w.Run(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(seen["email to ada@example.com"], seen["thumbnail"])
+	// Output: true true
 }

@@ -24,7 +24,8 @@ func TestOperatorCallsAgainstPostgres(t *testing.T) {
 		INSERT INTO backoff.queues (name, policy) VALUES ('mail', 'strict')`)
 	require.NoError(t, err)
 
-	// Seven dead letters in mail (one with a dedupe key),
+	// Seven dead letters in mail (one with a dedupe key), three pending jobs
+	// in hooks.
 	var dead []int64
 	for i := range 7 {
 		var opts []EnqueueOption

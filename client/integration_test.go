@@ -115,7 +115,7 @@ func TestNewRefusesAnUnmigratedDatabase(t *testing.T) {
 	require.ErrorContains(t, err, "backoffctl migrate up")
 }
 
-// TestEnqueueWithPolicyAgainstPostgres: WithPolicy (and NewJob.Policy in
+// TestEnqueueWithPolicyAgainstPostgres: UsePolicy (and NewJob.Policy in
 // EnqueueMany) records the named policy on the job instead of its queue's,
 // the job then runs under it, and an unknown name is ErrInvalidArgument.
 func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
@@ -128,7 +128,7 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 		VALUES ('slow', 'fixed', '7 minutes', '1 hour', 'none', 2, '2 minutes')`)
 	require.NoError(t, err)
 
-	id, err := c.Enqueue(ctx, "pol", nil, WithPolicy("slow"))
+	id, err := c.Enqueue(ctx, "pol", nil, UsePolicy("slow"))
 	require.NoError(t, err)
 	plain, err := c.Enqueue(ctx, "pol", nil)
 	require.NoError(t, err)
@@ -151,7 +151,7 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	require.Equal(t, StatusRetrying, failed.Status)
 	require.WithinDuration(t, now.Add(7*time.Minute), failed.RunAt, 0, "slow's delay")
 
-	_, err = c.Enqueue(ctx, "pol", nil, WithPolicy("nope"))
+	_, err = c.Enqueue(ctx, "pol", nil, UsePolicy("nope"))
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.ErrorContains(t, err, `unknown policy "nope"`)
 	_, err = c.EnqueueMany(ctx, []NewJob{{Queue: "pol"}, {Queue: "pol", Policy: "nope"}})

@@ -138,9 +138,7 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	j.DeadLetterReason = deref(reason)
 	j.DedupeKey = deref(dedupe)
 	if len(history) > 0 {
-		if err := json.Unmarshal(history, &j.Errors); err != nil {
-			return Job{}, fmt.Errorf("decode error history of job %d: %w", j.ID, err)
-		}
+		j.Errors = decodeHistory(history)
 	}
 	return j, nil
 }
@@ -150,4 +148,40 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// decodeHistory reads a job's error history. An entry Go cannot read whole
+// (a timestamp past year 9999, which PostgreSQL's jsonb can hold, or a
+// field of an unexpected type) keeps what can be read, with a zero At: a
+// history is for people, and one odd entry must not make the job, or the
+// claim batch it came in, unreadable.
+func decodeHistory(raw []byte) []AttemptError {
+	var errs []AttemptError
+	if json.Unmarshal(raw, &errs) == nil {
+		return errs
+	}
+	var entries []map[string]json.RawMessage
+	if json.Unmarshal(raw, &entries) != nil {
+		return nil
+	}
+	errs = make([]AttemptError, len(entries))
+	for i, e := range entries {
+		for k, v := range e {
+			switch k {
+			case "attempt":
+				_ = json.Unmarshal(v, &errs[i].Attempt)
+			case "counted":
+				_ = json.Unmarshal(v, &errs[i].Counted)
+			case "at":
+				_ = json.Unmarshal(v, &errs[i].At)
+			case "error":
+				_ = json.Unmarshal(v, &errs[i].Error)
+			case "worker":
+				_ = json.Unmarshal(v, &errs[i].Worker)
+			case "kind":
+				_ = json.Unmarshal(v, &errs[i].Kind)
+			}
+		}
+	}
+	return errs
 }

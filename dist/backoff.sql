@@ -1967,6 +1967,41 @@ ALTER TABLE backoff.jobs
 -- six-argument form so that it does not linger as an unused overload.
 DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
 
+-- == Queue-scoped privileges (grants; DESIGN §11.3, docs/adr/0038) ==
+-- One row per grant of backoff.grant_queue: role (an oid, so that a renamed
+-- role keeps its grants; a dropped role's rows match nobody), the queue or
+-- prefix as written ('mail.*'), the privilege, and the LIKE pattern the
+-- functions match queue names against. Written only through grant_queue
+-- and revoke_queue (definer functions); backoff_admin may read it and
+-- delete rows of dropped roles.
+CREATE TABLE backoff.queue_grants (
+    role      oid NOT NULL,
+    queue     text NOT NULL,
+    privilege text NOT NULL,
+    pattern   text NOT NULL,
+    CONSTRAINT queue_grants_pkey PRIMARY KEY (role, queue, privilege),
+    CONSTRAINT queue_grants_privilege CHECK (privilege IN ('produce', 'work'))
+);
+ALTER TABLE backoff.queue_grants OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_grants FROM PUBLIC;
+GRANT SELECT, DELETE ON backoff.queue_grants TO backoff_admin;
+-- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
+-- A worker whose claim found a queue empty registers here that it waits
+-- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
+-- a live registration exists (one index probe), so a busy system, whose
+-- workers never write here, sends no NOTIFY. A registration ends with
+-- backoff.stop_waiting or at expires_at (a worker that died).
+CREATE TABLE backoff.waiting_workers (
+    queue      text NOT NULL CHECK (queue <> ''),
+    worker     text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, worker)
+);
+ALTER TABLE backoff.waiting_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
+GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -2594,6 +2629,22 @@ BEGIN
 END
 $$;
 
+-- backoff._clamp_time(timestamptz): the time kept inside years 1 to 9999
+-- (UTC), the range every client can represent (DESIGN §11.4; a Go
+-- time.Time marshals to JSON only up to year 9999). Private; applied to
+-- every run_at and lease_until computed as a time plus an interval, so that
+-- a long delay near the end of the range means "as late as possible"
+-- instead of a year-10000 value that breaks readers. One expression, so it
+-- is inlined.
+CREATE OR REPLACE FUNCTION backoff._clamp_time(p_time timestamptz)
+RETURNS timestamptz
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT LEAST(GREATEST(p_time, '0001-01-01 00:00:00+00'::timestamptz),
+                            '9999-12-31 23:59:59.999999+00'::timestamptz)
+$$;
+
 -- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
 -- with a reason" for a failed attempt. It exists once: fail (one row) and
 -- reap (a batch of expired leases) both take it, so a reported failure and
@@ -2640,7 +2691,7 @@ STABLE PARALLEL SAFE
 ROWS 1
 AS $$
     SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
-           CASE WHEN r.reason IS NULL THEN n.next_run ELSE p_run_at END,
+           CASE WHEN r.reason IS NULL THEN backoff._clamp_time(n.next_run) ELSE p_run_at END,
            r.reason,
            CASE WHEN r.reason IS NOT NULL THEN p_now END
     FROM (SELECT CASE
@@ -2681,6 +2732,7 @@ AS $$
 DECLARE
     v_status   text;
     v_attempts integer;
+    v_queue    text;
 BEGIN
     IF p_job_id IS NULL THEN
         RAISE EXCEPTION 'cannot % job "NULL": job id must not be null', p_action
@@ -2691,13 +2743,15 @@ BEGIN
             p_action, p_job_id, coalesce(p_attempt::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT j.status, j.attempts INTO v_status, v_attempts
+    SELECT j.status, j.attempts, j.queue INTO v_status, v_attempts, v_queue
     FROM backoff.jobs AS j
     WHERE j.id = p_job_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
+    -- A scoped caller learns nothing about another queue's job.
+    PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';
@@ -2776,6 +2830,253 @@ BEGIN
 END
 $$;
 
+-- backoff._check_name(what, value): raise 22023 unless value is a name of
+-- 1 to 128 bytes without control characters (C0, DEL, C1), naming the
+-- value (DESIGN §11.4). Private; every function that takes a queue,
+-- policy, worker or dedupe key checks it here, so a name can always be
+-- notified (NOTIFY payloads are limited to 8000 bytes), indexed, replayed
+-- and printed on one terminal line. The message shows at most 64
+-- characters of the value with control characters as "?".
+CREATE OR REPLACE FUNCTION backoff._check_name(p_what text, p_value text)
+RETURNS void
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
+       AND p_value OPERATOR(pg_catalog.!~) '[\x01-\x1f\x7f\u0080-\u009f]' THEN
+        RETURN;
+    END IF;
+    RAISE EXCEPTION '% must be 1 to 128 bytes without control characters, got "%" (% bytes)',
+        p_what,
+        pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_value, 'NULL'), 64), '[\x01-\x1f\x7f\u0080-\u009f]', '?', 'g')
+            || CASE WHEN pg_catalog.length(p_value) > 64 THEN '...' ELSE '' END,
+        coalesce(pg_catalog.octet_length(p_value), 0)
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- backoff._error_text(text): an error text as it is stored in last_error
+-- and in the history (DESIGN §11.4): at most 8192 bytes; a longer text is
+-- cut at a character boundary and ends with the marker
+-- " [truncated: N bytes]" (N = the original size), so that 20 history
+-- entries hold at most about 160 KiB whatever a worker sends. (NUL and
+-- invalid UTF-8 cannot reach the server as text; the Go client replaces
+-- them before sending.) Private; used by fail.
+CREATE OR REPLACE FUNCTION backoff._error_text(p_error text)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_size integer := pg_catalog.octet_length(p_error);
+    v_text text;
+BEGIN
+    IF v_size IS NULL OR v_size <= 8192 THEN
+        RETURN p_error;
+    END IF;
+    -- 8192 bytes in all, marker included (the marker is under 40 bytes).
+    v_text := pg_catalog.left(p_error, 8150);
+    WHILE pg_catalog.octet_length(v_text) > 8150 LOOP
+        -- A character is 1 to 4 bytes: dropping a quarter of the excess
+        -- (at least one character) never overshoots by much.
+        v_text := pg_catalog.left(v_text, pg_catalog.length(v_text)
+            - greatest((pg_catalog.octet_length(v_text) - 8150 + 3) / 4, 1));
+    END LOOP;
+    RETURN v_text || ' [truncated: ' || v_size || ' bytes]';
+END
+$$;
+
+-- backoff._queue_scope(privilege): the queues the caller may act on with
+-- p_privilege ('produce' or 'work'), as LIKE patterns, or NULL when the
+-- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md).
+--
+-- Who the caller is: inside a SECURITY DEFINER function current_user is the
+-- owner, so the caller is read from session_user (the login, which only a
+-- superuser can change) and from the role set with SET ROLE, if any. The
+-- login's scope wins: a scoped login that does SET ROLE to an unscoped
+-- group stays scoped. Otherwise the SET ROLE role's scope applies, so an
+-- unscoped connection (a pooler's login, a superuser) can act as a scoped
+-- role. A role is scoped when it is a member (pg_has_role MEMBER) of a role
+-- that has a row in backoff.queue_grants; its scope is the union of those
+-- rows. Superusers are members of every role, so they are never scoped.
+--
+-- Cost: with no grants at all, one probe of an empty table; with grants, a
+-- superuser login stops there too, any other caller scans the grants table
+-- once per identity with pg_has_role (cached membership). Private; called
+-- once per call by backoff._check_queue and reap.
+CREATE OR REPLACE FUNCTION backoff._queue_scope(p_privilege text)
+RETURNS text[]
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    -- The SET ROLE role, if any. The GUC is_superuser describes the
+    -- caller's effective role (this role, else the login) even inside a
+    -- SECURITY DEFINER function, at no cost.
+    v_set_role name := NULLIF(pg_catalog.current_setting('role'), 'none');
+    v_super    boolean := pg_catalog.current_setting('is_superuser') = 'on';
+    v_who      name;
+    v_n        bigint;
+    v_scope    text[];
+BEGIN
+    IF NOT EXISTS (SELECT FROM backoff.queue_grants) THEN
+        RETURN NULL;
+    END IF;
+    IF v_set_role IS NULL AND v_super THEN
+        RETURN NULL;  -- a superuser login
+    END IF;
+    FOREACH v_who IN ARRAY ARRAY[session_user, v_set_role]::name[] LOOP
+        CONTINUE WHEN v_who IS NULL;
+        -- One scan of the (small) grants table: is v_who scoped, and to what?
+        SELECT count(*), coalesce(pg_catalog.array_agg(g.pattern) FILTER (WHERE g.privilege = p_privilege), '{}')
+        INTO v_n, v_scope
+        FROM backoff.queue_grants AS g
+        WHERE pg_catalog.pg_has_role(v_who, g.role, 'MEMBER');
+        CONTINUE WHEN v_n = 0;
+        -- Superusers are members of every role: never scoped. The SET ROLE
+        -- role's status is v_super; the login's needs the catalog (only
+        -- when it is a member of a granted role).
+        CONTINUE WHEN CASE WHEN v_who = v_set_role OR v_set_role IS NULL THEN v_super
+                           ELSE coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_who), true) END;
+        RETURN v_scope;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- backoff._check_queue(queues, privilege): raise 42501
+-- (insufficient_privilege) naming the first queue of p_queues the caller may
+-- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
+-- to check for an unscoped caller. Private; enqueue checks the queues it
+-- inserts into ('produce'), claim its queue and the by-id functions the
+-- queue of the job they touch ('work').
+CREATE OR REPLACE FUNCTION backoff._check_queue(p_queues text[], p_privilege text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_scope text[] := backoff._queue_scope(p_privilege);
+    v_queue text;
+BEGIN
+    IF v_scope IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT q INTO v_queue
+    FROM pg_catalog.unnest(p_queues) AS q
+    WHERE NOT q OPERATOR(pg_catalog.~~) ANY (v_scope)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied: role "%" may not % queue "%"',
+            coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user),
+            CASE p_privilege WHEN 'produce' THEN 'produce into' ELSE 'work on' END, v_queue
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'backoff.grant_queue(role, queue, ''' || p_privilege || ''') allows it';
+    END IF;
+END
+$$;
+
+-- backoff._visible_queues(): the LIKE patterns of the queues whose jobs the
+-- caller may read through the row-level security policy of backoff.jobs
+-- (its 'work' scope), or NULL for every queue. SECURITY DEFINER because the
+-- policy runs as the reading role, which may not read backoff.queue_grants;
+-- private, executable by backoff_worker only
+-- (docs/adr/0038-queue-scoped-privileges.md).
+CREATE OR REPLACE FUNCTION backoff._visible_queues()
+RETURNS text[]
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT backoff._queue_scope('work')
+$$;
+
+-- backoff.wait_for_jobs(queue, worker, ttl): register that p_worker waits
+-- for jobs of p_queue until now() + p_ttl, so that backoff.enqueue notifies
+-- channel backoff_jobs for this queue (docs/adr/0027). A worker writes it
+-- only when a claim found the queue empty, never while busy. The
+-- registration follows the database's clock, not p_now: it is about live
+-- connections, not about the jobs' simulated time.
+CREATE OR REPLACE FUNCTION backoff.wait_for_jobs(
+    p_queue  text,
+    p_worker text,
+    p_ttl    interval DEFAULT interval '1 minute'
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_until timestamptz;
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'wait for jobs in queue "%": worker must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
+        RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_until := pg_catalog.now() + p_ttl;
+    INSERT INTO backoff.waiting_workers AS w (queue, worker, expires_at)
+    VALUES (p_queue, p_worker, v_until)
+    ON CONFLICT (queue, worker) DO UPDATE SET expires_at = excluded.expires_at;
+    -- Registrations of workers that died, while we are here.
+    DELETE FROM backoff.waiting_workers AS w
+    WHERE w.queue = p_queue AND w.expires_at < pg_catalog.now();
+    RETURN v_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.wait_for_jobs(text, text, interval) IS
+'Register that p_worker waits for jobs of p_queue until now() + p_ttl (1 minute by default, at most 1 day): while a registration of the queue is live, backoff.enqueue notifies channel backoff_jobs with the queue name when it adds a job due now. A worker calls it when a claim found the queue empty, then claims once more and LISTENs; it ends the registration with backoff.stop_waiting when busy again. Expired registrations of the queue are deleted. Returns the expiry.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a ttl that is NULL, not positive or over 1 day.
+Example:
+LISTEN backoff_jobs;
+SELECT backoff.wait_for_jobs(''emails'', ''worker-1'', interval ''30 seconds'');
+SELECT count(*) FROM backoff.claim(''emails'', ''worker-1'', 10);  -- look once more, then wait for a notification';
+
+-- backoff.stop_waiting(queue, worker): end p_worker's registration for
+-- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it.
+CREATE OR REPLACE FUNCTION backoff.stop_waiting(
+    p_queue  text,
+    p_worker text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'stop waiting in queue "%": worker must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stop_waiting(text, text) IS
+'End p_worker''s registration for p_queue (see backoff.wait_for_jobs): enqueue no longer notifies on its behalf. A worker calls it when a claim comes back full (the queue is busy) and at shutdown. Returns whether a registration existed.
+Errors: 22023 for a NULL or empty queue, a NULL worker.
+Example:
+SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
+SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
+
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
 -- now, policy): insert a job and return its id. The job records p_policy,
 -- else the policy of its queue at this moment
@@ -2784,7 +3085,9 @@ $$;
 -- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
--- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
+-- 'backoff_jobs' (payload: the queue name) when a worker has registered
+-- that it waits for the queue (backoff.wait_for_jobs); a busy system, whose
+-- workers do not wait, takes no notify lock. PostgreSQL delivers identical
 -- notifications of one transaction once, so a bulk enqueue sends one per
 -- queue.
 CREATE OR REPLACE FUNCTION backoff.enqueue(
@@ -2809,27 +3112,30 @@ DECLARE
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM backoff._check_name('queue', p_queue);
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
+    IF p_run_at < '0001-01-01 00:00:00+00' OR p_run_at >= '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"', p_run_at
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_policy IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
-        RAISE EXCEPTION 'unknown policy "%"', p_policy
-            USING ERRCODE = 'invalid_parameter_value';
+    IF p_dedupe_key IS NOT NULL THEN
+        PERFORM backoff._check_name('dedupe key', p_dedupe_key);
     END IF;
+    IF p_policy IS NOT NULL THEN
+        PERFORM backoff._check_name('policy', p_policy);
+        IF NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+            RAISE EXCEPTION 'unknown policy "%"', p_policy
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
@@ -2849,7 +3155,10 @@ BEGIN
             RETURNING id INTO v_id;
         END IF;
         IF v_id IS NOT NULL THEN
-            IF v_run_at <= p_now THEN
+            -- Notify only a waiting worker (docs/adr/0027): one index probe.
+            IF v_run_at <= p_now AND EXISTS (
+                    SELECT FROM backoff.waiting_workers AS w
+                    WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now()) THEN
                 PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
             END IF;
             RETURN v_id;
@@ -2870,8 +3179,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, an infinite run_at, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
+Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -2922,20 +3231,27 @@ BEGIN
         ORDER BY t.ord;
         RETURN;
     END IF;
-    IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
-            coalesce(p_queues[array_position(p_queues, '')], 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
+    -- Names: the common case (every name short and printable) in one pass;
+    -- the first bad one is reported by the single-name check.
+    IF EXISTS (SELECT FROM unnest(p_queues) AS q
+               WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]') THEN
+        PERFORM backoff._check_name('queue', q)
+        FROM unnest(p_queues) AS q
+        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
     END IF;
     IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity')) THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got "%"',
-            (SELECT r FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity') LIMIT 1)
+    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r
+                                         WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"',
+            (SELECT r FROM unnest(p_run_ats) AS r WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00' LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policies IS NOT NULL THEN
+        PERFORM backoff._check_name('policy', n) FROM unnest(p_policies) AS n WHERE n IS NOT NULL;
     END IF;
     IF p_policies IS NOT NULL AND EXISTS (
             SELECT FROM unnest(p_policies) AS n
@@ -2945,6 +3261,7 @@ BEGIN
              WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM backoff._check_queue(p_queues, 'produce');
 
     RETURN QUERY
     WITH src AS MATERIALIZED (
@@ -2964,13 +3281,15 @@ BEGIN
     PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
     FROM (SELECT DISTINCT t.queue
           FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
-          WHERE coalesce(t.run_at, p_now) <= p_now) AS d;
+          WHERE coalesce(t.run_at, p_now) <= p_now) AS d
+    WHERE EXISTS (SELECT FROM backoff.waiting_workers AS w
+                  WHERE w.queue = d.queue AND w.expires_at > pg_catalog.now());
 END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
-'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, an infinite run_at, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
@@ -2985,8 +3304,11 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
 -- whole table. The lease comes from the policy backoff._job_policy_name
--- names, by primary key; backoff._job_policy is only reached, to raise
--- 22023, when no policy row exists at all. A paused queue (backoff.queues.paused) gives nothing.
+-- would name, written out as two primary-key look-ups (the job's policy,
+-- else its queue's) so that a claimed row costs no PL/pgSQL call (profile in
+-- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
+-- or 22023 when no policy row exists at all). A paused queue
+-- (backoff.queues.paused) gives nothing.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -2999,8 +3321,14 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    PERFORM backoff._check_name('queue', p_queue);
+    PERFORM backoff._check_name('worker', p_worker);
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
@@ -3019,6 +3347,8 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
     -- assumes it keeps 10% of the rows), so the plan cache would plan the
@@ -3029,10 +3359,12 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = p_now + coalesce(
+            lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
-                (backoff._job_policy(j.policy, j.queue)).lease),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = ANY (ARRAY(
@@ -3051,10 +3383,12 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = p_now + coalesce(
+            lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
-                (backoff._job_policy(j.policy, j.queue)).lease),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = ANY (ARRAY(
@@ -3074,7 +3408,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
 'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
@@ -3096,6 +3430,10 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -3104,10 +3442,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_worker IS NULL THEN
-        RAISE EXCEPTION 'cannot acquire job "%": worker must not be null', p_job_id
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM backoff._check_name('worker', p_worker);
     IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
@@ -3117,7 +3452,7 @@ BEGIN
     UPDATE backoff.jobs AS j
     SET status = 'running',
         attempts = j.attempts + 1,
-        lease_until = p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease),
+        lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
         locked_by = p_worker,
         last_attempted_at = p_now
     WHERE j.id = p_job_id
@@ -3128,6 +3463,9 @@ BEGIN
       AND j.run_at <= p_now
     RETURNING j.* INTO v_job;
     IF FOUND THEN
+        -- A scoped caller that acquired another queue's job: the error
+        -- undoes the UPDATE (docs/adr/0038-queue-scoped-privileges.md).
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
         RETURN v_job;
     END IF;
 
@@ -3136,6 +3474,7 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
+    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';
@@ -3154,7 +3493,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or worker, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a worker that is not 1 to 128 bytes without control characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -3186,7 +3525,10 @@ BEGIN
       AND j.status = 'running'
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
-    IF NOT FOUND THEN
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    ELSE
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
     END IF;
     RETURN v_job;
@@ -3195,7 +3537,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
 'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3232,6 +3574,12 @@ BEGIN
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A scoped caller may list only jobs of its queues (one probe of the
+    -- empty grants table otherwise).
+    IF backoff._queue_scope('work') IS NOT NULL THEN
+        PERFORM backoff._check_queue(
+            ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
+    END IF;
     RETURN QUERY
     UPDATE backoff.jobs AS j
     SET status = 'completed',
@@ -3249,7 +3597,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
 'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
-Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
@@ -3275,7 +3623,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job   backoff.jobs;
+    -- Capped at 8 KiB with a marker (DESIGN §11.4).
+    v_error text := backoff._error_text(p_error);
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -3304,13 +3654,16 @@ BEGIN
         lease_until = NULL,
         locked_by = NULL,
         last_failed_at = p_now,
-        last_error = p_error,
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, p_error, j.locked_by, 'error')
+        last_error = v_error,
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error')
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
-    IF NOT FOUND THEN
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    ELSE
         PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
     END IF;
     RETURN v_job;
@@ -3318,8 +3671,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3349,6 +3702,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
+    -- A caller scoped by backoff.grant_queue reaps its 'work' queues only.
+    v_scope text[] := backoff._queue_scope('work');
 BEGIN
     p_now := backoff._now(p_now);
     IF p_limit IS NULL OR p_limit < 1 THEN
@@ -3370,6 +3725,7 @@ BEGIN
         -- and prefer a bitmap scan plus a sort of every expired lease to
         -- this ordered walk of jobs_lease_idx that stops at p_limit.
         WHERE r.lease_until < p_now
+          AND (v_scope IS NULL OR r.queue LIKE ANY (v_scope))
         ORDER BY r.lease_until
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
@@ -3402,7 +3758,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -3423,9 +3779,14 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_lease_until timestamptz;
+    v_queue       text;
 BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
@@ -3434,12 +3795,15 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
-    SET lease_until = p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease)
+    SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
-    RETURNING j.lease_until INTO v_lease_until;
-    IF NOT FOUND THEN
+    RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
+    ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;
     RETURN v_lease_until;
@@ -3448,7 +3812,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
 'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
-Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''reports'');
 SELECT id FROM backoff.claim(''reports'', ''worker-1'');
@@ -3484,14 +3848,17 @@ BEGIN
     UPDATE backoff.jobs AS j
     SET status = 'pending',
         uncounted_attempts = j.uncounted_attempts + 1,
-        run_at = p_now + p_delay,
+        run_at = backoff._clamp_time(p_now + p_delay),
         lease_until = NULL,
         locked_by = NULL
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
-    IF NOT FOUND THEN
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
     RETURN v_job;
@@ -3499,8 +3866,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
-'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay (at most year 9999), without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -3533,7 +3900,7 @@ BEGIN
         completed_at = p_now,
         lease_until = NULL,
         locked_by = NULL,
-        last_error = coalesce(p_reason, j.last_error)
+        last_error = coalesce(backoff._error_text(p_reason), j.last_error)
     WHERE j.id = p_job_id
       AND j.status IN ('pending', 'running', 'retrying')
     RETURNING j.* INTO v_job;
@@ -3551,7 +3918,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -4012,6 +4379,100 @@ Errors: 22023 for a NULL or empty queue.
 Example:
 SELECT backoff.resume_queue(''emails'');';
 
+-- backoff.grant_queue(role, queue, privilege): allow p_role to act on
+-- p_queue with p_privilege ('produce': enqueue; 'work': claim, acquire,
+-- complete, complete_many, fail, heartbeat, snooze, reap). p_queue is a
+-- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
+-- queue). A role with at least one grant (its own or one of a role it is a
+-- member of) may act only on the queues granted to it; a role without
+-- grants keeps acting on every queue (DESIGN §11.3,
+-- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- LIKE pattern, so that the check is one LIKE ANY per call.
+CREATE OR REPLACE FUNCTION backoff.grant_queue(
+    p_role      text,
+    p_queue     text,
+    p_privilege text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role    oid;
+    v_pattern text;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'grant_queue: unknown role "%"', coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM backoff._check_name('queue', p_queue);
+    -- The prefix of 'mail.*' is 'mail.', matched literally.
+    v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                     CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN pg_catalog.left(p_queue, -1) ELSE p_queue END,
+                     '\', '\\'), '%', '\%'), '_', '\_')
+                 || CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN '%' ELSE '' END;
+    INSERT INTO backoff.queue_grants (role, queue, privilege, pattern)
+    VALUES (v_role, p_queue, p_privilege, v_pattern)
+    ON CONFLICT DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
+'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
+Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control characters.
+Example:
+SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
+SELECT role::regrole, queue, privilege FROM backoff.queue_grants ORDER BY 1, 2, 3;';
+
+-- backoff.revoke_queue(role, queue, privilege): remove one grant of
+-- backoff.grant_queue, exactly as it was written (a prefix grant is revoked
+-- by the same 'mail.*', not queue by queue). Revoking a role's last grant
+-- makes it unscoped again, i.e. free to act on every queue
+-- (docs/adr/0038-queue-scoped-privileges.md).
+CREATE OR REPLACE FUNCTION backoff.revoke_queue(
+    p_role      text,
+    p_queue     text,
+    p_privilege text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role oid;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'revoke_queue: unknown role "%"', coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION 'revoke_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.queue_grants AS g
+    WHERE g.role = v_role AND g.queue = p_queue AND g.privilege = p_privilege;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.revoke_queue(text, text, text) IS
+'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it unscoped: it may then act on every queue again, as a role that was never granted one. Admin only.
+Errors: 22023 for an unknown role, a privilege other than produce or work.
+Example:
+SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
+SELECT backoff.revoke_queue(''backoff_worker'', ''mail.*'', ''work'');';
+
 
 
 -- Privileges of the functions: the rule of migration 003 (docs/adr/0017),
@@ -4035,7 +4496,9 @@ BEGIN
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'error_signature'))
+                       'wait_for_jobs', 'stop_waiting', 'error_signature',
+                       -- private, for the row-level security policy of backoff.jobs
+                       '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
@@ -4043,3 +4506,17 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- == Queue-scoped privileges (grants): who reads which jobs; after the functions, which the policy calls ==
+-- Migration 003 let backoff_worker SELECT every job, so any worker read every
+-- queue's payloads. Workers keep SELECT (the client's Get, operators'
+-- queries), filtered by row-level security to the jobs of their 'work'
+-- scope; unscoped workers still see every job. backoff_admin sees and
+-- writes everything; the owner (every function, all SECURITY DEFINER) and
+-- its members bypass the policies as the table's owner; so do superusers.
+-- Any other role granted SELECT by hand sees no row.
+ALTER TABLE backoff.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY jobs_admin ON backoff.jobs TO backoff_admin USING (true) WITH CHECK (true);
+CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
+    USING ((SELECT backoff._visible_queues()) IS NULL
+           OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));

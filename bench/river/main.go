@@ -1,10 +1,13 @@
 // Command river-bench is the River side of pgbackoff's side-by-side
-// benchmark: the equivalent of `river bench` (pre-insert N jobs, then work
-// them with a no-op worker) run as a library, because River's CLI module
-// cannot be installed through the module proxy. It lives in its own module
-// so that pgbackoff never depends on River.
+// benchmark: the equivalent of `river bench` run as a library, because
+// River's CLI module cannot be installed through the module proxy. It lives
+// in its own module so that pgbackoff never depends on River. Two modes, as
+// `river bench` has: burndown (pre-insert N jobs, then work them with a
+// no-op worker) and continuous (insert N jobs in batches of 100 while the
+// client works them; with -rate, about that many jobs per second, for the
+// enqueue -> start latency).
 //
-//	go run . -database-url postgres://.../db -jobs 50000
+//	go run . -database-url postgres://.../db -jobs 50000 [-mode continuous -rate 5000]
 //
 // It migrates River's tables into the given database, inserts the jobs
 // (InsertManyFast, batches of 5,000), starts a client with the default queue
@@ -13,6 +16,10 @@
 // completed in the table when the time is taken. It prints one line:
 //
 //	river jobs=N insert_s=… work_s=… work_jobs_per_s=…
+//
+// and in continuous mode also latency_p50_ms=… latency_p99_ms=… (from each
+// job's created_at to the start of its Work; server and bench share a
+// clock). In continuous mode work_s runs from the first insert.
 package main
 
 import (
@@ -22,6 +29,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,16 +46,22 @@ type NoopArgs struct{}
 // Kind names the job kind.
 func (NoopArgs) Kind() string { return "bench_noop" }
 
-// NoopWorker does nothing and counts.
+// NoopWorker does nothing but count and note when each job started.
 type NoopWorker struct {
 	river.WorkerDefaults[NoopArgs]
 	done *atomic.Int64
 	all  chan struct{}
 	n    int64
+	mu   sync.Mutex
+	lats []time.Duration
 }
 
 // Work counts the job and signals when the last one ran.
-func (w *NoopWorker) Work(context.Context, *river.Job[NoopArgs]) error {
+func (w *NoopWorker) Work(_ context.Context, job *river.Job[NoopArgs]) error {
+	d := time.Since(job.CreatedAt)
+	w.mu.Lock()
+	w.lats = append(w.lats, d)
+	w.mu.Unlock()
 	if w.done.Add(1) == w.n {
 		close(w.all)
 	}
@@ -57,14 +72,20 @@ func main() {
 	url := flag.String("database-url", os.Getenv("BENCH_DATABASE_URL"), "database to use (River's tables are created in it)")
 	jobs := flag.Int("jobs", 50_000, "jobs to insert and work")
 	maxWorkers := flag.Int("max-workers", 10_000, "MaxWorkers of the default queue")
+	mode := flag.String("mode", "burndown", "burndown (pre-inserted jobs) or continuous (inserted while worked)")
+	rate := flag.Float64("rate", 0, "continuous mode: jobs inserted per second (0: batches of 100 back to back)")
 	flag.Parse()
-	if err := run(*url, *jobs, *maxWorkers); err != nil {
+	if *mode != "burndown" && *mode != "continuous" {
+		fmt.Fprintln(os.Stderr, "river-bench: -mode must be burndown or continuous")
+		os.Exit(2)
+	}
+	if err := run(*url, *jobs, *maxWorkers, *mode, *rate); err != nil {
 		fmt.Fprintln(os.Stderr, "river-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(url string, n, maxWorkers int) error {
+func run(url string, n, maxWorkers int, mode string, rate float64) error {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -92,22 +113,37 @@ func run(url string, n, maxWorkers int) error {
 		return fmt.Errorf("new client: %w", err)
 	}
 
-	start := time.Now()
-	const batch = 5000
-	for i := 0; i < n; i += batch {
-		params := make([]river.InsertManyParams, min(batch, n-i))
+	insertBatch := func(k int) error {
+		params := make([]river.InsertManyParams, k)
 		for j := range params {
 			params[j] = river.InsertManyParams{Args: NoopArgs{}}
 		}
-		if _, err := c.InsertManyFast(ctx, params); err != nil {
+		_, err := c.InsertManyFast(ctx, params)
+		return err
+	}
+	var insert time.Duration
+	start := time.Now()
+	if mode == "burndown" {
+		const batch = 5000
+		for i := 0; i < n; i += batch {
+			if err := insertBatch(min(batch, n-i)); err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+		}
+		insert = time.Since(start)
+		start = time.Now()
+		if err := c.Start(ctx); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+	} else {
+		if err := c.Start(ctx); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+		start = time.Now()
+		if err := insertPaced(n, rate, insertBatch); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-	}
-	insert := time.Since(start)
-
-	start = time.Now()
-	if err := c.Start(ctx); err != nil {
-		return fmt.Errorf("start: %w", err)
+		insert = time.Since(start)
 	}
 	select {
 	case <-w.all:
@@ -127,7 +163,38 @@ func run(url string, n, maxWorkers int) error {
 	if completed != int64(n) {
 		return fmt.Errorf("%d of %d jobs completed", completed, n)
 	}
-	fmt.Printf("river jobs=%d insert_s=%.3f work_s=%.3f work_jobs_per_s=%.0f\n",
+	fmt.Printf("river jobs=%d insert_s=%.3f work_s=%.3f work_jobs_per_s=%.0f",
 		n, insert.Seconds(), work.Seconds(), float64(n)/work.Seconds())
+	if mode == "continuous" {
+		sort.Slice(w.lats, func(i, j int) bool { return w.lats[i] < w.lats[j] })
+		q := func(p float64) float64 {
+			return float64(w.lats[min(len(w.lats)-1, int(p*float64(len(w.lats))))]) / float64(time.Millisecond)
+		}
+		fmt.Printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f", q(0.5), q(0.99))
+	}
+	fmt.Println()
+	return nil
+}
+
+// insertPaced calls insert(k) until n jobs are in: batches of 100 back to
+// back, or with rate > 0 every 10 ms the batch that keeps to the rate (the
+// same pacing as the pgbackoff side).
+func insertPaced(n int, rate float64, insert func(k int) error) error {
+	began := time.Now()
+	for done := 0; done < n; {
+		k := min(100, n-done)
+		if rate > 0 {
+			due := int(rate*time.Since(began).Seconds()) + 1
+			if due <= done {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			k = min(due-done, n-done, 1000)
+		}
+		if err := insert(k); err != nil {
+			return err
+		}
+		done += k
+	}
 	return nil
 }

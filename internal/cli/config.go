@@ -363,12 +363,12 @@ func writeChanges(w io.Writer, changes []change, pruned bool) {
 		}
 		switch ch.Kind {
 		case changeAdd:
-			fmt.Fprintf(w, "+ %s %s%s\n", ch.Object, ch.Name, note)
+			fmt.Fprintf(w, "+ %s %s%s\n", ch.Object, esc(ch.Name), note)
 			for _, f := range ch.Fields {
 				fmt.Fprintf(w, "    %s = %s\n", f.Field, f.New)
 			}
 		case changeUpdate:
-			fmt.Fprintf(w, "~ %s %s%s\n", ch.Object, ch.Name, note)
+			fmt.Fprintf(w, "~ %s %s%s\n", ch.Object, esc(ch.Name), note)
 			for _, f := range ch.Fields {
 				fmt.Fprintf(w, "    %s: %s -> %s\n", f.Field, f.Old, f.New)
 			}
@@ -383,9 +383,9 @@ func writeExtras(w io.Writer, changes []change, pruned bool) {
 			continue
 		}
 		if pruned {
-			fmt.Fprintf(w, "- %s %s (deleted: only in the database)\n", ch.Object, ch.Name)
+			fmt.Fprintf(w, "- %s %s (deleted: only in the database)\n", ch.Object, esc(ch.Name))
 		} else {
-			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune deletes it)\n", ch.Object, ch.Name)
+			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune deletes it)\n", ch.Object, esc(ch.Name))
 		}
 	}
 }

@@ -141,7 +141,7 @@ replay.`,
 				if jsonOut {
 					return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status, "run_at": j.RunAt})
 				}
-				fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, j.Queue, j.Status, formatTime(&j.RunAt))
+				fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, esc(j.Queue), j.Status, formatTime(&j.RunAt))
 				return nil
 			}
 
@@ -157,10 +157,10 @@ replay.`,
 					return err
 				}
 				if n == 0 {
-					fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", queue)
+					fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", esc(queue))
 					return nil
 				}
-				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", n, queue)
+				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", n, esc(queue))
 			}
 			outcomes, err := c.ReplayDeadLetters(ctx, queue)
 			if err != nil {
@@ -184,9 +184,9 @@ replay.`,
 					return err
 				}
 			} else {
-				fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(replayed), queue)
+				fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(replayed), esc(queue))
 				for _, f := range failed {
-					fmt.Fprintf(w, "not replayed: job %d: %s\n", f.ID, f.Reason)
+					fmt.Fprintf(w, "not replayed: job %d: %s\n", f.ID, esc(f.Reason))
 				}
 			}
 			if len(failed) > 0 {

@@ -37,6 +37,7 @@ func runArgs(t *testing.T, args []string) int {
 	defer cancel()
 	type result struct {
 		code  int
+		out   string
 		panic any
 	}
 	done := make(chan result, 1)
@@ -47,12 +48,20 @@ func runArgs(t *testing.T, args []string) int {
 			}
 		}()
 		var out, errOut bytes.Buffer
-		done <- result{code: Main(ctx, args, &out, &errOut)}
+		code := Main(ctx, args, &out, &errOut)
+		done <- result{code: code, out: out.String() + errOut.String()}
 	}()
 	select {
 	case r := <-done:
 		if r.panic != nil {
 			t.Fatalf("backoffctl %q panicked: %v", args, r.panic)
+		}
+		// Whatever the arguments carry, nothing a terminal acts on is
+		// printed raw (DESIGN §11.4): the error line is escaped.
+		for _, bad := range []string{"\x1b", "\u009b", "\r", "\x07"} {
+			if strings.Contains(r.out, bad) {
+				t.Fatalf("backoffctl %q printed a raw %q:\n%s", args, bad, r.out)
+			}
 		}
 		if r.code != ExitOK && r.code != ExitFailure && r.code != ExitUsage {
 			t.Fatalf("backoffctl %q: exit code %d", args, r.code)
@@ -72,13 +81,16 @@ var (
 		"jobs", "list", "show", "dlq", "replay", "reap", "stats", "enqueue", "help", "completion", "bash",
 		"--config", "--env", "--policy", "--attempts", "--seed", "--target", "--limit", "--now", "--window",
 		"--queue", "--status", "--all", "--json", "--format", "--run-at", "--priority", "--max-attempts",
-		"--dedupe-key", "--prune", "--exit-code", "--help", "-h", "--", "-", "--bogus", "-x",
+		"--dedupe-key", "--prune", "--exit-code", "--help", "-h", "--", "-", "--bogus", "-x", "--yes", "--output", "json",
 	}
 	fuzzValues = []string{
 		"", " ", "0", "-1", "1", "42", "2147483647", "-2147483648", "9223372036854775808", "1e9", "NaN", "Inf",
 		"moderate", "test", "production", "emails", "'", `"`, `\`, "{}", `{"a":1}`, "{", "null", "[]",
 		"1s", "-1s", "1h", "999999h", "2026-01-01T00:00:00Z", "yesterday", "ünï🙂", "\x01\x7f", "\n",
 		"../../examples/backoff.toml", "testdata", "missing.toml", strings.Repeat("x", 10000),
+		// Bounded input (DESIGN §11.4): escapes, C1 CSI, names over 128
+		// bytes, a year past 9999.
+		"\x1b[2J", "q\u009b31m", "\r\x07", strings.Repeat("q", 129), "10000-01-01T00:00:00Z", "--\x1b[2J",
 	}
 )
 
@@ -123,6 +135,9 @@ func FuzzCLI(f *testing.F) {
 		{"dlq", "replay", "--all", "1"},
 		{"migrate", "down", "--target", "-1"},
 		{"stats", "--window", "-1s"},
+		{"enqueue", "q\x1b[2J", "{}"},
+		{"jobs", "list", "--queue", "\u009b31m"},
+		{"--\x1b[2J"},
 		{"--bogus"},
 		{},
 	} {

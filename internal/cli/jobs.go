@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +47,56 @@ type jobRow struct {
 	CompletedAt      *time.Time      `json:"completed_at"`
 	Payload          json.RawMessage `json:"payload"`
 	Errors           json.RawMessage `json:"errors"`
+}
+
+// jsonTime marshals a time as RFC 3339 with fractional seconds, as
+// time.Time does, but for any year: time.Time refuses years beyond 9999,
+// which used to fail a whole `jobs list -o json` (the database now keeps
+// times inside years 1 to 9999, but rows written before may not be).
+type jsonTime struct{ t *time.Time }
+
+func (j jsonTime) MarshalJSON() ([]byte, error) {
+	if j.t == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(j.t.Format(time.RFC3339Nano))
+}
+
+// MarshalJSON writes the row as encoding/json would, fields in order,
+// except that its times are jsonTime (so a year beyond 9999 does not fail
+// the whole output).
+func (j jobRow) MarshalJSON() ([]byte, error) {
+	v := reflect.ValueOf(j)
+	typ := v.Type()
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		if !f.IsExported() || name == "-" {
+			continue
+		}
+		var val any = v.Field(i).Interface()
+		switch t := val.(type) {
+		case time.Time:
+			val = jsonTime{&t}
+		case *time.Time:
+			val = jsonTime{t}
+		}
+		enc, err := json.Marshal(val)
+		if err != nil {
+			return nil, fmt.Errorf("job %d, %s: %w", j.ID, name, err)
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(name)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(enc)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
 // jobRowOf is the CLI's view (and --output json shape) of a job the client
@@ -256,7 +307,11 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 		pretty.Reset()
 		pretty.Write(j.Payload)
 	}
-	fmt.Fprintf(w, "payload:\n  %s\n", pretty.String())
+	lines := strings.Split(pretty.String(), "\n")
+	for i, l := range lines {
+		lines[i] = esc(l)
+	}
+	fmt.Fprintf(w, "payload:\n  %s\n", strings.Join(lines, "\n"))
 
 	var history []historyEntry
 	_ = json.Unmarshal(j.Errors, &history)

@@ -253,7 +253,7 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 			if jsonOut {
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "queue": queue})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, queue)
+			fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, esc(queue))
 			return nil
 		},
 	}

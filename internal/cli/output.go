@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -28,11 +30,76 @@ func wantJSON(cmd *cobra.Command) (bool, error) {
 	return false, usagef("--output %q: want text or json", o)
 }
 
-// writeJSON prints v as indented JSON followed by a newline.
+// writeJSON prints v as indented JSON followed by a newline. The JSON is
+// the exact value, but the characters a terminal acts on that
+// encoding/json leaves raw inside strings (DEL, C1 controls such as CSI,
+// bidi overrides) are written as \uXXXX escapes, which mean the same
+// string (DESIGN §11.4).
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for _, r := range buf.String() {
+		if r != '\n' && dangerous(r) {
+			fmt.Fprintf(&out, "\\u%04x", r)
+			continue
+		}
+		out.WriteRune(r)
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
+}
+
+// dangerous reports whether a terminal may act on r instead of showing
+// it: C0 controls, DEL, C1 controls and the bidi embedding, override and
+// isolate characters (which reorder what follows on the line).
+func dangerous(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r <= 0x9f) ||
+		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f
+}
+
+// esc renders text that came from producers or workers (queue, worker,
+// dedupe key, error, payload) for a terminal: control characters become
+// visible escapes (\n, \t, \x1b, \u009b, \u202e) and invalid UTF-8
+// bytes \xNN, so that nothing it contains can move the cursor, clear the
+// screen, forge a line or reorder the text around it.
+func esc(s string) string {
+	clean := true
+	for i, r := range s {
+		if dangerous(r) || (r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD")) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x80 && dangerous(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case dangerous(r):
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // newTable returns an aligned-column writer; call Flush when done.
@@ -40,8 +107,12 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 }
 
-// row writes cells separated by tabs.
+// row writes cells separated by tabs. Every cell is escaped (esc): a tab
+// or newline inside one cannot shift columns or forge a row.
 func row(w io.Writer, cells ...string) {
+	for i, c := range cells {
+		cells[i] = esc(c)
+	}
 	fmt.Fprintln(w, strings.Join(cells, "\t"))
 }
 
@@ -91,9 +162,10 @@ func formatDelay(d time.Duration) string {
 	return s
 }
 
-// truncate shortens s to n runes with an ellipsis, on one line.
+// truncate shortens s to n runes with an ellipsis, on one line, with its
+// control characters escaped (esc).
 func truncate(s string, n int) string {
-	s = oneLine(s)
+	s = esc(oneLine(s))
 	r := []rune(s)
 	if len(r) <= n {
 		return s

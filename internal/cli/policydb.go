@@ -66,11 +66,12 @@ func readPolicy(ctx context.Context, q querier, name string) (policy.Policy, boo
 type dbState struct {
 	Policies map[string]policy.Policy
 	Queues   map[string]string // queue → policy
-	Settings *config.Settings  // the row of backoff.settings; nil when there is none
+	Grants   map[config.Grant]bool
+	Settings *config.Settings // the row of backoff.settings; nil when there is none
 }
 
 func readState(ctx context.Context, q querier) (*dbState, error) {
-	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}}
+	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}, Grants: map[config.Grant]bool{}}
 	rows, err := q.Query(ctx, `SELECT `+policyColumns+` FROM backoff.policies ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read policies: %w", err)
@@ -100,6 +101,26 @@ func readState(ctx context.Context, q querier) (*dbState, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
+	}
+	// Queue grants (schema version 4 on; rows of dropped roles are left
+	// out: they match nobody).
+	rows, err = q.Query(ctx, `
+SELECT r.rolname::text, g.privilege, g.queue
+FROM backoff.queue_grants AS g JOIN pg_catalog.pg_roles AS r ON r.oid = g.role
+WHERE pg_catalog.to_regclass('backoff.queue_grants') IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("read queue grants: %w", err)
+	}
+	for rows.Next() {
+		var g config.Grant
+		if err := rows.Scan(&g.Role, &g.Privilege, &g.Queue); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read queue grants: %w", err)
+		}
+		st.Grants[g] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read queue grants: %w", err)
 	}
 	// backoff.settings exists from schema version 4 on.
 	var hasSettings bool
@@ -147,7 +168,7 @@ type fieldChange struct {
 // change is what apply does (or would do) to one policy or queue row.
 type change struct {
 	Kind   string        `json:"kind"`
-	Object string        `json:"object"` // policy or queue
+	Object string        `json:"object"` // policy, queue, settings or grant
 	Name   string        `json:"name"`
 	Note   string        `json:"note,omitempty"`
 	Fields []fieldChange `json:"fields,omitempty"`
@@ -155,6 +176,12 @@ type change struct {
 	policy   policy.Policy   // desired row, for add/update of a policy
 	queue    string          // desired policy, for add/update of a queue
 	settings config.Settings // desired row, for add/update of the settings
+	grant    config.Grant    // the grant, for add/extra of a grant
+}
+
+// grantName renders a grant as a change's name: "ROLE PRIVILEGE QUEUE".
+func grantName(g config.Grant) string {
+	return g.Role + " " + g.Privilege + " " + g.Queue
 }
 
 // policyFields renders a policy's columns as (TOML key, value) pairs in the
@@ -250,6 +277,23 @@ func planChanges(c *config.Config, st *dbState) []change {
 		if !wantQ[name] {
 			out = append(out, change{Kind: changeExtra, Object: "queue", Name: name, Note: "only in the database"})
 		}
+	}
+	wantG := map[config.Grant]bool{}
+	for _, g := range c.Grants {
+		wantG[g] = true
+		if !st.Grants[g] {
+			out = append(out, change{Kind: changeAdd, Object: "grant", Name: grantName(g), grant: g})
+		}
+	}
+	var extraG []config.Grant
+	for g := range st.Grants {
+		if !wantG[g] {
+			extraG = append(extraG, g)
+		}
+	}
+	slices.SortFunc(extraG, func(a, b config.Grant) int { return strings.Compare(grantName(a), grantName(b)) })
+	for _, g := range extraG {
+		out = append(out, change{Kind: changeExtra, Object: "grant", Name: grantName(g), Note: "only in the database", grant: g})
 	}
 	// Settings: only when the file has [settings]; otherwise the database's
 	// row is left as it is.
@@ -347,8 +391,25 @@ ON CONFLICT (singleton) DO UPDATE SET
 			return fmt.Errorf("write settings: %w", err)
 		}
 	}
+	for _, ch := range changes {
+		if ch.Object != "grant" || ch.Kind != changeAdd {
+			continue
+		}
+		if _, err := tx.Exec(ctx, `SELECT backoff.grant_queue($1, $2, $3)`, ch.grant.Role, ch.grant.Queue, ch.grant.Privilege); err != nil {
+			return fmt.Errorf("grant %s: %w", ch.Name, err)
+		}
+	}
 	if !prune {
 		return nil
+	}
+	// A pruned grant widens its role again when it was the role's last
+	// (docs/adr/0038): apply --prune is how a file takes grants away.
+	for _, ch := range changes {
+		if ch.Object == "grant" && ch.Kind == changeExtra {
+			if _, err := tx.Exec(ctx, `SELECT backoff.revoke_queue($1, $2, $3)`, ch.grant.Role, ch.grant.Queue, ch.grant.Privilege); err != nil {
+				return fmt.Errorf("revoke %s: %w", ch.Name, err)
+			}
+		}
 	}
 	for _, ch := range changes {
 		if ch.Object == "queue" && ch.Kind == changeExtra {

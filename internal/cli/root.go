@@ -54,7 +54,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "backoffctl: %s: %d problem(s)\n", cfgErr.File, len(cfgErr.Problems))
 		return ExitFailure
 	}
-	fmt.Fprintln(stderr, "backoffctl: "+oneLine(describe(err)))
+	fmt.Fprintln(stderr, "backoffctl: "+esc(oneLine(describe(err))))
 	if isUsage(err) {
 		return ExitUsage
 	}
@@ -77,6 +77,20 @@ The database comes from --database-url, or DATABASE_URL when the flag is absent.
 	root.PersistentFlags().String("now", "", "pretend the time is this RFC 3339 timestamp (passed as p_now; for tests and simulations)")
 	_ = root.PersistentFlags().MarkHidden("now")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// cobra's own help command prints an unknown topic raw (a terminal
+	// escape in an argument reached the terminal); this one answers with a
+	// usage error, escaped like every error line.
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(c *cobra.Command, args []string) error {
+			cmd, rest, err := c.Root().Find(args)
+			if cmd == nil || err != nil || len(rest) > 0 {
+				return usagef("unknown help topic %q", strings.Join(args, " "))
+			}
+			return cmd.Help()
+		},
+	})
 	root.AddCommand(newMigrateCommand())
 	for _, add := range extraCommands {
 		root.AddCommand(add())

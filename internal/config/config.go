@@ -12,14 +12,17 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
@@ -64,6 +67,15 @@ type Queue struct {
 	Policy string
 }
 
+// Grant is one queue grant of a [grants.ROLE] table: Role may act on Queue
+// (a name, or a prefix ending in "*") with Privilege "work" or "produce"
+// (backoff.grant_queue, docs/adr/0038-queue-scoped-privileges.md).
+type Grant struct {
+	Role      string
+	Privilege string
+	Queue     string
+}
+
 // Config is an effective configuration: the file with the selected
 // environment's overlay applied, and the shipped profiles it did not
 // redefine.
@@ -74,6 +86,7 @@ type Config struct {
 	DefaultPolicy string          // always set; ImplicitDefaultPolicy when the file is silent
 	Policies      []policy.Policy // sorted by name; never contains DefaultPolicyRow
 	Queues        []Queue         // sorted by name
+	Grants        []Grant         // sorted by role, privilege, queue
 	Settings      Settings        // Settings.Set when the file has [settings]
 	Shipped       map[string]bool // names in Policies that come from the shipped profiles, not the file
 	Envs          []string        // environments the file defines, sorted
@@ -131,7 +144,7 @@ func Parse(file string, data []byte, env string) (*Config, error) {
 			default:
 				version = int(v)
 			}
-		case "default_policy", "policies", "queues", "settings":
+		case "default_policy", "policies", "queues", "settings", "grants":
 			base[k] = n
 		case "env":
 			t, ok := n.table()
@@ -148,20 +161,20 @@ func Parse(file string, data []byte, env string) (*Config, error) {
 				}
 				for _, ek := range sortedKeys(et) {
 					switch ek {
-					case "default_policy", "policies", "queues", "settings":
+					case "default_policy", "policies", "queues", "settings", "grants":
 					case "version", "env":
 						ps.add(et[ek].line, et[ek].key, "cannot be set in an environment overlay")
 						delete(et, ek)
 					default:
-						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies, queues and settings",
-							suggest(ek, []string{"default_policy", "policies", "queues", "settings"}))
+						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies, queues, settings and grants",
+							suggest(ek, []string{"default_policy", "policies", "queues", "settings", "grants"}))
 						delete(et, ek)
 					}
 				}
 				envs[name] = e
 			}
 		default:
-			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "settings", "env"}))
+			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "settings", "grants", "env"}))
 		}
 	}
 	if _, ok := top["version"]; !ok {
@@ -231,6 +244,9 @@ func decode(root *node, ps *problems) *Config {
 			case strings.TrimSpace(name) == "":
 				ps.add(pn.line, pn.key, "a policy needs a non-empty name")
 				continue
+			case !ValidName(name):
+				ps.add(pn.line, pn.key, "a policy name must be 1 to 128 bytes without control characters")
+				continue
 			}
 			defined[name] = true
 			if p, ok := decodePolicy(name, pn, ps); ok {
@@ -277,6 +293,10 @@ func decode(root *node, ps *problems) *Config {
 				ps.add(qn.line, qn.key, "a queue needs a non-empty name")
 				continue
 			}
+			if !ValidName(name) {
+				ps.add(qn.line, qn.key, "a queue name must be 1 to 128 bytes without control characters")
+				continue
+			}
 			qt, ok := qn.table()
 			if !ok {
 				ps.add(qn.line, qn.key, "must be a table such as [%s] with policy = \"NAME\", got %s", qn.key, describeValue(qn.val))
@@ -309,6 +329,10 @@ func decode(root *node, ps *problems) *Config {
 		slices.SortFunc(c.Queues, func(a, b Queue) int { return strings.Compare(a.Name, b.Name) })
 	}
 	c.Settings = decodeSettings(top["settings"], ps)
+	if n, ok := top["grants"]; ok {
+		c.Grants = decodeGrants(n, ps)
+	}
+
 	return c
 }
 
@@ -351,6 +375,79 @@ func decodeSettings(n *node, ps *problems) Settings {
 		}
 	}
 	return st
+}
+
+// ValidName reports whether s is a name the database accepts for a queue,
+// policy, worker or dedupe key (backoff._check_name, DESIGN §11.4): 1 to
+// 128 bytes without C0, DEL or C1 control characters.
+func ValidName(s string) bool {
+	if len(s) < 1 || len(s) > 128 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeGrants reads [grants.ROLE] tables: work = [...] and produce =
+// [...], lists of queue names or prefixes ending in "*".
+func decodeGrants(n *node, ps *problems) []Grant {
+	t, ok := n.table()
+	if !ok {
+		ps.add(n.line, n.key, "must be a table of roles such as [grants.ROLE] with work = [\"QUEUE\"], got %s", describeValue(n.val))
+		return nil
+	}
+	var out []Grant
+	for _, role := range sortedKeys(t) {
+		rn := t[role]
+		// PostgreSQL role names are at most 63 bytes.
+		if len(role) > 63 || !ValidName(role) {
+			ps.add(rn.line, rn.key, "a role name must be 1 to 63 bytes without control characters")
+			continue
+		}
+		rt, ok := rn.table()
+		if !ok {
+			ps.add(rn.line, rn.key, "must be a table such as [%s] with work = [\"QUEUE\"], got %s", rn.key, describeValue(rn.val))
+			continue
+		}
+		if len(rt) == 0 {
+			ps.add(rn.line, rn.key, "a grant needs work = [...] or produce = [...]")
+			continue
+		}
+		for _, k := range sortedKeys(rt) {
+			v := rt[k]
+			if k != "work" && k != "produce" {
+				ps.add(v.line, v.key, "unknown key%s; a grant has work and produce", suggest(k, []string{"work", "produce"}))
+				continue
+			}
+			arr, ok := v.val.([]*node)
+			if !ok {
+				ps.add(v.line, v.key, "must be a list of queue names such as [\"mail.*\"], got %s", describeValue(v.val))
+				continue
+			}
+			for _, el := range arr {
+				q, ok := el.val.(string)
+				switch {
+				case !ok:
+					ps.add(el.line, v.key, "must be a queue name (a string), got %s", describeValue(el.val))
+				case !ValidName(q):
+					ps.add(el.line, v.key, "%s: a queue name or prefix must be 1 to 128 bytes without control characters", strconv.Quote(q))
+				default:
+					g := Grant{Role: role, Privilege: k, Queue: q}
+					if !slices.Contains(out, g) {
+						out = append(out, g)
+					}
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Grant) int {
+		return cmp.Or(strings.Compare(a.Role, b.Role), strings.Compare(a.Privilege, b.Privilege), strings.Compare(a.Queue, b.Queue))
+	})
+	return out
 }
 
 func listNames(names []string) string {

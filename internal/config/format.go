@@ -37,6 +37,21 @@ func Write(w io.Writer, c *Config) error {
 		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\n",
 			FormatDuration(c.Settings.MaxClockSkew), c.Settings.TimeInjection)
 	}
+	for i, g := range c.Grants {
+		if i == 0 || c.Grants[i-1].Role != g.Role {
+			fmt.Fprintf(&b, "\n[grants.%s]\n", displayPart(g.Role))
+		}
+		if i == 0 || c.Grants[i-1].Role != g.Role || c.Grants[i-1].Privilege != g.Privilege {
+			var qs []string
+			for _, h := range c.Grants[i:] {
+				if h.Role != g.Role || h.Privilege != g.Privilege {
+					break
+				}
+				qs = append(qs, strconv.Quote(h.Queue))
+			}
+			fmt.Fprintf(&b, "%s = [%s]\n", g.Privilege, strings.Join(qs, ", "))
+		}
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -1,6 +1,9 @@
 // Package distribution renders pgbackoff's migrations into files for users
-// who install the SQL without Go: dist/backoff.sql (run it with psql) and
-// the PostgreSQL extension script extension/backoff--VERSION.sql.
+// who install the SQL without Go: dist/backoff.sql (run it with psql), the
+// one committed install file, and the PostgreSQL extension script
+// extension/backoff--VERSION.sql, which is not committed: `make
+// install-extension` derives it from dist/backoff.sql with
+// scripts/extension-script.sh (docs/adr/0031-one-install-file.md).
 //
 // Both are generated from the embedded migrations, so they cannot drift
 // from what `backoffctl migrate up` installs; tests compare the committed

@@ -1,9 +1,11 @@
 package distribution_test
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -14,16 +16,39 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated files under dist/ and extension/")
+var update = flag.Bool("update", false, "rewrite the generated files dist/backoff.sql and extension/backoff.control")
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
+// generated are the committed generated files. The extension script is
+// not among them: `make install-extension` derives it from dist/backoff.sql
+// (docs/adr/0031-one-install-file.md).
 var generated = map[string]func() (string, error){
-	"dist/backoff.sql": func() (string, error) { return distribution.Render(distribution.Standalone) },
-	"extension/backoff--" + distribution.ExtensionVersion + ".sql": func() (string, error) {
+	"dist/backoff.sql":          func() (string, error) { return distribution.Render(distribution.Standalone) },
+	"extension/backoff.control": func() (string, error) { return distribution.Control(), nil },
+}
+
+// extensionFiles are the files CREATE EXTENSION backoff needs, by name.
+var extensionFiles = map[string]func() (string, error){
+	"backoff.control": func() (string, error) { return distribution.Control(), nil },
+	"backoff--" + distribution.ExtensionVersion + ".sql": func() (string, error) {
 		return distribution.Render(distribution.Extension)
 	},
-	"extension/backoff.control": func() (string, error) { return distribution.Control(), nil },
+}
+
+// TestExtensionScriptFromDist: scripts/extension-script.sh, which `make
+// install-extension` runs on the committed dist/backoff.sql, prints exactly
+// the extension script the migrations render.
+func TestExtensionScriptFromDist(t *testing.T) {
+	t.Parallel()
+	want, err := distribution.Render(distribution.Extension)
+	require.NoError(t, err)
+	cmd := exec.Command("sh", filepath.Join("..", "..", "scripts", "extension-script.sh"), filepath.Join("..", "..", "dist", "backoff.sql"))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	got, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	require.Equal(t, want, string(got), "scripts/extension-script.sh dist/backoff.sql must print distribution.Render(Extension)")
 }
 
 // TestGeneratedFilesAreCurrent fails when a committed generated file differs
@@ -73,13 +98,10 @@ func TestCreateExtension(t *testing.T) {
 	conn := connect(t, testdb.NewEmptyURL(t))
 	if srv := testdb.Server(t); srv.Controllable() {
 		files := map[string][]byte{}
-		for rel, render := range generated {
-			if filepath.Dir(rel) != "extension" {
-				continue
-			}
+		for name, render := range extensionFiles {
 			body, err := render()
 			require.NoError(t, err)
-			files[filepath.Base(rel)] = []byte(body)
+			files[name] = []byte(body)
 		}
 		require.NoError(t, srv.InstallExtensionFiles(ctx, files))
 	} else {

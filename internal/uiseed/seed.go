@@ -60,7 +60,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 		}
 		clk = clk.Add(step)
 		if i%4 == 0 {
-			if j, err = c.Fail(ctx, id, j.Attempt(), fmt.Sprintf(errTexts[i%3], i), client.WithRetryIn(time.Second)); err != nil {
+			if j, err = c.Fail(ctx, id, j.Attempt(), fmt.Sprintf(errTexts[i%3], i), client.RetryIn(time.Second)); err != nil {
 				return res, err
 			}
 			clk = clk.Add(2 * time.Second)
@@ -137,7 +137,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 	// Now the jobs still in flight, timed to end near the real now.
 	clk = time.Now().Add(-3 * time.Minute)
 	// Retrying, with a history: conservative policy, three failures.
-	if res.Retrying, err = enqueue("reports", map[string]any{"report": "monthly"}, client.WithPolicy("conservative")); err != nil {
+	if res.Retrying, err = enqueue("reports", map[string]any{"report": "monthly"}, client.UsePolicy("conservative")); err != nil {
 		return res, err
 	}
 	for a := 0; a < 3; a++ {

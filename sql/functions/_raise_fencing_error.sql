@@ -19,6 +19,7 @@ AS $$
 DECLARE
     v_status   text;
     v_attempts integer;
+    v_queue    text;
 BEGIN
     IF p_job_id IS NULL THEN
         RAISE EXCEPTION 'cannot % job "NULL": job id must not be null', p_action
@@ -29,13 +30,15 @@ BEGIN
             p_action, p_job_id, coalesce(p_attempt::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT j.status, j.attempts INTO v_status, v_attempts
+    SELECT j.status, j.attempts, j.queue INTO v_status, v_attempts, v_queue
     FROM backoff.jobs AS j
     WHERE j.id = p_job_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
+    -- A scoped caller learns nothing about another queue's job.
+    PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';

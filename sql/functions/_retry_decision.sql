@@ -44,7 +44,7 @@ STABLE PARALLEL SAFE
 ROWS 1
 AS $$
     SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
-           CASE WHEN r.reason IS NULL THEN n.next_run ELSE p_run_at END,
+           CASE WHEN r.reason IS NULL THEN backoff._clamp_time(n.next_run) ELSE p_run_at END,
            r.reason,
            CASE WHEN r.reason IS NOT NULL THEN p_now END
     FROM (SELECT CASE

@@ -8,8 +8,11 @@
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
 -- whole table. The lease comes from the policy backoff._job_policy_name
--- names, by primary key; backoff._job_policy is only reached, to raise
--- 22023, when no policy row exists at all. A paused queue (backoff.queues.paused) gives nothing.
+-- would name, written out as two primary-key look-ups (the job's policy,
+-- else its queue's) so that a claimed row costs no PL/pgSQL call (profile in
+-- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
+-- or 22023 when no policy row exists at all). A paused queue
+-- (backoff.queues.paused) gives nothing.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -22,8 +25,14 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
+    PERFORM backoff._check_name('queue', p_queue);
+    PERFORM backoff._check_name('worker', p_worker);
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
@@ -42,6 +51,8 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
     -- assumes it keeps 10% of the rows), so the plan cache would plan the
@@ -52,10 +63,12 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = p_now + coalesce(
+            lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
-                (backoff._job_policy(j.policy, j.queue)).lease),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = ANY (ARRAY(
@@ -74,10 +87,12 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = p_now + coalesce(
+            lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
-                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(j.policy, j.queue)),
-                (backoff._job_policy(j.policy, j.queue)).lease),
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = ANY (ARRAY(
@@ -97,7 +112,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
 'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';

@@ -29,6 +29,12 @@ BEGIN
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A scoped caller may list only jobs of its queues (one probe of the
+    -- empty grants table otherwise).
+    IF backoff._queue_scope('work') IS NOT NULL THEN
+        PERFORM backoff._check_queue(
+            ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
+    END IF;
     RETURN QUERY
     UPDATE backoff.jobs AS j
     SET status = 'completed',
@@ -46,7 +52,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
 'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
-Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);

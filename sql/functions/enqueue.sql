@@ -6,7 +6,9 @@
 -- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
--- 'backoff_jobs' (payload: the queue name); PostgreSQL delivers identical
+-- 'backoff_jobs' (payload: the queue name) when a worker has registered
+-- that it waits for the queue (backoff.wait_for_jobs); a busy system, whose
+-- workers do not wait, takes no notify lock. PostgreSQL delivers identical
 -- notifications of one transaction once, so a bulk enqueue sends one per
 -- queue.
 CREATE OR REPLACE FUNCTION backoff.enqueue(
@@ -31,27 +33,30 @@ DECLARE
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM backoff._check_name('queue', p_queue);
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_at = 'infinity' OR p_run_at = '-infinity' THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got "%"', p_run_at
+    IF p_run_at < '0001-01-01 00:00:00+00' OR p_run_at >= '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"', p_run_at
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_policy IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
-        RAISE EXCEPTION 'unknown policy "%"', p_policy
-            USING ERRCODE = 'invalid_parameter_value';
+    IF p_dedupe_key IS NOT NULL THEN
+        PERFORM backoff._check_name('dedupe key', p_dedupe_key);
     END IF;
+    IF p_policy IS NOT NULL THEN
+        PERFORM backoff._check_name('policy', p_policy);
+        IF NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+            RAISE EXCEPTION 'unknown policy "%"', p_policy
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
@@ -71,7 +76,10 @@ BEGIN
             RETURNING id INTO v_id;
         END IF;
         IF v_id IS NOT NULL THEN
-            IF v_run_at <= p_now THEN
+            -- Notify only a waiting worker (docs/adr/0027): one index probe.
+            IF v_run_at <= p_now AND EXISTS (
+                    SELECT FROM backoff.waiting_workers AS w
+                    WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now()) THEN
                 PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
             END IF;
             RETURN v_id;
@@ -92,8 +100,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue.
-Errors: 22023 for a NULL or empty queue, max_attempts < 1, an empty dedupe key, an infinite run_at, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
+Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -144,20 +152,27 @@ BEGIN
         ORDER BY t.ord;
         RETURN;
     END IF;
-    IF array_position(p_queues, NULL) IS NOT NULL OR array_position(p_queues, '') IS NOT NULL THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"',
-            coalesce(p_queues[array_position(p_queues, '')], 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
+    -- Names: the common case (every name short and printable) in one pass;
+    -- the first bad one is reported by the single-name check.
+    IF EXISTS (SELECT FROM unnest(p_queues) AS q
+               WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]') THEN
+        PERFORM backoff._check_name('queue', q)
+        FROM unnest(p_queues) AS q
+        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
     END IF;
     IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity')) THEN
-        RAISE EXCEPTION 'run_at must be a finite time, got "%"',
-            (SELECT r FROM unnest(p_run_ats) AS r WHERE r IN ('infinity', '-infinity') LIMIT 1)
+    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r
+                                         WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"',
+            (SELECT r FROM unnest(p_run_ats) AS r WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00' LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_policies IS NOT NULL THEN
+        PERFORM backoff._check_name('policy', n) FROM unnest(p_policies) AS n WHERE n IS NOT NULL;
     END IF;
     IF p_policies IS NOT NULL AND EXISTS (
             SELECT FROM unnest(p_policies) AS n
@@ -167,6 +182,7 @@ BEGIN
              WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM backoff._check_queue(p_queues, 'produce');
 
     RETURN QUERY
     WITH src AS MATERIALIZED (
@@ -186,13 +202,15 @@ BEGIN
     PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
     FROM (SELECT DISTINCT t.queue
           FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
-          WHERE coalesce(t.run_at, p_now) <= p_now) AS d;
+          WHERE coalesce(t.run_at, p_now) <= p_now) AS d
+    WHERE EXISTS (SELECT FROM backoff.waiting_workers AS w
+                  WHERE w.queue = d.queue AND w.expires_at > pg_catalog.now());
 END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
-'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now.
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a NULL or empty queue, a max_attempts < 1, an empty dedupe key, an infinite run_at, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
+Errors: 22023 for a NULL p_queues, arrays of different lengths, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';

@@ -16,10 +16,18 @@
 {{ template "_job_policy_name.sql" . }}
 {{ template "job_policy.sql" . }}
 {{ template "_job_policy.sql" . }}
+{{ template "_clamp_time.sql" . }}
 {{ template "_retry_decision.sql" . }}
 {{ template "_raise_fencing_error.sql" . }}
 {{ template "_valid_span.sql" . }}
 {{ template "_now.sql" . }}
+{{ template "_check_name.sql" . }}
+{{ template "_error_text.sql" . }}
+{{ template "_queue_scope.sql" . }}
+{{ template "_check_queue.sql" . }}
+{{ template "_visible_queues.sql" . }}
+{{ template "wait_for_jobs.sql" . }}
+{{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}
@@ -38,3 +46,5 @@
 {{ template "stats.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
+{{ template "grant_queue.sql" . }}
+{{ template "revoke_queue.sql" . }}

@@ -22,6 +22,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
+    -- A caller scoped by backoff.grant_queue reaps its 'work' queues only.
+    v_scope text[] := backoff._queue_scope('work');
 BEGIN
     p_now := backoff._now(p_now);
     IF p_limit IS NULL OR p_limit < 1 THEN
@@ -43,6 +45,7 @@ BEGIN
         -- and prefer a bitmap scan plus a sort of every expired lease to
         -- this ordered walk of jobs_lease_idx that stops at p_limit.
         WHERE r.lease_until < p_now
+          AND (v_scope IS NULL OR r.queue LIKE ANY (v_scope))
         ORDER BY r.lease_until
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
@@ -75,7 +78,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

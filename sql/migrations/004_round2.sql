@@ -81,6 +81,41 @@ ALTER TABLE backoff.jobs
 -- six-argument form so that it does not linger as an unused overload.
 DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
 
+-- == Queue-scoped privileges (grants; DESIGN §11.3, docs/adr/0038) ==
+-- One row per grant of backoff.grant_queue: role (an oid, so that a renamed
+-- role keeps its grants; a dropped role's rows match nobody), the queue or
+-- prefix as written ('mail.*'), the privilege, and the LIKE pattern the
+-- functions match queue names against. Written only through grant_queue
+-- and revoke_queue (definer functions); backoff_admin may read it and
+-- delete rows of dropped roles.
+CREATE TABLE backoff.queue_grants (
+    role      oid NOT NULL,
+    queue     text NOT NULL,
+    privilege text NOT NULL,
+    pattern   text NOT NULL,
+    CONSTRAINT queue_grants_pkey PRIMARY KEY (role, queue, privilege),
+    CONSTRAINT queue_grants_privilege CHECK (privilege IN ('produce', 'work'))
+);
+ALTER TABLE backoff.queue_grants OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_grants FROM PUBLIC;
+GRANT SELECT, DELETE ON backoff.queue_grants TO backoff_admin;
+-- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
+-- A worker whose claim found a queue empty registers here that it waits
+-- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
+-- a live registration exists (one index probe), so a busy system, whose
+-- workers never write here, sends no NOTIFY. A registration ends with
+-- backoff.stop_waiting or at expires_at (a worker that died).
+CREATE TABLE backoff.waiting_workers (
+    queue      text NOT NULL CHECK (queue <> ''),
+    worker     text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, worker)
+);
+ALTER TABLE backoff.waiting_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
+GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -106,7 +141,9 @@ BEGIN
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'error_signature'))
+                       'wait_for_jobs', 'stop_waiting', 'error_signature',
+                       -- private, for the row-level security policy of backoff.jobs
+                       '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
@@ -115,7 +152,26 @@ BEGIN
 END
 $$;
 
+-- == Queue-scoped privileges (grants): who reads which jobs; after the functions, which the policy calls ==
+-- Migration 003 let backoff_worker SELECT every job, so any worker read every
+-- queue's payloads. Workers keep SELECT (the client's Get, operators'
+-- queries), filtered by row-level security to the jobs of their 'work'
+-- scope; unscoped workers still see every job. backoff_admin sees and
+-- writes everything; the owner (every function, all SECURITY DEFINER) and
+-- its members bypass the policies as the table's owner; so do superusers.
+-- Any other role granted SELECT by hand sees no row.
+ALTER TABLE backoff.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY jobs_admin ON backoff.jobs TO backoff_admin USING (true) WITH CHECK (true);
+CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
+    USING ((SELECT backoff._visible_queues()) IS NULL
+           OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));
+
 ---- create above / drop below ----
+
+-- Queue-scoped privileges: the policies call a function dropped below.
+DROP POLICY IF EXISTS jobs_worker_read ON backoff.jobs;
+DROP POLICY IF EXISTS jobs_admin ON backoff.jobs;
+ALTER TABLE backoff.jobs DISABLE ROW LEVEL SECURITY;
 
 -- Back to version 3: drop every function, undo the schema changes, then
 -- install round 1's functions with migration 003's privileges.
@@ -134,6 +190,11 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Queue-scoped privileges (grants).
+DROP TABLE backoff.queue_grants;
+-- Wake-ups only for waiting workers (worker).
+DROP TABLE backoff.waiting_workers;
 
 -- Fencing tokens that never repeat (fence).
 -- Round 1's functions read attempts as the counted attempt: take the

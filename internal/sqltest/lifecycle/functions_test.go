@@ -3,9 +3,11 @@ package lifecycle_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 )
 
@@ -100,6 +102,11 @@ func TestEnqueueWithPolicy(t *testing.T) {
 	before := scalar[int](t, db, `SELECT count(*)::int FROM backoff.jobs`)
 	for _, bad := range []string{"nope", ""} {
 		pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_policy => $1)`, bad), "22023")
+		if bad == "" {
+			// Not a name at all (DESIGN §11.4).
+			require.Equal(t, `policy must be 1 to 128 bytes without control characters, got "" (0 bytes)`, pgErr.Message)
+			continue
+		}
 		require.Equal(t, fmt.Sprintf(`unknown policy "%s"`, bad), pgErr.Message)
 	}
 	pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_dedupe_key => 'k', p_policy => 'nope')`), "22023")
@@ -131,6 +138,9 @@ func TestEnqueueNotifiesOncePerTransactionAndQueue(t *testing.T) {
 	sender := connOn(t, url)
 	ctx := context.Background()
 	exec(t, listener, "LISTEN backoff_jobs")
+	for _, q := range []string{"a", "b", "c"} {
+		exec(t, sender, "SELECT backoff.wait_for_jobs($1, 'w')", q)
+	}
 
 	tx, err := sender.Begin(ctx)
 	require.NoError(t, err)
@@ -139,23 +149,89 @@ func TestEnqueueNotifiesOncePerTransactionAndQueue(t *testing.T) {
 	}
 	exec(t, tx, "SELECT backoff.enqueue('b')")
 	exec(t, tx, "SELECT backoff.enqueue('c', p_run_at => now() + interval '1 hour')")
+	exec(t, tx, "SELECT backoff.enqueue('nobody-waits')")
 	require.NoError(t, tx.Commit(ctx))
+	// Notifications arrive in commit order: the sentinel comes after
+	// whatever the enqueues sent.
+	exec(t, sender, "SELECT pg_notify('backoff_jobs', 'sentinel')")
 
-	got := map[string]int{}
-	for i := 0; i < 2; i++ {
-		waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		n, err := listener.WaitForNotification(waitCtx)
+	require.Equal(t, []string{"a", "b", "sentinel"}, notificationsUntilSentinel(t, listener),
+		"one per queue with a waiting worker and a job due now; a future job and a queue nobody waits for send none")
+}
+
+// notificationsUntilSentinel returns the payloads received on conn up to
+// and including the one named "sentinel", sorted except for the sentinel,
+// which comes last.
+func notificationsUntilSentinel(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	var got []string
+	for {
+		waitCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := conn.WaitForNotification(waitCtx)
 		cancel()
 		require.NoError(t, err)
 		require.Equal(t, "backoff_jobs", n.Channel)
-		got[n.Payload]++
+		if n.Payload == "sentinel" {
+			slices.Sort(got)
+			return append(got, n.Payload)
+		}
+		got = append(got, n.Payload)
 	}
-	require.Equal(t, map[string]int{"a": 1, "b": 1}, got)
-	// Nothing more: a future job does not wake workers.
-	waitCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	_, err = listener.WaitForNotification(waitCtx)
-	require.Error(t, err, "no further notification")
+}
+
+// TestEnqueueNotifiesOnlyWaitingWorkers: DESIGN §11.6. Without a live
+// registration (none, expired, or ended with stop_waiting) neither form of
+// enqueue notifies, so committing enqueuers never take the notify lock; a
+// registration makes both notify.
+func TestEnqueueNotifiesOnlyWaitingWorkers(t *testing.T) {
+	t.Parallel()
+	url := testdbURL(t)
+	listener := connOn(t, url)
+	db := connOn(t, url)
+	exec(t, listener, "LISTEN backoff_jobs")
+	single := "SELECT backoff.enqueue('q')"
+	bulk := "SELECT * FROM backoff.enqueue(ARRAY['q', 'q'], NULL::jsonb[], NULL, NULL, NULL, NULL)"
+	sentinel := "SELECT pg_notify('backoff_jobs', 'sentinel')"
+
+	// A busy system: nobody registered.
+	exec(t, db, single)
+	exec(t, db, bulk)
+	exec(t, db, sentinel)
+	require.Equal(t, []string{"sentinel"}, notificationsUntilSentinel(t, listener), "no worker waits: no NOTIFY")
+
+	// A waiting worker is woken by each form.
+	require.True(t, scalar[time.Time](t, db, "SELECT backoff.wait_for_jobs('q', 'w1', interval '1 minute')").After(time.Now()))
+	exec(t, db, single)
+	exec(t, db, bulk)
+	exec(t, db, sentinel)
+	require.Equal(t, []string{"q", "q", "sentinel"}, notificationsUntilSentinel(t, listener))
+
+	// Ended by the worker (busy again): silence.
+	require.True(t, scalar[bool](t, db, "SELECT backoff.stop_waiting('q', 'w1')"))
+	require.False(t, scalar[bool](t, db, "SELECT backoff.stop_waiting('q', 'w1')"))
+	exec(t, db, single)
+	exec(t, db, sentinel)
+	require.Equal(t, []string{"sentinel"}, notificationsUntilSentinel(t, listener), "registration ended")
+
+	// Expired (a worker that died): silence, and the next registration of
+	// the queue deletes it.
+	exec(t, db, "INSERT INTO backoff.waiting_workers VALUES ('q', 'dead', now() - interval '1 second')")
+	exec(t, db, single)
+	exec(t, db, sentinel)
+	require.Equal(t, []string{"sentinel"}, notificationsUntilSentinel(t, listener), "registration expired")
+	exec(t, db, "SELECT backoff.wait_for_jobs('q', 'w2')")
+	require.Equal(t, []string{"w2"}, scalar[[]string](t, db, "SELECT array_agg(worker) FROM backoff.waiting_workers"))
+
+	for _, bad := range []string{
+		"SELECT backoff.wait_for_jobs('', 'w')",
+		"SELECT backoff.wait_for_jobs('q', NULL)",
+		"SELECT backoff.wait_for_jobs('q', 'w', interval '0')",
+		"SELECT backoff.wait_for_jobs('q', 'w', interval '2 days')",
+		"SELECT backoff.stop_waiting(NULL, 'w')",
+		"SELECT backoff.stop_waiting('q', NULL)",
+	} {
+		requireCode(t, execErr(db, bad), "22023")
+	}
 }
 
 func TestClaim(t *testing.T) {

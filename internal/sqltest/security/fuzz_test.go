@@ -48,8 +48,8 @@ var tolerated = map[string][]string{
 	// An explicit schedule element beyond 100 years overflows the
 	// microsecond count (the policies table refuses such a schedule).
 	"compute_delay": {"22003"},
-	// A dedupe key longer than about 2.7 kB does not fit a btree entry.
-	"enqueue": {"54000"},
+	// (A dedupe key longer than about 2.7 kB no longer reaches the btree:
+	// names are at most 128 bytes, DESIGN §11.4.)
 }
 
 // fuzzFn is one public function: its name and parameter types, in order.
@@ -76,6 +76,8 @@ var fuzzFns = []fuzzFn{
 	{"compute_delay", []string{"strategy", "interval", "double precision", "integer", "interval[]", "interval", "jitter", "double precision", "integer", "bigint"}},
 	{"calculate_step_next_retry_time", []string{"integer", "timestamptz", "timestamptz", "integer", "integer", "numeric"}},
 	{"stats", []string{"interval", "timestamptz"}},
+	{"grant_queue", []string{"role", "text", "privilege"}},
+	{"revoke_queue", []string{"role", "text", "privilege"}},
 }
 
 // gen makes hostile but NUL-free argument text for one parameter type;
@@ -122,7 +124,7 @@ func (g *gen) text() *string {
 	case 6:
 		return g.str(string([]byte{1, 2, 3, 0x7f, 0x1b, '\t', '\r', '\n'}))
 	default:
-		return g.pick("q", "mail", "default", "moderate", "w1", " ", "q\n")
+		return g.pick("q", "mail", "default", "moderate", "w1", " ", "q\n", "q*", "*", strings.Repeat("n", 128), strings.Repeat("n", 129), "q\u009b")
 	}
 }
 
@@ -135,6 +137,13 @@ func (g *gen) value(typ string) *string {
 			return g.text()
 		}
 		return g.pick("moderate", "aggressive", "conservative", "default", "nope")
+	case "role":
+		if g.r.IntN(4) == 0 {
+			return g.text()
+		}
+		return g.pick("backoff_worker", "backoff_producer", "no_such_role")
+	case "privilege":
+		return g.pick("work", "produce", "own", "")
 	case "strategy":
 		return g.pick("none", "fixed", "linear", "exponential", "polynomial", "schedule", "bogus", "")
 	case "jitter":
@@ -158,7 +167,8 @@ func (g *gen) value(typ string) *string {
 			"-178000000 years", "2147483647 days", "1 fortnight", "", "P1D", "infinity")
 	case "timestamptz":
 		return g.pick("2026-01-01 00:00:00+00", "2026-01-01 00:00:30+00", "2026-01-02 00:00:00+00", "2025-12-31 00:00:00+00",
-			"infinity", "-infinity", "4713-01-01 00:00:00+00 BC", "294276-12-31 00:00:00+00", "epoch", "not a time", "2026-02-30")
+			"infinity", "-infinity", "4713-01-01 00:00:00+00 BC", "294276-12-31 00:00:00+00", "epoch", "not a time", "2026-02-30",
+			"9999-12-31 23:00:00+00", "10000-01-01 00:00:00+00", "0001-01-01 00:00:00+00")
 	case "jsonb":
 		return g.pick("{}", "[]", "null", `"s"`, `{"a": [1, 2, {"b": "\\u00e9"}]}`, "{", "not json", `"\u0000"`,
 			`{"k": "`+strings.Repeat("v", 100_000)+`"}`, strings.Repeat("[", 5000)+strings.Repeat("]", 5000), "1e400")
@@ -191,7 +201,15 @@ SELECT id, rule FROM (
     ('queue non-empty', j.queue <> ''),
     ('run_at finite', isfinite(j.run_at)),
     ('created_at finite', isfinite(j.created_at)),
-    ('lease finite', j.lease_until IS NULL OR isfinite(j.lease_until))
+    ('lease finite', j.lease_until IS NULL OR isfinite(j.lease_until)),
+    -- Bounded input (DESIGN §11.4).
+    ('queue a name', octet_length(j.queue) BETWEEN 1 AND 128 AND j.queue !~ '[\x01-\x1f\x7f\u0080-\u009f]'),
+    ('worker a name', j.locked_by IS NULL OR (octet_length(j.locked_by) BETWEEN 1 AND 128 AND j.locked_by !~ '[\x01-\x1f\x7f\u0080-\u009f]')),
+    ('dedupe key a name', j.dedupe_key IS NULL OR (octet_length(j.dedupe_key) BETWEEN 1 AND 128 AND j.dedupe_key !~ '[\x01-\x1f\x7f\u0080-\u009f]')),
+    ('last_error at most 8 KiB', j.last_error IS NULL OR octet_length(j.last_error) <= 8192),
+    ('history entries at most 8 KiB', NOT EXISTS (SELECT FROM jsonb_array_elements(j.errors) AS e WHERE octet_length(e ->> 'error') > 8192)),
+    ('run_at in years 1-9999', j.run_at >= '0001-01-01 00:00:00+00' AND j.run_at < '10000-01-01 00:00:00+00'),
+    ('lease in years 1-9999', j.lease_until IS NULL OR j.lease_until < '10000-01-01 00:00:00+00')
   ) AS r(rule, ok)
 ) AS v WHERE ok IS NOT TRUE ORDER BY id`
 
@@ -230,7 +248,7 @@ func TestFuzzFunctionArguments(t *testing.T) {
 				args[k] = *v
 			}
 			sqlType := typ
-			if typ == "policy" || typ == "strategy" || typ == "jitter" {
+			if typ == "policy" || typ == "strategy" || typ == "jitter" || typ == "role" || typ == "privilege" {
 				sqlType = "text"
 			}
 			casts[k] = fmt.Sprintf("$%d::%s", k+1, sqlType)

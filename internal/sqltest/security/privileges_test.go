@@ -88,6 +88,10 @@ func checks() []check {
 			func(f fixtures) []any { return []any{f.dead, f.now} }, []string{admin}},
 		{"prune", `SELECT backoff.prune('0 seconds', 10, $1)`, now, []string{admin}},
 		{"stats", `SELECT * FROM backoff.stats('1 hour', $1)`, now, []string{admin}},
+		{"grant_queue", `SELECT backoff.grant_queue('backoff_worker', 'q*', 'work')`, nil, []string{admin}},
+		{"revoke_queue", `SELECT backoff.revoke_queue('backoff_worker', 'q*', 'work')`, nil, []string{admin}},
+		{"write queue_grants", `INSERT INTO backoff.queue_grants VALUES ('backoff_worker'::regrole, 'q', 'work', 'q')`, nil, nil},
+		{"read queue_grants", `SELECT * FROM backoff.queue_grants`, nil, []string{admin}},
 		{"select jobs", `SELECT count(*) FROM backoff.jobs`, nil, []string{worker, admin}},
 		{"update jobs", `UPDATE backoff.jobs SET status = 'completed', lease_until = NULL WHERE id = $1`,
 			func(f fixtures) []any { return []any{f.running} }, []string{admin}},
@@ -238,8 +242,14 @@ ORDER BY 1`)
 		if !private {
 			require.True(t, definer, "%s must be SECURITY DEFINER", sig)
 			// Planner settings may follow (complete_many turns nested
-			// loops off); the search_path comes first and is pinned.
-			require.Equal(t, "search_path=pg_catalog, pg_temp", strings.Split(config, ";")[0], "%s: search_path must be pinned", sig)
+			// loops off; claim, acquire and heartbeat use generic plans
+			// only, docs/adr/0041); the search_path comes first and is pinned.
+			settings := strings.Split(config, ";")
+			require.Equal(t, "search_path=pg_catalog, pg_temp", settings[0], "%s: search_path must be pinned", sig)
+			name, _, _ := strings.Cut(sig, "(")
+			if name == "backoff.claim" || name == "backoff.acquire" || name == "backoff.heartbeat" {
+				require.Contains(t, settings, "plan_cache_mode=force_generic_plan", sig)
+			}
 		}
 	}
 	require.NoError(t, rows.Err())

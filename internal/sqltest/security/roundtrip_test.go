@@ -3,9 +3,11 @@ package security
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -33,39 +35,76 @@ func hostile() map[string]string {
 	}
 }
 
+// validName reports whether s is a name the functions accept (DESIGN
+// §11.4): 1 to 128 bytes without C0, DEL or C1 control characters.
+func validName(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+			return false
+		}
+	}
+	return true
+}
+
+// nameFor is s when it is a valid name, else a valid stand-in (names with
+// control characters or over 128 bytes are refused, see TestNameLimits).
+func nameFor(prefix, s string) string {
+	if validName(prefix + s) {
+		return prefix + s
+	}
+	return prefix + "stand-in"
+}
+
+// requireStoredError checks an error text as stored: unchanged up to 8192
+// bytes, else cut at a character boundary with the size marker.
+func requireStoredError(t *testing.T, sent, stored string) {
+	t.Helper()
+	if len(sent) <= 8192 {
+		require.Equal(t, sent, stored)
+		return
+	}
+	require.LessOrEqual(t, len(stored), 8192)
+	require.True(t, utf8.ValidString(stored))
+	marker := fmt.Sprintf(" [truncated: %d bytes]", len(sent))
+	require.True(t, strings.HasSuffix(stored, marker), "%q", stored[len(stored)-60:])
+	require.True(t, strings.HasPrefix(sent, strings.TrimSuffix(stored, marker)))
+}
+
 // TestRoundTripSQL: error texts, dedupe keys, cancel reasons and payloads
-// come back unchanged through the SQL functions; queue names do too, up
-// to the size an index entry allows (docs/reliability.md).
+// come back unchanged through the SQL functions (error texts up to their
+// 8 KiB cap); names do too when they are valid names (docs/reliability.md).
 func TestRoundTripSQL(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	for name, s := range hostile() {
 		t.Run(name, func(t *testing.T) {
-			queue := s
-			if len(queue) > 2000 {
-				queue = queue[:2000]
-			}
+			queue := nameFor("", s)
+			key := nameFor("k", s)
+			worker := nameFor("w", s)
 			payload, err := json.Marshal(map[string]string{"text": s, s[:min(len(s), 100)]: "key"})
 			require.NoError(t, err)
 			var id int64
 			require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue($1, $2::jsonb, p_dedupe_key => $3, p_now => $4)`,
-				queue, string(payload), "k"+s[:min(len(s), 2000)], t0).Scan(&id))
+				queue, string(payload), key, t0).Scan(&id))
 			var gotQueue, gotPayload, gotKey string
 			var attempt int
 			require.NoError(t, pool.QueryRow(ctx, `SELECT queue, payload::text, dedupe_key, attempts FROM backoff.claim($1, $2, 1, NULL, $3)`,
-				queue, s, t0).Scan(&gotQueue, &gotPayload, &gotKey, &attempt))
+				queue, worker, t0).Scan(&gotQueue, &gotPayload, &gotKey, &attempt))
 			require.Equal(t, queue, gotQueue)
-			require.Equal(t, "k"+s[:min(len(s), 2000)], gotKey)
+			require.Equal(t, key, gotKey)
 			requireSameJSON(t, string(payload), gotPayload)
-			var lastError, histError, worker string
+			var lastError, histError, histWorker string
 			require.NoError(t, pool.QueryRow(ctx, `SELECT last_error, errors -> -1 ->> 'error', errors -> -1 ->> 'worker' FROM backoff.fail($1, $2, $3, NULL, true, $4)`,
-				id, attempt, s, t0).Scan(&lastError, &histError, &worker))
-			require.Equal(t, s, lastError)
-			require.Equal(t, s, histError)
-			require.Equal(t, s, worker, "locked_by, as recorded in the history")
+				id, attempt, s, t0).Scan(&lastError, &histError, &histWorker))
+			requireStoredError(t, s, lastError)
+			requireStoredError(t, s, histError)
+			require.Equal(t, worker, histWorker, "locked_by, as recorded in the history")
 			var reason string
 			require.NoError(t, pool.QueryRow(ctx, `SELECT last_error FROM backoff.cancel($1, $2, $3)`, id, s, t0).Scan(&reason))
-			require.Contains(t, reason, s)
+			requireStoredError(t, s, reason)
 		})
 	}
 }
@@ -78,10 +117,7 @@ func TestRoundTripClient(t *testing.T) {
 	require.NoError(t, err)
 	for name, s := range hostile() {
 		t.Run(name, func(t *testing.T) {
-			queue := s
-			if len(queue) > 2000 {
-				queue = queue[:2000]
-			}
+			queue := nameFor("", s)
 			payload := map[string]string{"text": s}
 			id, err := c.Enqueue(ctx, queue, payload)
 			require.NoError(t, err)
@@ -95,11 +131,11 @@ func TestRoundTripClient(t *testing.T) {
 			require.Equal(t, payload, got)
 			j, err := c.Fail(ctx, id, jobs[0].Attempts, s)
 			require.NoError(t, err)
-			require.Equal(t, s, j.LastError)
-			require.Equal(t, s, j.Errors[len(j.Errors)-1].Error)
+			requireStoredError(t, s, j.LastError)
+			requireStoredError(t, s, j.Errors[len(j.Errors)-1].Error)
 			back, err := c.Get(ctx, id)
 			require.NoError(t, err)
-			require.Equal(t, s, back.LastError)
+			requireStoredError(t, s, back.LastError)
 			require.Equal(t, queue, back.Queue)
 		})
 	}

@@ -1,4 +1,9 @@
-package client
+// Package retry retries a function in-process under a pgbackoff policy,
+// for work that need not be durable: the same delays as the database
+// (policy.Policy.Delay), without a job. Errors classified with
+// client.Permanent and client.RetryAfter mean here what they mean to a
+// Worker (docs/adr/0029-client-namespace.md).
+package retry
 
 import (
 	"context"
@@ -7,17 +12,18 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
-// ErrAttemptTimeout is the cause of an attempt that ran past Retry's
+// ErrAttemptTimeout is the cause of an attempt that ran past Do's
 // per-attempt timeout (AttemptTimeout).
 var ErrAttemptTimeout = errors.New("pgbackoff: attempt timed out")
 
-// RetryOption configures Retry.
-type RetryOption func(*retryConfig)
+// Option configures Do.
+type Option func(*config)
 
-type retryConfig struct {
+type config struct {
 	timeout       time.Duration
 	retryTimeouts bool
 	retryIf       func(error) bool
@@ -30,61 +36,61 @@ type retryConfig struct {
 
 // AttemptTimeout bounds each attempt: fn's context is cancelled after d
 // (context.Cause: ErrAttemptTimeout). A timed-out attempt ends the retries
-// with an error wrapping ErrAttemptTimeout, unless RetryTimeouts is given.
-func AttemptTimeout(d time.Duration) RetryOption {
-	return func(c *retryConfig) { c.timeout = d }
+// with an error wrapping ErrAttemptTimeout, unless Timeouts is given.
+func AttemptTimeout(d time.Duration) Option {
+	return func(c *config) { c.timeout = d }
 }
 
-// RetryTimeouts makes timed-out attempts retryable like any other failure.
+// Timeouts makes timed-out attempts retryable like any other failure.
 // By default they are not: an operation that hung once has usually already
 // used the caller's patience, and may still be running somewhere.
-func RetryTimeouts() RetryOption { return func(c *retryConfig) { c.retryTimeouts = true } }
+func Timeouts() Option { return func(c *config) { c.retryTimeouts = true } }
 
-// RetryIf retries only errors for which pred returns true; others are
+// If retries only errors for which pred returns true; others are
 // returned at once. Permanent errors are never retried, whatever pred says.
-func RetryIf(pred func(error) bool) RetryOption { return func(c *retryConfig) { c.retryIf = pred } }
+func If(pred func(error) bool) Option { return func(c *config) { c.retryIf = pred } }
 
-// RetrySeed fixes the jitter seed (default: random per call, so that
+// Seed fixes the jitter seed (default: random per call, so that
 // concurrent callers spread out). With a fixed seed the delays are exactly
 // those a job with that id gets from backoff.retry_delay.
-func RetrySeed(seed int64) RetryOption {
-	return func(c *retryConfig) { c.seed, c.seeded = seed, true }
+func Seed(seed int64) Option {
+	return func(c *config) { c.seed, c.seeded = seed, true }
 }
 
-// RetrySleep replaces the wait between attempts (default: a timer that
+// Sleep replaces the wait between attempts (default: a timer that
 // ctx interrupts). Tests pass a function that records d and returns at once.
-func RetrySleep(sleep func(ctx context.Context, d time.Duration) error) RetryOption {
-	return func(c *retryConfig) { c.sleep = sleep }
+func Sleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(c *config) { c.sleep = sleep }
 }
 
-// RetryClock replaces the clock that the policy's Deadline is measured
+// Clock replaces the clock that the policy's Deadline is measured
 // with (default time.Now).
-func RetryClock(now func() time.Time) RetryOption { return func(c *retryConfig) { c.now = now } }
+func Clock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// OnRetry is called before each wait with the attempt that failed, its
+// Notify is called before each wait with the attempt that failed, its
 // error and the delay before the next one: a hook for logs and metrics.
-func OnRetry(fn func(attempt int, err error, delay time.Duration)) RetryOption {
-	return func(c *retryConfig) { c.onRetry = fn }
+func Notify(fn func(attempt int, err error, delay time.Duration)) Option {
+	return func(c *config) { c.onRetry = fn }
 }
 
-// Retry calls fn until it succeeds, for work that need not be durable: the
+// Do calls fn until it succeeds, for work that need not be durable: the
 // same policy math as the database (p.Delay(attempt, seed)), in-process.
 //
 // It makes at most p.MaxAttempts attempts and waits p.Delay(n, seed) after
-// failed attempt n; an error made with RetryAfter waits its own delay
+// failed attempt n; an error made with client.RetryAfter waits its own delay
 // instead (capped at p.Max). It stops early, returning the error, when fn
-// returns nil, a Permanent error, an error RetryIf rejects, a timed-out
-// attempt (see AttemptTimeout, RetryTimeouts), when the next attempt would
+// returns nil, a client.Permanent error, an error If rejects, a timed-out
+// attempt (see AttemptTimeout, Timeouts), when the next attempt would
 // start after p.Deadline (measured from the call), or when ctx ends. After
 // the last attempt it returns the last error, wrapped with the attempt
 // count; errors.Is and errors.As see the original.
 //
-// fn must return when its context is cancelled: Retry waits for it.
-func Retry(ctx context.Context, p policy.Policy, fn func(ctx context.Context) error, opts ...RetryOption) error {
+// fn must return when its context is cancelled: Do waits for it.
+func Do(ctx context.Context, p policy.Policy, fn func(ctx context.Context) error, opts ...Option) error {
 	if err := p.Validate(); err != nil {
-		return fmt.Errorf("retry: %w: %w", ErrInvalidArgument, err)
+		return fmt.Errorf("retry: %w: %w", client.ErrInvalidArgument, err)
 	}
-	cfg := retryConfig{sleep: sleepContext, now: time.Now}
+	cfg := config{sleep: sleepContext, now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -103,7 +109,7 @@ func Retry(ctx context.Context, p policy.Policy, fn func(ctx context.Context) er
 		switch {
 		case timedOut && !cfg.retryTimeouts:
 			return fmt.Errorf("retry: attempt %d timed out after %s (not retried): %w", attempt, cfg.timeout, err)
-		case IsPermanent(err):
+		case client.IsPermanent(err):
 			return fmt.Errorf("retry: attempt %d: %w", attempt, err)
 		case cfg.retryIf != nil && !cfg.retryIf(err):
 			return fmt.Errorf("retry: attempt %d (not retryable): %w", attempt, err)
@@ -111,7 +117,7 @@ func Retry(ctx context.Context, p policy.Policy, fn func(ctx context.Context) er
 			return fmt.Errorf("retry: gave up after %d attempts: %w", attempt, err)
 		}
 		delay := p.Delay(attempt, cfg.seed)
-		if d, ok := RetryAfterDelay(err); ok {
+		if d, ok := client.RetryAfterDelay(err); ok {
 			delay = min(d, p.Max)
 		}
 		if p.Deadline > 0 && cfg.now().Add(delay).After(start.Add(p.Deadline)) {

@@ -1,4 +1,4 @@
-package client
+package retry
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
-// recordSleeps returns a RetrySleep that records each delay instead of
+// recordSleeps returns a Sleep that records each delay instead of
 // waiting: no test of Retry ever sleeps for a backoff.
-func recordSleeps(delays *[]time.Duration) RetryOption {
-	return RetrySleep(func(ctx context.Context, d time.Duration) error {
+func recordSleeps(delays *[]time.Duration) Option {
+	return Sleep(func(ctx context.Context, d time.Duration) error {
 		*delays = append(*delays, d)
 		return ctx.Err()
 	})
@@ -36,13 +37,13 @@ func TestRetryUsesThePolicyDelays(t *testing.T) {
 	p := testPolicy()
 	var delays []time.Duration
 	calls := 0
-	err := Retry(context.Background(), p, func(ctx context.Context) error {
+	err := Do(context.Background(), p, func(ctx context.Context) error {
 		calls++
 		if calls < 3 {
 			return fmt.Errorf("flaky %d", calls)
 		}
 		return nil
-	}, RetrySeed(42), recordSleeps(&delays))
+	}, Seed(42), recordSleeps(&delays))
 	require.NoError(t, err)
 	require.Equal(t, 3, calls)
 	// The same math as backoff.retry_delay(policy, n, 42).
@@ -56,7 +57,7 @@ func TestRetryReturnsTheLastErrorAfterExhaustion(t *testing.T) {
 	var delays []time.Duration
 	calls := 0
 	sentinel := errors.New("last")
-	err := Retry(context.Background(), p, func(ctx context.Context) error {
+	err := Do(context.Background(), p, func(ctx context.Context) error {
 		calls++
 		if calls == p.MaxAttempts {
 			return sentinel
@@ -73,23 +74,23 @@ func TestRetryStopsOnPermanentAndPredicate(t *testing.T) {
 	t.Parallel()
 	bad := errors.New("bad request")
 	calls := 0
-	err := Retry(context.Background(), testPolicy(), func(ctx context.Context) error {
+	err := Do(context.Background(), testPolicy(), func(ctx context.Context) error {
 		calls++
-		return Permanent(bad)
+		return client.Permanent(bad)
 	}, recordSleeps(new([]time.Duration)))
 	require.ErrorIs(t, err, bad)
-	require.True(t, IsPermanent(err))
+	require.True(t, client.IsPermanent(err))
 	require.Equal(t, 1, calls)
 
 	transient := errors.New("transient")
 	calls = 0
-	err = Retry(context.Background(), testPolicy(), func(ctx context.Context) error {
+	err = Do(context.Background(), testPolicy(), func(ctx context.Context) error {
 		calls++
 		if calls == 1 {
 			return transient
 		}
 		return bad
-	}, RetryIf(func(err error) bool { return errors.Is(err, transient) }), recordSleeps(new([]time.Duration)))
+	}, If(func(err error) bool { return errors.Is(err, transient) }), recordSleeps(new([]time.Duration)))
 	require.ErrorIs(t, err, bad)
 	require.Equal(t, 2, calls)
 }
@@ -99,13 +100,13 @@ func TestRetryAfterOverridesTheDelayCappedAtMax(t *testing.T) {
 	p := testPolicy()
 	var delays []time.Duration
 	calls := 0
-	err := Retry(context.Background(), p, func(ctx context.Context) error {
+	err := Do(context.Background(), p, func(ctx context.Context) error {
 		calls++
 		switch calls {
 		case 1:
-			return RetryAfter(errors.New("429"), 3*time.Second)
+			return client.RetryAfter(errors.New("429"), 3*time.Second)
 		case 2:
-			return RetryAfter(errors.New("429"), time.Hour)
+			return client.RetryAfter(errors.New("429"), time.Hour)
 		}
 		return nil
 	}, recordSleeps(&delays))
@@ -121,20 +122,20 @@ func TestRetryTimedOutAttemptIsNotRetriedByDefault(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	err := Retry(context.Background(), testPolicy(), hang, AttemptTimeout(20*time.Millisecond), recordSleeps(new([]time.Duration)))
+	err := Do(context.Background(), testPolicy(), hang, AttemptTimeout(20*time.Millisecond), recordSleeps(new([]time.Duration)))
 	require.ErrorIs(t, err, ErrAttemptTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "not retried")
 	require.Equal(t, 1, calls)
 
-	// With RetryTimeouts, a timed-out attempt is retried like any failure.
+	// With Timeouts, a timed-out attempt is retried like any failure.
 	calls = 0
-	err = Retry(context.Background(), testPolicy(), func(ctx context.Context) error {
+	err = Do(context.Background(), testPolicy(), func(ctx context.Context) error {
 		if calls++; calls < 3 {
 			return hang(ctx)
 		}
 		return nil
-	}, AttemptTimeout(20*time.Millisecond), RetryTimeouts(), recordSleeps(new([]time.Duration)))
+	}, AttemptTimeout(20*time.Millisecond), Timeouts(), recordSleeps(new([]time.Duration)))
 	require.NoError(t, err)
 	require.Equal(t, 3, calls)
 }
@@ -149,10 +150,10 @@ func TestRetryRespectsTheDeadline(t *testing.T) {
 	clock := func() time.Time { return now }
 	var delays []time.Duration
 	calls := 0
-	err := Retry(context.Background(), p, func(ctx context.Context) error {
+	err := Do(context.Background(), p, func(ctx context.Context) error {
 		calls++
 		return errors.New("down")
-	}, RetryClock(clock), RetrySleep(func(ctx context.Context, d time.Duration) error {
+	}, Clock(clock), Sleep(func(ctx context.Context, d time.Duration) error {
 		delays = append(delays, d)
 		now = now.Add(d) // the fake clock advances by the wait
 		return nil
@@ -167,7 +168,7 @@ func TestRetryStopsWhenTheContextEnds(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	err := Retry(ctx, testPolicy(), func(ctx context.Context) error {
+	err := Do(ctx, testPolicy(), func(ctx context.Context) error {
 		calls++
 		cancel()
 		return errors.New("x")
@@ -178,31 +179,15 @@ func TestRetryStopsWhenTheContextEnds(t *testing.T) {
 
 func TestRetryRefusesAnInvalidPolicy(t *testing.T) {
 	t.Parallel()
-	err := Retry(context.Background(), policy.Policy{}, func(context.Context) error { return nil })
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	err := Do(context.Background(), policy.Policy{}, func(context.Context) error { return nil })
+	require.ErrorIs(t, err, client.ErrInvalidArgument)
 }
 
-func TestOnRetrySeesEachFailure(t *testing.T) {
+func TestNotifySeesEachFailure(t *testing.T) {
 	t.Parallel()
 	var seen []int
-	_ = Retry(context.Background(), testPolicy(), func(context.Context) error { return errors.New("x") },
-		OnRetry(func(attempt int, err error, d time.Duration) { seen = append(seen, attempt) }),
+	_ = Do(context.Background(), testPolicy(), func(context.Context) error { return errors.New("x") },
+		Notify(func(attempt int, err error, d time.Duration) { seen = append(seen, attempt) }),
 		recordSleeps(new([]time.Duration)))
 	require.Equal(t, []int{1, 2, 3}, seen)
-}
-
-func TestClassifiedErrorsUnwrap(t *testing.T) {
-	t.Parallel()
-	base := errors.New("base")
-	d, ok := RetryAfterDelay(fmt.Errorf("wrapped: %w", RetryAfter(base, time.Minute)))
-	require.True(t, ok)
-	require.Equal(t, time.Minute, d)
-	require.ErrorIs(t, RetryAfter(base, 0), base)
-	require.ErrorIs(t, Permanent(base), base)
-	require.Nil(t, Permanent(nil))
-	s, ok := SnoozeDelay(Snooze(-time.Second))
-	require.True(t, ok)
-	require.Equal(t, time.Duration(0), s)
-	_, ok = SnoozeDelay(base)
-	require.False(t, ok)
 }

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgbackoff/pgbackoff/client"
+)
+
+// workerSetup is how the Worker side of a run is built.
+type workerSetup struct {
+	workers int  // Workers on the queue(s)
+	queues  int  // queues each Worker serves, jobs spread evenly (1: the simple form)
+	pools   bool // a pool of its own per Worker, as separate processes would have
+}
+
+// queueName is the name of queue i of a multi-queue run (queue itself for
+// a single-queue run).
+func queueName(queues, i int) string {
+	if queues <= 1 {
+		return queue
+	}
+	return fmt.Sprintf("%s-%d", queue, i)
+}
+
+// seedQueues inserts n due jobs spread evenly over queues queues.
+func seedQueues(ctx context.Context, db *database, n, queues int) error {
+	if queues <= 1 {
+		return seedDue(ctx, db, oursTable, n, 0)
+	}
+	_, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, run_at, created_at)
+		SELECT $1 || '-' || (g % $3), '{}', 'default', now() - interval '1 minute', now() - interval '1 minute'
+		FROM generate_series(1, $2) AS g`, queue, n, queues)
+	if err != nil {
+		return fmt.Errorf("seed %d due jobs in %d queues: %w", n, queues, err)
+	}
+	return settle(ctx, db, oursTable)
+}
+
+// workerConfig is the configuration of one Worker of setup s: the bench's
+// Concurrency and BatchSize, split evenly over its queues.
+func workerConfig(cfg Config, s workerSetup, h client.Handler) client.WorkerConfig {
+	if s.queues <= 1 {
+		return client.WorkerConfig{Queue: queue, Handler: h, Concurrency: cfg.WorkerConcurrency, BatchSize: cfg.WorkerBatch,
+			ReapInterval: -1, HeartbeatInterval: -1}
+	}
+	wc := client.WorkerConfig{ReapInterval: -1}
+	for i := range s.queues {
+		wc.Queues = append(wc.Queues, client.QueueConfig{Queue: queueName(s.queues, i), Handler: h,
+			Concurrency: max(1, cfg.WorkerConcurrency/s.queues), BatchSize: max(1, cfg.WorkerBatch/s.queues),
+			HeartbeatInterval: -1})
+	}
+	return wc
+}
+
+// startWorkers starts s.workers Workers with handler h; stop cancels them
+// and returns when every Run has returned (the last completion written).
+func startWorkers(ctx context.Context, cfg Config, db *database, s workerSetup, h client.Handler) (stop func() error, err error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	var (
+		wg    sync.WaitGroup
+		pools []*pgxpool.Pool
+	)
+	errs := make(chan error, s.workers)
+	cleanup := func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}
+	for i := range s.workers {
+		pool := db.pool
+		if s.pools {
+			pc, err := pgxpool.ParseConfig(db.url)
+			if err != nil {
+				cancel()
+				cleanup()
+				return nil, err
+			}
+			pc.MaxConns = 10
+			if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
+				cancel()
+				cleanup()
+				return nil, err
+			}
+			pools = append(pools, pool)
+		}
+		w, err := client.NewWorker(pool, workerConfig(cfg, s, h), client.WithLogger(discard),
+			client.WithWorkerID(fmt.Sprintf("bench-%d", i)))
+		if err != nil {
+			cancel()
+			cleanup()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- w.Run(runCtx) }()
+	}
+	return func() error {
+		cancel()
+		wg.Wait()
+		cleanup()
+		close(errs)
+		for err := range errs {
+			// A Worker still checking the schema when the last job ran is
+			// cancelled by us: not a failure.
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+		}
+		return nil
+	}, nil
+}
+
+// countingHandler counts jobs and closes all once n have run.
+func countingHandler(n int) (client.Handler, <-chan struct{}) {
+	var done atomic.Int64
+	all := make(chan struct{})
+	return func(context.Context, *client.Job) error {
+		if done.Add(1) == int64(n) {
+			close(all)
+		}
+		return nil
+	}, all
+}
+
+// runWorkerSetup pre-inserts n jobs and works them with setup s (no-op
+// handler); the time runs from the start to the return of every Run, after
+// the last batched completion is written (burn-down mode).
+func runWorkerSetup(ctx context.Context, cfg Config, db *database, s workerSetup, n int) (result, error) {
+	if err := seedQueues(ctx, db, n, s.queues); err != nil {
+		return result{}, err
+	}
+	h, all := countingHandler(n)
+	start := time.Now()
+	stop, err := startWorkers(ctx, cfg, db, s, h)
+	if err != nil {
+		return result{}, err
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+	case <-time.After(10 * time.Minute):
+	}
+	if err := stop(); err != nil {
+		return result{}, err
+	}
+	return checkCompleted(ctx, db, n, time.Since(start))
+}
+
+func checkCompleted(ctx context.Context, db *database, n int, elapsed time.Duration) (result, error) {
+	var completed int64
+	if err := db.pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`).Scan(&completed); err != nil {
+		return result{}, err
+	}
+	if completed != int64(n) {
+		return result{}, fmt.Errorf("worker: %d of %d jobs completed", completed, n)
+	}
+	return result{ops: completed, elapsed: elapsed}, nil
+}
+
+// runWorkerContinuous inserts n jobs while one Worker works them
+// (continuous mode): EnqueueMany batches of 100 back to back, or, with
+// rate > 0, about rate jobs per second in batches every 10 ms. It returns
+// the rate (n over the time from the first insert to the return of Run) and
+// every job's enqueue -> handler start latency (created_at to the
+// handler's start; the server and the bench share a clock).
+func runWorkerContinuous(ctx context.Context, cfg Config, db *database, n int, rate float64) (result, []time.Duration, error) {
+	var (
+		mu   sync.Mutex
+		lats = make([]time.Duration, 0, n)
+	)
+	count, all := countingHandler(n)
+	h := func(ctx context.Context, job *client.Job) error {
+		d := time.Since(job.CreatedAt)
+		mu.Lock()
+		lats = append(lats, d)
+		mu.Unlock()
+		return count(ctx, job)
+	}
+	c, err := client.New(ctx, db.pool, client.WithLogger(discard))
+	if err != nil {
+		return result{}, nil, err
+	}
+	start := time.Now()
+	stop, err := startWorkers(ctx, cfg, db, workerSetup{workers: 1, queues: 1}, h)
+	if err != nil {
+		return result{}, nil, err
+	}
+	insertErr := insertPaced(ctx, n, rate, func(k int) error {
+		jobs := make([]client.NewJob, k)
+		for i := range jobs {
+			jobs[i] = client.NewJob{Queue: queue, Payload: payload}
+		}
+		_, err := c.EnqueueMany(ctx, jobs)
+		return err
+	})
+	if insertErr == nil {
+		select {
+		case <-all:
+		case <-ctx.Done():
+		case <-time.After(10 * time.Minute):
+		}
+	}
+	if err := stop(); err != nil {
+		return result{}, nil, err
+	}
+	if insertErr != nil {
+		return result{}, nil, fmt.Errorf("continuous insert: %w", insertErr)
+	}
+	res, err := checkCompleted(ctx, db, n, time.Since(start))
+	return res, lats, err
+}
+
+// insertPaced calls insert(k) until n jobs are in: batches of 100 back to
+// back, or with rate > 0 every 10 ms the batch that keeps to the rate.
+func insertPaced(ctx context.Context, n int, rate float64, insert func(k int) error) error {
+	const tick = 10 * time.Millisecond
+	began := time.Now()
+	for done := 0; done < n; {
+		k := min(100, n-done)
+		if rate > 0 {
+			due := int(rate*time.Since(began).Seconds()) + 1
+			if due <= done {
+				time.Sleep(tick)
+				continue
+			}
+			k = min(due-done, n-done, 1000)
+		}
+		if err := insert(k); err != nil {
+			return err
+		}
+		done += k
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// pctDur returns the p-quantile of ds (sorted in place).
+func pctDur(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[min(len(ds)-1, int(p*float64(len(ds))))]
+}

@@ -1,0 +1,151 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// completer batches the completions of every queue of a Worker into
+// complete_many calls: under load the completions of many handlers, of all
+// queues, share one statement; when idle a completion is written at once. One flush runs at a
+// time; what arrives meanwhile forms the next batch, capped at
+// maxCompleteBatch.
+type completer struct {
+	w       *Worker
+	mu      sync.Mutex
+	ids     []int64
+	att     []int
+	queues  []string
+	stopped bool
+	kick    chan struct{}
+	quit    chan struct{}
+	exited  chan struct{}
+}
+
+// maxCompleteBatch caps one CompleteMany call.
+const maxCompleteBatch = 5000
+
+func newCompleter(w *Worker) *completer {
+	return &completer{w: w, kick: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// add queues a completion; false when the completer has stopped and the
+// caller must complete the job itself.
+func (c *completer) add(id int64, attempt int, queue string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return false
+	}
+	c.ids = append(c.ids, id)
+	c.att = append(c.att, attempt)
+	c.queues = append(c.queues, queue)
+	signal(c.kick)
+	return true
+}
+
+// take removes up to maxCompleteBatch queued completions.
+func (c *completer) take(stop bool) (ids []int64, att []int, queues []string, more bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := min(len(c.ids), maxCompleteBatch)
+	ids, att, queues = c.ids[:n:n], c.att[:n:n], c.queues[:n:n]
+	c.ids, c.att, c.queues = c.ids[n:], c.att[n:], c.queues[n:]
+	if len(c.ids) == 0 {
+		c.ids, c.att, c.queues = nil, nil, nil
+	}
+	if stop {
+		c.stopped = true
+	}
+	return ids, att, queues, len(c.ids) > 0
+}
+
+func (c *completer) run() {
+	defer close(c.exited)
+	for {
+		stop := false
+		select {
+		case <-c.kick:
+		case <-c.quit:
+			stop = true
+		}
+		for {
+			ids, att, queues, more := c.take(stop)
+			if len(ids) > 0 {
+				c.flush(ids, att, queues)
+			}
+			if !more {
+				break
+			}
+		}
+		if stop {
+			return
+		}
+	}
+}
+
+// stop flushes what is queued and ends the completer; later completions
+// are written one by one by their callers.
+func (c *completer) stop() {
+	close(c.quit)
+	<-c.exited
+}
+
+func (c *completer) flush(ids []int64, att []int, queues []string) {
+	w := c.w
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var done []int64
+	err := w.retryTransient(ctx, func(ctx context.Context) error {
+		var err error
+		done, err = completeBatch(ctx, w.c, ids, att)
+		return err
+	})
+	if err != nil {
+		w.log.Error("could not record completions; the reaper will retry the jobs", "jobs", len(ids), "err", err)
+		return
+	}
+	got := make(map[int64]bool, len(done))
+	for _, id := range done {
+		got[id] = true
+	}
+	perQueue := map[string]int{}
+	for i, id := range ids {
+		if got[id] {
+			perQueue[queues[i]]++
+			continue
+		}
+		w.c.cfg.metrics.leaseLost(ctx, queues[i])
+		w.log.Warn("completion refused: the attempt no longer holds the job", "job", id, "attempt", att[i])
+	}
+	for q, n := range perQueue {
+		w.c.cfg.metrics.completed(ctx, q, n)
+	}
+}
+
+// completeBatch is CompleteMany for the completer: one statement for the
+// completions of every queue, the metrics counted by the caller per queue.
+func completeBatch(ctx context.Context, c *Client, ids []int64, attempts []int) ([]int64, error) {
+	op := fmt.Sprintf("complete %d jobs", len(ids))
+	att := make([]int32, len(attempts))
+	for i, a := range attempts {
+		att[i] = int32(a)
+	}
+	call, args := c.fn("complete_many",
+		arg{"p_job_ids", "bigint[]", ids},
+		arg{"p_attempts", "integer[]", att},
+	)
+	rows, err := c.db.Query(ctx, "SELECT id FROM "+call+" AS t(id)", args...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return done, nil
+}

@@ -1,0 +1,149 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// outcome is what a handler's return means for its job, read from the
+// error in one place (readOutcome): the Worker records it without looking
+// at the error again.
+type outcome struct {
+	kind  outcomeKind
+	err   error         // the handler's error: its text is what Fail records
+	delay time.Duration // snooze delay, or the RetryAfter delay when hasDelay
+	// hasDelay: RetryAfter asked for delay instead of the policy's.
+	hasDelay bool
+}
+
+type outcomeKind int
+
+const (
+	outcomeCompleted outcomeKind = iota
+	outcomeFailed                // retried after the policy's delay, or RetryAfter's
+	outcomePermanent             // dead-lettered now (non_retryable)
+	outcomeSnoozed               // put back without spending an attempt
+	outcomePanicked              // failed like outcomeFailed; logged with the panic value
+)
+
+func (k outcomeKind) String() string {
+	return [...]string{"completed", "failed", "permanent", "snoozed", "panic"}[k]
+}
+
+// readOutcome classifies a handler's error: nil completes; Snooze snoozes;
+// Permanent dead-letters (even when it wraps a RetryAfter); RetryAfter
+// fails with its delay; a panic or any other error fails with the policy's
+// delay.
+func readOutcome(err error) outcome {
+	if err == nil {
+		return outcome{kind: outcomeCompleted}
+	}
+	if d, ok := SnoozeDelay(err); ok {
+		return outcome{kind: outcomeSnoozed, err: err, delay: d}
+	}
+	if IsPermanent(err) {
+		return outcome{kind: outcomePermanent, err: err}
+	}
+	var pe *panicError
+	if errors.As(err, &pe) {
+		return outcome{kind: outcomePanicked, err: err}
+	}
+	o := outcome{kind: outcomeFailed, err: err}
+	o.delay, o.hasDelay = RetryAfterDelay(err)
+	return o
+}
+
+// settle records an outcome in the database: completions go to the
+// batched completer, the rest are one fenced call each.
+func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w.c.cfg.metrics.handlerRan(ctx, job.Queue, o.kind.String(), elapsed)
+	var err error
+	switch o.kind {
+	case outcomeCompleted:
+		if w.completer.add(job.ID, job.Attempts, job.Queue) {
+			return
+		}
+		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			_, err := w.c.Complete(ctx, job.ID, job.Attempts)
+			return err
+		})
+	case outcomeSnoozed:
+		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			_, err := w.c.Snooze(ctx, job.ID, job.Attempts, o.delay)
+			return err
+		})
+	default:
+		var opts []FailOption
+		switch {
+		case o.kind == outcomePermanent:
+			opts = append(opts, NonRetryable())
+		case o.hasDelay:
+			opts = append(opts, RetryIn(o.delay))
+		case o.kind == outcomePanicked:
+			var pe *panicError
+			errors.As(o.err, &pe)
+			w.log.Error("handler panicked", "job", job.ID, "attempt", job.Attempts, "panic", fmt.Sprint(pe.value))
+		}
+		var j Job
+		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			var err error
+			j, err = w.c.Fail(ctx, job.ID, job.Attempts, o.err.Error(), opts...)
+			return err
+		})
+		if err == nil {
+			w.log.Info("job failed", "job", job.ID, "attempt", job.Attempts, "status", j.Status,
+				"run_at", j.RunAt, "err", o.err)
+		}
+	}
+	w.settleError(ctx, job, o.kind.String(), err)
+}
+
+// settleTries bounds retryTransient: waits of 100 ms doubling give the
+// database about 3 s to come back (a restart, a failover, a dropped
+// connection) before the job is left to the reaper.
+const settleTries = 6
+
+// retryTransient runs a settle call (complete, complete_many, fail, snooze)
+// and runs it again, up to settleTries times in all, while it fails with an
+// error that says nothing about the job: the connection, not a refusal
+// (transient, errors.go). The calls are fenced by the attempt, whose tokens
+// never repeat (snooze and replay included: docs/adr/0020), so a repeat
+// after a reply that was lost takes effect once or is refused with
+// BK002/BK003, and never touches a later claim of the job; without the
+// repeat a blip would leave the job running until
+// its lease expires and the reaper counts a finished attempt as a crash (on
+// the last attempt: a dead letter).
+func (w *Worker) retryTransient(ctx context.Context, call func(context.Context) error) error {
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := call(ctx)
+		if err == nil || try == settleTries || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		w.log.Warn("settle call failed; retrying", "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+func (w *Worker) settleError(ctx context.Context, job *Job, outcome string, err error) {
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrStaleAttempt), errors.Is(err, ErrInvalidTransition):
+		w.c.cfg.metrics.leaseLost(ctx, job.Queue)
+		w.log.Warn("job no longer ours; outcome dropped", "job", job.ID, "attempt", job.Attempts, "outcome", outcome, "err", err)
+	default:
+		// The lease will expire and the reaper will retry the job.
+		w.log.Error("could not record the outcome; the reaper will retry the job", "job", job.ID, "outcome", outcome, "err", err)
+	}
+}

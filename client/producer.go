@@ -1,0 +1,107 @@
+package client
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// producer claims the jobs of one queue into its free handler slots.
+//
+// It claims whenever a slot is free and the queue was not found empty:
+// a finished handler frees a slot and triggers the next claim at once, and
+// a claim that comes back short is not a reason to wait (under concurrency
+// SKIP LOCKED and rows re-checked after another claimer's commit make short
+// batches common on a busy queue). Only a claim that returns nothing backs
+// off: the queue is then idle, the producer registers that it waits for it
+// (notifier.go), looks once more, and sleeps until a notification, a
+// reaped lease or the poll interval wakes it. The registration ends when
+// two claims in a row find jobs (a backlog: the queue is busy) or, for a
+// worker that died, when it expires.
+type producer struct {
+	w        *Worker
+	cfg      QueueConfig
+	wake     chan struct{} // a notification or a reap: look for work now
+	freed    chan struct{} // a handler slot became free
+	inflight atomic.Int64
+	idle     bool // a claim found nothing since the last backlog; registered as waiting
+	streak   int  // claims in a row that found jobs
+}
+
+func newProducer(w *Worker, cfg QueueConfig) *producer {
+	return &producer{w: w, cfg: cfg, wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+}
+
+func (p *producer) run(ctx context.Context) {
+	poll := time.NewTicker(p.w.cfg.PollInterval)
+	defer poll.Stop()
+	empty := false // the queue had nothing due at the last look
+	for ctx.Err() == nil {
+		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
+			n, err := p.claim(ctx, min(free, p.cfg.BatchSize))
+			if n == 0 {
+				p.streak = 0
+			} else {
+				p.streak++
+			}
+			switch {
+			case err != nil:
+				p.w.log.Error("claim failed", "queue", p.cfg.Queue, "err", err)
+				empty = true // wait for the poll before trying again
+			case n > 0:
+				// Two claims in a row that found jobs mean a backlog: the
+				// queue is busy, so enqueuers need not wake it. A trickle
+				// (one claim finds the job, the next finds nothing) keeps
+				// the registration and writes nothing.
+				if p.idle && p.streak >= 2 {
+					p.idle = false
+					p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
+				}
+				continue
+			case !p.idle && p.w.notifier.listening():
+				// Empty: register as waiting, then look once more, for a
+				// job enqueued before the registration was visible.
+				p.idle = true
+				p.w.notifier.setWaiting(ctx, p.cfg.Queue, true)
+				continue
+			default:
+				empty = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-p.wake:
+			empty = false
+		case <-poll.C:
+			empty = false
+			if p.idle {
+				p.w.notifier.refresh(ctx, p.cfg.Queue)
+			}
+		case <-p.freed:
+		}
+	}
+}
+
+// claim takes up to n jobs and starts a handler for each; it returns how
+// many it started.
+func (p *producer) claim(ctx context.Context, n int) (int, error) {
+	// Claim on a context that a shutdown does not cut: a claim committed
+	// but never read would leave its jobs running until the reaper comes.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	jobs, err := p.w.c.Claim(cctx, p.cfg.Queue, n, p.cfg.Lease)
+	if err != nil {
+		return 0, err
+	}
+	for i := range jobs {
+		p.w.start(ctx, p, jobs[i])
+	}
+	return len(jobs), nil
+}
+
+// done is called when a handler of this queue has returned and its
+// outcome is recorded (or handed to the completer).
+func (p *producer) done() {
+	p.inflight.Add(-1)
+	signal(p.freed)
+}

@@ -1,0 +1,32 @@
+package client
+
+import (
+	"context"
+	"time"
+)
+
+// reapLoop sends the running jobs whose lease expired (their worker died or
+// lost the database) back through the retry decision, every ReapInterval,
+// and wakes the producers when it moved any. backoff.reap is safe to run
+// from many workers at once.
+func (w *Worker) reapLoop(ctx context.Context) {
+	t := time.NewTicker(w.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := w.c.Reap(ctx, 0)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			w.log.Error("reap failed", "err", err)
+		case n > 0:
+			w.log.Info("reaped expired leases", "jobs", n)
+			for _, p := range w.producers {
+				signal(p.wake)
+			}
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestConfigApplyGrants: [grants.ROLE] in the file become rows of
+// backoff.queue_grants through grant_queue; diff shows what differs; apply
+// keeps grants only in the database unless --prune, which revokes them.
+func TestConfigApplyGrants(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testdb.NewURL(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	role := "backoff_test_" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN IN ROLE backoff_worker")
+	require.NoError(t, err)
+	admin.Close(ctx)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
+		if err == nil {
+			_, _ = c.Exec(ctx, "DROP ROLE "+role)
+			c.Close(ctx)
+		}
+	})
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "backoff.toml")
+	write := func(src string) {
+		require.NoError(t, os.WriteFile(file, []byte(src), 0o600))
+	}
+	write("version = 1\n\n[grants." + role + "]\nwork = [\"mail.*\", \"sms\"]\nproduce = [\"mail.out\"]\n")
+
+	code, out, errOut := run(t, "config", "diff", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "+ grant "+role+" work mail.*")
+	code, out, errOut = run(t, "config", "apply", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "3 added")
+	pool := testdb.Pool(t, dbURL)
+	grants := func() []string {
+		var g []string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(array_agg(privilege || ' ' || queue ORDER BY privilege, queue), '{}') FROM backoff.queue_grants`).Scan(&g))
+		return g
+	}
+	require.Equal(t, []string{"produce mail.out", "work mail.*", "work sms"}, grants())
+	code, out, _ = run(t, "config", "apply", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "no change")
+
+	write("version = 1\n\n[grants." + role + "]\nwork = [\"mail.*\"]\n")
+	code, out, _ = run(t, "config", "apply", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "grant "+role+" work sms: only in the database (kept")
+	require.Len(t, grants(), 3, "kept without --prune")
+	code, out, errOut = run(t, "config", "apply", "--prune", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, []string{"work mail.*"}, grants(), out)
+
+	// An unknown role stops the apply, naming it; nothing is written.
+	write("version = 1\n\n[grants.no_such_role_zz]\nwork = [\"x\"]\n[queues.x]\npolicy = \"moderate\"\n")
+	code, _, errOut = run(t, "config", "apply", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `unknown role "no_such_role_zz"`)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.queues WHERE name = 'x'`).Scan(&n))
+	require.Zero(t, n)
+
+	// Validation: FILE:LINE: key: message.
+	write("version = 1\n\n[grants.r]\nwork = \"x\"\n")
+	code, _, errOut = run(t, "config", "validate", "--config", file)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "backoff.toml:4: grants.r.work: must be a list of queue names")
+}

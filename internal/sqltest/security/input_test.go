@@ -1,0 +1,129 @@
+package security
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestNameLimits: queue, policy, worker and dedupe key are names of 1 to
+// 128 bytes without control characters, everywhere they come in; anything
+// else is 22023 naming the value (DESIGN §11.4). Round 1 stored an
+// 8,000-byte queue name that could never be notified or replayed, and
+// escape sequences that reached the operator's terminal.
+func TestNameLimits(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	ok128 := strings.Repeat("é", 64) // 128 bytes
+	bad := map[string]string{
+		"empty":   "",
+		"129":     strings.Repeat("a", 129),
+		"8000":    strings.Repeat("q", 8000),
+		"escape":  "mail\x1b[2J",
+		"newline": "mail\nforged log line",
+		"del":     "mail\x7f",
+		"c1 csi":  "mail\u009b31m",
+		"tab":     "mail\tx",
+	}
+	calls := map[string]string{
+		"enqueue queue":      `SELECT backoff.enqueue($1, p_now => $2)`,
+		"enqueue dedupe key": `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
+		"enqueue policy":     `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
+		"bulk queue":         `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
+		"bulk dedupe key":    `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
+		"bulk policy":        `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
+		"claim queue":        `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
+		"claim worker":       `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
+		"acquire worker":     `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
+		"grant_queue queue":  `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
+	}
+	for call, sql := range calls {
+		for what, v := range bad {
+			if what == "empty" && strings.Contains(call, "dedupe") {
+				continue // an empty dedupe key has its own message
+			}
+			_, err := pool.Exec(ctx, sql, v, t0)
+			require.Equal(t, "22023", sqlState(err), "%s with %s name: %v", call, what, err)
+			require.Contains(t, err.Error(), "1 to 128 bytes", "%s with %s", call, what)
+			require.NotContains(t, err.Error(), "\x1b", "the message must not carry the escape itself")
+		}
+	}
+	// 128 bytes is fine everywhere.
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue($1, p_dedupe_key => $1, p_now => $2)`, ok128, t0).Scan(&id))
+	var got int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM backoff.claim($1, $1, 1, NULL, $2)`, ok128, t0).Scan(&got))
+	require.Equal(t, id, got)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs`).Scan(&n))
+	require.Equal(t, 1, n, "no refused call inserted anything")
+}
+
+// TestErrorHistoryBounded: a worker that fails a job 30 times with 1 MB
+// errors leaves at most 8 KiB per history entry and in last_error
+// (DESIGN §11.4). Round 1 kept the whole text: one job held 200 MB.
+func TestErrorHistoryBounded(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	huge := strings.Repeat("ü", 512*1024) // 1 MB of 2-byte characters
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue('q', p_max_attempts => 100, p_now => $1)`, t0).Scan(&id))
+	now := t0
+	for i := 0; i < 30; i++ {
+		var attempt int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT attempts FROM backoff.acquire($1, 'w', NULL, $2)`, id, now).Scan(&attempt))
+		require.NoError(t, pool.QueryRow(ctx, `SELECT run_at FROM backoff.fail($1, $2, $3, '1 second', true, $4)`, id, attempt, huge, now).Scan(&now))
+	}
+	var lastLen, histBytes, entries, maxEntry int
+	var tail string
+	require.NoError(t, pool.QueryRow(ctx, `
+SELECT octet_length(last_error), octet_length(errors::text), jsonb_array_length(errors),
+       (SELECT max(octet_length(e ->> 'error')) FROM jsonb_array_elements(errors) AS e),
+       right(last_error, 40)
+FROM backoff.jobs WHERE id = $1`, id).Scan(&lastLen, &histBytes, &entries, &maxEntry, &tail))
+	require.LessOrEqual(t, lastLen, 8192)
+	require.LessOrEqual(t, maxEntry, 8192)
+	require.Equal(t, 20, entries)
+	require.Less(t, histBytes, 20*(8192+300), "the history is bounded in bytes")
+	require.True(t, strings.HasSuffix(tail, " [truncated: 1048576 bytes]"), tail)
+}
+
+// TestTimeBounds: run_at and every time computed as a time plus an interval
+// stay inside years 1 to 9999 (DESIGN §11.4). Round 1 stored a run_at in
+// year 10000+, which broke `backoffctl jobs list -o json`.
+func TestTimeBounds(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	for _, runAt := range []string{"10000-01-01 00:00:00+00", "294276-01-01 00:00:00+00", "0001-01-01 00:00:00+00 BC"} {
+		_, err := pool.Exec(ctx, `SELECT backoff.enqueue('q', p_run_at => $1::timestamptz, p_now => $2)`, runAt, t0)
+		require.Equal(t, "22023", sqlState(err), "run_at %s: %v", runAt, err)
+		_, err = pool.Exec(ctx, `SELECT * FROM backoff.enqueue(ARRAY['q'], NULL, ARRAY[$1::timestamptz], NULL, NULL, NULL, $2)`, runAt, t0)
+		require.Equal(t, "22023", sqlState(err), "bulk run_at %s: %v", runAt, err)
+	}
+	late := time.Date(9999, 6, 1, 0, 0, 0, 0, time.UTC)
+	end := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	var id int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue('q', p_max_attempts => 10, p_now => $1)`, late).Scan(&id))
+	var lease time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT lease_until FROM backoff.claim('q', 'w', 1, '876600 hours', $1)`, late).Scan(&lease))
+	require.True(t, lease.Equal(end), "claim lease %v", lease)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.heartbeat($1, 1, '876600 hours', $2)`, id, late).Scan(&lease))
+	require.True(t, lease.Equal(end), "heartbeat lease %v", lease)
+	var runAt time.Time
+	require.NoError(t, pool.QueryRow(ctx, `SELECT run_at FROM backoff.snooze($1, 1, '876600 hours', $2)`, id, late).Scan(&runAt))
+	require.True(t, runAt.Equal(end), "snooze run_at %v", runAt)
+	require.NoError(t, pool.QueryRow(ctx, `SELECT lease_until FROM backoff.acquire($1, 'w', '876600 hours', $2)`, id, end).Scan(&lease))
+	require.True(t, lease.Equal(end), "acquire lease %v", lease)
+	var attempt int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts FROM backoff.jobs WHERE id = $1`, id).Scan(&attempt))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT run_at FROM backoff.fail($1, $2, 'x', '876600 hours', true, $3)`, id, attempt, late).Scan(&runAt))
+	require.True(t, !runAt.After(end), "fail run_at %v", runAt)
+	var bad int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE run_at >= '10000-01-01' OR lease_until >= '10000-01-01'`).Scan(&bad))
+	require.Zero(t, bad)
+}
