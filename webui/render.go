@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 
@@ -207,6 +209,8 @@ func unreachable(err error) bool {
 		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
 	}
 	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, context.DeadlineExceeded) ||
-		pgconn.SafeToRetry(err) || strings.Contains(err.Error(), "closed pool") ||
-		strings.Contains(err.Error(), "connection refused")
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "closed pool") ||
+		strings.Contains(err.Error(), "conn closed")
 }
