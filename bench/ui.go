@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
@@ -49,7 +52,7 @@ func (b *bench) uiPages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := webui.New(c, webui.Options{})
+	h, err := webui.New(c, webui.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return err
 	}
@@ -90,6 +93,97 @@ func (b *bench) uiPages(ctx context.Context) error {
 	if _, err := measure("jobs page filtered by error text", max(3, jobsSamples/10), "/jobs?error=order+77&status=dead_lettered"); err != nil {
 		return err
 	}
-	_, err = measure("dead letters (/dead-letters)", max(3, overviewSamples/3), "/dead-letters")
-	return err
+	if _, err := measure("dead letters (/dead-letters)", max(3, overviewSamples/3), "/dead-letters"); err != nil {
+		return err
+	}
+	return b.uiRefreshCost(ctx, db.pool, h)
+}
+
+// uiRefreshCost compares the Go claim+complete rate of 4 clients with and
+// without an overview refreshing every second (five times the page's own
+// rate), in alternating rounds on the same table.
+func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handler) error {
+	const clients = 4
+	// A due backlog per client that no run exhausts: 50,000 each beside
+	// the 1M rows (a fifth of the rows in the test mode's tiny table).
+	per := max(200, b.cfg.Finished/20)
+	if _, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, run_at, created_at)
+		SELECT 'ui-bench-' || (i % $1), '{}', 'default', 'pending', now() - interval '1 minute', now() - interval '1 minute'
+		FROM generate_series(1, $2) AS i`, clients, clients*per); err != nil {
+		return fmt.Errorf("load the claim backlog: %w", err)
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE backoff.jobs"); err != nil {
+		return err
+	}
+	rate := func(withUI bool) (float64, error) {
+		rctx, cancel := context.WithTimeout(ctx, b.cfg.RunFor)
+		defer cancel()
+		if withUI {
+			go func() {
+				for rctx.Err() == nil {
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil).WithContext(rctx))
+					select {
+					case <-rctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+			}()
+		}
+		var ops atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		start := time.Now()
+		for k := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := client.New(rctx, pool, client.WithWorkerID(fmt.Sprintf("ui-bench-%d", k)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				queue := fmt.Sprintf("ui-bench-%d", k)
+				for rctx.Err() == nil {
+					jobs, err := c.Claim(rctx, queue, 1, 0)
+					if err != nil || len(jobs) == 0 {
+						if err != nil && rctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+					if _, err := c.Complete(rctx, jobs[0].ID, jobs[0].Attempt()); err != nil {
+						if rctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+					ops.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+		return float64(ops.Load()) / time.Since(start).Seconds(), nil
+	}
+	var without, with float64
+	for range b.cfg.Rounds {
+		a, err := rate(false)
+		if err != nil {
+			return err
+		}
+		u, err := rate(true)
+		if err != nil {
+			return err
+		}
+		without, with = without+a, with+u
+	}
+	ratio := ratioOf(with, without)
+	fmt.Fprintf(b.out, "claim+complete, %d Go clients, %d rounds: %.0f jobs/s without the UI, %.0f with the overview refreshing every 1 s (ratio %.2f)\n",
+		clients, b.cfg.Rounds, without/float64(b.cfg.Rounds), with/float64(b.cfg.Rounds), ratio)
+	b.target("ui-refresh-throughput-1m", ratio, 0.95)
+	return nil
 }

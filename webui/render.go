@@ -161,7 +161,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // 403, an unreachable database 503 with the banner, anything else 500.
 func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	status, msg := classify(err)
-	if status >= 500 {
+	if status >= 500 && !errors.Is(err, context.Canceled) { // canceled: the browser left
 		h.opts.Logger.Error("webui", "path", r.URL.Path, "err", err)
 	}
 	v := view{Title: http.StatusText(status), Message: msg}
