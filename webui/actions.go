@@ -201,6 +201,10 @@ type enqueueData struct {
 }
 
 func (h *Handler) enqueueForm(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.AllowActions {
+		h.fail(w, r, http.StatusForbidden, "actions are disabled: this UI was started read-only (without --allow-actions)")
+		return
+	}
 	d := enqueueData{Queue: r.URL.Query().Get("queue"), Payload: "{}", Priority: "0"}
 	ctx, cancel := h.ctx(r)
 	defer cancel()

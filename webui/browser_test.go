@@ -311,4 +311,6 @@ func TestBrowserReadOnly(t *testing.T) {
 	require.Equal(t, "dead_lettered", status(t, pool, seeded.Hostile))
 	do(t, ctx, chromedp.Navigate(srv.URL+"/bulk?action=replay&status=dead_lettered"))
 	require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("message"))), "read-only")
+	do(t, ctx, chromedp.Navigate(srv.URL+"/enqueue"))
+	require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("message"))), "read-only")
 }
