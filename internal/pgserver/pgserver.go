@@ -158,7 +158,16 @@ func (s *Server) Pause(ctx context.Context) error {
 	case KindLocal:
 		return s.local.signalAll(stopSignal)
 	case KindTestcontainers:
-		return dockerCLI(ctx, "pause", s.Container.GetContainerID())
+		// runc's cgroup freezer gives up ("unable to freeze") when the
+		// machine is busy; a retry a moment later succeeds.
+		var err error
+		for try := 0; try < 5; try++ {
+			if err = dockerCLI(ctx, "pause", s.Container.GetContainerID()); err == nil {
+				return nil
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return err
 	}
 	return errors.New("pause: a server given by URL is not this package's to pause")
 }

@@ -65,6 +65,10 @@ var Rules = map[string][]Rule{
 	"heartbeat":     {{Kind: ByJob, Arg: "p_job_id"}},
 	"snooze":        {{Kind: ByJob, Arg: "p_job_id"}},
 	"reap":          {{Kind: AllSum}},
+	// A worker's wake-up registration lives where its queue's jobs are
+	// (enqueue reads it there); NOTIFY itself does not cross the router.
+	"wait_for_jobs": {{Kind: ByQueue, Arg: "p_queue"}},
+	"stop_waiting":  {{Kind: ByQueue, Arg: "p_queue"}},
 
 	// Operators.
 	"cancel": {{Kind: ByJob, Arg: "p_job_id"}},
@@ -115,4 +119,6 @@ var Tables = map[string]TableKind{
 	"queues":       TableReplicated,
 	"settings":     TableReplicated,
 	"queue_grants": TableReplicated,
+	// Wake-up registrations: each shard holds those of its queues.
+	"waiting_workers": TableAll,
 }

@@ -185,11 +185,24 @@ func ensureServer(t testing.TB) {
 	if server.err == nil {
 		return
 	}
+	var setup *setupError
+	if errors.As(server.err, &setup) {
+		// A server answered but the schema could not be installed: a broken
+		// migration must fail every test, never pass as skipped.
+		t.Fatalf("testdb: %v", server.err)
+	}
 	if os.Getenv("CI") != "" {
 		t.Fatalf("testdb: no PostgreSQL for tests (CI is set, so this fails instead of skipping): %v", server.err)
 	}
 	t.Skipf("testdb: no PostgreSQL for tests: %v", server.err)
 }
+
+// setupError is a failure after a server was found: creating or migrating
+// the template database.
+type setupError struct{ err error }
+
+func (e *setupError) Error() string { return "set up the template database: " + e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
 
 // Settings of the servers testdb starts: throwaway, so no durability.
 var serverSettings = []string{"max_connections=300", "fsync=off", "synchronous_commit=off", "full_page_writes=off"}
@@ -214,6 +227,14 @@ func startServer() error {
 		line += " (skipped: " + strings.Join(srv.Skipped, "; ") + ")"
 	}
 	fmt.Fprintln(os.Stderr, line)
+	if err := createTemplate(ctx); err != nil {
+		return &setupError{err}
+	}
+	return nil
+}
+
+// createTemplate makes the migrated template database every test copies.
+func createTemplate(ctx context.Context) error {
 	tmpl := "backoff_tmpl_" + randomSuffix()
 	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		return fmt.Errorf("create template database: %w", err)
