@@ -115,6 +115,14 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 	if _, err := pool.Exec(ctx, "ANALYZE backoff.jobs"); err != nil {
 		return err
 	}
+	workers := make([]*client.Client, clients)
+	for k := range workers {
+		c, err := client.New(ctx, pool, client.WithWorkerID(fmt.Sprintf("ui-bench-%d", k)))
+		if err != nil {
+			return err
+		}
+		workers[k] = c
+	}
 	rate := func(withUI bool) (float64, error) {
 		rctx, cancel := context.WithTimeout(ctx, b.cfg.RunFor)
 		defer cancel()
@@ -138,11 +146,7 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				c, err := client.New(rctx, pool, client.WithWorkerID(fmt.Sprintf("ui-bench-%d", k)))
-				if err != nil {
-					errs <- err
-					return
-				}
+				c := workers[k]
 				queue := fmt.Sprintf("ui-bench-%d", k)
 				for rctx.Err() == nil {
 					jobs, err := c.Claim(rctx, queue, 1, 0)
