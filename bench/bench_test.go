@@ -38,6 +38,8 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target enqueue-start-idle-p50-ms: ",
 		"workers, a pool each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
 		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
+		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
+		"target ui-refresh-throughput-1m: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
 		require.Contains(t, text, want)

@@ -75,8 +75,12 @@ var Rules = map[string][]Rule{
 	"replay": {{Kind: ByJob, Arg: "p_job_id"}},
 	// A queue's dead letters live on the queue's shard.
 	"replay_dead_letters": {{Kind: ByQueue, Arg: "p_queue"}},
-	"prune":               {{Kind: AllSum}},
-	"stats":               {{Kind: AllUnion}},
+	// A filter may span queues: every shard acts on its own matches.
+	"bulk_jobs": {{Kind: AllUnion}},
+	// A pure computation.
+	"error_signature": {{Kind: Any}},
+	"prune":           {{Kind: AllSum}},
+	"stats":           {{Kind: AllUnion}},
 
 	// Administrative writes to the configuration every shard holds alike
 	// (backoff.queues, backoff.queue_grants): every shard, so that the rows

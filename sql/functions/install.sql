@@ -40,6 +40,8 @@
 {{ template "cancel.sql" . }}
 {{ template "replay.sql" . }}
 {{ template "replay_dead_letters.sql" . }}
+{{ template "error_signature.sql" . }}
+{{ template "bulk_jobs.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
 {{ template "pause_queue.sql" . }}

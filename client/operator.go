@@ -1,0 +1,279 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/pgbackoff/pgbackoff/client/policy"
+)
+
+// This file holds the operator's calls a web UI needs beyond inspect.go:
+// the policies, the dead letters grouped by cause, a count for a filter,
+// and bulk actions on everything a filter matches.
+
+// policyColumns reads a backoff.policies row with durations as whole
+// microseconds, the resolution of an interval.
+const policyColumns = `name, strategy,
+	(extract(epoch FROM base) * 1000000)::bigint,
+	multiplier, exponent,
+	ARRAY(SELECT (extract(epoch FROM s) * 1000000)::bigint FROM unnest(schedule) WITH ORDINALITY AS u(s, i) ORDER BY i),
+	(extract(epoch FROM max_delay) * 1000000)::bigint,
+	jitter, jitter_ratio, max_attempts,
+	(extract(epoch FROM lease) * 1000000)::bigint,
+	coalesce((extract(epoch FROM deadline) * 1000000)::bigint, 0)`
+
+// Policies returns every row of backoff.policies, by name, as the values
+// client/policy computes delays with.
+func (c *Client) Policies(ctx context.Context) ([]policy.Policy, error) {
+	op := "list policies"
+	rows, err := c.db.Query(ctx, "SELECT "+policyColumns+" FROM backoff.policies ORDER BY name")
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	out := []policy.Policy{}
+	for rows.Next() {
+		var p policy.Policy
+		var strategy, jitter string
+		var base, maxDelay, lease, deadline int64
+		var schedule []int64
+		if err := rows.Scan(&p.Name, &strategy, &base, &p.Multiplier, &p.Exponent, &schedule, &maxDelay,
+			&jitter, &p.JitterRatio, &p.MaxAttempts, &lease, &deadline); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+		p.Strategy, p.Jitter = policy.Strategy(strategy), policy.Jitter(jitter)
+		p.Base, p.Max, p.Lease, p.Deadline = us(base), us(maxDelay), us(lease), us(deadline)
+		for _, s := range schedule {
+			p.Schedule = append(p.Schedule, us(s))
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
+// DeadLetterGroup is the dead letters of one queue that share a reason and
+// an error signature (backoff.error_signature of the last error).
+type DeadLetterGroup struct {
+	Queue     string
+	Reason    string
+	Signature string
+	Count     int64
+	// FirstSeen and LastSeen bound when the group's jobs were dead-lettered.
+	FirstSeen, LastSeen time.Time
+	// Example is the last error of the group's newest job, unmasked.
+	Example string
+}
+
+const deadLetterGroupsSQL = `SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff.error_signature(j.last_error) AS sig,
+	count(*), min(coalesce(j.completed_at, j.created_at)), max(coalesce(j.completed_at, j.created_at)),
+	coalesce((array_agg(j.last_error ORDER BY j.id DESC))[1], '')
+FROM backoff.jobs AS j
+WHERE j.status = 'dead_lettered' AND ($1::text IS NULL OR j.queue = $1)
+GROUP BY 1, 2, 3
+ORDER BY 4 DESC, 1, 2, 3
+LIMIT $2`
+
+// DeadLetterGroups groups the dead letters of queue ("" for every queue) by
+// queue, reason and error signature, largest group first, at most limit
+// groups (0: 200). It scans the dead letters: for operators.
+func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) ([]DeadLetterGroup, error) {
+	op := "group dead letters"
+	if limit <= 0 {
+		limit = 200
+	}
+	rows, err := c.db.Query(ctx, deadLetterGroupsSQL, nullString(queue), limit)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	out := []DeadLetterGroup{}
+	for rows.Next() {
+		var g DeadLetterGroup
+		if err := rows.Scan(&g.Queue, &g.Reason, &g.Signature, &g.Count, &g.FirstSeen, &g.LastSeen, &g.Example); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		out = append(out, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
+// CountJobs counts the jobs List would return for p's filters (its Order,
+// Cursor and Limit are ignored), up to limit (0: no bound): the number a
+// confirmation of a bulk action names.
+func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64, error) {
+	op := "count jobs"
+	var lim any
+	if limit > 0 {
+		lim = limit
+	}
+	sql := "SELECT count(*) FROM (" + detailFrom + listWhere + "LIMIT $10) AS m"
+	var n int64
+	if err := c.db.QueryRow(ctx, sql, listArgs(p, lim)...).Scan(&n); err != nil {
+		return 0, translate(op, 0, err)
+	}
+	return n, nil
+}
+
+// listArgs are the nine filter arguments of listWhere, then extra.
+func listArgs(p ListParams, extra ...any) []any {
+	var statuses any
+	if p.Statuses != nil {
+		st := make([]string, len(p.Statuses))
+		for i, s := range p.Statuses {
+			st[i] = string(s)
+		}
+		statuses = st
+	}
+	return append([]any{nullString(p.Queue), statuses, nullString(p.Policy), nullString(p.DeadLetterReason),
+		nullString(p.ErrorContains), nullTime(p.CreatedFrom), nullTime(p.CreatedTo),
+		nullTime(p.FinishedFrom), nullTime(p.FinishedTo)}, extra...)
+}
+
+// BulkAction is what Bulk does to each matching job.
+type BulkAction string
+
+// The bulk actions.
+const (
+	BulkReplay BulkAction = "replay" // backoff.replay: dead-lettered and cancelled jobs back to pending
+	BulkCancel BulkAction = "cancel" // backoff.cancel: unfinished jobs to cancelled
+)
+
+// BulkFilter selects the jobs of Bulk: ListParams' filters (FinishedFrom,
+// FinishedTo, Order and Cursor are not supported and must be zero) and an
+// error signature (DeadLetterGroup.Signature).
+type BulkFilter struct {
+	ListParams
+	ErrorSignature string
+}
+
+// BulkOutcome is what Bulk did with one job: done, or left alone for
+// Reason.
+type BulkOutcome struct {
+	JobID  int64
+	Done   bool
+	Reason string
+}
+
+// Bulk replays or cancels every job matching f, at most limit (0: 10000)
+// in id order, in one call (backoff.bulk_jobs), and returns one outcome
+// per matching job: what it could not do it reports instead of failing
+// the others.
+func (c *Client) Bulk(ctx context.Context, action BulkAction, f BulkFilter, limit int) ([]BulkOutcome, error) {
+	op := fmt.Sprintf("bulk %s", action)
+	if !f.FinishedFrom.IsZero() || !f.FinishedTo.IsZero() || f.Cursor != "" {
+		return nil, fmt.Errorf("%s: %w: finished-time bounds and cursors are not bulk filters", op, ErrInvalidArgument)
+	}
+	var statuses any
+	if f.Statuses != nil {
+		st := make([]string, len(f.Statuses))
+		for i, s := range f.Statuses {
+			st[i] = string(s)
+		}
+		statuses = st
+	}
+	call, args := c.fn("bulk_jobs",
+		arg{"p_action", "text", string(action)},
+		arg{"p_queue", "text", nullString(f.Queue)},
+		arg{"p_statuses", "text[]", statuses},
+		arg{"p_policy", "text", nullString(f.Policy)},
+		arg{"p_dead_letter_reason", "text", nullString(f.DeadLetterReason)},
+		arg{"p_error_contains", "text", nullString(f.ErrorContains)},
+		arg{"p_error_signature", "text", nullString(f.ErrorSignature)},
+		arg{"p_created_from", "timestamptz", nullTime(f.CreatedFrom)},
+		arg{"p_created_to", "timestamptz", nullTime(f.CreatedTo)},
+		arg{"p_limit", "integer", nullIntDefault(limit, 10000)},
+	)
+	rows, err := c.db.Query(ctx, "SELECT job_id, done, coalesce(reason, '') FROM "+call, args...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	out := []BulkOutcome{}
+	for rows.Next() {
+		var o BulkOutcome
+		if err := rows.Scan(&o.JobID, &o.Done, &o.Reason); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
+func nullIntDefault(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
+}
+
+// Activity is what happened in one queue during one bucket of time.
+type Activity struct {
+	Queue        string
+	Start        time.Time // the bucket's start
+	Completed    int64     // jobs completed
+	Failed       int64     // failed attempts (handler errors and expired leases), from the error history
+	DeadLettered int64     // jobs dead-lettered
+}
+
+const activitySQL = `WITH w AS (SELECT coalesce($1::timestamptz, now()) AS now_, $2::interval AS win, $3::interval AS bucket)
+SELECT a.queue, a.b, sum(a.c)::bigint, sum(a.f)::bigint, sum(a.d)::bigint
+FROM (
+    SELECT j.queue, date_bin(w.bucket, j.completed_at, w.now_ - w.win) AS b,
+           (j.status = 'completed')::int AS c, 0 AS f, (j.status = 'dead_lettered')::int AS d
+    FROM backoff.jobs AS j, w
+    WHERE j.completed_at > w.now_ - w.win AND j.completed_at <= w.now_
+      AND j.status IN ('completed', 'dead_lettered')
+    UNION ALL
+    SELECT j.queue, date_bin(w.bucket, (e.v ->> 'at')::timestamptz, w.now_ - w.win), 0, 1, 0
+    FROM backoff.jobs AS j CROSS JOIN w
+    CROSS JOIN LATERAL jsonb_array_elements(j.errors) AS e(v)
+    WHERE j.last_failed_at > w.now_ - w.win
+      AND (e.v ->> 'at')::timestamptz > w.now_ - w.win AND (e.v ->> 'at')::timestamptz <= w.now_
+) AS a
+GROUP BY 1, 2
+ORDER BY 1, 2`
+
+// Activity counts, per queue and per bucket of the last window (defaults:
+// one hour, one minute), the jobs completed and dead-lettered and the
+// failed attempts. Buckets where nothing happened are absent. It scans the
+// table, as Stats does: for dashboards, not for tight loops.
+func (c *Client) Activity(ctx context.Context, window, bucket time.Duration) ([]Activity, error) {
+	op := "read job activity"
+	if window <= 0 {
+		window = time.Hour
+	}
+	if bucket <= 0 {
+		bucket = time.Minute
+	}
+	if bucket > window {
+		return nil, fmt.Errorf("%s: %w: bucket %s is longer than the window %s", op, ErrInvalidArgument, bucket, window)
+	}
+	rows, err := c.db.Query(ctx, activitySQL, c.nowArg(), window, bucket)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	out := []Activity{}
+	for rows.Next() {
+		var a Activity
+		if err := rows.Scan(&a.Queue, &a.Start, &a.Completed, &a.Failed, &a.DeadLettered); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,316 @@
+package webui_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+	"github.com/pgbackoff/pgbackoff/internal/uiseed"
+	"github.com/pgbackoff/pgbackoff/webui"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+var pageLoad = page.LoadEventFired
+
+// browser starts a headless Debian chromium with a fresh profile, or skips
+// the test when there is none (it fails under CI, where .ci/run installs
+// it). Console messages of every page are collected into the returned
+// func's answer.
+func browser(t *testing.T) (context.Context, func() []string) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("browser tests need %s under CI: %v", chromiumPath, err)
+		}
+		t.Skipf("no %s: apt-get install chromium to run the browser tests", chromiumPath)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)))
+	var mu sync.Mutex
+	var msgs []string
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			msgs = append(msgs, fmt.Sprintf("%s %s:%d %s", m.Type, m.URL, m.Line+1, m.Text))
+			mu.Unlock()
+		}
+	}()
+	return ctx, func() []string {
+		time.Sleep(100 * time.Millisecond) // let the iterator deliver what arrived
+		mu.Lock()
+		defer mu.Unlock()
+		out := msgs
+		msgs = nil
+		return out
+	}
+}
+
+// uiServer seeds a database and serves the UI over it.
+func uiServer(t *testing.T, allow bool) (*httptest.Server, *pgxpool.Pool, uiseed.Result) {
+	t.Helper()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	res, err := uiseed.Seed(ctx, pool, 120)
+	require.NoError(t, err)
+	c, err := client.New(ctx, pool)
+	require.NoError(t, err)
+	h, err := webui.New(c, webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, pool, res
+}
+
+func status(t *testing.T, pool *pgxpool.Pool, id int64) string {
+	t.Helper()
+	var s string
+	require.NoError(t, pool.QueryRow(context.Background(), "SELECT status FROM backoff.jobs WHERE id = $1", id).Scan(&s))
+	return s
+}
+
+func run[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	require.NoError(t, err)
+	return v
+}
+
+func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx, actions...))
+}
+
+// TestBrowser drives every page in a real browser against a database with
+// jobs in every state, with actions enabled.
+func TestBrowser(t *testing.T) {
+	srv, pool, seeded := uiServer(t, true)
+	ctx, console := browser(t)
+	shots := os.Getenv("UI_SCREENSHOTS") // a directory: docs/ui.md's pictures
+	shot := func(name string) {
+		if shots == "" {
+			return
+		}
+		buf := run(t, ctx, chromedp.CaptureScreenshot())
+		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644))
+	}
+
+	t.Run("every page loads without console errors", func(t *testing.T) {
+		pages := []struct{ name, path, want string }{
+			{"overview", "/", "Queues"},
+			{"jobs", "/jobs", "Jobs"},
+			{"job", fmt.Sprintf("/jobs/%d", seeded.Retrying), "Job"},
+			{"dead-letters", "/dead-letters", "Dead letters"},
+			{"policies", "/policies", "Policies"},
+			{"enqueue", "/enqueue", "Enqueue a job"},
+		}
+		for _, p := range pages {
+			do(t, ctx, chromedp.Navigate(srv.URL+p.path))
+			h1 := run(t, ctx, chromedp.Text(chromedp.CSS("h1")))
+			require.Contains(t, h1, p.want, p.path)
+			require.Empty(t, console(), "console messages on %s", p.path)
+			shot(p.name)
+		}
+	})
+
+	t.Run("the overview refreshes itself", func(t *testing.T) {
+		do(t, ctx, chromedp.Navigate(srv.URL+"/"))
+		before := run(t, ctx, chromedp.Text(chromedp.ID("updated")))
+		_, err := pool.Exec(context.Background(), "SELECT 1") // the page fetches its table again by itself
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			now, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID("updated")))
+			return err == nil && now != before
+		}, 10*time.Second, 200*time.Millisecond)
+		loc := run(t, ctx, chromedp.Location())
+		require.Equal(t, srv.URL+"/", loc, "no navigation")
+		require.Empty(t, console())
+	})
+
+	t.Run("filters and pagination", func(t *testing.T) {
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs?queue=emails&status=completed"))
+		queues := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(r => r.cells[1].textContent + "/" + r.cells[2].textContent.trim())`))
+		require.Len(t, queues, 40, "120 completed jobs over three queues")
+		for _, q := range queues {
+			require.Equal(t, "emails/completed", q)
+		}
+		// The filter form writes the URL: status retrying only.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs"),
+			chromedp.SetValue(chromedp.CSS(`input[name=queue]`), "reports"),
+			chromedp.Click(chromedp.CSS(`input[name=status][value=retrying]`)))
+		_, err := chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("apply"))))
+		require.NoError(t, err)
+		loc := run(t, ctx, chromedp.Location())
+		require.Contains(t, loc, "queue=reports")
+		require.Contains(t, loc, "status=retrying")
+		ids := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(r => r.dataset.id)`))
+		require.Equal(t, []string{fmt.Sprint(seeded.Retrying)}, ids)
+
+		// Pagination: 50 a page, newest first, keyset.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs"))
+		first := run(t, ctx, chromedp.Evaluate[[]int64](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(r => +r.dataset.id)`))
+		require.Len(t, first, 50)
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("next"))))
+		require.NoError(t, err)
+		second := run(t, ctx, chromedp.Evaluate[[]int64](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(r => +r.dataset.id)`))
+		require.NotEmpty(t, second)
+		require.Less(t, second[0], first[len(first)-1], "the next page continues after the last id")
+		require.Empty(t, console())
+	})
+
+	t.Run("producer and worker text renders as text and runs nothing", func(t *testing.T) {
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Hostile)))
+		pwned := run(t, ctx, chromedp.Evaluate[bool](`window.__pwned !== undefined`))
+		require.False(t, pwned, "injected script ran")
+		imgs := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("main img, main script").length`))
+		require.Zero(t, imgs, "payload or error became markup")
+		payload := run(t, ctx, chromedp.Text(chromedp.ID("payload")))
+		require.Contains(t, payload, "<script>window.__pwned=1</script>")
+		require.Contains(t, payload, `\u001b[31mred`, "terminal escapes shown escaped")
+		require.NotContains(t, payload, "\x1b")
+		errs := run(t, ctx, chromedp.Text(chromedp.ID("errors")))
+		require.Contains(t, errs, `<img src=x onerror="window.__pwned=2">`)
+		require.NotContains(t, errs, "\x1b")
+		for _, p := range []string{"/jobs?queue=hostile", "/dead-letters"} {
+			do(t, ctx, chromedp.Navigate(srv.URL+p))
+			require.False(t, run(t, ctx, chromedp.Evaluate[bool](`window.__pwned !== undefined`)), p)
+		}
+		require.Empty(t, console())
+	})
+
+	t.Run("a POST without the token is refused", func(t *testing.T) {
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Running)))
+		code := run(t, ctx, chromedp.Evaluate[int](fmt.Sprintf(
+			`fetch("/jobs/%d/cancel", {method: "POST", body: new URLSearchParams({csrf: "forged"})}).then(r => r.status)`,
+			seeded.Running), chromedp.EvalAwaitPromise))
+		require.Equal(t, 403, code)
+		code = run(t, ctx, chromedp.Evaluate[int](fmt.Sprintf(
+			`fetch("/jobs/%d/cancel", {method: "POST"}).then(r => r.status)`, seeded.Running), chromedp.EvalAwaitPromise))
+		require.Equal(t, 403, code)
+		require.Equal(t, "running", status(t, pool, seeded.Running))
+		console() // the refused fetches log 403s
+	})
+
+	t.Run("actions change the database", func(t *testing.T) {
+		// Replay the hostile dead letter from its page.
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Hostile)))
+		_, err := chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("replay"))))
+		require.NoError(t, err)
+		require.Equal(t, "pending", status(t, pool, seeded.Hostile))
+		require.Equal(t, "pending", run(t, ctx, chromedp.Text(chromedp.ID("status"))))
+
+		// Bulk: replay the dead letters of emails, after a confirmation
+		// that names the count.
+		var want int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM backoff.jobs WHERE queue = 'emails' AND status = 'dead_lettered'").Scan(&want))
+		require.NotZero(t, want)
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs?queue=emails&status=dead_lettered"))
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("bulk-replay"))))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(want), run(t, ctx, chromedp.Text(chromedp.ID("count"))))
+		shot("bulk-confirm")
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("confirm"))))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprint(want), run(t, ctx, chromedp.Text(chromedp.ID("done"))))
+		var left int
+		require.NoError(t, pool.QueryRow(context.Background(),
+			"SELECT count(*) FROM backoff.jobs WHERE queue = 'emails' AND status = 'dead_lettered'").Scan(&left))
+		require.Zero(t, left)
+
+		// Bulk cancel of finished jobs reports each as left alone.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/bulk?action=cancel&queue=reports&status=completed"))
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("confirm"))))
+		require.NoError(t, err)
+		require.Equal(t, "0", run(t, ctx, chromedp.Text(chromedp.ID("done"))))
+		require.Equal(t, "40", run(t, ctx, chromedp.Text(chromedp.ID("failed"))))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("failures"))), "cannot cancel")
+		shot("bulk-result")
+
+		// Pause a queue from the overview.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/"))
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil,
+			chromedp.Click(chromedp.CSS(`tr[data-queue=emails] button`))))
+		require.NoError(t, err)
+		var paused bool
+		require.NoError(t, pool.QueryRow(context.Background(), "SELECT paused FROM backoff.queues WHERE name = 'emails'").Scan(&paused))
+		require.True(t, paused)
+
+		// Enqueue: invalid JSON is caught before sending; valid JSON lands.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/enqueue"),
+			chromedp.SetValue(chromedp.CSS(`input[name=queue]`), "webhooks"),
+			chromedp.SetValue(chromedp.ID("payload"), `{"url": `),
+			chromedp.Click(chromedp.ID("submit")))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("json-problem"))), "not valid JSON")
+		require.Equal(t, srv.URL+"/enqueue", run(t, ctx, chromedp.Location()))
+		do(t, ctx, chromedp.SetValue(chromedp.ID("payload"), `{"url": "https://example.com/<b>"}`))
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("submit"))))
+		require.NoError(t, err)
+		loc := run(t, ctx, chromedp.Location())
+		require.True(t, strings.HasPrefix(loc, srv.URL+"/jobs/"), loc)
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("payload"))), "https://example.com/<b>")
+		require.Empty(t, console())
+	})
+
+	t.Run("bad input gets a page that says what was wrong", func(t *testing.T) {
+		for path, want := range map[string]string{
+			"/jobs/99999999":       "no such job",
+			"/jobs/abc":            "not a job id",
+			"/jobs?status=bogus":   `unknown status "bogus"`,
+			"/jobs?from=yesterday": `from "yesterday": not a time`,
+			"/jobs?reason=bored":   `unknown dead-letter reason "bored"`,
+		} {
+			do(t, ctx, chromedp.Navigate(srv.URL+path))
+			require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("message"))), want, path)
+			console() // the 4xx answer is logged by the browser
+		}
+	})
+}
+
+// TestBrowserReadOnly: without --allow-actions the pages say so, offer no
+// action, and a POST is refused even with a valid form.
+func TestBrowserReadOnly(t *testing.T) {
+	srv, pool, seeded := uiServer(t, false)
+	ctx, console := browser(t)
+	do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Hostile)))
+	require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("mode"))), "read-only")
+	buttons := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("main form[method=post], #replay, #bulk-replay").length`))
+	require.Zero(t, buttons)
+	require.Empty(t, console())
+	code := run(t, ctx, chromedp.Evaluate[int](fmt.Sprintf(
+		`fetch("/jobs/%d/replay", {method: "POST", body: new URLSearchParams({csrf: "x"})}).then(r => r.status)`,
+		seeded.Hostile), chromedp.EvalAwaitPromise))
+	require.Equal(t, 403, code)
+	require.Equal(t, "dead_lettered", status(t, pool, seeded.Hostile))
+	do(t, ctx, chromedp.Navigate(srv.URL+"/bulk?action=replay&status=dead_lettered"))
+	require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("message"))), "read-only")
+	do(t, ctx, chromedp.Navigate(srv.URL+"/enqueue"))
+	require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("message"))), "read-only")
+}

@@ -1,0 +1,263 @@
+package webui_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+	"github.com/pgbackoff/pgbackoff/webui"
+)
+
+// serve starts the UI over the database at dbURL with opts.
+func serve(t *testing.T, dbURL string, opts webui.Options) (*httptest.Server, *client.Client) {
+	t.Helper()
+	pool := testdb.Pool(t, dbURL)
+	c, err := client.New(context.Background(), pool)
+	require.NoError(t, err)
+	h, err := webui.New(c, opts)
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, c
+}
+
+func get(t *testing.T, hc *http.Client, u string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := hc.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func noRedirect() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// post sends a form the way a browser on the UI's own page does.
+func post(t *testing.T, hc *http.Client, u string, form url.Values, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := hc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestSecurityHeadersAndAssets(t *testing.T) {
+	srv, _ := serve(t, testdb.NewURL(t), webui.Options{})
+	code, body, h := get(t, http.DefaultClient, srv.URL+"/")
+	require.Equal(t, 200, code)
+	csp := h.Get("Content-Security-Policy")
+	require.Contains(t, csp, "script-src 'self'")
+	require.NotContains(t, csp, "unsafe-inline")
+	require.NotContains(t, body, "<script>", "no inline script")
+	m := regexp.MustCompile(`src="(/static/app\.js\?v=[0-9a-f]+)"`).FindStringSubmatch(body)
+	require.NotNil(t, m)
+	code, _, h = get(t, http.DefaultClient, srv.URL+m[1])
+	require.Equal(t, 200, code)
+	require.Contains(t, h.Get("Cache-Control"), "max-age=31536000")
+}
+
+func TestAuthentication(t *testing.T) {
+	srv, _ := serve(t, testdb.NewURL(t), webui.Options{BearerToken: "t0ken", BasicUser: "ops", BasicPassword: "pw"})
+	for _, c := range []struct {
+		name string
+		set  func(*http.Request)
+		want int
+	}{
+		{"none", func(*http.Request) {}, 401},
+		{"wrong bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer nope") }, 401},
+		{"bearer", func(r *http.Request) { r.Header.Set("Authorization", "Bearer t0ken") }, 200},
+		{"wrong basic", func(r *http.Request) { r.SetBasicAuth("ops", "nope") }, 401},
+		{"basic", func(r *http.Request) { r.SetBasicAuth("ops", "pw") }, 200},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/jobs", nil)
+		c.set(req)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, c.want, resp.StatusCode, c.name)
+	}
+}
+
+// TestActionGuards: an action needs the CSRF token of the browser's cookie
+// and a same-origin request; a valid one changes the database.
+func TestActionGuards(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	srv, c := serve(t, dbURL, webui.Options{AllowActions: true})
+	ctx := context.Background()
+	id, err := c.Enqueue(ctx, "mail", map[string]any{"a": 1})
+	require.NoError(t, err)
+	hc := noRedirect()
+	code, body, _ := get(t, hc, srv.URL+"/jobs/"+itoa(id))
+	require.Equal(t, 200, code)
+	tok := csrfField.FindStringSubmatch(body)
+	require.NotNil(t, tok, "the job page carries a token")
+	cancelURL := srv.URL + "/jobs/" + itoa(id) + "/cancel"
+
+	code, body = post(t, hc, cancelURL, url.Values{}, nil)
+	require.Equal(t, 403, code)
+	require.Contains(t, body, "CSRF token")
+	code, _ = post(t, hc, cancelURL, url.Values{"csrf": {"forged"}}, nil)
+	require.Equal(t, 403, code)
+	// Another browser (no cookie) with this browser's token.
+	code, _ = post(t, noRedirect(), cancelURL, url.Values{"csrf": {tok[1]}}, nil)
+	require.Equal(t, 403, code)
+	// A page of another site posting with the user's cookie.
+	code, body = post(t, hc, cancelURL, url.Values{"csrf": {tok[1]}}, map[string]string{"Sec-Fetch-Site": "cross-site"})
+	require.Equal(t, 403, code)
+	require.Contains(t, body, "cross-origin")
+	code, _ = post(t, hc, cancelURL, url.Values{"csrf": {tok[1]}}, map[string]string{"Origin": "https://evil.example"})
+	require.Equal(t, 403, code)
+	j, err := c.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, client.StatusPending, j.Status, "no refused POST changed the job")
+
+	code, _ = post(t, hc, cancelURL, url.Values{"csrf": {tok[1]}}, map[string]string{"Origin": srv.URL})
+	require.Equal(t, http.StatusSeeOther, code)
+	j, err = c.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, client.StatusCancelled, j.Status)
+
+	// Bad input is a 4xx that says what was wrong.
+	code, body = post(t, hc, srv.URL+"/enqueue", url.Values{"csrf": {tok[1]}, "queue": {"mail"}, "payload": {`{"a":`}}, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+	require.Contains(t, body, "payload: not valid JSON")
+	code, body = post(t, hc, srv.URL+"/jobs/"+itoa(id)+"/cancel", url.Values{"csrf": {tok[1]}}, nil)
+	require.Equal(t, http.StatusConflict, code)
+	require.Contains(t, body, "cannot cancel job")
+	code, body = post(t, hc, srv.URL+"/bulk", url.Values{"csrf": {tok[1]}, "action": {"delete"}}, nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, `unknown bulk action &#34;delete&#34;`)
+}
+
+// TestRoleWithoutTheRight: the database role decides; a refusal is a 403
+// page that says so, not a 500.
+func TestRoleWithoutTheRight(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	admin := testdb.Pool(t, dbURL)
+	ctx := context.Background()
+	ca, err := client.New(ctx, admin)
+	require.NoError(t, err)
+	id, err := ca.Enqueue(ctx, "mail", nil)
+	require.NoError(t, err)
+	_, err = ca.Cancel(ctx, id, "")
+	require.NoError(t, err)
+
+	srv, _ := serve(t, loginRole(t, dbURL, "backoff_worker"), webui.Options{AllowActions: true})
+	hc := noRedirect()
+	code, body, _ := get(t, hc, srv.URL+"/jobs/"+itoa(id))
+	require.Equal(t, 200, code, "a worker role may read")
+	tok := csrfField.FindStringSubmatch(body)
+	require.NotNil(t, tok)
+	for _, p := range []string{"/jobs", "/dead-letters", "/policies"} {
+		code, body, _ := get(t, hc, srv.URL+p)
+		require.Equal(t, 200, code, "%s: %s", p, body)
+	}
+	// backoff.stats is for admins: the overview says what is missing.
+	code, body, _ = get(t, hc, srv.URL+"/")
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, body, "lacks the right")
+	code, body = post(t, hc, srv.URL+"/jobs/"+itoa(id)+"/replay", url.Values{"csrf": {tok[1]}}, nil)
+	require.Equal(t, http.StatusForbidden, code)
+	require.Contains(t, body, "lacks the right")
+}
+
+// TestDatabaseAway: when the database cannot be reached the pages answer
+// 503 with the banner, and the overview's refresh carries it.
+func TestDatabaseAway(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	pool := testdb.Pool(t, dbURL)
+	c, err := client.New(context.Background(), pool)
+	require.NoError(t, err)
+	h, err := webui.New(c, webui.Options{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	pool.Close()
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, `id="banner" class="banner" >the database cannot be reached`)
+	code, body, _ = get(t, http.DefaultClient, srv.URL+"/overview/table")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, `data-banner="the database cannot be reached`)
+}
+
+// TestMountedUnderPrefix: an application mounts the handler at /ops.
+func TestMountedUnderPrefix(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	pool := testdb.Pool(t, dbURL)
+	c, err := client.New(context.Background(), pool)
+	require.NoError(t, err)
+	h, err := webui.New(c, webui.Options{Prefix: "/ops"})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", h)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "app") })
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/ops/policies")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `href="/ops/jobs"`)
+	require.Contains(t, body, `src="/ops/static/app.js`)
+	_, body, _ = get(t, http.DefaultClient, srv.URL+"/elsewhere")
+	require.Equal(t, "app", body)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// loginRole creates a LOGIN role in group, dropped when the test ends, and
+// returns dbURL logging in as it.
+func loginRole(t *testing.T, dbURL, group string) string {
+	t.Helper()
+	ctx := context.Background()
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	name := "backoff_ui_" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD 'pw' IN ROLE "+pgx.Identifier{group}.Sanitize())
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
+		if err != nil {
+			t.Errorf("drop role %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name)
+		if _, err := c.Exec(ctx, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			t.Errorf("drop role %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(name, "pw")
+	return u.String()
+}

@@ -1,0 +1,385 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/policy"
+)
+
+// queryTimeout bounds each page's database calls.
+const queryTimeout = 10 * time.Second
+
+func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), queryTimeout)
+}
+
+// queueRow is one line of the overview.
+type queueRow struct {
+	client.QueueStats
+	Policy     string
+	Paused     bool
+	Configured bool
+	Spark      *sparkline // nil: nothing happened in the last hour
+}
+
+type overviewData struct {
+	Queues       []queueRow
+	At           time.Time
+	RefreshMS    int64
+	AllowActions bool
+	Prefix       string
+	CSRF         string
+	Banner       string
+}
+
+func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	d := overviewData{At: time.Now().UTC(), RefreshMS: h.opts.RefreshEvery.Milliseconds(),
+		AllowActions: h.opts.AllowActions, Prefix: h.opts.Prefix}
+	queues, err := h.c.Queues(ctx)
+	if err != nil {
+		return d, err
+	}
+	stats, err := h.c.Stats(ctx, time.Hour)
+	if err != nil {
+		return d, err
+	}
+	acts, err := h.c.Activity(ctx, time.Hour, time.Minute)
+	if err != nil {
+		return d, err
+	}
+	sparks := buildSparklines(acts, d.At)
+	byName := map[string]client.QueueStats{}
+	for _, s := range stats {
+		byName[s.Queue] = s
+	}
+	for _, q := range queues {
+		s := byName[q.Name]
+		s.Queue = q.Name
+		row := queueRow{QueueStats: s, Policy: q.Policy, Paused: q.Paused, Configured: q.Configured}
+		if sp, ok := sparks[q.Name]; ok {
+			row.Spark = &sp
+		}
+		d.Queues = append(d.Queues, row)
+		delete(byName, q.Name)
+	}
+	return d, nil
+}
+
+func (h *Handler) overview(w http.ResponseWriter, r *http.Request) {
+	d, err := h.overviewData(r)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	if h.opts.AllowActions {
+		d.CSRF = h.csrfToken(w, r)
+	}
+	h.render(w, r, http.StatusOK, "overview", view{Title: "Overview", Nav: "overview", Data: d})
+}
+
+// overviewTable is the overview's table alone, which the page fetches
+// every few seconds; when the database is away it returns the banner.
+func (h *Handler) overviewTable(w http.ResponseWriter, r *http.Request) {
+	d, err := h.overviewData(r)
+	status := http.StatusOK
+	if err != nil {
+		status, d.Banner = classify(err)
+	}
+	if h.opts.AllowActions {
+		d.CSRF = h.csrfToken(w, r)
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	if err := h.pages["overview-table"].t.ExecuteTemplate(w, "queues", d); err != nil {
+		h.opts.Logger.Error("webui: render overview table", "err", err)
+	}
+}
+
+// filter is the Jobs page's filter as it appears in the URL.
+type filter struct {
+	Queue, Policy, Reason, Error, Signature string
+	Statuses                                []string
+	From, To                                string // created_at bounds, RFC 3339 or 2006-01-02T15:04 (UTC)
+	Order                                   string // oldest, newest, finished
+	Cursor                                  string
+}
+
+var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
+var reasons = []string{"max_attempts", "non_retryable", "deadline"}
+
+// parseFilter reads and checks the filter in q.
+func parseFilter(q url.Values) (filter, client.ListParams, error) {
+	f := filter{Queue: strings.TrimSpace(q.Get("queue")), Policy: strings.TrimSpace(q.Get("policy")),
+		Reason: q.Get("reason"), Error: q.Get("error"), Signature: q.Get("signature"),
+		From: q.Get("from"), To: q.Get("to"), Order: q.Get("order"), Cursor: q.Get("cursor")}
+	p := client.ListParams{Queue: f.Queue, Policy: f.Policy, DeadLetterReason: f.Reason, ErrorContains: f.Error,
+		Cursor: f.Cursor, Limit: 50}
+	for _, s := range q["status"] {
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(statuses, s) {
+			return f, p, fmt.Errorf("unknown status %q: want one of %s", s, strings.Join(statuses, ", "))
+		}
+		f.Statuses = append(f.Statuses, s)
+		p.Statuses = append(p.Statuses, client.Status(s))
+	}
+	if f.Reason != "" && !slices.Contains(reasons, f.Reason) {
+		return f, p, fmt.Errorf("unknown dead-letter reason %q: want one of %s", f.Reason, strings.Join(reasons, ", "))
+	}
+	switch f.Order {
+	case "", "newest":
+		f.Order, p.Order = "newest", client.NewestFirst
+	case "oldest":
+		p.Order = client.OldestFirst
+	case "finished":
+		p.Order = client.RecentlyFinishedFirst
+	default:
+		return f, p, fmt.Errorf("unknown order %q: want newest, oldest or finished", f.Order)
+	}
+	var err error
+	if p.CreatedFrom, err = parseWhen("from", f.From); err != nil {
+		return f, p, err
+	}
+	if p.CreatedTo, err = parseWhen("to", f.To); err != nil {
+		return f, p, err
+	}
+	if f.Cursor != "" && strings.Trim(f.Cursor, "0123456789:") != "" {
+		return f, p, fmt.Errorf("cursor %q: not a cursor", f.Cursor)
+	}
+	return f, p, nil
+}
+
+func parseWhen(name, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02T15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s %q: not a time (want 2006-01-02T15:04 in UTC, or RFC 3339)", name, s)
+}
+
+// values is the filter as URL parameters, without the cursor.
+func (f filter) values() url.Values {
+	v := url.Values{}
+	set := func(k, s string) {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	set("queue", f.Queue)
+	set("policy", f.Policy)
+	set("reason", f.Reason)
+	set("error", f.Error)
+	set("signature", f.Signature)
+	set("from", f.From)
+	set("to", f.To)
+	if f.Order != "newest" {
+		set("order", f.Order)
+	}
+	for _, s := range f.Statuses {
+		v.Add("status", s)
+	}
+	return v
+}
+
+type jobsData struct {
+	F        filter
+	Jobs     []client.JobDetail
+	Next     string // URL of the next page
+	First    string // URL of the first page (when on a later one)
+	Query    string // the filter as a query string
+	Replay   string // URL of the bulk replay confirmation for this filter
+	Cancel   string // URL of the bulk cancel confirmation
+	Queues   []string
+	Policies []string
+	Statuses []string
+	Reasons  []string
+}
+
+func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
+	f, p, err := parseFilter(r.URL.Query())
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "invalid filter: "+err.Error())
+		return
+	}
+	if f.Signature != "" {
+		h.fail(w, r, http.StatusBadRequest, "invalid filter: an error signature selects jobs for a bulk action only")
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	page, err := h.c.List(ctx, p)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons}
+	q := f.values()
+	d.Query = q.Encode()
+	q.Set("action", "replay")
+	d.Replay = h.opts.Prefix + "/bulk?" + q.Encode()
+	q.Set("action", "cancel")
+	d.Cancel = h.opts.Prefix + "/bulk?" + q.Encode()
+	if page.Next != "" {
+		n := f.values()
+		n.Set("cursor", page.Next)
+		d.Next = h.opts.Prefix + "/jobs?" + n.Encode()
+	}
+	if f.Cursor != "" {
+		d.First = h.opts.Prefix + "/jobs?" + d.Query
+	}
+	if qs, err := h.c.Queues(ctx); err == nil {
+		for _, q := range qs {
+			d.Queues = append(d.Queues, q.Name)
+		}
+	}
+	if ps, err := h.c.Policies(ctx); err == nil {
+		for _, p := range ps {
+			d.Policies = append(d.Policies, p.Name)
+		}
+	}
+	h.render(w, r, http.StatusOK, "jobs", view{Title: "Jobs", Nav: "jobs", Data: d})
+}
+
+type jobData struct {
+	J        client.JobDetail
+	Payload  string
+	Policy   *policy.Policy
+	Timeline timeline
+	CanRetry bool // replay allowed
+	CanStop  bool // cancel allowed
+	Counted  int  // J.CountedAttempts()
+}
+
+func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		h.fail(w, r, http.StatusBadRequest, fmt.Sprintf("job id %q: not a job id (a positive integer)", r.PathValue("id")))
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	j, err := h.c.Details(ctx, id)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	d := jobData{J: j, Payload: indentJSON(j.Payload), Counted: j.CountedAttempts()}
+	ps, err := h.c.Policies(ctx)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	for i := range ps {
+		if ps[i].Name == j.EffectivePolicy {
+			d.Policy = &ps[i]
+		}
+	}
+	d.Timeline = buildTimeline(j, d.Policy, time.Now())
+	d.CanRetry = j.Status == client.StatusDeadLettered || j.Status == client.StatusCancelled
+	d.CanStop = j.Status == client.StatusPending || j.Status == client.StatusRetrying || j.Status == client.StatusRunning
+	h.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: d})
+}
+
+func indentJSON(b []byte) string {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return string(b)
+	}
+	// Markup characters stay as they are: html/template escapes them when
+	// the page is rendered, and the operator reads the payload as sent.
+	var out strings.Builder
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return string(b)
+	}
+	return strings.TrimRight(out.String(), "\n")
+}
+
+type deadData struct {
+	Queue  string
+	Groups []deadGroup
+	Queues []string
+}
+
+type deadGroup struct {
+	client.DeadLetterGroup
+	Replay string // URL of the group's bulk replay confirmation
+	List   string // URL of the group's jobs on the Jobs page (reason only: signatures are not a List filter)
+}
+
+func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	queue := r.URL.Query().Get("queue")
+	gs, err := h.c.DeadLetterGroups(ctx, queue, 200)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	d := deadData{Queue: queue}
+	for _, g := range gs {
+		f := filter{Queue: g.Queue, Reason: g.Reason, Signature: g.Signature, Statuses: []string{"dead_lettered"}, Order: "newest"}
+		l := filter{Queue: g.Queue, Reason: g.Reason, Statuses: []string{"dead_lettered"}, Order: "newest"}
+		v := f.values()
+		v.Set("action", "replay")
+		d.Groups = append(d.Groups, deadGroup{DeadLetterGroup: g, Replay: h.opts.Prefix + "/bulk?" + v.Encode(),
+			List: h.opts.Prefix + "/jobs?" + l.values().Encode()})
+	}
+	if qs, err := h.c.Queues(ctx); err == nil {
+		for _, q := range qs {
+			d.Queues = append(d.Queues, q.Name)
+		}
+	}
+	h.render(w, r, http.StatusOK, "deadletters", view{Title: "Dead letters", Nav: "dead", Data: d})
+}
+
+type policyRow struct {
+	P      policy.Policy
+	Queues []string
+	Plot   schedulePlot
+}
+
+func (h *Handler) policies(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	ps, err := h.c.Policies(ctx)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	qs, err := h.c.Queues(ctx)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	var rows []policyRow
+	for _, p := range ps {
+		row := policyRow{P: p, Plot: buildSchedulePlot(p)}
+		for _, q := range qs {
+			if q.Policy == p.Name {
+				row.Queues = append(row.Queues, q.Name)
+			}
+		}
+		rows = append(rows, row)
+	}
+	h.render(w, r, http.StatusOK, "policies", view{Title: "Policies", Nav: "policies", Data: rows})
+}

@@ -1,0 +1,216 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgbackoff/pgbackoff/client"
+)
+
+// pageTemplate is layout.html with one page's templates.
+type pageTemplate struct{ t *template.Template }
+
+// view is what every page template gets.
+type view struct {
+	Title        string
+	Nav          string // the nav entry to highlight
+	Prefix       string
+	Assets       string
+	CSRF         string
+	AllowActions bool
+	Banner       string // the database could not be reached, or similar
+	Status       int
+	Message      string // the error page's text
+	Data         any
+}
+
+var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "bulk", "enqueue", "result", "error"}
+
+func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
+	funcs := template.FuncMap{
+		"text":     visible,
+		"short":    func(s string, n int) string { return visible(truncate(s, n)) },
+		"ts":       formatTime,
+		"tsp":      func(t *time.Time) string { return formatTimePtr(t) },
+		"dur":      formatDuration,
+		"since":    func(t time.Time) string { return formatDuration(time.Since(t)) },
+		"join":     strings.Join,
+		"contains": func(list []string, s string) bool { return contains(list, s) },
+		"add":      func(a, b int) int { return a + b },
+	}
+	out := map[string]*pageTemplate{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("webui: parse template %s: %w", name, err)
+		}
+		out[name] = &pageTemplate{t}
+	}
+	frag, err := template.New("overview.html").Funcs(funcs).ParseFS(templateFS, "templates/overview.html")
+	if err != nil {
+		return nil, fmt.Errorf("webui: parse overview fragment: %w", err)
+	}
+	out["overview-table"] = &pageTemplate{frag}
+	return out, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// visible shows control characters (a terminal escape, a NUL) as Go
+// escapes instead of passing them to the browser; html/template escapes
+// the markup characters when the result is rendered.
+func visible(s string) string {
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+func formatTimePtr(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return formatTime(*t)
+}
+
+func formatDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	case d < 48*time.Hour:
+		return d.Round(time.Minute).String()
+	default:
+		return fmt.Sprintf("%.1fd", d.Hours()/24)
+	}
+}
+
+// page renders a full page with status.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
+	v.Prefix, v.Assets, v.AllowActions = h.opts.Prefix, h.assets, h.opts.AllowActions
+	if v.Status == 0 {
+		v.Status = status
+	}
+	if h.opts.AllowActions {
+		v.CSRF = h.csrfToken(w, r)
+	}
+	var buf bytes.Buffer
+	if err := h.pages[name].t.ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		h.opts.Logger.Error("webui: render", "page", name, "err", err)
+		http.Error(w, "internal error rendering the page", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail renders the error page: status and what was wrong.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.render(w, r, status, "error", view{Title: http.StatusText(status), Message: msg})
+}
+
+// failErr maps a client error to a page: bad input 4xx, a missing right
+// 403, an unreachable database 503 with the banner, anything else 500.
+func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := classify(err)
+	if status >= 500 && !errors.Is(err, context.Canceled) { // canceled: the browser left
+		h.opts.Logger.Error("webui", "path", r.URL.Path, "err", err)
+	}
+	v := view{Title: http.StatusText(status), Message: msg}
+	if status == http.StatusServiceUnavailable {
+		v.Banner = msg
+	}
+	h.render(w, r, status, "error", v)
+}
+
+// classify says what an error from the client means for the operator.
+func classify(err error) (int, string) {
+	var pgErr *pgconn.PgError
+	detail := err.Error()
+	if errors.As(err, &pgErr) {
+		detail = pgErr.Message
+	}
+	switch {
+	case errors.Is(err, client.ErrPermissionDenied):
+		return http.StatusForbidden, "the database role this UI connects with lacks the right for this: " + detail +
+			" (backoff_admin may do everything the UI offers; backoff_worker may read jobs, dead letters and policies)"
+	case errors.Is(err, client.ErrJobNotFound):
+		return http.StatusNotFound, "no such job: " + detail
+	case errors.Is(err, client.ErrInvalidArgument):
+		return http.StatusBadRequest, "invalid input: " + detail
+	case errors.Is(err, client.ErrInvalidTransition), errors.Is(err, client.ErrStaleAttempt):
+		return http.StatusConflict, "not possible in the job's current state: " + detail
+	case unreachable(err):
+		return http.StatusServiceUnavailable, "the database cannot be reached: " + err.Error() +
+			". The page recovers by itself when it is back."
+	}
+	if pgErr != nil {
+		return http.StatusInternalServerError, fmt.Sprintf("database error SQLSTATE %s: %s", pgErr.Code, pgErr.Message)
+	}
+	return http.StatusInternalServerError, err.Error()
+}
+
+// unreachable: the error is about reaching the database, not the query.
+func unreachable(err error) bool {
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 57P01 admin shutdown, 57P02/57P03 crash/cannot connect now, 08*
+		// connection exceptions.
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "closed pool") ||
+		strings.Contains(err.Error(), "conn closed")
+}

@@ -1,0 +1,240 @@
+// Package webui is pgbackoff's operator web UI: an http.Handler an
+// application mounts under a path prefix of its own, and what
+// `backoffctl ui` serves. Pages are rendered on the server with
+// html/template from the Go client's calls (the UI has no SQL of its own);
+// the few lines of JavaScript and the stylesheet are embedded. It is read
+// only unless Options.AllowActions is set; every action is a POST carrying
+// a CSRF token and passing a same-origin check
+// (docs/adr/0044-operator-web-ui.md).
+//
+// The client package does not import this one: a program that only
+// enqueues pulls in no web code.
+package webui
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pgbackoff/pgbackoff/client"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Options configure the handler.
+type Options struct {
+	// Prefix is the path the handler is mounted under ("/ops"), without a
+	// trailing slash; "" for the root. Requests keep it (do not wrap the
+	// handler in http.StripPrefix): links are built with it.
+	Prefix string
+	// AllowActions enables the actions (replay, cancel, pause, resume,
+	// bulk, enqueue). Without it the UI is read only and says so.
+	AllowActions bool
+	// BasicUser and BasicPassword, when both set, require HTTP basic
+	// authentication on every request.
+	BasicUser, BasicPassword string
+	// BearerToken, when set, is accepted as "Authorization: Bearer TOKEN"
+	// (and, with basic auth also set, either one is enough).
+	BearerToken string
+	// Logger receives server-side errors (default: slog.Default()).
+	Logger *slog.Logger
+	// RefreshEvery is how often the overview refreshes its table (default
+	// 5s).
+	RefreshEvery time.Duration
+}
+
+// Handler serves the UI.
+type Handler struct {
+	c      *client.Client
+	opts   Options
+	mux    *http.ServeMux
+	pages  map[string]*pageTemplate
+	secret []byte
+	cop    *http.CrossOriginProtection
+	assets string // cache-busting version of the embedded assets
+}
+
+// New returns the UI's handler over c. c should sit on a pool
+// (pgxpool.Pool) so that the UI recovers when the database comes back.
+func New(c *client.Client, opts Options) (*Handler, error) {
+	if c == nil {
+		return nil, errors.New("webui: nil client")
+	}
+	opts.Prefix = strings.TrimRight(opts.Prefix, "/")
+	if opts.Prefix != "" && !strings.HasPrefix(opts.Prefix, "/") {
+		return nil, fmt.Errorf("webui: prefix %q must start with /", opts.Prefix)
+	}
+	if (opts.BasicUser == "") != (opts.BasicPassword == "") {
+		return nil, errors.New("webui: basic auth needs both a user and a password")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.RefreshEvery <= 0 {
+		opts.RefreshEvery = 5 * time.Second
+	}
+	h := &Handler{c: c, opts: opts, mux: http.NewServeMux(), secret: make([]byte, 32),
+		cop: http.NewCrossOriginProtection()}
+	if _, err := rand.Read(h.secret); err != nil {
+		return nil, fmt.Errorf("webui: csrf secret: %w", err)
+	}
+	sum := sha256.New()
+	_ = fs.WalkDir(staticFS, "static", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := staticFS.ReadFile(path)
+			sum.Write(b)
+		}
+		return nil
+	})
+	h.assets = hex.EncodeToString(sum.Sum(nil))[:12]
+	pages, err := parseTemplates(h)
+	if err != nil {
+		return nil, err
+	}
+	h.pages = pages
+	h.routes()
+	return h, nil
+}
+
+func (h *Handler) routes() {
+	p := h.opts.Prefix
+	get := func(path string, fn func(http.ResponseWriter, *http.Request)) {
+		h.mux.HandleFunc("GET "+p+path, fn)
+	}
+	post := func(path string, fn func(http.ResponseWriter, *http.Request)) {
+		h.mux.HandleFunc("POST "+p+path, h.action(fn))
+	}
+	get("/{$}", h.overview)
+	get("/overview/table", h.overviewTable)
+	get("/jobs", h.jobs)
+	get("/jobs/{id}", h.job)
+	get("/dead-letters", h.deadLetters)
+	get("/policies", h.policies)
+	get("/bulk", h.bulkConfirm)
+	get("/enqueue", h.enqueueForm)
+	post("/jobs/{id}/replay", h.replayJob)
+	post("/jobs/{id}/cancel", h.cancelJob)
+	post("/queues/pause", h.pauseQueue)
+	post("/queues/resume", h.resumeQueue)
+	post("/bulk", h.bulk)
+	post("/enqueue", h.enqueue)
+	static, _ := fs.Sub(staticFS, "static")
+	files := http.StripPrefix(p+"/static/", http.FileServerFS(static))
+	h.mux.Handle("GET "+p+"/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Asset URLs carry ?v=<hash of the assets>: cache them for a year.
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		files.ServeHTTP(w, r)
+	}))
+	if p != "" {
+		h.mux.HandleFunc("GET "+p, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, p+"/", http.StatusFound)
+		})
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no page at %q", r.URL.Path))
+	})
+}
+
+// csp forbids inline script and style and every origin but this one.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// ServeHTTP authenticates, sets the security headers and routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", csp)
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("X-Frame-Options", "DENY")
+	if !h.authorized(r) {
+		hd.Set("WWW-Authenticate", `Basic realm="pgbackoff", charset="UTF-8"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Handler) authorized(r *http.Request) bool {
+	if h.opts.BasicUser == "" && h.opts.BearerToken == "" {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	if tok, ok := strings.CutPrefix(auth, "Bearer "); ok && h.opts.BearerToken != "" {
+		return subtle.ConstantTimeCompare([]byte(tok), []byte(h.opts.BearerToken)) == 1
+	}
+	if u, pw, ok := r.BasicAuth(); ok && h.opts.BasicUser != "" {
+		okU := subtle.ConstantTimeCompare([]byte(u), []byte(h.opts.BasicUser))
+		okP := subtle.ConstantTimeCompare([]byte(pw), []byte(h.opts.BasicPassword))
+		return okU&okP == 1
+	}
+	return false
+}
+
+// csrfCookie holds a random value per browser; the form token is its HMAC
+// under the handler's secret, so a page from another origin can neither
+// read nor forge it.
+const csrfCookie = "pgbackoff_csrf"
+
+// csrfToken returns the token for r's browser, setting the cookie when it
+// has none.
+func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	v := ""
+	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 16 {
+		v = c.Value
+	} else {
+		b := make([]byte, 18)
+		_, _ = rand.Read(b)
+		v = base64.RawURLEncoding.EncodeToString(b)
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: h.opts.Prefix + "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	}
+	return h.sign(v)
+}
+
+func (h *Handler) sign(v string) string {
+	m := hmac.New(sha256.New, h.secret)
+	m.Write([]byte(v))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// action wraps a POST handler: actions must be enabled, the request must
+// pass the same-origin check and carry the CSRF token.
+func (h *Handler) action(fn func(http.ResponseWriter, *http.Request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.opts.AllowActions {
+			h.fail(w, r, http.StatusForbidden, "actions are disabled: this UI was started read-only (without --allow-actions)")
+			return
+		}
+		if err := h.cop.Check(r); err != nil {
+			h.fail(w, r, http.StatusForbidden, "refused: the request did not come from this UI's own pages (cross-origin)")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if err := r.ParseForm(); err != nil {
+			h.fail(w, r, http.StatusBadRequest, "cannot read the form: "+err.Error())
+			return
+		}
+		c, err := r.Cookie(csrfCookie)
+		tok := r.PostForm.Get("csrf")
+		if err != nil || tok == "" || !hmac.Equal([]byte(tok), []byte(h.sign(c.Value))) {
+			h.fail(w, r, http.StatusForbidden, "refused: missing or wrong CSRF token; reload the page and try again")
+			return
+		}
+		fn(w, r)
+	}
+}
