@@ -328,13 +328,13 @@ func randomHex(n int) string {
 
 // adminExec runs one statement on the server the user gave (its own
 // database), for CREATE and DROP DATABASE and the roles.
-func adminExec(ctx context.Context, server *pgx.ConnConfig, sql string) error {
+func adminExec(ctx context.Context, server *pgx.ConnConfig, sql string, args ...any) error {
 	conn, err := pgx.ConnectConfig(ctx, server.Copy())
 	if err != nil {
 		return fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, rootCause(err))
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, sql)
+	_, err = conn.Exec(ctx, sql, args...)
 	return err
 }
 
@@ -356,7 +356,15 @@ func dropDemoDatabase(ctx context.Context, server *pgx.ConnConfig, name string) 
 	err := adminExec(ctx, server, drop)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "55006" { // object_in_use
-		err = adminExec(ctx, server, drop+" WITH (FORCE)")
+		// Sessions of the login itself are left (an interrupted demo). End
+		// them, then drop again. Not WITH (FORCE): it must also be allowed
+		// to end autovacuum workers, which a login that is not a superuser
+		// never is (42501), while a plain DROP asks them to leave.
+		if err = adminExec(ctx, server, `SELECT pg_catalog.pg_terminate_backend(a.pid, 5000)
+			FROM pg_catalog.pg_stat_activity AS a
+			WHERE a.datname = $1 AND a.usename = current_user AND a.pid <> pg_catalog.pg_backend_pid()`, name); err == nil {
+			err = adminExec(ctx, server, drop)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("drop database %s: %w%s", name, err, sessionsIn(ctx, server, name))
