@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -40,6 +42,7 @@ type demoOptions struct {
 	env         string
 	progress    string // auto, live, plain
 	seed        uint64
+	keep        bool // keep the demo's database (a server given by URL only)
 }
 
 func newDemoCommand() *cobra.Command {
@@ -105,6 +108,9 @@ enqueued.`,
 			if u == "" {
 				u, source = pgserver.URLFromEnv()
 			}
+			if o.keep && u == "" {
+				return usagef("--keep needs a server given by --database-url or DATABASE_URL: a throwaway server is removed when the demo ends")
+			}
 			d := &demo{opts: o, out: cmd.OutOrStdout(), url: u, urlSource: source, start: time.Now()}
 			err := d.run(cmd.Context())
 			fmt.Fprintf(d.out, "\nelapsed: %s\n", time.Since(d.start).Round(10*time.Millisecond))
@@ -118,6 +124,7 @@ enqueued.`,
 	cmd.Flags().StringVar(&o.env, "env", "demo", "environment overlay of the configuration")
 	cmd.Flags().StringVar(&o.progress, "progress", "auto", "progress display: live (redraw in place), plain (a line a second) or auto (live on a terminal)")
 	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the simulated failures")
+	cmd.Flags().BoolVar(&o.keep, "keep", false, "keep the demo's database at the end (for backoffctl ui); needs --database-url")
 	return cmd
 }
 
@@ -178,6 +185,10 @@ func (d *demo) run(ctx context.Context) (err error) {
 		defer cancel()
 		if d.pool != nil {
 			d.pool.Close()
+		}
+		if d.opts.keep {
+			fmt.Fprintf(w, "\nkept: database %s; look at it with\n  backoffctl ui --database-url %s\n", dbName, displayURL(inDatabase(server, dbName)))
+			return
 		}
 		if dropErr := dropDemoDatabase(dctx, server, dbName); dropErr != nil {
 			err = errors.Join(err, dropErr)
@@ -324,6 +335,16 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// displayURL is a URL for the user to copy: host, port, user and database
+// of cfg, never its password.
+func displayURL(cfg *pgx.ConnConfig) string {
+	u := url.URL{Scheme: "postgres", Host: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), Path: "/" + cfg.Database}
+	if cfg.User != "" {
+		u.User = url.User(cfg.User)
+	}
+	return u.String()
 }
 
 // adminExec runs one statement on the server the user gave (its own

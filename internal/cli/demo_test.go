@@ -327,3 +327,37 @@ func TestDemoDropsItsDatabaseDespiteALeftoverSession(t *testing.T) {
 	require.False(t, exists)
 	require.Error(t, left.Ping(ctx), "the leftover session was ended")
 }
+
+// TestDemoKeep: with --keep the demo's database outlives the demo, with its
+// jobs, and the demo prints the backoffctl ui command that shows it.
+func TestDemoKeep(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "demo", "--database-url", testdb.AdminURL(t), "--jobs", "30", "--concurrency", "2", "--timeout", "25s", "--keep")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.NotContains(t, out, "cleanup: dropped database")
+	m := regexp.MustCompile(`kept: database (pgbackoff_demo_[0-9a-f]+); look at it with\n  backoffctl ui --database-url (\S+)\n`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{m[1]}.Sanitize()+" WITH (FORCE)")
+	})
+	kept, err := pgx.Connect(ctx, m[2])
+	require.NoError(t, err, "the printed URL connects")
+	defer kept.Close(ctx)
+	var jobs int
+	require.NoError(t, kept.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs`).Scan(&jobs))
+	require.Equal(t, 30, jobs)
+}
+
+// TestDemoKeepNeedsAURL: a throwaway server is removed when the demo ends,
+// so --keep without a server given by URL is a usage error.
+func TestDemoKeepNeedsAURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
+	t.Setenv("TEST_DATABASE_URL", "")
+	code, _, errOut := run(t, "demo", "--keep")
+	require.Equal(t, ExitUsage, code)
+	require.Contains(t, errOut, "--keep needs a server given by --database-url")
+}
