@@ -453,11 +453,15 @@ func TestWorkerWakesOnNotify(t *testing.T) {
 	require.NoError(t, err)
 	stop := startWorker(t, w)
 	ctx := context.Background()
-	eventually(t, 5*time.Second, "worker listening", func() bool {
+	// Waiting means registered: enqueue notifies only a queue with a
+	// registered worker (backoff.wait_for_jobs), so an enqueue that raced
+	// the registration would be found by the poll alone (an hour here).
+	eventually(t, 5*time.Second, "worker listening and registered as waiting", func() bool {
 		var n int
-		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = $1",
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = $1)
+			+ (SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'notify' AND expires_at > now())`,
 			"LISTEN "+NotifyChannel).Scan(&n))
-		return n == 1
+		return n == 2
 	})
 	// An unrelated queue's notification must not make it claim ours.
 	_, err = c.Enqueue(ctx, "other", nil)
