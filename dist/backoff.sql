@@ -2751,7 +2751,7 @@ BEGIN
             USING ERRCODE = 'BK001';
     END IF;
     -- A scoped caller learns nothing about another queue's job.
-    PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
+    PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';
@@ -2830,23 +2830,23 @@ BEGIN
 END
 $$;
 
--- backoff._check_name(what, value): raise 22023 unless value is a name of
--- 1 to 128 bytes without control characters (C0, DEL, C1), naming the
--- value (DESIGN §11.4). Private; every function that takes a queue,
--- policy, worker or dedupe key checks it here, so a name can always be
--- notified (NOTIFY payloads are limited to 8000 bytes), indexed, replayed
--- and printed on one terminal line. The message shows at most 64
--- characters of the value with control characters as "?".
-CREATE OR REPLACE FUNCTION backoff._check_name(p_what text, p_value text)
-RETURNS void
+-- backoff._check_name(what, value): value itself when it is a name of 1 to
+-- 128 bytes without control characters (C0, DEL, C1); otherwise 22023
+-- naming the value (DESIGN §11.4), raised by backoff._bad_name. Private;
+-- every function that takes a queue, policy, worker or dedupe key checks it
+-- here, so a name can always be notified (NOTIFY payloads are limited to
+-- 8000 bytes), indexed, replayed and printed on one terminal line.
+--
+-- A SQL function that PostgreSQL inlines: called as an assignment
+-- (p_queue := backoff._check_name('queue', p_queue)) it is a PL/pgSQL
+-- simple expression, evaluated without a query (a PERFORM would run one
+-- through SPI on every call of the hot path).
+CREATE OR REPLACE FUNCTION backoff._bad_name(p_what text, p_value text)
+RETURNS text
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
 BEGIN
-    IF pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
-       AND p_value OPERATOR(pg_catalog.!~) '[\x01-\x1f\x7f\u0080-\u009f]' THEN
-        RETURN;
-    END IF;
     RAISE EXCEPTION '% must be 1 to 128 bytes without control characters, got "%" (% bytes)',
         p_what,
         pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_value, 'NULL'), 64), '[\x01-\x1f\x7f\u0080-\u009f]', '?', 'g')
@@ -2854,6 +2854,19 @@ BEGIN
         coalesce(pg_catalog.octet_length(p_value), 0)
         USING ERRCODE = 'invalid_parameter_value';
 END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._check_name(p_what text, p_value text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE
+        WHEN pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
+             AND p_value OPERATOR(pg_catalog.!~) '[\x01-\x1f\x7f\u0080-\u009f]'
+        THEN p_value
+        ELSE backoff._bad_name(p_what, p_value)
+    END
 $$;
 
 -- backoff._error_text(text): an error text as it is stored in last_error
@@ -2950,7 +2963,10 @@ $$;
 -- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
 -- to check for an unscoped caller. Private; enqueue checks the queues it
 -- inserts into ('produce'), claim its queue and the by-id functions the
--- queue of the job they touch ('work').
+-- queue of the job they touch ('work'). They call it as
+--   PERFORM backoff._check_queue(...) WHERE EXISTS (SELECT FROM backoff.queue_grants)
+-- so that without any grant (nobody is scoped) the hot path pays one probe
+-- of the empty table, not two PL/pgSQL calls.
 CREATE OR REPLACE FUNCTION backoff._check_queue(p_queues text[], p_privilege text)
 RETURNS void
 LANGUAGE plpgsql
@@ -3112,7 +3128,7 @@ DECLARE
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
-    PERFORM backoff._check_name('queue', p_queue);
+    p_queue := backoff._check_name('queue', p_queue);
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
@@ -3126,16 +3142,16 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_key IS NOT NULL THEN
-        PERFORM backoff._check_name('dedupe key', p_dedupe_key);
+        p_dedupe_key := backoff._check_name('dedupe key', p_dedupe_key);
     END IF;
     IF p_policy IS NOT NULL THEN
-        PERFORM backoff._check_name('policy', p_policy);
+        p_policy := backoff._check_name('policy', p_policy);
         IF NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
             RAISE EXCEPTION 'unknown policy "%"', p_policy
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
@@ -3261,7 +3277,7 @@ BEGIN
              WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM backoff._check_queue(p_queues, 'produce');
+    PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
     RETURN QUERY
     WITH src AS MATERIALIZED (
@@ -3327,8 +3343,8 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
-    PERFORM backoff._check_name('queue', p_queue);
-    PERFORM backoff._check_name('worker', p_worker);
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
@@ -3347,7 +3363,7 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -3442,7 +3458,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM backoff._check_name('worker', p_worker);
+    p_worker := backoff._check_name('worker', p_worker);
     IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
@@ -3465,7 +3481,7 @@ BEGIN
     IF FOUND THEN
         -- A scoped caller that acquired another queue's job: the error
         -- undoes the UPDATE (docs/adr/0038-queue-scoped-privileges.md).
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
         RETURN v_job;
     END IF;
 
@@ -3474,7 +3490,7 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';
@@ -3527,7 +3543,7 @@ BEGIN
     RETURNING j.* INTO v_job;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     ELSE
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
     END IF;
@@ -3662,7 +3678,7 @@ BEGIN
     RETURNING j.* INTO v_job;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     ELSE
         PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
     END IF;
@@ -3802,7 +3818,7 @@ BEGIN
     RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;
@@ -3857,7 +3873,7 @@ BEGIN
     RETURNING j.* INTO v_job;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
@@ -4412,7 +4428,7 @@ BEGIN
         RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM backoff._check_name('queue', p_queue);
+    p_queue := backoff._check_name('queue', p_queue);
     -- The prefix of 'mail.*' is 'mail.', matched literally.
     v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                      CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN pg_catalog.left(p_queue, -1) ELSE p_queue END,

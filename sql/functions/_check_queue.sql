@@ -3,7 +3,10 @@
 -- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
 -- to check for an unscoped caller. Private; enqueue checks the queues it
 -- inserts into ('produce'), claim its queue and the by-id functions the
--- queue of the job they touch ('work').
+-- queue of the job they touch ('work'). They call it as
+--   PERFORM backoff._check_queue(...) WHERE EXISTS (SELECT FROM backoff.queue_grants)
+-- so that without any grant (nobody is scoped) the hot path pays one probe
+-- of the empty table, not two PL/pgSQL calls.
 CREATE OR REPLACE FUNCTION backoff._check_queue(p_queues text[], p_privilege text)
 RETURNS void
 LANGUAGE plpgsql

@@ -38,7 +38,7 @@ BEGIN
             USING ERRCODE = 'BK001';
     END IF;
     -- A scoped caller learns nothing about another queue's job.
-    PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
+    PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';

@@ -27,7 +27,7 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM backoff._check_name('worker', p_worker);
+    p_worker := backoff._check_name('worker', p_worker);
     IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
             USING ERRCODE = 'invalid_parameter_value';
@@ -50,7 +50,7 @@ BEGIN
     IF FOUND THEN
         -- A scoped caller that acquired another queue's job: the error
         -- undoes the UPDATE (docs/adr/0038-queue-scoped-privileges.md).
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
         RETURN v_job;
     END IF;
 
@@ -59,7 +59,7 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';

@@ -31,8 +31,8 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 BEGIN
-    PERFORM backoff._check_name('queue', p_queue);
-    PERFORM backoff._check_name('worker', p_worker);
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
     IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
         IF p_queue IS NULL OR p_queue = '' THEN
@@ -51,7 +51,7 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner

@@ -33,7 +33,7 @@ DECLARE
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
-    PERFORM backoff._check_name('queue', p_queue);
+    p_queue := backoff._check_name('queue', p_queue);
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
@@ -47,16 +47,16 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_dedupe_key IS NOT NULL THEN
-        PERFORM backoff._check_name('dedupe key', p_dedupe_key);
+        p_dedupe_key := backoff._check_name('dedupe key', p_dedupe_key);
     END IF;
     IF p_policy IS NOT NULL THEN
-        PERFORM backoff._check_name('policy', p_policy);
+        p_policy := backoff._check_name('policy', p_policy);
         IF NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
             RAISE EXCEPTION 'unknown policy "%"', p_policy
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
@@ -182,7 +182,7 @@ BEGIN
              WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM backoff._check_queue(p_queues, 'produce');
+    PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
     RETURN QUERY
     WITH src AS MATERIALIZED (

@@ -31,7 +31,7 @@ BEGIN
         RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM backoff._check_name('queue', p_queue);
+    p_queue := backoff._check_name('queue', p_queue);
     -- The prefix of 'mail.*' is 'mail.', matched literally.
     v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
                      CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN pg_catalog.left(p_queue, -1) ELSE p_queue END,

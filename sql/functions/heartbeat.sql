@@ -35,7 +35,7 @@ BEGIN
     RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;

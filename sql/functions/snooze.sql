@@ -37,7 +37,7 @@ BEGIN
     RETURNING j.* INTO v_job;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
     ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
