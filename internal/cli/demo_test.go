@@ -344,8 +344,19 @@ func TestDemoKeep(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{m[1]}.Sanitize()+" WITH (FORCE)")
 	})
-	kept, err := pgx.Connect(ctx, m[2])
-	require.NoError(t, err, "the printed URL connects")
+	// The printed URL names the server, the user and the kept database, and
+	// never the password: connect with the test's own credentials.
+	printed, err := pgx.ParseConfig(m[2])
+	require.NoError(t, err)
+	cfg, err := pgx.ParseConfig(testdb.AdminURL(t))
+	require.NoError(t, err)
+	require.Equal(t, []any{cfg.Host, cfg.Port, cfg.User, m[1]}, []any{printed.Host, printed.Port, printed.User, printed.Database})
+	if cfg.Password != "" {
+		require.NotContains(t, m[2], cfg.Password, "no password in the printed URL")
+	}
+	cfg.Database = m[1]
+	kept, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
 	defer kept.Close(ctx)
 	var jobs int
 	require.NoError(t, kept.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs`).Scan(&jobs))
