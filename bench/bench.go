@@ -44,6 +44,11 @@ type Config struct {
 	Samples     int           // claim latency samples per backlog
 	Sustained   time.Duration // 0: no sustained run
 	SampleEvery time.Duration // sustained-run sampling period
+	// WakeupSamples is how many jobs the idle-Worker latency line times.
+	WakeupSamples int
+	// Trim: lines without a target run only at the fewest and the most
+	// clients, and reap only with one (quick mode's time budget).
+	Trim bool
 }
 
 func (c *Config) setDefaults() error {
@@ -63,6 +68,10 @@ func (c *Config) setDefaults() error {
 		c.Backlogs = []int{10_000, 1_000_000}
 		c.Finished = 1_000_000
 		c.Samples = 1000
+		c.Sustained = time.Minute
+		c.SampleEvery = 10 * time.Second
+		c.WakeupSamples = 100
+		c.Trim = true
 	case "full":
 		c.Clients = []int{1, 4, 8, 16}
 		c.Rounds = 3
@@ -74,6 +83,7 @@ func (c *Config) setDefaults() error {
 		c.Samples = 3000
 		c.Sustained = 10 * time.Minute
 		c.SampleEvery = time.Minute
+		c.WakeupSamples = 300
 	case "test":
 		// Tiny counts for the package test: every code path, no numbers.
 		c.Clients = []int{2}
@@ -86,6 +96,7 @@ func (c *Config) setDefaults() error {
 		c.Samples = 20
 		c.Sustained = time.Second
 		c.SampleEvery = 300 * time.Millisecond
+		c.WakeupSamples = 5
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
 	}
@@ -105,6 +116,8 @@ type bench struct {
 	template string
 	out      io.Writer
 	noise    []float64 // per-round ratio spreads, for the noise summary
+	targets  []target  // printed machine-readably at the end (targets.go)
+	walLines []string  // WAL bytes per job of each scenario line
 }
 
 const queue = "bench"
@@ -216,10 +229,38 @@ func (b *bench) freshDatabase(ctx context.Context) (*database, func(), error) {
 	}, nil
 }
 
-// result is one timed run: ops operations (jobs) in elapsed.
+// result is one timed run: ops operations (jobs) in elapsed, and the WAL
+// the server wrote meanwhile.
 type result struct {
-	ops     int64
-	elapsed time.Duration
+	ops      int64
+	elapsed  time.Duration
+	walBytes float64
+}
+
+// walPerJob is the server's WAL written per job of a run (0 when unknown).
+func (r result) walPerJob() float64 {
+	if r.ops == 0 {
+		return 0
+	}
+	return r.walBytes / float64(r.ops)
+}
+
+// walPosition reads the server's current WAL insert position.
+func (b *bench) walPosition(ctx context.Context) (string, error) {
+	var lsn string
+	if err := b.admin.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn); err != nil {
+		return "", fmt.Errorf("read the WAL position: %w", err)
+	}
+	return lsn, nil
+}
+
+// walSince is the number of WAL bytes written since the position from.
+func (b *bench) walSince(ctx context.Context, from string) (float64, error) {
+	var n float64
+	if err := b.admin.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8", from).Scan(&n); err != nil {
+		return 0, fmt.Errorf("measure WAL written: %w", err)
+	}
+	return n, nil
 }
 
 func (r result) rate() float64 {

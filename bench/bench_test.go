@@ -30,7 +30,12 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
 		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
 		"what limits throughput", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
-		"sustained load", "== targets ==",
+		"sustained load (production shape)", "last period / first period", "enqueue -> handler start with an idle Worker",
+		"== targets ==", "== targets (machine-readable) ==",
+		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
+		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
+		"target enqueue-start-idle-p50-ms: ", "target sustained-last-vs-first: ",
+		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {
 		require.Contains(t, text, want)
 	}
@@ -44,6 +49,17 @@ func TestEveryScenarioRuns(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, lines, 9+2)
+	// The machine-readable block closes the output, one well-formed line each.
+	block := text[strings.Index(text, "== targets (machine-readable) =="):]
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n")[1:] {
+		require.Regexp(t, `^(target [a-z0-9-]+: [0-9.]+ \(goal (>=|<=) [0-9.]+\) (met|MISS)|wal [a-z0-9-]+: ours [0-9]+ B/job, limit [0-9]+ B/job \(ratio [0-9.]+\))$`, l)
+	}
+}
+
+func TestTargetLine(t *testing.T) {
+	require.Equal(t, "target reap-100k: 0.81 (goal >= 0.80) met", target{name: "reap-100k", value: 0.812, goal: 0.8}.String())
+	require.Equal(t, "target claim-complete-1tx-go-8c: 0.70 (goal >= 0.85) MISS", target{name: "claim-complete-1tx-go-8c", value: 0.7, goal: 0.85}.String())
+	require.Equal(t, "target enqueue-start-idle-p50-ms: 7.00 (goal <= 5.00) MISS", target{name: "enqueue-start-idle-p50-ms", value: 7, goal: 5, atMost: true}.String())
 }
 
 func TestParseRiver(t *testing.T) {

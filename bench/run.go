@@ -34,13 +34,14 @@ func (b *bench) runAll(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			for _, n := range s.clients {
+			for _, n := range b.clientsOf(s) {
 				l, err := b.runAB(ctx, db, s, n)
 				if err != nil {
 					drop()
 					return err
 				}
 				b.print(l)
+				b.record(l)
 				lines = append(lines, l)
 			}
 			drop()
@@ -58,6 +59,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.WakeupSamples > 0 && b.cfg.wants("wakeup") {
+		if err := b.wakeup(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("scaling") {
 		if err := b.scaling(ctx); err != nil {
 			return err
@@ -70,7 +76,28 @@ func (b *bench) runAll(ctx context.Context) error {
 	}
 	b.summary(lines)
 	fmt.Fprintf(b.out, "\ntotal time: %s\n", time.Since(began).Round(time.Second))
+	b.printTargets(b.out)
 	return nil
+}
+
+// clientsOf is the client counts a scenario runs at: all of them, or in a
+// trimmed run, for a line without a target only the fewest and the most.
+func (b *bench) clientsOf(s abScenario) []int {
+	if !b.cfg.Trim || s.target > 0 || len(s.clients) <= 2 {
+		return s.clients
+	}
+	return []int{s.clients[0], s.clients[len(s.clients)-1]}
+}
+
+// record keeps a line's target and WAL bytes per job for the closing block.
+func (b *bench) record(l line) {
+	if l.key == "" {
+		return
+	}
+	if l.target > 0 {
+		b.target(l.targetName(), l.ratio(), l.target)
+	}
+	b.wal(l.targetName(), l.walOurs, l.walLimit)
 }
 
 func (b *bench) header() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,7 @@ const (
 // and by the limit, alternately, on a fresh database.
 type abScenario struct {
 	name    string
+	key     string // the target name's stem (targets.go), e.g. claim-complete-1tx-sql
 	path    string // "sql" (our functions called directly) or "go" (the client package)
 	clients []int
 	// seed prepares table for one run with n clients (nil: empty table).
@@ -33,6 +35,9 @@ type abScenario struct {
 	ours   func(ctx context.Context, conn *pgxpool.Conn) (step, error)
 	limit  func(ctx context.Context, conn *pgxpool.Conn) (step, error)
 	target float64 // reported, not asserted; 0: none
+	// listen: a session LISTENs on backoff_jobs during both sides' runs, as
+	// an idle worker's wait does.
+	listen bool
 }
 
 var payload = json.RawMessage(`{}`)
@@ -392,33 +397,57 @@ func dueSeed(perSecond float64, maxAttempts int) func(context.Context, *bench, *
 func (b *bench) scenarios() []abScenario {
 	cl := b.cfg.Clients
 	reapRun := 2 * time.Minute
+	reapClients := []int{1, 4}
+	if b.cfg.Trim {
+		reapClients = []int{1}
+	}
 	return []abScenario{
-		{name: "enqueue 1/tx", path: "sql", clients: cl, ours: fixed(oursEnqueue), limit: fixed(rawEnqueue)},
-		{name: "enqueue 1/tx", path: "go", clients: cl, ours: goEnqueue, limit: fixed(rawEnqueue)},
-		{name: "enqueue 100/tx (EnqueueMany)", path: "go", clients: cl, ours: goEnqueueMany, limit: fixed(rawEnqueueMany), target: 0.80},
-		{name: "claim+complete 1/tx", path: "sql", clients: cl, seed: dueSeed(9000, 0), ours: fixed(oursClaimComplete), limit: fixed(rawClaimComplete), target: 0.90},
-		{name: "claim+complete 1/tx", path: "go", clients: cl, seed: dueSeed(9000, 0), ours: goClaimComplete, limit: fixed(rawClaimComplete), target: 0.90},
-		{name: "claim 100+complete_many", path: "sql", clients: cl, seed: dueSeed(90000, 0), ours: fixed(oursClaimBatch), limit: fixed(rawClaimBatch), target: 0.85},
-		{name: "claim 100+complete_many", path: "go", clients: cl, seed: dueSeed(90000, 0), ours: goClaimBatch, limit: fixed(rawClaimBatch), target: 0.85},
-		{name: "claim+fail retry cycle", path: "sql", clients: cl,
+		{name: "enqueue 1/tx", key: "enqueue-1tx", path: "sql", clients: cl, listen: true, ours: fixed(oursEnqueue), limit: fixed(rawEnqueue), target: 0.90},
+		{name: "enqueue 1/tx", key: "enqueue-1tx-go", path: "go", clients: cl, listen: true, ours: goEnqueue, limit: fixed(rawEnqueue)},
+		{name: "enqueue 100/tx (EnqueueMany)", key: "enqueue-many", path: "go", clients: cl, listen: true, ours: goEnqueueMany, limit: fixed(rawEnqueueMany), target: 0.85},
+		{name: "claim+complete 1/tx", key: "claim-complete-1tx-sql", path: "sql", clients: cl, seed: dueSeed(9000, 0), ours: fixed(oursClaimComplete), limit: fixed(rawClaimComplete), target: 0.90},
+		{name: "claim+complete 1/tx", key: "claim-complete-1tx-go", path: "go", clients: cl, seed: dueSeed(9000, 0), ours: goClaimComplete, limit: fixed(rawClaimComplete), target: 0.85},
+		{name: "claim 100+complete_many", key: "claim100-complete-many-sql", path: "sql", clients: cl, seed: dueSeed(90000, 0), ours: fixed(oursClaimBatch), limit: fixed(rawClaimBatch), target: 0.90},
+		{name: "claim 100+complete_many", key: "claim100-complete-many-go", path: "go", clients: cl, seed: dueSeed(90000, 0), ours: goClaimBatch, limit: fixed(rawClaimBatch), target: 0.90},
+		{name: "claim+fail retry cycle", key: "retry-cycle-sql", path: "sql", clients: cl,
 			seed: func(ctx context.Context, _ *bench, db *database, table string, n int) error {
 				return seedDue(ctx, db, table, 50*n+100, 1_000_000)
 			}, ours: fixed(oursRetryCycle), limit: fixed(rawRetryCycle)},
-		{name: fmt.Sprintf("reap %d expired", b.cfg.ReapJobs), path: "sql", clients: []int{1, 4},
+		{name: fmt.Sprintf("reap %d expired", b.cfg.ReapJobs), key: "reap-" + count(b.cfg.ReapJobs), path: "sql", clients: reapClients,
 			seed: func(ctx context.Context, b *bench, db *database, table string, _ int) error {
 				return seedExpired(ctx, db, table, b.cfg.ReapJobs)
-			}, maxOps: int64(b.cfg.ReapJobs), runFor: reapRun, ours: fixed(oursReapStep), limit: fixed(rawReapStep)},
+			}, maxOps: int64(b.cfg.ReapJobs), runFor: reapRun, ours: fixed(oursReapStep), limit: fixed(rawReapStep), target: 0.80},
 	}
+}
+
+// count writes 100000 as 100k.
+func count(n int) string {
+	if n >= 1000 && n%1000 == 0 {
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// targetName is a line's target name: the scenario's key and the client
+// count (reap's single-client line is plain reap-100k).
+func (l line) targetName() string {
+	if strings.HasPrefix(l.key, "reap-") && l.clients == 1 {
+		return l.key
+	}
+	return fmt.Sprintf("%s-%dc", l.key, l.clients)
 }
 
 // line is one printed row.
 type line struct {
 	name, path string
+	key        string // target name stem; "" for lines without one
 	clients    int
 	ours       float64 // median jobs/s
 	limit      float64
 	lo, hi     float64 // range of the per-round ratios
 	target     float64
+	walOurs    float64 // median WAL bytes per job
+	walLimit   float64
 }
 
 func (l line) ratio() float64 {
@@ -436,7 +465,14 @@ func (b *bench) runAB(ctx context.Context, db *database, s abScenario, n int) (l
 	if runFor == 0 {
 		runFor = b.cfg.RunFor
 	}
-	var ours, limit, ratios []float64
+	if s.listen {
+		stop, err := listen(ctx, db)
+		if err != nil {
+			return line{}, err
+		}
+		defer stop()
+	}
+	var ours, limit, ratios, walOurs, walLimit []float64
 	for r := range b.cfg.Rounds {
 		sides := []bool{true, false}
 		if r%2 == 1 {
@@ -456,14 +492,23 @@ func (b *bench) runAB(ctx context.Context, db *database, s abScenario, n int) (l
 					return line{}, err
 				}
 			}
+			from, err := b.walPosition(ctx)
+			if err != nil {
+				return line{}, err
+			}
 			res, err := runClients(ctx, db.pool, n, runFor, s.maxOps, mk)
 			if err != nil {
 				return line{}, fmt.Errorf("%s (%s, %d clients): %w", s.name, s.path, n, err)
 			}
+			if res.walBytes, err = b.walSince(ctx, from); err != nil {
+				return line{}, err
+			}
 			if isOurs {
 				o = res.rate()
+				walOurs = append(walOurs, res.walPerJob())
 			} else {
 				l = res.rate()
+				walLimit = append(walLimit, res.walPerJob())
 			}
 		}
 		ours, limit = append(ours, o), append(limit, l)
@@ -471,7 +516,8 @@ func (b *bench) runAB(ctx context.Context, db *database, s abScenario, n int) (l
 			ratios = append(ratios, o/l)
 		}
 	}
-	ln := line{name: s.name, path: s.path, clients: n, ours: median(ours), limit: median(limit), target: s.target}
+	ln := line{name: s.name, key: s.key, path: s.path, clients: n, ours: median(ours), limit: median(limit), target: s.target,
+		walOurs: median(walOurs), walLimit: median(walLimit)}
 	if len(ratios) > 0 {
 		ln.lo, ln.hi = minMax(ratios)
 	}
@@ -484,4 +530,36 @@ func minMax(xs []float64) (lo, hi float64) {
 		lo, hi = min(lo, x), max(hi, x)
 	}
 	return lo, hi
+}
+
+// listen keeps one session LISTENing on backoff_jobs (the channel of
+// enqueue's wake-ups) and draining its notifications until stop is called,
+// as an idle worker would: with a listener, NOTIFY's cost is the real one.
+func listen(ctx context.Context, db *database) (stop func(), err error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("acquire the listener: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN backoff_jobs"); err != nil {
+		conn.Release()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := conn.Conn().WaitForNotification(lctx); err != nil {
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		// A cancelled wait leaves the connection unusable: close it rather
+		// than give it back to the pool.
+		_ = conn.Conn().Close(context.Background())
+		conn.Release()
+	}, nil
 }

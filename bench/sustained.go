@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,54 +11,117 @@ import (
 	"github.com/pgbackoff/pgbackoff/client"
 )
 
-// sustained runs producers and Workers together for cfg.Sustained, with
-// finished jobs pruned after 30 s, and samples every cfg.SampleEvery:
-// jobs/s, the backlog, live and dead tuples, the table's size and
-// autovacuum's runs. The server's autovacuum settings are left as they are.
+// Shape of the sustained run: the production shape of docs/benchmarks.md.
+const (
+	sustainedEnqueuers   = 16 // each enqueues one job per transaction, as a web request would
+	sustainedQueues      = 4  // one Worker per queue
+	sustainedConcurrency = 50 // handlers per Worker
+)
+
+// latencies collects enqueue -> handler start durations of one sample
+// period.
+type latencies struct {
+	mu sync.Mutex
+	ds []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.ds = append(l.ds, d)
+	l.mu.Unlock()
+}
+
+// take returns the period's durations, sorted, and starts a new period.
+func (l *latencies) take() []time.Duration {
+	l.mu.Lock()
+	ds := l.ds
+	l.ds = nil
+	l.mu.Unlock()
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+// sustained runs the production shape for cfg.Sustained: 16 enqueuers (one
+// job per transaction, through the Go client, round-robin over 4 queues)
+// and one Worker per queue, with finished jobs pruned after 30 s. Every
+// cfg.SampleEvery it prints jobs/s started and enqueued, the backlog,
+// enqueue -> handler start p50/p99 (created_at, the enqueuing transaction's
+// time, to the handler's start, on the same machine), the table's and
+// indexes' size, live and dead tuples and autovacuum runs. The server's
+// autovacuum settings, and the table's fillfactor, are left as they are: the
+// run measures the settings it is given (docs/benchmarks.md recommends some).
+// It ends with the last period's jobs/s as a ratio to the first's.
 func (b *bench) sustained(ctx context.Context) error {
-	fmt.Fprintf(b.out, "\n== sustained load: %s, 2 producers (EnqueueMany 100, backlog capped at 50k), 2 Workers (Concurrency 200), prune every 10 s ==\n", b.cfg.Sustained)
+	fmt.Fprintf(b.out, "\n== sustained load (production shape): %s, %d enqueuers 1/tx over %d queues, %d Workers (Concurrency %d), prune every 10 s ==\n",
+		b.cfg.Sustained, sustainedEnqueuers, sustainedQueues, sustainedQueues, sustainedConcurrency)
 	db, drop, err := b.freshDatabase(ctx)
 	if err != nil {
 		return err
 	}
 	defer drop()
+	var reloptions *string
+	_ = db.pool.QueryRow(ctx, `SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = 'backoff.jobs'::regclass`).Scan(&reloptions)
+	fmt.Fprintf(b.out, "backoff.jobs reloptions: %s\n", deref(reloptions, "(none)"))
 	runCtx, cancel := context.WithTimeout(ctx, b.cfg.Sustained)
 	defer cancel()
 
-	var enqueued, done atomic.Int64
-	var wg sync.WaitGroup
-	handler := func(context.Context, *client.Job) error { done.Add(1); return nil }
-	for i := range 2 {
+	var (
+		enqueued, started atomic.Int64
+		lat               latencies
+		wg                sync.WaitGroup
+		errMu             sync.Mutex
+		firstErr          error
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		if firstErr == nil && runCtx.Err() == nil {
+			firstErr = err
+		}
+	}
+	queueName := func(i int) string { return fmt.Sprintf("%s-%d", queue, i%sustainedQueues) }
+	handler := func(_ context.Context, j *client.Job) error {
+		lat.add(time.Since(j.CreatedAt))
+		started.Add(1)
+		return nil
+	}
+	for i := range sustainedQueues {
 		w, err := client.NewWorker(db.pool, client.WorkerConfig{
-			Queue: queue, Handler: handler, Concurrency: 200, BatchSize: 100, HeartbeatInterval: -1,
+			Queue: queueName(i), Handler: handler, Concurrency: sustainedConcurrency, HeartbeatInterval: -1,
 		}, client.WithLogger(discard), client.WithWorkerID(fmt.Sprintf("sustained-%d", i)))
 		if err != nil {
 			return err
 		}
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = w.Run(runCtx) }()
-	}
-	jobs := make([]client.NewJob, 100)
-	for i := range jobs {
-		jobs[i] = client.NewJob{Queue: queue, Payload: payload}
+		go func() {
+			defer wg.Done()
+			if err := w.Run(runCtx); err != nil && runCtx.Err() == nil {
+				fail(fmt.Errorf("worker %d: %w", i, err))
+			}
+		}()
 	}
 	c, err := client.New(ctx, db.pool)
 	if err != nil {
 		return err
 	}
-	for range 2 {
+	for i := range sustainedEnqueuers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			q := queueName(i)
 			for runCtx.Err() == nil {
-				if enqueued.Load()-done.Load() > 50_000 {
-					time.Sleep(5 * time.Millisecond)
-					continue
+				if _, err := c.Enqueue(runCtx, q, payload); err != nil {
+					fail(fmt.Errorf("enqueue: %w", err))
+					return
 				}
-				ids, err := c.EnqueueMany(runCtx, jobs)
-				if err == nil {
-					enqueued.Add(int64(len(ids)))
-				}
+				enqueued.Add(1)
 			}
 		}()
 	}
@@ -76,36 +140,120 @@ func (b *bench) sustained(ctx context.Context) error {
 		}
 	}()
 
-	fmt.Fprintf(b.out, "%8s %10s %10s %12s %12s %12s %12s %6s\n", "minute", "jobs/s", "backlog", "live tuples", "dead tuples", "table+idx MB", "index MB", "autovac")
+	fmt.Fprintf(b.out, "%8s %9s %9s %9s %9s %9s %11s %11s %10s %9s %7s\n",
+		"minute", "jobs/s", "enq/s", "backlog", "p50", "p99", "live tup", "dead tup", "table MB", "index MB", "autovac")
 	t := time.NewTicker(b.cfg.SampleEvery)
 	defer t.Stop()
-	last, start := int64(0), time.Now()
+	var (
+		lastStarted, lastEnq int64
+		rates                []float64
+	)
+	start := time.Now()
 	lastT := start
-	for {
-		final := false
+	for final := false; !final; {
 		select {
 		case <-runCtx.Done():
 			final = true
 		case <-t.C:
 		}
 		if final && time.Since(lastT) < b.cfg.SampleEvery/2 { // sampled just now
-			wg.Wait()
-			return nil
+			break
 		}
-		d := done.Load()
-		var live, dead, total, idx, autovac int64
-		err := db.pool.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, pg_total_relation_size('backoff.jobs'),
+		now := time.Now()
+		s, e := started.Load(), enqueued.Load()
+		ds := lat.take()
+		var live, dead, heap, idx, autovac int64
+		err := db.pool.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, pg_relation_size('backoff.jobs'),
 				pg_indexes_size('backoff.jobs'), autovacuum_count
-			FROM pg_stat_user_tables WHERE relid = 'backoff.jobs'::regclass`).Scan(&live, &dead, &total, &idx, &autovac)
+			FROM pg_stat_user_tables WHERE relid = 'backoff.jobs'::regclass`).Scan(&live, &dead, &heap, &idx, &autovac)
 		if err != nil {
+			cancel()
+			wg.Wait()
 			return fmt.Errorf("sample table stats: %w", err)
 		}
-		fmt.Fprintf(b.out, "%8.1f %10.0f %10d %12d %12d %12.1f %12.1f %6d\n", time.Since(start).Minutes(),
-			float64(d-last)/time.Since(lastT).Seconds(), enqueued.Load()-d, live, dead, float64(total)/1e6, float64(idx)/1e6, autovac)
-		last, lastT = d, time.Now()
-		if final {
-			wg.Wait()
-			return nil
+		secs := now.Sub(lastT).Seconds()
+		rate := float64(s-lastStarted) / secs
+		rates = append(rates, rate)
+		fmt.Fprintf(b.out, "%8.1f %9.0f %9.0f %9d %9s %9s %11d %11d %10.1f %9.1f %7d\n", now.Sub(start).Minutes(),
+			rate, float64(e-lastEnq)/secs, e-s, ms(pct(ds, 0.5)), ms(pct(ds, 0.99)), live, dead, float64(heap)/1e6, float64(idx)/1e6, autovac)
+		lastStarted, lastEnq, lastT = s, e, now
+	}
+	cancel()
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	if len(rates) >= 2 && rates[0] > 0 {
+		r := rates[len(rates)-1] / rates[0]
+		fmt.Fprintf(b.out, "last period / first period (jobs/s): %.2f\n", r)
+		b.target("sustained-last-vs-first", r, 0.90)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+}
+
+func deref(s *string, def string) string {
+	if s == nil || *s == "" {
+		return def
+	}
+	return *s
+}
+
+// wakeup measures enqueue -> handler start with an idle Worker: one job at
+// a time, each enqueued after the Worker has had nothing to do for a while
+// (the gap is the scenario, an idle system, not a wait for a result). The
+// Worker's poll interval is left at its default (1 s), so a p50 far below
+// it shows that wake-ups, not polling, start the jobs.
+func (b *bench) wakeup(ctx context.Context) error {
+	const gap = 20 * time.Millisecond
+	fmt.Fprintf(b.out, "\n== enqueue -> handler start with an idle Worker (%d jobs, one at a time, %s apart) ==\n", b.cfg.WakeupSamples, gap)
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	defer drop()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	startedAt := make(chan time.Time, 1)
+	w, err := client.NewWorker(db.pool, client.WorkerConfig{
+		Queue: queue, Handler: func(context.Context, *client.Job) error { startedAt <- time.Now(); return nil },
+		Concurrency: 10, HeartbeatInterval: -1, ReapInterval: -1,
+	}, client.WithLogger(discard), client.WithWorkerID("wakeup"))
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	c, err := client.New(ctx, db.pool)
+	if err != nil {
+		return err
+	}
+	var ds []time.Duration
+	for i := range b.cfg.WakeupSamples + 3 { // the first jobs also warm up
+		time.Sleep(gap)
+		t := time.Now()
+		if _, err := c.Enqueue(ctx, queue, payload); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		select {
+		case s := <-startedAt:
+			if i >= 3 {
+				ds = append(ds, s.Sub(t))
+			}
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("wakeup: job %d did not start within 10 s", i)
+		case err := <-done:
+			return fmt.Errorf("wakeup: the worker stopped: %v", err)
 		}
 	}
+	cancel()
+	<-done
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	p50 := pct(ds, 0.5)
+	fmt.Fprintf(b.out, "p50 %s  p99 %s  max %s\n", ms(p50), ms(pct(ds, 0.99)), ms(pct(ds, 1)))
+	b.targetAtMost("enqueue-start-idle-p50-ms", float64(p50)/float64(time.Millisecond), 5)
+	return nil
 }

@@ -369,7 +369,9 @@ func (c *Client) Heartbeat(ctx context.Context, jobID int64, attempt int, extend
 }
 
 // Snooze puts a running job back to pending, due after delay, without
-// spending an attempt.
+// spending an attempt: CountedAttempts goes back by one, while Attempts, the
+// token, stays, so the next claim gets a new token and a repeated Snooze
+// with this one is refused (ErrStaleAttempt) instead of snoozing that claim.
 func (c *Client) Snooze(ctx context.Context, jobID int64, attempt int, delay time.Duration) (Job, error) {
 	op := fmt.Sprintf("snooze job %d (attempt %d)", jobID, attempt)
 	call, args := c.fn("snooze",
@@ -398,8 +400,10 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 	return j, nil
 }
 
-// Replay returns a dead-lettered or cancelled job to pending with its
-// attempts reset; its error history is kept.
+// Replay returns a dead-lettered or cancelled job to pending with a fresh
+// attempt budget (CountedAttempts 0); its error history is kept. Attempts,
+// the token, keeps counting, so a worker still running an attempt from
+// before the cancel cannot settle the replayed job's next claim.
 func (c *Client) Replay(ctx context.Context, jobID int64) (Job, error) {
 	op := fmt.Sprintf("replay job %d", jobID)
 	call, args := c.fn("replay", arg{"p_job_id", "bigint", jobID})

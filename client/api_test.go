@@ -68,9 +68,9 @@ func jobRows() *pgxmock.Rows {
 func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmock.Rows {
 	lease := mockNow.Add(30 * time.Second)
 	failed := mockNow
-	return rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(status), int32(0), attempts, (*int32)(nil),
+	return rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(status), int32(0), attempts, attempts/2, (*int32)(nil),
 		(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
-		[]byte(`[{"attempt":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
+		[]byte(`[{"attempt":1,"counted":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
 		(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil))
 }
 
@@ -79,10 +79,10 @@ func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmoc
 // failed to scan shows up only as a zero field.
 func wantJob(id int64, status Status, attempts int) Job {
 	return Job{
-		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Attempts: attempts,
+		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Attempts: attempts, UncountedAttempts: attempts / 2,
 		RunAt: mockNow.Add(4 * time.Second), LeaseUntil: ptr(mockNow.Add(30 * time.Second)), LockedBy: "w1",
 		LastAttemptedAt: ptr(mockNow), LastFailedAt: ptr(mockNow), LastError: "boom",
-		Errors:    []AttemptError{{Attempt: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
+		Errors:    []AttemptError{{Attempt: 1, Counted: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
 		CreatedAt: mockNow,
 	}
 }
@@ -254,7 +254,7 @@ func TestSettleCallsSQL(t *testing.T) {
 	require.Equal(t, "boom", jobs[0].LastError)
 	require.Equal(t, "w1", jobs[0].LockedBy)
 	require.Equal(t, "", jobs[0].Policy)
-	require.Equal(t, []AttemptError{{Attempt: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}}, jobs[0].Errors)
+	require.Equal(t, []AttemptError{{Attempt: 1, Counted: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}}, jobs[0].Errors)
 	var payload struct{ To string }
 	require.NoError(t, jobs[0].UnmarshalPayload(&payload))
 	require.Equal(t, "a@b", payload.To)

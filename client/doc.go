@@ -52,7 +52,9 @@
 //
 // The worker records the outcome with a fenced call (complete, fail,
 // snooze). When that call fails on the connection rather than with an
-// answer from the database, it is sent again for about 3 s; if the database
+// answer from the database, it is sent again for about 3 s: a repeat of a
+// call that did reach the database is refused (its token no longer holds
+// the job), never applied to a later attempt; if the database
 // is still unreachable, the job stays running until its lease expires and
 // the reaper retries it (the attempt then counts as a crash).
 //
@@ -99,8 +101,12 @@
 //
 // Every call that settles a claimed job carries the attempt it was claimed
 // with (Job.Attempts), the fencing token that keeps a stale worker from
-// completing someone else's attempt (except across a replay, which restarts
-// the numbers: docs/adr/0007-attempt-as-fencing-token.md).
+// completing someone else's attempt. Attempts counts every claim of the job
+// and never goes down, not on snooze, cancel or replay, so no later claim
+// shares a token (docs/adr/0020-tokens-that-never-repeat.md). The retry
+// budget is counted apart: Job.CountedAttempts (Attempts minus
+// UncountedAttempts: a snooze and a replay give budget back) is what
+// max_attempts bounds and what the backoff delay grows with.
 //
 // # Errors
 //

@@ -53,7 +53,7 @@ var (
 type NotReadyError struct {
 	JobID    int64
 	RetryAt  time.Time // the job's run_at
-	Attempts int       // attempts the job has spent so far
+	Attempts int       // the job's Attempts: claims so far (see Job.CountedAttempts for the budget)
 	Err      *pgconn.PgError
 }
 

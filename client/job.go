@@ -26,31 +26,51 @@ const (
 // zero value where the zero value cannot be a real value (an empty
 // LockedBy, LastError, Policy, DedupeKey or DeadLetterReason means NULL;
 // MaxAttempts 0 means "the policy's value").
+//
+// Two numbers describe a job's attempts (docs/adr/0020): Attempts, the
+// fencing token, counts every claim over the job's life and never goes
+// down; CountedAttempts, Attempts minus UncountedAttempts, is the
+// attempt's place in the retry budget, what MaxAttempts bounds and what
+// the backoff delay grows with. A snooze and a replay give budget back
+// (UncountedAttempts grows), never tokens.
 type Job struct {
-	ID               int64
-	Queue            string
-	Payload          json.RawMessage
-	Status           Status
-	Priority         int
-	Attempts         int // attempts spent, counted at claim: the running attempt's number while running
-	MaxAttempts      int // 0: the policy's max_attempts
-	Policy           string
-	RunAt            time.Time
-	LeaseUntil       *time.Time
-	LockedBy         string
-	LastAttemptedAt  *time.Time
-	LastFailedAt     *time.Time
-	LastError        string
-	Errors           []AttemptError
-	DeadLetterReason string // max_attempts, non_retryable or deadline
-	DedupeKey        string
-	CreatedAt        time.Time
-	CompletedAt      *time.Time
+	ID       int64
+	Queue    string
+	Payload  json.RawMessage
+	Status   Status
+	Priority int
+	// Attempts counts every claim of the job (claim, acquire) and never goes
+	// down, not on snooze, replay or cancel. While the job runs it is the
+	// running attempt's fencing token (see Attempt): no other claim of the
+	// job ever has it.
+	Attempts int
+	// UncountedAttempts counts the claims that do not count against
+	// MaxAttempts: one per snooze, and every claim before the last replay.
+	UncountedAttempts int
+	MaxAttempts       int // 0: the policy's max_attempts
+	Policy            string
+	RunAt             time.Time
+	LeaseUntil        *time.Time
+	LockedBy          string
+	LastAttemptedAt   *time.Time
+	LastFailedAt      *time.Time
+	LastError         string
+	Errors            []AttemptError
+	DeadLetterReason  string // max_attempts, non_retryable or deadline
+	DedupeKey         string
+	CreatedAt         time.Time
+	CompletedAt       *time.Time
 }
 
 // AttemptError is one entry of a job's bounded error history.
 type AttemptError struct {
-	Attempt int       `json:"attempt"`
+	// Attempt is the fencing token of the attempt that failed (Job.Attempts
+	// when it ran): unique per entry.
+	Attempt int `json:"attempt"`
+	// Counted is that attempt's counted number (Job.CountedAttempts when it
+	// ran), the n of the backoff delay that followed; 0 in entries written
+	// before migration 4.
+	Counted int       `json:"counted,omitempty"`
 	At      time.Time `json:"at"`
 	Error   string    `json:"error"`
 	Worker  string    `json:"worker,omitempty"`
@@ -58,8 +78,18 @@ type AttemptError struct {
 }
 
 // Attempt is the fencing token of a claimed job: every call that settles or
-// extends it carries the attempt it was claimed with.
+// extends it (Complete, CompleteMany, Fail, Heartbeat, Snooze) carries the
+// attempt it was claimed with. Tokens never repeat, so a call with a token
+// that no longer holds the job (reaped, snoozed, cancelled and replayed) is
+// refused, whatever happened since.
 func (j *Job) Attempt() int { return j.Attempts }
+
+// CountedAttempts is the number of the job's attempts that count against
+// MaxAttempts: Attempts - UncountedAttempts. While the job runs it is the
+// running attempt's place in the budget (1 for the first try, and again 1
+// for the first try after a replay); on the last allowed attempt it equals
+// the max_attempts that applies.
+func (j *Job) CountedAttempts() int { return j.Attempts - j.UncountedAttempts }
 
 // UnmarshalPayload decodes the job's payload into v.
 func (j *Job) UnmarshalPayload(v any) error {
@@ -72,7 +102,7 @@ func (j *Job) UnmarshalPayload(v any) error {
 // jobColumns is the column list every query returning jobs selects, in the
 // order scanJob reads them. Naming the columns (rather than *) keeps the
 // client working when a later migration adds one.
-const jobColumns = "id, queue, payload, status, priority, attempts, max_attempts, policy, run_at, " +
+const jobColumns = "id, queue, payload, status, priority, attempts, uncounted_attempts, max_attempts, policy, run_at, " +
 	"lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors, " +
 	"dead_letter_reason, dedupe_key, created_at, completed_at"
 
@@ -82,11 +112,11 @@ func scanJob(row pgx.Row) (Job, error) {
 		j                                           Job
 		status                                      string
 		maxAttempts                                 *int32
-		priority, attempts                          int32
+		priority, attempts, uncounted               int32
 		policy, lockedBy, lastError, reason, dedupe *string
 		payload, history                            []byte
 	)
-	err := row.Scan(&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &maxAttempts, &policy, &j.RunAt,
+	err := row.Scan(&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &uncounted, &maxAttempts, &policy, &j.RunAt,
 		&j.LeaseUntil, &lockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &lastError, &history,
 		&reason, &dedupe, &j.CreatedAt, &j.CompletedAt)
 	if err != nil {
@@ -96,6 +126,7 @@ func scanJob(row pgx.Row) (Job, error) {
 	j.Status = Status(status)
 	j.Priority = int(priority)
 	j.Attempts = int(attempts)
+	j.UncountedAttempts = int(uncounted)
 	if maxAttempts != nil {
 		j.MaxAttempts = int(*maxAttempts)
 	}

@@ -434,8 +434,10 @@ const settleTries = 6
 // retryTransient runs a settle call (complete, complete_many, fail, snooze)
 // and runs it again, up to settleTries times in all, while it fails with an
 // error that says nothing about the job: the connection, not a refusal. The
-// calls are fenced by the attempt, so a repeat after a reply that was lost
-// takes effect once or is refused with BK002/BK003; without the repeat a
+// calls are fenced by the attempt, whose tokens never repeat (snooze and
+// replay included: docs/adr/0020), so a repeat after a reply that was lost
+// takes effect once or is refused with BK002/BK003, and never touches a
+// later claim of the job; without the repeat a
 // blip would leave the job running until its lease expires and the reaper
 // counts a finished attempt as a crash (on the last attempt: a dead letter).
 func (w *Worker) retryTransient(ctx context.Context, call func(context.Context) error) error {

@@ -223,7 +223,8 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 
 	sn := get("snooze")
 	require.Equal(t, StatusPending, sn.Status)
-	require.Equal(t, 0, sn.Attempts, "a snooze gives the attempt back")
+	require.Equal(t, 1, sn.Attempts, "a snooze keeps the token")
+	require.Equal(t, 0, sn.CountedAttempts(), "a snooze gives the attempt back")
 	require.Greater(t, time.Until(sn.RunAt), 50*time.Minute)
 
 	pan := get("panic")

@@ -4,6 +4,8 @@
 
 CREATE SCHEMA backoff;
 
+SET search_path = pg_catalog;
+
 CREATE TABLE backoff.schema_migrations (version int4 NOT NULL);
 INSERT INTO backoff.schema_migrations (version) VALUES (4);
 
@@ -1893,20 +1895,29 @@ $$;
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
 -- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
--- Migration 001 (released, frozen) wrote the CHECK constraints of
--- backoff.policies with array_position and cardinality unqualified. An
--- install run with a search_path where others may CREATE could bind them to
--- planted look-alikes (public.array_position(interval[], interval) is a
--- better match than pg_catalog's polymorphic one). The migrator now pins
--- search_path = pg_catalog for every route; these constraints are
--- re-created qualified so that an install made before that is repaired.
+-- Migration 001 (released, frozen) wrote CHECK constraints of
+-- backoff.policies that an install run with a search_path where others may
+-- CREATE could bind to planted look-alikes: array_position and cardinality
+-- unqualified (public.array_position(interval[], interval) is a better
+-- match than pg_catalog's polymorphic one), and float8 columns compared
+-- with integer and numeric literals (a planted float8 >= integer operator
+-- is a better match than pg_catalog's float8 >= float8). Every install
+-- route now pins search_path = pg_catalog; these four constraints are
+-- re-created (functions qualified, literals typed) so that an install made
+-- before that is repaired by upgrading. Same meaning, same names.
 ALTER TABLE backoff.policies
     DROP CONSTRAINT policies_schedule_check,
     ADD CONSTRAINT policies_schedule_check
         CHECK (pg_catalog.array_position(schedule, NULL) IS NULL
                AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
     DROP CONSTRAINT policies_check,
-    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0);
+    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0),
+    DROP CONSTRAINT policies_multiplier_check,
+    ADD CONSTRAINT policies_multiplier_check
+        CHECK (multiplier >= 1::float8 AND multiplier <= 1000::float8),
+    DROP CONSTRAINT policies_jitter_ratio_check,
+    ADD CONSTRAINT policies_jitter_ratio_check
+        CHECK (jitter_ratio = 0::float8 OR (jitter_ratio >= 0.000001::float8 AND jitter_ratio <= 1::float8));
 
 -- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
 -- One row of database-wide settings, read by backoff._now when a caller
@@ -1931,6 +1942,30 @@ GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
 -- are replaced below).
 DROP FUNCTION IF EXISTS backoff._retry_decision(
     backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
+
+-- == Fencing tokens that never repeat (fence; DESIGN §11.1, docs/adr/0020) ==
+-- attempts now counts every claim over a job's life and never goes down
+-- (snooze and replay no longer give numbers back), so the value a claim
+-- returns is a token no later claim of the job can share.
+-- uncounted_attempts counts the claims that do not count against the
+-- budget: snooze adds 1, replay sets it to attempts (a fresh budget). The
+-- counted attempt, which max_attempts bounds and the backoff's n is, is
+-- attempts - uncounted_attempts.
+-- Existing rows migrate with uncounted_attempts = 0, so their counted
+-- attempt equals their attempts as before: no job's fate changes (same
+-- budget left, same next delay), and a running job keeps its token.
+-- ADD COLUMN with a constant default does not rewrite the table; the CHECK
+-- is validated by one scan here and costs two integer comparisons per row
+-- write afterwards. History entries written before this migration keep
+-- their attempt numbers (which a replay may have restarted) and have no
+-- "counted" key.
+ALTER TABLE backoff.jobs
+    ADD COLUMN uncounted_attempts integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT jobs_uncounted_attempts_check
+        CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts);
+-- backoff._push_error gains the counted attempt (p_counted); drop the old
+-- six-argument form so that it does not linger as an unused overload.
+DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
 
 -- (end of schema changes)
 
@@ -2448,17 +2483,21 @@ AS $$
     SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 $$;
 
--- backoff._push_error(errors, attempt, at, error, worker, kind): the job's
--- error history with one entry appended, keeping the 20 most recent entries
--- (the oldest are dropped). Entries are objects
--- {"attempt", "at" (ISO 8601 UTC), "error", "worker", "kind"} with kind
--- 'error' (a handler's failure) or 'lease_expired' (reaped). Private; used by
--- fail and reap. One expression, so PostgreSQL inlines it into the UPDATE;
--- the JSON path runs only when there is something to drop (it costs about as
--- much as the rest of the entry).
+-- backoff._push_error(errors, attempt, counted, at, error, worker, kind):
+-- the job's error history with one entry appended, keeping the 20 most
+-- recent entries (the oldest are dropped). Entries are objects
+-- {"attempt", "counted", "at" (ISO 8601 UTC), "error", "worker", "kind"}:
+-- attempt is the fencing token of the attempt that failed (attempts, unique
+-- per claim, so unique per entry), counted its place in the budget
+-- (attempts - uncounted_attempts, what max_attempts bounds: docs/adr/0020),
+-- kind 'error' (a handler's failure) or 'lease_expired' (reaped). Private;
+-- used by fail and reap. One expression, so PostgreSQL inlines it into the
+-- UPDATE; the JSON path runs only when there is something to drop (it costs
+-- about as much as the rest of the entry).
 CREATE OR REPLACE FUNCTION backoff._push_error(
     p_errors  jsonb,
     p_attempt integer,
+    p_counted integer,
     p_at      timestamptz,
     p_error   text,
     p_worker  text,
@@ -2472,6 +2511,7 @@ AS $$
                 ELSE jsonb_path_query_array(p_errors, '$[last - 18 to last]') END
         || jsonb_build_array(jsonb_build_object(
                'attempt', p_attempt,
+               'counted', p_counted,
                'at', backoff._iso8601(p_at),
                'error', p_error,
                'worker', p_worker,
@@ -2521,6 +2561,9 @@ $$;
 -- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
 -- parameter, time included.
 --
+-- p_attempts is the counted attempt that failed, attempts -
+-- uncounted_attempts (docs/adr/0020): claims given back by snooze or
+-- before a replay do not count against max attempts nor grow the delay.
 -- In order:
 --   not p_retryable                          -> dead_lettered, 'non_retryable'
 --   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
@@ -2528,7 +2571,7 @@ $$;
 --   otherwise                                -> retrying at the next run
 -- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
--- else the policy's delay for attempt p_attempts seeded by the job id).
+-- else the policy's delay for counted attempt p_attempts seeded by the job id).
 -- A dead letter keeps its run_at and gets completed_at = p_now.
 --
 -- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
@@ -2991,7 +3034,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts are counted at claim; the new value is the fencing token to pass to complete, fail, heartbeat and snooze), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
 Errors: 22023 for a NULL or empty queue, a NULL worker, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -3071,7 +3114,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
-'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1, lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
+'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
 Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or worker, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
@@ -3112,7 +3155,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
-'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
 Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -3122,6 +3165,14 @@ SELECT status, attempts FROM backoff.complete(1, 1);';
 -- backoff.complete_many(job ids, attempts, now): complete a batch in one
 -- UPDATE joined to the unnested arrays. Fenced per entry: a job not running
 -- the given attempt is left alone and its id not returned.
+--
+-- Plan notes: jobs are found with id = ANY(p_job_ids) (the primary key) and
+-- joined to the arrays by hash, never by a nested loop. Statistics taken
+-- while nothing runs say status = 'running' matches about one row, so
+-- without this the planner nests a scan of every running row inside a scan
+-- of the arrays: running x batch comparisons, which took 4.9 s for 1,000
+-- ids among 30,000 running jobs and made four Workers on one pool slower
+-- than one (docs/adr/0026-worker-runner.md).
 CREATE OR REPLACE FUNCTION backoff.complete_many(
     p_job_ids  bigint[],
     p_attempts integer[],
@@ -3132,6 +3183,7 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_nestloop = off
 AS $$
 BEGIN
     p_now := backoff._now(p_now);
@@ -3148,7 +3200,8 @@ BEGIN
         lease_until = NULL,
         locked_by = NULL
     FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
-    WHERE j.id = t.id
+    WHERE j.id = ANY (p_job_ids)
+      AND j.id = t.id
       AND j.attempts = t.attempt
       AND j.status = 'running'
     RETURNING j.id;
@@ -3207,13 +3260,13 @@ BEGIN
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
             FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
             CROSS JOIN LATERAL backoff._retry_decision(
-                p.policy_row, j.id, j.attempts, j.max_attempts,
+                p.policy_row, j.id, j.attempts - j.uncounted_attempts, j.max_attempts,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = p_error,
-        errors = backoff._push_error(j.errors, j.attempts, p_now, p_error, j.locked_by, 'error')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, p_error, j.locked_by, 'error')
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
@@ -3226,12 +3279,12 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); attempts >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for this attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error, and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
 
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
@@ -3271,7 +3324,7 @@ BEGIN
     -- then finds its rows through the primary key (id = ANY of the batch's
     -- ids), whatever the join order the planner picks.
     WITH batch AS MATERIALIZED (
-        SELECT r.id, r.queue, r.policy, r.attempts, r.max_attempts, r.created_at, r.run_at
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -3289,7 +3342,7 @@ BEGIN
         FROM batch AS b
         JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
         CROSS JOIN LATERAL backoff._retry_decision(
-            p.policy_row, b.id, b.attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
     )
     UPDATE backoff.jobs AS j
     SET status = d.status,
@@ -3300,7 +3353,7 @@ BEGIN
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
     FROM decided AS d
     WHERE j.id = ANY (ARRAY(SELECT b.id FROM batch AS b))
       AND j.id = d.id;
@@ -3310,7 +3363,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -3363,9 +3416,11 @@ SELECT id FROM backoff.claim(''reports'', ''worker-1'');
 SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';
 
 -- backoff.snooze(job id, attempt, delay, now): put a running attempt back
--- to pending at p_now + p_delay without spending it: attempts goes back by
--- one, so the next claim carries the same attempt number again
--- (docs/adr/0006-attempts-counted-at-claim.md).
+-- to pending at p_now + p_delay without spending it: uncounted_attempts
+-- goes up by one, so the counted attempt goes back by one while attempts,
+-- the fencing token, stays; the next claim has a new token
+-- (docs/adr/0020-tokens-that-never-repeat.md). A snooze repeated after its
+-- reply was lost is refused (BK002 once the job is pending or re-claimed).
 CREATE OR REPLACE FUNCTION backoff.snooze(
     p_job_id  bigint,
     p_attempt integer,
@@ -3389,7 +3444,7 @@ BEGIN
     p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'pending',
-        attempts = j.attempts - 1,
+        uncounted_attempts = j.uncounted_attempts + 1,
         run_at = p_now + p_delay,
         lease_until = NULL,
         locked_by = NULL
@@ -3405,12 +3460,12 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
-'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
 
 -- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
 -- is not finished (pending, retrying or running). A running worker learns
@@ -3457,15 +3512,20 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back. Returns the job.
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given. A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
 
 -- backoff.replay(job id, now): a dead-lettered or cancelled job back to
--- pending, due at p_now, with a fresh attempt budget. The error history and
--- last_error stay as evidence.
+-- pending, due at p_now, with a fresh attempt budget: uncounted_attempts =
+-- attempts, so the counted attempt is 0, while attempts, the fencing token,
+-- keeps counting (docs/adr/0020-tokens-that-never-repeat.md): a worker
+-- still running the cancelled attempt cannot settle the next one. Two
+-- concurrent replays of one job: the second waits for the first's row lock,
+-- then finds a pending job (BK003). The error history and last_error stay
+-- as evidence.
 CREATE OR REPLACE FUNCTION backoff.replay(
     p_job_id bigint,
     p_now    timestamptz DEFAULT now()
@@ -3487,7 +3547,7 @@ BEGIN
     BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
-            attempts = 0,
+            uncounted_attempts = j.attempts,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -3517,13 +3577,13 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
-SELECT status, attempts, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
 
 -- backoff.prune(older than, limit, now): delete up to p_limit finished jobs
 -- (completed, dead_lettered, cancelled) whose completed_at is older than

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -26,12 +27,15 @@ func cronServer(t *testing.T) (admin, app string) {
 	srv, err := pgserver.StartLocalWith(ctx, bin, "shared_preload_libraries=pg_cron", "cron.database_name=postgres")
 	require.NoError(t, err, "start a local cluster with pg_cron")
 	t.Cleanup(func() { require.NoError(t, srv.Stop(context.Background())) })
-	require.NoError(t, adminExec(ctx, srv.URL, "CREATE DATABASE app"))
-	app, err = databaseIn(srv.URL, "app")
+	server, err := pgx.ParseConfig(srv.URL)
 	require.NoError(t, err)
-	_, err = migrateDemo(ctx, app)
+	require.NoError(t, adminExec(ctx, server, "CREATE DATABASE app"))
+	_, err = migrateDemo(ctx, inDatabase(server, "app"))
 	require.NoError(t, err)
-	return srv.URL, app
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err, "local clusters have postgres:// URLs")
+	u.Path = "/app"
+	return srv.URL, u.String()
 }
 
 func TestCronInstallStatusUninstall(t *testing.T) {

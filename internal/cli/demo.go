@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,7 +68,10 @@ func newDemoCommand() *cobra.Command {
      the retry timeline of every policy;
   6. drops the database it created and stops the server it started. A server
      given by URL keeps everything else: the demo needs the right to CREATE
-     DATABASE there, and touches no other database.
+     DATABASE there, and touches no other database (whatever the URL's path,
+     ?dbname= or ?database= name). It revokes what migrating its database
+     granted on the server: its login's membership in backoff_owner, and the
+     four backoff roles when it created them and no database uses them.
 
 It exits 1 unless every job is accounted for: completed + dead-lettered =
 enqueued.`,
@@ -152,9 +154,20 @@ func (d *demo) run(ctx context.Context) (err error) {
 		fmt.Fprintf(w, "cleanup: stopped the %s server\n", kindName(srv.Kind))
 	}()
 
-	// 2. A fresh database, migrated and configured.
+	// 2. A fresh database, migrated and configured. The demo switches
+	// databases on the parsed connection settings, never on the URL text: in
+	// a URL such as postgres://host/postgres?dbname=prod the query parameter
+	// names the database, whatever the path says (issue 16).
+	server, err := parseConnConfig(srv.URL)
+	if err != nil {
+		return err
+	}
+	before, err := readDemoRoles(ctx, server)
+	if err != nil {
+		return err
+	}
 	dbName := "pgbackoff_demo_" + randomHex(4)
-	if err := adminExec(ctx, srv.URL, "CREATE DATABASE "+pgx.Identifier{dbName}.Sanitize()); err != nil {
+	if err := adminExec(ctx, server, "CREATE DATABASE "+pgx.Identifier{dbName}.Sanitize()); err != nil {
 		return fmt.Errorf("create database %s (the demo needs the CREATEDB right): %w", dbName, err)
 	}
 	defer func() {
@@ -163,17 +176,15 @@ func (d *demo) run(ctx context.Context) (err error) {
 		if d.pool != nil {
 			d.pool.Close()
 		}
-		if dropErr := adminExec(dctx, srv.URL, "DROP DATABASE IF EXISTS "+pgx.Identifier{dbName}.Sanitize()+" WITH (FORCE)"); dropErr != nil {
+		if dropErr := adminExec(dctx, server, "DROP DATABASE IF EXISTS "+pgx.Identifier{dbName}.Sanitize()+" WITH (FORCE)"); dropErr != nil {
 			err = errors.Join(err, fmt.Errorf("drop database %s: %w", dbName, dropErr))
 			return
 		}
 		fmt.Fprintf(w, "\ncleanup: dropped database %s\n", dbName)
+		err = errors.Join(err, d.undoRoles(dctx, server, before))
 	}()
-	dbURL, err := databaseIn(srv.URL, dbName)
-	if err != nil {
-		return err
-	}
-	version, err := migrateDemo(ctx, dbURL)
+	demoDB := inDatabase(server, dbName)
+	version, err := migrateDemo(ctx, demoDB)
 	if err != nil {
 		return err
 	}
@@ -182,19 +193,24 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := applyDemoConfig(ctx, dbURL, cfg); err != nil {
+	if err := applyDemoConfig(ctx, demoDB, cfg); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "config:   %s (env %s) applied: %d policies, %d queue mappings\n", cfg.File, cfg.Env, len(cfg.Policies)+1, len(cfg.Queues))
 
-	ccfg, err := parseConnConfig(dbURL)
-	if err != nil {
-		return err
-	}
+	ccfg := inDatabase(server, dbName)
 	ccfg.RuntimeParams["application_name"] = "backoffctl demo"
 	d.pool, err = connectPool(ctx, ccfg, int32(min(40, 6+3*d.opts.concurrency)))
 	if err != nil {
 		return fmt.Errorf("demo pool: %w", err)
+	}
+	// Belt and braces: the workers below complete and dead-letter jobs.
+	var current string
+	if err := d.pool.QueryRow(ctx, "SELECT pg_catalog.current_database()").Scan(&current); err != nil {
+		return fmt.Errorf("demo pool: %w", err)
+	}
+	if current != dbName {
+		return fmt.Errorf("demo pool: connected to database %q instead of %q; refusing to run workers there", current, dbName)
 	}
 
 	// 3. Jobs.
@@ -306,36 +322,98 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func adminExec(ctx context.Context, dbURL, sql string) error {
-	conn, err := pgx.Connect(ctx, dbURL)
+// adminExec runs one statement on the server the user gave (its own
+// database), for CREATE and DROP DATABASE and the roles.
+func adminExec(ctx context.Context, server *pgx.ConnConfig, sql string) error {
+	conn, err := pgx.ConnectConfig(ctx, server.Copy())
 	if err != nil {
-		return fmt.Errorf("connect to %s: %w", hostOf(dbURL), rootCause(err))
+		return fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, rootCause(err))
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
 
-// databaseIn returns dbURL pointing at database name instead.
-func databaseIn(dbURL, name string) (string, error) {
-	if u, err := url.Parse(dbURL); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		u.Path = "/" + name
-		return u.String(), nil
-	}
-	if strings.Contains(dbURL, "=") { // keyword/value form
-		var kept []string
-		for _, f := range strings.Fields(dbURL) {
-			if !strings.HasPrefix(f, "dbname=") {
-				kept = append(kept, f)
-			}
-		}
-		return strings.Join(append(kept, "dbname="+name), " "), nil
-	}
-	return "", usagef("invalid database URL %q", dbURL)
+// inDatabase is a copy of server's settings for database name. The
+// database is a field of the parsed settings, so no spelling of the URL
+// (path, ?dbname=, ?database=, dbname=…) can make it another one.
+func inDatabase(server *pgx.ConnConfig, name string) *pgx.ConnConfig {
+	cfg := server.Copy()
+	cfg.Database = name
+	return cfg
 }
 
-func migrateDemo(ctx context.Context, dbURL string) (int32, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
+// demoRoles is what the demo may change on the server outside its own
+// database: migrating it creates the four backoff roles when they do not
+// exist yet, and makes a login that is not a superuser a member of
+// backoff_owner (migration 003).
+type demoRoles struct {
+	user     string
+	existing map[string]bool // backoff_* roles that exist
+	owner    bool            // user is directly a member of backoff_owner
+}
+
+var backoffRoles = []string{"backoff_admin", "backoff_worker", "backoff_producer", "backoff_owner"}
+
+func readDemoRoles(ctx context.Context, server *pgx.ConnConfig) (demoRoles, error) {
+	r := demoRoles{existing: map[string]bool{}}
+	conn, err := pgx.ConnectConfig(ctx, server.Copy())
+	if err != nil {
+		return r, fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, rootCause(err))
+	}
+	defer conn.Close(ctx)
+	var existing []string
+	err = conn.QueryRow(ctx, `
+		SELECT current_user::text,
+		       coalesce((SELECT array_agg(r.rolname::text) FROM pg_catalog.pg_roles AS r WHERE r.rolname = ANY ($1::text[])), '{}'),
+		       EXISTS (SELECT FROM pg_catalog.pg_auth_members AS m
+		               JOIN pg_catalog.pg_roles AS g ON g.oid = m.roleid
+		               JOIN pg_catalog.pg_roles AS u ON u.oid = m.member
+		               WHERE g.rolname = 'backoff_owner' AND u.rolname = current_user)`, backoffRoles).
+		Scan(&r.user, &existing, &r.owner)
+	if err != nil {
+		return r, fmt.Errorf("read the backoff roles: %w", err)
+	}
+	for _, name := range existing {
+		r.existing[name] = true
+	}
+	return r, nil
+}
+
+// undoRoles revokes what migrating the demo database granted: the user's
+// membership in backoff_owner, and the backoff roles the demo created
+// (dropped only when no database uses them any more; PostgreSQL refuses
+// otherwise, and the demo says so and keeps them).
+func (d *demo) undoRoles(ctx context.Context, server *pgx.ConnConfig, before demoRoles) error {
+	after, err := readDemoRoles(ctx, server)
+	if err != nil {
+		return err
+	}
+	if after.owner && !before.owner {
+		if err := adminExec(ctx, server, "REVOKE backoff_owner FROM "+pgx.Identifier{after.user}.Sanitize()); err != nil {
+			return fmt.Errorf("revoke backoff_owner from %s: %w", after.user, err)
+		}
+		fmt.Fprintf(d.out, "cleanup: revoked backoff_owner from %s\n", after.user)
+	}
+	var dropped []string
+	for _, name := range backoffRoles {
+		if before.existing[name] || !after.existing[name] {
+			continue
+		}
+		if err := adminExec(ctx, server, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			fmt.Fprintf(d.out, "cleanup: kept role %s, which the demo created: %s\n", name, oneLine(rootCause(err).Error()))
+			continue
+		}
+		dropped = append(dropped, name)
+	}
+	if len(dropped) > 0 {
+		fmt.Fprintf(d.out, "cleanup: dropped roles %s (the demo created them)\n", strings.Join(dropped, ", "))
+	}
+	return nil
+}
+
+func migrateDemo(ctx context.Context, db *pgx.ConnConfig) (int32, error) {
+	conn, err := pgx.ConnectConfig(ctx, db.Copy())
 	if err != nil {
 		return 0, fmt.Errorf("connect to the demo database: %w", rootCause(err))
 	}
@@ -352,8 +430,8 @@ func migrateDemo(ctx context.Context, dbURL string) (int32, error) {
 }
 
 // applyDemoConfig is `config apply` on the demo database.
-func applyDemoConfig(ctx context.Context, dbURL string, cfg *config.Config) error {
-	conn, err := pgx.Connect(ctx, dbURL)
+func applyDemoConfig(ctx context.Context, db *pgx.ConnConfig, cfg *config.Config) error {
+	conn, err := pgx.ConnectConfig(ctx, db.Copy())
 	if err != nil {
 		return fmt.Errorf("connect to the demo database: %w", rootCause(err))
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -144,4 +145,82 @@ func TestDemoLimiter(t *testing.T) {
 	// At its turn it is admitted even though the schedule is full.
 	_, ok = l.admit(4, now.Add(30*time.Millisecond))
 	require.True(t, ok)
+}
+
+// The attack (issue 16): `demo --database-url 'postgres://…/postgres?dbname=prod'`
+// worked in prod, because the query parameter wins over the path the demo
+// rewrote. With ?dbname= and ?database=, the named database is untouched:
+// its policies, its queues and a real pending job of a queue the demo also
+// uses are exactly as before, and it holds no demo job.
+func TestDemoLeavesTheNamedDatabaseAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	prodURL := testdb.NewURL(t)
+	prod, err := pgx.Connect(ctx, prodURL)
+	require.NoError(t, err)
+	defer prod.Close(ctx)
+	var realJob int64
+	require.NoError(t, prod.QueryRow(ctx, `SELECT backoff.enqueue('emails', '{"to": "customer@example.com"}')`).Scan(&realJob))
+	snapshot := func() string {
+		var s string
+		require.NoError(t, prod.QueryRow(ctx, `SELECT concat_ws(E'\n',
+			(SELECT string_agg(p::text, E'\n' ORDER BY p.name) FROM backoff.policies AS p),
+			(SELECT string_agg(q::text, E'\n' ORDER BY q.name) FROM backoff.queues AS q),
+			(SELECT string_agg(j::text, E'\n' ORDER BY j.id) FROM backoff.jobs AS j))`).Scan(&s))
+		return s
+	}
+	before := snapshot()
+	u, err := url.Parse(prodURL)
+	require.NoError(t, err)
+	prodName := strings.TrimPrefix(u.Path, "/")
+
+	for _, param := range []string{"dbname", "database"} {
+		t.Run(param, func(t *testing.T) {
+			admin, err := url.Parse(testdb.AdminURL(t))
+			require.NoError(t, err)
+			q := admin.Query()
+			q.Set(param, prodName)
+			admin.RawQuery = q.Encode()
+			code, out, errOut := run(t, "demo", "--database-url", admin.String(), "--jobs", "30", "--concurrency", "2", "--timeout", "25s")
+			require.Equal(t, 0, code, "%s\n%s", out, errOut)
+			require.Contains(t, out, "cleanup: dropped database pgbackoff_demo_")
+			require.Equal(t, before, snapshot(), "the demo changed the database named by ?%s=", param)
+		})
+	}
+}
+
+// The demo revokes what it granted: run by a login that is not a superuser
+// (CREATEDB, CREATEROLE), it leaves that login no member of backoff_owner,
+// which migrating its database made it.
+func TestDemoRevokesWhatItGranted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	name := "backoff_test_demo_" + randomHex(5)
+	_, err = admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD 'pw' CREATEDB CREATEROLE")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(context.Background(), testdb.AdminURL(t))
+		require.NoError(t, err)
+		defer c.Close(context.Background())
+		_, _ = c.Exec(context.Background(), "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name)
+		_, err = c.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{name}.Sanitize())
+		require.NoError(t, err)
+	})
+	member := func() bool {
+		var m bool
+		require.NoError(t, admin.QueryRow(ctx, `SELECT pg_has_role($1, 'backoff_owner', 'MEMBER')`, name).Scan(&m))
+		return m
+	}
+	require.False(t, member())
+
+	u, err := url.Parse(testdb.AdminURL(t))
+	require.NoError(t, err)
+	u.User = url.UserPassword(name, "pw")
+	code, out, errOut := run(t, "demo", "--database-url", u.String(), "--jobs", "30", "--concurrency", "2", "--timeout", "25s")
+	require.Equal(t, 0, code, "%s\n%s", out, errOut)
+	require.False(t, member(), "the demo left %s a member of backoff_owner", name)
+	require.Contains(t, out, "cleanup: revoked backoff_owner from "+name)
 }

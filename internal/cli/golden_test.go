@@ -232,6 +232,15 @@ SELECT backoff.claim('reports', 'worker-c', 1, NULL, '2030-01-01T00:00:20Z');`)
 	s.run("dlq", "replay", "--queue", "emails", "--all")
 	s.run("dlq", "replay", "--queue", "emails", "--all", "--yes")
 	s.run("dlq", "replay", "1")
+	// The replayed job 1: attempt 3 is snoozed, attempt 4 fails. Its
+	// attempt numbers (the fencing tokens) go on from 2; its counted
+	// attempts restart after the replay and skip the snooze.
+	sqlExec(t, url, `
+SELECT backoff.acquire(1, 'worker-d', NULL, '2030-01-01T00:10:01Z');
+SELECT backoff.snooze(1, 3, '0 seconds', '2030-01-01T00:10:02Z');
+SELECT backoff.acquire(1, 'worker-d', NULL, '2030-01-01T00:10:03Z');
+SELECT backoff.fail(1, 4, 'smtp 451: greylisted', NULL, true, '2030-01-01T00:10:04Z');`)
+	s.run("jobs", "show", "1")
 	s.run("dlq", "list", "--output", "json")
 	s.run("jobs", "list", "--status", "bogus")
 	s.run("jobs", "show")

@@ -20,13 +20,16 @@ func init() { register(newJobsCommand) }
 var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
 
 // jobRow is a row of backoff.jobs as the CLI shows it, with the policy and
-// max_attempts that apply to it resolved.
+// max_attempts that apply to it resolved. Attempts is the fencing token
+// (every claim, never going down); CountedAttempts, attempts -
+// uncounted_attempts, is what MaxAttempts bounds (docs/adr/0020).
 type jobRow struct {
 	ID               int64           `json:"id"`
 	Queue            string          `json:"queue"`
 	Status           string          `json:"status"`
 	Priority         int             `json:"priority"`
 	Attempts         int             `json:"attempts"`
+	CountedAttempts  int             `json:"counted_attempts"`
 	MaxAttempts      int             `json:"max_attempts"`
 	Policy           string          `json:"policy"`
 	RunAt            time.Time       `json:"run_at"`
@@ -46,7 +49,7 @@ type jobRow struct {
 // jobSelect reads jobRow columns; the policy is the job's own, else its
 // queue's, else 'default' (as backoff.fail resolves it).
 const jobSelect = `
-SELECT j.id, j.queue, j.status, j.priority, j.attempts,
+SELECT j.id, j.queue, j.status, j.priority, j.attempts, j.attempts - j.uncounted_attempts,
        coalesce(j.max_attempts, p.max_attempts, 0),
        coalesce(j.policy, q.policy, 'default'),
        j.run_at, j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error,
@@ -61,7 +64,7 @@ func scanJobs(rows pgx.Rows) ([]jobRow, error) {
 	for rows.Next() {
 		var j jobRow
 		var payload, errs []byte
-		if err := rows.Scan(&j.ID, &j.Queue, &j.Status, &j.Priority, &j.Attempts, &j.MaxAttempts, &j.Policy,
+		if err := rows.Scan(&j.ID, &j.Queue, &j.Status, &j.Priority, &j.Attempts, &j.CountedAttempts, &j.MaxAttempts, &j.Policy,
 			&j.RunAt, &j.LeaseUntil, &j.LockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &j.LastError,
 			&j.DeadLetterReason, &j.DedupeKey, &j.CreatedAt, &j.CompletedAt, &payload, &errs); err != nil {
 			return nil, err
@@ -97,8 +100,9 @@ func newJobsListCommand() *cobra.Command {
 		Use:   "list",
 		Short: "List jobs, newest first",
 		Long: `List jobs, newest first, optionally of one queue and one status. ATTEMPTS
-is attempts made / attempts allowed; NEXT_RUN is when a pending or retrying
-job becomes due.`,
+is counted attempts / attempts allowed (a snoozed claim, and every claim
+before a replay, does not count; "jobs show" has the attempt number, the
+fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 		Example: `  backoffctl jobs list
   backoffctl jobs list --queue emails --status retrying --limit 20
   backoffctl jobs list --status running --output json | jq '.[].id'`,
@@ -145,7 +149,7 @@ ORDER BY j.id DESC LIMIT $3`, nullable(queue), nullable(status), limit)
 				if j.Status == "pending" || j.Status == "retrying" {
 					next = formatTime(&j.RunAt)
 				}
-				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts),
+				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 					strconv.Itoa(j.Priority), next, truncate(orDash(j.LastError), 50))
 			}
 			return tw.Flush()
@@ -206,9 +210,12 @@ func newJobsShowCommand() *cobra.Command {
 	return cmd
 }
 
-// historyEntry is one element of backoff.jobs.errors.
+// historyEntry is one element of backoff.jobs.errors: Attempt is the
+// failed attempt's token, Counted its counted number (absent in entries
+// written before migration 4).
 type historyEntry struct {
 	Attempt int    `json:"attempt"`
+	Counted *int   `json:"counted"`
 	At      string `json:"at"`
 	Error   string `json:"error"`
 	Worker  string `json:"worker"`
@@ -226,7 +233,7 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 	}
 	field("status", status)
 	field("policy", j.Policy)
-	field("attempts", fmt.Sprintf("%d of %d", j.Attempts, j.MaxAttempts))
+	field("attempts", attemptsLine(j))
 	field("priority", strconv.Itoa(j.Priority))
 	next := "-"
 	if j.Status == "pending" || j.Status == "retrying" {
@@ -258,15 +265,29 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 	}
 	fmt.Fprintf(w, "errors (%d, oldest first):\n", len(history))
 	tw = newTable(w)
-	row(tw, "  ATTEMPT", "AT", "KIND", "WORKER", "ERROR")
+	row(tw, "  ATTEMPT", "COUNTED", "AT", "KIND", "WORKER", "ERROR")
 	for _, e := range history {
 		worker := e.Worker
 		if worker == "" {
 			worker = "-"
 		}
-		row(tw, "  "+strconv.Itoa(e.Attempt), e.At, e.Kind, worker, oneLine(e.Error))
+		counted := "-"
+		if e.Counted != nil {
+			counted = strconv.Itoa(*e.Counted)
+		}
+		row(tw, "  "+strconv.Itoa(e.Attempt), counted, e.At, e.Kind, worker, oneLine(e.Error))
 	}
 	_ = tw.Flush()
+}
+
+// attemptsLine says which attempt a job is at and how much of its budget
+// is spent: "attempt 7, 2 of 5 counted". The attempt is the fencing token
+// (every claim); the counted ones are those max_attempts bounds.
+func attemptsLine(j jobRow) string {
+	if j.Attempts == 0 {
+		return fmt.Sprintf("none yet, 0 of %d counted", j.MaxAttempts)
+	}
+	return fmt.Sprintf("attempt %d, %d of %d counted", j.Attempts, j.CountedAttempts, j.MaxAttempts)
 }
 
 // relative renders t against now: "in 4s", "3m ago", "now".

@@ -52,6 +52,15 @@ func Render(target Target) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown target %d", target)
 	}
+	// Every name resolves in pg_catalog, never in a schema others may create
+	// in (docs/adr/0036-install-hygiene.md). psql runs the standalone file
+	// in a session of its own. The extension script needs no SET (which
+	// would outlive CREATE EXTENSION in the caller's session): while it runs,
+	// PostgreSQL sets search_path to the extension's schema alone, backoff,
+	// with pg_catalog searched first.
+	if target == Standalone {
+		fmt.Fprintf(&b, "%s;\n\n", migrations.PinSearchPath)
+	}
 	fmt.Fprintf(&b, "CREATE TABLE %s (version int4 NOT NULL);\n", migrations.VersionTable)
 	fmt.Fprintf(&b, "INSERT INTO %s (version) VALUES (%d);\n", migrations.VersionTable, len(ms))
 	for _, m := range ms {

@@ -6,5 +6,6 @@
 //
 // The tests restart and pause the package's container, so they run one
 // after another (no t.Parallel) and need the container: with
-// TEST_DATABASE_URL they skip, unless CI is set.
+// TEST_DATABASE_URL they skip, unless CI is set. TestSettleReplyLost needs
+// only its proxy and a server, and runs with TEST_DATABASE_URL too.
 package faulttest

@@ -24,6 +24,16 @@ import (
 // schema so that an installation is one schema and nothing else.
 const VersionTable = "backoff.schema_migrations"
 
+// PinSearchPath is the statement every install route runs first
+// (docs/adr/0036-install-hygiene.md): with only pg_catalog on the
+// search_path, no unqualified name in the install SQL (a CHECK constraint,
+// a default, a down section) can resolve to a look-alike function or
+// operator that someone planted in a schema the installer happens to
+// search, such as public. The migrator runs it as SET LOCAL at the start of
+// each migration's transaction; dist/backoff.sql and the extension script
+// start with it.
+const PinSearchPath = "SET search_path = pg_catalog"
+
 // Migration is one numbered migration and whether the database has it.
 type Migration struct {
 	Version int32
@@ -109,7 +119,24 @@ type Migrator struct {
 
 // New prepares a migrator: it creates the backoff schema and the version
 // table if they do not exist yet.
-func New(ctx context.Context, conn *pgx.Conn) (*Migrator, error) {
+//
+// Everything it and MigrateTo send runs with search_path = pg_catalog
+// (PinSearchPath): each migration sets it for its own transaction (tern
+// resets the session after each one), and the preparation here sets it for
+// the session and restores the caller's search_path afterwards.
+func New(ctx context.Context, conn *pgx.Conn) (m *Migrator, err error) {
+	var saved string
+	if err := conn.QueryRow(ctx, "SELECT pg_catalog.current_setting('search_path')").Scan(&saved); err != nil {
+		return nil, fmt.Errorf("read search_path: %w", err)
+	}
+	if _, err := conn.Exec(ctx, PinSearchPath); err != nil {
+		return nil, fmt.Errorf("pin search_path: %w", err)
+	}
+	defer func() {
+		if _, rerr := conn.Exec(ctx, "SELECT pg_catalog.set_config('search_path', $1, false)", saved); rerr != nil && err == nil {
+			err = fmt.Errorf("restore search_path: %w", rerr)
+		}
+	}()
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS backoff"); err != nil {
 		return nil, fmt.Errorf("create schema backoff: %w", err)
 	}
@@ -120,7 +147,21 @@ func New(ctx context.Context, conn *pgx.Conn) (*Migrator, error) {
 	if err := load(tm); err != nil {
 		return nil, err
 	}
+	for _, mig := range tm.Migrations {
+		// tern runs each migration in a transaction of its own, so SET LOCAL
+		// holds for exactly that migration, up or down.
+		mig.UpSQL = pinned(mig.UpSQL)
+		mig.DownSQL = pinned(mig.DownSQL)
+	}
 	return &Migrator{conn: conn, tern: tm}, nil
+}
+
+// pinned prefixes a migration's SQL with PinSearchPath for its transaction.
+func pinned(sql string) string {
+	if sql == "" {
+		return sql
+	}
+	return "SET LOCAL" + strings.TrimPrefix(PinSearchPath, "SET") + ";\n" + sql
 }
 
 // Latest is the highest version this migrator knows.

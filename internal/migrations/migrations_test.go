@@ -138,3 +138,39 @@ func TestLoadWithoutDatabase(t *testing.T) {
 		require.NotEmpty(t, m.DownSQL, "%s must be reversible", m.Name)
 	}
 }
+
+// publicFunctions lists the functions of schema backoff that PUBLIC may
+// execute: no ACL at all (the default grants EXECUTE to PUBLIC) or an
+// explicit grant to PUBLIC (grantee 0).
+func publicFunctions(t *testing.T, conn *pgx.Conn) []string {
+	t.Helper()
+	var fns []string
+	require.NoError(t, conn.QueryRow(context.Background(), `
+		SELECT coalesce(array_agg(p.oid::pg_catalog.regprocedure::text ORDER BY 1), '{}')
+		FROM pg_catalog.pg_proc AS p
+		WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+		  AND (p.proacl IS NULL OR EXISTS (
+		        SELECT FROM pg_catalog.aclexplode(p.proacl) AS a
+		        WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE'))`).Scan(&fns))
+	return fns
+}
+
+// TestDownLeavesNothingForPublic (issue 16): migrating down, to any
+// version, never leaves a function of schema backoff executable by PUBLIC.
+// Down to 2 used to hand round 1's SECURITY DEFINER functions back to the
+// installing (super)user with EXECUTE for PUBLIC.
+func TestDownLeavesNothingForPublic(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := connect(t, testdb.NewEmptyURL(t))
+	m, err := migrations.New(ctx, conn)
+	require.NoError(t, err)
+	for target := m.Latest() - 1; target >= 0; target-- {
+		_, _, err := m.MigrateTo(ctx, m.Latest())
+		require.NoError(t, err)
+		require.Empty(t, publicFunctions(t, conn), "at the latest version")
+		_, _, err = m.MigrateTo(ctx, target)
+		require.NoError(t, err)
+		require.Empty(t, publicFunctions(t, conn), "after migrate down to %d", target)
+	}
+}

@@ -5,6 +5,9 @@
 -- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
 -- parameter, time included.
 --
+-- p_attempts is the counted attempt that failed, attempts -
+-- uncounted_attempts (docs/adr/0020): claims given back by snooze or
+-- before a replay do not count against max attempts nor grow the delay.
 -- In order:
 --   not p_retryable                          -> dead_lettered, 'non_retryable'
 --   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
@@ -12,7 +15,7 @@
 --   otherwise                                -> retrying at the next run
 -- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
--- else the policy's delay for attempt p_attempts seeded by the job id).
+-- else the policy's delay for counted attempt p_attempts seeded by the job id).
 -- A dead letter keeps its run_at and gets completed_at = p_now.
 --
 -- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL

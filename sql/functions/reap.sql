@@ -36,7 +36,7 @@ BEGIN
     -- then finds its rows through the primary key (id = ANY of the batch's
     -- ids), whatever the join order the planner picks.
     WITH batch AS MATERIALIZED (
-        SELECT r.id, r.queue, r.policy, r.attempts, r.max_attempts, r.created_at, r.run_at
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -54,7 +54,7 @@ BEGIN
         FROM batch AS b
         JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
         CROSS JOIN LATERAL backoff._retry_decision(
-            p.policy_row, b.id, b.attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
     )
     UPDATE backoff.jobs AS j
     SET status = d.status,
@@ -65,7 +65,7 @@ BEGIN
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
     FROM decided AS d
     WHERE j.id = ANY (ARRAY(SELECT b.id FROM batch AS b))
       AND j.id = d.id;
@@ -75,7 +75,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

@@ -1,6 +1,11 @@
 -- backoff.replay(job id, now): a dead-lettered or cancelled job back to
--- pending, due at p_now, with a fresh attempt budget. The error history and
--- last_error stay as evidence.
+-- pending, due at p_now, with a fresh attempt budget: uncounted_attempts =
+-- attempts, so the counted attempt is 0, while attempts, the fencing token,
+-- keeps counting (docs/adr/0020-tokens-that-never-repeat.md): a worker
+-- still running the cancelled attempt cannot settle the next one. Two
+-- concurrent replays of one job: the second waits for the first's row lock,
+-- then finds a pending job (BK003). The error history and last_error stay
+-- as evidence.
 CREATE OR REPLACE FUNCTION backoff.replay(
     p_job_id bigint,
     p_now    timestamptz DEFAULT now()
@@ -22,7 +27,7 @@ BEGIN
     BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
-            attempts = 0,
+            uncounted_attempts = j.attempts,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -52,10 +57,10 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, attempts = 0, dead_letter_reason and completed_at cleared; errors and last_error are kept as history. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
-SELECT status, attempts, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_length(errors) AS history FROM backoff.replay(1);';

@@ -1,7 +1,9 @@
 -- backoff.snooze(job id, attempt, delay, now): put a running attempt back
--- to pending at p_now + p_delay without spending it: attempts goes back by
--- one, so the next claim carries the same attempt number again
--- (docs/adr/0006-attempts-counted-at-claim.md).
+-- to pending at p_now + p_delay without spending it: uncounted_attempts
+-- goes up by one, so the counted attempt goes back by one while attempts,
+-- the fencing token, stays; the next claim has a new token
+-- (docs/adr/0020-tokens-that-never-repeat.md). A snooze repeated after its
+-- reply was lost is refused (BK002 once the job is pending or re-claimed).
 CREATE OR REPLACE FUNCTION backoff.snooze(
     p_job_id  bigint,
     p_attempt integer,
@@ -25,7 +27,7 @@ BEGIN
     p_now := backoff._now(p_now);
     UPDATE backoff.jobs AS j
     SET status = 'pending',
-        attempts = j.attempts - 1,
+        uncounted_attempts = j.uncounted_attempts + 1,
         run_at = p_now + p_delay,
         lease_until = NULL,
         locked_by = NULL
@@ -41,9 +43,9 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
-'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt (attempts goes back by one, so the next claim has the same attempt number again). Lease and locked_by are cleared; no error is recorded. Returns the job.
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay, without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';

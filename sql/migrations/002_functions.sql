@@ -6,16 +6,19 @@
 
 ---- create above / drop below ----
 
+-- Every name qualified (issue 16: an unqualified format() here ran a
+-- look-alike planted in public as the migrating user); the migrator also
+-- pins search_path = pg_catalog.
 DO $$
 DECLARE
-    v_fn regprocedure;
+    v_fn pg_catalog.regprocedure;
 BEGIN
     FOR v_fn IN
-        SELECT p.oid::regprocedure
-        FROM pg_catalog.pg_proc p
-        WHERE p.pronamespace = 'backoff'::regnamespace
+        SELECT p.oid::pg_catalog.regprocedure
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
     LOOP
-        EXECUTE format('DROP FUNCTION %s CASCADE', v_fn);
+        EXECUTE pg_catalog.format('DROP FUNCTION %s CASCADE', v_fn);
     END LOOP;
 END
 $$;

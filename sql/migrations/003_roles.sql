@@ -101,8 +101,11 @@ $$;
 ---- create above / drop below ----
 
 -- Back to what migration 002 left: objects owned by the migrating user,
--- functions executable by PUBLIC (but the schema without USAGE for PUBLIC,
--- as the migrator created it). The roles are NOT dropped: they belong to the
+-- the schema without USAGE for PUBLIC (as the migrator created it) -- but
+-- the functions NOT executable by PUBLIC: they are SECURITY DEFINER, and
+-- once owned by the migrating (often super)user, EXECUTE for PUBLIC would
+-- let any role that is ever given USAGE on the schema act as that user
+-- (issue 16). Only their owner may run them at version 2. The roles are NOT dropped: they belong to the
 -- server and other databases may use them (and login roles may be members).
 -- Once no database uses them, drop them by hand:
 --   DROP ROLE backoff_producer, backoff_worker, backoff_admin, backoff_owner;
@@ -112,15 +115,15 @@ ALTER DEFAULT PRIVILEGES FOR ROLE backoff_owner GRANT EXECUTE ON FUNCTIONS TO PU
 
 DO $$
 DECLARE
-    v_fn regprocedure;
+    v_fn pg_catalog.regprocedure;
 BEGIN
     FOR v_fn IN
-        SELECT p.oid::regprocedure
+        SELECT p.oid::pg_catalog.regprocedure
         FROM pg_catalog.pg_proc AS p
-        WHERE p.pronamespace = 'backoff'::regnamespace
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM backoff_producer, backoff_worker, backoff_admin', v_fn);
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', v_fn);
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn);
         EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', v_fn, current_user);
     END LOOP;
 END

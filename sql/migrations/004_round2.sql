@@ -9,20 +9,29 @@
 -- == Schema changes (one section per change; added by the round-2 work) ==
 
 -- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
--- Migration 001 (released, frozen) wrote the CHECK constraints of
--- backoff.policies with array_position and cardinality unqualified. An
--- install run with a search_path where others may CREATE could bind them to
--- planted look-alikes (public.array_position(interval[], interval) is a
--- better match than pg_catalog's polymorphic one). The migrator now pins
--- search_path = pg_catalog for every route; these constraints are
--- re-created qualified so that an install made before that is repaired.
+-- Migration 001 (released, frozen) wrote CHECK constraints of
+-- backoff.policies that an install run with a search_path where others may
+-- CREATE could bind to planted look-alikes: array_position and cardinality
+-- unqualified (public.array_position(interval[], interval) is a better
+-- match than pg_catalog's polymorphic one), and float8 columns compared
+-- with integer and numeric literals (a planted float8 >= integer operator
+-- is a better match than pg_catalog's float8 >= float8). Every install
+-- route now pins search_path = pg_catalog; these four constraints are
+-- re-created (functions qualified, literals typed) so that an install made
+-- before that is repaired by upgrading. Same meaning, same names.
 ALTER TABLE backoff.policies
     DROP CONSTRAINT policies_schedule_check,
     ADD CONSTRAINT policies_schedule_check
         CHECK (pg_catalog.array_position(schedule, NULL) IS NULL
                AND interval '0' <= ALL (schedule) AND interval '876600 hours' >= ALL (schedule)),
     DROP CONSTRAINT policies_check,
-    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0);
+    ADD CONSTRAINT policies_check CHECK (strategy <> 'schedule' OR pg_catalog.cardinality(schedule) > 0),
+    DROP CONSTRAINT policies_multiplier_check,
+    ADD CONSTRAINT policies_multiplier_check
+        CHECK (multiplier >= 1::float8 AND multiplier <= 1000::float8),
+    DROP CONSTRAINT policies_jitter_ratio_check,
+    ADD CONSTRAINT policies_jitter_ratio_check
+        CHECK (jitter_ratio = 0::float8 OR (jitter_ratio >= 0.000001::float8 AND jitter_ratio <= 1::float8));
 
 -- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
 -- One row of database-wide settings, read by backoff._now when a caller
@@ -47,6 +56,30 @@ GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
 -- are replaced below).
 DROP FUNCTION IF EXISTS backoff._retry_decision(
     backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
+
+-- == Fencing tokens that never repeat (fence; DESIGN §11.1, docs/adr/0020) ==
+-- attempts now counts every claim over a job's life and never goes down
+-- (snooze and replay no longer give numbers back), so the value a claim
+-- returns is a token no later claim of the job can share.
+-- uncounted_attempts counts the claims that do not count against the
+-- budget: snooze adds 1, replay sets it to attempts (a fresh budget). The
+-- counted attempt, which max_attempts bounds and the backoff's n is, is
+-- attempts - uncounted_attempts.
+-- Existing rows migrate with uncounted_attempts = 0, so their counted
+-- attempt equals their attempts as before: no job's fate changes (same
+-- budget left, same next delay), and a running job keeps its token.
+-- ADD COLUMN with a constant default does not rewrite the table; the CHECK
+-- is validated by one scan here and costs two integer comparisons per row
+-- write afterwards. History entries written before this migration keep
+-- their attempt numbers (which a replay may have restarted) and have no
+-- "counted" key.
+ALTER TABLE backoff.jobs
+    ADD COLUMN uncounted_attempts integer NOT NULL DEFAULT 0,
+    ADD CONSTRAINT jobs_uncounted_attempts_check
+        CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts);
+-- backoff._push_error gains the counted attempt (p_counted); drop the old
+-- six-argument form so that it does not linger as an unused overload.
+DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
 
 -- (end of schema changes)
 
@@ -100,6 +133,14 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Fencing tokens that never repeat (fence).
+-- Round 1's functions read attempts as the counted attempt: take the
+-- uncounted claims off so that every job keeps the budget it had. The
+-- tokens of running jobs change (and round 1's tokens repeat again), so
+-- downgrade with no worker running.
+UPDATE backoff.jobs SET attempts = attempts - uncounted_attempts WHERE uncounted_attempts > 0;
+ALTER TABLE backoff.jobs DROP COLUMN uncounted_attempts;
 
 -- Time is not a privilege (install).
 DROP TABLE backoff.settings;

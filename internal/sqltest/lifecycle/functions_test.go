@@ -317,7 +317,7 @@ func TestFailRetriesWithPolicyDelay(t *testing.T) {
 	require.Nil(t, f.CompletedAt)
 	require.Equal(t, ptr("smtp timeout"), f.LastError)
 	require.True(t, f.LastFailedAt.Equal(now))
-	require.Equal(t, []historyEntry{{Attempt: 1, At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error"}}, f.Errors)
+	require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error"}}, f.Errors)
 }
 
 func TestFailRetryInIsClampedToPolicyMax(t *testing.T) {
@@ -423,7 +423,7 @@ func TestReap(t *testing.T) {
 		require.Equal(t, ptr("lease expired"), j.LastError)
 		require.Nil(t, j.LockedBy)
 		require.Nil(t, j.LeaseUntil)
-		require.Equal(t, []historyEntry{{Attempt: 1, At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired"}}, j.Errors)
+		require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired"}}, j.Errors)
 	}
 	// The last attempt's lease expiring dead-letters it (max_attempts).
 	id := ids[0]
@@ -473,14 +473,17 @@ func TestSnooze(t *testing.T) {
 	require.Equal(t, int32(1), c.Attempts)
 	s := one(t, db, `SELECT * FROM backoff.snooze($1, $2, '1 minute', $3)`, id, c.Attempts, at(time.Second))
 	require.Equal(t, "pending", s.Status)
-	require.Equal(t, int32(0), s.Attempts, "no attempt spent")
+	require.Equal(t, int32(1), s.Attempts, "the token never goes down")
+	require.Equal(t, int32(0), s.counted(), "no attempt spent")
 	require.True(t, s.RunAt.Equal(at(time.Second+time.Minute)))
 	require.Nil(t, s.LockedBy)
 	require.Nil(t, s.LeaseUntil)
 	require.Empty(t, s.Errors)
 	require.Empty(t, claim(t, db, "q", "w", 1, at(time.Minute)))
 	again := claimOne(t, db, "q", at(2*time.Minute))
-	require.Equal(t, int32(1), again.Attempts, "the next claim has the same attempt number")
+	require.Equal(t, int32(2), again.Attempts, "the next claim has a new token")
+	require.Equal(t, int32(1), again.counted(), "and the same counted attempt")
+	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, '1 second')`, id, c.Attempts), "BK002")
 
 	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, '-1 second')`, id, again.Attempts), "22023")
 	requireCode(t, execErr(db, `SELECT * FROM backoff.snooze($1, $2, NULL)`, id, again.Attempts), "22023")
@@ -521,7 +524,8 @@ func TestReplay(t *testing.T) {
 
 	r := one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, at(time.Hour))
 	require.Equal(t, "pending", r.Status)
-	require.Equal(t, int32(0), r.Attempts)
+	require.Equal(t, int32(1), r.Attempts, "the token is kept")
+	require.Equal(t, int32(0), r.counted(), "a fresh budget")
 	require.True(t, r.RunAt.Equal(at(time.Hour)))
 	require.Nil(t, r.DeadLetterReason)
 	require.Nil(t, r.CompletedAt)
@@ -530,7 +534,8 @@ func TestReplay(t *testing.T) {
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay($1)`, id), "BK003") // pending
 
 	c = claimOne(t, db, "q", at(time.Hour))
-	require.Equal(t, int32(1), c.Attempts)
+	require.Equal(t, int32(2), c.Attempts)
+	require.Equal(t, int32(1), c.counted())
 	one(t, db, `SELECT * FROM backoff.complete($1, $2)`, id, c.Attempts)
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay($1)`, id), "BK003") // completed
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay(999999)`), "BK001")
@@ -663,26 +668,6 @@ func TestEveryPublicFunctionHasAComment(t *testing.T) {
 	// 13 names; enqueue has two forms (one job, and the bulk form over
 	// arrays: docs/adr/0016-set-based-bulk-enqueue.md).
 	require.Equal(t, 14, n)
-}
-
-// TestFencingAcrossCancelAndReplay pins the limit of the attempt number as
-// fencing token (docs/adr/0007-attempt-as-fencing-token.md): replay resets
-// attempts (DESIGN §4), so after a running job is cancelled and replayed at
-// once, its next claim has attempt 1 again and the cancelled worker's token
-// is accepted. The docs must not claim otherwise; if a separate token ever
-// closes this hole, this test fails and the docs change with it.
-func TestFencingAcrossCancelAndReplay(t *testing.T) {
-	t.Parallel()
-	db := newDB(t)
-	id := enqueue(t, db, "q", t0)
-	stale := claimOne(t, db, "q", t0)
-	one(t, db, `SELECT * FROM backoff.cancel($1, 'operator', $2)`, id, t0)
-	requireCode(t, execErr(db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0), "BK003")
-	one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, t0)
-	fresh := one(t, db, `SELECT * FROM backoff.claim('q', 'w2', 1, p_now => $1)`, t0)
-	require.Equal(t, stale.Attempts, fresh.Attempts, "the replayed job's first attempt reuses the number")
-	done := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, stale.Attempts, t0)
-	require.Equal(t, "completed", done.Status, "the cancelled worker's token settles the new attempt")
 }
 
 // TestSpansBeyondRangeAreInvalidArguments: leases, delays and windows past

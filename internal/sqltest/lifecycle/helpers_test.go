@@ -55,7 +55,8 @@ func connOn(t testing.TB, url string) *pgx.Conn {
 
 // historyEntry is one element of backoff.jobs.errors.
 type historyEntry struct {
-	Attempt int     `json:"attempt"`
+	Attempt int     `json:"attempt"` // the fencing token of the failed attempt
+	Counted *int    `json:"counted"` // its counted attempt (absent before migration 004)
 	At      string  `json:"at"`
 	Error   string  `json:"error"`
 	Worker  *string `json:"worker"`
@@ -70,6 +71,7 @@ type job struct {
 	Status           string         `db:"status"`
 	Priority         int32          `db:"priority"`
 	Attempts         int32          `db:"attempts"`
+	Uncounted        int32          `db:"uncounted_attempts"`
 	MaxAttempts      *int32         `db:"max_attempts"`
 	Policy           *string        `db:"policy"`
 	RunAt            time.Time      `db:"run_at"`
@@ -185,6 +187,10 @@ func execErr(q querier, sql string, args ...any) error {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// counted is a job's counted attempt: the claims that count against
+// max_attempts (docs/adr/0020).
+func (j job) counted() int32 { return j.Attempts - j.Uncounted }
 
 // testdbURL is the URL of a fresh migrated database.
 func testdbURL(t testing.TB) string {

@@ -109,3 +109,49 @@ func TestHotStatementPlansAtAMillionRows(t *testing.T) {
 	noSeqScan("complete_many", p)
 	require.Contains(t, p, "jobs_pkey", "complete_many:\n%s", p)
 }
+
+// TestCompleteManyNeverNestsRunningRows: statistics taken while nothing ran
+// say status = 'running' matches about one row. complete_many then joined
+// the arrays to the running rows with a nested loop, comparing every
+// running row with every id (4.9 s for 1,000 ids among 30,000 running
+// jobs: 17 s on a loaded machine), which is what made several Workers on one pool collapse
+// (docs/adr/0026-worker-runner.md). The plan must join by hash on ids
+// found through the primary key, whatever the statistics say.
+func TestCompleteManyNeverNestsRunningRows(t *testing.T) {
+	t.Parallel()
+	url := testdbURL(t)
+	setup := poolOn(t, url)
+	ctx := context.Background()
+	exec(t, setup, `INSERT INTO backoff.jobs (queue, policy, run_at, created_at)
+		SELECT 'q', 'default', $1, $1 FROM generate_series(1, 40000)`, t0)
+	exec(t, setup, `VACUUM ANALYZE backoff.jobs`) // nothing runs: 'running' looks rare
+	running := claim(t, setup, "q", "w", 30000, t0)
+	ids, att := make([]int64, 1000), make([]int32, 1000)
+	for i := range ids {
+		ids[i], att[i] = running[i].ID, running[i].Attempts
+	}
+
+	var plans []string
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.RuntimeParams["search_path"] = ""
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { plans = append(plans, n.Message+"\n"+n.Detail) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on", "SET auto_explain.log_level = notice"} {
+		exec(t, conn, s)
+	}
+	done := scalar[int64](t, conn, `SELECT count(*) FROM backoff.complete_many($1, $2)`, ids, att)
+	require.EqualValues(t, 1000, done)
+	var update string
+	for _, p := range plans {
+		if strings.Contains(p, "Update on jobs") {
+			update = p
+		}
+	}
+	require.NotEmpty(t, update, "no plan of complete_many's UPDATE logged: %q", plans)
+	require.NotContains(t, update, "Nested Loop", "complete_many:\n%s", update)
+	require.Contains(t, update, "Hash Join", "complete_many:\n%s", update)
+}
