@@ -177,6 +177,16 @@
 //		return ping(ctx)
 //	}, retry.AttemptTimeout(2*time.Second))
 //
+// # Behind a router
+//
+// Against a PL/Proxy router over several shard databases (docs/sharding.md)
+// the client and the Worker work unchanged, with two differences: each
+// call commits on its shard on its own, so enqueue inside your own
+// transaction needs a transaction on the queue's shard (package
+// client/sharding finds it: c.With(tx).Enqueue on a transaction of
+// sharding.NewPools(router, cfg).ForQueue(ctx, queue)); and notifications
+// do not pass the router, so workers wake up by polling (PollInterval).
+//
 // # Observability
 //
 // Metrics go through the OpenTelemetry API (WithMeterProvider; a no-op by

@@ -67,6 +67,22 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 	require.Equal(t, 2, code, out)
 	require.Contains(t, out, "is a pgbackoff router")
 
+	// Installing again (after an upgrade) re-migrates the shards and
+	// regenerates the router; shards in another order are refused.
+	var shardArgs, swapped []string
+	for k, u := range env.shardURLs {
+		shardArgs = append(shardArgs, "--shard", u)
+		swapped = append(swapped, "--shard", env.shardURLs[(k+1)%NShards])
+	}
+	out, code = backoffctl(t, append([]string{"migrate", "up", "--router"}, shardArgs...)...)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, fmt.Sprintf("router installed over %d shard(s)", NShards))
+	out, code = backoffctl(t, append([]string{"migrate", "up", "--router"}, swapped...)...)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "registered as shard 1's")
+	out, code = backoffctl(t, "migrate", "up", "--router")
+	require.Equal(t, 2, code, out)
+
 	out, code = backoffctl(t, "config", "apply", "--config", cfg)
 	require.Equal(t, 0, code, out)
 	for k := range NShards {

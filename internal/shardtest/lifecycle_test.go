@@ -152,6 +152,16 @@ func TestLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		require.JSONEq(t, fmt.Sprintf(`{"i": %d}`, i), string(j.Payload), "element %d's id is its own job", i)
 	}
+	// A batch the shard refuses gets the shard's own error, not PL/Proxy's.
+	conn, err := pgx.Connect(ctx, env.routerURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SELECT backoff.enqueue($1::text[], ARRAY['{}']::jsonb[], NULL, NULL, NULL, NULL)`, queues)
+	require.Equal(t, "22023", sqlstate(err), "arrays of other lengths: %v", err)
+	var none int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM backoff.enqueue('{}'::text[], NULL, NULL, NULL, NULL, NULL)`).Scan(&none))
+	require.Zero(t, none)
+
 	// Claim them all and complete them with one call spanning the shards.
 	var claimedIDs []int64
 	var attempts []int
