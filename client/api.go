@@ -281,35 +281,17 @@ func (c *Client) Complete(ctx context.Context, jobID int64, attempt int) (Job, e
 // its given attempt (jobIDs[i] with attempts[i]) and returns the ids it
 // completed; an entry whose fencing fails is left alone and not returned.
 func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, attempts []int) ([]int64, error) {
-	return c.completeMany(ctx, "", jobIDs, attempts)
-}
-
-// completeMany is CompleteMany with the queue to label metrics with.
-func (c *Client) completeMany(ctx context.Context, queue string, jobIDs []int64, attempts []int) ([]int64, error) {
-	op := fmt.Sprintf("complete %d jobs", len(jobIDs))
 	if len(jobIDs) != len(attempts) {
-		return nil, fmt.Errorf("%s: %w: %d ids but %d attempts", op, ErrInvalidArgument, len(jobIDs), len(attempts))
+		return nil, fmt.Errorf("complete %d jobs: %w: %d ids but %d attempts", len(jobIDs), ErrInvalidArgument, len(jobIDs), len(attempts))
 	}
 	if len(jobIDs) == 0 {
 		return nil, nil
 	}
-	att := make([]int32, len(attempts))
-	for i, a := range attempts {
-		att[i] = int32(a)
-	}
-	call, args := c.fn("complete_many",
-		arg{"p_job_ids", "bigint[]", jobIDs},
-		arg{"p_attempts", "integer[]", att},
-	)
-	rows, err := c.db.Query(ctx, "SELECT id FROM "+call+" AS t(id)", args...)
+	done, err := completeBatch(ctx, c, jobIDs, attempts)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, err
 	}
-	done, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	c.cfg.metrics.completed(ctx, queue, len(done))
+	c.cfg.metrics.completed(ctx, "", len(done))
 	return done, nil
 }
 

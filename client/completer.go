@@ -127,8 +127,9 @@ func (c *completer) flush(ids []int64, att []int, queues []string) {
 	}
 }
 
-// completeBatch is CompleteMany for the completer: one statement for the
-// completions of every queue, the metrics counted by the caller per queue.
+// completeBatch runs backoff.complete_many for CompleteMany and for the
+// completer (one statement for the completions of every queue); each
+// caller counts the metrics (the completer per queue).
 func completeBatch(ctx context.Context, c *Client, ids []int64, attempts []int) ([]int64, error) {
 	op := fmt.Sprintf("complete %d jobs", len(ids))
 	att := make([]int32, len(attempts))
