@@ -15,51 +15,27 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/config"
 )
 
-// querier is what reading policies needs: a connection or a transaction.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// Durations travel as whole microseconds, the resolution of an interval,
-// so what apply writes reads back identical.
-const policyColumns = `name, strategy,
-	(extract(epoch FROM base) * 1000000)::bigint,
-	multiplier, exponent,
-	ARRAY(SELECT (extract(epoch FROM s) * 1000000)::bigint FROM unnest(schedule) WITH ORDINALITY AS u(s, i) ORDER BY i),
-	(extract(epoch FROM max_delay) * 1000000)::bigint,
-	jitter, jitter_ratio, max_attempts,
-	(extract(epoch FROM lease) * 1000000)::bigint,
-	coalesce((extract(epoch FROM deadline) * 1000000)::bigint, 0)`
-
-func scanPolicy(row pgx.Row) (policy.Policy, error) {
-	var p policy.Policy
-	var strategy, jitter string
-	var base, maxDelay, lease, deadline int64
-	var schedule []int64
-	if err := row.Scan(&p.Name, &strategy, &base, &p.Multiplier, &p.Exponent, &schedule, &maxDelay,
-		&jitter, &p.JitterRatio, &p.MaxAttempts, &lease, &deadline); err != nil {
-		return p, err
-	}
-	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
-	p.Strategy, p.Jitter = policy.Strategy(strategy), policy.Jitter(jitter)
-	p.Base, p.Max, p.Lease, p.Deadline = us(base), us(maxDelay), us(lease), us(deadline)
-	for _, s := range schedule {
-		p.Schedule = append(p.Schedule, us(s))
-	}
-	return p, nil
-}
-
-// readPolicy reads one policy row by name.
-func readPolicy(ctx context.Context, q querier, name string) (policy.Policy, bool, error) {
-	p, err := scanPolicy(q.QueryRow(ctx, `SELECT `+policyColumns+` FROM backoff.policies WHERE name = $1`, name))
-	if err == pgx.ErrNoRows {
-		return p, false, nil
-	}
+// readPolicy reads one policy row by name, as the client reads policies.
+func readPolicy(ctx context.Context, db client.DB, name string) (policy.Policy, bool, error) {
+	ps, err := readPolicies(ctx, db)
 	if err != nil {
-		return p, false, fmt.Errorf("read policy %q: %w", name, err)
+		return policy.Policy{}, false, err
 	}
-	return p, true, nil
+	for _, p := range ps {
+		if p.Name == name {
+			return p, true, nil
+		}
+	}
+	return policy.Policy{}, false, nil
+}
+
+// readPolicies is client.Policies over a connection or a transaction.
+func readPolicies(ctx context.Context, db client.DB) ([]policy.Policy, error) {
+	c, err := client.New(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	return c.Policies(ctx)
 }
 
 // dbState is what the database holds of the configuration.
@@ -70,24 +46,16 @@ type dbState struct {
 	Settings *config.Settings // the row of backoff.settings; nil when there is none
 }
 
-func readState(ctx context.Context, q querier) (*dbState, error) {
+func readState(ctx context.Context, q client.DB) (*dbState, error) {
 	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}, Grants: map[config.Grant]bool{}}
-	rows, err := q.Query(ctx, `SELECT `+policyColumns+` FROM backoff.policies ORDER BY name`)
+	ps, err := readPolicies(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("read policies: %w", err)
+		return nil, err
 	}
-	for rows.Next() {
-		p, err := scanPolicy(rows)
-		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("read policies: %w", err)
-		}
+	for _, p := range ps {
 		st.Policies[p.Name] = p
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read policies: %w", err)
-	}
-	rows, err = q.Query(ctx, `SELECT name, policy FROM backoff.queues ORDER BY name`)
+	rows, err := q.Query(ctx, `SELECT name, policy FROM backoff.queues ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
 	}
