@@ -2,8 +2,6 @@ package security
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -20,27 +18,7 @@ import (
 // the test ends. Tests act as it with SET LOCAL ROLE (asRole).
 func groupRole(t *testing.T, group string) string {
 	t.Helper()
-	ctx := context.Background()
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	name := "backoff_test_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" NOLOGIN IN ROLE "+pgx.Identifier{group}.Sanitize())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
-		if err != nil {
-			t.Errorf("drop role %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Errorf("drop role %s: %v", name, err)
-		}
-	})
-	return name
+	return tempRole(t, "backoff_test_", "NOLOGIN IN ROLE "+pgx.Identifier{group}.Sanitize())
 }
 
 // queueFixtures are, per queue, one pending job, one running job (attempt

@@ -3,8 +3,6 @@ package security
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"os/exec"
@@ -67,30 +65,14 @@ func plantedDB(t *testing.T) (string, *pgx.Conn) {
 func plant(t *testing.T, dbURL string) {
 	t.Helper()
 	ctx := context.Background()
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	name := "backoff_test_stranger_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD 'pw'")
-	require.NoError(t, err)
+	name := tempRole(t, "backoff_test_stranger_", "LOGIN PASSWORD 'pw'")
+	// Runs before tempRole's drop: the test database (and the plants in
+	// it) are dropped by testdb after this, so drop what the role owns
+	// there explicitly.
 	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
-		if err != nil {
-			t.Errorf("drop role %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name)
-		// The test database (and the plants in it) are dropped by testdb;
-		// this runs first, so drop what the role owns there explicitly.
 		if d, err := pgx.Connect(ctx, dbURL); err == nil {
 			_, _ = d.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{name}.Sanitize()+" CASCADE")
 			d.Close(ctx)
-		}
-		if _, err := c.Exec(ctx, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Errorf("drop role %s: %v", name, err)
 		}
 	})
 	u, err := url.Parse(dbURL)
