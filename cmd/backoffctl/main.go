@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/pgbackoff/pgbackoff/internal/cli"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 )
 
 func main() {
