@@ -52,24 +52,13 @@ func buildBinary() (string, error) {
 	}
 	build.dir = dir
 	bin := filepath.Join(dir, "backoffctl")
-	cmd := exec.Command(goTool(), "build", "-o", bin, ".")
+	// go test puts its own GOROOT/bin first on PATH: the same toolchain.
+	cmd := exec.Command("go", "build", "-o", bin, ".")
 	cmd.Dir = cmdDir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build backoffctl in %s: %w\n%s", cmdDir, err, out)
 	}
 	return bin, nil
-}
-
-// goTool is the go command of the toolchain running the tests when it can
-// be found, else the one on PATH.
-func goTool() string {
-	if root := runtime.GOROOT(); root != "" {
-		p := filepath.Join(root, "bin", "go")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return "go"
 }
 
 // Exec runs the binary bin with args. It returns what the command wrote and
