@@ -81,8 +81,8 @@ var Rules = map[string][]Rule{
 	"error_signature": {{Kind: Any}},
 	"prune":           {{Kind: AllSum}},
 	"stats":           {{Kind: AllUnion}},
-	// A queue's controls and their runtime state live on the queue's shard
-	// (each shard runs its own breaker and bucket for its part of a queue).
+	// A queue's controls' runtime state (breaker, bucket, failure log) lives
+	// on the queue's shard, beside its jobs.
 	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},
 
 	// Administrative writes to the configuration every shard holds alike
@@ -124,7 +124,7 @@ var Tables = map[string]TableKind{
 	"queue_grants": TableReplicated,
 	// Wake-up registrations: each shard holds those of its queues.
 	"waiting_workers": TableAll,
-	// Runtime state of queue controls: each shard keeps its own.
+	// Runtime state of queue controls: each shard holds its queues'.
 	"queue_failures": TableAll,
 	"queue_breakers": TableAll,
 	"queue_tokens":   TableAll,
