@@ -62,7 +62,8 @@ BEGIN
     END IF;
 
     IF p_q.rate IS NOT NULL THEN
-        v_burst := coalesce(p_q.burst, greatest(1, ceil(p_q.rate)));
+        -- The default burst, like queue_state's, stays an integer.
+        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647));
         SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
         FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
         IF NOT FOUND THEN
@@ -77,7 +78,7 @@ BEGIN
         v_tokens := least(v_burst, v_tokens
             + p_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
         v_refilled := greatest(v_refilled, p_now);
-        v_allow := least(v_allow, floor(v_tokens)::integer);
+        v_allow := least(v_allow::double precision, floor(v_tokens))::integer;
         IF v_allow < 1 THEN
             RETURN;
         END IF;

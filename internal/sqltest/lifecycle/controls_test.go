@@ -293,6 +293,11 @@ func TestRateLimitTokenBucket(t *testing.T) {
 	s = stateOf(t, db, "sparse", t0)
 	require.Equal(t, ptr(int32(1)), s.Burst)
 	require.InDelta(t, 1, *s.Tokens, 1e-9)
+	// A huge rate without a burst: the bucket size stays an integer.
+	exec(t, db, `UPDATE backoff.queues SET rate = 1e300, burst = NULL WHERE name = 'sparse'`)
+	require.Equal(t, ptr(int32(2147483647)), stateOf(t, db, "sparse", t0).Burst)
+	enqueue(t, db, "sparse", t0)
+	require.Len(t, claim(t, db, "sparse", "w", 10, at(time.Hour)), 1)
 	exec(t, db, `SELECT backoff.pause_queue('hooks')`)
 	s = stateOf(t, db, "hooks", at(time.Minute))
 	require.Nil(t, s.NextClaimAt)
