@@ -2041,13 +2041,17 @@ CREATE INDEX queue_failures_queue_idx ON backoff.queue_failures (queue, failed_a
 -- The breaker's state, written only on transitions (open, reopen, close)
 -- and, while half open, by the claims that hand out probes. opened_at NULL
 -- = closed; half open from half_open_at = opened_at + cooldown on;
--- probes_left NULL = half open and no probe handed out yet. Failures before
--- counted_from do not count (they belong to an earlier period).
+-- probes_left NULL = half open and no probe handed out yet; probe_ids are
+-- the jobs handed out as probes (a probe whose lease expired gives no
+-- result, so when none is running any more, probing starts again).
+-- Failures before counted_from do not count (they belong to an earlier
+-- period).
 CREATE TABLE backoff.queue_breakers (
     queue        text PRIMARY KEY,
     opened_at    timestamptz,
     half_open_at timestamptz,
     probes_left  integer,
+    probe_ids    bigint[],
     counted_from timestamptz NOT NULL,
     CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
 );
@@ -3433,6 +3437,9 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 --       here), so concurrent claimers hand out exactly probes_left jobs in
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
+--       When every probe is out and none of them is running any more
+--       (reaped, snoozed or cancelled: no result), a new set is handed out,
+--       so a probe whose worker died cannot keep the queue shut.
 --   rate                               -> the bucket row is locked,
 --       refilled lazily from p_now (rate tokens per second up to burst, a
 --       NULL burst being greatest(1, ceil(rate))), and at most its whole
@@ -3463,6 +3470,8 @@ DECLARE
     v_tokens   double precision;
     v_refilled timestamptz;
     v_count    integer;
+    v_jobs     backoff.jobs[];
+    v_ids      bigint[];
 BEGIN
     IF p_q.breaker_failures IS NOT NULL THEN
         SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
@@ -3478,8 +3487,14 @@ BEGIN
                     RETURN;
                 END IF;
                 v_probes := coalesce(v_state.probes_left, p_q.breaker_probes);
+                v_ids := coalesce(v_state.probe_ids, '{}');
                 IF v_probes < 1 THEN
-                    RETURN;  -- every probe is out: wait for a result
+                    IF EXISTS (SELECT FROM backoff.jobs AS j
+                               WHERE j.id = ANY (v_state.probe_ids) AND j.status = 'running') THEN
+                        RETURN;  -- every probe is out: wait for a result
+                    END IF;
+                    v_probes := p_q.breaker_probes;
+                    v_ids := '{}';
                 END IF;
                 v_allow := least(v_allow, v_probes);
             END IF;
@@ -3509,8 +3524,9 @@ BEGIN
         END IF;
     END IF;
 
-    -- backoff.claim's statement, with the allowance as its limit.
-    RETURN QUERY
+    -- backoff.claim's statement, with the allowance as its limit; the rows
+    -- are kept to count them and to record the probes.
+    WITH claimed AS (
     UPDATE backoff.jobs AS j
     SET status = 'running',
         attempts = j.attempts + 1,
@@ -3531,13 +3547,18 @@ BEGIN
         ORDER BY c.priority DESC, c.run_at, c.id
         LIMIT v_allow
         FOR UPDATE SKIP LOCKED))
-    RETURNING j.*;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURNING j AS job)
+    SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
+    v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
     IF v_count = 0 THEN
         RETURN;
     END IF;
+    RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     IF v_probes IS NOT NULL THEN
-        UPDATE backoff.queue_breakers AS b SET probes_left = v_probes - v_count WHERE b.queue = p_queue;
+        UPDATE backoff.queue_breakers AS b
+        SET probes_left = v_probes - v_count,
+            probe_ids = v_ids || ARRAY(SELECT r.id FROM pg_catalog.unnest(v_jobs) AS r)
+        WHERE b.queue = p_queue;
     END IF;
     IF p_q.rate IS NOT NULL THEN
         UPDATE backoff.queue_tokens AS t
@@ -3825,7 +3846,7 @@ BEGIN
         RETURNING j.*
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
         FROM done AS d
         WHERE b.queue = d.queue
           AND b.half_open_at <= p_now
@@ -3904,7 +3925,7 @@ BEGIN
         RETURNING j.id, j.queue
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
         WHERE b.queue IN (SELECT d.queue FROM done AS d)
           AND b.half_open_at <= p_now
     )
@@ -3960,6 +3981,7 @@ BEGIN
             SET opened_at = p_now,
                 half_open_at = backoff._clamp_time(p_now + p_cooldown),
                 probes_left = NULL,
+                probe_ids = NULL,
                 counted_from = p_now
             WHERE b.queue = p_queue
               AND b.opened_at = v_state.opened_at;
@@ -3981,6 +4003,7 @@ BEGIN
         SET opened_at = EXCLUDED.opened_at,
             half_open_at = EXCLUDED.half_open_at,
             probes_left = NULL,
+            probe_ids = NULL,
             counted_from = EXCLUDED.counted_from
         WHERE b.opened_at IS NULL;
     END IF;

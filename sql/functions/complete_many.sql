@@ -53,7 +53,7 @@ BEGIN
         RETURNING j.id, j.queue
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
         WHERE b.queue IN (SELECT d.queue FROM done AS d)
           AND b.half_open_at <= p_now
     )

@@ -155,13 +155,17 @@ CREATE INDEX queue_failures_queue_idx ON backoff.queue_failures (queue, failed_a
 -- The breaker's state, written only on transitions (open, reopen, close)
 -- and, while half open, by the claims that hand out probes. opened_at NULL
 -- = closed; half open from half_open_at = opened_at + cooldown on;
--- probes_left NULL = half open and no probe handed out yet. Failures before
--- counted_from do not count (they belong to an earlier period).
+-- probes_left NULL = half open and no probe handed out yet; probe_ids are
+-- the jobs handed out as probes (a probe whose lease expired gives no
+-- result, so when none is running any more, probing starts again).
+-- Failures before counted_from do not count (they belong to an earlier
+-- period).
 CREATE TABLE backoff.queue_breakers (
     queue        text PRIMARY KEY,
     opened_at    timestamptz,
     half_open_at timestamptz,
     probes_left  integer,
+    probe_ids    bigint[],
     counted_from timestamptz NOT NULL,
     CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
 );

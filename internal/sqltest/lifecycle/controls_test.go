@@ -150,6 +150,31 @@ func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	require.Len(t, claim(t, db, "api", "w", 10, at(132*time.Second)), 5, "closed: every due job (8, one completed, two probes still running)")
 }
 
+// TestBreakerReapedProbeIsReplaced: a probe whose worker died gives no
+// result; once it is reaped (and nothing else is out), the half-open
+// breaker hands out a new probe instead of staying shut for good.
+func TestBreakerReapedProbeIsReplaced(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	useBreaker(t, db, "api", 1)
+	for i := 0; i < 6; i++ {
+		enqueue(t, db, "api", t0)
+	}
+	for i := 1; i <= 3; i++ {
+		failJob(t, db, claimOne(t, db, "api", at(time.Duration(i)*time.Second)), at(time.Duration(i)*time.Second))
+	}
+	probe := claim(t, db, "api", "w", 10, at(2*time.Minute))
+	require.Len(t, probe, 1)
+	require.Empty(t, claim(t, db, "api", "w", 10, at(2*time.Minute+30*time.Second)), "the probe is still running")
+	require.EqualValues(t, 1, scalar[int32](t, db, `SELECT backoff.reap($1)`, at(4*time.Minute)))
+	require.Equal(t, "half_open", stateOf(t, db, "api", at(4*time.Minute)).State, "a lease expiry is no result")
+	again := claim(t, db, "api", "w", 10, at(4*time.Minute))
+	require.Len(t, again, 1, "a new probe")
+	require.Empty(t, claim(t, db, "api", "w", 10, at(4*time.Minute)))
+	completeJob(t, db, again[0], at(4*time.Minute))
+	require.Equal(t, "closed", stateOf(t, db, "api", at(4*time.Minute)).State)
+}
+
 // TestBreakerCountsFailsNotLeaseExpiries: failures apart by more than the
 // window never open it; every fail counts, retryable or not; reap's lease
 // expiries do not count.
