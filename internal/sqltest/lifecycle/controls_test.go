@@ -275,6 +275,54 @@ func TestHalfOpenProbesAreExactUnderConcurrency(t *testing.T) {
 	}
 }
 
+// TestRateLimitExactUnderConcurrency: several connections claim a
+// rate-limited queue at the same moment; together they get exactly the
+// bucket's whole tokens, however they are asked.
+func TestRateLimitExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	const claimers = 8
+	url := testdbURL(t)
+	db := poolOn(t, url)
+	usePolicy(t, db, "hooks")
+	exec(t, db, `UPDATE backoff.queues SET rate = 0.001, burst = 5 WHERE name = 'hooks'`)
+	// The bucket exists (a first claim's INSERT would serialise the
+	// claimers by itself), full.
+	exec(t, db, `INSERT INTO backoff.queue_tokens (queue, tokens, refilled_at) VALUES ('hooks', 5, $1)`, t0)
+	for i := 0; i < 50; i++ {
+		enqueue(t, db, "hooks", t0)
+	}
+	conns := make([]*pgx.Conn, claimers)
+	for i := range conns {
+		conns[i] = connOn(t, url)
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		mu    sync.Mutex
+		total int
+		errs  []error
+	)
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *pgx.Conn) {
+			defer wg.Done()
+			<-start
+			js, err := queryJobs(c, `SELECT * FROM backoff.claim('hooks', 'w', 3, p_now => $1)`, t0)
+			mu.Lock()
+			defer mu.Unlock()
+			total += len(js)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}(c)
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, 5, total, "the burst, exactly")
+	require.InDelta(t, 0, *stateOf(t, db, "hooks", t0).Tokens, 1e-9)
+}
+
 // TestRateLimitTokenBucket: a bucket of burst tokens, refilled at rate per
 // second on the simulated clock; claim returns fewer rows, never waits,
 // and takes only the tokens of the jobs it claimed.
