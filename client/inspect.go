@@ -216,11 +216,33 @@ type QueueInfo struct {
 	Configured bool
 }
 
-const queuesSQL = `SELECT q.name, q.policy, q.paused, true FROM backoff.queues AS q
+// queuesSQL finds the queues of jobs without reading every job: a loose
+// index scan (one probe per queue) over the live jobs (jobs_claimable_idx)
+// and the finished ones (jobs_finished_idx), and the running ones
+// (jobs_lease_idx, as many rows as jobs run). Every job is in one of the
+// three: finished jobs have completed_at, running ones a lease.
+const queuesSQL = `WITH RECURSIVE live (name) AS (
+    (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') AND j.queue > l.name
+            ORDER BY j.queue LIMIT 1)
+    FROM live AS l WHERE l.name IS NOT NULL
+), finished (name) AS (
+    (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL AND j.queue > f.name
+            ORDER BY j.queue LIMIT 1)
+    FROM finished AS f WHERE f.name IS NOT NULL
+), seen AS (
+    SELECT l.name FROM live AS l WHERE l.name IS NOT NULL
+    UNION SELECT f.name FROM finished AS f WHERE f.name IS NOT NULL
+    UNION SELECT j.queue FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL
+)
+SELECT q.name, q.policy, q.paused, true FROM backoff.queues AS q
 UNION ALL
-SELECT d.queue, backoff.job_policy(NULL, d.queue), false, false
-FROM (SELECT DISTINCT j.queue FROM backoff.jobs AS j) AS d
-WHERE NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = d.queue)
+SELECT s.name, backoff.job_policy(NULL, s.name), false, false
+FROM seen AS s
+WHERE NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = s.name)
 ORDER BY 1`
 
 // Queues lists every queue, configured or only seen in jobs, by name.

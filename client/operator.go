@@ -220,34 +220,20 @@ func nullIntDefault(n, def int) int {
 // Activity is what happened in one queue during one bucket of time.
 type Activity struct {
 	Queue        string
-	Start        time.Time // the bucket's start
+	Start        time.Time // the bucket's start (a multiple of the bucket since 2000-01-01 UTC)
 	Completed    int64     // jobs completed
 	Failed       int64     // failed attempts (handler errors and expired leases), from the error history
 	DeadLettered int64     // jobs dead-lettered
+	Cancelled    int64     // jobs cancelled
 }
 
-const activitySQL = `WITH w AS (SELECT coalesce($1::timestamptz, now()) AS now_, $2::interval AS win, $3::interval AS bucket)
-SELECT a.queue, a.b, sum(a.c)::bigint, sum(a.f)::bigint, sum(a.d)::bigint
-FROM (
-    SELECT j.queue, date_bin(w.bucket, j.completed_at, w.now_ - w.win) AS b,
-           (j.status = 'completed')::int AS c, 0 AS f, (j.status = 'dead_lettered')::int AS d
-    FROM backoff.jobs AS j, w
-    WHERE j.completed_at > w.now_ - w.win AND j.completed_at <= w.now_
-      AND j.status IN ('completed', 'dead_lettered')
-    UNION ALL
-    SELECT j.queue, date_bin(w.bucket, (e.v ->> 'at')::timestamptz, w.now_ - w.win), 0, 1, 0
-    FROM backoff.jobs AS j CROSS JOIN w
-    CROSS JOIN LATERAL jsonb_array_elements(j.errors) AS e(v)
-    WHERE j.last_failed_at > w.now_ - w.win
-      AND (e.v ->> 'at')::timestamptz > w.now_ - w.win AND (e.v ->> 'at')::timestamptz <= w.now_
-) AS a
-GROUP BY 1, 2
-ORDER BY 1, 2`
-
 // Activity counts, per queue and per bucket of the last window (defaults:
-// one hour, one minute), the jobs completed and dead-lettered and the
-// failed attempts. Buckets where nothing happened are absent. It scans the
-// table, as Stats does: for dashboards, not for tight loops.
+// one hour, one minute), the jobs completed, dead-lettered and cancelled
+// and the failed attempts (backoff.activity from now - window). Buckets
+// are aligned as ActivitySince says, so the first one may start before the
+// window (it counts only what lies inside). Buckets where nothing happened
+// are absent. It reads indexes; its cost grows with the events of the
+// window.
 func (c *Client) Activity(ctx context.Context, window, bucket time.Duration) ([]Activity, error) {
 	op := "read job activity"
 	if window <= 0 {
@@ -259,21 +245,5 @@ func (c *Client) Activity(ctx context.Context, window, bucket time.Duration) ([]
 	if bucket > window {
 		return nil, fmt.Errorf("%s: %w: bucket %s is longer than the window %s", op, ErrInvalidArgument, bucket, window)
 	}
-	rows, err := c.db.Query(ctx, activitySQL, c.nowArg(), window, bucket)
-	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	defer rows.Close()
-	out := []Activity{}
-	for rows.Next() {
-		var a Activity
-		if err := rows.Scan(&a.Queue, &a.Start, &a.Completed, &a.Failed, &a.DeadLettered); err != nil {
-			return nil, translate(op, 0, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
-	}
-	return out, nil
+	return c.queryActivity(ctx, op, activitySQL, []any{c.nowArg(), window, bucket})
 }

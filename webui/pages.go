@@ -24,11 +24,11 @@ func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 
 // queueRow is one line of the overview.
 type queueRow struct {
-	client.QueueStats
-	Policy     string
-	Paused     bool
-	Configured bool
-	Spark      *sparkline // nil: nothing happened in the last hour
+	client.QueueOverview
+	Spark *sparkline // nil: nothing happened in the last hour
+	// FailedHour and DeadHour are the last hour's failed attempts and dead
+	// letters (the chart's sums).
+	FailedHour, DeadHour int64
 }
 
 type overviewData struct {
@@ -39,39 +39,34 @@ type overviewData struct {
 	Prefix       string
 	CSRF         string
 	Banner       string
+	Estimated    bool // some finished counts are estimates
 }
 
+// overviewData makes two calls: backoff.overview (counts, read from
+// indexes) and backoff.activity for the chart's minutes the handler has
+// not kept yet (docs/adr/0048-overview-without-full-scans.md).
 func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := overviewData{At: time.Now().UTC(), RefreshMS: h.opts.RefreshEvery.Milliseconds(),
 		AllowActions: h.opts.AllowActions, Prefix: h.opts.Prefix}
-	queues, err := h.c.Queues(ctx)
+	queues, err := h.c.Overview(ctx, 0)
 	if err != nil {
 		return d, err
 	}
-	stats, err := h.c.Stats(ctx, time.Hour)
-	if err != nil {
-		return d, err
-	}
-	acts, err := h.c.Activity(ctx, time.Hour, time.Minute)
+	acts, err := h.activity.get(ctx, h.c, d.At)
 	if err != nil {
 		return d, err
 	}
 	sparks := buildSparklines(acts, d.At)
-	byName := map[string]client.QueueStats{}
-	for _, s := range stats {
-		byName[s.Queue] = s
-	}
 	for _, q := range queues {
-		s := byName[q.Name]
-		s.Queue = q.Name
-		row := queueRow{QueueStats: s, Policy: q.Policy, Paused: q.Paused, Configured: q.Configured}
-		if sp, ok := sparks[q.Name]; ok {
+		row := queueRow{QueueOverview: q}
+		if sp, ok := sparks[q.Queue]; ok {
 			row.Spark = &sp
+			row.FailedHour, row.DeadHour = sp.failed, sp.dead
 		}
+		d.Estimated = d.Estimated || !q.FinishedExact
 		d.Queues = append(d.Queues, row)
-		delete(byName, q.Name)
 	}
 	return d, nil
 }

@@ -81,6 +81,10 @@ var Rules = map[string][]Rule{
 	"error_signature": {{Kind: Any}},
 	"prune":           {{Kind: AllSum}},
 	"stats":           {{Kind: AllUnion}},
+	// Each shard counts its own queues; the client adds up the rows of a
+	// queue configured on every shard (Client.Overview).
+	"overview": {{Kind: AllUnion}},
+	"activity": {{Kind: AllUnion}},
 
 	// Administrative writes to the configuration every shard holds alike
 	// (backoff.queues, backoff.queue_grants): every shard, so that the rows

@@ -44,6 +44,8 @@
 {{ template "bulk_jobs.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
+{{ template "overview.sql" . }}
+{{ template "activity.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}
