@@ -205,6 +205,9 @@ type jobsData struct {
 	Policies []string
 	Statuses []string
 	Reasons  []string
+	// Searched: the error-text filter stopped at ScanLimit jobs examined.
+	Searched  bool
+	ScanLimit int
 }
 
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
@@ -224,7 +227,8 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons}
+	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons,
+		Searched: page.Searched, ScanLimit: client.ErrorScanLimit}
 	q := f.values()
 	d.Query = q.Encode()
 	q.Set("action", "replay")

@@ -130,15 +130,20 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin
 -- * jobs_finished_idx: the finished rows by queue and completion time, for
 --   the per-minute chart, the queue list (a loose scan over queue) and
 --   capped exact counts. Partial: a job enters it once, when it finishes.
--- * jobs_failed_idx: the rows that ever failed by last_failure, for the
+-- * jobs_failed_idx: the rows that ever failed by last_failed_at, for the
 --   failures per minute. Partial: a job that never fails never enters it.
+-- * jobs_dead_idx: dead letters and cancelled jobs by queue and id, for the
+--   Jobs page filtered by those statuses (a few among millions of completed
+--   ones: without it the page read the whole table to find none). Partial:
+--   a job enters it when it is dead-lettered or cancelled.
 -- * jobs_queue_status statistics: ANALYZE keeps the most common (queue,
 --   status) pairs, so that the planner's estimate of a big queue's finished
 --   rows is close (the overview shows it, marked "~", above its exact cap).
 -- No update was HOT before (claim, complete, fail and heartbeat all change
 -- indexed columns or predicate columns: docs/benchmarks.md), so none
 -- becomes non-HOT; the cost is one more index entry when a job finishes,
--- and one per update of a job that has failed before.
+-- one per update of a job that has failed before, and one when a job is
+-- dead-lettered or cancelled.
 DROP INDEX backoff.jobs_claimable_idx;
 CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id) INCLUDE (status)
     WHERE status IN ('pending', 'retrying');
@@ -146,6 +151,8 @@ CREATE INDEX jobs_finished_idx ON backoff.jobs (queue, completed_at, id) INCLUDE
     WHERE completed_at IS NOT NULL;
 CREATE INDEX jobs_failed_idx ON backoff.jobs (last_failed_at)
     WHERE last_failed_at IS NOT NULL;
+CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
+    WHERE status IN ('dead_lettered', 'cancelled');
 CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
 ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
@@ -226,6 +233,7 @@ $$;
 
 -- Operator overview at a million rows (ui).
 DROP STATISTICS backoff.jobs_queue_status;
+DROP INDEX backoff.jobs_dead_idx;
 DROP INDEX backoff.jobs_failed_idx;
 DROP INDEX backoff.jobs_finished_idx;
 DROP INDEX backoff.jobs_claimable_idx;
