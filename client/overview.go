@@ -29,6 +29,14 @@ type QueueOverview struct {
 	// last ANALYZE: show them as approximate.
 	Completed, DeadLettered, Cancelled int64
 	FinishedExact                      bool
+	// The queue's controls, as QueueState reads them, for a queue with a
+	// rate or a circuit breaker: Breaker is "closed", "open" or
+	// "half_open" ("closed" without a breaker); Rate and Tokens are nil
+	// without a rate; NextClaimAt is zero when nothing holds claims back.
+	Breaker     string
+	Rate        *float64
+	Tokens      *float64
+	NextClaimAt time.Time
 }
 
 // Overview returns backoff.overview: every queue (configured, or holding
@@ -42,7 +50,8 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 	op := "read the queue overview"
 	call, args := c.fn("overview", arg{"p_exact_limit", "integer", nullIntDefault(exactLimit, 10000)})
 	rows, err := c.db.Query(ctx, "SELECT queue, policy, paused, configured, pending, running, retrying, due, "+
-		"coalesce(oldest_due_age, interval '0'), completed, dead_lettered, cancelled, finished_exact FROM "+call, args...)
+		"coalesce(oldest_due_age, interval '0'), completed, dead_lettered, cancelled, finished_exact, "+
+		"breaker, rate, tokens, next_claim_at FROM "+call, args...)
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
@@ -51,9 +60,14 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 	at := map[string]int{}
 	for rows.Next() {
 		var q QueueOverview
+		var next *time.Time
 		if err := rows.Scan(&q.Queue, &q.Policy, &q.Paused, &q.Configured, &q.Pending, &q.Running, &q.Retrying,
-			&q.Due, &q.OldestDueAge, &q.Completed, &q.DeadLettered, &q.Cancelled, &q.FinishedExact); err != nil {
+			&q.Due, &q.OldestDueAge, &q.Completed, &q.DeadLettered, &q.Cancelled, &q.FinishedExact,
+			&q.Breaker, &q.Rate, &q.Tokens, &next); err != nil {
 			return nil, translate(op, 0, err)
+		}
+		if next != nil {
+			q.NextClaimAt = *next
 		}
 		i, seen := at[q.Queue]
 		if !seen {
@@ -67,6 +81,17 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 		p.Completed, p.DeadLettered, p.Cancelled = p.Completed+q.Completed, p.DeadLettered+q.DeadLettered, p.Cancelled+q.Cancelled
 		p.FinishedExact = p.FinishedExact && q.FinishedExact
 		p.Paused, p.Configured = p.Paused || q.Paused, p.Configured || q.Configured
+		// Each shard runs its own breaker and bucket: show the most
+		// restrictive state.
+		if breakerRank[q.Breaker] > breakerRank[p.Breaker] {
+			p.Breaker = q.Breaker
+		}
+		if q.NextClaimAt.After(p.NextClaimAt) {
+			p.NextClaimAt = q.NextClaimAt
+		}
+		if p.Rate == nil {
+			p.Rate, p.Tokens = q.Rate, q.Tokens
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, translate(op, 0, err)
@@ -111,6 +136,8 @@ func (c *Client) queryActivity(ctx context.Context, op, sql string, args []any) 
 	}
 	return out, nil
 }
+
+var breakerRank = map[string]int{"closed": 0, "half_open": 1, "open": 2}
 
 func nullDurationDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {

@@ -42,12 +42,12 @@ func TestOverviewAndIndexedListing(t *testing.T) {
 	ov, err := c.Overview(ctx, 1000)
 	require.NoError(t, err)
 	require.Equal(t, []QueueOverview{{Queue: "mail", Policy: "default", Pending: 1, Due: 1,
-		Completed: ov[0].Completed, DeadLettered: ov[0].DeadLettered, Cancelled: ov[0].Cancelled}}, ov,
+		Completed: ov[0].Completed, DeadLettered: ov[0].DeadLettered, Cancelled: ov[0].Cancelled, Breaker: "closed"}}, ov,
 		"over 1000 finished jobs: estimated")
 	ov, err = c.Overview(ctx, 0) // the default, 10000
 	require.NoError(t, err)
 	require.Equal(t, QueueOverview{Queue: "mail", Policy: "default", Pending: 1, Due: 1,
-		Completed: ErrorScanLimit + 10, DeadLettered: 1, Cancelled: 1, FinishedExact: true}, ov[0])
+		Completed: ErrorScanLimit + 10, DeadLettered: 1, Cancelled: 1, FinishedExact: true, Breaker: "closed"}, ov[0])
 
 	act, err := c.ActivitySince(ctx, now.Add(-time.Minute), 0)
 	require.NoError(t, err)

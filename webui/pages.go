@@ -29,6 +29,9 @@ type queueRow struct {
 	// FailedHour and DeadHour are the last hour's failed attempts and dead
 	// letters (the chart's sums).
 	FailedHour, DeadHour int64
+	// Rate and Tokens are the queue's rate limit and its bucket, as text
+	// ("" without a rate).
+	Rate, Tokens string
 }
 
 type overviewData struct {
@@ -61,6 +64,12 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	sparks := buildSparklines(acts, d.At)
 	for _, q := range queues {
 		row := queueRow{QueueOverview: q}
+		if q.Rate != nil {
+			row.Rate = strconv.FormatFloat(*q.Rate, 'g', 4, 64)
+		}
+		if q.Tokens != nil {
+			row.Tokens = strconv.FormatFloat(*q.Tokens, 'f', 1, 64)
+		}
 		if sp, ok := sparks[q.Queue]; ok {
 			row.Spark = &sp
 			row.FailedHour, row.DeadHour = sp.failed, sp.dead
@@ -112,7 +121,7 @@ type filter struct {
 }
 
 var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
-var reasons = []string{"max_attempts", "non_retryable", "deadline"}
+var reasons = []string{"max_attempts", "non_retryable", "deadline", "lease_expiries"}
 
 // parseFilter reads and checks the filter in q.
 func parseFilter(q url.Values) (filter, client.ListParams, error) {

@@ -9,7 +9,8 @@
 --   the planner's estimate for (queue, status) (statistics
 --   jobs_queue_status, as of the last ANALYZE), and finished_exact is false;
 -- * the queue list: backoff.queues, and the queues of live, running and
---   finished rows (a loose index scan over jobs_finished_idx).
+--   finished rows (a loose index scan over jobs_finished_idx);
+-- * the controls of a queue that has a rate or a breaker: backoff.queue_state.
 -- VOLATILE only because it runs EXPLAIN for the estimates; it writes
 -- nothing and takes no lock beyond a plain read. No parallel workers: a
 -- refresh uses one core, whatever the workers need. Admin only.
@@ -30,7 +31,11 @@ RETURNS TABLE (
     completed      bigint,
     dead_lettered  bigint,
     cancelled      bigint,
-    finished_exact boolean
+    finished_exact boolean,
+    breaker        text,
+    rate           double precision,
+    tokens         double precision,
+    next_claim_at  timestamptz
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -84,6 +89,7 @@ BEGIN
         SELECT n.name,
                coalesce(q.policy, backoff.job_policy(NULL, n.name)) AS policy,
                coalesce(q.paused, false) AS paused,
+               (q.rate IS NOT NULL OR q.breaker_failures IS NOT NULL) AS controlled,
                q.name IS NOT NULL AS configured,
                coalesce(w.pending, 0) AS pending,
                coalesce(l.running, 0) AS running,
@@ -115,6 +121,16 @@ BEGIN
               WHERE j.queue = v_row.name AND j.completed_at IS NOT NULL
               LIMIT p_exact_limit + 1) AS f;
         finished_exact := v_total <= p_exact_limit;
+        -- The queue's controls (issue 19), for a queue that has any.
+        breaker := 'closed';
+        rate := NULL;
+        tokens := NULL;
+        next_claim_at := NULL;
+        IF v_row.controlled THEN
+            SELECT s.state, s.rate, s.tokens, s.next_claim_at
+            INTO breaker, rate, tokens, next_claim_at
+            FROM backoff.queue_state(v_row.name, p_now) AS s;
+        END IF;
         IF NOT finished_exact THEN
             -- The planner's row estimate: most common (queue, status) pairs
             -- from statistics jobs_queue_status, else per-column statistics.
@@ -135,7 +151,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
-'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
 Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
 Example:
 SELECT queue, pending, running, retrying, due, completed, finished_exact FROM backoff.overview();';

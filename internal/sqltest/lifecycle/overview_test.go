@@ -15,6 +15,9 @@ type overviewRow struct {
 	OldestDueAge                       *time.Duration
 	Completed, DeadLettered, Cancelled int64
 	FinishedExact                      bool
+	Breaker                            string
+	Rate, Tokens                       *float64
+	NextClaimAt                        *time.Time
 }
 
 func readOverview(t *testing.T, q querier, now time.Time, limit any) []overviewRow {
@@ -26,7 +29,11 @@ func readOverview(t *testing.T, q querier, now time.Time, limit any) []overviewR
 	for rows.Next() {
 		var r overviewRow
 		require.NoError(t, rows.Scan(&r.Queue, &r.Policy, &r.Paused, &r.Configured, &r.Pending, &r.Running, &r.Retrying,
-			&r.Due, &r.OldestDueAge, &r.Completed, &r.DeadLettered, &r.Cancelled, &r.FinishedExact))
+			&r.Due, &r.OldestDueAge, &r.Completed, &r.DeadLettered, &r.Cancelled, &r.FinishedExact,
+			&r.Breaker, &r.Rate, &r.Tokens, &r.NextClaimAt))
+		if r.NextClaimAt != nil {
+			*r.NextClaimAt = r.NextClaimAt.UTC()
+		}
 		out = append(out, r)
 	}
 	require.NoError(t, rows.Err())
@@ -62,17 +69,26 @@ func TestOverview(t *testing.T) {
 	}
 	x := enqueue(t, db, "done", t0)
 	one(t, db, `SELECT * FROM backoff.cancel($1, 'no', $2)`, x, at(time.Second))
-	exec(t, db, `INSERT INTO backoff.queues (name, policy, paused) VALUES ('idle', 'conservative', true)`)
+	exec(t, db, `INSERT INTO backoff.queues (name, policy, paused, rate) VALUES ('idle', 'conservative', true, 5)`)
+	// brk: a breaker that one failure opens for 10 minutes (issue 19).
+	exec(t, db, `INSERT INTO backoff.queues (name, policy, breaker_failures, breaker_window, breaker_cooldown)
+		VALUES ('brk', 'default', 1, '1 minute', '10 minutes')`)
+	b := enqueue(t, db, "brk", t0)
+	cb := claimOne(t, db, "brk", t0)
+	one(t, db, `SELECT * FROM backoff.fail($1, $2, 'down', p_retryable => false, p_now => $3)`, b, cb.Attempts, at(2*time.Minute))
 
 	now := at(3 * time.Minute)
 	got := readOverview(t, db, now, 10000)
 	require.Equal(t, []overviewRow{
 		{Queue: "a", Policy: "p_a", Configured: true, Pending: 1, Running: 1, Retrying: 1, Due: 1,
-			OldestDueAge: ptr(3*time.Minute - time.Minute - 10*time.Second), DeadLettered: 1, FinishedExact: true},
-		{Queue: "b", Policy: "default", Pending: 1, Due: 1, OldestDueAge: ptr(4 * time.Minute), FinishedExact: true},
-		{Queue: "c", Policy: "default", Running: 1, FinishedExact: true},
-		{Queue: "done", Policy: "default", Completed: 2, Cancelled: 1, FinishedExact: true},
-		{Queue: "idle", Policy: "conservative", Paused: true, Configured: true, FinishedExact: true},
+			OldestDueAge: ptr(3*time.Minute - time.Minute - 10*time.Second), DeadLettered: 1, FinishedExact: true, Breaker: "closed"},
+		{Queue: "b", Policy: "default", Pending: 1, Due: 1, OldestDueAge: ptr(4 * time.Minute), FinishedExact: true, Breaker: "closed"},
+		{Queue: "brk", Policy: "default", Configured: true, DeadLettered: 1, FinishedExact: true,
+			Breaker: "open", NextClaimAt: ptr(at(12 * time.Minute))},
+		{Queue: "c", Policy: "default", Running: 1, FinishedExact: true, Breaker: "closed"},
+		{Queue: "done", Policy: "default", Completed: 2, Cancelled: 1, FinishedExact: true, Breaker: "closed"},
+		{Queue: "idle", Policy: "conservative", Paused: true, Configured: true, FinishedExact: true,
+			Breaker: "closed", Rate: ptr(5.0), Tokens: ptr(5.0)},
 	}, got)
 
 	// The live counts agree with backoff.stats's whole-table count.
@@ -92,9 +108,9 @@ func TestOverview(t *testing.T) {
 	// the planner's least estimate. Live counts stay exact.
 	exec(t, db, `ANALYZE backoff.jobs`)
 	got = readOverview(t, db, now, 2)
-	require.Equal(t, "done", got[3].Queue)
-	require.False(t, got[3].FinishedExact)
-	require.Equal(t, []int64{2, 1, 1}, []int64{got[3].Completed, got[3].DeadLettered, got[3].Cancelled})
+	require.Equal(t, "done", got[4].Queue)
+	require.False(t, got[4].FinishedExact)
+	require.Equal(t, []int64{2, 1, 1}, []int64{got[4].Completed, got[4].DeadLettered, got[4].Cancelled})
 	require.True(t, got[0].FinishedExact, "a has 1 finished job")
 	require.Equal(t, int64(1), got[0].Pending)
 	got = readOverview(t, db, now, 0)
