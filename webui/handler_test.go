@@ -179,7 +179,7 @@ func TestRoleWithoutTheRight(t *testing.T) {
 		code, body, _ := get(t, hc, srv.URL+p)
 		require.Equal(t, 200, code, "%s: %s", p, body)
 	}
-	// backoff.stats is for admins: the overview says what is missing.
+	// backoff.overview is for admins: the overview says what is missing.
 	code, body, _ = get(t, hc, srv.URL+"/")
 	require.Equal(t, http.StatusForbidden, code)
 	require.Contains(t, body, "lacks the right")
