@@ -86,12 +86,6 @@ var detailFrom = "SELECT j." + strings.ReplaceAll(jobColumns, ", ", ", j.") + ",
 	"CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp " +
 	"LEFT JOIN backoff.policies AS p ON p.name = gp.name "
 
-var listWhere = "WHERE ($1::text IS NULL OR j.queue = $1) AND ($2::text[] IS NULL OR j.status = ANY ($2)) " +
-	"AND ($3::text IS NULL OR gp.name = $3) AND ($4::text IS NULL OR j.dead_letter_reason = $4) " +
-	"AND ($5::text IS NULL OR strpos(lower(j.last_error), lower($5)) > 0) " +
-	"AND ($6::timestamptz IS NULL OR j.created_at >= $6) AND ($7::timestamptz IS NULL OR j.created_at < $7) " +
-	"AND ($8::timestamptz IS NULL OR j.completed_at >= $8) AND ($9::timestamptz IS NULL OR j.completed_at < $9) "
-
 // listOrder is each order's ORDER BY, its reverse, and its cursor
 // condition ($C: the cursor's id, $A: its completion time).
 var listOrder = map[JobOrder][3]string{

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
@@ -108,34 +109,31 @@ func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) 
 
 // CountJobs counts the jobs List would return for p's filters (its Order,
 // Cursor and Limit are ignored), up to limit (0: no bound): the number a
-// confirmation of a bulk action names.
+// confirmation of a bulk action names. Like List it writes only the
+// filters p sets, so that the partial indexes serve them.
 func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64, error) {
 	op := "count jobs"
+	var args []any
+	cond, err := listFilter(p, &args)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
+	}
+	if p.ErrorContains != "" {
+		args = append(args, p.ErrorContains)
+		cond += " AND strpos(lower(j.last_error), lower($" + strconv.Itoa(len(args)) + "::text)) > 0"
+	}
 	var lim any
 	if limit > 0 {
 		lim = limit
 	}
-	sql := "SELECT count(*) FROM (" + detailFrom + listWhere + "LIMIT $10) AS m"
+	args = append(args, lim)
+	sql := "SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE " + cond +
+		" LIMIT $" + strconv.Itoa(len(args)) + "::bigint) AS m"
 	var n int64
-	if err := c.db.QueryRow(ctx, sql, listArgs(p, lim)...).Scan(&n); err != nil {
+	if err := c.db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 		return 0, translate(op, 0, err)
 	}
 	return n, nil
-}
-
-// listArgs are the nine filter arguments of listWhere, then extra.
-func listArgs(p ListParams, extra ...any) []any {
-	var statuses any
-	if p.Statuses != nil {
-		st := make([]string, len(p.Statuses))
-		for i, s := range p.Statuses {
-			st[i] = string(s)
-		}
-		statuses = st
-	}
-	return append([]any{nullString(p.Queue), statuses, nullString(p.Policy), nullString(p.DeadLetterReason),
-		nullString(p.ErrorContains), nullTime(p.CreatedFrom), nullTime(p.CreatedTo),
-		nullTime(p.FinishedFrom), nullTime(p.FinishedTo)}, extra...)
 }
 
 // BulkAction is what Bulk does to each matching job.
