@@ -81,8 +81,12 @@ var Rules = map[string][]Rule{
 	"error_signature": {{Kind: Any}},
 	"prune":           {{Kind: AllSum}},
 	"stats":           {{Kind: AllUnion}},
-	// A queue's controls' runtime state (breaker, bucket, failure log) lives
-	// on the queue's shard, beside its jobs.
+	// Each shard counts its own queues; the client adds up the rows of a
+	// queue configured on every shard (Client.Overview).
+	"overview": {{Kind: AllUnion}},
+	"activity": {{Kind: AllUnion}},
+	// A queue's controls and their runtime state live on the queue's shard
+	// (each shard runs its own breaker and bucket for its part of a queue).
 	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},
 
 	// Administrative writes to the configuration every shard holds alike
