@@ -13,7 +13,12 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+// TestMain runs a worker process instead of the tests when the bench
+// re-executes the test binary for one (process.go).
+func TestMain(m *testing.M) {
+	processMain()
+	testdb.Main(m)
+}
 
 // TestEveryScenarioRuns runs the whole driver with tiny counts, so that
 // the benchmark cannot rot: every scenario, ours and the limit, must do its
@@ -36,7 +41,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
 		"target enqueue-start-idle-p50-ms: ",
-		"workers, a pool each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
+		"workers, a process each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
 		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
 		"target ui-refresh-throughput-1m: ",

@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	processMain() // a worker process of the workers-4-processes line (process.go)
 	var cfg Config
 	flag.StringVar(&cfg.Mode, "mode", "quick", "quick (CI-sized, a few minutes) or full (for the docs; includes the 10M backlog and the 10-minute sustained run)")
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, else start one)")

@@ -154,10 +154,13 @@ func maxOf(xs []float64) float64 {
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // runWorkers pre-inserts n jobs and works them with w Workers (no-op
-// handler), each on a pool of its own when there are several (as separate
-// processes would be); see runWorkerSetup.
+// handler): one in this process (runWorkerSetup), several each in an OS
+// process of its own (runWorkerProcesses).
 func runWorkers(ctx context.Context, cfg Config, db *database, workers, n int) (result, error) {
-	return runWorkerSetup(ctx, cfg, db, workerSetup{workers: workers, queues: 1, pools: workers > 1}, n)
+	if workers > 1 {
+		return runWorkerProcesses(ctx, cfg, db, workers, n)
+	}
+	return runWorkerSetup(ctx, cfg, db, workerSetup{workers: 1, queues: 1}, n)
 }
 
 func (b *bench) workerSection(ctx context.Context) ([]line, error) {
@@ -207,7 +210,7 @@ func (b *bench) workerSection(ctx context.Context) ([]line, error) {
 		lo, hi := minMax(ratios)
 		name := "worker end to end"
 		if workers > 1 {
-			name = "workers, a pool each"
+			name = "workers, a process each"
 		}
 		l := line{name: name, path: "go", clients: workers, ours: median(ours), limit: median(limit), lo: lo, hi: hi}
 		b.print(l)

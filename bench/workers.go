@@ -9,16 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgbackoff/pgbackoff/client"
 )
 
 // workerSetup is how the Worker side of a run is built.
 type workerSetup struct {
-	workers int  // Workers on the queue(s)
-	queues  int  // queues each Worker serves, jobs spread evenly (1: the simple form)
-	pools   bool // a pool of its own per Worker, as separate processes would have
+	workers int // Workers on the queue(s), sharing the bench's pool
+	queues  int // queues each Worker serves, jobs spread evenly (1: the simple form)
 }
 
 // queueName is the name of queue i of a multi-queue run (queue itself for
@@ -64,38 +61,13 @@ func workerConfig(cfg Config, s workerSetup, h client.Handler) client.WorkerConf
 // and returns when every Run has returned (the last completion written).
 func startWorkers(ctx context.Context, cfg Config, db *database, s workerSetup, h client.Handler) (stop func() error, err error) {
 	runCtx, cancel := context.WithCancel(ctx)
-	var (
-		wg    sync.WaitGroup
-		pools []*pgxpool.Pool
-	)
+	var wg sync.WaitGroup
 	errs := make(chan error, s.workers)
-	cleanup := func() {
-		for _, p := range pools {
-			p.Close()
-		}
-	}
 	for i := range s.workers {
-		pool := db.pool
-		if s.pools {
-			pc, err := pgxpool.ParseConfig(db.url)
-			if err != nil {
-				cancel()
-				cleanup()
-				return nil, err
-			}
-			pc.MaxConns = 10
-			if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-				cancel()
-				cleanup()
-				return nil, err
-			}
-			pools = append(pools, pool)
-		}
-		w, err := client.NewWorker(pool, workerConfig(cfg, s, h), client.WithLogger(discard),
+		w, err := client.NewWorker(db.pool, workerConfig(cfg, s, h), client.WithLogger(discard),
 			client.WithWorkerID(fmt.Sprintf("bench-%d", i)))
 		if err != nil {
 			cancel()
-			cleanup()
 			return nil, err
 		}
 		wg.Add(1)
@@ -104,7 +76,6 @@ func startWorkers(ctx context.Context, cfg Config, db *database, s workerSetup, 
 	return func() error {
 		cancel()
 		wg.Wait()
-		cleanup()
 		close(errs)
 		for err := range errs {
 			// A Worker still checking the schema when the last job ran is
