@@ -36,6 +36,9 @@ type Config struct {
 	// The Go Worker's settings in the end-to-end and River lines.
 	WorkerConcurrency int
 	WorkerBatch       int
+	// ContinuousRate is the insert rate (jobs/s) of the continuous mode's
+	// window, the same for our Worker and River.
+	ContinuousRate float64
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
@@ -61,6 +64,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.WorkerBatch <= 0 {
 		c.WorkerBatch = 500
+	}
+	if c.ContinuousRate <= 0 {
+		c.ContinuousRate = 2000
 	}
 	switch c.Mode {
 	case "quick":

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -130,4 +131,28 @@ func TestGrantsFlag(t *testing.T) {
 	cfg.Grants = "bogus"
 	_, err = newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
 	require.ErrorContains(t, err, `-grants "bogus"`)
+}
+
+// insertPaced keeps to its rate (it never runs ahead of rate x elapsed
+// + 1), stops at n, and with n < 0 runs until stop is closed.
+func TestInsertPaced(t *testing.T) {
+	var calls, total int
+	began := time.Now()
+	k, err := insertPaced(t.Context(), 50, 1000, nil, func(k int) error {
+		calls++
+		total += k
+		require.LessOrEqual(t, total, int(1000*time.Since(began).Seconds())+1)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 50, k)
+	require.Equal(t, 50, total)
+	require.Greater(t, calls, 1, "paced in several batches")
+
+	stop := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
+	k, err = insertPaced(t.Context(), -1, 1000, stop, func(int) error { return nil })
+	require.NoError(t, err)
+	require.Greater(t, k, 0)
+	require.Less(t, k, 1000, "stopped by stop, not by a count")
 }
