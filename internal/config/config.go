@@ -457,7 +457,7 @@ func listNames(names []string) string {
 }
 
 // Policy keys, in the order `config show` prints them.
-var policyKeys = []string{"strategy", "base", "multiplier", "exponent", "schedule", "max", "jitter", "jitter_ratio", "max_attempts", "lease", "deadline"}
+var policyKeys = []string{"strategy", "base", "multiplier", "exponent", "schedule", "max", "jitter", "jitter_ratio", "max_attempts", "lease", "deadline", "max_lease_expiries"}
 
 // keyHints catches names people write for a key that has another name here.
 var keyHints = map[string]string{
@@ -565,6 +565,16 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 				fail(n, "must be between 1 and %d, got %d", math.MaxInt32, i)
 			default:
 				p.MaxAttempts = int(i)
+			}
+		case "max_lease_expiries":
+			i, ok := n.val.(int64)
+			switch {
+			case !ok:
+				fail(n, "must be an integer such as 3, got %s", describeValue(n.val))
+			case i < 1 || i > math.MaxInt32:
+				fail(n, "must be between 1 and %d; omit the key for no budget, got %d", math.MaxInt32, i)
+			default:
+				p.MaxLeaseExpiries = int(i)
 			}
 		case "schedule":
 			arr, ok := n.val.([]*node)

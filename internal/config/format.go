@@ -85,6 +85,9 @@ func writePolicy(b *strings.Builder, p policy.Policy) {
 	} else {
 		b.WriteString("# deadline: none\n")
 	}
+	if p.MaxLeaseExpiries > 0 {
+		fmt.Fprintf(b, "max_lease_expiries = %d\n", p.MaxLeaseExpiries)
+	}
 }
 
 // FormatFloat renders f as a TOML float that reads back exactly ("2.0",

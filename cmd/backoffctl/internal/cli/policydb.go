@@ -163,6 +163,10 @@ func policyFields(p policy.Policy) [][2]string {
 	if p.Deadline > 0 {
 		deadline = config.FormatDuration(p.Deadline)
 	}
+	leaseExpiries := "none"
+	if p.MaxLeaseExpiries > 0 {
+		leaseExpiries = strconv.Itoa(p.MaxLeaseExpiries)
+	}
 	return [][2]string{
 		{"strategy", string(p.Strategy)},
 		{"base", config.FormatDuration(p.Base)},
@@ -175,6 +179,7 @@ func policyFields(p policy.Policy) [][2]string {
 		{"max_attempts", strconv.Itoa(p.MaxAttempts)},
 		{"lease", config.FormatDuration(p.Lease)},
 		{"deadline", deadline},
+		{"max_lease_expiries", leaseExpiries},
 	}
 }
 
@@ -316,20 +321,27 @@ func applyChanges(ctx context.Context, tx pgx.Tx, changes []change, prune bool) 
 			v := p.Deadline.Microseconds()
 			deadline = &v
 		}
+		var leaseExpiries *int
+		if p.MaxLeaseExpiries > 0 {
+			leaseExpiries = &p.MaxLeaseExpiries
+		}
 		_, err := tx.Exec(ctx, `
 INSERT INTO backoff.policies AS p
-    (name, strategy, base, multiplier, exponent, schedule, max_delay, jitter, jitter_ratio, max_attempts, lease, deadline, updated_at)
+    (name, strategy, base, multiplier, exponent, schedule, max_delay, jitter, jitter_ratio, max_attempts, lease, deadline,
+     max_lease_expiries, updated_at)
 VALUES ($1, $2, $3::bigint * interval '1 microsecond', $4, $5,
         ARRAY(SELECT s * interval '1 microsecond' FROM unnest($6::bigint[]) WITH ORDINALITY AS u(s, i) ORDER BY i),
         $7::bigint * interval '1 microsecond', $8, $9, $10, $11::bigint * interval '1 microsecond',
-        $12::bigint * interval '1 microsecond', now())
+        $12::bigint * interval '1 microsecond', $13, now())
 ON CONFLICT (name) DO UPDATE SET
     strategy = excluded.strategy, base = excluded.base, multiplier = excluded.multiplier,
     exponent = excluded.exponent, schedule = excluded.schedule, max_delay = excluded.max_delay,
     jitter = excluded.jitter, jitter_ratio = excluded.jitter_ratio, max_attempts = excluded.max_attempts,
-    lease = excluded.lease, deadline = excluded.deadline, updated_at = now()`,
+    lease = excluded.lease, deadline = excluded.deadline, max_lease_expiries = excluded.max_lease_expiries,
+    updated_at = now()`,
 			p.Name, string(p.Strategy), p.Base.Microseconds(), p.Multiplier, p.Exponent, sched,
-			p.Max.Microseconds(), string(p.Jitter), p.JitterRatio, p.MaxAttempts, p.Lease.Microseconds(), deadline)
+			p.Max.Microseconds(), string(p.Jitter), p.JitterRatio, p.MaxAttempts, p.Lease.Microseconds(), deadline,
+			leaseExpiries)
 		if err != nil {
 			return fmt.Errorf("write policy %q: %w", p.Name, err)
 		}
