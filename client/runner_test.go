@@ -334,3 +334,73 @@ func TestBusyWorkerSendsNoNotify(t *testing.T) {
 		return countStatus(t, pool, StatusCompleted) == 15
 	})
 }
+
+// claimCounter counts the claim statements a pool runs.
+type claimCounter struct{ n atomic.Int64 }
+
+func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "backoff.claim(") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A Worker registered as waiting for an idle queue does not follow a
+// short claim with another one: every job enqueued after it notifies the
+// Worker, so the second claim could only find nothing. A queue fed a few
+// jobs at a time costs one claim per wake-up, not two (docs/adr/0049).
+func TestWaitingWorkerClaimsOncePerWakeUp(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	claims := &claimCounter{}
+	cfg.ConnConfig.Tracer = claims
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+
+	started := make(chan struct{}, 10)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "trickle", Concurrency: 10, BatchSize: 10, PollInterval: time.Hour, ReapInterval: -1,
+		Handler: func(context.Context, *Job) error {
+			started <- struct{}{}
+			return nil
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 5*time.Second, "worker listening and registered as waiting", func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = $1)
+			+ (SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'trickle' AND expires_at > now())`,
+			"LISTEN "+NotifyChannel).Scan(&n))
+		return n == 2
+	})
+	// The registration's second look has run once the producer sleeps; a
+	// job enqueued now is found only through its notification.
+	eventually(t, 5*time.Second, "producer asleep", func() bool {
+		before := claims.n.Load()
+		time.Sleep(50 * time.Millisecond)
+		return claims.n.Load() == before
+	})
+	base := claims.n.Load()
+	for i := range 3 {
+		_, err := c.EnqueueMany(ctx, []NewJob{{Queue: "trickle"}, {Queue: "trickle"}})
+		require.NoError(t, err)
+		for range 2 {
+			select {
+			case <-started:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("batch %d: no wake-up within 5s", i)
+			}
+		}
+		eventually(t, 5*time.Second, "batch completed", func() bool { return countStatus(t, pool, StatusCompleted) == 2*(i+1) })
+	}
+	stop()
+	require.EqualValues(t, 3, claims.n.Load()-base, "one claim per notified batch of 2 (10 asked for)")
+}
