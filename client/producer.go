@@ -10,18 +10,14 @@ import (
 //
 // It claims whenever a slot is free and the queue was not found empty:
 // a finished handler frees a slot and triggers the next claim at once, and
-// on a busy queue a claim that comes back short is not a reason to wait
-// (under concurrency SKIP LOCKED and rows re-checked after another
-// claimer's commit make short batches common). A claim that returns
-// nothing backs off: the queue is then idle, the producer registers that
-// it waits for it (notifier.go), looks once more, and sleeps until a
-// notification, a reaped lease or the poll interval wakes it. While it is
-// registered, a short claim backs off too: every job enqueued since the
-// claim notifies it, so the claim that would follow (and find nothing)
-// is saved, which halves the claims of a queue fed in small batches
-// (docs/adr/0049). The registration ends when two claims in a row come
-// back full (a backlog: the queue is busy) or, for a worker that died,
-// when it expires.
+// a claim that comes back short is not a reason to wait (under concurrency
+// SKIP LOCKED and rows re-checked after another claimer's commit make short
+// batches common on a busy queue). Only a claim that returns nothing backs
+// off: the queue is then idle, the producer registers that it waits for it
+// (notifier.go), looks once more, and sleeps until a notification, a
+// reaped lease or the poll interval wakes it. The registration ends when
+// two claims in a row find jobs (a backlog: the queue is busy) or, for a
+// worker that died, when it expires.
 type producer struct {
 	w        *Worker
 	cfg      QueueConfig
@@ -29,7 +25,7 @@ type producer struct {
 	freed    chan struct{} // a handler slot became free
 	inflight atomic.Int64
 	idle     bool // a claim found nothing since the last backlog; registered as waiting
-	streak   int  // claims in a row that came back full
+	streak   int  // claims in a row that found jobs
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -42,9 +38,8 @@ func (p *producer) run(ctx context.Context) {
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
-			want := min(free, p.cfg.BatchSize)
-			n, err := p.claim(ctx, want)
-			if n < want {
+			n, err := p.claim(ctx, min(free, p.cfg.BatchSize))
+			if n == 0 {
 				p.streak = 0
 			} else {
 				p.streak++
@@ -54,16 +49,14 @@ func (p *producer) run(ctx context.Context) {
 				p.w.log.Error("claim failed", "queue", p.cfg.Queue, "err", err)
 				empty = true // wait for the poll before trying again
 			case n > 0:
-				// Two full claims in a row mean a backlog: the queue is
-				// busy, so enqueuers need not wake it. A trickle keeps the
-				// registration and writes nothing.
+				// Two claims in a row that found jobs mean a backlog: the
+				// queue is busy, so enqueuers need not wake it. A trickle
+				// (one claim finds the job, the next finds nothing) keeps
+				// the registration and writes nothing.
 				if p.idle && p.streak >= 2 {
 					p.idle = false
 					p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
 				}
-				// Registered and short: the queue had no more due jobs,
-				// and whatever is enqueued next notifies us.
-				empty = p.idle && n < want && p.w.notifier.listening()
 				continue
 			case !p.idle && p.w.notifier.listening():
 				// Empty: register as waiting, then look once more, for a
