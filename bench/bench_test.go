@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,12 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+// TestMain runs a worker process instead of the tests when the bench
+// re-executes the test binary for one (process.go).
+func TestMain(m *testing.M) {
+	processMain()
+	testdb.Main(m)
+}
 
 // TestEveryScenarioRuns runs the whole driver with tiny counts, so that
 // the benchmark cannot rot: every scenario, ours and the limit, must do its
@@ -37,7 +43,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
 		"target enqueue-start-idle-p50-ms: ",
-		"workers, a pool each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
+		"workers, a process each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
 		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
 		"target ui-refresh-throughput-1m: ",
@@ -173,4 +179,28 @@ func TestGrantsFlag(t *testing.T) {
 	cfg.Grants = "bogus"
 	_, err = newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
 	require.ErrorContains(t, err, `-grants "bogus"`)
+}
+
+// insertPaced keeps to its rate (it never runs ahead of rate x elapsed
+// + 1), stops at n, and with n < 0 runs until stop is closed.
+func TestInsertPaced(t *testing.T) {
+	var calls, total int
+	began := time.Now()
+	k, err := insertPaced(t.Context(), 50, 1000, nil, func(k int) error {
+		calls++
+		total += k
+		require.LessOrEqual(t, total, int(1000*time.Since(began).Seconds())+1)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 50, k)
+	require.Equal(t, 50, total)
+	require.Greater(t, calls, 1, "paced in several batches")
+
+	stop := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
+	k, err = insertPaced(t.Context(), -1, 1000, stop, func(int) error { return nil })
+	require.NoError(t, err)
+	require.Greater(t, k, 0)
+	require.Less(t, k, 1000, "stopped by stop, not by a count")
 }
