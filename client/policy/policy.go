@@ -88,6 +88,9 @@ type Policy struct {
 	Lease time.Duration
 	// Deadline bounds a job's life from its creation; 0 = no deadline.
 	Deadline time.Duration
+	// MaxLeaseExpiries dead-letters a job (reason lease_expiries) whose
+	// lease expired that many times; 0 = no such budget (DESIGN §11.5).
+	MaxLeaseExpiries int
 }
 
 // Defaults returns the value of every key a policy omits: the column
@@ -221,6 +224,9 @@ func (p Policy) Validate() error {
 	}
 	if p.Deadline != 0 && p.Deadline < time.Microsecond {
 		return bad("deadline", p.Deadline, "must be at least 1µs, or 0 for no deadline")
+	}
+	if p.MaxLeaseExpiries < 0 || p.MaxLeaseExpiries > math.MaxInt32 {
+		return bad("max_lease_expiries", p.MaxLeaseExpiries, "must be between 1 and 2147483647, or 0 for no budget")
 	}
 	return nil
 }
