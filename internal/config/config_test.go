@@ -527,3 +527,19 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+// The example of docs/concepts.md "Queues as controls" is a valid file.
+func TestConceptsQueueExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/concepts.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "## Queues as controls")
+	require.True(t, ok)
+	_, rest, ok = strings.Cut(rest, "```toml\n")
+	require.True(t, ok)
+	block, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	c, err := parse(t, "version = 1\n"+block, "")
+	require.NoError(t, err)
+	require.Equal(t, []Queue{{Name: "webhooks", Policy: "moderate", Rate: 50, Burst: 10, BreakerFailures: 5,
+		BreakerWindow: 30 * time.Second, BreakerCooldown: time.Minute, BreakerProbes: 1}}, c.Queues)
+}
