@@ -2002,6 +2002,82 @@ REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
 GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
 
+-- == Queue controls (queues-sql; DESIGN §11.5, docs/adr/0045, docs/adr/0046) ==
+-- Settings of a queue's downstream, written by `backoffctl config apply` (or
+-- an admin's INSERT/UPDATE) like policy: a rate limit (token bucket) and a
+-- circuit breaker. All NULL (the default of every existing row) = off, so
+-- no queue changes behaviour. ADD COLUMN without a volatile default does not
+-- rewrite the table. Durations are bounded like the policies' (876600
+-- hours) so that time arithmetic on them stays in range; literals are typed
+-- (install hygiene, above).
+ALTER TABLE backoff.queues
+    ADD COLUMN rate double precision
+        CONSTRAINT queues_rate_check CHECK (rate > 0::float8 AND rate < 'infinity'::float8),
+    ADD COLUMN burst integer
+        CONSTRAINT queues_burst_check CHECK (burst >= 1),
+    ADD COLUMN breaker_failures integer
+        CONSTRAINT queues_breaker_failures_check CHECK (breaker_failures >= 1),
+    ADD COLUMN breaker_window interval
+        CONSTRAINT queues_breaker_window_check
+        CHECK (breaker_window > interval '0' AND breaker_window <= interval '876600 hours'),
+    ADD COLUMN breaker_cooldown interval
+        CONSTRAINT queues_breaker_cooldown_check
+        CHECK (breaker_cooldown > interval '0' AND breaker_cooldown <= interval '876600 hours'),
+    ADD COLUMN breaker_probes integer NOT NULL DEFAULT 1
+        CONSTRAINT queues_breaker_probes_check CHECK (breaker_probes >= 1),
+    ADD CONSTRAINT queues_breaker_check
+        CHECK (breaker_failures IS NULL OR (breaker_window IS NOT NULL AND breaker_cooldown IS NOT NULL));
+-- Runtime state, never written by config apply. Rows exist only for queues
+-- with a breaker or a rate, so a queue without controls costs nothing here.
+-- The breaker's failure log: one row appended per fail of a job of a
+-- breaker queue (no row is updated by every fail; docs/adr/0045), counted
+-- over the window through the index and pruned by fail itself (a couple of
+-- expired rows per insert).
+CREATE TABLE backoff.queue_failures (
+    queue     text NOT NULL,
+    failed_at timestamptz NOT NULL
+);
+CREATE INDEX queue_failures_queue_idx ON backoff.queue_failures (queue, failed_at);
+-- The breaker's state, written only on transitions (open, reopen, close)
+-- and, while half open, by the claims that hand out probes. opened_at NULL
+-- = closed; half open from half_open_at = opened_at + cooldown on;
+-- probes_left NULL = half open and no probe handed out yet. Failures before
+-- counted_from do not count (they belong to an earlier period).
+CREATE TABLE backoff.queue_breakers (
+    queue        text PRIMARY KEY,
+    opened_at    timestamptz,
+    half_open_at timestamptz,
+    probes_left  integer,
+    counted_from timestamptz NOT NULL,
+    CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
+);
+-- The rate limit's token bucket, refilled lazily from p_now by claim.
+CREATE TABLE backoff.queue_tokens (
+    queue       text PRIMARY KEY,
+    tokens      double precision NOT NULL,
+    refilled_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.queue_failures OWNER TO backoff_owner;
+ALTER TABLE backoff.queue_breakers OWNER TO backoff_owner;
+ALTER TABLE backoff.queue_tokens OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_failures, backoff.queue_breakers, backoff.queue_tokens FROM PUBLIC;
+-- Workers read the state through backoff.queue_state (scoped); admins may
+-- read it and delete rows (a reset: no row = closed breaker, full bucket).
+GRANT SELECT, DELETE ON backoff.queue_failures, backoff.queue_breakers, backoff.queue_tokens TO backoff_admin;
+-- Lease-expiry budget (docs/adr/0046): the policy key, the job's count of
+-- reaped leases, and the new dead-letter reason. Existing jobs start at 0
+-- and existing policies have no budget (NULL), so no job's fate changes.
+-- lease_expiries has no CHECK: every CHECK is rebuilt on every row write
+-- (docs/adr/0041), and only reap and replay write it.
+ALTER TABLE backoff.policies
+    ADD COLUMN max_lease_expiries integer
+        CONSTRAINT policies_max_lease_expiries_check CHECK (max_lease_expiries >= 1);
+ALTER TABLE backoff.jobs
+    ADD COLUMN lease_expiries integer NOT NULL DEFAULT 0,
+    DROP CONSTRAINT jobs_dead_letter_reason_check,
+    ADD CONSTRAINT jobs_dead_letter_reason_check
+        CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries'));
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -2655,8 +2731,12 @@ $$;
 -- p_attempts is the counted attempt that failed, attempts -
 -- uncounted_attempts (docs/adr/0020): claims given back by snooze or
 -- before a replay do not count against max attempts nor grow the delay.
+-- p_lease_expiries is how many times the job's lease expired, this expiry
+-- included when reap asks (docs/adr/0046).
 -- In order:
 --   not p_retryable                          -> dead_lettered, 'non_retryable'
+--   p_lease_expiries >= policy.max_lease_expiries
+--                                            -> dead_lettered, 'lease_expiries'
 --   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
 --   next run after created_at + deadline     -> dead_lettered, 'deadline'
 --   otherwise                                -> retrying at the next run
@@ -2679,6 +2759,7 @@ CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_job_id       bigint,
     p_attempts     integer,
     p_max_attempts integer,
+    p_lease_expiries integer,
     p_created_at   timestamptz,
     p_run_at       timestamptz,
     p_retry_in     interval,
@@ -2696,6 +2777,7 @@ AS $$
            CASE WHEN r.reason IS NOT NULL THEN p_now END
     FROM (SELECT CASE
                      WHEN NOT p_retryable
+                          OR p_lease_expiries >= (p_policy).max_lease_expiries
                           OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
                      WHEN p_retry_in IS NULL
                          THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
@@ -2705,6 +2787,7 @@ AS $$
     CROSS JOIN LATERAL (
         SELECT CASE
                    WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_lease_expiries >= (p_policy).max_lease_expiries THEN 'lease_expiries'
                    WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
                    WHEN (p_policy).deadline IS NOT NULL
                         AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'
@@ -3310,6 +3393,129 @@ Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
 
+-- backoff._claim_controlled(queue, worker, limit, lease, now, queue row):
+-- claim for a queue under controls (docs/adr/0045): a rate, or a breaker
+-- that is open or half open. Private; backoff.claim calls it, with its
+-- checked arguments and the queue's row, only when its fast statement
+-- claimed nothing for such a queue.
+--   breaker open (now < half_open_at)  -> nothing.
+--   breaker half open                  -> the state row is locked (only
+--       here), so concurrent claimers hand out exactly probes_left jobs in
+--       total: at most that many, and probes_left goes down by the number
+--       claimed. The lock is held to the end of the claim's transaction.
+--   rate                               -> the bucket row is locked,
+--       refilled lazily from p_now (rate tokens per second up to burst, a
+--       NULL burst being greatest(1, ceil(rate))), and at most its whole
+--       tokens are claimed; the bucket loses only the tokens of the jobs
+--       actually claimed (the rest are given back: they were never taken
+--       off). One row update per call, none when nothing was claimed.
+-- Locks are taken in one order (breaker, then bucket), so claimers do not
+-- deadlock; settling a job (fail, complete) locks only the breaker row, and
+-- claim never waits for a job row (SKIP LOCKED).
+CREATE OR REPLACE FUNCTION backoff._claim_controlled(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer,
+    p_lease  interval,
+    p_now    timestamptz,
+    p_q      backoff.queues
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_allow    integer := p_limit;
+    v_state    backoff.queue_breakers;
+    v_probes   integer;
+    v_burst    double precision;
+    v_tokens   double precision;
+    v_refilled timestamptz;
+    v_count    integer;
+BEGIN
+    IF p_q.breaker_failures IS NOT NULL THEN
+        SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        IF v_state.opened_at IS NOT NULL THEN
+            IF p_now < v_state.half_open_at THEN
+                RETURN;  -- open
+            END IF;
+            -- Half open: count the probes under the row's lock, on its
+            -- latest version (a fail may have reopened it, a complete closed it).
+            SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue FOR UPDATE;
+            IF v_state.opened_at IS NOT NULL THEN
+                IF p_now < v_state.half_open_at THEN
+                    RETURN;
+                END IF;
+                v_probes := coalesce(v_state.probes_left, p_q.breaker_probes);
+                IF v_probes < 1 THEN
+                    RETURN;  -- every probe is out: wait for a result
+                END IF;
+                v_allow := least(v_allow, v_probes);
+            END IF;
+        END IF;
+    END IF;
+
+    IF p_q.rate IS NOT NULL THEN
+        v_burst := coalesce(p_q.burst, greatest(1, ceil(p_q.rate)));
+        SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
+        FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
+        IF NOT FOUND THEN
+            -- A bucket starts full.
+            INSERT INTO backoff.queue_tokens (queue, tokens, refilled_at)
+            VALUES (p_queue, v_burst, p_now)
+            ON CONFLICT (queue) DO NOTHING;
+            SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
+            FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
+        END IF;
+        -- A clock behind refilled_at adds nothing (and takes nothing back).
+        v_tokens := least(v_burst, v_tokens
+            + p_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
+        v_refilled := greatest(v_refilled, p_now);
+        v_allow := least(v_allow, floor(v_tokens)::integer);
+        IF v_allow < 1 THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    -- backoff.claim's statement, with the allowance as its limit.
+    RETURN QUERY
+    UPDATE backoff.jobs AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        lease_until = backoff._clamp_time(p_now + coalesce(
+            p_lease,
+            (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+            (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+             WHERE q.name = j.queue),
+            (backoff._job_policy(j.policy, j.queue)).lease)),
+        locked_by = p_worker,
+        last_attempted_at = p_now
+    WHERE j.id = ANY (ARRAY(
+        SELECT c.id
+        FROM backoff.jobs AS c
+        WHERE c.queue = p_queue
+          AND c.status IN ('pending', 'retrying')
+          AND c.run_at <= p_now
+        ORDER BY c.priority DESC, c.run_at, c.id
+        LIMIT v_allow
+        FOR UPDATE SKIP LOCKED))
+    RETURNING j.*;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count = 0 THEN
+        RETURN;
+    END IF;
+    IF v_probes IS NOT NULL THEN
+        UPDATE backoff.queue_breakers AS b SET probes_left = v_probes - v_count WHERE b.queue = p_queue;
+    END IF;
+    IF p_q.rate IS NOT NULL THEN
+        UPDATE backoff.queue_tokens AS t
+        SET tokens = v_tokens - v_count, refilled_at = v_refilled
+        WHERE t.queue = p_queue;
+    END IF;
+END
+$$;
+
 -- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
 -- jobs of a queue in one UPDATE. The candidates are locked with
 -- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
@@ -3325,6 +3531,17 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 -- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
 -- or 22023 when no policy row exists at all). A paused queue
 -- (backoff.queues.paused) gives nothing.
+--
+-- Queue controls (docs/adr/0045): the fast statement's probe of
+-- backoff.queues also gives nothing for a queue with a rate or with a
+-- breaker that is not closed (the breaker's state row is only read for a
+-- queue row with breaker_failures set; a closed breaker does not hold
+-- claims back, so it takes the fast statement too). Only when the fast
+-- statement claimed nothing does claim look at the queue's row again and,
+-- for such a queue that is not paused, take backoff._claim_controlled. A
+-- queue without controls pays nothing more while it has due jobs; the
+-- probe is a one-time filter, so a held queue's fast statement reads no
+-- job.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -3342,6 +3559,8 @@ SET search_path = pg_catalog, pg_temp
 -- and the plan cache would then plan the statement again on every call.
 SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+    v_controls backoff.queues;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_worker := backoff._check_name('worker', p_worker);
@@ -3389,7 +3608,12 @@ BEGIN
             WHERE c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q
+                              WHERE q.name = p_queue
+                                AND (q.paused OR q.rate IS NOT NULL
+                                        OR (q.breaker_failures IS NOT NULL
+                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT 1
             FOR UPDATE SKIP LOCKED))
@@ -3413,17 +3637,39 @@ BEGIN
             WHERE c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q
+                              WHERE q.name = p_queue
+                                AND (q.paused OR q.rate IS NOT NULL
+                                        OR (q.breaker_failures IS NOT NULL
+                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED))
         RETURNING j.*;
     END IF;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+
+    -- Nothing claimed: the queue is empty, paused, or under controls (a
+    -- rate, or a breaker that is not closed), which the statement above
+    -- leaves to this path. Only now do controls cost a query.
+    SELECT q.* INTO v_controls
+    FROM backoff.queues AS q
+    WHERE q.name = p_queue
+      AND NOT q.paused
+      AND (q.rate IS NOT NULL
+           OR (q.breaker_failures IS NOT NULL
+               AND EXISTS (SELECT FROM backoff.queue_breakers AS b WHERE b.queue = q.name AND b.opened_at IS NOT NULL)));
+    IF FOUND THEN
+        RETURN QUERY SELECT * FROM backoff._claim_controlled(p_queue, p_worker, p_limit, p_lease, p_now, v_controls);
+    END IF;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
 Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -3532,15 +3778,28 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'completed',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
+    -- A success closes the queue's breaker if it is half open
+    -- (docs/adr/0045): one primary-key probe of backoff.queue_breakers in
+    -- the same statement, which has no row for a queue whose breaker never
+    -- opened.
+    WITH done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'completed',
+            completed_at = p_now,
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.*
+    ), closed AS (
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        FROM done AS d
+        WHERE b.queue = d.queue
+          AND b.half_open_at <= p_now
+    )
+    SELECT d.* INTO v_job FROM done AS d;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
         PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
@@ -3552,7 +3811,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
-'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
 Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -3596,28 +3855,116 @@ BEGIN
         PERFORM backoff._check_queue(
             ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
     END IF;
+    -- A success closes its queue's breaker if it is half open
+    -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
+    -- the distinct queues of the batch, in the same statement.
     RETURN QUERY
-    UPDATE backoff.jobs AS j
-    SET status = 'completed',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL
-    FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
-    WHERE j.id = ANY (p_job_ids)
-      AND j.id = t.id
-      AND j.attempts = t.attempt
-      AND j.status = 'running'
-    RETURNING j.id;
+    WITH done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'completed',
+            completed_at = p_now,
+            lease_until = NULL,
+            locked_by = NULL
+        FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
+        WHERE j.id = ANY (p_job_ids)
+          AND j.id = t.id
+          AND j.attempts = t.attempt
+          AND j.status = 'running'
+        RETURNING j.id, j.queue
+    ), closed AS (
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        WHERE b.queue IN (SELECT d.queue FROM done AS d)
+          AND b.half_open_at <= p_now
+    )
+    SELECT d.id FROM done AS d;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
-'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
 Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
 SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 ran attempt 1, not 2';
+
+-- backoff._breaker_failure(queue, failures, window, cooldown, now): count a
+-- failed attempt of a queue with a circuit breaker (docs/adr/0045).
+-- Private; called by fail, only for a queue whose breaker_failures is set.
+--   closed    -> one row appended to backoff.queue_failures (no row is
+--                updated), then the failures in (now - window, now] since
+--                the last transition are counted through the index, at most
+--                p_failures of them; at the threshold the breaker opens
+--                (backoff.queue_breakers: opened_at = now, half open from
+--                now + cooldown). Two expired log rows are deleted per
+--                append, so the log holds about one window of failures.
+--   open      -> nothing: the outage is already counted (attempts that
+--                were running when it opened still fail).
+--   half open -> reopens (opened_at = now): the probe failed.
+-- Concurrent fails do not see each other's uncommitted rows, so the
+-- breaker may open a few failures late (at most one per concurrent fail);
+-- never early. Transitions are guarded on the state they saw, so two
+-- concurrent transitions make one.
+CREATE OR REPLACE FUNCTION backoff._breaker_failure(
+    p_queue    text,
+    p_failures integer,
+    p_window   interval,
+    p_cooldown interval,
+    p_now      timestamptz
+)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_state backoff.queue_breakers;
+    v_from  timestamptz;
+    v_count bigint;
+BEGIN
+    SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+    IF v_state.opened_at IS NOT NULL THEN
+        IF p_now >= v_state.half_open_at THEN
+            UPDATE backoff.queue_breakers AS b
+            SET opened_at = p_now,
+                half_open_at = backoff._clamp_time(p_now + p_cooldown),
+                probes_left = NULL,
+                counted_from = p_now
+            WHERE b.queue = p_queue
+              AND b.opened_at = v_state.opened_at;
+        END IF;
+        RETURN;
+    END IF;
+
+    INSERT INTO backoff.queue_failures (queue, failed_at) VALUES (p_queue, p_now);
+    -- greatest ignores NULL: no state row yet counts the whole window.
+    v_from := greatest(p_now - p_window, v_state.counted_from);
+    SELECT count(*) INTO v_count
+    FROM (SELECT FROM backoff.queue_failures AS f
+          WHERE f.queue = p_queue AND f.failed_at > v_from AND f.failed_at <= p_now
+          LIMIT p_failures) AS w;
+    IF v_count >= p_failures THEN
+        INSERT INTO backoff.queue_breakers AS b (queue, opened_at, half_open_at, probes_left, counted_from)
+        VALUES (p_queue, p_now, backoff._clamp_time(p_now + p_cooldown), NULL, p_now)
+        ON CONFLICT (queue) DO UPDATE
+        SET opened_at = EXCLUDED.opened_at,
+            half_open_at = EXCLUDED.half_open_at,
+            probes_left = NULL,
+            counted_from = EXCLUDED.counted_from
+        WHERE b.opened_at IS NULL;
+    END IF;
+    -- Prune: rows that no longer count, oldest first, skipping rows another
+    -- fail is deleting (never waits).
+    DELETE FROM backoff.queue_failures AS f
+    WHERE f.ctid = ANY (ARRAY(
+        SELECT o.ctid
+        FROM backoff.queue_failures AS o
+        WHERE o.queue = p_queue AND o.failed_at <= v_from
+        ORDER BY o.failed_at
+        LIMIT 2
+        FOR UPDATE SKIP LOCKED));
+END
+$$;
 
 -- backoff.fail(job id, attempt, error, retry_in, retryable, now): settle a
 -- failed running attempt with ONE guarded UPDATE whose new status, run_at,
@@ -3642,6 +3989,9 @@ DECLARE
     v_job   backoff.jobs;
     -- Capped at 8 KiB with a marker (DESIGN §11.4).
     v_error text := backoff._error_text(p_error);
+    v_failures integer;
+    v_window   interval;
+    v_cooldown interval;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -3665,7 +4015,7 @@ BEGIN
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
             FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
             CROSS JOIN LATERAL backoff._retry_decision(
-                p.policy_row, j.id, j.attempts - j.uncounted_attempts, j.max_attempts,
+                p.policy_row, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
@@ -3679,6 +4029,15 @@ BEGIN
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
         PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- The queue's circuit breaker counts every fail (docs/adr/0045):
+        -- one primary-key probe of backoff.queues when it has none.
+        SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
+        INTO v_failures, v_window, v_cooldown
+        FROM backoff.queues AS q
+        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL;
+        IF FOUND THEN
+            PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
+        END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
     END IF;
@@ -3687,7 +4046,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Every fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -3696,7 +4055,10 @@ SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now(
 
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
--- failures with message 'lease expired' and kind 'lease_expired'. One
+-- failures with message 'lease expired' and kind 'lease_expired'. Each
+-- counts in the job's lease_expiries, which the policy's
+-- max_lease_expiries bounds (docs/adr/0046); a lease expiry does not count
+-- toward the queue's circuit breaker (docs/adr/0045). One
 -- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
 -- of the batch is looked up once, and the decision is inlined, so a row
 -- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
@@ -3734,7 +4096,8 @@ BEGIN
     -- then finds its rows through the primary key (id = ANY of the batch's
     -- ids), whatever the join order the planner picks.
     WITH batch AS MATERIALIZED (
-        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.created_at, r.run_at
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.lease_expiries,
+               r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -3753,13 +4116,15 @@ BEGIN
         FROM batch AS b
         JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
         CROSS JOIN LATERAL backoff._retry_decision(
-            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.lease_expiries + 1,
+            b.created_at, b.run_at, NULL, true, p_now) AS d
     )
     UPDATE backoff.jobs AS j
     SET status = d.status,
         run_at = d.run_at,
         dead_letter_reason = d.dead_letter_reason,
         completed_at = d.completed_at,
+        lease_expiries = j.lease_expiries + 1,
         lease_until = NULL,
         locked_by = NULL,
         last_failed_at = p_now,
@@ -3774,7 +4139,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -3970,6 +4335,7 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
             uncounted_attempts = j.attempts,
+            lease_expiries = 0,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -3999,7 +4365,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -4063,6 +4429,7 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
             uncounted_attempts = j.attempts,
+            lease_expiries = 0,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -4086,7 +4453,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
-'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0 while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
 Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';
@@ -4326,6 +4693,102 @@ SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
 
+-- backoff.queue_state(queue, now): where a queue's controls stand at p_now
+-- (docs/adr/0045): the circuit breaker's state, when it opened, the
+-- failures counted in its window, the probes a half-open breaker still
+-- hands out, the rate limit and the tokens in its bucket, and when a claim
+-- can return jobs again. A pure read: an open breaker past its cooldown
+-- reads as half_open, and the bucket's lazy refill is computed, not
+-- written. One row, also for a queue without a backoff.queues row.
+CREATE OR REPLACE FUNCTION backoff.queue_state(
+    p_queue text,
+    p_now   timestamptz DEFAULT NULL
+)
+RETURNS TABLE (
+    queue         text,
+    state         text,
+    opened_at     timestamptz,
+    failures      bigint,
+    probes_left   integer,
+    rate          double precision,
+    burst         integer,
+    tokens        double precision,
+    next_claim_at timestamptz
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_q        backoff.queues;
+    v_state    backoff.queue_breakers;
+    v_tokens   double precision;
+    v_refilled timestamptz;
+BEGIN
+    p_queue := backoff._check_name('queue', p_queue);
+    p_now := backoff._now(p_now);
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+
+    SELECT * INTO v_q FROM backoff.queues AS q WHERE q.name = p_queue;
+    queue := p_queue;
+    state := 'closed';
+    failures := 0;
+
+    IF v_q.breaker_failures IS NOT NULL THEN
+        SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        IF v_state.opened_at IS NOT NULL THEN
+            opened_at := v_state.opened_at;
+            IF p_now < v_state.half_open_at THEN
+                state := 'open';
+                next_claim_at := v_state.half_open_at;
+            ELSE
+                state := 'half_open';
+                probes_left := coalesce(v_state.probes_left, v_q.breaker_probes);
+            END IF;
+        END IF;
+        -- What fail counts toward the threshold: the window, since the
+        -- breaker last changed state.
+        SELECT count(*) INTO failures
+        FROM backoff.queue_failures AS f
+        WHERE f.queue = p_queue
+          AND f.failed_at > greatest(p_now - v_q.breaker_window, v_state.counted_from)
+          AND f.failed_at <= p_now;
+    END IF;
+
+    IF v_q.rate IS NOT NULL THEN
+        rate := v_q.rate;
+        burst := coalesce(v_q.burst, greatest(1, ceil(v_q.rate))::integer);
+        SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
+        FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
+        IF FOUND THEN
+            tokens := least(burst, v_tokens
+                + v_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
+        ELSE
+            tokens := burst;  -- a bucket starts full
+        END IF;
+        IF tokens < 1 AND state <> 'half_open' THEN
+            -- The next whole token (the wait is bounded so that the sum
+            -- stays a time).
+            next_claim_at := greatest(next_claim_at, backoff._clamp_time(p_now
+                + least((1 - tokens) / v_q.rate, 3155760000::double precision) * interval '1 second'));
+        END IF;
+    END IF;
+
+    IF v_q.paused THEN
+        next_claim_at := NULL;  -- a pause has no end time
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.queue_state(text, timestamptz) IS
+'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate))); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Lease expiries do not count as failures.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue.
+Example:
+UPDATE backoff.queues SET rate = 5, breaker_failures = 3, breaker_window = ''30 seconds'', breaker_cooldown = ''1 minute'' WHERE name = ''emails'';
+SELECT state, failures, tokens, next_claim_at FROM backoff.queue_state(''emails'');';
+
 -- backoff.pause_queue(queue): stop claims from a queue (claim skips a
 -- paused queue; acquire, settling and heartbeats go on, so running jobs
 -- finish). A queue without a row in backoff.queues gets one, with the
@@ -4508,11 +4971,11 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
-               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'wait_for_jobs', 'stop_waiting', 'error_signature',
+                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN

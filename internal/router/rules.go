@@ -81,6 +81,9 @@ var Rules = map[string][]Rule{
 	"error_signature": {{Kind: Any}},
 	"prune":           {{Kind: AllSum}},
 	"stats":           {{Kind: AllUnion}},
+	// A queue's controls and their runtime state live on the queue's shard
+	// (each shard runs its own breaker and bucket for its part of a queue).
+	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},
 
 	// Administrative writes to the configuration every shard holds alike
 	// (backoff.queues, backoff.queue_grants): every shard, so that the rows
@@ -121,4 +124,8 @@ var Tables = map[string]TableKind{
 	"queue_grants": TableReplicated,
 	// Wake-up registrations: each shard holds those of its queues.
 	"waiting_workers": TableAll,
+	// Runtime state of queue controls: each shard keeps its own.
+	"queue_failures": TableAll,
+	"queue_breakers": TableAll,
+	"queue_tokens":   TableAll,
 }

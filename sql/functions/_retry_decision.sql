@@ -8,8 +8,12 @@
 -- p_attempts is the counted attempt that failed, attempts -
 -- uncounted_attempts (docs/adr/0020): claims given back by snooze or
 -- before a replay do not count against max attempts nor grow the delay.
+-- p_lease_expiries is how many times the job's lease expired, this expiry
+-- included when reap asks (docs/adr/0046).
 -- In order:
 --   not p_retryable                          -> dead_lettered, 'non_retryable'
+--   p_lease_expiries >= policy.max_lease_expiries
+--                                            -> dead_lettered, 'lease_expiries'
 --   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
 --   next run after created_at + deadline     -> dead_lettered, 'deadline'
 --   otherwise                                -> retrying at the next run
@@ -32,6 +36,7 @@ CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_job_id       bigint,
     p_attempts     integer,
     p_max_attempts integer,
+    p_lease_expiries integer,
     p_created_at   timestamptz,
     p_run_at       timestamptz,
     p_retry_in     interval,
@@ -49,6 +54,7 @@ AS $$
            CASE WHEN r.reason IS NOT NULL THEN p_now END
     FROM (SELECT CASE
                      WHEN NOT p_retryable
+                          OR p_lease_expiries >= (p_policy).max_lease_expiries
                           OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
                      WHEN p_retry_in IS NULL
                          THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
@@ -58,6 +64,7 @@ AS $$
     CROSS JOIN LATERAL (
         SELECT CASE
                    WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_lease_expiries >= (p_policy).max_lease_expiries THEN 'lease_expiries'
                    WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
                    WHEN (p_policy).deadline IS NOT NULL
                         AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'

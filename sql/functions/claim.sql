@@ -13,6 +13,17 @@
 -- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
 -- or 22023 when no policy row exists at all). A paused queue
 -- (backoff.queues.paused) gives nothing.
+--
+-- Queue controls (docs/adr/0045): the fast statement's probe of
+-- backoff.queues also gives nothing for a queue with a rate or with a
+-- breaker that is not closed (the breaker's state row is only read for a
+-- queue row with breaker_failures set; a closed breaker does not hold
+-- claims back, so it takes the fast statement too). Only when the fast
+-- statement claimed nothing does claim look at the queue's row again and,
+-- for such a queue that is not paused, take backoff._claim_controlled. A
+-- queue without controls pays nothing more while it has due jobs; the
+-- probe is a one-time filter, so a held queue's fast statement reads no
+-- job.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -30,6 +41,8 @@ SET search_path = pg_catalog, pg_temp
 -- and the plan cache would then plan the statement again on every call.
 SET plan_cache_mode = force_generic_plan
 AS $$
+DECLARE
+    v_controls backoff.queues;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_worker := backoff._check_name('worker', p_worker);
@@ -77,7 +90,12 @@ BEGIN
             WHERE c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q
+                              WHERE q.name = p_queue
+                                AND (q.paused OR q.rate IS NOT NULL
+                                        OR (q.breaker_failures IS NOT NULL
+                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT 1
             FOR UPDATE SKIP LOCKED))
@@ -101,17 +119,39 @@ BEGIN
             WHERE c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue AND q.paused)
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q
+                              WHERE q.name = p_queue
+                                AND (q.paused OR q.rate IS NOT NULL
+                                        OR (q.breaker_failures IS NOT NULL
+                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED))
         RETURNING j.*;
     END IF;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+
+    -- Nothing claimed: the queue is empty, paused, or under controls (a
+    -- rate, or a breaker that is not closed), which the statement above
+    -- leaves to this path. Only now do controls cost a query.
+    SELECT q.* INTO v_controls
+    FROM backoff.queues AS q
+    WHERE q.name = p_queue
+      AND NOT q.paused
+      AND (q.rate IS NOT NULL
+           OR (q.breaker_failures IS NOT NULL
+               AND EXISTS (SELECT FROM backoff.queue_breakers AS b WHERE b.queue = q.name AND b.opened_at IS NOT NULL)));
+    IF FOUND THEN
+        RETURN QUERY SELECT * FROM backoff._claim_controlled(p_queue, p_worker, p_limit, p_lease, p_now, v_controls);
+    END IF;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
 Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');

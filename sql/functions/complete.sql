@@ -16,15 +16,28 @@ DECLARE
     v_job backoff.jobs;
 BEGIN
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'completed',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
+    -- A success closes the queue's breaker if it is half open
+    -- (docs/adr/0045): one primary-key probe of backoff.queue_breakers in
+    -- the same statement, which has no row for a queue whose breaker never
+    -- opened.
+    WITH done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'completed',
+            completed_at = p_now,
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.*
+    ), closed AS (
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        FROM done AS d
+        WHERE b.queue = d.queue
+          AND b.half_open_at <= p_now
+    )
+    SELECT d.* INTO v_job FROM done AS d;
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
         PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
@@ -36,7 +49,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
-'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job.
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
 Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');

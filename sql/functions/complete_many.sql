@@ -35,23 +35,34 @@ BEGIN
         PERFORM backoff._check_queue(
             ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
     END IF;
+    -- A success closes its queue's breaker if it is half open
+    -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
+    -- the distinct queues of the batch, in the same statement.
     RETURN QUERY
-    UPDATE backoff.jobs AS j
-    SET status = 'completed',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL
-    FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
-    WHERE j.id = ANY (p_job_ids)
-      AND j.id = t.id
-      AND j.attempts = t.attempt
-      AND j.status = 'running'
-    RETURNING j.id;
+    WITH done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'completed',
+            completed_at = p_now,
+            lease_until = NULL,
+            locked_by = NULL
+        FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
+        WHERE j.id = ANY (p_job_ids)
+          AND j.id = t.id
+          AND j.attempts = t.attempt
+          AND j.status = 'running'
+        RETURNING j.id, j.queue
+    ), closed AS (
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        WHERE b.queue IN (SELECT d.queue FROM done AS d)
+          AND b.half_open_at <= p_now
+    )
+    SELECT d.id FROM done AS d;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
-'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches.
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
 Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);

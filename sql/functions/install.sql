@@ -29,10 +29,12 @@
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}
+{{ template "_claim_controlled.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}
 {{ template "complete.sql" . }}
 {{ template "complete_many.sql" . }}
+{{ template "_breaker_failure.sql" . }}
 {{ template "fail.sql" . }}
 {{ template "reap.sql" . }}
 {{ template "heartbeat.sql" . }}
@@ -44,6 +46,7 @@
 {{ template "bulk_jobs.sql" . }}
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
+{{ template "queue_state.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}

@@ -1,6 +1,9 @@
 -- backoff.reap(now, limit): move running jobs whose lease expired through
 -- backoff._retry_decision, the same decision fail uses, as retryable
--- failures with message 'lease expired' and kind 'lease_expired'. One
+-- failures with message 'lease expired' and kind 'lease_expired'. Each
+-- counts in the job's lease_expiries, which the policy's
+-- max_lease_expiries bounds (docs/adr/0046); a lease expiry does not count
+-- toward the queue's circuit breaker (docs/adr/0045). One
 -- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
 -- of the batch is looked up once, and the decision is inlined, so a row
 -- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
@@ -38,7 +41,8 @@ BEGIN
     -- then finds its rows through the primary key (id = ANY of the batch's
     -- ids), whatever the join order the planner picks.
     WITH batch AS MATERIALIZED (
-        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.created_at, r.run_at
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.lease_expiries,
+               r.created_at, r.run_at
         FROM backoff.jobs AS r
         -- Only running jobs have a lease (CHECK jobs_lease_while_running).
         -- Adding "status = 'running'" would make the planner expect one row
@@ -57,13 +61,15 @@ BEGIN
         FROM batch AS b
         JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
         CROSS JOIN LATERAL backoff._retry_decision(
-            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.created_at, b.run_at, NULL, true, p_now) AS d
+            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.lease_expiries + 1,
+            b.created_at, b.run_at, NULL, true, p_now) AS d
     )
     UPDATE backoff.jobs AS j
     SET status = d.status,
         run_at = d.run_at,
         dead_letter_reason = d.dead_letter_reason,
         completed_at = d.completed_at,
+        lease_expiries = j.lease_expiries + 1,
         lease_until = NULL,
         locked_by = NULL,
         last_failed_at = p_now,
@@ -78,7 +84,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay): retrying at the policy''s next delay, or dead_lettered (max_attempts or deadline). last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

@@ -28,6 +28,7 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
             uncounted_attempts = j.attempts,
+            lease_expiries = 0,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -57,7 +58,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

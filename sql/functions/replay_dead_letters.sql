@@ -54,6 +54,7 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'pending',
             uncounted_attempts = j.attempts,
+            lease_expiries = 0,
             run_at = p_now,
             dead_letter_reason = NULL,
             completed_at = NULL,
@@ -77,7 +78,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
-'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0 while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
 Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';

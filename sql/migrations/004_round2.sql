@@ -116,6 +116,82 @@ REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
 GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
 
+-- == Queue controls (queues-sql; DESIGN §11.5, docs/adr/0045, docs/adr/0046) ==
+-- Settings of a queue's downstream, written by `backoffctl config apply` (or
+-- an admin's INSERT/UPDATE) like policy: a rate limit (token bucket) and a
+-- circuit breaker. All NULL (the default of every existing row) = off, so
+-- no queue changes behaviour. ADD COLUMN without a volatile default does not
+-- rewrite the table. Durations are bounded like the policies' (876600
+-- hours) so that time arithmetic on them stays in range; literals are typed
+-- (install hygiene, above).
+ALTER TABLE backoff.queues
+    ADD COLUMN rate double precision
+        CONSTRAINT queues_rate_check CHECK (rate > 0::float8 AND rate < 'infinity'::float8),
+    ADD COLUMN burst integer
+        CONSTRAINT queues_burst_check CHECK (burst >= 1),
+    ADD COLUMN breaker_failures integer
+        CONSTRAINT queues_breaker_failures_check CHECK (breaker_failures >= 1),
+    ADD COLUMN breaker_window interval
+        CONSTRAINT queues_breaker_window_check
+        CHECK (breaker_window > interval '0' AND breaker_window <= interval '876600 hours'),
+    ADD COLUMN breaker_cooldown interval
+        CONSTRAINT queues_breaker_cooldown_check
+        CHECK (breaker_cooldown > interval '0' AND breaker_cooldown <= interval '876600 hours'),
+    ADD COLUMN breaker_probes integer NOT NULL DEFAULT 1
+        CONSTRAINT queues_breaker_probes_check CHECK (breaker_probes >= 1),
+    ADD CONSTRAINT queues_breaker_check
+        CHECK (breaker_failures IS NULL OR (breaker_window IS NOT NULL AND breaker_cooldown IS NOT NULL));
+-- Runtime state, never written by config apply. Rows exist only for queues
+-- with a breaker or a rate, so a queue without controls costs nothing here.
+-- The breaker's failure log: one row appended per fail of a job of a
+-- breaker queue (no row is updated by every fail; docs/adr/0045), counted
+-- over the window through the index and pruned by fail itself (a couple of
+-- expired rows per insert).
+CREATE TABLE backoff.queue_failures (
+    queue     text NOT NULL,
+    failed_at timestamptz NOT NULL
+);
+CREATE INDEX queue_failures_queue_idx ON backoff.queue_failures (queue, failed_at);
+-- The breaker's state, written only on transitions (open, reopen, close)
+-- and, while half open, by the claims that hand out probes. opened_at NULL
+-- = closed; half open from half_open_at = opened_at + cooldown on;
+-- probes_left NULL = half open and no probe handed out yet. Failures before
+-- counted_from do not count (they belong to an earlier period).
+CREATE TABLE backoff.queue_breakers (
+    queue        text PRIMARY KEY,
+    opened_at    timestamptz,
+    half_open_at timestamptz,
+    probes_left  integer,
+    counted_from timestamptz NOT NULL,
+    CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
+);
+-- The rate limit's token bucket, refilled lazily from p_now by claim.
+CREATE TABLE backoff.queue_tokens (
+    queue       text PRIMARY KEY,
+    tokens      double precision NOT NULL,
+    refilled_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.queue_failures OWNER TO backoff_owner;
+ALTER TABLE backoff.queue_breakers OWNER TO backoff_owner;
+ALTER TABLE backoff.queue_tokens OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_failures, backoff.queue_breakers, backoff.queue_tokens FROM PUBLIC;
+-- Workers read the state through backoff.queue_state (scoped); admins may
+-- read it and delete rows (a reset: no row = closed breaker, full bucket).
+GRANT SELECT, DELETE ON backoff.queue_failures, backoff.queue_breakers, backoff.queue_tokens TO backoff_admin;
+-- Lease-expiry budget (docs/adr/0046): the policy key, the job's count of
+-- reaped leases, and the new dead-letter reason. Existing jobs start at 0
+-- and existing policies have no budget (NULL), so no job's fate changes.
+-- lease_expiries has no CHECK: every CHECK is rebuilt on every row write
+-- (docs/adr/0041), and only reap and replay write it.
+ALTER TABLE backoff.policies
+    ADD COLUMN max_lease_expiries integer
+        CONSTRAINT policies_max_lease_expiries_check CHECK (max_lease_expiries >= 1);
+ALTER TABLE backoff.jobs
+    ADD COLUMN lease_expiries integer NOT NULL DEFAULT 0,
+    DROP CONSTRAINT jobs_dead_letter_reason_check,
+    ADD CONSTRAINT jobs_dead_letter_reason_check
+        CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries'));
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -137,11 +213,11 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
-               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue'))
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'wait_for_jobs', 'stop_waiting', 'error_signature',
+                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
@@ -190,6 +266,27 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Queue controls (queues-sql). Version 3 knows no lease_expiries reason:
+-- such dead letters read as max_attempts (their budget is spent either way).
+UPDATE backoff.jobs SET dead_letter_reason = 'max_attempts' WHERE dead_letter_reason = 'lease_expiries';
+ALTER TABLE backoff.jobs
+    DROP CONSTRAINT jobs_dead_letter_reason_check,
+    ADD CONSTRAINT jobs_dead_letter_reason_check
+        CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline')),
+    DROP COLUMN lease_expiries;
+ALTER TABLE backoff.policies DROP COLUMN max_lease_expiries;
+DROP TABLE backoff.queue_tokens;
+DROP TABLE backoff.queue_breakers;
+DROP TABLE backoff.queue_failures;
+ALTER TABLE backoff.queues
+    DROP CONSTRAINT queues_breaker_check,
+    DROP COLUMN breaker_probes,
+    DROP COLUMN breaker_cooldown,
+    DROP COLUMN breaker_window,
+    DROP COLUMN breaker_failures,
+    DROP COLUMN burst,
+    DROP COLUMN rate;
 
 -- Queue-scoped privileges (grants).
 DROP TABLE backoff.queue_grants;

@@ -85,6 +85,7 @@ type job struct {
 	DedupeKey        *string        `db:"dedupe_key"`
 	CreatedAt        time.Time      `db:"created_at"`
 	CompletedAt      *time.Time     `db:"completed_at"`
+	LeaseExpiries    int32          `db:"lease_expiries"`
 }
 
 // jobs runs a query returning backoff.jobs rows.

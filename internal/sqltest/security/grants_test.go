@@ -88,6 +88,8 @@ func TestQueueGrantsMatrix(t *testing.T) {
 		{"fail", `SELECT * FROM backoff.fail($1, 1, 'boom', NULL, false, $2)`, func(q string) []any { return []any{fx[q].running, now} }},
 		{"heartbeat", `SELECT backoff.heartbeat($1, 1, NULL, $2)`, func(q string) []any { return []any{fx[q].running, now} }},
 		{"snooze", `SELECT * FROM backoff.snooze($1, 1, '1 minute', $2)`, func(q string) []any { return []any{fx[q].running, now} }},
+		// Queue controls (issue 19): a scoped caller reads its queues' state only.
+		{"queue_state", `SELECT * FROM backoff.queue_state($1, $2)`, func(q string) []any { return []any{q, now} }},
 		// Stale attempt: the fencing error must not describe another
 		// queue's job either.
 		{"complete stale", `SELECT * FROM backoff.complete($1, 7, $2)`, func(q string) []any { return []any{fx[q].running, now} }},
@@ -131,6 +133,13 @@ func TestQueueGrantsMatrix(t *testing.T) {
 	require.Equal(t, "42501", sqlState(err), "bulk enqueue with one foreign queue: %v", err)
 	err = asRole(ctx, pool, producerA, `SELECT * FROM backoff.enqueue(ARRAY['mail.a', 'sms.b1'], NULL, NULL, NULL, NULL, ARRAY['k1', 'k2'], $1)`, now)
 	require.Equal(t, "42501", sqlState(err), "bulk enqueue with dedupe keys and one foreign queue: %v", err)
+
+	// queue_state: producers may read a queue's controls (the Worker's
+	// producer side asks it), scoped by their 'work' grants like workers.
+	unscopedProducer := groupRole(t, producer)
+	require.NoError(t, asRole(ctx, pool, unscopedProducer, `SELECT * FROM backoff.queue_state('sms.b1', $1)`, now))
+	err = asRole(ctx, pool, producerA, `SELECT * FROM backoff.queue_state('mail.a', $1)`, now)
+	require.Equal(t, "42501", sqlState(err), "a producer scoped without 'work' grants: %v", err)
 
 	// reap: a scoped worker reaps the expired leases of its queues only.
 	reaped := func(role string) []string {
