@@ -21,7 +21,8 @@ const policyColumns = `name, strategy,
 	(extract(epoch FROM max_delay) * 1000000)::bigint,
 	jitter, jitter_ratio, max_attempts,
 	(extract(epoch FROM lease) * 1000000)::bigint,
-	coalesce((extract(epoch FROM deadline) * 1000000)::bigint, 0)`
+	coalesce((extract(epoch FROM deadline) * 1000000)::bigint, 0),
+	coalesce(max_lease_expiries, 0)`
 
 // Policies returns every row of backoff.policies, by name, as the values
 // client/policy computes delays with.
@@ -39,7 +40,7 @@ func (c *Client) Policies(ctx context.Context) ([]policy.Policy, error) {
 		var base, maxDelay, lease, deadline int64
 		var schedule []int64
 		if err := rows.Scan(&p.Name, &strategy, &base, &p.Multiplier, &p.Exponent, &schedule, &maxDelay,
-			&jitter, &p.JitterRatio, &p.MaxAttempts, &lease, &deadline); err != nil {
+			&jitter, &p.JitterRatio, &p.MaxAttempts, &lease, &deadline, &p.MaxLeaseExpiries); err != nil {
 			return nil, translate(op, 0, err)
 		}
 		us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }

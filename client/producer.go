@@ -18,6 +18,14 @@ import (
 // reaped lease or the poll interval wakes it. The registration ends when
 // two claims in a row find jobs (a backlog: the queue is busy) or, for a
 // worker that died, when it expires.
+//
+// A queue's controls (DESIGN §11.5) can make a claim return nothing while
+// jobs are due: an open breaker, or a rate limit out of tokens. So a claim
+// that returns nothing is followed by one backoff.queue_state call; when
+// its next_claim_at is ahead, the producer holds the queue until then: it
+// claims nothing, ignores notifications, polls and freed slots, and a timer
+// wakes it (docs/adr/0047-worker-learns-when-to-claim.md). A claim that
+// returns jobs costs no extra call.
 type producer struct {
 	w        *Worker
 	cfg      QueueConfig
@@ -26,6 +34,11 @@ type producer struct {
 	inflight atomic.Int64
 	idle     bool // a claim found nothing since the last backlog; registered as waiting
 	streak   int  // claims in a row that found jobs
+	// holdUntil is when the queue's controls let a claim return jobs again
+	// (on the client's clock); zero when nothing holds it.
+	holdUntil time.Time
+	hold      *time.Timer // fires at holdUntil; nil when not held
+	halfOpen  bool        // the last state read was a half-open breaker
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -35,8 +48,12 @@ func newProducer(w *Worker, cfg QueueConfig) *producer {
 func (p *producer) run(ctx context.Context) {
 	poll := time.NewTicker(p.w.cfg.PollInterval)
 	defer poll.Stop()
+	defer p.release()
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
+		if p.held() {
+			empty = true
+		}
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
 			n, err := p.claim(ctx, min(free, p.cfg.BatchSize))
 			if n == 0 {
@@ -58,6 +75,10 @@ func (p *producer) run(ctx context.Context) {
 					p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
 				}
 				continue
+			case p.controlled(ctx):
+				// The breaker or the rate limit holds the queue: wait for
+				// the timer, whatever wakes the producer before.
+				empty = true
 			case !p.idle && p.w.notifier.listening():
 				// Empty: register as waiting, then look once more, for a
 				// job enqueued before the registration was visible.
@@ -67,6 +88,10 @@ func (p *producer) run(ctx context.Context) {
 			default:
 				empty = true
 			}
+		}
+		var timer <-chan time.Time
+		if p.hold != nil {
+			timer = p.hold.C
 		}
 		select {
 		case <-ctx.Done():
@@ -78,8 +103,65 @@ func (p *producer) run(ctx context.Context) {
 				p.w.notifier.refresh(ctx, p.cfg.Queue)
 			}
 		case <-p.freed:
+			// A half-open breaker waits for a probe's result: the slot
+			// freed may be that result.
+			if p.halfOpen {
+				empty = false
+			}
+		case <-timer:
+			// The wait the database gave has passed: claim, even if an
+			// injected clock stands still.
+			p.release()
+			empty = false
 		}
 	}
+}
+
+// controlled is called after a claim returned nothing: it reads the
+// queue's state and reports whether its controls hold it (next_claim_at
+// ahead), and if so arms the timer that ends the hold. A failed read holds
+// nothing: the producer then waits as for an idle queue.
+func (p *producer) controlled(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, wait, err := p.w.c.queueState(cctx, p.cfg.Queue)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.w.log.Error("read queue state failed", "queue", p.cfg.Queue, "err", err)
+		}
+		return false
+	}
+	p.halfOpen = st.State == "half_open"
+	if wait <= 0 {
+		return false
+	}
+	p.release()
+	p.holdUntil = p.w.c.clock().Add(wait)
+	p.hold = time.NewTimer(wait)
+	return true
+}
+
+// held reports whether the queue's controls still hold it. The hold ends
+// when the client's clock reaches holdUntil, whichever comes first of that
+// and the timer (a clock injected with WithClock may run ahead of it).
+func (p *producer) held() bool {
+	if p.holdUntil.IsZero() {
+		return false
+	}
+	if p.w.c.clock().Before(p.holdUntil) {
+		return true
+	}
+	p.release()
+	return false
+}
+
+// release ends a hold and stops its timer.
+func (p *producer) release() {
+	if p.hold != nil {
+		p.hold.Stop()
+		p.hold = nil
+	}
+	p.holdUntil = time.Time{}
 }
 
 // claim takes up to n jobs and starts a handler for each; it returns how
