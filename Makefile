@@ -3,6 +3,9 @@
 SHELL := bash
 GO ?= go
 PKGS := ./...
+# The CLI is its own module (ADR 0042); go.work joins the two for
+# development, and every target below also works with GOWORK=off.
+CLI := cmd/backoffctl
 BIN := bin/backoffctl
 
 .PHONY: help
@@ -10,12 +13,12 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/backoffctl
-	$(GO) build -o $(BIN) ./cmd/backoffctl
+build: ## Build bin/backoffctl (the cmd/backoffctl module)
+	$(GO) -C $(CLI) build -o $(CURDIR)/$(BIN) .
 
 .PHONY: test
 test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which)
-	set -o pipefail; $(GO) test -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
+	set -o pipefail; { rc=0; $(GO) test -count=1 -v $(PKGS) || rc=1; $(GO) -C $(CLI) test -count=1 -v ./... || rc=1; exit $$rc; } 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters (needs postgresql-15-plproxy)
@@ -27,13 +30,25 @@ bench-sharded: ## Calls per second through the router vs straight to one shard (
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector
-	set -o pipefail; $(GO) test -race -count=1 -v $(PKGS) 2>&1 | scripts/quiet-test-output
+	set -o pipefail; { rc=0; $(GO) test -race -count=1 -v $(PKGS) || rc=1; $(GO) -C $(CLI) test -race -count=1 -v ./... || rc=1; exit $$rc; } 2>&1 | scripts/quiet-test-output
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet and staticcheck (both modules)
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
+	$(GO) -C $(CLI) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	$(GO) -C $(CLI) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+.PHONY: vet
+vet: ## go vet of both modules
+	$(GO) vet $(PKGS)
+	$(GO) -C $(CLI) vet ./...
+
+.PHONY: tidy
+tidy: ## go mod tidy in both modules
+	$(GO) mod tidy
+	$(GO) -C $(CLI) mod tidy
 
 .PHONY: bench
 bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE=quick|full, BENCH_DATABASE_URL)
@@ -60,7 +75,7 @@ golden: ## Rewrite the committed schema dump after an intended schema change
 	$(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update
 
 .PHONY: generate
-generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/ and the schema dump
+generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/ and the schema dump (the CLI module has no generated files)
 	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
 	$(MAKE) golden
 

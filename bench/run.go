@@ -268,6 +268,9 @@ func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 		bin = filepath.Join(os.TempDir(), "pgbackoff-river-bench-"+randomSuffix())
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
 		build.Dir = b.cfg.RiverDir
+		// bench/river is its own module with River's pins, outside the
+		// repository's go.work (ADR 0042).
+		build.Env = append(os.Environ(), "GOWORK=off")
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(b.out, "river: not run: build %s: %v: %s\n", b.cfg.RiverDir, err, bytes.TrimSpace(out))
 			bin = ""

@@ -2629,39 +2629,47 @@ AS $$
                'kind', p_kind))
 $$;
 
--- backoff._job_policy_name(policy, queue): the name of the policy that
+-- backoff._governing_policy(policy, queue): the name of the policy that
 -- governs a job, the one answer to that question
 -- (docs/adr/0030-one-policy-answer.md): the job's recorded policy if it
 -- names a row of backoff.policies, else its queue's (backoff.queues), else
 -- 'default'. A name with no row (a policy deleted after the job was
 -- enqueued) falls through to the next candidate, so a job is never stuck
--- for want of a policy. enqueue records it; claim, acquire, heartbeat, fail
--- and reap read the row through _job_policy; backoff.job_policy serves it
--- to clients and operators.
+-- for want of a policy.
 --
--- Private. PL/pgSQL so that its two lookups are planned once per session
--- (docs/adr/0008-single-retry-decision.md): claim calls it once per claimed
--- row, and the first lookup (by primary key) is the usual answer. Its
--- callers are SECURITY DEFINER functions with a pinned search_path.
+-- Private. A one-row set-returning SQL function so that PostgreSQL inlines
+-- it into the caller's query where it is used in FROM (as
+-- backoff._retry_decision, docs/adr/0041): enqueue's INSERT then runs its
+-- two primary-key look-ups as part of its own plan, once per statement for
+-- one job and as a correlated subplan per row for a bulk enqueue, instead of
+-- a PL/pgSQL call per job (profile in docs/benchmarks.md). A scalar SQL
+-- function with sub-selects is never inlined, hence the table form.
+--
+-- backoff._job_policy_name(policy, queue) is the same answer as a scalar,
+-- for the other callers (_job_policy, job_policy, pause_queue).
+-- Both are called from SECURITY DEFINER functions with a pinned search_path.
+CREATE OR REPLACE FUNCTION backoff._governing_policy(p_policy text, p_queue text)
+RETURNS TABLE (name text)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
+AS $$
+    SELECT coalesce(
+        (SELECT p.name FROM backoff.policies AS p WHERE p.name = p_policy),
+        (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue),
+        'default')
+$$;
+
 CREATE OR REPLACE FUNCTION backoff._job_policy_name(p_policy text, p_queue text)
 RETURNS text
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 AS $$
-DECLARE
-    v_name text;
 BEGIN
-    IF p_policy IS NOT NULL THEN
-        SELECT p.name INTO v_name FROM backoff.policies AS p WHERE p.name = p_policy;
-        IF FOUND THEN
-            RETURN v_name;
-        END IF;
-    END IF;
-    SELECT q.policy INTO v_name FROM backoff.queues AS q WHERE q.name = p_queue;
-    IF FOUND THEN
-        RETURN v_name;
-    END IF;
-    RETURN 'default';
+    -- PL/pgSQL, not SQL: a scalar SQL function with a FROM is never inlined,
+    -- and an SQL function that is not inlined sets up its executor on every
+    -- call (about 80 µs measured); PL/pgSQL plans the query once per session.
+    RETURN (SELECT g.name FROM backoff._governing_policy(p_policy, p_queue) AS g);
 END
 $$;
 
@@ -2878,7 +2886,13 @@ $$;
 -- login (session_user). current_user cannot say it: the public functions
 -- are SECURITY DEFINER, so inside them it is always backoff_owner. A missing
 -- settings row means the defaults (5 minutes, no injection).
-CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+--
+-- Two functions: backoff._now is the hot path as an inlinable SQL
+-- expression (a PL/pgSQL caller's `p_now := backoff._now(p_now)` then costs
+-- no function call when p_now is NULL or now(), the common case), and
+-- backoff._injected_now (created first: an SQL body is checked when it is
+-- created) checks every other value.
+CREATE OR REPLACE FUNCTION backoff._injected_now(p_now timestamptz)
 RETURNS timestamptz
 LANGUAGE plpgsql
 STABLE
@@ -2888,9 +2902,6 @@ DECLARE
     v_injection boolean;
     v_role      text;
 BEGIN
-    IF p_now IS NULL OR p_now = pg_catalog.now() THEN
-        RETURN pg_catalog.now();
-    END IF;
     IF NOT (p_now >= '0001-01-01 00:00:00+00'::timestamptz AND p_now < '10000-01-01 00:00:00+00'::timestamptz) THEN
         RAISE EXCEPTION 'now must be a finite time between years 1 and 9999, got "%"', p_now
             USING ERRCODE = 'invalid_parameter_value';
@@ -2911,6 +2922,15 @@ BEGIN
         USING ERRCODE = 'invalid_parameter_value',
               HINT = 'pass NULL for the database clock; only backoff_admin may inject time, unless backoff.settings.time_injection is on';
 END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE sql
+STABLE
+AS $$
+    SELECT CASE WHEN p_now IS NULL OR p_now = pg_catalog.now() THEN pg_catalog.now()
+                ELSE backoff._injected_now(p_now) END
 $$;
 
 -- backoff._check_name(what, value): value itself when it is a name of 1 to
@@ -3206,8 +3226,10 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_id     bigint;
-    v_run_at timestamptz;
+    v_id      bigint;
+    v_run_at  timestamptz;
+    v_scoped  boolean;
+    v_waiting boolean;
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
@@ -3234,30 +3256,37 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    -- Two probes in one statement (one executor start per enqueue, not two):
+    -- is any caller scoped by queue grants, and does a worker wait for this
+    -- queue (then a job due now notifies it, docs/adr/0027). Reading the
+    -- waiting worker before the INSERT rather than after changes nothing:
+    -- the notification is sent at commit either way.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           v_run_at <= p_now AND EXISTS (SELECT FROM backoff.waiting_workers AS w
+                                         WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
+    INTO v_scoped, v_waiting;
+    IF v_scoped THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+    END IF;
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
-            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    backoff._job_policy_name(p_policy, p_queue),
-                    v_run_at, p_now)
+            SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
+            FROM backoff._governing_policy(p_policy, p_queue) AS g
             RETURNING id INTO v_id;
         ELSE
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
-            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    backoff._job_policy_name(p_policy, p_queue),
-                    v_run_at, p_now, p_dedupe_key)
+            SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+                   p_dedupe_key
+            FROM backoff._governing_policy(p_policy, p_queue) AS g
             ON CONFLICT (queue, dedupe_key)
                 WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
                 DO NOTHING
             RETURNING id INTO v_id;
         END IF;
         IF v_id IS NOT NULL THEN
-            -- Notify only a waiting worker (docs/adr/0027): one index probe.
-            IF v_run_at <= p_now AND EXISTS (
-                    SELECT FROM backoff.waiting_workers AS w
-                    WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now()) THEN
+            IF v_waiting THEN
                 PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
             END IF;
             RETURN v_id;
@@ -3372,8 +3401,9 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               backoff._job_policy_name(s.policy, s.queue), s.run_at, p_now
+               g.name, s.run_at, p_now
         FROM src AS s
+        CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     )
     SELECT s.id FROM src AS s ORDER BY s.ord;
 

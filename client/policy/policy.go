@@ -89,7 +89,9 @@ type Policy struct {
 	// Deadline bounds a job's life from its creation; 0 = no deadline.
 	Deadline time.Duration
 	// MaxLeaseExpiries dead-letters a job (reason lease_expiries) whose
-	// lease expired that many times; 0 = no such budget (DESIGN §11.5).
+	// lease expired that many times, a worker that died on it each time;
+	// 0 = no such budget (column max_lease_expiries NULL). Only the
+	// database uses it: reap decides (docs/adr/0046).
 	MaxLeaseExpiries int
 }
 

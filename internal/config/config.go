@@ -690,7 +690,7 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			case !ok:
 				fail(n, "must be an integer such as 3, got %s", describeValue(n.val))
 			case i < 1 || i > math.MaxInt32:
-				fail(n, "must be between 1 and %d, got %d; omit the key for no budget", math.MaxInt32, i)
+				fail(n, "must be between 1 and %d; omit the key for no budget, got %d", math.MaxInt32, i)
 			default:
 				p.MaxLeaseExpiries = int(i)
 			}

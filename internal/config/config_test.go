@@ -129,6 +129,17 @@ func TestOmittedKeysTakeDefaults(t *testing.T) {
 	require.Equal(t, ImplicitDefaultPolicy, c.DefaultPolicy)
 }
 
+func TestMaxLeaseExpiries(t *testing.T) {
+	c, err := parse(t, "version = 1\n[policies.oom]\nmax_lease_expiries = 3\n", "")
+	require.NoError(t, err)
+	p, _ := c.Policy("oom")
+	require.Equal(t, 3, p.MaxLeaseExpiries)
+	// config show writes it back, and the output reads back the same.
+	var b strings.Builder
+	writePolicy(&b, p)
+	require.Contains(t, b.String(), "max_lease_expiries = 3\n")
+}
+
 func TestFileRedefinesShippedProfile(t *testing.T) {
 	c, err := parse(t, "version = 1\n[policies.aggressive]\nstrategy = \"fixed\"\nbase = \"5s\"\n", "")
 	require.NoError(t, err)
@@ -176,6 +187,10 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:3: policies.a.max: duration "-1s" must not be negative`}},
 		{"sub-microsecond", "version = 1\n[policies.a]\nbase = \"1500ns\"\n", "", []string{
 			`backoff.toml:3: policies.a.base: duration "1500ns" is finer than a microsecond, PostgreSQL's resolution`}},
+		{"zero lease expiries", "version = 1\n[policies.a]\nmax_lease_expiries = 0\n", "", []string{
+			`backoff.toml:3: policies.a.max_lease_expiries: must be between 1 and 2147483647; omit the key for no budget, got 0`}},
+		{"lease expiries as string", "version = 1\n[policies.a]\nmax_lease_expiries = \"3\"\n", "", []string{
+			`backoff.toml:3: policies.a.max_lease_expiries: must be an integer such as 3, got the string "3"`}},
 		{"zero lease", "version = 1\n[policies.a]\nlease = \"0s\"\n", "", []string{
 			`backoff.toml:3: policies.a.lease: must be positive: a job needs time to run before its lease expires`}},
 		{"unknown strategy", "version = 1\n[policies.a]\nstrategy = \"exponental\"\n", "", []string{
@@ -216,10 +231,6 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:4: queues.emails.paused: unknown key; a queue has policy, rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes`}},
 		{"queue key hint", "version = 1\n[queues.emails]\npolicy = \"moderate\"\ncooldown = \"1m\"\n", "", []string{
 			`backoff.toml:4: queues.emails.cooldown: unknown key (did you mean "breaker_cooldown"?); a queue has policy, rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes`}},
-		{"max lease expiries zero", "version = 1\n[policies.a]\nmax_lease_expiries = 0\n", "", []string{
-			`backoff.toml:3: policies.a.max_lease_expiries: must be between 1 and 2147483647, got 0; omit the key for no budget`}},
-		{"max lease expiries string", "version = 1\n[policies.a]\nmax_lease_expiries = \"3\"\n", "", []string{
-			`backoff.toml:3: policies.a.max_lease_expiries: must be an integer such as 3, got the string "3"`}},
 		{"default_policy missing", "version = 1\ndefault_policy = \"fast\"\n", "", []string{
 			`backoff.toml:2: default_policy: no policy "fast"; defined: aggressive, conservative, moderate`}},
 		{"reserved name", "version = 1\n[policies.default]\n", "", []string{

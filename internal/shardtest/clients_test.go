@@ -1,7 +1,6 @@
 package shardtest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
@@ -13,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/cli"
+	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
 )
 
 func examplesDir(t *testing.T) string {
@@ -52,9 +51,8 @@ func TestPythonExampleThroughRouter(t *testing.T) {
 
 func backoffctl(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := cli.Main(context.Background(), append(args, "--database-url", env.routerURL), &out, &errOut)
-	return out.String() + errOut.String(), code
+	out, errOut, code := backoffctltest.Run(t, append(args, "--database-url", env.routerURL)...)
+	return out + errOut, code
 }
 
 // TestBackoffctlThroughRouter: config apply writes every shard in one

@@ -48,11 +48,14 @@ var server struct {
 	err      error
 }
 
-// Main runs a package's tests, then drops the template database and stops
-// the server the package started. Call it from TestMain.
-func Main(m *testing.M) {
+// Main runs a package's tests, then drops the template database, stops
+// the server the package started and runs cleanups. Call it from TestMain.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
 	shutdown()
+	for _, f := range cleanups {
+		f()
+	}
 	os.Exit(code)
 }
 

@@ -1,35 +1,43 @@
--- backoff._job_policy_name(policy, queue): the name of the policy that
+-- backoff._governing_policy(policy, queue): the name of the policy that
 -- governs a job, the one answer to that question
 -- (docs/adr/0030-one-policy-answer.md): the job's recorded policy if it
 -- names a row of backoff.policies, else its queue's (backoff.queues), else
 -- 'default'. A name with no row (a policy deleted after the job was
 -- enqueued) falls through to the next candidate, so a job is never stuck
--- for want of a policy. enqueue records it; claim, acquire, heartbeat, fail
--- and reap read the row through _job_policy; backoff.job_policy serves it
--- to clients and operators.
+-- for want of a policy.
 --
--- Private. PL/pgSQL so that its two lookups are planned once per session
--- (docs/adr/0008-single-retry-decision.md): claim calls it once per claimed
--- row, and the first lookup (by primary key) is the usual answer. Its
--- callers are SECURITY DEFINER functions with a pinned search_path.
+-- Private. A one-row set-returning SQL function so that PostgreSQL inlines
+-- it into the caller's query where it is used in FROM (as
+-- backoff._retry_decision, docs/adr/0041): enqueue's INSERT then runs its
+-- two primary-key look-ups as part of its own plan, once per statement for
+-- one job and as a correlated subplan per row for a bulk enqueue, instead of
+-- a PL/pgSQL call per job (profile in docs/benchmarks.md). A scalar SQL
+-- function with sub-selects is never inlined, hence the table form.
+--
+-- backoff._job_policy_name(policy, queue) is the same answer as a scalar,
+-- for the other callers (_job_policy, job_policy, pause_queue).
+-- Both are called from SECURITY DEFINER functions with a pinned search_path.
+CREATE OR REPLACE FUNCTION backoff._governing_policy(p_policy text, p_queue text)
+RETURNS TABLE (name text)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
+AS $$
+    SELECT coalesce(
+        (SELECT p.name FROM backoff.policies AS p WHERE p.name = p_policy),
+        (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue),
+        'default')
+$$;
+
 CREATE OR REPLACE FUNCTION backoff._job_policy_name(p_policy text, p_queue text)
 RETURNS text
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 AS $$
-DECLARE
-    v_name text;
 BEGIN
-    IF p_policy IS NOT NULL THEN
-        SELECT p.name INTO v_name FROM backoff.policies AS p WHERE p.name = p_policy;
-        IF FOUND THEN
-            RETURN v_name;
-        END IF;
-    END IF;
-    SELECT q.policy INTO v_name FROM backoff.queues AS q WHERE q.name = p_queue;
-    IF FOUND THEN
-        RETURN v_name;
-    END IF;
-    RETURN 'default';
+    -- PL/pgSQL, not SQL: a scalar SQL function with a FROM is never inlined,
+    -- and an SQL function that is not inlined sets up its executor on every
+    -- call (about 80 µs measured); PL/pgSQL plans the query once per session.
+    RETURN (SELECT g.name FROM backoff._governing_policy(p_policy, p_queue) AS g);
 END
 $$;

@@ -11,7 +11,13 @@
 -- login (session_user). current_user cannot say it: the public functions
 -- are SECURITY DEFINER, so inside them it is always backoff_owner. A missing
 -- settings row means the defaults (5 minutes, no injection).
-CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+--
+-- Two functions: backoff._now is the hot path as an inlinable SQL
+-- expression (a PL/pgSQL caller's `p_now := backoff._now(p_now)` then costs
+-- no function call when p_now is NULL or now(), the common case), and
+-- backoff._injected_now (created first: an SQL body is checked when it is
+-- created) checks every other value.
+CREATE OR REPLACE FUNCTION backoff._injected_now(p_now timestamptz)
 RETURNS timestamptz
 LANGUAGE plpgsql
 STABLE
@@ -21,9 +27,6 @@ DECLARE
     v_injection boolean;
     v_role      text;
 BEGIN
-    IF p_now IS NULL OR p_now = pg_catalog.now() THEN
-        RETURN pg_catalog.now();
-    END IF;
     IF NOT (p_now >= '0001-01-01 00:00:00+00'::timestamptz AND p_now < '10000-01-01 00:00:00+00'::timestamptz) THEN
         RAISE EXCEPTION 'now must be a finite time between years 1 and 9999, got "%"', p_now
             USING ERRCODE = 'invalid_parameter_value';
@@ -44,4 +47,13 @@ BEGIN
         USING ERRCODE = 'invalid_parameter_value',
               HINT = 'pass NULL for the database clock; only backoff_admin may inject time, unless backoff.settings.time_injection is on';
 END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE sql
+STABLE
+AS $$
+    SELECT CASE WHEN p_now IS NULL OR p_now = pg_catalog.now() THEN pg_catalog.now()
+                ELSE backoff._injected_now(p_now) END
 $$;

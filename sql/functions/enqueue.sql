@@ -28,8 +28,10 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_id     bigint;
-    v_run_at timestamptz;
+    v_id      bigint;
+    v_run_at  timestamptz;
+    v_scoped  boolean;
+    v_waiting boolean;
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
@@ -56,30 +58,37 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    -- Two probes in one statement (one executor start per enqueue, not two):
+    -- is any caller scoped by queue grants, and does a worker wait for this
+    -- queue (then a job due now notifies it, docs/adr/0027). Reading the
+    -- waiting worker before the INSERT rather than after changes nothing:
+    -- the notification is sent at commit either way.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           v_run_at <= p_now AND EXISTS (SELECT FROM backoff.waiting_workers AS w
+                                         WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
+    INTO v_scoped, v_waiting;
+    IF v_scoped THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+    END IF;
 
     FOR v_try IN 1..10 LOOP
         IF p_dedupe_key IS NULL THEN
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
-            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    backoff._job_policy_name(p_policy, p_queue),
-                    v_run_at, p_now)
+            SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
+            FROM backoff._governing_policy(p_policy, p_queue) AS g
             RETURNING id INTO v_id;
         ELSE
             INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
-            VALUES (p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts,
-                    backoff._job_policy_name(p_policy, p_queue),
-                    v_run_at, p_now, p_dedupe_key)
+            SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+                   p_dedupe_key
+            FROM backoff._governing_policy(p_policy, p_queue) AS g
             ON CONFLICT (queue, dedupe_key)
                 WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
                 DO NOTHING
             RETURNING id INTO v_id;
         END IF;
         IF v_id IS NOT NULL THEN
-            -- Notify only a waiting worker (docs/adr/0027): one index probe.
-            IF v_run_at <= p_now AND EXISTS (
-                    SELECT FROM backoff.waiting_workers AS w
-                    WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now()) THEN
+            IF v_waiting THEN
                 PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
             END IF;
             RETURN v_id;
@@ -194,8 +203,9 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               backoff._job_policy_name(s.policy, s.queue), s.run_at, p_now
+               g.name, s.run_at, p_now
         FROM src AS s
+        CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     )
     SELECT s.id FROM src AS s ORDER BY s.ord;
 

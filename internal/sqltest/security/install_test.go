@@ -1,7 +1,6 @@
 package security
 
 import (
-	"bytes"
 	"context"
 	"net/url"
 	"os"
@@ -12,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/cli"
+	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
 	"github.com/pgbackoff/pgbackoff/internal/distribution"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -137,9 +136,8 @@ func requireNoPlantRan(t *testing.T, super *pgx.Conn, route string) {
 
 func runCLI(t *testing.T, args ...string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := cli.Main(context.Background(), args, &out, &errOut)
-	require.Equal(t, cli.ExitOK, code, "%v: %s%s", args, out.String(), errOut.String())
+	out, errOut, code := backoffctltest.Run(t, args...)
+	require.Equal(t, exitOK, code, "%v: %s%s", args, out, errOut)
 }
 
 // The attack (issue 16): in a database where a stranger may create in

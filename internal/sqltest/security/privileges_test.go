@@ -1,7 +1,6 @@
 package security
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -13,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/cli"
+	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -143,17 +142,16 @@ func TestConfigApplyByRole(t *testing.T) {
 	ctx := context.Background()
 	dbURL := testdb.NewURL(t)
 	apply := func(u string) (int, string) {
-		var out, errOut bytes.Buffer
-		code := cli.Main(ctx, []string{"config", "apply", "--config", "../../../examples/backoff.toml", "--database-url", u}, &out, &errOut)
-		return code, out.String() + errOut.String()
+		out, errOut, code := backoffctltest.Run(t, "config", "apply", "--config", "../../../examples/backoff.toml", "--database-url", u)
+		return code, out + errOut
 	}
 	code, out := apply(loginRole(t, dbURL, worker))
-	require.Equal(t, cli.ExitFailure, code, out)
+	require.Equal(t, exitFailure, code, out)
 	require.Contains(t, out, "permission denied")
 	code, out = apply(loginRole(t, dbURL, producer))
-	require.Equal(t, cli.ExitFailure, code, out)
+	require.Equal(t, exitFailure, code, out)
 	code, out = apply(loginRole(t, dbURL, admin))
-	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, exitOK, code, out)
 	// The worker's attempt wrote nothing that the admin then had to
 	// overwrite: the admin's apply is what the table holds now.
 	pool := testdb.Pool(t, dbURL)
@@ -284,22 +282,22 @@ func TestMigrationIdempotentAcrossDatabases(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		urls = append(urls, testdb.NewEmptyURL(t))
 	}
+	bin := backoffctltest.Path(t)
 	errs := make(chan error, len(urls))
 	for _, u := range urls {
 		go func() {
-			var out, errOut bytes.Buffer
-			if code := cli.Main(ctx, []string{"migrate", "up", "--database-url", u}, &out, &errOut); code != 0 {
-				errs <- fmt.Errorf("migrate up: %s", errOut.String())
-				return
+			_, errOut, code, err := backoffctltest.Exec(ctx, bin, "migrate", "up", "--database-url", u)
+			if err == nil && code != exitOK {
+				err = fmt.Errorf("migrate up: exit %d: %s", code, errOut)
 			}
-			errs <- nil
+			errs <- err
 		}()
 	}
 	for range urls {
 		require.NoError(t, <-errs)
 	}
-	var out, errOut bytes.Buffer
-	require.Equal(t, 0, cli.Main(ctx, []string{"migrate", "down", "--target", "2", "--database-url", urls[0]}, &out, &errOut), errOut.String())
+	_, errOut, code := backoffctltest.Run(t, "migrate", "down", "--target", "2", "--database-url", urls[0])
+	require.Equal(t, exitOK, code, errOut)
 	for i, u := range urls {
 		pool := testdb.Pool(t, u)
 		var owner string
@@ -314,8 +312,7 @@ func TestMigrationIdempotentAcrossDatabases(t *testing.T) {
 		require.Equal(t, "backoff_owner", owner)
 		require.NoError(t, asRole(ctx, pool, worker, `SELECT * FROM backoff.claim('q', 'w')`), "database %d", i)
 	}
-	out.Reset()
-	errOut.Reset()
-	require.Equal(t, 0, cli.Main(ctx, []string{"migrate", "up", "--database-url", urls[0]}, &out, &errOut), errOut.String())
+	_, errOut, code = backoffctltest.Run(t, "migrate", "up", "--database-url", urls[0])
+	require.Equal(t, exitOK, code, errOut)
 	require.NoError(t, asRole(ctx, testdb.Pool(t, urls[0]), worker, `SELECT * FROM backoff.claim('q', 'w')`))
 }

@@ -100,14 +100,14 @@ func sqlExec(t *testing.T, url, sql string, args ...any) {
 	require.NoError(t, err)
 }
 
-const example = "../../examples/backoff.toml"
+const example = "../../../../examples/backoff.toml"
 
 func TestGoldenConfig(t *testing.T) {
 	t.Parallel()
 	url := testdb.NewURL(t)
 	s := newTranscript(t, url)
 	s.run("config", "validate", "--config", example)
-	s.run("config", "validate", "--config", "../config/testdata/bad.toml", "--env", "test")
+	s.run("config", "validate", "--config", "../../../../internal/config/testdata/bad.toml", "--env", "test")
 	s.run("config", "validate", "--config", "testdata/missing.toml")
 	s.run("config", "show", "--config", example, "--env", "test")
 	s.run("config", "diff", "--config", example, "--env", "test")
@@ -153,7 +153,7 @@ func TestConfigApplyIsAtomic(t *testing.T) {
 	sqlExec(t, url, `INSERT INTO backoff.jobs (queue, policy, run_at, created_at) VALUES ('q', 'legacy', now(), now())`)
 	code, _, errOut := run(t, "config", "apply", "--config", example, "--prune", "--database-url", url)
 	require.Equal(t, ExitFailure, code)
-	require.Equal(t, "backoffctl: apply ../../examples/backoff.toml: cannot delete policy \"legacy\": 1 job(s) that may run again name it\n", errOut)
+	require.Equal(t, "backoffctl: apply ../../../../examples/backoff.toml: cannot delete policy \"legacy\": 1 job(s) that may run again name it\n", errOut)
 	code, out, _ := run(t, "config", "diff", "--config", example, "--database-url", url, "--output", "json")
 	require.Equal(t, ExitOK, code)
 	var changes []map[string]any

@@ -1,4 +1,8 @@
-package cli
+// Package demo is `backoffctl demo`: a throwaway PostgreSQL (or a
+// database it creates on a given server), failing workers, retries and dead
+// letters. It lives apart from the operator commands (package cli) so that
+// only the demo pulls in the server tooling (issue 18, ADR 0042).
+package demo
 
 import (
 	"context"
@@ -25,13 +29,12 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 	"github.com/pgbackoff/pgbackoff/examples"
 	"github.com/pgbackoff/pgbackoff/internal/config"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 )
-
-func init() { register(newDemoCommand) }
 
 // demoOptions are the demo's flags.
 type demoOptions struct {
@@ -45,7 +48,9 @@ type demoOptions struct {
 	keep        bool // keep the demo's database (a server given by URL only)
 }
 
-func newDemoCommand() *cobra.Command {
+// NewCommand returns the demo command; cmd/backoffctl registers it with
+// cli.Register.
+func NewCommand() *cobra.Command {
 	var o demoOptions
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -84,24 +89,24 @@ enqueued.`,
   backoffctl demo
   backoffctl demo --database-url postgres://postgres@localhost:5432/postgres
   backoffctl demo --jobs 300 --progress plain`,
-		Args: exactArgs(0, ""),
+		Args: cli.ExactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if jsonOut, err := wantJSON(cmd); err != nil {
+			if jsonOut, err := cli.WantJSON(cmd); err != nil {
 				return err
 			} else if jsonOut {
-				return usagef("demo writes for people only: --output json is not supported")
+				return cli.UsageErrorf("demo writes for people only: --output json is not supported")
 			}
 			if o.jobs < 3 || o.jobs > 1_000_000 {
-				return usagef("--jobs %d: want 3 to 1000000", o.jobs)
+				return cli.UsageErrorf("--jobs %d: want 3 to 1000000", o.jobs)
 			}
 			if o.concurrency < 1 || o.concurrency > 100 {
-				return usagef("--concurrency %d: want 1 to 100", o.concurrency)
+				return cli.UsageErrorf("--concurrency %d: want 1 to 100", o.concurrency)
 			}
 			if o.timeout <= 0 {
-				return usagef("--timeout %s: want a positive duration", o.timeout)
+				return cli.UsageErrorf("--timeout %s: want a positive duration", o.timeout)
 			}
 			if !slices.Contains([]string{"auto", "live", "plain"}, o.progress) {
-				return usagef("--progress %q: want auto, live or plain", o.progress)
+				return cli.UsageErrorf("--progress %q: want auto, live or plain", o.progress)
 			}
 			u, _ := cmd.Flags().GetString("database-url")
 			source := "--database-url"
@@ -109,7 +114,7 @@ enqueued.`,
 				u, source = pgserver.URLFromEnv()
 			}
 			if o.keep && u == "" {
-				return usagef("--keep needs a server given by --database-url or DATABASE_URL: a throwaway server is removed when the demo ends")
+				return cli.UsageErrorf("--keep needs a server given by --database-url or DATABASE_URL: a throwaway server is removed when the demo ends")
 			}
 			d := &demo{opts: o, out: cmd.OutOrStdout(), url: u, urlSource: source, start: time.Now()}
 			err := d.run(cmd.Context())
@@ -168,7 +173,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	// databases on the parsed connection settings, never on the URL text: in
 	// a URL such as postgres://host/postgres?dbname=prod the query parameter
 	// names the database, whatever the path says (issue 16).
-	server, err := parseConnConfig(srv.URL)
+	server, err := cli.ParseConnConfig(srv.URL)
 	if err != nil {
 		return err
 	}
@@ -214,7 +219,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 
 	ccfg := inDatabase(server, dbName)
 	ccfg.RuntimeParams["application_name"] = "backoffctl demo"
-	d.pool, err = connectPool(ctx, ccfg, int32(min(40, 6+3*d.opts.concurrency)))
+	d.pool, err = cli.ConnectPool(ctx, ccfg, int32(min(40, 6+3*d.opts.concurrency)))
 	if err != nil {
 		return fmt.Errorf("demo pool: %w", err)
 	}
@@ -255,7 +260,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if stats != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "== final stats ==")
-		writeStats(w, stats, time.Hour)
+		cli.WriteStats(w, stats, time.Hour)
 		d.writeOutcomes(w, p)
 	}
 	if runErr != nil {
@@ -287,7 +292,7 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 		return nil, err
 	}
 	for _, why := range srv.Skipped {
-		fmt.Fprintf(w, "          skipped: %s\n", briefError(oneLine(why)))
+		fmt.Fprintf(w, "          skipped: %s\n", briefError(cli.OneLine(why)))
 	}
 	switch srv.Kind {
 	case "testcontainers":
@@ -352,7 +357,7 @@ func displayURL(cfg *pgx.ConnConfig) string {
 func adminExec(ctx context.Context, server *pgx.ConnConfig, sql string, args ...any) error {
 	conn, err := pgx.ConnectConfig(ctx, server.Copy())
 	if err != nil {
-		return fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, rootCause(err))
+		return fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, cli.RootCause(err))
 	}
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, sql, args...)
@@ -437,7 +442,7 @@ func readDemoRoles(ctx context.Context, server *pgx.ConnConfig) (demoRoles, erro
 	r := demoRoles{existing: map[string]bool{}}
 	conn, err := pgx.ConnectConfig(ctx, server.Copy())
 	if err != nil {
-		return r, fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, rootCause(err))
+		return r, fmt.Errorf("connect to %s:%d: %w", server.Host, server.Port, cli.RootCause(err))
 	}
 	defer conn.Close(ctx)
 	var existing []string
@@ -479,7 +484,7 @@ func (d *demo) undoRoles(ctx context.Context, server *pgx.ConnConfig, before dem
 			continue
 		}
 		if err := adminExec(ctx, server, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			fmt.Fprintf(d.out, "cleanup: kept role %s, which the demo created: %s\n", name, oneLine(rootCause(err).Error()))
+			fmt.Fprintf(d.out, "cleanup: kept role %s, which the demo created: %s\n", name, cli.OneLine(cli.RootCause(err).Error()))
 			continue
 		}
 		dropped = append(dropped, name)
@@ -493,7 +498,7 @@ func (d *demo) undoRoles(ctx context.Context, server *pgx.ConnConfig, before dem
 func migrateDemo(ctx context.Context, db *pgx.ConnConfig) (int32, error) {
 	conn, err := pgx.ConnectConfig(ctx, db.Copy())
 	if err != nil {
-		return 0, fmt.Errorf("connect to the demo database: %w", rootCause(err))
+		return 0, fmt.Errorf("connect to the demo database: %w", cli.RootCause(err))
 	}
 	defer conn.Close(ctx)
 	m, err := migrations.New(ctx, conn)
@@ -511,15 +516,11 @@ func migrateDemo(ctx context.Context, db *pgx.ConnConfig) (int32, error) {
 func applyDemoConfig(ctx context.Context, db *pgx.ConnConfig, cfg *config.Config) error {
 	conn, err := pgx.ConnectConfig(ctx, db.Copy())
 	if err != nil {
-		return fmt.Errorf("connect to the demo database: %w", rootCause(err))
+		return fmt.Errorf("connect to the demo database: %w", cli.RootCause(err))
 	}
 	defer conn.Close(ctx)
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		st, err := readState(ctx, tx)
-		if err != nil {
-			return err
-		}
-		return applyChanges(ctx, tx, planChanges(cfg, st), false)
+		return cli.ApplyConfig(ctx, tx, cfg)
 	})
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", cfg.File, err)
@@ -547,7 +548,7 @@ func (d *demo) enqueue(ctx context.Context, c *client.Client) error {
 // work runs the workers until every job has settled (or the timeout), with
 // the progress display, and returns the stats read after the workers have
 // drained.
-func (d *demo) work(ctx context.Context) ([]statsRow, *progress, error) {
+func (d *demo) work(ctx context.Context) ([]cli.StatsRow, *progress, error) {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -592,7 +593,7 @@ loop:
 			break loop
 		case <-time.After(tick):
 		}
-		stats, err := readStats(ctx, d.client, time.Hour)
+		stats, err := cli.ReadStats(ctx, d.client, time.Hour)
 		if err != nil {
 			runErr = err
 			if ctx.Err() != nil {
@@ -609,7 +610,7 @@ loop:
 	wg.Wait()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	stats, err := readStats(sctx, d.client, time.Hour)
+	stats, err := cli.ReadStats(sctx, d.client, time.Hour)
 	if err != nil {
 		return nil, p, errors.Join(runErr, err)
 	}
@@ -625,7 +626,7 @@ func (d *demo) enqueued() int64 {
 	return n
 }
 
-func settled(stats []statsRow) int64 {
+func settled(stats []cli.StatsRow) int64 {
 	var n int64
 	for _, s := range stats {
 		n += s.Completed + s.DeadLettered
@@ -634,8 +635,8 @@ func settled(stats []statsRow) int64 {
 }
 
 // account checks that every job is accounted for, per queue and in total.
-func (d *demo) account(w io.Writer, stats []statsRow) error {
-	byQueue := map[string]statsRow{}
+func (d *demo) account(w io.Writer, stats []cli.StatsRow) error {
+	byQueue := map[string]cli.StatsRow{}
 	for _, s := range stats {
 		byQueue[s.Queue] = s
 	}
@@ -664,11 +665,11 @@ func (d *demo) account(w io.Writer, stats []statsRow) error {
 // dead-lettered, and what the progress saw of the queues' breakers.
 func (d *demo) writeOutcomes(w io.Writer, p *progress) {
 	fmt.Fprintln(w)
-	tw := newTable(w)
-	row(tw, "QUEUE", "ATTEMPTS", "OK", "TRANSIENT", "RATE_LIMITED(429)", "POISON")
+	tw := cli.NewTable(w)
+	cli.Row(tw, "QUEUE", "ATTEMPTS", "OK", "TRANSIENT", "RATE_LIMITED(429)", "POISON")
 	for _, q := range d.queues {
 		c := q.counts()
-		row(tw, q.name, strconv.FormatInt(c.attempts, 10), strconv.FormatInt(c.ok, 10), strconv.FormatInt(c.transient, 10),
+		cli.Row(tw, q.name, strconv.FormatInt(c.attempts, 10), strconv.FormatInt(c.ok, 10), strconv.FormatInt(c.transient, 10),
 			strconv.FormatInt(c.rateLimited, 10), strconv.FormatInt(c.poison, 10))
 	}
 	_ = tw.Flush()
@@ -723,7 +724,7 @@ func (d *demo) writeDeadLetter(ctx context.Context, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "== dead letters: %s ==\n", strings.Join(parts, ", "))
 	fmt.Fprintf(w, "the one with the longest history (backoffctl jobs show %d):\n\n", longest.ID)
-	writeJob(w, jobRowOf(*longest), time.Now())
+	cli.WriteJobDetail(w, *longest, time.Now())
 	return nil
 }
 
@@ -731,13 +732,13 @@ func (d *demo) writeDeadLetter(ctx context.Context, w io.Writer) error {
 // it: the delay after each failed attempt before jitter, and where the job
 // is dead-lettered.
 func (d *demo) writeTimelines(ctx context.Context, w io.Writer, cfg *config.Config) error {
-	st, err := readState(ctx, d.pool)
+	policies, queuePolicy, err := cli.ReadPolicies(ctx, d.pool)
 	if err != nil {
 		return err
 	}
 	users := map[string][]string{}
 	for _, q := range d.queues {
-		pol, ok := st.Queues[q.name]
+		pol, ok := queuePolicy[q.name]
 		if !ok {
 			pol = config.DefaultPolicyRow
 		}
@@ -745,14 +746,14 @@ func (d *demo) writeTimelines(ctx context.Context, w io.Writer, cfg *config.Conf
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "== retry timelines (%s, env %s; delay after each failed attempt, before jitter) ==\n", cfg.File, cfg.Env)
-	tw := newTable(w)
-	for _, name := range sortedNames(st.Policies) {
-		p := st.Policies[name]
+	tw := cli.NewTable(w)
+	for _, name := range cli.SortedNames(policies) {
+		p := policies[name]
 		used := "-"
 		if qs := users[name]; len(qs) > 0 {
 			used = "queue " + strings.Join(qs, ", ")
 		}
-		row(tw, name, used, compactTimeline(p))
+		cli.Row(tw, name, used, compactTimeline(p))
 	}
 	return tw.Flush()
 }
@@ -768,7 +769,7 @@ func compactTimeline(p policy.Policy) string {
 		d := p.BaseDelay(a)
 		total += d
 		if a <= show {
-			delays = append(delays, formatDelay(d))
+			delays = append(delays, cli.FormatDelay(d))
 		}
 	}
 	if n > show {
@@ -782,5 +783,5 @@ func compactTimeline(p policy.Policy) string {
 		return fmt.Sprintf("no retry: dead letter after attempt %d", p.MaxAttempts)
 	}
 	return fmt.Sprintf("%s → dead letter after attempt %d (%s in all; jitter %s)",
-		strings.Join(delays, ", "), p.MaxAttempts, formatDelay(total), jitter)
+		strings.Join(delays, ", "), p.MaxAttempts, cli.FormatDelay(total), jitter)
 }

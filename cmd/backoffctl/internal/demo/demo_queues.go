@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 )
 
 // The demo's three queues and their simulated downstreams. A job's fate is
@@ -141,7 +142,7 @@ func (q *demoQueue) handle(ctx context.Context, job *client.Job) error {
 		if wait, ok := q.limiter.admit(job.ID, time.Now()); !ok {
 			q.nRateLimited.Add(1)
 			// The downstream says when to come back; the policy caps it.
-			return client.RetryAfter(fmt.Errorf("POST %s: 429 Too Many Requests (Retry-After: %s)", p.Target, formatDelay(wait)), wait)
+			return client.RetryAfter(fmt.Errorf("POST %s: 429 Too Many Requests (Retry-After: %s)", p.Target, cli.FormatDelay(wait)), wait)
 		}
 	}
 	switch {

@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 )
 
 // progress is the demo's live display. On a terminal it redraws a small
@@ -36,7 +38,7 @@ type breakerSeen struct {
 }
 
 // observe follows each breaker from one poll to the next.
-func (p *progress) observe(stats []statsRow) {
+func (p *progress) observe(stats []cli.StatsRow) {
 	for _, s := range stats {
 		if s.Breaker == nil {
 			continue
@@ -92,7 +94,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 // draw shows stats: a new frame when live, a line a second when plain.
-func (p *progress) draw(stats []statsRow) {
+func (p *progress) draw(stats []cli.StatsRow) {
 	p.observe(stats)
 	if p.live {
 		p.frame(stats)
@@ -107,7 +109,7 @@ func (p *progress) draw(stats []statsRow) {
 }
 
 // done shows the final state.
-func (p *progress) done(stats []statsRow) {
+func (p *progress) done(stats []cli.StatsRow) {
 	p.observe(stats)
 	if p.live {
 		p.frame(stats)
@@ -118,7 +120,7 @@ func (p *progress) done(stats []statsRow) {
 	}
 }
 
-func (p *progress) totals(stats []statsRow) (t statsRow, enqueued int64, rateLimited int64) {
+func (p *progress) totals(stats []cli.StatsRow) (t cli.StatsRow, enqueued int64, rateLimited int64) {
 	for _, s := range stats {
 		t.Pending += s.Pending
 		t.Running += s.Running
@@ -135,7 +137,7 @@ func (p *progress) totals(stats []statsRow) (t statsRow, enqueued int64, rateLim
 }
 
 // summary is the plain line: "  2.1s  settled 1860/3000 (62%)  pending …".
-func (p *progress) summary(stats []statsRow) string {
+func (p *progress) summary(stats []cli.StatsRow) string {
 	t, enq, limited := p.totals(stats)
 	done := t.Completed + t.DeadLettered
 	line := fmt.Sprintf("%6s  settled %d/%d (%d%%)  pending %d  running %d  retrying %d  completed %d  dead-lettered %d  retries %d  429s %d",
@@ -157,13 +159,13 @@ func percent(n, of int64) int64 {
 }
 
 // frame redraws the live table in place.
-func (p *progress) frame(stats []statsRow) {
-	byQueue := map[string]statsRow{}
+func (p *progress) frame(stats []cli.StatsRow) {
+	byQueue := map[string]cli.StatsRow{}
 	for _, s := range stats {
 		byQueue[s.Queue] = s
 	}
 	const format = "%-10s %8s %8s %9s %10s %14s %8s %6s  %s"
-	line := func(name string, s statsRow, limited int64, breaker string) string {
+	line := func(name string, s cli.StatsRow, limited int64, breaker string) string {
 		i := func(v int64) string { return fmt.Sprint(v) }
 		return fmt.Sprintf(format, name, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Retries), i(limited), breaker)
 	}

@@ -1,4 +1,4 @@
-package cli
+package demo
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -24,6 +25,20 @@ var (
 // The demo end to end on the test server, with a few hundred jobs: every
 // job is accounted for, each section of the report is there, and the
 // database it created is gone afterwards.
+func TestMain(m *testing.M) {
+	cli.Register(NewCommand)
+	testdb.Main(m)
+}
+
+// run executes backoffctl, with the demo registered as cmd/backoffctl
+// does, in-process and returns its exit code and output.
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = cli.Main(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
 func TestDemoEndToEnd(t *testing.T) {
 	t.Parallel()
 	admin := testdb.AdminURL(t)
@@ -78,7 +93,7 @@ func TestDemoEndToEnd(t *testing.T) {
 func TestDemoFailsWhenJobsAreUnaccounted(t *testing.T) {
 	t.Parallel()
 	code, out, errOut := run(t, "demo", "--database-url", testdb.AdminURL(t), "--jobs", "300", "--timeout", "1ms")
-	require.Equal(t, ExitFailure, code, out)
+	require.Equal(t, cli.ExitFailure, code, out)
 	require.Contains(t, errOut, "backoffctl: not every job settled within --timeout 1ms")
 	require.NotContains(t, out, "every job accounted for")
 	require.Contains(t, out, "cleanup: dropped database pgbackoff_demo_")
@@ -93,7 +108,7 @@ func TestDemoUsage(t *testing.T) {
 		{"demo", "--output", "json"},
 	} {
 		code, _, errOut := run(t, args...)
-		require.Equal(t, ExitUsage, code, "%v: %s", args, errOut)
+		require.Equal(t, cli.ExitUsage, code, "%v: %s", args, errOut)
 	}
 }
 
@@ -104,7 +119,7 @@ func TestDemoLiveProgress(t *testing.T) {
 	qs := newDemoQueues(30, 1)
 	p := newProgress(&b, "live", qs, time.Now())
 	require.True(t, p.live)
-	stats := []statsRow{{Queue: "emails", Pending: 10}, {Queue: "webhooks", Completed: 7, DeadLettered: 3}}
+	stats := []cli.StatsRow{{Queue: "emails", Pending: 10}, {Queue: "webhooks", Completed: 7, DeadLettered: 3}}
 	p.draw(stats)
 	first := b.String()
 	require.NotContains(t, first, "\033[6A", "nothing to move back over yet")
@@ -132,8 +147,8 @@ func TestDemoProgressFollowsTheBreaker(t *testing.T) {
 	qs := newDemoQueues(30, 1)
 	p := newProgress(&b, "plain", qs, time.Now())
 	p.every = 0
-	state := func(s string) []statsRow {
-		return []statsRow{{Queue: "emails", Pending: 1}, {Queue: "webhooks", Pending: 1, Breaker: &s}}
+	state := func(s string) []cli.StatsRow {
+		return []cli.StatsRow{{Queue: "emails", Pending: 1}, {Queue: "webhooks", Pending: 1, Breaker: &s}}
 	}
 	for _, s := range []string{"closed", "open", "open", "half_open", "closed", "half_open", "open", "half_open", "closed"} {
 		p.draw(state(s))
@@ -321,7 +336,7 @@ func TestDemoNamesTheMissingOwnerGrant(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			name, loginURL := demoLogin(t, admin, attrs)
 			code, out, errOut := run(t, "demo", "--database-url", loginURL, "--jobs", "30", "--timeout", "25s")
-			require.Equal(t, ExitFailure, code, "%s\n%s", out, errOut)
+			require.Equal(t, cli.ExitFailure, code, "%s\n%s", out, errOut)
 			require.Contains(t, errOut, "have a superuser run GRANT backoff_owner TO "+pgx.Identifier{name}.Sanitize())
 			require.Contains(t, out, "cleanup: dropped database pgbackoff_demo_")
 		})
@@ -340,7 +355,7 @@ func TestDemoDropsItsDatabaseDespiteALeftoverSession(t *testing.T) {
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	_, loginURL := demoLogin(t, admin, "")
-	server, err := parseConnConfig(loginURL)
+	server, err := cli.ParseConnConfig(loginURL)
 	require.NoError(t, err)
 	name := "pgbackoff_demo_" + randomHex(4)
 	require.NoError(t, adminExec(ctx, server, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()))
@@ -397,6 +412,6 @@ func TestDemoKeepNeedsAURL(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("TEST_DATABASE_URL", "")
 	code, _, errOut := run(t, "demo", "--keep")
-	require.Equal(t, ExitUsage, code)
+	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, errOut, "--keep needs a server given by --database-url")
 }

@@ -27,14 +27,16 @@ func cronServer(t *testing.T) (admin, app string) {
 	srv, err := pgserver.StartLocalWith(ctx, bin, "shared_preload_libraries=pg_cron", "cron.database_name=postgres")
 	require.NoError(t, err, "start a local cluster with pg_cron")
 	t.Cleanup(func() { require.NoError(t, srv.Stop(context.Background())) })
-	server, err := pgx.ParseConfig(srv.URL)
+	conn, err := pgx.Connect(ctx, srv.URL)
 	require.NoError(t, err)
-	require.NoError(t, adminExec(ctx, server, "CREATE DATABASE app"))
-	_, err = migrateDemo(ctx, inDatabase(server, "app"))
+	_, err = conn.Exec(ctx, "CREATE DATABASE app")
+	require.NoError(t, conn.Close(ctx))
 	require.NoError(t, err)
 	u, err := url.Parse(srv.URL)
 	require.NoError(t, err, "local clusters have postgres:// URLs")
 	u.Path = "/app"
+	code, _, errOut := run(t, "migrate", "up", "--database-url", u.String())
+	require.Equal(t, ExitOK, code, errOut)
 	return srv.URL, u.String()
 }
 

@@ -174,6 +174,10 @@ func policyFields(p policy.Policy) [][2]string {
 	if p.Deadline > 0 {
 		deadline = config.FormatDuration(p.Deadline)
 	}
+	leaseExpiries := "none"
+	if p.MaxLeaseExpiries > 0 {
+		leaseExpiries = strconv.Itoa(p.MaxLeaseExpiries)
+	}
 	return [][2]string{
 		{"strategy", string(p.Strategy)},
 		{"base", config.FormatDuration(p.Base)},
@@ -186,7 +190,7 @@ func policyFields(p policy.Policy) [][2]string {
 		{"max_attempts", strconv.Itoa(p.MaxAttempts)},
 		{"lease", config.FormatDuration(p.Lease)},
 		{"deadline", deadline},
-		{"max_lease_expiries", optInt(p.MaxLeaseExpiries)},
+		{"max_lease_expiries", leaseExpiries},
 	}
 }
 
@@ -375,14 +379,14 @@ func applyChanges(ctx context.Context, tx pgx.Tx, changes []change, prune bool) 
 		for i, d := range p.Schedule {
 			sched[i] = d.Microseconds()
 		}
-		var deadline, maxLeaseExpiries *int64
+		var deadline *int64
 		if p.Deadline > 0 {
 			v := p.Deadline.Microseconds()
 			deadline = &v
 		}
+		var leaseExpiries *int
 		if p.MaxLeaseExpiries > 0 {
-			v := int64(p.MaxLeaseExpiries)
-			maxLeaseExpiries = &v
+			leaseExpiries = &p.MaxLeaseExpiries
 		}
 		_, err := tx.Exec(ctx, `
 INSERT INTO backoff.policies AS p
@@ -391,7 +395,7 @@ INSERT INTO backoff.policies AS p
 VALUES ($1, $2, $3::bigint * interval '1 microsecond', $4, $5,
         ARRAY(SELECT s * interval '1 microsecond' FROM unnest($6::bigint[]) WITH ORDINALITY AS u(s, i) ORDER BY i),
         $7::bigint * interval '1 microsecond', $8, $9, $10, $11::bigint * interval '1 microsecond',
-        $12::bigint * interval '1 microsecond', $13::integer, now())
+        $12::bigint * interval '1 microsecond', $13, now())
 ON CONFLICT (name) DO UPDATE SET
     strategy = excluded.strategy, base = excluded.base, multiplier = excluded.multiplier,
     exponent = excluded.exponent, schedule = excluded.schedule, max_delay = excluded.max_delay,
@@ -400,7 +404,7 @@ ON CONFLICT (name) DO UPDATE SET
     updated_at = now()`,
 			p.Name, string(p.Strategy), p.Base.Microseconds(), p.Multiplier, p.Exponent, sched,
 			p.Max.Microseconds(), string(p.Jitter), p.JitterRatio, p.MaxAttempts, p.Lease.Microseconds(), deadline,
-			maxLeaseExpiries)
+			leaseExpiries)
 		if err != nil {
 			return fmt.Errorf("write policy %q: %w", p.Name, err)
 		}

@@ -87,7 +87,7 @@ var (
 		"", " ", "0", "-1", "1", "42", "2147483647", "-2147483648", "9223372036854775808", "1e9", "NaN", "Inf",
 		"moderate", "test", "production", "emails", "'", `"`, `\`, "{}", `{"a":1}`, "{", "null", "[]",
 		"1s", "-1s", "1h", "999999h", "2026-01-01T00:00:00Z", "yesterday", "ünï🙂", "\x01\x7f", "\n",
-		"../../examples/backoff.toml", "testdata", "missing.toml", strings.Repeat("x", 10000),
+		"../../../../examples/backoff.toml", "testdata", "missing.toml", strings.Repeat("x", 10000),
 		// Bounded input (DESIGN §11.4): escapes, C1 CSI, names over 128
 		// bytes, a year past 9999.
 		"\x1b[2J", "q\u009b31m", "\r\x07", strings.Repeat("q", 129), "10000-01-01T00:00:00Z", "--\x1b[2J",
@@ -129,7 +129,7 @@ func TestCLIRandomArgs(t *testing.T) {
 func FuzzCLI(f *testing.F) {
 	for _, seed := range [][]string{
 		{"schedule", "--policy", "moderate", "--attempts", "5"},
-		{"config", "validate", "--config", "../../examples/backoff.toml"},
+		{"config", "validate", "--config", "../../../../examples/backoff.toml"},
 		{"enqueue", "q", "{"},
 		{"jobs", "show", "abc"},
 		{"dlq", "replay", "--all", "1"},
