@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -39,6 +40,8 @@ type producer struct {
 	holdUntil time.Time
 	hold      *time.Timer // fires at holdUntil; nil when not held
 	halfOpen  bool        // the last state read was a half-open breaker
+	// stateFailed: a queue_state read failed before (logged once).
+	stateFailed bool
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -126,8 +129,15 @@ func (p *producer) controlled(ctx context.Context) bool {
 	defer cancel()
 	st, wait, err := p.w.c.queueState(cctx, p.cfg.Queue)
 	if err != nil {
+		// Logged once as an error (a database without queue_state would
+		// otherwise log it at every empty claim), then at debug level.
 		if ctx.Err() == nil {
-			p.w.log.Error("read queue state failed", "queue", p.cfg.Queue, "err", err)
+			level := slog.LevelError
+			if p.stateFailed {
+				level = slog.LevelDebug
+			}
+			p.w.log.Log(ctx, level, "read queue state failed; the queue is treated as idle", "queue", p.cfg.Queue, "err", err)
+			p.stateFailed = true
 		}
 		return false
 	}
@@ -138,6 +148,7 @@ func (p *producer) controlled(ctx context.Context) bool {
 	p.release()
 	p.holdUntil = p.w.c.clock().Add(wait)
 	p.hold = time.NewTimer(wait)
+	p.w.log.Debug("queue held by its controls", "queue", p.cfg.Queue, "breaker", st.State, "wait", wait)
 	return true
 }
 
