@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -61,7 +62,8 @@ func stateOf(st client.QueueState) *stateRow {
 func hasControls(q client.QueueInfo) bool { return q.Rate != nil || q.BreakerFailures != nil }
 
 // queueStates reads the live state of every queue in qs that has controls
-// (one backoff.queue_state call each; none for the others).
+// (one backoff.queue_state call each; none for the others). A queue the
+// caller's queue grants do not cover has no state in the result.
 func queueStates(ctx context.Context, c *client.Client, qs []client.QueueInfo) (map[string]client.QueueState, error) {
 	out := map[string]client.QueueState{}
 	for _, q := range qs {
@@ -69,6 +71,9 @@ func queueStates(ctx context.Context, c *client.Client, qs []client.QueueInfo) (
 			continue
 		}
 		st, err := c.QueueState(ctx, q.Name)
+		if errors.Is(err, client.ErrPermissionDenied) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -2,10 +2,14 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -82,4 +86,55 @@ breaker_window = "0s"
 	require.Contains(t, errOut, file+":4: queues.hooks.rate: must be a positive number of jobs per second, got 0")
 	require.Contains(t, errOut, file+":6: queues.hooks.breaker_window: must be positive, got \"0s\"")
 	require.Equal(t, "p 2.5 4 1 t", row(), "nothing written")
+}
+
+// A role scoped to some queues lists every queue but reads the live state
+// only of those it may work on: the others show no state instead of the
+// whole command failing with 42501.
+func TestQueueListForAScopedRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := testdb.NewURL(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	role := "backoff_test_" + hex.EncodeToString(b)
+	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD 'pw' IN ROLE backoff_worker")
+	require.NoError(t, err)
+	admin.Close(ctx)
+	t.Cleanup(func() {
+		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
+		if err == nil {
+			_, _ = c.Exec(ctx, "DROP OWNED BY "+role)
+			_, _ = c.Exec(ctx, "DROP ROLE "+role)
+			c.Close(ctx)
+		}
+	})
+	file := filepath.Join(t.TempDir(), "backoff.toml")
+	require.NoError(t, os.WriteFile(file, []byte(`version = 1
+[queues.mine]
+policy = "moderate"
+rate = 5
+[queues.theirs]
+policy = "moderate"
+breaker_failures = 3
+breaker_window = "1m"
+breaker_cooldown = "1m"
+[grants.`+role+`]
+work = ["mine"]
+`), 0o600))
+	code, _, errOut := run(t, "config", "apply", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code, errOut)
+
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(role, "pw")
+	code, out, errOut := run(t, "queue", "list", "--database-url", u.String())
+	require.Equal(t, 0, code, errOut)
+	require.Regexp(t, `(?m)^mine +moderate +no +yes +5/s +- +-$`, out)
+	require.Regexp(t, `(?m)^theirs +moderate +no +yes +- +3 in 1m, cooldown 1m +-$`, out)
+	code, out, errOut = run(t, "queue", "show", "theirs", "--database-url", u.String())
+	require.Equal(t, ExitFailure, code, out)
+	require.Contains(t, errOut, "permission denied")
 }
