@@ -356,3 +356,40 @@ func TestWorkerWaitsOutAnOpenBreaker(t *testing.T) {
 	require.EqualValues(t, 8, ran.Load())
 	requireNoneRunning(t, pool)
 }
+
+// A held queue ends its idle registration: enqueuers need not notify a
+// queue whose wake-ups are ignored. The worker registers on an empty
+// rate-limited queue, a backlog arrives, and once the bucket is empty the
+// registration is gone while jobs still wait; when the backlog is done the
+// worker registers again.
+func TestWorkerHeldQueueStopsWaiting(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	setControls(t, pool, "slow", "rate = 5, burst = 1")
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "slow", Concurrency: 2, PollInterval: time.Hour, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error { return nil },
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	startWorker(t, w)
+	waiting := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'slow'").Scan(&n))
+		return n
+	}
+	eventually(t, 10*time.Second, "registered as waiting on the empty queue", func() bool { return waiting() == 1 })
+	jobs := make([]NewJob, 6)
+	for i := range jobs {
+		jobs[i] = NewJob{Queue: "slow"}
+	}
+	_, err = c.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	eventually(t, 10*time.Second, "held with a backlog and not registered", func() bool {
+		return waiting() == 0 && countStatus(t, pool, StatusPending) > 0
+	})
+	eventually(t, 10*time.Second, "backlog done", func() bool { return countStatus(t, pool, StatusCompleted) == 6 })
+	eventually(t, 10*time.Second, "registered again once idle", func() bool { return waiting() == 1 })
+	requireNoneRunning(t, pool)
+}

@@ -24,7 +24,8 @@ import (
 // jobs are due: an open breaker, or a rate limit out of tokens. So a claim
 // that returns nothing is followed by one backoff.queue_state call; when
 // its next_claim_at is ahead, the producer holds the queue until then: it
-// claims nothing, ignores notifications, polls and freed slots, and a timer
+// claims nothing, ignores notifications, polls and freed slots, ends its
+// idle registration (enqueuers need not wake a held queue), and a timer
 // wakes it (docs/adr/0047-worker-learns-when-to-claim.md). A claim that
 // returns jobs costs no extra call.
 type producer struct {
@@ -149,6 +150,13 @@ func (p *producer) controlled(ctx context.Context) bool {
 	p.holdUntil = p.w.c.clock().Add(wait)
 	p.hold = time.NewTimer(wait)
 	p.w.log.Debug("queue held by its controls", "queue", p.cfg.Queue, "breaker", st.State, "wait", wait)
+	// Wake-ups are ignored while held, so enqueuers need not send them:
+	// end the registration (a queue at its rate is a busy queue). The next
+	// claim that finds the queue empty and not held registers again.
+	if p.idle {
+		p.idle = false
+		p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
+	}
 	return true
 }
 
