@@ -393,3 +393,76 @@ func TestWorkerHeldQueueStopsWaiting(t *testing.T) {
 	eventually(t, 10*time.Second, "registered again once idle", func() bool { return waiting() == 1 })
 	requireNoneRunning(t, pool)
 }
+
+// A half-open breaker with its probe out has no end time: the worker waits
+// for the probe's result, not for wake-ups. Notifications every 5 ms and an
+// hour's poll: while the probe runs, the worker claims nothing; the
+// probe's success closes the breaker and its freed slot claims the rest.
+func TestWorkerWaitsForTheProbe(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	pool, cc := countingPool(t, url)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMicro())
+	now := func() time.Time { return time.UnixMicro(clock.Load()) }
+	c := newTestClient(t, pool, WithClock(now))
+	ctx := context.Background()
+	setControls(t, pool, "probed", "breaker_failures = 1, breaker_window = '1 minute', breaker_cooldown = '1 hour'")
+	_, err := c.Enqueue(ctx, "probed", nil)
+	require.NoError(t, err)
+	var calls atomic.Int64
+	probing := make(chan struct{})
+	release := make(chan struct{})
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "probed", Concurrency: 3, BatchSize: 1, PollInterval: time.Hour, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			switch calls.Add(1) {
+			case 1:
+				return errors.New("downstream 503")
+			case 2:
+				close(probing)
+				<-release
+			}
+			return nil
+		},
+	}, WithLogger(testLogger(t)), WithClock(now))
+	require.NoError(t, err)
+	notifyEvery(t, pool, "probed", 5*time.Millisecond)
+	stop := startWorker(t, w)
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+		stop()
+	}()
+	eventually(t, 10*time.Second, "the breaker opened", func() bool {
+		st, err := c.QueueState(ctx, "probed")
+		require.NoError(t, err)
+		return st.State == "open"
+	})
+	// Three more jobs wait while the breaker is open.
+	for range 3 {
+		_, err := c.Enqueue(ctx, "probed", nil)
+		require.NoError(t, err)
+	}
+	clock.Add((time.Hour + time.Second).Microseconds())
+	select {
+	case <-probing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no probe after the cooldown")
+	}
+	time.Sleep(100 * time.Millisecond) // the claims that find the probe out
+	st, err := c.QueueState(ctx, "probed")
+	require.NoError(t, err)
+	require.Equal(t, "half_open", st.State)
+	require.Equal(t, ptr(int32(0)), st.ProbesLeft)
+	claims := cc.claims.Load()
+	time.Sleep(300 * time.Millisecond)
+	require.LessOrEqual(t, cc.claims.Load()-claims, int64(1), "claims while the probe runs")
+	close(release)
+	eventually(t, 10*time.Second, "the rest ran after the probe", func() bool { return countStatus(t, pool, StatusCompleted) == 4 })
+	require.EqualValues(t, 5, calls.Load())
+	requireNoneRunning(t, pool)
+}

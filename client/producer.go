@@ -41,12 +41,18 @@ type producer struct {
 	holdUntil time.Time
 	hold      *time.Timer // fires at holdUntil; nil when not held
 	halfOpen  bool        // the last state read was a half-open breaker
+	// awaitProbe: the breaker is half open with every probe out; no time
+	// ends that, a probe's result does. Wake-ups are ignored; a freed
+	// slot (maybe the probe's, failed), a completion of the queue
+	// committed by the completer (settled) or the poll ends it.
+	awaitProbe bool
+	settled    chan struct{}
 	// stateFailed: a queue_state read failed before (logged once).
 	stateFailed bool
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
-	return &producer{w: w, cfg: cfg, wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+	return &producer{w: w, cfg: cfg, wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
 }
 
 func (p *producer) run(ctx context.Context) {
@@ -55,7 +61,7 @@ func (p *producer) run(ctx context.Context) {
 	defer p.release()
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
-		if p.held() {
+		if p.held() || p.awaitProbe {
 			empty = true
 		}
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
@@ -103,6 +109,7 @@ func (p *producer) run(ctx context.Context) {
 			empty = false
 		case <-poll.C:
 			empty = false
+			p.awaitProbe = false
 			if p.idle {
 				p.w.notifier.refresh(ctx, p.cfg.Queue)
 			}
@@ -111,6 +118,14 @@ func (p *producer) run(ctx context.Context) {
 			// freed may be that result.
 			if p.halfOpen {
 				empty = false
+				p.awaitProbe = false
+			}
+		case <-p.settled:
+			// A completion of this queue is committed: maybe the probe's,
+			// which closed the breaker.
+			if p.awaitProbe {
+				empty = false
+				p.awaitProbe = false
 			}
 		case <-timer:
 			// The wait the database gave has passed: claim, even if an
@@ -143,6 +158,11 @@ func (p *producer) controlled(ctx context.Context) bool {
 		return false
 	}
 	p.halfOpen = st.State == "half_open"
+	if p.halfOpen && st.ProbesLeft != nil && *st.ProbesLeft == 0 && wait <= 0 {
+		p.awaitProbe = true
+		p.unregister(ctx)
+		return true
+	}
 	if wait <= 0 {
 		return false
 	}
@@ -150,14 +170,19 @@ func (p *producer) controlled(ctx context.Context) bool {
 	p.holdUntil = p.w.c.clock().Add(wait)
 	p.hold = time.NewTimer(wait)
 	p.w.log.Debug("queue held by its controls", "queue", p.cfg.Queue, "breaker", st.State, "wait", wait)
-	// Wake-ups are ignored while held, so enqueuers need not send them:
-	// end the registration (a queue at its rate is a busy queue). The next
-	// claim that finds the queue empty and not held registers again.
+	p.unregister(ctx)
+	return true
+}
+
+// unregister ends the idle registration of a held queue: its wake-ups
+// are ignored, so enqueuers need not send them (a queue at its rate is a
+// busy queue). The next claim that finds the queue empty and not held
+// registers again.
+func (p *producer) unregister(ctx context.Context) {
 	if p.idle {
 		p.idle = false
 		p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
 	}
-	return true
 }
 
 // held reports whether the queue's controls still hold it. The hold ends
@@ -199,6 +224,12 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	}
 	return len(jobs), nil
 }
+
+// settle is called by the completer when it has committed completions of
+// this queue: a producer waiting for a probe's result looks again. The
+// signal is kept (one slot) if the producer is not waiting yet: a commit
+// between its empty claim and its state read must still wake it.
+func (p *producer) settle() { signal(p.settled) }
 
 // done is called when a handler of this queue has returned and its
 // outcome is recorded (or handed to the completer).
