@@ -339,7 +339,10 @@ func (c *Client) queryDetails(ctx context.Context, sql string, args []any) ([]Jo
 	return jobs, rows.Err()
 }
 
-// QueueInfo is a queue as an operator sees it.
+// QueueInfo is a queue as an operator sees it: its policy, its pause
+// switch and its controls (the settings of backoff.queues that `config
+// apply` writes, DESIGN §11.5). Nil settings are off. Its live breaker and
+// rate state is QueueState's.
 type QueueInfo struct {
 	Name   string
 	Policy string // the policy of its jobs that record none (backoff.job_policy)
@@ -347,13 +350,27 @@ type QueueInfo struct {
 	// Configured: the queue has a row in backoff.queues (config apply or
 	// PauseQueue wrote it); otherwise it is only known from its jobs.
 	Configured bool
+	// Rate is the most jobs per second claimed; nil: no rate limit.
+	Rate *float64
+	// Burst is the token bucket's size; nil with a rate: greatest(1,
+	// ceil(rate)).
+	Burst *int32
+	// BreakerFailures is how many failures within BreakerWindow open the
+	// breaker; nil: no breaker.
+	BreakerFailures *int32
+	// BreakerWindow and BreakerCooldown are set with BreakerFailures.
+	BreakerWindow, BreakerCooldown *time.Duration
+	// BreakerProbes is how many jobs a half-open breaker hands out (1 by
+	// default; meaningful only with a breaker).
+	BreakerProbes int32
 }
 
 // queuesSQL finds the queues of jobs without reading every job: a loose
 // index scan (one probe per queue) over the live jobs (jobs_claimable_idx)
 // and the finished ones (jobs_finished_idx), and the running ones
 // (jobs_lease_idx, as many rows as jobs run). Every job is in one of the
-// three: finished jobs have completed_at, running ones a lease.
+// three: finished jobs have completed_at, running ones a lease. Intervals
+// are read as whole microseconds.
 const queuesSQL = `WITH RECURSIVE live (name) AS (
     (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
     UNION ALL
@@ -371,9 +388,12 @@ const queuesSQL = `WITH RECURSIVE live (name) AS (
     UNION SELECT f.name FROM finished AS f WHERE f.name IS NOT NULL
     UNION SELECT j.queue FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL
 )
-SELECT q.name, q.policy, q.paused, true FROM backoff.queues AS q
+SELECT q.name, q.policy, q.paused, true, q.rate, q.burst, q.breaker_failures,
+    (extract(epoch FROM q.breaker_window) * 1000000)::bigint,
+    (extract(epoch FROM q.breaker_cooldown) * 1000000)::bigint, q.breaker_probes
+FROM backoff.queues AS q
 UNION ALL
-SELECT s.name, backoff.job_policy(NULL, s.name), false, false
+SELECT s.name, backoff.job_policy(NULL, s.name), false, false, NULL, NULL, NULL, NULL, NULL, 1
 FROM seen AS s
 WHERE NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = s.name)
 ORDER BY 1`
@@ -389,15 +409,92 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	out := []QueueInfo{}
 	for rows.Next() {
 		var q QueueInfo
-		if err := rows.Scan(&q.Name, &q.Policy, &q.Paused, &q.Configured); err != nil {
+		var window, cooldown *int64
+		if err := rows.Scan(&q.Name, &q.Policy, &q.Paused, &q.Configured, &q.Rate, &q.Burst,
+			&q.BreakerFailures, &window, &cooldown, &q.BreakerProbes); err != nil {
 			return nil, translate(op, 0, err)
 		}
+		q.BreakerWindow, q.BreakerCooldown = micros(window), micros(cooldown)
 		out = append(out, q)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, translate(op, 0, err)
 	}
 	return out, nil
+}
+
+// micros turns a nullable count of microseconds into a duration.
+func micros(v *int64) *time.Duration {
+	if v == nil {
+		return nil
+	}
+	d := time.Duration(*v) * time.Microsecond
+	return &d
+}
+
+// QueueState is the live state of a queue's controls at one time
+// (backoff.queue_state): its breaker, its token bucket, and when a claim
+// can next return a job as far as they go.
+type QueueState struct {
+	Queue string
+	// State is "closed" (also without a breaker), "open" or "half_open".
+	State string
+	// OpenedAt is when the breaker last opened; zero when closed.
+	OpenedAt time.Time
+	// Failures is the failures counted in the breaker's window (0 without
+	// a breaker).
+	Failures int64
+	// ProbesLeft is how many probe jobs a half-open breaker still hands
+	// out; nil in the other states.
+	ProbesLeft *int32
+	// Rate and Burst are the queue's rate limit; nil: none.
+	Rate  *float64
+	Burst *int32
+	// Tokens is how many jobs may be claimed now under the rate limit; nil
+	// without one.
+	Tokens *float64
+	// NextClaimAt is when the breaker's cooldown ends or the next token
+	// arrives; zero when nothing holds claims back (a paused queue too:
+	// a pause has no end time).
+	NextClaimAt time.Time
+}
+
+// queueStateColumns are QueueState's, then the time the state was read at
+// (p_now, or the database's now()), which the Worker measures NextClaimAt
+// from so that its wait does not depend on the clocks agreeing.
+const queueStateColumns = "queue, state, opened_at, failures, probes_left, rate, burst, tokens, next_claim_at, "
+
+// QueueState reads the live state of queue's breaker and rate limit
+// (backoff.queue_state). A queue without a row in backoff.queues has
+// every control off. A queue-scoped caller sees only queues it may work on
+// or produce to.
+func (c *Client) QueueState(ctx context.Context, queue string) (QueueState, error) {
+	st, _, err := c.queueState(ctx, queue)
+	return st, err
+}
+
+// queueState is QueueState, and how long from now NextClaimAt is (0 when
+// it is zero or past), measured on the clock the state was read with.
+func (c *Client) queueState(ctx context.Context, queue string) (QueueState, time.Duration, error) {
+	op := fmt.Sprintf("read state of queue %q", queue)
+	call, args := c.fn("queue_state", arg{"p_queue", "text", queue})
+	var st QueueState
+	var openedAt, next *time.Time
+	var at time.Time
+	err := c.db.QueryRow(ctx, "SELECT "+queueStateColumns+"coalesce($2::timestamptz, now()) FROM "+call, args...).
+		Scan(&st.Queue, &st.State, &openedAt, &st.Failures, &st.ProbesLeft, &st.Rate, &st.Burst, &st.Tokens, &next, &at)
+	if err != nil {
+		return QueueState{}, 0, translate(op, 0, err)
+	}
+	var wait time.Duration
+	if openedAt != nil {
+		st.OpenedAt = *openedAt
+	}
+	if next != nil {
+		st.NextClaimAt = *next
+		wait = max(0, next.Sub(at))
+	}
+	return st, wait, nil
 }
 
 // PauseQueue stops claims of queue (backoff.pause_queue); running jobs go
