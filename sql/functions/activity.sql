@@ -65,6 +65,7 @@ BEGIN
         CROSS JOIN LATERAL (
             SELECT j.completed_at, j.status FROM backoff.jobs AS j
             WHERE j.queue = f.name AND j.completed_at >= p_since AND j.completed_at <= p_now
+            OFFSET 0 -- one index-only range per queue, never a join over the whole table
         ) AS e
         WHERE f.name IS NOT NULL
         GROUP BY 1, 2
