@@ -36,6 +36,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"server settings: server_version=", "fsync=", "queue grants: none",
 		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
 		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
+		"== queue controls: ", "wal controls-claim-complete-2c: ours ", "wal controls-retry-cycle-2c: ours ",
 		"what limits throughput", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
 		"sustained load (production shape)", "last period / first period", "enqueue -> handler start with an idle Worker",
 		"== targets ==", "== targets (machine-readable) ==",
@@ -59,11 +60,58 @@ func TestEveryScenarioRuns(t *testing.T) {
 			lines++
 		}
 	}
-	require.GreaterOrEqual(t, lines, 9+2)
+	require.GreaterOrEqual(t, lines, 9+2+2)
 	// The machine-readable block closes the output, one well-formed line each.
 	block := text[strings.Index(text, "== targets (machine-readable) =="):]
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n")[1:] {
 		require.Regexp(t, `^(target [a-z0-9-]+: [0-9.]+ \(goal (>=|<=) [0-9.]+\) (met|MISS)|wal [a-z0-9-]+: ours [0-9]+ B/job, limit [0-9]+ B/job \(ratio [0-9.]+\))$`, l)
+	}
+}
+
+// TestControlsSection runs only the queue-controls lines (issue 19) at
+// tiny sizes: both sides must do their work (a claim that finds nothing
+// fails the step), and the controlled side must really be controlled.
+func TestControlsSection(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Only: "controls"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	require.Contains(t, text, "== queue controls: ")
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "..") && strings.Contains(l, " sql ") {
+			require.NotContains(t, strings.Fields(l), "0", "a zero rate in %q", l)
+			n++
+		}
+	}
+	require.Equal(t, 2*len(cfg.Clients), n, "two scenarios per client count")
+
+	// The controlled side runs the controlled paths: a claim takes a token,
+	// a fail is logged for the breaker; the other side touches neither.
+	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.NoError(t, err)
+	defer b.close()
+	db, drop, err := b.freshDatabase(t.Context())
+	require.NoError(t, err)
+	defer drop()
+	for _, side := range []string{oursTable, rawTable} {
+		require.NoError(t, controlsSeed(1_000_000, 1)(t.Context(), b, db, side, 1))
+		conn, err := db.pool.Acquire(t.Context())
+		require.NoError(t, err)
+		k, err := oursRetryCycle(t.Context(), conn)
+		conn.Release()
+		require.NoError(t, err)
+		require.Equal(t, 1, k)
+		var buckets, failures int
+		require.NoError(t, db.pool.QueryRow(t.Context(),
+			`SELECT (SELECT count(*) FROM backoff.queue_tokens), (SELECT count(*) FROM backoff.queue_failures)`).Scan(&buckets, &failures))
+		if side == oursTable {
+			require.Equal(t, [2]int{1, 1}, [2]int{buckets, failures}, "controlled side")
+		} else {
+			require.Equal(t, [2]int{0, 0}, [2]int{buckets, failures}, "side without controls")
+		}
 	}
 }
 

@@ -44,6 +44,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			drop()
 		}
 	}
+	if b.cfg.wants("controls") {
+		if err := b.controls(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("worker") || b.cfg.wants("river") {
 		ls, err := b.workerSection(ctx)
 		if err != nil {

@@ -125,6 +125,11 @@ func (c *completer) flush(ids []int64, att []int, queues []string) {
 	for q, n := range perQueue {
 		w.c.cfg.metrics.completed(ctx, q, n)
 	}
+	for _, p := range w.producers {
+		if perQueue[p.cfg.Queue] > 0 {
+			p.settle() // a half-open breaker's probe may have closed it
+		}
+	}
 }
 
 // completeBatch runs backoff.complete_many for CompleteMany and for the

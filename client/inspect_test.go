@@ -101,7 +101,8 @@ func TestOperatorCallsAgainstPostgres(t *testing.T) {
 	require.True(t, changed)
 	queues, err := c.Queues(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []QueueInfo{{"hooks", "default", true, true}, {"mail", "strict", false, true}}, queues)
+	require.Equal(t, []QueueInfo{{Name: "hooks", Policy: "default", Paused: true, Configured: true, BreakerProbes: 1},
+		{Name: "mail", Policy: "strict", Configured: true, BreakerProbes: 1}}, queues)
 	jobs, err := c.Claim(ctx, "hooks", 10, 0)
 	require.NoError(t, err)
 	require.Empty(t, jobs)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -18,6 +19,15 @@ import (
 // reaped lease or the poll interval wakes it. The registration ends when
 // two claims in a row find jobs (a backlog: the queue is busy) or, for a
 // worker that died, when it expires.
+//
+// A queue's controls (DESIGN §11.5) can make a claim return nothing while
+// jobs are due: an open breaker, or a rate limit out of tokens. So a claim
+// that returns nothing is followed by one backoff.queue_state call; when
+// its next_claim_at is ahead, the producer holds the queue until then: it
+// claims nothing, ignores notifications, polls and freed slots, ends its
+// idle registration (enqueuers need not wake a held queue), and a timer
+// wakes it (docs/adr/0047-worker-learns-when-to-claim.md). A claim that
+// returns jobs costs no extra call.
 type producer struct {
 	w        *Worker
 	cfg      QueueConfig
@@ -26,17 +36,34 @@ type producer struct {
 	inflight atomic.Int64
 	idle     bool // a claim found nothing since the last backlog; registered as waiting
 	streak   int  // claims in a row that found jobs
+	// holdUntil is when the queue's controls let a claim return jobs again
+	// (on the client's clock); zero when nothing holds it.
+	holdUntil time.Time
+	hold      *time.Timer // fires at holdUntil; nil when not held
+	halfOpen  bool        // the last state read was a half-open breaker
+	// awaitProbe: the breaker is half open with every probe out; no time
+	// ends that, a probe's result does. Wake-ups are ignored; a freed
+	// slot (maybe the probe's, failed), a completion of the queue
+	// committed by the completer (settled) or the poll ends it.
+	awaitProbe bool
+	settled    chan struct{}
+	// stateFailed: a queue_state read failed before (logged once).
+	stateFailed bool
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
-	return &producer{w: w, cfg: cfg, wake: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
+	return &producer{w: w, cfg: cfg, wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), settled: make(chan struct{}, 1)}
 }
 
 func (p *producer) run(ctx context.Context) {
 	poll := time.NewTicker(p.w.cfg.PollInterval)
 	defer poll.Stop()
+	defer p.release()
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
+		if p.held() || p.awaitProbe {
+			empty = true
+		}
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
 			n, err := p.claim(ctx, min(free, p.cfg.BatchSize))
 			if n == 0 {
@@ -58,6 +85,10 @@ func (p *producer) run(ctx context.Context) {
 					p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
 				}
 				continue
+			case p.controlled(ctx):
+				// The breaker or the rate limit holds the queue: wait for
+				// the timer, whatever wakes the producer before.
+				empty = true
 			case !p.idle && p.w.notifier.listening():
 				// Empty: register as waiting, then look once more, for a
 				// job enqueued before the registration was visible.
@@ -68,18 +99,113 @@ func (p *producer) run(ctx context.Context) {
 				empty = true
 			}
 		}
+		var timer <-chan time.Time
+		if p.hold != nil {
+			timer = p.hold.C
+		}
 		select {
 		case <-ctx.Done():
 		case <-p.wake:
 			empty = false
 		case <-poll.C:
 			empty = false
+			p.awaitProbe = false
 			if p.idle {
 				p.w.notifier.refresh(ctx, p.cfg.Queue)
 			}
 		case <-p.freed:
+			// A half-open breaker waits for a probe's result: the slot
+			// freed may be that result.
+			if p.halfOpen {
+				empty = false
+				p.awaitProbe = false
+			}
+		case <-p.settled:
+			// A completion of this queue is committed: maybe the probe's,
+			// which closed the breaker.
+			if p.awaitProbe {
+				empty = false
+				p.awaitProbe = false
+			}
+		case <-timer:
+			// The wait the database gave has passed: claim, even if an
+			// injected clock stands still.
+			p.release()
+			empty = false
 		}
 	}
+}
+
+// controlled is called after a claim returned nothing: it reads the
+// queue's state and reports whether its controls hold it (next_claim_at
+// ahead), and if so arms the timer that ends the hold. A failed read holds
+// nothing: the producer then waits as for an idle queue.
+func (p *producer) controlled(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, wait, err := p.w.c.queueState(cctx, p.cfg.Queue)
+	if err != nil {
+		// Logged once as an error (a database without queue_state would
+		// otherwise log it at every empty claim), then at debug level.
+		if ctx.Err() == nil {
+			level := slog.LevelError
+			if p.stateFailed {
+				level = slog.LevelDebug
+			}
+			p.w.log.Log(ctx, level, "read queue state failed; the queue is treated as idle", "queue", p.cfg.Queue, "err", err)
+			p.stateFailed = true
+		}
+		return false
+	}
+	p.halfOpen = st.State == "half_open"
+	if p.halfOpen && st.ProbesLeft != nil && *st.ProbesLeft == 0 && wait <= 0 {
+		p.awaitProbe = true
+		p.unregister(ctx)
+		return true
+	}
+	if wait <= 0 {
+		return false
+	}
+	p.release()
+	p.holdUntil = p.w.c.clock().Add(wait)
+	p.hold = time.NewTimer(wait)
+	p.w.log.Debug("queue held by its controls", "queue", p.cfg.Queue, "breaker", st.State, "wait", wait)
+	p.unregister(ctx)
+	return true
+}
+
+// unregister ends the idle registration of a held queue: its wake-ups
+// are ignored, so enqueuers need not send them (a queue at its rate is a
+// busy queue). The next claim that finds the queue empty and not held
+// registers again.
+func (p *producer) unregister(ctx context.Context) {
+	if p.idle {
+		p.idle = false
+		p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
+	}
+}
+
+// held reports whether the queue's controls still hold it. The hold ends
+// when the client's clock reaches holdUntil, whichever comes first of that
+// and the timer (a clock injected with WithClock may run ahead of it).
+func (p *producer) held() bool {
+	if p.holdUntil.IsZero() {
+		return false
+	}
+	if p.w.c.clock().Before(p.holdUntil) {
+		return true
+	}
+	p.release()
+	return false
+}
+
+// release ends a hold and stops its timer.
+func (p *producer) release() {
+	if p.hold != nil {
+		p.hold.Stop()
+		p.hold = nil
+	}
+	p.holdUntil = time.Time{}
 }
 
 // claim takes up to n jobs and starts a handler for each; it returns how
@@ -98,6 +224,12 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	}
 	return len(jobs), nil
 }
+
+// settle is called by the completer when it has committed completions of
+// this queue: a producer waiting for a probe's result looks again. The
+// signal is kept (one slot) if the producer is not waiting yet: a commit
+// between its empty claim and its state read must still wake it.
+func (p *producer) settle() { signal(p.settled) }
 
 // done is called when a handler of this queue has returned and its
 // outcome is recorded (or handed to the completer).

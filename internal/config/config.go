@@ -61,11 +61,35 @@ func DefaultSettings() Settings { return Settings{MaxClockSkew: 5 * time.Minute}
 // prints them.
 var settingsKeys = []string{"max_clock_skew", "time_injection"}
 
-// Queue maps a queue to the policy its jobs use.
+// Queue maps a queue to the policy its jobs use, and carries the queue's
+// controls (DESIGN §11.5, docs/adr/0047-worker-learns-when-to-claim.md):
+// a rate limit and a circuit breaker, the columns of backoff.queues that
+// `config apply` writes. A zero value means the control is off.
 type Queue struct {
 	Name   string
 	Policy string
+	// Rate is the most jobs per second claimed from the queue; 0 = no limit.
+	Rate float64
+	// Burst is the token bucket's size; 0 = the database's default,
+	// greatest(1, ceil(rate)). Set only with Rate.
+	Burst int
+	// BreakerFailures is how many failed attempts within BreakerWindow open
+	// the queue's breaker; 0 = no breaker.
+	BreakerFailures int
+	// BreakerWindow is the window failures are counted in (with
+	// BreakerFailures).
+	BreakerWindow time.Duration
+	// BreakerCooldown is how long an open breaker claims nothing (with
+	// BreakerFailures).
+	BreakerCooldown time.Duration
+	// BreakerProbes is how many jobs a half-open breaker hands out before a
+	// result closes or reopens it; 1 when omitted.
+	BreakerProbes int
 }
+
+// queueKeys are the keys of a [queues.NAME] table, in the order `config
+// show` prints them.
+var queueKeys = []string{"policy", "rate", "burst", "breaker_failures", "breaker_window", "breaker_cooldown", "breaker_probes"}
 
 // Grant is one queue grant of a [grants.ROLE] table: Role may act on Queue
 // (a name, or a prefix ending in "*") with Privilege "work" or "produce"
@@ -302,29 +326,11 @@ func decode(root *node, ps *problems) *Config {
 				ps.add(qn.line, qn.key, "must be a table such as [%s] with policy = \"NAME\", got %s", qn.key, describeValue(qn.val))
 				continue
 			}
-			q := Queue{Name: name}
-			for _, k := range sortedKeys(qt) {
-				v := qt[k]
-				if k != "policy" {
-					ps.add(v.line, v.key, "unknown key%s; a queue has only policy", suggest(k, []string{"policy"}))
-					continue
-				}
-				s, ok := v.val.(string)
-				switch {
-				case !ok:
-					ps.add(v.line, v.key, "must be a policy name (a string), got %s", describeValue(v.val))
-				case s != DefaultPolicyRow && !defined[s]:
-					ps.add(v.line, v.key, "no policy %q%s; defined: %s", s, suggest(s, names), listNames(names))
-				default:
-					q.Policy = s
-				}
+			q, ok := decodeQueue(name, qn, qt, defined, names, ps)
+			if !ok {
+				continue
 			}
-			if _, ok := qt["policy"]; !ok {
-				ps.add(qn.line, qn.key+".policy", "missing: a queue must name its policy")
-			}
-			if q.Policy != "" {
-				c.Queues = append(c.Queues, q)
-			}
+			c.Queues = append(c.Queues, q)
 		}
 		slices.SortFunc(c.Queues, func(a, b Queue) int { return strings.Compare(a.Name, b.Name) })
 	}
@@ -334,6 +340,117 @@ func decode(root *node, ps *problems) *Config {
 	}
 
 	return c
+}
+
+// decodeQueue reads one [queues.NAME] table: its policy and its controls.
+// It reports false when anything in the table is wrong.
+func decodeQueue(name string, qn *node, qt map[string]*node, defined map[string]bool, names []string, ps *problems) (Queue, bool) {
+	q := Queue{Name: name, BreakerProbes: 1}
+	before := ps.adds
+	bad := map[string]bool{}
+	fail := func(n *node, format string, args ...any) {
+		bad[lastPart(n.key)] = true
+		ps.add(n.line, n.key, format, args...)
+	}
+	positive := func(n *node, example string) (int, bool) {
+		i, ok := n.val.(int64)
+		switch {
+		case !ok:
+			fail(n, "must be an integer such as %s, got %s", example, describeValue(n.val))
+		case i < 1 || i > math.MaxInt32:
+			fail(n, "must be between 1 and %d, got %d", math.MaxInt32, i)
+		default:
+			return int(i), true
+		}
+		return 0, false
+	}
+	for _, k := range sortedKeys(qt) {
+		v := qt[k]
+		switch k {
+		case "policy":
+			s, ok := v.val.(string)
+			switch {
+			case !ok:
+				fail(v, "must be a policy name (a string), got %s", describeValue(v.val))
+			case s != DefaultPolicyRow && !defined[s]:
+				fail(v, "no policy %q%s; defined: %s", s, suggest(s, names), listNames(names))
+			default:
+				q.Policy = s
+			}
+		case "rate":
+			f, ok := number(v.val)
+			switch {
+			case !ok:
+				fail(v, "must be a number of jobs per second such as 50 or 0.5, got %s", describeValue(v.val))
+			case math.IsNaN(f) || math.IsInf(f, 0) || f <= 0:
+				fail(v, "must be a positive number of jobs per second, got %v", f)
+			default:
+				q.Rate = f
+			}
+		case "burst":
+			q.Burst, _ = positive(v, "10")
+		case "breaker_failures":
+			q.BreakerFailures, _ = positive(v, "5")
+		case "breaker_probes":
+			q.BreakerProbes, _ = positive(v, "1")
+		case "breaker_window", "breaker_cooldown":
+			s, ok := v.val.(string)
+			if !ok {
+				fail(v, "must be a duration string such as \"30s\", got %s", describeValue(v.val))
+				continue
+			}
+			d, err := ParseDuration(s)
+			switch {
+			case err != nil:
+				fail(v, "%v", err)
+			case d == 0:
+				fail(v, "must be positive, got %q", s)
+			case k == "breaker_window":
+				q.BreakerWindow = d
+			default:
+				q.BreakerCooldown = d
+			}
+		default:
+			hint := suggest(k, queueKeys)
+			if h, ok := queueKeyHints[strings.ToLower(k)]; ok {
+				hint = fmt.Sprintf(" (did you mean %q?)", h)
+			}
+			ps.add(v.line, v.key, "unknown key%s; a queue has %s", hint, strings.Join(queueKeys, ", "))
+		}
+	}
+	if _, ok := qt["policy"]; !ok {
+		ps.add(qn.line, qn.key+".policy", "missing: a queue must name its policy")
+	}
+	// Cross-field checks: a key that only means something with another.
+	written := func(key string) bool { _, ok := qt[key]; return ok }
+	if written("burst") && !written("rate") {
+		fail(qt["burst"], "is used only with rate: set rate (jobs per second) too")
+	}
+	if written("breaker_failures") && !bad["breaker_failures"] {
+		var missing []string
+		for _, k := range []string{"breaker_window", "breaker_cooldown"} {
+			if !written(k) {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) > 0 {
+			fail(qt["breaker_failures"], "a breaker needs %s too", strings.Join(missing, " and "))
+		}
+	} else if !written("breaker_failures") {
+		for _, k := range []string{"breaker_window", "breaker_cooldown", "breaker_probes"} {
+			if written(k) {
+				fail(qt[k], "is used only with breaker_failures: set breaker_failures (failures that open the breaker) too")
+			}
+		}
+	}
+	return q, ps.adds == before
+}
+
+// queueKeyHints catches names people write for a queue key.
+var queueKeyHints = map[string]string{
+	"rate_limit": "rate", "limit": "rate", "per_second": "rate", "bucket": "burst",
+	"threshold": "breaker_failures", "failures": "breaker_failures", "max_failures": "breaker_failures",
+	"cooldown": "breaker_cooldown", "window": "breaker_window", "probes": "breaker_probes",
 }
 
 // decodeSettings reads [settings]; omitted keys take DefaultSettings.
@@ -465,6 +582,7 @@ var keyHints = map[string]string{
 	"retries": "max_attempts", "max_retries": "max_attempts", "attempts": "max_attempts",
 	"factor": "multiplier", "backoff": "strategy", "type": "strategy", "delays": "schedule",
 	"timeout": "lease", "visibility_timeout": "lease", "ttl": "deadline",
+	"max_lease_expired": "max_lease_expiries", "max_reaps": "max_lease_expiries", "lease_expiries": "max_lease_expiries",
 }
 
 var strategies = []string{"none", "fixed", "linear", "exponential", "polynomial", "schedule"}

@@ -81,7 +81,7 @@ func TestDesignExample(t *testing.T) {
 	c, err := parse(t, designExample, "")
 	require.NoError(t, err)
 	require.Equal(t, "moderate", c.DefaultPolicy)
-	require.Equal(t, []Queue{{Name: "emails", Policy: "square"}}, c.Queues)
+	require.Equal(t, []Queue{{Name: "emails", Policy: "square", BreakerProbes: 1}}, c.Queues)
 	require.Equal(t, []string{"test"}, c.Envs)
 
 	square, ok := c.Policy("square")
@@ -228,7 +228,9 @@ func TestProblems(t *testing.T) {
 		{"queue without policy", "version = 1\n[queues.emails]\n", "", []string{
 			`backoff.toml:2: queues.emails.policy: missing: a queue must name its policy`}},
 		{"queue unknown key", "version = 1\n[queues.emails]\npolicy = \"moderate\"\npaused = true\n", "", []string{
-			`backoff.toml:4: queues.emails.paused: unknown key; a queue has only policy`}},
+			`backoff.toml:4: queues.emails.paused: unknown key; a queue has policy, rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes`}},
+		{"queue key hint", "version = 1\n[queues.emails]\npolicy = \"moderate\"\ncooldown = \"1m\"\n", "", []string{
+			`backoff.toml:4: queues.emails.cooldown: unknown key (did you mean "breaker_cooldown"?); a queue has policy, rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes`}},
 		{"default_policy missing", "version = 1\ndefault_policy = \"fast\"\n", "", []string{
 			`backoff.toml:2: default_policy: no policy "fast"; defined: aggressive, conservative, moderate`}},
 		{"reserved name", "version = 1\n[policies.default]\n", "", []string{
@@ -265,6 +267,121 @@ func TestProblems(t *testing.T) {
 	}
 }
 
+// Every invalid queue control the contract lists (docs/concepts.md "Queues
+// as controls") is reported at its own line, in the base file and in an
+// environment's overlay alike.
+func TestQueueControlProblems(t *testing.T) {
+	q := func(body string) string { return "version = 1\n[queues.hooks]\npolicy = \"moderate\"\n" + body }
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"zero rate", q("rate = 0\n"), []string{
+			`backoff.toml:4: queues.hooks.rate: must be a positive number of jobs per second, got 0`}},
+		{"negative rate", q("rate = -2.5\n"), []string{
+			`backoff.toml:4: queues.hooks.rate: must be a positive number of jobs per second, got -2.5`}},
+		{"infinite rate", q("rate = inf\n"), []string{
+			`backoff.toml:4: queues.hooks.rate: must be a positive number of jobs per second, got +Inf`}},
+		{"nan rate", q("rate = nan\n"), []string{
+			`backoff.toml:4: queues.hooks.rate: must be a positive number of jobs per second, got NaN`}},
+		{"rate as string", q("rate = \"50/s\"\n"), []string{
+			`backoff.toml:4: queues.hooks.rate: must be a number of jobs per second such as 50 or 0.5, got the string "50/s"`}},
+		{"zero burst", q("rate = 5\nburst = 0\n"), []string{
+			`backoff.toml:5: queues.hooks.burst: must be between 1 and 2147483647, got 0`}},
+		{"burst without rate", q("burst = 3\n"), []string{
+			`backoff.toml:4: queues.hooks.burst: is used only with rate: set rate (jobs per second) too`}},
+		{"zero failures", q("breaker_failures = 0\nbreaker_window = \"30s\"\nbreaker_cooldown = \"1m\"\n"), []string{
+			`backoff.toml:4: queues.hooks.breaker_failures: must be between 1 and 2147483647, got 0`}},
+		{"negative failures", q("breaker_failures = -1\nbreaker_window = \"30s\"\nbreaker_cooldown = \"1m\"\n"), []string{
+			`backoff.toml:4: queues.hooks.breaker_failures: must be between 1 and 2147483647, got -1`}},
+		{"zero window", q("breaker_failures = 5\nbreaker_window = \"0s\"\nbreaker_cooldown = \"1m\"\n"), []string{
+			`backoff.toml:5: queues.hooks.breaker_window: must be positive, got "0s"`}},
+		{"negative cooldown", q("breaker_failures = 5\nbreaker_window = \"30s\"\nbreaker_cooldown = \"-1m\"\n"), []string{
+			`backoff.toml:6: queues.hooks.breaker_cooldown: duration "-1m" must not be negative`}},
+		{"zero cooldown", q("breaker_failures = 5\nbreaker_window = \"30s\"\nbreaker_cooldown = \"0s\"\n"), []string{
+			`backoff.toml:6: queues.hooks.breaker_cooldown: must be positive, got "0s"`}},
+		{"window as number", q("breaker_failures = 5\nbreaker_window = 30\nbreaker_cooldown = \"1m\"\n"), []string{
+			`backoff.toml:5: queues.hooks.breaker_window: must be a duration string such as "30s", got the integer 30`}},
+		{"failures without window and cooldown", q("breaker_failures = 5\n"), []string{
+			`backoff.toml:4: queues.hooks.breaker_failures: a breaker needs breaker_window and breaker_cooldown too`}},
+		{"failures without cooldown", q("breaker_failures = 5\nbreaker_window = \"30s\"\n"), []string{
+			`backoff.toml:4: queues.hooks.breaker_failures: a breaker needs breaker_cooldown too`}},
+		{"window, cooldown and probes without failures", q("breaker_window = \"30s\"\nbreaker_cooldown = \"1m\"\nbreaker_probes = 2\n"), []string{
+			`backoff.toml:4: queues.hooks.breaker_window: is used only with breaker_failures: set breaker_failures (failures that open the breaker) too`,
+			`backoff.toml:5: queues.hooks.breaker_cooldown: is used only with breaker_failures: set breaker_failures (failures that open the breaker) too`,
+			`backoff.toml:6: queues.hooks.breaker_probes: is used only with breaker_failures: set breaker_failures (failures that open the breaker) too`}},
+		{"zero probes", q("breaker_failures = 5\nbreaker_window = \"30s\"\nbreaker_cooldown = \"1m\"\nbreaker_probes = 0\n"), []string{
+			`backoff.toml:7: queues.hooks.breaker_probes: must be between 1 and 2147483647, got 0`}},
+		{"probes as float", q("breaker_failures = 5\nbreaker_window = \"30s\"\nbreaker_cooldown = \"1m\"\nbreaker_probes = 1.5\n"), []string{
+			`backoff.toml:7: queues.hooks.breaker_probes: must be an integer such as 1, got the number 1.5`}},
+		{"overlay zero rate", q("rate = 5\n[env.prod.queues.hooks]\nrate = 0\n"), []string{
+			`backoff.toml:6: env.prod.queues.hooks.rate: must be a positive number of jobs per second, got 0`}},
+		{"overlay probes without failures", q("[env.prod.queues.hooks]\nbreaker_probes = 2\n"), []string{
+			`backoff.toml:5: env.prod.queues.hooks.breaker_probes: is used only with breaker_failures: set breaker_failures (failures that open the breaker) too`}},
+		{"overlay zero window", q("breaker_failures = 5\nbreaker_window = \"30s\"\nbreaker_cooldown = \"1m\"\n[env.prod.queues.hooks]\nbreaker_window = \"0s\"\n"), []string{
+			`backoff.toml:8: env.prod.queues.hooks.breaker_window: must be positive, got "0s"`}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, problemsOf(t, tc.src, ""))
+		})
+	}
+}
+
+// Queue controls decode, an overlay changes one of them, and config show
+// writes them back to a file that loads to the same queues.
+func TestQueueControls(t *testing.T) {
+	src := `version = 1
+[policies.slow]
+max_lease_expiries = 3
+[queues.webhooks]
+policy = "moderate"
+rate = 50
+burst = 10
+breaker_failures = 5
+breaker_window = "30s"
+breaker_cooldown = "1m"
+breaker_probes = 2
+[queues.mail]
+policy = "slow"
+rate = 0.5
+[queues.plain]
+policy = "moderate"
+[env.prod.queues.webhooks]
+rate = 200.5
+breaker_cooldown = "5m"
+`
+	want := []Queue{
+		{Name: "mail", Policy: "slow", Rate: 0.5, BreakerProbes: 1},
+		{Name: "plain", Policy: "moderate", BreakerProbes: 1},
+		{Name: "webhooks", Policy: "moderate", Rate: 50, Burst: 10, BreakerFailures: 5,
+			BreakerWindow: 30 * time.Second, BreakerCooldown: time.Minute, BreakerProbes: 2},
+	}
+	c, err := parse(t, src, "")
+	require.NoError(t, err)
+	require.Equal(t, want, c.Queues)
+	slow, _ := c.Policy("slow")
+	require.Equal(t, 3, slow.MaxLeaseExpiries)
+	mod, _ := c.Policy("moderate")
+	require.Equal(t, 0, mod.MaxLeaseExpiries, "omitted: no budget")
+
+	prod, err := parse(t, src, "prod")
+	require.NoError(t, err)
+	want[2].Rate, want[2].BreakerCooldown = 200.5, 5*time.Minute
+	require.Equal(t, want, prod.Queues)
+
+	var b strings.Builder
+	require.NoError(t, Write(&b, prod))
+	require.Contains(t, b.String(), "\n[queues.webhooks]\npolicy = \"moderate\"\nrate = 200.5\nburst = 10\n"+
+		"breaker_failures = 5\nbreaker_window = \"30s\"\nbreaker_cooldown = \"5m\"\nbreaker_probes = 2\n")
+	require.Contains(t, b.String(), "\n[queues.mail]\npolicy = \"slow\"\nrate = 0.5\n\n")
+	require.Contains(t, b.String(), "max_lease_expiries = 3\n")
+	again, err := Parse("shown.toml", []byte(b.String()), "")
+	require.NoError(t, err, b.String())
+	require.Equal(t, prod.Queues, again.Queues)
+	require.Equal(t, prod.Policies, again.Policies)
+}
+
 func TestOverlay(t *testing.T) {
 	src := `version = 1
 default_policy = "a"
@@ -283,7 +400,7 @@ policy = "b"
 	c, err := parse(t, src, "prod")
 	require.NoError(t, err)
 	require.Equal(t, "b", c.DefaultPolicy)
-	require.Equal(t, []Queue{{"q", "b"}}, c.Queues)
+	require.Equal(t, []Queue{{Name: "q", Policy: "b", BreakerProbes: 1}}, c.Queues)
 	a, _ := c.Policy("a")
 	require.Equal(t, 2*time.Second, a.Base, "base policies stay")
 	c, err = parse(t, src, "")
@@ -420,4 +537,20 @@ func FuzzLoad(f *testing.F) {
 			require.Regexp(t, lineRE, p.String())
 		}
 	})
+}
+
+// The example of docs/concepts.md "Queues as controls" is a valid file.
+func TestConceptsQueueExample(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/concepts.md")
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(doc), "## Queues as controls")
+	require.True(t, ok)
+	_, rest, ok = strings.Cut(rest, "```toml\n")
+	require.True(t, ok)
+	block, _, ok := strings.Cut(rest, "```")
+	require.True(t, ok)
+	c, err := parse(t, "version = 1\n"+block, "")
+	require.NoError(t, err)
+	require.Equal(t, []Queue{{Name: "webhooks", Policy: "moderate", Rate: 50, Burst: 10, BreakerFailures: 5,
+		BreakerWindow: 30 * time.Second, BreakerCooldown: time.Minute, BreakerProbes: 1}}, c.Queues)
 }

@@ -32,6 +32,7 @@ func Write(w io.Writer, c *Config) error {
 	}
 	for _, q := range c.Queues {
 		fmt.Fprintf(&b, "\n[queues.%s]\npolicy = %s\n", displayPart(q.Name), strconv.Quote(q.Policy))
+		writeQueueControls(&b, q)
 	}
 	if c.Settings.Set {
 		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\n",
@@ -54,6 +55,24 @@ func Write(w io.Writer, c *Config) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeQueueControls prints the controls q sets, in the order of
+// queueKeys; a control that is off is omitted (that is how a file turns it
+// off).
+func writeQueueControls(b *strings.Builder, q Queue) {
+	if q.Rate > 0 {
+		fmt.Fprintf(b, "rate = %s\n", FormatFloat(q.Rate))
+		if q.Burst > 0 {
+			fmt.Fprintf(b, "burst = %d\n", q.Burst)
+		}
+	}
+	if q.BreakerFailures > 0 {
+		fmt.Fprintf(b, "breaker_failures = %d\n", q.BreakerFailures)
+		fmt.Fprintf(b, "breaker_window = %q\n", FormatDuration(q.BreakerWindow))
+		fmt.Fprintf(b, "breaker_cooldown = %q\n", FormatDuration(q.BreakerCooldown))
+		fmt.Fprintf(b, "breaker_probes = %d\n", q.BreakerProbes)
+	}
 }
 
 // writePolicy prints the keys of p that its strategy and jitter use, so the

@@ -263,6 +263,19 @@ SELECT backoff.fail(1, 4, 'smtp 451: greylisted', NULL, true, '2030-01-01T00:10:
 	s.run("jobs", "show", "abc")
 	s.run("dlq", "replay", "1", "--all", "--queue", "emails")
 	s.run("jobs", "list", "--output", "yaml")
+	// A failure opens webhooks' breaker (its threshold lowered to 1 for
+	// the transcript): list, show and stats say so, with the cooldown's end.
+	sqlExec(t, url, `
+UPDATE backoff.queues SET breaker_failures = 1 WHERE name = 'webhooks';
+SELECT backoff.enqueue('webhooks', '{"id": 8}', p_now => '2030-01-01T00:09:00Z');
+SELECT backoff.claim('webhooks', 'worker-e', 1, NULL, '2030-01-01T00:09:20Z');
+SELECT backoff.fail(6, 1, 'POST https://hooks.example.com/in: 503', NULL, true, '2030-01-01T00:09:30Z');`)
+	s.run("queue", "show", "webhooks")
+	s.run("queue", "show", "webhooks", "--output", "json")
+	s.run("queue", "show", "emails")
+	s.run("queue", "show", "nosuch")
+	s.run("queue", "show")
+	s.run("stats")
 	s.run("queue", "list")
 	s.run("queue", "pause", "emails")
 	s.run("queue", "pause", "emails")

@@ -75,6 +75,15 @@ type statsRow struct {
 	OldestDueAge *time.Duration `json:"oldest_due_age_us"`
 	Retries      int64          `json:"retries"`
 	DeadLetters  int64          `json:"dead_letters"`
+	// The queue's controls (docs/concepts.md "Queues as controls"): its
+	// breaker's live state and the failures in its window (nil without a
+	// breaker), its rate limit and the tokens in its bucket (nil without).
+	Breaker         *string  `json:"breaker"`
+	BreakerFailures *int64   `json:"breaker_failures"`
+	Rate            *float64 `json:"rate"`
+	Tokens          *float64 `json:"tokens"`
+
+	cells [2]string // BREAKER and RATE as the table shows them
 }
 
 func newStatsCommand() *cobra.Command {
@@ -82,11 +91,13 @@ func newStatsCommand() *cobra.Command {
 	var watch int
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Jobs per queue and status, the oldest due job, recent retries and dead letters",
+		Short: "Jobs per queue and status, the oldest due job, recent retries and dead letters, breaker and rate",
 		Long: `Print one line per queue: jobs per status, how many are due and how long
-the oldest due job has waited, and the retries and dead letters of the last
---window. With --watch N the table is redrawn every N seconds until
-interrupted (Ctrl-C).`,
+the oldest due job has waited, the retries and dead letters of the last
+--window, and the queue's controls: its circuit breaker's state (closed with
+the failures in its window out of its threshold, open, half_open) and its
+rate limit ("-": none; backoff.queue_state). With --watch N the table is
+redrawn every N seconds until interrupted (Ctrl-C).`,
 		Example: `  backoffctl stats
   backoffctl stats --window 15m
   backoffctl stats --watch 2`,
@@ -147,11 +158,24 @@ interrupted (Ctrl-C).`,
 	return cmd
 }
 
-// readStats reads backoff.stats through the client for a window.
+// readStats reads backoff.stats through the client for a window, and the
+// live state of the queues that have controls.
 func readStats(ctx context.Context, c *client.Client, win time.Duration) ([]statsRow, error) {
 	qs, err := c.Stats(ctx, win)
 	if err != nil {
 		return nil, err
+	}
+	infos, err := c.Queues(ctx)
+	if err != nil {
+		return nil, err
+	}
+	states, err := queueStates(ctx, c, infos)
+	if err != nil {
+		return nil, err
+	}
+	info := map[string]client.QueueInfo{}
+	for _, q := range infos {
+		info[q.Name] = q
 	}
 	stats := make([]statsRow, len(qs))
 	for i, q := range qs {
@@ -162,6 +186,16 @@ func readStats(ctx context.Context, c *client.Client, win time.Duration) ([]stat
 			age := q.OldestDueAge
 			stats[i].OldestDueAge = &age
 		}
+		qi := info[q.Queue]
+		st, ok := states[q.Queue]
+		if ok && qi.BreakerFailures != nil {
+			state, failures := st.State, st.Failures
+			stats[i].Breaker, stats[i].BreakerFailures = &state, &failures
+		}
+		if ok && qi.Rate != nil {
+			stats[i].Rate, stats[i].Tokens = qi.Rate, st.Tokens
+		}
+		stats[i].cells = [2]string{stateCell(qi, st, ok), rateCell(qi.Rate, qi.Burst)}
 	}
 	return stats, nil
 }
@@ -174,7 +208,7 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 	win := formatDelay(window)
 	tw := newTable(w)
 	row(tw, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "DUE", "OLDEST_DUE",
-		"RETRIES/"+win, "DEAD/"+win)
+		"RETRIES/"+win, "DEAD/"+win, "BREAKER", "RATE")
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, s := range stats {
 		age := "-"
@@ -182,7 +216,7 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 			age = formatDelay(s.OldestDueAge.Round(time.Millisecond))
 		}
 		row(tw, s.Queue, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Cancelled),
-			i(s.Due), age, i(s.Retries), i(s.DeadLetters))
+			i(s.Due), age, i(s.Retries), i(s.DeadLetters), orDashCell(s.cells[0]), orDashCell(s.cells[1]))
 	}
 	_ = tw.Flush()
 }
@@ -262,4 +296,12 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 	cmd.Flags().IntVar(&priority, "priority", 0, "higher runs first")
 	cmd.Flags().StringVar(&dedupe, "dedupe-key", "", "skip if an unfinished job of the queue has this key")
 	return cmd
+}
+
+// orDashCell is "-" for an empty cell (a row made without readStats).
+func orDashCell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

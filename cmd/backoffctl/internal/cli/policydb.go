@@ -42,12 +42,16 @@ func readPolicies(ctx context.Context, db client.DB) ([]policy.Policy, error) {
 type dbState struct {
 	Policies map[string]policy.Policy
 	Queues   map[string]string // queue → policy
+	// Controls are the queues' rows with their controls (rate, breaker;
+	// DESIGN §11.5), by name; Policy as in Queues.
+	Controls map[string]config.Queue
 	Grants   map[config.Grant]bool
 	Settings *config.Settings // the row of backoff.settings; nil when there is none
 }
 
 func readState(ctx context.Context, q client.DB) (*dbState, error) {
-	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}, Grants: map[config.Grant]bool{}}
+	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}, Controls: map[string]config.Queue{},
+		Grants: map[config.Grant]bool{}}
 	ps, err := readPolicies(ctx, q)
 	if err != nil {
 		return nil, err
@@ -55,17 +59,24 @@ func readState(ctx context.Context, q client.DB) (*dbState, error) {
 	for _, p := range ps {
 		st.Policies[p.Name] = p
 	}
-	rows, err := q.Query(ctx, `SELECT name, policy FROM backoff.queues ORDER BY name`)
+	rows, err := q.Query(ctx, `SELECT name, policy, coalesce(rate, 0), coalesce(burst, 0), coalesce(breaker_failures, 0),
+	coalesce((extract(epoch FROM breaker_window) * 1000000)::bigint, 0),
+	coalesce((extract(epoch FROM breaker_cooldown) * 1000000)::bigint, 0), breaker_probes
+FROM backoff.queues ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
 	}
 	for rows.Next() {
-		var name, pol string
-		if err := rows.Scan(&name, &pol); err != nil {
+		var qu config.Queue
+		var window, cooldown int64
+		if err := rows.Scan(&qu.Name, &qu.Policy, &qu.Rate, &qu.Burst, &qu.BreakerFailures, &window, &cooldown,
+			&qu.BreakerProbes); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read queues: %w", err)
 		}
-		st.Queues[name] = pol
+		qu.BreakerWindow, qu.BreakerCooldown = time.Duration(window)*time.Microsecond, time.Duration(cooldown)*time.Microsecond
+		st.Queues[qu.Name] = qu.Policy
+		st.Controls[qu.Name] = qu
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -142,7 +153,7 @@ type change struct {
 	Fields []fieldChange `json:"fields,omitempty"`
 
 	policy   policy.Policy   // desired row, for add/update of a policy
-	queue    string          // desired policy, for add/update of a queue
+	queue    config.Queue    // desired row, for add/update of a queue
 	settings config.Settings // desired row, for add/update of the settings
 	grant    config.Grant    // the grant, for add/extra of a grant
 }
@@ -180,6 +191,44 @@ func policyFields(p policy.Policy) [][2]string {
 		{"lease", config.FormatDuration(p.Lease)},
 		{"deadline", deadline},
 		{"max_lease_expiries", leaseExpiries},
+	}
+}
+
+// optInt renders a setting where 0 means off as "none".
+func optInt(n int) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
+}
+
+// optDuration renders a duration where 0 means off as "none".
+func optDuration(d time.Duration) string {
+	if d == 0 {
+		return "none"
+	}
+	return config.FormatDuration(d)
+}
+
+// queueFields renders a queue row's columns as (TOML key, value) pairs in
+// the file's order; a control that is off reads "none". breaker_probes is
+// shown only with a breaker (alone it changes nothing).
+func queueFields(q config.Queue) [][2]string {
+	rate, probes := "none", "-"
+	if q.Rate > 0 {
+		rate = config.FormatFloat(q.Rate)
+	}
+	if q.BreakerFailures > 0 {
+		probes = strconv.Itoa(q.BreakerProbes)
+	}
+	return [][2]string{
+		{"policy", q.Policy},
+		{"rate", rate},
+		{"burst", optInt(q.Burst)},
+		{"breaker_failures", optInt(q.BreakerFailures)},
+		{"breaker_window", optDuration(q.BreakerWindow)},
+		{"breaker_cooldown", optDuration(q.BreakerCooldown)},
+		{"breaker_probes", probes},
 	}
 }
 
@@ -236,14 +285,28 @@ func planChanges(c *config.Config, st *dbState) []change {
 	wantQ := map[string]bool{}
 	for _, q := range c.Queues {
 		wantQ[q.Name] = true
-		cur, ok := st.Queues[q.Name]
-		switch {
-		case !ok:
-			out = append(out, change{Kind: changeAdd, Object: "queue", Name: q.Name, queue: q.Policy,
-				Fields: []fieldChange{{Field: "policy", New: q.Policy}}})
-		case cur != q.Policy:
-			out = append(out, change{Kind: changeUpdate, Object: "queue", Name: q.Name, queue: q.Policy,
-				Fields: []fieldChange{{Field: "policy", Old: cur, New: q.Policy}}})
+		newF := queueFields(q)
+		cur, ok := st.Controls[q.Name]
+		if !ok {
+			// An added queue lists its policy and the controls it sets.
+			ch := change{Kind: changeAdd, Object: "queue", Name: q.Name, queue: q}
+			for _, f := range newF {
+				if f[0] == "policy" || (f[1] != "none" && f[1] != "-") {
+					ch.Fields = append(ch.Fields, fieldChange{Field: f[0], New: f[1]})
+				}
+			}
+			out = append(out, ch)
+			continue
+		}
+		oldF := queueFields(cur)
+		ch := change{Kind: changeUpdate, Object: "queue", Name: q.Name, queue: q}
+		for i := range newF {
+			if oldF[i][1] != newF[i][1] {
+				ch.Fields = append(ch.Fields, fieldChange{Field: newF[i][0], Old: oldF[i][1], New: newF[i][1]})
+			}
+		}
+		if len(ch.Fields) > 0 {
+			out = append(out, ch)
 		}
 	}
 	for _, name := range sortedNames(st.Queues) {
@@ -350,9 +413,27 @@ ON CONFLICT (name) DO UPDATE SET
 		if ch.Object != "queue" || ch.Kind == changeExtra {
 			continue
 		}
+		// A control the file omits is written NULL (off); paused is the
+		// operator's and stays as it is.
+		q := ch.queue
+		nullable := func(v, off any) any {
+			if v == off {
+				return nil
+			}
+			return v
+		}
 		_, err := tx.Exec(ctx, `
-INSERT INTO backoff.queues (name, policy, updated_at) VALUES ($1, $2, now())
-ON CONFLICT (name) DO UPDATE SET policy = excluded.policy, updated_at = now()`, ch.Name, ch.queue)
+INSERT INTO backoff.queues AS q
+    (name, policy, rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes, updated_at)
+VALUES ($1, $2, $3::float8, $4::integer, $5::integer, $6::bigint * interval '1 microsecond',
+        $7::bigint * interval '1 microsecond', $8::integer, now())
+ON CONFLICT (name) DO UPDATE SET
+    policy = excluded.policy, rate = excluded.rate, burst = excluded.burst,
+    breaker_failures = excluded.breaker_failures, breaker_window = excluded.breaker_window,
+    breaker_cooldown = excluded.breaker_cooldown, breaker_probes = excluded.breaker_probes, updated_at = now()`,
+			ch.Name, q.Policy, nullable(q.Rate, 0.0), nullable(q.Burst, 0), nullable(q.BreakerFailures, 0),
+			nullable(q.BreakerWindow.Microseconds(), int64(0)), nullable(q.BreakerCooldown.Microseconds(), int64(0)),
+			max(q.BreakerProbes, 1))
 		if err != nil {
 			return fmt.Errorf("write queue %q: %w", ch.Name, err)
 		}

@@ -254,14 +254,14 @@ func (d *demo) run(ctx context.Context) (err error) {
 	fmt.Fprintln(w)
 
 	// 4. Workers, until every job has settled.
-	stats, runErr := d.work(ctx)
+	stats, p, runErr := d.work(ctx)
 
 	// 5. The report.
 	if stats != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "== final stats ==")
 		cli.WriteStats(w, stats, time.Hour)
-		d.writeOutcomes(w)
+		d.writeOutcomes(w, p)
 	}
 	if runErr != nil {
 		return runErr
@@ -548,7 +548,7 @@ func (d *demo) enqueue(ctx context.Context, c *client.Client) error {
 // work runs the workers until every job has settled (or the timeout), with
 // the progress display, and returns the stats read after the workers have
 // drained.
-func (d *demo) work(ctx context.Context) ([]cli.StatsRow, error) {
+func (d *demo) work(ctx context.Context) ([]cli.StatsRow, *progress, error) {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -564,7 +564,7 @@ func (d *demo) work(ctx context.Context) ([]cli.StatsRow, error) {
 			ShutdownTimeout: 5 * time.Second,
 		}, client.WithLogger(quiet), client.WithWorkerID("demo-"+q.name))
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		wg.Add(1)
 		go func() {
@@ -612,10 +612,10 @@ loop:
 	defer cancel()
 	stats, err := cli.ReadStats(sctx, d.client, time.Hour)
 	if err != nil {
-		return nil, errors.Join(runErr, err)
+		return nil, p, errors.Join(runErr, err)
 	}
 	p.done(stats)
-	return stats, runErr
+	return stats, p, runErr
 }
 
 func (d *demo) enqueued() int64 {
@@ -661,8 +661,9 @@ func (d *demo) account(w io.Writer, stats []cli.StatsRow) error {
 	return nil
 }
 
-// writeOutcomes prints what the handlers saw and why jobs were dead-lettered.
-func (d *demo) writeOutcomes(w io.Writer) {
+// writeOutcomes prints what the handlers saw and why jobs were
+// dead-lettered, and what the progress saw of the queues' breakers.
+func (d *demo) writeOutcomes(w io.Writer, p *progress) {
 	fmt.Fprintln(w)
 	tw := cli.NewTable(w)
 	cli.Row(tw, "QUEUE", "ATTEMPTS", "OK", "TRANSIENT", "RATE_LIMITED(429)", "POISON")
@@ -672,6 +673,12 @@ func (d *demo) writeOutcomes(w io.Writer) {
 			strconv.FormatInt(c.rateLimited, 10), strconv.FormatInt(c.poison, 10))
 	}
 	_ = tw.Flush()
+	for _, q := range d.queues {
+		if b := p.breakers[q.name]; b != nil {
+			fmt.Fprintf(w, "breaker of %s: seen opening %d time(s) and closing %d time(s) (polled every %s); now %s\n",
+				q.name, b.opened, b.closed, p.interval, b.state)
+		}
+	}
 }
 
 // writeDeadLetter counts the dead letters by reason and shows the one

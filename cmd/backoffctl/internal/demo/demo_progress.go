@@ -26,11 +26,57 @@ type progress struct {
 	last  time.Time     // when a plain line was last printed
 	line  string        // the last plain line
 	lines int           // lines of the last live frame, to move back over
+
+	breakers map[string]*breakerSeen // per queue with a breaker, what the polls saw
+}
+
+// breakerSeen is a queue's circuit breaker as the progress polls saw it:
+// its last state and how often it was seen to open and to close again.
+type breakerSeen struct {
+	state          string
+	opened, closed int
+}
+
+// observe follows each breaker from one poll to the next.
+func (p *progress) observe(stats []cli.StatsRow) {
+	for _, s := range stats {
+		if s.Breaker == nil {
+			continue
+		}
+		b := p.breakers[s.Queue]
+		if b == nil {
+			b = &breakerSeen{state: "closed"}
+			p.breakers[s.Queue] = b
+		}
+		switch now := *s.Breaker; {
+		case now == b.state:
+		case b.state == "closed": // open, or half open between two polls
+			b.opened++
+		case now == "closed":
+			b.closed++
+		case now == "open" && b.state == "half_open": // a failed probe
+			b.opened++
+		}
+		b.state = *s.Breaker
+	}
+}
+
+// breakerCell is a queue's breaker for the progress: "closed, opened 3×".
+func (p *progress) breakerCell(queue string) string {
+	b := p.breakers[queue]
+	if b == nil {
+		return "-"
+	}
+	if b.opened == 0 {
+		return b.state
+	}
+	return fmt.Sprintf("%s, opened %d×", b.state, b.opened)
 }
 
 func newProgress(w io.Writer, mode string, queues []*demoQueue, start time.Time) *progress {
 	live := mode == "live" || mode == "auto" && isTerminal(w)
-	return &progress{w: w, live: live, queues: queues, start: start, interval: 100 * time.Millisecond, every: time.Second}
+	return &progress{w: w, live: live, queues: queues, start: start, interval: 100 * time.Millisecond, every: time.Second,
+		breakers: map[string]*breakerSeen{}}
 }
 
 // isTerminal reports whether w is a character device (a terminal) and TERM
@@ -49,6 +95,7 @@ func isTerminal(w io.Writer) bool {
 
 // draw shows stats: a new frame when live, a line a second when plain.
 func (p *progress) draw(stats []cli.StatsRow) {
+	p.observe(stats)
 	if p.live {
 		p.frame(stats)
 		return
@@ -63,6 +110,7 @@ func (p *progress) draw(stats []cli.StatsRow) {
 
 // done shows the final state.
 func (p *progress) done(stats []cli.StatsRow) {
+	p.observe(stats)
 	if p.live {
 		p.frame(stats)
 		return
@@ -92,9 +140,15 @@ func (p *progress) totals(stats []cli.StatsRow) (t cli.StatsRow, enqueued int64,
 func (p *progress) summary(stats []cli.StatsRow) string {
 	t, enq, limited := p.totals(stats)
 	done := t.Completed + t.DeadLettered
-	return fmt.Sprintf("%6s  settled %d/%d (%d%%)  pending %d  running %d  retrying %d  completed %d  dead-lettered %d  retries %d  429s %d",
+	line := fmt.Sprintf("%6s  settled %d/%d (%d%%)  pending %d  running %d  retrying %d  completed %d  dead-lettered %d  retries %d  429s %d",
 		time.Since(p.start).Round(100*time.Millisecond), done, enq, percent(done, enq),
 		t.Pending, t.Running, t.Retrying, t.Completed, t.DeadLettered, t.Retries, limited)
+	for _, q := range p.queues {
+		if _, ok := p.breakers[q.name]; ok {
+			line += fmt.Sprintf("  %s breaker %s", q.name, p.breakerCell(q.name))
+		}
+	}
+	return line
 }
 
 func percent(n, of int64) int64 {
@@ -110,17 +164,17 @@ func (p *progress) frame(stats []cli.StatsRow) {
 	for _, s := range stats {
 		byQueue[s.Queue] = s
 	}
-	const format = "%-10s %8s %8s %9s %10s %14s %8s %6s"
-	line := func(name string, s cli.StatsRow, limited int64) string {
+	const format = "%-10s %8s %8s %9s %10s %14s %8s %6s  %s"
+	line := func(name string, s cli.StatsRow, limited int64, breaker string) string {
 		i := func(v int64) string { return fmt.Sprint(v) }
-		return fmt.Sprintf(format, name, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Retries), i(limited))
+		return fmt.Sprintf(format, name, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Retries), i(limited), breaker)
 	}
-	lines := []string{fmt.Sprintf(format, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD_LETTERED", "RETRIES", "429s")}
+	lines := []string{fmt.Sprintf(format, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD_LETTERED", "RETRIES", "429s", "BREAKER")}
 	for _, q := range p.queues {
-		lines = append(lines, line(q.name, byQueue[q.name], q.nRateLimited.Load()))
+		lines = append(lines, line(q.name, byQueue[q.name], q.nRateLimited.Load(), p.breakerCell(q.name)))
 	}
 	t, enq, limited := p.totals(stats)
-	lines = append(lines, line("total", t, limited))
+	lines = append(lines, strings.TrimRight(line("total", t, limited, ""), " "))
 	done := t.Completed + t.DeadLettered
 	const width = 30
 	filled := int(percent(done, enq) * width / 100)

@@ -54,6 +54,7 @@ func TestDemoEndToEnd(t *testing.T) {
 		"settled 300/300 (100%)", // the last progress line
 		"== final stats ==",
 		"RATE_LIMITED(429)",
+		"breaker of webhooks: seen opening ", // its breaker (examples/backoff.toml, env demo)
 		"== dead letters: ",
 		"status:        dead_lettered (max_attempts)", // the longest history is a job out of attempts
 		"errors (",
@@ -136,6 +137,32 @@ func TestDemoLiveProgress(t *testing.T) {
 	require.Equal(t, 1, strings.Count(b.String(), "\n"))
 	require.Contains(t, b.String(), "settled 10/30 (33%)")
 	require.NotContains(t, b.String(), "\033[")
+}
+
+// The progress follows a breaker from poll to poll: it counts each time it
+// is seen to open (from closed, also straight to half open between two
+// polls, or again after a failed probe) and to close.
+func TestDemoProgressFollowsTheBreaker(t *testing.T) {
+	var b bytes.Buffer
+	qs := newDemoQueues(30, 1)
+	p := newProgress(&b, "plain", qs, time.Now())
+	p.every = 0
+	state := func(s string) []cli.StatsRow {
+		return []cli.StatsRow{{Queue: "emails", Pending: 1}, {Queue: "webhooks", Pending: 1, Breaker: &s}}
+	}
+	for _, s := range []string{"closed", "open", "open", "half_open", "closed", "half_open", "open", "half_open", "closed"} {
+		p.draw(state(s))
+	}
+	require.Equal(t, "-", p.breakerCell("emails"))
+	require.Equal(t, "closed, opened 3×", p.breakerCell("webhooks"))
+	require.Equal(t, 2, p.breakers["webhooks"].closed)
+	require.Contains(t, b.String(), "webhooks breaker open, opened 1×\n")
+	require.Contains(t, b.String(), "webhooks breaker half_open, opened 3×\n")
+
+	b.Reset()
+	live := newProgress(&b, "live", qs, time.Now())
+	live.draw(state("open"))
+	require.Contains(t, b.String(), "open, opened 1×")
 }
 
 // The simulated downstream admits its rate, tells a refused caller when its
