@@ -36,6 +36,12 @@ type Config struct {
 	// The Go Worker's settings in the end-to-end and River lines.
 	WorkerConcurrency int
 	WorkerBatch       int
+	// JobsOverride, when positive, replaces the mode's WorkerJobs (a quick
+	// check of the worker lines with a tiny size: -worker-jobs).
+	JobsOverride int
+	// ContinuousRate is the insert rate (jobs/s) of the continuous mode's
+	// window, the same for our Worker and River.
+	ContinuousRate float64
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
@@ -61,6 +67,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.WorkerBatch <= 0 {
 		c.WorkerBatch = 500
+	}
+	if c.ContinuousRate <= 0 {
+		c.ContinuousRate = 2000
 	}
 	switch c.Mode {
 	case "quick":
@@ -103,6 +112,9 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 5
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
+	}
+	if c.JobsOverride > 0 {
+		c.WorkerJobs = c.JobsOverride
 	}
 	return nil
 }

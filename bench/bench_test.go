@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,12 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+// TestMain runs a worker process instead of the tests when the bench
+// re-executes the test binary for one (process.go).
+func TestMain(m *testing.M) {
+	processMain()
+	testdb.Main(m)
+}
 
 // TestEveryScenarioRuns runs the whole driver with tiny counts, so that
 // the benchmark cannot rot: every scenario, ours and the limit, must do its
@@ -30,13 +36,14 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"server settings: server_version=", "fsync=", "queue grants: none",
 		"enqueue 1/tx", "enqueue 100/tx (EnqueueMany)", "claim+complete 1/tx", "claim 100+complete_many",
 		"claim+fail retry cycle", "reap 300 expired", "worker end to end",
+		"== queue controls: ", "wal controls-claim-complete-2c: ours ", "wal controls-retry-cycle-2c: ours ",
 		"what limits throughput", "1000 due", "100 due + 1000 finished", "p99(1000 due) / p99(100 due)",
 		"sustained load (production shape)", "last period / first period", "enqueue -> handler start with an idle Worker",
 		"== targets ==", "== targets (machine-readable) ==",
 		"target enqueue-1tx-2c: ", "target enqueue-many-2c: ", "target claim-complete-1tx-sql-2c: ",
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
 		"target enqueue-start-idle-p50-ms: ",
-		"workers, a pool each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
+		"workers, a process each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
 		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
 		"target ui-refresh-throughput-1m: ",
@@ -53,11 +60,58 @@ func TestEveryScenarioRuns(t *testing.T) {
 			lines++
 		}
 	}
-	require.GreaterOrEqual(t, lines, 9+2)
+	require.GreaterOrEqual(t, lines, 9+2+2)
 	// The machine-readable block closes the output, one well-formed line each.
 	block := text[strings.Index(text, "== targets (machine-readable) =="):]
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n")[1:] {
 		require.Regexp(t, `^(target [a-z0-9-]+: [0-9.]+ \(goal (>=|<=) [0-9.]+\) (met|MISS)|wal [a-z0-9-]+: ours [0-9]+ B/job, limit [0-9]+ B/job \(ratio [0-9.]+\))$`, l)
+	}
+}
+
+// TestControlsSection runs only the queue-controls lines (issue 19) at
+// tiny sizes: both sides must do their work (a claim that finds nothing
+// fails the step), and the controlled side must really be controlled.
+func TestControlsSection(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Only: "controls"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	require.Contains(t, text, "== queue controls: ")
+	n := 0
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "..") && strings.Contains(l, " sql ") {
+			require.NotContains(t, strings.Fields(l), "0", "a zero rate in %q", l)
+			n++
+		}
+	}
+	require.Equal(t, 2*len(cfg.Clients), n, "two scenarios per client count")
+
+	// The controlled side runs the controlled paths: a claim takes a token,
+	// a fail is logged for the breaker; the other side touches neither.
+	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
+	require.NoError(t, err)
+	defer b.close()
+	db, drop, err := b.freshDatabase(t.Context())
+	require.NoError(t, err)
+	defer drop()
+	for _, side := range []string{oursTable, rawTable} {
+		require.NoError(t, controlsSeed(1_000_000, 1)(t.Context(), b, db, side, 1))
+		conn, err := db.pool.Acquire(t.Context())
+		require.NoError(t, err)
+		k, err := oursRetryCycle(t.Context(), conn)
+		conn.Release()
+		require.NoError(t, err)
+		require.Equal(t, 1, k)
+		var buckets, failures int
+		require.NoError(t, db.pool.QueryRow(t.Context(),
+			`SELECT (SELECT count(*) FROM backoff.queue_tokens), (SELECT count(*) FROM backoff.queue_failures)`).Scan(&buckets, &failures))
+		if side == oursTable {
+			require.Equal(t, [2]int{1, 1}, [2]int{buckets, failures}, "controlled side")
+		} else {
+			require.Equal(t, [2]int{0, 0}, [2]int{buckets, failures}, "side without controls")
+		}
 	}
 }
 
@@ -125,4 +179,28 @@ func TestGrantsFlag(t *testing.T) {
 	cfg.Grants = "bogus"
 	_, err = newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
 	require.ErrorContains(t, err, `-grants "bogus"`)
+}
+
+// insertPaced keeps to its rate (it never runs ahead of rate x elapsed
+// + 1), stops at n, and with n < 0 runs until stop is closed.
+func TestInsertPaced(t *testing.T) {
+	var calls, total int
+	began := time.Now()
+	k, err := insertPaced(t.Context(), 50, 1000, nil, func(k int) error {
+		calls++
+		total += k
+		require.LessOrEqual(t, total, int(1000*time.Since(began).Seconds())+1)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 50, k)
+	require.Equal(t, 50, total)
+	require.Greater(t, calls, 1, "paced in several batches")
+
+	stop := make(chan struct{})
+	time.AfterFunc(50*time.Millisecond, func() { close(stop) })
+	k, err = insertPaced(t.Context(), -1, 1000, stop, func(int) error { return nil })
+	require.NoError(t, err)
+	require.Greater(t, k, 0)
+	require.Less(t, k, 1000, "stopped by stop, not by a count")
 }

@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	processMain() // a worker process of the workers-4-processes line (process.go)
 	var cfg Config
 	flag.StringVar(&cfg.Mode, "mode", "quick", "quick (CI-sized, a few minutes) or full (for the docs; includes the 10M backlog and the 10-minute sustained run)")
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, else start one)")
@@ -29,6 +30,8 @@ func main() {
 	flag.StringVar(&cfg.RiverDir, "river", "", "directory of the River module (bench/river) to run side by side with the Worker; empty: skip")
 	flag.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1000, "Concurrency of the Go Worker (River side: MaxWorkers 10000)")
 	flag.IntVar(&cfg.WorkerBatch, "worker-batch", 500, "BatchSize of the Go Worker")
+	flag.IntVar(&cfg.JobsOverride, "worker-jobs", 0, "jobs per run of the Worker and River lines (0: the mode's; a small number checks that the lines run)")
+	flag.Float64Var(&cfg.ContinuousRate, "continuous-rate", 2000, "jobs per second inserted during the continuous-mode window, the same on both sides (one both inserters sustain; docs/benchmarks.md)")
 	flag.StringVar(&cfg.Grants, "grants", "none", "queue grants in the database: none, or present (grants to another role exist, so every call takes the grants-present path of backoff._queue_scope; the bench's own calls stay unscoped); see docs/adr/0038")
 	flag.StringVar(&cfg.JobsReloptions, "jobs-reloptions", "", "storage parameters for backoff.jobs in every database of the run, e.g. 'fillfactor=90, autovacuum_vacuum_scale_factor=0' (docs/benchmarks.md)")
 	flag.Parse()

@@ -44,6 +44,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			drop()
 		}
 	}
+	if b.cfg.wants("controls") {
+		if err := b.controls(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("worker") || b.cfg.wants("river") {
 		ls, err := b.workerSection(ctx)
 		if err != nil {
@@ -154,10 +159,13 @@ func maxOf(xs []float64) float64 {
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // runWorkers pre-inserts n jobs and works them with w Workers (no-op
-// handler), each on a pool of its own when there are several (as separate
-// processes would be); see runWorkerSetup.
+// handler): one in this process (runWorkerSetup), several each in an OS
+// process of its own (runWorkerProcesses).
 func runWorkers(ctx context.Context, cfg Config, db *database, workers, n int) (result, error) {
-	return runWorkerSetup(ctx, cfg, db, workerSetup{workers: workers, queues: 1, pools: workers > 1}, n)
+	if workers > 1 {
+		return runWorkerProcesses(ctx, cfg, db, workers, n)
+	}
+	return runWorkerSetup(ctx, cfg, db, workerSetup{workers: 1, queues: 1}, n)
 }
 
 func (b *bench) workerSection(ctx context.Context) ([]line, error) {
@@ -207,7 +215,7 @@ func (b *bench) workerSection(ctx context.Context) ([]line, error) {
 		lo, hi := minMax(ratios)
 		name := "worker end to end"
 		if workers > 1 {
-			name = "workers, a pool each"
+			name = "workers, a process each"
 		}
 		l := line{name: name, path: "go", clients: workers, ours: median(ours), limit: median(limit), lo: lo, hi: hi}
 		b.print(l)
@@ -258,10 +266,12 @@ func (b *bench) multiQueue(ctx context.Context, n int) error {
 
 // riverSideBySide runs our Worker and River v0.51.1 (bench/river, built
 // once) on the same number of jobs, alternating, in River's two modes:
-// burn-down (pre-inserted jobs) and continuous (inserted while worked).
-// Then both run continuously at half of our continuous rate for the
-// enqueue -> start latency. Without -river only our side runs (the
-// latency target needs only ours).
+// burn-down (pre-inserted jobs) and continuous (a pre-inserted backlog
+// worked while more jobs are inserted at the fixed -continuous-rate; the
+// window closes at 3/4 of the backlog, so the worker, not the inserter, is
+// the limit; see runWorkerContinuous). Then both insert at half of our
+// continuous rate with no backlog, for the enqueue -> start latency.
+// Without -river only our side runs (the latency target needs only ours).
 func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 	bin := ""
 	if b.cfg.RiverDir != "" {
@@ -280,83 +290,109 @@ func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 	}
 	var oursCont float64
 	for _, mode := range []string{"burndown", "continuous"} {
+		what := fmt.Sprintf("%d pre-inserted jobs", n)
+		if mode == "continuous" {
+			what = fmt.Sprintf("a backlog of %d jobs worked while %.0f jobs/s are inserted; window: 3/4 of the backlog run", n, b.cfg.ContinuousRate)
+		}
 		if bin != "" {
-			fmt.Fprintf(b.out, "\n== side by side with River v0.51.1, %s (%d jobs, no-op worker; same server, alternating) ==\n", mode, n)
+			fmt.Fprintf(b.out, "\n== side by side with River v0.51.1, %s (%s, no-op worker; same server, alternating) ==\n", mode, what)
 		} else {
-			fmt.Fprintf(b.out, "\n== Go Worker, %s (%d jobs, no-op worker) ==\n", mode, n)
+			fmt.Fprintf(b.out, "\n== Go Worker, %s (%s, no-op worker) ==\n", mode, what)
 		}
 		var ours, river []float64
+		var oursIns, riverIns []int
 		for r := range b.cfg.Rounds {
 			for _, isOurs := range []bool{r%2 == 0, r%2 == 1} {
 				if !isOurs && bin == "" {
 					continue
 				}
-				var rate float64
+				var run sideRun
 				var err error
 				if isOurs {
-					rate, _, err = b.oursRun(ctx, mode, n, 0)
-					ours = append(ours, rate)
+					run, err = b.oursRun(ctx, mode, n, b.cfg.ContinuousRate)
+					ours, oursIns = append(ours, run.rate), append(oursIns, run.inserted)
 				} else {
-					rate, _, err = b.riverRun(ctx, bin, mode, n, 0)
-					river = append(river, rate)
+					run, err = b.riverRun(ctx, bin, mode, n, b.cfg.ContinuousRate)
+					river, riverIns = append(river, run.rate), append(riverIns, run.inserted)
 				}
 				if err != nil {
 					return err
 				}
 			}
 		}
-		fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency %d, BatchSize %d): %8.0f jobs/s   rounds: %s\n",
-			b.cfg.WorkerConcurrency, b.cfg.WorkerBatch, median(ours), fmtRates(ours))
+		inserted := func(ins []int) string {
+			if mode != "continuous" {
+				return ""
+			}
+			s := make([]string, len(ins))
+			for i, k := range ins {
+				s[i] = strconv.Itoa(k)
+			}
+			return "   inserted in the window: " + strings.Join(s, " ")
+		}
+		fmt.Fprintf(b.out, "pgbackoff Worker (1 worker, Concurrency %d, BatchSize %d): %8.0f jobs/s   rounds: %s%s\n",
+			b.cfg.WorkerConcurrency, b.cfg.WorkerBatch, median(ours), fmtRates(ours), inserted(oursIns))
 		if mode == "continuous" {
 			oursCont = median(ours)
 		}
 		if bin != "" {
-			fmt.Fprintf(b.out, "River (MaxWorkers 10000):                     %8.0f jobs/s   rounds: %s\n", median(river), fmtRates(river))
+			fmt.Fprintf(b.out, "River (MaxWorkers 10000):                     %8.0f jobs/s   rounds: %s%s\n", median(river), fmtRates(river), inserted(riverIns))
 			b.target("worker-vs-river-"+mode, median(ours)/median(river), 1.5)
 		}
 	}
 
 	rate := oursCont / 2
-	fmt.Fprintf(b.out, "\n== enqueue -> handler start, continuous at half of our continuous rate (%.0f jobs/s, %d jobs) ==\n", rate, n/2)
-	_, lats, err := b.oursRun(ctx, "continuous", n/2, rate)
+	fmt.Fprintf(b.out, "\n== enqueue -> handler start, no backlog, inserted at half of our continuous rate (%.0f jobs/s, %d jobs) ==\n", rate, n/2)
+	run, err := b.oursRun(ctx, "latency", n/2, rate)
 	if err != nil {
 		return err
 	}
-	p50 := pctDur(lats, 0.5)
-	fmt.Fprintf(b.out, "pgbackoff Worker: p50 %s  p99 %s\n", ms(p50), ms(pctDur(lats, 0.99)))
+	p50 := pctDur(run.lats, 0.5)
+	fmt.Fprintf(b.out, "pgbackoff Worker: p50 %s  p99 %s   insert rate reached: %.0f jobs/s\n", ms(p50), ms(pctDur(run.lats, 0.99)), run.insertRate)
 	if bin != "" {
-		_, rl, err := b.riverRun(ctx, bin, "continuous", n/2, rate)
+		rr, err := b.riverRun(ctx, bin, "latency", n/2, rate)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(b.out, "River:            p50 %s  p99 %s\n", ms(rl[0]), ms(rl[1]))
+		fmt.Fprintf(b.out, "River:            p50 %s  p99 %s   insert rate reached: %.0f jobs/s\n", ms(rr.lats[0]), ms(rr.lats[1]), rr.insertRate)
 	}
 	b.targetAtMost("worker-continuous-start-p50-ms", float64(p50)/float64(time.Millisecond), 5)
 	return nil
 }
 
-// oursRun is one run of our Worker in mode on a fresh database: its rate,
-// and in continuous mode the start latencies.
-func (b *bench) oursRun(ctx context.Context, mode string, n int, rate float64) (float64, []time.Duration, error) {
-	db, drop, err := b.freshDatabase(ctx)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer drop()
-	if mode == "burndown" {
-		res, err := runWorkers(ctx, b.cfg, db, 1, n)
-		return res.rate(), nil, err
-	}
-	res, lats, err := runWorkerContinuous(ctx, b.cfg, db, n, rate)
-	return res.rate(), lats, err
+// sideRun is one run of one side (ours or River) in one mode.
+type sideRun struct {
+	rate       float64         // jobs/s: all of them (burndown) or the window's (continuous)
+	inserted   int             // continuous: jobs inserted during the window
+	lats       []time.Duration // latency: ours every job's, River's p50 and p99
+	insertRate float64         // latency: the insert rate reached
 }
 
-// riverRun is one run of the River binary in mode on a fresh database: its
-// rate, and in continuous mode its start latency p50 and p99.
-func (b *bench) riverRun(ctx context.Context, bin, mode string, n int, rate float64) (float64, []time.Duration, error) {
+// oursRun is one run of our Worker in mode on a fresh database.
+func (b *bench) oursRun(ctx context.Context, mode string, n int, rate float64) (sideRun, error) {
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return sideRun{}, err
+	}
+	defer drop()
+	switch mode {
+	case "burndown":
+		res, err := runWorkers(ctx, b.cfg, db, 1, n)
+		return sideRun{rate: res.rate()}, err
+	case "continuous":
+		res, k, err := runWorkerContinuous(ctx, b.cfg, db, n, rate)
+		return sideRun{rate: res.rate(), inserted: k}, err
+	default:
+		lats, ir, err := runWorkerLatency(ctx, b.cfg, db, n, rate)
+		return sideRun{lats: lats, insertRate: ir}, err
+	}
+}
+
+// riverRun is one run of the River binary in mode on a fresh database.
+func (b *bench) riverRun(ctx context.Context, bin, mode string, n int, rate float64) (sideRun, error) {
 	name := "bench_river_" + randomSuffix()
 	if _, err := b.admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		return 0, nil, err
+		return sideRun{}, err
 	}
 	defer func() { _, _ = b.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") }()
 	cmd := exec.CommandContext(ctx, bin, "-database-url", withDatabase(b.adminURL, name), "-jobs", strconv.Itoa(n),
@@ -367,23 +403,32 @@ func (b *bench) riverRun(ctx context.Context, bin, mode string, n int, rate floa
 		if errors.As(err, &ee) {
 			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
 		}
-		return 0, nil, fmt.Errorf("river run: %w", err)
+		return sideRun{}, fmt.Errorf("river run: %w", err)
 	}
-	r, err := parseRiver(out)
-	if err != nil {
-		return 0, nil, err
+	var run sideRun
+	if run.rate, err = parseRiver(out); err != nil {
+		return sideRun{}, err
 	}
-	var lats []time.Duration
-	if mode == "continuous" {
+	switch mode {
+	case "continuous":
+		k, err := parseRiverField(out, "inserted=")
+		if err != nil {
+			return sideRun{}, err
+		}
+		run.inserted = int(k)
+	case "latency":
 		for _, key := range []string{"latency_p50_ms=", "latency_p99_ms="} {
 			v, err := parseRiverField(out, key)
 			if err != nil {
-				return 0, nil, err
+				return sideRun{}, err
 			}
-			lats = append(lats, time.Duration(v*float64(time.Millisecond)))
+			run.lats = append(run.lats, time.Duration(v*float64(time.Millisecond)))
+		}
+		if run.insertRate, err = parseRiverField(out, "insert_jobs_per_s="); err != nil {
+			return sideRun{}, err
 		}
 	}
-	return r, lats, nil
+	return run, nil
 }
 
 func parseRiver(out []byte) (float64, error) {

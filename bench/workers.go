@@ -9,16 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgbackoff/pgbackoff/client"
 )
 
 // workerSetup is how the Worker side of a run is built.
 type workerSetup struct {
-	workers int  // Workers on the queue(s)
-	queues  int  // queues each Worker serves, jobs spread evenly (1: the simple form)
-	pools   bool // a pool of its own per Worker, as separate processes would have
+	workers int // Workers on the queue(s), sharing the bench's pool
+	queues  int // queues each Worker serves, jobs spread evenly (1: the simple form)
 }
 
 // queueName is the name of queue i of a multi-queue run (queue itself for
@@ -64,38 +61,13 @@ func workerConfig(cfg Config, s workerSetup, h client.Handler) client.WorkerConf
 // and returns when every Run has returned (the last completion written).
 func startWorkers(ctx context.Context, cfg Config, db *database, s workerSetup, h client.Handler) (stop func() error, err error) {
 	runCtx, cancel := context.WithCancel(ctx)
-	var (
-		wg    sync.WaitGroup
-		pools []*pgxpool.Pool
-	)
+	var wg sync.WaitGroup
 	errs := make(chan error, s.workers)
-	cleanup := func() {
-		for _, p := range pools {
-			p.Close()
-		}
-	}
 	for i := range s.workers {
-		pool := db.pool
-		if s.pools {
-			pc, err := pgxpool.ParseConfig(db.url)
-			if err != nil {
-				cancel()
-				cleanup()
-				return nil, err
-			}
-			pc.MaxConns = 10
-			if pool, err = pgxpool.NewWithConfig(ctx, pc); err != nil {
-				cancel()
-				cleanup()
-				return nil, err
-			}
-			pools = append(pools, pool)
-		}
-		w, err := client.NewWorker(pool, workerConfig(cfg, s, h), client.WithLogger(discard),
+		w, err := client.NewWorker(db.pool, workerConfig(cfg, s, h), client.WithLogger(discard),
 			client.WithWorkerID(fmt.Sprintf("bench-%d", i)))
 		if err != nil {
 			cancel()
-			cleanup()
 			return nil, err
 		}
 		wg.Add(1)
@@ -104,7 +76,6 @@ func startWorkers(ctx context.Context, cfg Config, db *database, s workerSetup, 
 	return func() error {
 		cancel()
 		wg.Wait()
-		cleanup()
 		close(errs)
 		for err := range errs {
 			// A Worker still checking the schema when the last job ran is
@@ -164,13 +135,82 @@ func checkCompleted(ctx context.Context, db *database, n int, elapsed time.Durat
 	return result{ops: completed, elapsed: elapsed}, nil
 }
 
-// runWorkerContinuous inserts n jobs while one Worker works them
-// (continuous mode): EnqueueMany batches of 100 back to back, or, with
-// rate > 0, about rate jobs per second in batches every 10 ms. It returns
-// the rate (n over the time from the first insert to the return of Run) and
-// every job's enqueue -> handler start latency (created_at to the
-// handler's start; the server and the bench share a clock).
-func runWorkerContinuous(ctx context.Context, cfg Config, db *database, n int, rate float64) (result, []time.Duration, error) {
+// Continuous mode measures the Worker, not the inserter (docs/benchmarks.md,
+// "Side by side with River"): with the old method (insert batches of 100
+// back to back while the Worker works) both sides ran as fast as their one
+// inserter, and the ratio compared inserters. Now:
+//
+//   - runWorkerContinuous: a backlog of n jobs is pre-inserted; the Worker
+//     starts and, at the same moment, an inserter adds jobs at a fixed rate
+//     (batches every 10 ms through EnqueueMany) that both sides' inserters
+//     sustain. The window closes when 3/4 of the backlog has run, so the
+//     Worker never runs dry: its rate is a limit of the Worker under a
+//     steady insert load.
+//   - runWorkerLatency: no backlog; n jobs inserted at a fixed rate, each
+//     timed from its created_at to its handler's start.
+//
+// River's side (bench/river) does exactly the same with InsertManyFast.
+
+// runWorkerContinuous returns the jobs run per second in the window, and
+// how many jobs the inserter added meanwhile.
+func runWorkerContinuous(ctx context.Context, cfg Config, db *database, n int, rate float64) (result, int, error) {
+	if err := seedQueues(ctx, db, n, 1); err != nil {
+		return result{}, 0, err
+	}
+	var ran atomic.Int64
+	window := int64(n) * 3 / 4
+	closed := make(chan struct{})
+	h := func(context.Context, *client.Job) error {
+		if ran.Add(1) == window {
+			close(closed)
+		}
+		return nil
+	}
+	c, err := client.New(ctx, db.pool, client.WithLogger(discard))
+	if err != nil {
+		return result{}, 0, err
+	}
+	start := time.Now()
+	stopWorkers, err := startWorkers(ctx, cfg, db, workerSetup{workers: 1, queues: 1}, h)
+	if err != nil {
+		return result{}, 0, err
+	}
+	stopInsert := make(chan struct{})
+	type insertResult struct {
+		n   int
+		err error
+	}
+	ins := make(chan insertResult, 1)
+	go func() {
+		k, err := insertPaced(ctx, -1, rate, stopInsert, enqueueBatch(ctx, c))
+		ins <- insertResult{k, err}
+	}()
+	var elapsed time.Duration
+	select {
+	case <-closed:
+		elapsed = time.Since(start)
+	case <-ctx.Done():
+	case <-time.After(10 * time.Minute):
+	}
+	close(stopInsert)
+	ir := <-ins
+	if err := stopWorkers(); err != nil {
+		return result{}, 0, err
+	}
+	if ir.err != nil {
+		return result{}, 0, fmt.Errorf("continuous insert: %w", ir.err)
+	}
+	if elapsed == 0 {
+		return result{}, 0, fmt.Errorf("continuous: %d of %d jobs of the window ran", ran.Load(), window)
+	}
+	return result{ops: window, elapsed: elapsed}, ir.n, nil
+}
+
+// runWorkerLatency inserts n jobs at rate jobs per second while one Worker
+// works them, and returns every job's enqueue -> handler start latency
+// (created_at to the handler's start; the server and the bench share a
+// clock) and the insert rate reached.
+func runWorkerLatency(ctx context.Context, cfg Config, db *database, n int, rate float64) ([]time.Duration, float64, error) {
 	var (
 		mu   sync.Mutex
 		lats = make([]time.Duration, 0, n)
@@ -185,21 +225,15 @@ func runWorkerContinuous(ctx context.Context, cfg Config, db *database, n int, r
 	}
 	c, err := client.New(ctx, db.pool, client.WithLogger(discard))
 	if err != nil {
-		return result{}, nil, err
+		return nil, 0, err
 	}
-	start := time.Now()
 	stop, err := startWorkers(ctx, cfg, db, workerSetup{workers: 1, queues: 1}, h)
 	if err != nil {
-		return result{}, nil, err
+		return nil, 0, err
 	}
-	insertErr := insertPaced(ctx, n, rate, func(k int) error {
-		jobs := make([]client.NewJob, k)
-		for i := range jobs {
-			jobs[i] = client.NewJob{Queue: queue, Payload: payload}
-		}
-		_, err := c.EnqueueMany(ctx, jobs)
-		return err
-	})
+	began := time.Now()
+	_, insertErr := insertPaced(ctx, n, rate, nil, enqueueBatch(ctx, c))
+	insertRate := float64(n) / time.Since(began).Seconds()
 	if insertErr == nil {
 		select {
 		case <-all:
@@ -208,39 +242,59 @@ func runWorkerContinuous(ctx context.Context, cfg Config, db *database, n int, r
 		}
 	}
 	if err := stop(); err != nil {
-		return result{}, nil, err
+		return nil, 0, err
 	}
 	if insertErr != nil {
-		return result{}, nil, fmt.Errorf("continuous insert: %w", insertErr)
+		return nil, 0, fmt.Errorf("latency insert: %w", insertErr)
 	}
-	res, err := checkCompleted(ctx, db, n, time.Since(start))
-	return res, lats, err
+	if _, err := checkCompleted(ctx, db, n, 0); err != nil {
+		return nil, 0, err
+	}
+	return lats, insertRate, nil
 }
 
-// insertPaced calls insert(k) until n jobs are in: batches of 100 back to
-// back, or with rate > 0 every 10 ms the batch that keeps to the rate.
-func insertPaced(ctx context.Context, n int, rate float64, insert func(k int) error) error {
+// enqueueBatch inserts k jobs with one EnqueueMany.
+func enqueueBatch(ctx context.Context, c *client.Client) func(k int) error {
+	return func(k int) error {
+		jobs := make([]client.NewJob, k)
+		for i := range jobs {
+			jobs[i] = client.NewJob{Queue: queue, Payload: payload}
+		}
+		_, err := c.EnqueueMany(ctx, jobs)
+		return err
+	}
+}
+
+// insertPaced inserts about rate jobs per second: every 10 ms the batch
+// that keeps to the rate (at most 1,000), until n are in (n >= 0) or stop
+// is closed. It returns how many it inserted. River's side paces the same.
+func insertPaced(ctx context.Context, n int, rate float64, stop <-chan struct{}, insert func(k int) error) (int, error) {
 	const tick = 10 * time.Millisecond
 	began := time.Now()
-	for done := 0; done < n; {
-		k := min(100, n-done)
-		if rate > 0 {
-			due := int(rate*time.Since(began).Seconds()) + 1
-			if due <= done {
-				time.Sleep(tick)
-				continue
-			}
-			k = min(due-done, n-done, 1000)
+	done := 0
+	for n < 0 || done < n {
+		select {
+		case <-stop:
+			return done, nil
+		case <-ctx.Done():
+			return done, ctx.Err()
+		default:
 		}
+		due := int(rate*time.Since(began).Seconds()) + 1
+		if n >= 0 {
+			due = min(due, n)
+		}
+		if due <= done {
+			time.Sleep(tick)
+			continue
+		}
+		k := min(due-done, 1000)
 		if err := insert(k); err != nil {
-			return err
+			return done, err
 		}
 		done += k
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 	}
-	return nil
+	return done, nil
 }
 
 // pctDur returns the p-quantile of ds (sorted in place).

@@ -355,8 +355,9 @@ func TestReadCallsSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 
-	// List: one constant text per order, every filter a parameter, one
-	// row more than the page to know whether there is a next one.
+	// List: the filters it sets (statuses as literals, the rest
+	// parameters), one row more than the page to know whether there is a
+	// next one.
 	detailRows := func(ids ...int64) *pgxmock.Rows {
 		rows := pgxmock.NewRows(append(strings.Split(jobColumns, ", "), "name", "coalesce", "errors"))
 		for _, id := range ids {
@@ -369,11 +370,14 @@ func TestReadCallsSQL(t *testing.T) {
 		}
 		return rows
 	}
-	mock.ExpectQuery(listSQL[NewestFirst]).WithArgs("emails", []string{"pending", "retrying"}, nil, nil, "boom",
-		nil, nil, nil, nil, int64(9), 3).
+	listed := ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying},
+		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2}
+	wantSQL, _, _, err := listQuery(listed, 3, 9, time.Time{}, true)
+	require.NoError(t, err)
+	require.Contains(t, wantSQL, "j.status IN ('pending', 'retrying')", "statuses are literals")
+	mock.ExpectQuery(wantSQL).WithArgs("emails", int64(9), ErrorScanLimit, "boom", 3).
 		WillReturnRows(detailRows(8, 6, 5)).RowsWillBeClosed()
-	page, err := c.List(ctx, ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying},
-		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2})
+	page, err := c.List(ctx, listed)
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 2)
 	require.Equal(t, "6", page.Next)

@@ -56,12 +56,14 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 		lease = 30 * time.Second
 	}
 
-	ctx := hctx
-	stopHeartbeat := func() {}
+	var stopHeartbeat func()
 	if q.HeartbeatInterval < 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(hctx, lease, ErrLeaseExpired)
-		defer cancel()
+		// No heartbeats: the lease ends the handler. A timer on the
+		// attempt's own context, not a second context per job (a context
+		// with a deadline costs a Worker noticeably more CPU per job; see
+		// docs/adr/0049).
+		t := time.AfterFunc(lease, func() { a.cancel(ErrLeaseExpired) })
+		stopHeartbeat = func() { t.Stop() }
 	} else {
 		every := q.HeartbeatInterval
 		if every == 0 || every >= lease {
@@ -73,7 +75,7 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 	}
 
 	start := time.Now()
-	err := callHandler(ctx, q.Handler, job)
+	err := callHandler(hctx, q.Handler, job)
 	elapsed := time.Since(start)
 	stopHeartbeat()
 

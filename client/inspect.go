@@ -3,10 +3,13 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // This file holds the operator's calls: listing and inspecting jobs,
@@ -64,7 +67,17 @@ type ListParams struct {
 type JobPage struct {
 	Jobs []JobDetail
 	Next string
+	// Searched is set when a filter without an index (ErrorContains) made
+	// the page stop after examining ErrorScanLimit jobs: the page may hold
+	// fewer jobs than the limit, and Next continues the search after the
+	// last job examined.
+	Searched bool
 }
+
+// ErrorScanLimit bounds the jobs one page of List examines for
+// ErrorContains, which no index serves: a page costs the same at any table
+// size, and a search far back takes several pages.
+const ErrorScanLimit = 5000
 
 // detailFrom selects JobDetail columns: jobColumns of j, then the
 // effective policy and max_attempts.
@@ -73,61 +86,163 @@ var detailFrom = "SELECT j." + strings.ReplaceAll(jobColumns, ", ", ", j.") + ",
 	"CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp " +
 	"LEFT JOIN backoff.policies AS p ON p.name = gp.name "
 
-var listWhere = "WHERE ($1::text IS NULL OR j.queue = $1) AND ($2::text[] IS NULL OR j.status = ANY ($2)) " +
-	"AND ($3::text IS NULL OR gp.name = $3) AND ($4::text IS NULL OR j.dead_letter_reason = $4) " +
-	"AND ($5::text IS NULL OR strpos(lower(j.last_error), lower($5)) > 0) " +
-	"AND ($6::timestamptz IS NULL OR j.created_at >= $6) AND ($7::timestamptz IS NULL OR j.created_at < $7) " +
-	"AND ($8::timestamptz IS NULL OR j.completed_at >= $8) AND ($9::timestamptz IS NULL OR j.completed_at < $9) "
-
-// The three listing statements, one constant text per order.
-var listSQL = map[JobOrder]string{
-	OldestFirst: detailFrom + listWhere + "AND ($10::bigint IS NULL OR j.id > $10) " +
-		"ORDER BY j.id LIMIT $11",
-	NewestFirst: detailFrom + listWhere + "AND ($10::bigint IS NULL OR j.id < $10) " +
-		"ORDER BY j.id DESC LIMIT $11",
-	RecentlyFinishedFirst: detailFrom + listWhere + "AND j.completed_at IS NOT NULL " +
-		"AND ($10::bigint IS NULL OR (j.completed_at, j.id) < ($12::timestamptz, $10)) " +
-		"ORDER BY j.completed_at DESC, j.id DESC LIMIT $11",
+// listOrder is each order's ORDER BY, its reverse, and its cursor
+// condition ($C: the cursor's id, $A: its completion time).
+var listOrder = map[JobOrder][3]string{
+	OldestFirst:           {"j.id", "j.id DESC", "j.id > $C"},
+	NewestFirst:           {"j.id DESC", "j.id", "j.id < $C"},
+	RecentlyFinishedFirst: {"j.completed_at DESC, j.id DESC", "j.completed_at, j.id", "(j.completed_at, j.id) < ($A, $C)"},
 }
 
-// List returns one page of jobs filtered by p, in p.Order.
+var knownStatuses = map[Status]bool{StatusPending: true, StatusRunning: true, StatusRetrying: true,
+	StatusCompleted: true, StatusDeadLettered: true, StatusCancelled: true}
+
+// listFilter is the WHERE condition of p's filters over backoff.jobs AS j
+// (without ErrorContains and the cursor), appending its arguments to args.
+// Only the filters p sets appear, and statuses are literals (six known
+// names), so that the planner can prove the predicates of the partial
+// indexes: dead letters and cancelled jobs (and a dead-letter reason) read
+// jobs_dead_idx, finished ones jobs_finished_idx, running jobs_lease_idx.
+func listFilter(p ListParams, args *[]any) (string, error) {
+	w := []string{"true"}
+	add := func(cond string, v any) {
+		*args = append(*args, v)
+		w = append(w, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(*args))))
+	}
+	if p.Queue != "" {
+		add("j.queue = $?::text", p.Queue)
+	}
+	if p.Statuses != nil {
+		lits := []string{}
+		finished, running := true, true
+		for _, s := range p.Statuses {
+			if !knownStatuses[s] {
+				return "", fmt.Errorf("unknown status %q", s)
+			}
+			lits = append(lits, "'"+string(s)+"'")
+			finished = finished && (s == StatusCompleted || s == StatusDeadLettered || s == StatusCancelled)
+			running = running && s == StatusRunning
+		}
+		switch {
+		case len(lits) == 0:
+			w = append(w, "false")
+		default:
+			w = append(w, "j.status IN ("+strings.Join(lits, ", ")+")")
+			if finished {
+				w = append(w, "j.completed_at IS NOT NULL")
+			}
+			if running {
+				w = append(w, "j.lease_until IS NOT NULL")
+			}
+		}
+	}
+	if p.Policy != "" {
+		add("backoff.job_policy(j.policy, j.queue) = $?::text", p.Policy)
+	}
+	if p.DeadLetterReason != "" {
+		// Only dead letters have a reason: say so, for jobs_dead_idx.
+		add("j.dead_letter_reason = $?::text", p.DeadLetterReason)
+		w = append(w, "j.status = 'dead_lettered'", "j.completed_at IS NOT NULL")
+	}
+	if !p.CreatedFrom.IsZero() {
+		add("j.created_at >= $?::timestamptz", p.CreatedFrom)
+	}
+	if !p.CreatedTo.IsZero() {
+		add("j.created_at < $?::timestamptz", p.CreatedTo)
+	}
+	if !p.FinishedFrom.IsZero() {
+		add("j.completed_at >= $?::timestamptz", p.FinishedFrom)
+	}
+	if !p.FinishedTo.IsZero() {
+		add("j.completed_at < $?::timestamptz", p.FinishedTo)
+	}
+	return strings.Join(w, " AND "), nil
+}
+
+// listQuery builds List's statement for p: the jobs of the filters after
+// the cursor in p.Order, limit rows. With ErrorContains the filters and
+// the cursor select at most ErrorScanLimit jobs, which the text is looked
+// for in (scanSQL selects the last of them). RecentlyFinishedFirst over
+// every queue merges each queue's newest finished jobs (a loose index scan
+// over jobs_finished_idx), so it never sorts every finished job.
+func listQuery(p ListParams, limit int, afterID int64, afterAt time.Time, cursor bool) (sql, scanSQL string, args []any, err error) {
+	ord := listOrder[p.Order]
+	cond, err := listFilter(p, &args)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if p.Order == RecentlyFinishedFirst {
+		cond += " AND j.completed_at IS NOT NULL"
+	}
+	if cursor {
+		args = append(args, afterID)
+		c := strings.ReplaceAll(ord[2], "$C", "$"+strconv.Itoa(len(args))+"::bigint")
+		if p.Order == RecentlyFinishedFirst {
+			args = append(args, afterAt)
+			c = strings.ReplaceAll(c, "$A", "$"+strconv.Itoa(len(args))+"::timestamptz")
+		}
+		cond += " AND " + c
+	}
+	bound := limit
+	if p.ErrorContains != "" {
+		bound = ErrorScanLimit
+	}
+	args = append(args, bound)
+	boundArg := "$" + strconv.Itoa(len(args))
+	source := "SELECT j.* FROM backoff.jobs AS j WHERE " + cond + " ORDER BY " + ord[0] + " LIMIT " + boundArg
+	with := ""
+	if p.Order == RecentlyFinishedFirst && p.Queue == "" {
+		with = `WITH RECURSIVE qs (name) AS (
+    (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL AND j.queue > qs.name
+            ORDER BY j.queue LIMIT 1)
+    FROM qs WHERE qs.name IS NOT NULL
+) `
+		source = "SELECT m.* FROM qs CROSS JOIN LATERAL (SELECT j.* FROM backoff.jobs AS j WHERE j.queue = qs.name AND " +
+			cond + " ORDER BY " + ord[0] + " LIMIT " + boundArg + ") AS m WHERE qs.name IS NOT NULL ORDER BY " +
+			strings.ReplaceAll(ord[0], "j.", "m.") + " LIMIT " + boundArg
+	}
+	from := strings.Replace(detailFrom, "FROM backoff.jobs AS j ", "FROM ("+source+") AS j ", 1)
+	if p.ErrorContains == "" {
+		return with + from + "ORDER BY " + ord[0], "", args, nil
+	}
+	scanSQL = with + "SELECT j.id, j.completed_at, count(*) OVER () FROM (" + source + ") AS j ORDER BY " + ord[1] + " LIMIT 1"
+	scanArgs := len(args)
+	args = append(args, p.ErrorContains, limit)
+	sql = with + from + "WHERE strpos(lower(j.last_error), lower($" + strconv.Itoa(scanArgs+1) + "::text)) > 0 ORDER BY " +
+		ord[0] + " LIMIT $" + strconv.Itoa(scanArgs+2)
+	return sql, scanSQL, args, nil
+}
+
+// List returns one page of jobs filtered by p, in p.Order. A page reads
+// about as many rows as it returns when an index serves its filters (the
+// default view, a queue, statuses, a dead-letter reason, the finished
+// order); ErrorContains, which no index serves, examines at most
+// ErrorScanLimit jobs per page (JobPage.Searched).
 func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 	op := "list jobs"
 	if p.Queue != "" {
 		op = fmt.Sprintf("list jobs in %q", p.Queue)
 	}
-	sql, ok := listSQL[p.Order]
-	if !ok {
+	if _, ok := listOrder[p.Order]; !ok {
 		return JobPage{}, fmt.Errorf("%s: %w: unknown order %d", op, ErrInvalidArgument, p.Order)
 	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	var statuses any
-	if p.Statuses != nil {
-		st := make([]string, len(p.Statuses))
-		for i, s := range p.Statuses {
-			st[i] = string(s)
-		}
-		statuses = st
-	}
-	var afterID, afterAt any
+	var afterID int64
+	var afterAt time.Time
 	if p.Cursor != "" {
-		id, at, err := parseCursor(p.Cursor, p.Order)
-		if err != nil {
+		var err error
+		if afterID, afterAt, err = parseCursor(p.Cursor, p.Order); err != nil {
 			return JobPage{}, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
 		}
-		afterID = id
-		if p.Order == RecentlyFinishedFirst {
-			afterAt = at
-		}
 	}
-	args := []any{nullString(p.Queue), statuses, nullString(p.Policy), nullString(p.DeadLetterReason),
-		nullString(p.ErrorContains), nullTime(p.CreatedFrom), nullTime(p.CreatedTo),
-		nullTime(p.FinishedFrom), nullTime(p.FinishedTo), afterID, limit + 1}
-	if p.Order == RecentlyFinishedFirst {
-		args = append(args, afterAt)
+	sql, scanSQL, args, err := listQuery(p, limit+1, afterID, afterAt, p.Cursor != "")
+	if err != nil {
+		return JobPage{}, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
 	}
 	jobs, err := c.queryDetails(ctx, sql, args)
 	if err != nil {
@@ -136,13 +251,31 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 	page := JobPage{Jobs: jobs}
 	if len(jobs) > limit {
 		page.Jobs = jobs[:limit]
-		last := page.Jobs[limit-1]
-		page.Next = strconv.FormatInt(last.ID, 10)
-		if p.Order == RecentlyFinishedFirst && last.CompletedAt != nil {
-			page.Next = strconv.FormatInt(last.CompletedAt.UnixMicro(), 10) + ":" + page.Next
+		page.Next = cursorOf(page.Jobs[limit-1].ID, page.Jobs[limit-1].CompletedAt, p.Order)
+		return page, nil
+	}
+	if scanSQL != "" {
+		// Fewer matches than a page: did the scan stop at its bound?
+		var id int64
+		var at *time.Time
+		var n int64
+		err := c.db.QueryRow(ctx, scanSQL, args[:len(args)-2]...).Scan(&id, &at, &n)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return JobPage{}, translate(op, 0, err)
+		}
+		if err == nil && n >= ErrorScanLimit {
+			page.Next, page.Searched = cursorOf(id, at, p.Order), true
 		}
 	}
 	return page, nil
+}
+
+func cursorOf(id int64, completedAt *time.Time, order JobOrder) string {
+	next := strconv.FormatInt(id, 10)
+	if order == RecentlyFinishedFirst && completedAt != nil {
+		next = strconv.FormatInt(completedAt.UnixMicro(), 10) + ":" + next
+	}
+	return next
 }
 
 // parseCursor reads JobPage.Next: "ID", or "MICROS:ID" for
@@ -232,16 +365,37 @@ type QueueInfo struct {
 	BreakerProbes int32
 }
 
-// queuesSQL lists configured queues and those only seen in jobs; intervals
+// queuesSQL finds the queues of jobs without reading every job: a loose
+// index scan (one probe per queue) over the live jobs (jobs_claimable_idx)
+// and the finished ones (jobs_finished_idx), and the running ones
+// (jobs_lease_idx, as many rows as jobs run). Every job is in one of the
+// three: finished jobs have completed_at, running ones a lease. Intervals
 // are read as whole microseconds.
-const queuesSQL = `SELECT q.name, q.policy, q.paused, true, q.rate, q.burst, q.breaker_failures,
-	(extract(epoch FROM q.breaker_window) * 1000000)::bigint,
-	(extract(epoch FROM q.breaker_cooldown) * 1000000)::bigint, q.breaker_probes
+const queuesSQL = `WITH RECURSIVE live (name) AS (
+    (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') AND j.queue > l.name
+            ORDER BY j.queue LIMIT 1)
+    FROM live AS l WHERE l.name IS NOT NULL
+), finished (name) AS (
+    (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL AND j.queue > f.name
+            ORDER BY j.queue LIMIT 1)
+    FROM finished AS f WHERE f.name IS NOT NULL
+), seen AS (
+    SELECT l.name FROM live AS l WHERE l.name IS NOT NULL
+    UNION SELECT f.name FROM finished AS f WHERE f.name IS NOT NULL
+    UNION SELECT j.queue FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL
+)
+SELECT q.name, q.policy, q.paused, true, q.rate, q.burst, q.breaker_failures,
+    (extract(epoch FROM q.breaker_window) * 1000000)::bigint,
+    (extract(epoch FROM q.breaker_cooldown) * 1000000)::bigint, q.breaker_probes
 FROM backoff.queues AS q
 UNION ALL
-SELECT d.queue, backoff.job_policy(NULL, d.queue), false, false, NULL, NULL, NULL, NULL, NULL, 1
-FROM (SELECT DISTINCT j.queue FROM backoff.jobs AS j) AS d
-WHERE NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = d.queue)
+SELECT s.name, backoff.job_policy(NULL, s.name), false, false, NULL, NULL, NULL, NULL, NULL, 1
+FROM seen AS s
+WHERE NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = s.name)
 ORDER BY 1`
 
 // Queues lists every queue, configured or only seen in jobs, by name.

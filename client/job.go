@@ -156,6 +156,10 @@ func deref(s *string) string {
 // history is for people, and one odd entry must not make the job, or the
 // claim batch it came in, unreadable.
 func decodeHistory(raw []byte) []AttemptError {
+	if string(raw) == "[]" {
+		// Every job claimed for its first attempt: no JSON decoder needed.
+		return []AttemptError{}
+	}
 	var errs []AttemptError
 	if json.Unmarshal(raw, &errs) == nil {
 		return errs

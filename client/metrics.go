@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -25,7 +26,15 @@ type metrics struct {
 	leasesLost       metric.Int64Counter
 	handlerDuration  metric.Float64Histogram
 	backoffDelay     metric.Float64Histogram
+
+	// attrs caches the attribute option of each (queue, outcome): building
+	// an attribute set sorts and hashes its attributes, which cost a
+	// Worker more CPU per job than the rest of its bookkeeping (profile in
+	// docs/adr/0049), and the set of queues and outcomes is small.
+	attrs sync.Map // attrKey -> *attrOpts
 }
+
+type attrKey struct{ queue, outcome string }
 
 func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	m := mp.Meter(meterName)
@@ -61,33 +70,57 @@ func newMetrics(mp metric.MeterProvider) (*metrics, error) {
 	return &out, nil
 }
 
-func queueAttr(queue string) metric.MeasurementOption {
-	return metric.WithAttributes(attribute.String("queue", queue))
+// attrOpts is one attribute set as the option lists Add and Record take,
+// built once: passing a cached list allocates nothing per measurement.
+type attrOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
+// queueAttr is the attribute set queue=QUEUE.
+func (m *metrics) queueAttr(queue string) *attrOpts {
+	return m.attr(queue, "")
+}
+
+// attr is the attribute set of queue and (when not empty) outcome.
+func (m *metrics) attr(queue, outcome string) *attrOpts {
+	k := attrKey{queue, outcome}
+	if o, ok := m.attrs.Load(k); ok {
+		return o.(*attrOpts)
+	}
+	var o metric.MeasurementOption
+	if outcome == "" {
+		o = metric.WithAttributes(attribute.String("queue", queue))
+	} else {
+		o = metric.WithAttributes(attribute.String("queue", queue), attribute.String("outcome", outcome))
+	}
+	a, _ := m.attrs.LoadOrStore(k, &attrOpts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}})
+	return a.(*attrOpts)
 }
 
 func (m *metrics) claimed(ctx context.Context, queue string, n int) {
-	m.jobsClaimed.Add(ctx, int64(n), queueAttr(queue))
+	m.jobsClaimed.Add(ctx, int64(n), m.queueAttr(queue).add...)
 }
 
 // completed counts completions; CompleteMany knows no queue and records "".
 func (m *metrics) completed(ctx context.Context, queue string, n int) {
 	if n > 0 {
-		m.jobsCompleted.Add(ctx, int64(n), queueAttr(queue))
+		m.jobsCompleted.Add(ctx, int64(n), m.queueAttr(queue).add...)
 	}
 }
 
 // failed counts a failure by what the database decided for the job.
 func (m *metrics) failed(ctx context.Context, j *Job) {
-	q := queueAttr(j.Queue)
-	m.jobsFailed.Add(ctx, 1, q)
+	q := m.queueAttr(j.Queue)
+	m.jobsFailed.Add(ctx, 1, q.add...)
 	switch j.Status {
 	case StatusRetrying:
-		m.jobsRetried.Add(ctx, 1, q)
+		m.jobsRetried.Add(ctx, 1, q.add...)
 		if j.LastFailedAt != nil {
-			m.backoffDelay.Record(ctx, j.RunAt.Sub(*j.LastFailedAt).Seconds(), q)
+			m.backoffDelay.Record(ctx, j.RunAt.Sub(*j.LastFailedAt).Seconds(), q.rec...)
 		}
 	case StatusDeadLettered:
-		m.jobsDeadLettered.Add(ctx, 1, q,
+		m.jobsDeadLettered.Add(ctx, 1, q.add[0],
 			metric.WithAttributes(attribute.String("reason", j.DeadLetterReason)))
 	}
 }
@@ -99,10 +132,9 @@ func (m *metrics) leasesExpired(ctx context.Context, n int) {
 }
 
 func (m *metrics) leaseLost(ctx context.Context, queue string) {
-	m.leasesLost.Add(ctx, 1, queueAttr(queue))
+	m.leasesLost.Add(ctx, 1, m.queueAttr(queue).add...)
 }
 
 func (m *metrics) handlerRan(ctx context.Context, queue, outcome string, d time.Duration) {
-	m.handlerDuration.Record(ctx, d.Seconds(),
-		metric.WithAttributes(attribute.String("queue", queue), attribute.String("outcome", outcome)))
+	m.handlerDuration.Record(ctx, d.Seconds(), m.attr(queue, outcome).rec...)
 }

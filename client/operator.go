@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
@@ -108,34 +109,31 @@ func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) 
 
 // CountJobs counts the jobs List would return for p's filters (its Order,
 // Cursor and Limit are ignored), up to limit (0: no bound): the number a
-// confirmation of a bulk action names.
+// confirmation of a bulk action names. Like List it writes only the
+// filters p sets, so that the partial indexes serve them.
 func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64, error) {
 	op := "count jobs"
+	var args []any
+	cond, err := listFilter(p, &args)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
+	}
+	if p.ErrorContains != "" {
+		args = append(args, p.ErrorContains)
+		cond += " AND strpos(lower(j.last_error), lower($" + strconv.Itoa(len(args)) + "::text)) > 0"
+	}
 	var lim any
 	if limit > 0 {
 		lim = limit
 	}
-	sql := "SELECT count(*) FROM (" + detailFrom + listWhere + "LIMIT $10) AS m"
+	args = append(args, lim)
+	sql := "SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE " + cond +
+		" LIMIT $" + strconv.Itoa(len(args)) + "::bigint) AS m"
 	var n int64
-	if err := c.db.QueryRow(ctx, sql, listArgs(p, lim)...).Scan(&n); err != nil {
+	if err := c.db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
 		return 0, translate(op, 0, err)
 	}
 	return n, nil
-}
-
-// listArgs are the nine filter arguments of listWhere, then extra.
-func listArgs(p ListParams, extra ...any) []any {
-	var statuses any
-	if p.Statuses != nil {
-		st := make([]string, len(p.Statuses))
-		for i, s := range p.Statuses {
-			st[i] = string(s)
-		}
-		statuses = st
-	}
-	return append([]any{nullString(p.Queue), statuses, nullString(p.Policy), nullString(p.DeadLetterReason),
-		nullString(p.ErrorContains), nullTime(p.CreatedFrom), nullTime(p.CreatedTo),
-		nullTime(p.FinishedFrom), nullTime(p.FinishedTo)}, extra...)
 }
 
 // BulkAction is what Bulk does to each matching job.
@@ -221,34 +219,20 @@ func nullIntDefault(n, def int) int {
 // Activity is what happened in one queue during one bucket of time.
 type Activity struct {
 	Queue        string
-	Start        time.Time // the bucket's start
+	Start        time.Time // the bucket's start (a multiple of the bucket since 2000-01-01 UTC)
 	Completed    int64     // jobs completed
 	Failed       int64     // failed attempts (handler errors and expired leases), from the error history
 	DeadLettered int64     // jobs dead-lettered
+	Cancelled    int64     // jobs cancelled
 }
 
-const activitySQL = `WITH w AS (SELECT coalesce($1::timestamptz, now()) AS now_, $2::interval AS win, $3::interval AS bucket)
-SELECT a.queue, a.b, sum(a.c)::bigint, sum(a.f)::bigint, sum(a.d)::bigint
-FROM (
-    SELECT j.queue, date_bin(w.bucket, j.completed_at, w.now_ - w.win) AS b,
-           (j.status = 'completed')::int AS c, 0 AS f, (j.status = 'dead_lettered')::int AS d
-    FROM backoff.jobs AS j, w
-    WHERE j.completed_at > w.now_ - w.win AND j.completed_at <= w.now_
-      AND j.status IN ('completed', 'dead_lettered')
-    UNION ALL
-    SELECT j.queue, date_bin(w.bucket, (e.v ->> 'at')::timestamptz, w.now_ - w.win), 0, 1, 0
-    FROM backoff.jobs AS j CROSS JOIN w
-    CROSS JOIN LATERAL jsonb_array_elements(j.errors) AS e(v)
-    WHERE j.last_failed_at > w.now_ - w.win
-      AND (e.v ->> 'at')::timestamptz > w.now_ - w.win AND (e.v ->> 'at')::timestamptz <= w.now_
-) AS a
-GROUP BY 1, 2
-ORDER BY 1, 2`
-
 // Activity counts, per queue and per bucket of the last window (defaults:
-// one hour, one minute), the jobs completed and dead-lettered and the
-// failed attempts. Buckets where nothing happened are absent. It scans the
-// table, as Stats does: for dashboards, not for tight loops.
+// one hour, one minute), the jobs completed, dead-lettered and cancelled
+// and the failed attempts (backoff.activity from now - window). Buckets
+// are aligned as ActivitySince says, so the first one may start before the
+// window (it counts only what lies inside). Buckets where nothing happened
+// are absent. It reads indexes; its cost grows with the events of the
+// window.
 func (c *Client) Activity(ctx context.Context, window, bucket time.Duration) ([]Activity, error) {
 	op := "read job activity"
 	if window <= 0 {
@@ -260,21 +244,5 @@ func (c *Client) Activity(ctx context.Context, window, bucket time.Duration) ([]
 	if bucket > window {
 		return nil, fmt.Errorf("%s: %w: bucket %s is longer than the window %s", op, ErrInvalidArgument, bucket, window)
 	}
-	rows, err := c.db.Query(ctx, activitySQL, c.nowArg(), window, bucket)
-	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	defer rows.Close()
-	out := []Activity{}
-	for rows.Next() {
-		var a Activity
-		if err := rows.Scan(&a.Queue, &a.Start, &a.Completed, &a.Failed, &a.DeadLettered); err != nil {
-			return nil, translate(op, 0, err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
-	}
-	return out, nil
+	return c.queryActivity(ctx, op, activitySQL, []any{c.nowArg(), window, bucket})
 }

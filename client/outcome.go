@@ -58,15 +58,15 @@ func readOutcome(err error) outcome {
 // settle records an outcome in the database: completions go to the
 // batched completer, the rest are one fenced call each.
 func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.Duration) {
+	w.c.cfg.metrics.handlerRan(ctx, job.Queue, o.kind.String(), elapsed)
+	if o.kind == outcomeCompleted && w.completer.add(job.ID, job.Attempts, job.Queue) {
+		return // the common case: no call, no timer of its own
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w.c.cfg.metrics.handlerRan(ctx, job.Queue, o.kind.String(), elapsed)
 	var err error
 	switch o.kind {
 	case outcomeCompleted:
-		if w.completer.add(job.ID, job.Attempts, job.Queue) {
-			return
-		}
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			_, err := w.c.Complete(ctx, job.ID, job.Attempts)
 			return err

@@ -617,3 +617,43 @@ func TestWorkerRetriesASettleCutByATransientError(t *testing.T) {
 	require.Equal(t, "non_retryable", bad.DeadLetterReason)
 	require.Len(t, bad.Errors, 1)
 }
+
+// Without heartbeats the lease bounds the handler: its context ends when
+// the lease runs out, with cause ErrLeaseExpired, and the failure is
+// recorded for the attempt (the lease timer sits on the attempt's own
+// context, not on a second context per job).
+func TestWorkerWithoutHeartbeatsEndsTheHandlerAtTheLease(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	id, err := c.Enqueue(context.Background(), "short", nil, MaxAttempts(1))
+	require.NoError(t, err)
+
+	const lease = 300 * time.Millisecond
+	causes := make(chan error, 1)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "short", Concurrency: 1, Lease: lease, HeartbeatInterval: -1, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			select {
+			case <-time.After(20 * lease):
+				causes <- nil
+				return nil
+			case <-ctx.Done():
+				causes <- context.Cause(ctx)
+				return ctx.Err()
+			}
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	began := time.Now()
+	cause := <-causes
+	took := time.Since(began)
+	stop()
+	require.ErrorIs(t, cause, ErrLeaseExpired)
+	require.Less(t, took, 10*lease, "the handler ran far past its lease")
+	j, err := c.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, StatusDeadLettered, j.Status)
+	require.Len(t, j.Errors, 1)
+}

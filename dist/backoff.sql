@@ -2041,13 +2041,17 @@ CREATE INDEX queue_failures_queue_idx ON backoff.queue_failures (queue, failed_a
 -- The breaker's state, written only on transitions (open, reopen, close)
 -- and, while half open, by the claims that hand out probes. opened_at NULL
 -- = closed; half open from half_open_at = opened_at + cooldown on;
--- probes_left NULL = half open and no probe handed out yet. Failures before
--- counted_from do not count (they belong to an earlier period).
+-- probes_left NULL = half open and no probe handed out yet; probe_ids are
+-- the jobs handed out as probes (a probe whose lease expired gives no
+-- result, so when none is running any more, probing starts again).
+-- Failures before counted_from do not count (they belong to an earlier
+-- period).
 CREATE TABLE backoff.queue_breakers (
     queue        text PRIMARY KEY,
     opened_at    timestamptz,
     half_open_at timestamptz,
     probes_left  integer,
+    probe_ids    bigint[],
     counted_from timestamptz NOT NULL,
     CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
 );
@@ -2077,6 +2081,46 @@ ALTER TABLE backoff.jobs
     DROP CONSTRAINT jobs_dead_letter_reason_check,
     ADD CONSTRAINT jobs_dead_letter_reason_check
         CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries'));
+
+-- == Operator overview at a million rows (ui; issue 22, docs/adr/0048) ==
+-- The web UI's overview counted every status, due jobs and the last hour's
+-- activity with whole-table scans (backoff.stats, the activity chart and the
+-- queue list: ~1 s at 1M rows). backoff.overview and backoff.activity read
+-- these instead:
+-- * jobs_claimable_idx carries status (INCLUDE), so that pending and
+--   retrying are counted, with due and the oldest due, by an index-only scan
+--   of the live rows; claim's walk is unchanged (same key, same predicate).
+--   Rebuilt here: CREATE INDEX reads the whole table under a SHARE lock
+--   (writes wait, as for the other round-2 DDL); on a big table create the
+--   new index CONCURRENTLY under another name beforehand and rename it.
+-- * jobs_finished_idx: the finished rows by queue and completion time, for
+--   the per-minute chart, the queue list (a loose scan over queue) and
+--   capped exact counts. Partial: a job enters it once, when it finishes.
+-- * jobs_failed_idx: the rows that ever failed by last_failed_at, for the
+--   failures per minute. Partial: a job that never fails never enters it.
+-- * jobs_dead_idx: dead letters and cancelled jobs by queue and id, for the
+--   Jobs page filtered by those statuses (a few among millions of completed
+--   ones: without it the page read the whole table to find none). Partial:
+--   a job enters it when it is dead-lettered or cancelled.
+-- * jobs_queue_status statistics: ANALYZE keeps the most common (queue,
+--   status) pairs, so that the planner's estimate of a big queue's finished
+--   rows is close (the overview shows it, marked "~", above its exact cap).
+-- No update was HOT before (claim, complete, fail and heartbeat all change
+-- indexed columns or predicate columns: docs/benchmarks.md), so none
+-- becomes non-HOT; the cost is one more index entry when a job finishes,
+-- one per update of a job that has failed before, and one when a job is
+-- dead-lettered or cancelled.
+DROP INDEX backoff.jobs_claimable_idx;
+CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id) INCLUDE (status)
+    WHERE status IN ('pending', 'retrying');
+CREATE INDEX jobs_finished_idx ON backoff.jobs (queue, completed_at, id) INCLUDE (status)
+    WHERE completed_at IS NOT NULL;
+CREATE INDEX jobs_failed_idx ON backoff.jobs (last_failed_at)
+    WHERE last_failed_at IS NOT NULL;
+CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
+    WHERE status IN ('dead_lettered', 'cancelled');
+CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
+ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
 -- (end of schema changes)
 
@@ -3433,6 +3477,9 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 --       here), so concurrent claimers hand out exactly probes_left jobs in
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
+--       When every probe is out and none of them is running any more
+--       (reaped, snoozed or cancelled: no result), a new set is handed out,
+--       so a probe whose worker died cannot keep the queue shut.
 --   rate                               -> the bucket row is locked,
 --       refilled lazily from p_now (rate tokens per second up to burst, a
 --       NULL burst being greatest(1, ceil(rate))), and at most its whole
@@ -3463,6 +3510,8 @@ DECLARE
     v_tokens   double precision;
     v_refilled timestamptz;
     v_count    integer;
+    v_jobs     backoff.jobs[];
+    v_ids      bigint[];
 BEGIN
     IF p_q.breaker_failures IS NOT NULL THEN
         SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
@@ -3478,8 +3527,14 @@ BEGIN
                     RETURN;
                 END IF;
                 v_probes := coalesce(v_state.probes_left, p_q.breaker_probes);
+                v_ids := coalesce(v_state.probe_ids, '{}');
                 IF v_probes < 1 THEN
-                    RETURN;  -- every probe is out: wait for a result
+                    IF EXISTS (SELECT FROM backoff.jobs AS j
+                               WHERE j.id = ANY (v_state.probe_ids) AND j.status = 'running') THEN
+                        RETURN;  -- every probe is out: wait for a result
+                    END IF;
+                    v_probes := p_q.breaker_probes;
+                    v_ids := '{}';
                 END IF;
                 v_allow := least(v_allow, v_probes);
             END IF;
@@ -3487,7 +3542,8 @@ BEGIN
     END IF;
 
     IF p_q.rate IS NOT NULL THEN
-        v_burst := coalesce(p_q.burst, greatest(1, ceil(p_q.rate)));
+        -- The default burst, like queue_state's, stays an integer.
+        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647));
         SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
         FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
         IF NOT FOUND THEN
@@ -3502,14 +3558,15 @@ BEGIN
         v_tokens := least(v_burst, v_tokens
             + p_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
         v_refilled := greatest(v_refilled, p_now);
-        v_allow := least(v_allow, floor(v_tokens)::integer);
+        v_allow := least(v_allow::double precision, floor(v_tokens))::integer;
         IF v_allow < 1 THEN
             RETURN;
         END IF;
     END IF;
 
-    -- backoff.claim's statement, with the allowance as its limit.
-    RETURN QUERY
+    -- backoff.claim's statement, with the allowance as its limit; the rows
+    -- are kept to count them and to record the probes.
+    WITH claimed AS (
     UPDATE backoff.jobs AS j
     SET status = 'running',
         attempts = j.attempts + 1,
@@ -3530,13 +3587,18 @@ BEGIN
         ORDER BY c.priority DESC, c.run_at, c.id
         LIMIT v_allow
         FOR UPDATE SKIP LOCKED))
-    RETURNING j.*;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURNING j AS job)
+    SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
+    v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
     IF v_count = 0 THEN
         RETURN;
     END IF;
+    RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     IF v_probes IS NOT NULL THEN
-        UPDATE backoff.queue_breakers AS b SET probes_left = v_probes - v_count WHERE b.queue = p_queue;
+        UPDATE backoff.queue_breakers AS b
+        SET probes_left = v_probes - v_count,
+            probe_ids = v_ids || ARRAY(SELECT r.id FROM pg_catalog.unnest(v_jobs) AS r)
+        WHERE b.queue = p_queue;
     END IF;
     IF p_q.rate IS NOT NULL THEN
         UPDATE backoff.queue_tokens AS t
@@ -3824,7 +3886,7 @@ BEGIN
         RETURNING j.*
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
         FROM done AS d
         WHERE b.queue = d.queue
           AND b.half_open_at <= p_now
@@ -3903,8 +3965,10 @@ BEGIN
         RETURNING j.id, j.queue
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
-        WHERE b.queue IN (SELECT d.queue FROM done AS d)
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+        -- An array, so that the primary key finds the rows (with
+        -- enable_nestloop off an IN would hash a scan of every breaker).
+        WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
           AND b.half_open_at <= p_now
     )
     SELECT d.id FROM done AS d;
@@ -3959,6 +4023,7 @@ BEGIN
             SET opened_at = p_now,
                 half_open_at = backoff._clamp_time(p_now + p_cooldown),
                 probes_left = NULL,
+                probe_ids = NULL,
                 counted_from = p_now
             WHERE b.queue = p_queue
               AND b.opened_at = v_state.opened_at;
@@ -3980,6 +4045,7 @@ BEGIN
         SET opened_at = EXCLUDED.opened_at,
             half_open_at = EXCLUDED.half_open_at,
             probes_left = NULL,
+            probe_ids = NULL,
             counted_from = EXCLUDED.counted_from
         WHERE b.opened_at IS NULL;
     END IF;
@@ -4788,7 +4854,7 @@ BEGIN
 
     IF v_q.rate IS NOT NULL THEN
         rate := v_q.rate;
-        burst := coalesce(v_q.burst, greatest(1, ceil(v_q.rate))::integer);
+        burst := coalesce(v_q.burst, least(greatest(1, ceil(v_q.rate)), 2147483647)::integer);
         SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
         FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
         IF FOUND THEN
@@ -4813,11 +4879,265 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.queue_state(text, timestamptz) IS
-'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate))); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Lease expiries do not count as failures.
+'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate)), at most 2147483647); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Lease expiries do not count as failures.
 Errors: 22023 for a queue that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue.
 Example:
 UPDATE backoff.queues SET rate = 5, breaker_failures = 3, breaker_window = ''30 seconds'', breaker_cooldown = ''1 minute'' WHERE name = ''emails'';
 SELECT state, failures, tokens, next_claim_at FROM backoff.queue_state(''emails'');';
+
+-- backoff.overview(now, exact_limit): one row per queue for the web UI's
+-- overview, which refreshes every few seconds, without a scan of the
+-- finished rows (docs/adr/0048-overview-without-full-scans.md):
+-- * pending, retrying, due and the oldest due from an index-only scan of
+--   jobs_claimable_idx (its live rows only; status is INCLUDEd);
+-- * running from jobs_lease_idx (lease_until is set exactly while running);
+-- * completed, dead_lettered and cancelled from jobs_finished_idx, counted
+--   exactly while a queue has at most p_exact_limit finished rows; above,
+--   the planner's estimate for (queue, status) (statistics
+--   jobs_queue_status, as of the last ANALYZE), and finished_exact is false;
+-- * the queue list: backoff.queues, and the queues of live, running and
+--   finished rows (a loose index scan over jobs_finished_idx);
+-- * the controls of a queue that has a rate or a breaker: backoff.queue_state.
+-- VOLATILE only because it runs EXPLAIN for the estimates; it writes
+-- nothing and takes no lock beyond a plain read. No parallel workers: a
+-- refresh uses one core, whatever the workers need. Admin only.
+CREATE OR REPLACE FUNCTION backoff.overview(
+    p_now         timestamptz DEFAULT NULL,
+    p_exact_limit integer DEFAULT 10000
+)
+RETURNS TABLE (
+    queue          text,
+    policy         text,
+    paused         boolean,
+    configured     boolean,
+    pending        bigint,
+    running        bigint,
+    retrying       bigint,
+    due            bigint,
+    oldest_due_age interval,
+    completed      bigint,
+    dead_lettered  bigint,
+    cancelled      bigint,
+    finished_exact boolean,
+    breaker        text,
+    rate           double precision,
+    tokens         double precision,
+    next_claim_at  timestamptz
+)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET max_parallel_workers_per_gather = 0
+SET jit = off
+AS $$
+DECLARE
+    v_row   record;
+    v_total bigint;
+    v_plan  json;
+    v_state text;
+BEGIN
+    IF p_exact_limit IS NULL OR p_exact_limit < 0 THEN
+        RAISE EXCEPTION 'overview: exact limit must be 0 or more, got "%"', coalesce(p_exact_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    FOR v_row IN
+        WITH RECURSIVE finished_queues (name) AS (
+            (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.queue FROM backoff.jobs AS j
+                    WHERE j.completed_at IS NOT NULL AND j.queue > f.name ORDER BY j.queue LIMIT 1)
+            FROM finished_queues AS f
+            WHERE f.name IS NOT NULL
+        ),
+        waiting AS (
+            SELECT j.queue AS name,
+                   count(*) FILTER (WHERE j.status = 'pending') AS pending,
+                   count(*) FILTER (WHERE j.status = 'retrying') AS retrying,
+                   count(*) FILTER (WHERE j.run_at <= p_now) AS due,
+                   min(j.run_at) AS first_run_at
+            FROM backoff.jobs AS j
+            WHERE j.status IN ('pending', 'retrying')
+            GROUP BY j.queue
+        ),
+        leased AS (
+            SELECT j.queue AS name, count(*) AS running
+            FROM backoff.jobs AS j
+            WHERE j.lease_until IS NOT NULL
+            GROUP BY j.queue
+        ),
+        names AS (
+            SELECT q.name FROM backoff.queues AS q
+            UNION SELECT w.name FROM waiting AS w
+            UNION SELECT l.name FROM leased AS l
+            UNION SELECT f.name FROM finished_queues AS f WHERE f.name IS NOT NULL
+        )
+        SELECT n.name,
+               coalesce(q.policy, backoff.job_policy(NULL, n.name)) AS policy,
+               coalesce(q.paused, false) AS paused,
+               (q.rate IS NOT NULL OR q.breaker_failures IS NOT NULL) AS controlled,
+               q.name IS NOT NULL AS configured,
+               coalesce(w.pending, 0) AS pending,
+               coalesce(l.running, 0) AS running,
+               coalesce(w.retrying, 0) AS retrying,
+               coalesce(w.due, 0) AS due,
+               CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age
+        FROM names AS n
+        LEFT JOIN backoff.queues AS q ON q.name = n.name
+        LEFT JOIN waiting AS w ON w.name = n.name
+        LEFT JOIN leased AS l ON l.name = n.name
+        ORDER BY n.name
+    LOOP
+        queue := v_row.name;
+        policy := v_row.policy;
+        paused := v_row.paused;
+        configured := v_row.configured;
+        pending := v_row.pending;
+        running := v_row.running;
+        retrying := v_row.retrying;
+        due := v_row.due;
+        oldest_due_age := v_row.oldest_due_age;
+        -- At most p_exact_limit + 1 entries of the queue's finished rows.
+        SELECT count(*) FILTER (WHERE f.status = 'completed'),
+               count(*) FILTER (WHERE f.status = 'dead_lettered'),
+               count(*) FILTER (WHERE f.status = 'cancelled'),
+               count(*)
+        INTO completed, dead_lettered, cancelled, v_total
+        FROM (SELECT j.status FROM backoff.jobs AS j
+              WHERE j.queue = v_row.name AND j.completed_at IS NOT NULL
+              LIMIT p_exact_limit + 1) AS f;
+        finished_exact := v_total <= p_exact_limit;
+        -- The queue's controls (issue 19), for a queue that has any.
+        breaker := 'closed';
+        rate := NULL;
+        tokens := NULL;
+        next_claim_at := NULL;
+        IF v_row.controlled THEN
+            SELECT s.state, s.rate, s.tokens, s.next_claim_at
+            INTO breaker, rate, tokens, next_claim_at
+            FROM backoff.queue_state(v_row.name, p_now) AS s;
+        END IF;
+        IF NOT finished_exact THEN
+            -- The planner's row estimate: most common (queue, status) pairs
+            -- from statistics jobs_queue_status, else per-column statistics.
+            FOREACH v_state IN ARRAY ARRAY['completed', 'dead_lettered', 'cancelled'] LOOP
+                EXECUTE pg_catalog.format(
+                    'EXPLAIN (FORMAT JSON) SELECT 1 FROM backoff.jobs WHERE queue = %L AND status = %L',
+                    v_row.name, v_state) INTO v_plan;
+                CASE v_state
+                    WHEN 'completed' THEN completed := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
+                    WHEN 'dead_lettered' THEN dead_lettered := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
+                    ELSE cancelled := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
+                END CASE;
+            END LOOP;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
+Example:
+SELECT queue, pending, running, retrying, due, completed, finished_exact FROM backoff.overview();';
+
+-- backoff.activity(since, bucket, now): what happened per queue and per
+-- bucket of time in [p_since, p_now]: jobs completed, dead-lettered and
+-- cancelled (by completed_at, read from jobs_finished_idx one queue at a
+-- time) and failed attempts (the error history of the jobs whose
+-- last_failed_at is in the range, found by jobs_failed_idx). Buckets are
+-- aligned to multiples of p_bucket since 2000-01-01 00:00 UTC, not to
+-- p_now, so a bucket that has ended reads the same on every call: a display
+-- that refreshes (the web UI's chart) keeps the ended ones and asks only
+-- for the rest (docs/adr/0048-overview-without-full-scans.md). Its cost
+-- grows with the events in the range, not with the table. Admin only.
+CREATE OR REPLACE FUNCTION backoff.activity(
+    p_since  timestamptz,
+    p_bucket interval DEFAULT '1 minute',
+    p_now    timestamptz DEFAULT NULL
+)
+RETURNS TABLE (
+    queue         text,
+    bucket        timestamptz,
+    completed     bigint,
+    failed        bigint,
+    dead_lettered bigint,
+    cancelled     bigint
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET max_parallel_workers_per_gather = 0
+SET jit = off
+AS $$
+BEGIN
+    IF p_bucket IS NULL OR p_bucket < interval '1 second' OR NOT backoff._valid_span(p_bucket) THEN
+        RAISE EXCEPTION 'activity: bucket must be between 1 second and 876600 hours, got "%"', coalesce(p_bucket::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    IF p_since IS NULL OR NOT pg_catalog.isfinite(p_since) THEN
+        RAISE EXCEPTION 'activity: since must be a finite time, got "%"', coalesce(p_since::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_since > p_now THEN
+        RETURN;
+    END IF;
+    IF extract(epoch FROM p_now - p_since) / extract(epoch FROM p_bucket) > 100000 THEN
+        RAISE EXCEPTION 'activity: at most 100000 buckets, got % buckets of "%" since "%"',
+            pg_catalog.ceil(extract(epoch FROM p_now - p_since) / extract(epoch FROM p_bucket)), p_bucket, p_since
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH RECURSIVE finished_queues (name) AS (
+        (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.queue FROM backoff.jobs AS j
+                WHERE j.completed_at IS NOT NULL AND j.queue > f.name ORDER BY j.queue LIMIT 1)
+        FROM finished_queues AS f
+        WHERE f.name IS NOT NULL
+    ),
+    finished AS (
+        SELECT f.name,
+               pg_catalog.date_bin(p_bucket, e.completed_at, '2000-01-01 00:00:00+00'::timestamptz) AS b,
+               count(*) FILTER (WHERE e.status = 'completed') AS c,
+               count(*) FILTER (WHERE e.status = 'dead_lettered') AS d,
+               count(*) FILTER (WHERE e.status = 'cancelled') AS x
+        FROM finished_queues AS f
+        CROSS JOIN LATERAL (
+            SELECT j.completed_at, j.status FROM backoff.jobs AS j
+            WHERE j.queue = f.name AND j.completed_at >= p_since AND j.completed_at <= p_now
+        ) AS e
+        WHERE f.name IS NOT NULL
+        GROUP BY 1, 2
+    ),
+    failures AS (
+        SELECT j.queue AS name,
+               pg_catalog.date_bin(p_bucket, (h.entry ->> 'at')::timestamptz, '2000-01-01 00:00:00+00'::timestamptz) AS b,
+               count(*) AS n
+        FROM backoff.jobs AS j
+        CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(j.errors) AS h(entry)
+        WHERE j.last_failed_at >= p_since
+          AND (h.entry ->> 'at')::timestamptz >= p_since
+          AND (h.entry ->> 'at')::timestamptz <= p_now
+        GROUP BY 1, 2
+    )
+    SELECT coalesce(fi.name, fa.name), coalesce(fi.b, fa.b), coalesce(fi.c, 0), coalesce(fa.n, 0),
+           coalesce(fi.d, 0), coalesce(fi.x, 0)
+    FROM finished AS fi
+    FULL JOIN failures AS fa ON fa.name = fi.name AND fa.b = fi.b
+    ORDER BY 1, 2;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.activity(timestamptz, interval, timestamptz) IS
+'Per queue and per bucket of p_bucket (default 1 minute) in [p_since, p_now] (both included): completed, dead_lettered and cancelled = jobs that reached that status then (completed_at), failed = failed attempts then (handler errors and expired leases, from the error history, which keeps the 20 most recent per job). Buckets are aligned to multiples of p_bucket since 2000-01-01 00:00 UTC (bucket is the start), so an ended bucket reads the same on later calls (the first and last bucket only count what lies in the range). Buckets where nothing happened are absent. Reads indexes: its cost grows with the events in the range, not with the table. Admin only.
+Errors: 22023 for a bucket below 1 second or above 876600 hours, a p_since that is NULL or infinite (one after p_now gives no rows), more than 100000 buckets, or a bad p_now.
+Example:
+SELECT * FROM backoff.activity(now() - interval ''1 hour'');';
 
 -- backoff.pause_queue(queue): stop claims from a queue (claim skips a
 -- paused queue; acquire, settling and heartbeats go on, so running jobs

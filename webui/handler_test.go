@@ -179,7 +179,7 @@ func TestRoleWithoutTheRight(t *testing.T) {
 		code, body, _ := get(t, hc, srv.URL+p)
 		require.Equal(t, 200, code, "%s: %s", p, body)
 	}
-	// backoff.stats is for admins: the overview says what is missing.
+	// backoff.overview is for admins: the overview says what is missing.
 	code, body, _ = get(t, hc, srv.URL+"/")
 	require.Equal(t, http.StatusForbidden, code)
 	require.Contains(t, body, "lacks the right")
@@ -260,4 +260,47 @@ func loginRole(t *testing.T, dbURL, group string) string {
 	require.NoError(t, err)
 	u.User = url.UserPassword(name, "pw")
 	return u.String()
+}
+
+// TestOverviewControlsAndEstimates: the overview shows a queue's open
+// breaker and its rate (issue 19), marks finished counts above the exact
+// limit as estimates ("~") and explains the mark; live counts stay exact.
+func TestOverviewControlsAndEstimates(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	admin := testdb.Pool(t, dbURL)
+	ctx := context.Background()
+	ca, err := client.New(ctx, admin)
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `INSERT INTO backoff.queues (name, policy, rate, breaker_failures, breaker_window, breaker_cooldown)
+		VALUES ('hooks', 'default', 50, 1, '1 minute', '1 hour')`)
+	require.NoError(t, err)
+	id, err := ca.Enqueue(ctx, "hooks", nil)
+	require.NoError(t, err)
+	j, err := ca.Acquire(ctx, id, 0)
+	require.NoError(t, err)
+	_, err = ca.Fail(ctx, id, j.Attempts, "down", client.NonRetryable())
+	require.NoError(t, err)
+	_, err = admin.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at)
+		SELECT 'bulk', 'completed', 1, now(), now(), now() FROM generate_series(1, 10001);
+		ANALYZE backoff.jobs`)
+	require.NoError(t, err)
+	_, err = ca.Enqueue(ctx, "bulk", nil)
+	require.NoError(t, err)
+
+	srv, _ := serve(t, dbURL, webui.Options{})
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/overview/table")
+	require.Equal(t, 200, code, body)
+	row := func(queue string) string {
+		i := strings.Index(body, `<tr data-queue="`+queue+`">`)
+		require.GreaterOrEqual(t, i, 0, body)
+		return body[i : i+strings.Index(body[i:], "</tr>")]
+	}
+	hooks := row("hooks")
+	require.Contains(t, hooks, "breaker open")
+	require.Contains(t, hooks, "50/s")
+	require.NotContains(t, hooks, "~")
+	bulk := row("bulk")
+	require.Regexp(t, `title="estimate">~\d+</a>`, bulk, "10001 finished jobs: an estimate")
+	require.Contains(t, bulk, `status=pending">1</a>`, "live counts are exact")
+	require.Contains(t, body, `id="estimated"`)
 }

@@ -24,11 +24,14 @@ func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 
 // queueRow is one line of the overview.
 type queueRow struct {
-	client.QueueStats
-	Policy     string
-	Paused     bool
-	Configured bool
-	Spark      *sparkline // nil: nothing happened in the last hour
+	client.QueueOverview
+	Spark *sparkline // nil: nothing happened in the last hour
+	// FailedHour and DeadHour are the last hour's failed attempts and dead
+	// letters (the chart's sums).
+	FailedHour, DeadHour int64
+	// Rate and Tokens are the queue's rate limit and its bucket, as text
+	// ("" without a rate).
+	Rate, Tokens string
 }
 
 type overviewData struct {
@@ -39,39 +42,40 @@ type overviewData struct {
 	Prefix       string
 	CSRF         string
 	Banner       string
+	Estimated    bool // some finished counts are estimates
 }
 
+// overviewData makes two calls: backoff.overview (counts, read from
+// indexes) and backoff.activity for the chart's minutes the handler has
+// not kept yet (docs/adr/0048-overview-without-full-scans.md).
 func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	d := overviewData{At: time.Now().UTC(), RefreshMS: h.opts.RefreshEvery.Milliseconds(),
 		AllowActions: h.opts.AllowActions, Prefix: h.opts.Prefix}
-	queues, err := h.c.Queues(ctx)
+	queues, err := h.c.Overview(ctx, 0)
 	if err != nil {
 		return d, err
 	}
-	stats, err := h.c.Stats(ctx, time.Hour)
-	if err != nil {
-		return d, err
-	}
-	acts, err := h.c.Activity(ctx, time.Hour, time.Minute)
+	acts, err := h.activity.get(ctx, h.c, d.At)
 	if err != nil {
 		return d, err
 	}
 	sparks := buildSparklines(acts, d.At)
-	byName := map[string]client.QueueStats{}
-	for _, s := range stats {
-		byName[s.Queue] = s
-	}
 	for _, q := range queues {
-		s := byName[q.Name]
-		s.Queue = q.Name
-		row := queueRow{QueueStats: s, Policy: q.Policy, Paused: q.Paused, Configured: q.Configured}
-		if sp, ok := sparks[q.Name]; ok {
-			row.Spark = &sp
+		row := queueRow{QueueOverview: q}
+		if q.Rate != nil {
+			row.Rate = strconv.FormatFloat(*q.Rate, 'g', 4, 64)
 		}
+		if q.Tokens != nil {
+			row.Tokens = strconv.FormatFloat(*q.Tokens, 'f', 1, 64)
+		}
+		if sp, ok := sparks[q.Queue]; ok {
+			row.Spark = &sp
+			row.FailedHour, row.DeadHour = sp.failed, sp.dead
+		}
+		d.Estimated = d.Estimated || !q.FinishedExact
 		d.Queues = append(d.Queues, row)
-		delete(byName, q.Name)
 	}
 	return d, nil
 }
@@ -117,7 +121,7 @@ type filter struct {
 }
 
 var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
-var reasons = []string{"max_attempts", "non_retryable", "deadline"}
+var reasons = []string{"max_attempts", "non_retryable", "deadline", "lease_expiries"}
 
 // parseFilter reads and checks the filter in q.
 func parseFilter(q url.Values) (filter, client.ListParams, error) {
@@ -210,6 +214,9 @@ type jobsData struct {
 	Policies []string
 	Statuses []string
 	Reasons  []string
+	// Searched: the error-text filter stopped at ScanLimit jobs examined.
+	Searched  bool
+	ScanLimit int
 }
 
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
@@ -229,7 +236,8 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons}
+	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons,
+		Searched: page.Searched, ScanLimit: client.ErrorScanLimit}
 	q := f.values()
 	d.Query = q.Encode()
 	q.Set("action", "replay")

@@ -259,6 +259,7 @@ func buildSchedulePlot(p policy.Policy) schedulePlot {
 type sparkline struct {
 	Completed, Failed, Dead string // "x,y x,y ..." points
 	Title                   string
+	failed, dead            int64 // the hour's sums
 }
 
 const (
@@ -269,7 +270,7 @@ const (
 func buildSparklines(acts []client.Activity, now time.Time) map[string]sparkline {
 	type series struct{ c, f, d [sparkBuckets]int64 }
 	by := map[string]*series{}
-	start := now.Add(-time.Hour)
+	start := now.Truncate(time.Minute).Add(-(sparkBuckets - 1) * time.Minute)
 	for _, a := range acts {
 		i := int(a.Start.Sub(start) / time.Minute)
 		if i < 0 || i >= sparkBuckets {
@@ -300,7 +301,7 @@ func buildSparklines(acts []client.Activity, now time.Time) map[string]sparkline
 			}
 			return string(b)
 		}
-		out[q] = sparkline{Completed: line(s.c), Failed: line(s.f), Dead: line(s.d),
+		out[q] = sparkline{Completed: line(s.c), Failed: line(s.f), Dead: line(s.d), failed: tf, dead: td,
 			Title: fmt.Sprintf("last hour, per minute (peak %d): %d completed, %d failed attempts, %d dead-lettered", top, tc, tf, td)}
 	}
 	return out

@@ -67,6 +67,8 @@ type Handler struct {
 	secret []byte
 	cop    *http.CrossOriginProtection
 	assets string // cache-busting version of the embedded assets
+	// activity keeps the overview chart's ended minutes.
+	activity activityCache
 }
 
 // New returns the UI's handler over c. c should sit on a pool

@@ -1,25 +1,35 @@
 // Command river-bench is the River side of pgbackoff's side-by-side
 // benchmark: the equivalent of `river bench` run as a library, because
 // River's CLI module cannot be installed through the module proxy. It lives
-// in its own module so that pgbackoff never depends on River. Two modes, as
-// `river bench` has: burndown (pre-insert N jobs, then work them with a
-// no-op worker) and continuous (insert N jobs in batches of 100 while the
-// client works them; with -rate, about that many jobs per second, for the
-// enqueue -> start latency).
+// in its own module so that pgbackoff never depends on River. Three modes,
+// each run the same way as on the pgbackoff side (bench/workers.go):
 //
-//	go run . -database-url postgres://.../db -jobs 50000 [-mode continuous -rate 5000]
+//   - burndown: pre-insert N jobs, then work them with a no-op worker; the
+//     time runs from Start until every job is completed.
 //
-// It migrates River's tables into the given database, inserts the jobs
-// (InsertManyFast, batches of 5,000), starts a client with the default queue
-// at MaxWorkers 10,000 (as `river bench` does), and stops once every job
-// has run; Stop waits for River's batched completer, so every job is
-// completed in the table when the time is taken. It prints one line:
+//   - continuous: pre-insert N jobs, start the client and, at the same
+//     moment, insert more jobs at a fixed -rate (batches every 10 ms, with
+//     InsertManyFast) while the client works. The measuring window closes
+//     when 3/4 of N have run, so the backlog never runs dry: the rate is
+//     the jobs run in the window over its length, a limit of the worker
+//     under a steady insert load, never of the inserter (the same -rate on
+//     both sides, one both inserters sustain).
+//
+//   - latency: no backlog; insert N jobs at -rate (batches every 10 ms) and
+//     time each job from its created_at to the start of its Work (server
+//     and bench share a clock).
+//
+//     go run . -database-url postgres://.../db -jobs 50000 [-mode continuous -rate 2000]
+//
+// It migrates River's tables into the given database, pre-inserts with
+// InsertManyFast in batches of 5,000, starts a client with the default
+// queue at MaxWorkers 10,000 (as `river bench` does), and stops it at the
+// end (Stop waits for River's batched completer). It prints one line:
 //
 //	river jobs=N insert_s=… work_s=… work_jobs_per_s=…
 //
-// and in continuous mode also latency_p50_ms=… latency_p99_ms=… (from each
-// job's created_at to the start of its Work; server and bench share a
-// clock). In continuous mode work_s runs from the first insert.
+// with inserted=… (jobs inserted in the window) in continuous mode and
+// insert_jobs_per_s=… latency_p50_ms=… latency_p99_ms=… in latency mode.
 package main
 
 import (
@@ -51,9 +61,12 @@ type NoopWorker struct {
 	river.WorkerDefaults[NoopArgs]
 	done *atomic.Int64
 	all  chan struct{}
-	n    int64
-	mu   sync.Mutex
-	lats []time.Duration
+	n    int64 // close all when this many have run
+	// window, when set instead of n, closes all when that many have run
+	// (continuous mode's measuring window).
+	window int64
+	mu     sync.Mutex
+	lats   []time.Duration
 }
 
 // Work counts the job and signals when the last one ran.
@@ -62,7 +75,7 @@ func (w *NoopWorker) Work(_ context.Context, job *river.Job[NoopArgs]) error {
 	w.mu.Lock()
 	w.lats = append(w.lats, d)
 	w.mu.Unlock()
-	if w.done.Add(1) == w.n {
+	if d := w.done.Add(1); d == w.n || d == w.window {
 		close(w.all)
 	}
 	return nil
@@ -72,11 +85,15 @@ func main() {
 	url := flag.String("database-url", os.Getenv("BENCH_DATABASE_URL"), "database to use (River's tables are created in it)")
 	jobs := flag.Int("jobs", 50_000, "jobs to insert and work")
 	maxWorkers := flag.Int("max-workers", 10_000, "MaxWorkers of the default queue")
-	mode := flag.String("mode", "burndown", "burndown (pre-inserted jobs) or continuous (inserted while worked)")
-	rate := flag.Float64("rate", 0, "continuous mode: jobs inserted per second (0: batches of 100 back to back)")
+	mode := flag.String("mode", "burndown", "burndown (pre-inserted jobs), continuous (a backlog, worked while more are inserted at -rate) or latency (inserted at -rate, no backlog)")
+	rate := flag.Float64("rate", 2000, "continuous and latency modes: jobs inserted per second")
 	flag.Parse()
-	if *mode != "burndown" && *mode != "continuous" {
-		fmt.Fprintln(os.Stderr, "river-bench: -mode must be burndown or continuous")
+	if *mode != "burndown" && *mode != "continuous" && *mode != "latency" {
+		fmt.Fprintln(os.Stderr, "river-bench: -mode must be burndown, continuous or latency")
+		os.Exit(2)
+	}
+	if *mode != "burndown" && *rate <= 0 {
+		fmt.Fprintln(os.Stderr, "river-bench: -rate must be positive")
 		os.Exit(2)
 	}
 	if err := run(*url, *jobs, *maxWorkers, *mode, *rate); err != nil {
@@ -102,6 +119,9 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 	}
 
 	w := &NoopWorker{done: &atomic.Int64{}, all: make(chan struct{}), n: int64(n)}
+	if mode == "continuous" {
+		w.n, w.window = -1, int64(n)*3/4
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	c, err := river.NewClient(driver, &river.Config{
@@ -121,9 +141,13 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 		_, err := c.InsertManyFast(ctx, params)
 		return err
 	}
-	var insert time.Duration
+	var (
+		insert   time.Duration
+		inserted int
+		windowN  int64
+	)
 	start := time.Now()
-	if mode == "burndown" {
+	if mode != "latency" {
 		const batch = 5000
 		for i := 0; i < n; i += batch {
 			if err := insertBatch(min(batch, n-i)); err != nil {
@@ -131,16 +155,22 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 			}
 		}
 		insert = time.Since(start)
-		start = time.Now()
-		if err := c.Start(ctx); err != nil {
-			return fmt.Errorf("start: %w", err)
-		}
-	} else {
-		if err := c.Start(ctx); err != nil {
-			return fmt.Errorf("start: %w", err)
-		}
-		start = time.Now()
-		if err := insertPaced(n, rate, insertBatch); err != nil {
+	}
+	start = time.Now() // as on the pgbackoff side: the client's start-up counts
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("start: %w", err)
+	}
+	stop := make(chan struct{})
+	insErr := make(chan error, 1)
+	switch mode {
+	case "continuous":
+		go func() {
+			var err error
+			inserted, err = insertPaced(-1, rate, stop, insertBatch)
+			insErr <- err
+		}()
+	case "latency":
+		if _, err := insertPaced(n, rate, nil, insertBatch); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		insert = time.Since(start)
@@ -150,12 +180,26 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 	case <-time.After(10 * time.Minute):
 		return fmt.Errorf("timed out after %d of %d jobs", w.done.Load(), n)
 	}
+	if mode == "continuous" {
+		windowN = w.done.Load()
+		insert = time.Since(start)
+		close(stop)
+		if err := <-insErr; err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+	}
 	stopCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := c.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	work := time.Since(start)
+	if mode == "continuous" {
+		work = insert // the window: from Start until 3/4 of the backlog had run
+		fmt.Printf("river jobs=%d inserted=%d work_s=%.3f work_jobs_per_s=%.0f\n",
+			windowN, inserted, work.Seconds(), float64(windowN)/work.Seconds())
+		return nil
+	}
 	var completed int64
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state = 'completed'`).Scan(&completed); err != nil {
 		return fmt.Errorf("count completed: %w", err)
@@ -165,36 +209,44 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 	}
 	fmt.Printf("river jobs=%d insert_s=%.3f work_s=%.3f work_jobs_per_s=%.0f",
 		n, insert.Seconds(), work.Seconds(), float64(n)/work.Seconds())
-	if mode == "continuous" {
+	if mode == "latency" {
 		sort.Slice(w.lats, func(i, j int) bool { return w.lats[i] < w.lats[j] })
 		q := func(p float64) float64 {
 			return float64(w.lats[min(len(w.lats)-1, int(p*float64(len(w.lats))))]) / float64(time.Millisecond)
 		}
-		fmt.Printf(" latency_p50_ms=%.3f latency_p99_ms=%.3f", q(0.5), q(0.99))
+		fmt.Printf(" insert_jobs_per_s=%.0f latency_p50_ms=%.3f latency_p99_ms=%.3f", float64(n)/insert.Seconds(), q(0.5), q(0.99))
 	}
 	fmt.Println()
 	return nil
 }
 
-// insertPaced calls insert(k) until n jobs are in: batches of 100 back to
-// back, or with rate > 0 every 10 ms the batch that keeps to the rate (the
-// same pacing as the pgbackoff side).
-func insertPaced(n int, rate float64, insert func(k int) error) error {
+// insertPaced inserts about rate jobs per second: every 10 ms the batch
+// that keeps to the rate (at most 1,000), until n are in (n >= 0) or stop
+// is closed. It returns how many it inserted. The same pacing as the
+// pgbackoff side (bench/workers.go).
+func insertPaced(n int, rate float64, stop <-chan struct{}, insert func(k int) error) (int, error) {
+	const tick = 10 * time.Millisecond
 	began := time.Now()
-	for done := 0; done < n; {
-		k := min(100, n-done)
-		if rate > 0 {
-			due := int(rate*time.Since(began).Seconds()) + 1
-			if due <= done {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
-			k = min(due-done, n-done, 1000)
+	done := 0
+	for n < 0 || done < n {
+		select {
+		case <-stop:
+			return done, nil
+		default:
 		}
+		due := int(rate*time.Since(began).Seconds()) + 1
+		if n >= 0 {
+			due = min(due, n)
+		}
+		if due <= done {
+			time.Sleep(tick)
+			continue
+		}
+		k := min(due-done, 1000)
 		if err := insert(k); err != nil {
-			return err
+			return done, err
 		}
 		done += k
 	}
-	return nil
+	return done, nil
 }

@@ -100,6 +100,7 @@ vectors and a randomized cross-check prove it
 | `+"`max_attempts`"+` | `+"`%d`"+` | ≥ 1 | attempts before the job is dead-lettered |
 | `+"`lease`"+` | `+"`%s`"+` | ≥ 1µs | how long a claim lasts without a heartbeat |
 | `+"`deadline`"+` | none | ≥ 1µs | no retry is scheduled past `+"`created_at + deadline`"+` |
+| `+"`max_lease_expiries`"+` | none | ≥ 1 | a job whose lease expired that many times (its worker died on it each time) is dead-lettered with reason `+"`lease_expiries`"+` ([ADR 0046](adr/0046-lease-expiry-budget.md)) |
 
 An omitted key takes its default (the column default of `+"`backoff.policies`"+`,
 `+"`policy.Defaults()`"+` in Go). Jitter defaults to none so that a policy written as

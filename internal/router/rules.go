@@ -81,6 +81,10 @@ var Rules = map[string][]Rule{
 	"error_signature": {{Kind: Any}},
 	"prune":           {{Kind: AllSum}},
 	"stats":           {{Kind: AllUnion}},
+	// Each shard counts its own queues; the client adds up the rows of a
+	// queue configured on every shard (Client.Overview).
+	"overview": {{Kind: AllUnion}},
+	"activity": {{Kind: AllUnion}},
 	// A queue's controls and their runtime state live on the queue's shard
 	// (each shard runs its own breaker and bucket for its part of a queue).
 	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},
@@ -124,7 +128,7 @@ var Tables = map[string]TableKind{
 	"queue_grants": TableReplicated,
 	// Wake-up registrations: each shard holds those of its queues.
 	"waiting_workers": TableAll,
-	// Runtime state of queue controls: each shard keeps its own.
+	// Runtime state of queue controls: each shard holds its queues'.
 	"queue_failures": TableAll,
 	"queue_breakers": TableAll,
 	"queue_tokens":   TableAll,

@@ -38,6 +38,7 @@ BEGIN
             SET opened_at = p_now,
                 half_open_at = backoff._clamp_time(p_now + p_cooldown),
                 probes_left = NULL,
+                probe_ids = NULL,
                 counted_from = p_now
             WHERE b.queue = p_queue
               AND b.opened_at = v_state.opened_at;
@@ -59,6 +60,7 @@ BEGIN
         SET opened_at = EXCLUDED.opened_at,
             half_open_at = EXCLUDED.half_open_at,
             probes_left = NULL,
+            probe_ids = NULL,
             counted_from = EXCLUDED.counted_from
         WHERE b.opened_at IS NULL;
     END IF;

@@ -8,6 +8,9 @@
 --       here), so concurrent claimers hand out exactly probes_left jobs in
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
+--       When every probe is out and none of them is running any more
+--       (reaped, snoozed or cancelled: no result), a new set is handed out,
+--       so a probe whose worker died cannot keep the queue shut.
 --   rate                               -> the bucket row is locked,
 --       refilled lazily from p_now (rate tokens per second up to burst, a
 --       NULL burst being greatest(1, ceil(rate))), and at most its whole
@@ -38,6 +41,8 @@ DECLARE
     v_tokens   double precision;
     v_refilled timestamptz;
     v_count    integer;
+    v_jobs     backoff.jobs[];
+    v_ids      bigint[];
 BEGIN
     IF p_q.breaker_failures IS NOT NULL THEN
         SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
@@ -53,8 +58,14 @@ BEGIN
                     RETURN;
                 END IF;
                 v_probes := coalesce(v_state.probes_left, p_q.breaker_probes);
+                v_ids := coalesce(v_state.probe_ids, '{}');
                 IF v_probes < 1 THEN
-                    RETURN;  -- every probe is out: wait for a result
+                    IF EXISTS (SELECT FROM backoff.jobs AS j
+                               WHERE j.id = ANY (v_state.probe_ids) AND j.status = 'running') THEN
+                        RETURN;  -- every probe is out: wait for a result
+                    END IF;
+                    v_probes := p_q.breaker_probes;
+                    v_ids := '{}';
                 END IF;
                 v_allow := least(v_allow, v_probes);
             END IF;
@@ -62,7 +73,8 @@ BEGIN
     END IF;
 
     IF p_q.rate IS NOT NULL THEN
-        v_burst := coalesce(p_q.burst, greatest(1, ceil(p_q.rate)));
+        -- The default burst, like queue_state's, stays an integer.
+        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647));
         SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
         FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
         IF NOT FOUND THEN
@@ -77,14 +89,15 @@ BEGIN
         v_tokens := least(v_burst, v_tokens
             + p_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
         v_refilled := greatest(v_refilled, p_now);
-        v_allow := least(v_allow, floor(v_tokens)::integer);
+        v_allow := least(v_allow::double precision, floor(v_tokens))::integer;
         IF v_allow < 1 THEN
             RETURN;
         END IF;
     END IF;
 
-    -- backoff.claim's statement, with the allowance as its limit.
-    RETURN QUERY
+    -- backoff.claim's statement, with the allowance as its limit; the rows
+    -- are kept to count them and to record the probes.
+    WITH claimed AS (
     UPDATE backoff.jobs AS j
     SET status = 'running',
         attempts = j.attempts + 1,
@@ -105,13 +118,18 @@ BEGIN
         ORDER BY c.priority DESC, c.run_at, c.id
         LIMIT v_allow
         FOR UPDATE SKIP LOCKED))
-    RETURNING j.*;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURNING j AS job)
+    SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
+    v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
     IF v_count = 0 THEN
         RETURN;
     END IF;
+    RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     IF v_probes IS NOT NULL THEN
-        UPDATE backoff.queue_breakers AS b SET probes_left = v_probes - v_count WHERE b.queue = p_queue;
+        UPDATE backoff.queue_breakers AS b
+        SET probes_left = v_probes - v_count,
+            probe_ids = v_ids || ARRAY(SELECT r.id FROM pg_catalog.unnest(v_jobs) AS r)
+        WHERE b.queue = p_queue;
     END IF;
     IF p_q.rate IS NOT NULL THEN
         UPDATE backoff.queue_tokens AS t

@@ -32,7 +32,7 @@ BEGIN
         RETURNING j.*
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
         FROM done AS d
         WHERE b.queue = d.queue
           AND b.half_open_at <= p_now

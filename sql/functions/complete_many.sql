@@ -53,8 +53,10 @@ BEGIN
         RETURNING j.id, j.queue
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, counted_from = p_now
-        WHERE b.queue IN (SELECT d.queue FROM done AS d)
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+        -- An array, so that the primary key finds the rows (with
+        -- enable_nestloop off an IN would hash a scan of every breaker).
+        WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
           AND b.half_open_at <= p_now
     )
     SELECT d.id FROM done AS d;

@@ -47,6 +47,8 @@
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
 {{ template "queue_state.sql" . }}
+{{ template "overview.sql" . }}
+{{ template "activity.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}

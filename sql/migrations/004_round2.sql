@@ -155,13 +155,17 @@ CREATE INDEX queue_failures_queue_idx ON backoff.queue_failures (queue, failed_a
 -- The breaker's state, written only on transitions (open, reopen, close)
 -- and, while half open, by the claims that hand out probes. opened_at NULL
 -- = closed; half open from half_open_at = opened_at + cooldown on;
--- probes_left NULL = half open and no probe handed out yet. Failures before
--- counted_from do not count (they belong to an earlier period).
+-- probes_left NULL = half open and no probe handed out yet; probe_ids are
+-- the jobs handed out as probes (a probe whose lease expired gives no
+-- result, so when none is running any more, probing starts again).
+-- Failures before counted_from do not count (they belong to an earlier
+-- period).
 CREATE TABLE backoff.queue_breakers (
     queue        text PRIMARY KEY,
     opened_at    timestamptz,
     half_open_at timestamptz,
     probes_left  integer,
+    probe_ids    bigint[],
     counted_from timestamptz NOT NULL,
     CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
 );
@@ -191,6 +195,46 @@ ALTER TABLE backoff.jobs
     DROP CONSTRAINT jobs_dead_letter_reason_check,
     ADD CONSTRAINT jobs_dead_letter_reason_check
         CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries'));
+
+-- == Operator overview at a million rows (ui; issue 22, docs/adr/0048) ==
+-- The web UI's overview counted every status, due jobs and the last hour's
+-- activity with whole-table scans (backoff.stats, the activity chart and the
+-- queue list: ~1 s at 1M rows). backoff.overview and backoff.activity read
+-- these instead:
+-- * jobs_claimable_idx carries status (INCLUDE), so that pending and
+--   retrying are counted, with due and the oldest due, by an index-only scan
+--   of the live rows; claim's walk is unchanged (same key, same predicate).
+--   Rebuilt here: CREATE INDEX reads the whole table under a SHARE lock
+--   (writes wait, as for the other round-2 DDL); on a big table create the
+--   new index CONCURRENTLY under another name beforehand and rename it.
+-- * jobs_finished_idx: the finished rows by queue and completion time, for
+--   the per-minute chart, the queue list (a loose scan over queue) and
+--   capped exact counts. Partial: a job enters it once, when it finishes.
+-- * jobs_failed_idx: the rows that ever failed by last_failed_at, for the
+--   failures per minute. Partial: a job that never fails never enters it.
+-- * jobs_dead_idx: dead letters and cancelled jobs by queue and id, for the
+--   Jobs page filtered by those statuses (a few among millions of completed
+--   ones: without it the page read the whole table to find none). Partial:
+--   a job enters it when it is dead-lettered or cancelled.
+-- * jobs_queue_status statistics: ANALYZE keeps the most common (queue,
+--   status) pairs, so that the planner's estimate of a big queue's finished
+--   rows is close (the overview shows it, marked "~", above its exact cap).
+-- No update was HOT before (claim, complete, fail and heartbeat all change
+-- indexed columns or predicate columns: docs/benchmarks.md), so none
+-- becomes non-HOT; the cost is one more index entry when a job finishes,
+-- one per update of a job that has failed before, and one when a job is
+-- dead-lettered or cancelled.
+DROP INDEX backoff.jobs_claimable_idx;
+CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id) INCLUDE (status)
+    WHERE status IN ('pending', 'retrying');
+CREATE INDEX jobs_finished_idx ON backoff.jobs (queue, completed_at, id) INCLUDE (status)
+    WHERE completed_at IS NOT NULL;
+CREATE INDEX jobs_failed_idx ON backoff.jobs (last_failed_at)
+    WHERE last_failed_at IS NOT NULL;
+CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
+    WHERE status IN ('dead_lettered', 'cancelled');
+CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
+ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
 -- (end of schema changes)
 
@@ -266,6 +310,15 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Operator overview at a million rows (ui).
+DROP STATISTICS backoff.jobs_queue_status;
+DROP INDEX backoff.jobs_dead_idx;
+DROP INDEX backoff.jobs_failed_idx;
+DROP INDEX backoff.jobs_finished_idx;
+DROP INDEX backoff.jobs_claimable_idx;
+CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id)
+    WHERE status IN ('pending', 'retrying');
 
 -- Queue controls (queues-sql). Version 3 knows no lease_expiries reason:
 -- such dead letters read as max_attempts (their budget is spent either way).

@@ -150,6 +150,31 @@ func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	require.Len(t, claim(t, db, "api", "w", 10, at(132*time.Second)), 5, "closed: every due job (8, one completed, two probes still running)")
 }
 
+// TestBreakerReapedProbeIsReplaced: a probe whose worker died gives no
+// result; once it is reaped (and nothing else is out), the half-open
+// breaker hands out a new probe instead of staying shut for good.
+func TestBreakerReapedProbeIsReplaced(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	useBreaker(t, db, "api", 1)
+	for i := 0; i < 6; i++ {
+		enqueue(t, db, "api", t0)
+	}
+	for i := 1; i <= 3; i++ {
+		failJob(t, db, claimOne(t, db, "api", at(time.Duration(i)*time.Second)), at(time.Duration(i)*time.Second))
+	}
+	probe := claim(t, db, "api", "w", 10, at(2*time.Minute))
+	require.Len(t, probe, 1)
+	require.Empty(t, claim(t, db, "api", "w", 10, at(2*time.Minute+30*time.Second)), "the probe is still running")
+	require.EqualValues(t, 1, scalar[int32](t, db, `SELECT backoff.reap($1)`, at(4*time.Minute)))
+	require.Equal(t, "half_open", stateOf(t, db, "api", at(4*time.Minute)).State, "a lease expiry is no result")
+	again := claim(t, db, "api", "w", 10, at(4*time.Minute))
+	require.Len(t, again, 1, "a new probe")
+	require.Empty(t, claim(t, db, "api", "w", 10, at(4*time.Minute)))
+	completeJob(t, db, again[0], at(4*time.Minute))
+	require.Equal(t, "closed", stateOf(t, db, "api", at(4*time.Minute)).State)
+}
+
 // TestBreakerCountsFailsNotLeaseExpiries: failures apart by more than the
 // window never open it; every fail counts, retryable or not; reap's lease
 // expiries do not count.
@@ -250,6 +275,54 @@ func TestHalfOpenProbesAreExactUnderConcurrency(t *testing.T) {
 	}
 }
 
+// TestRateLimitExactUnderConcurrency: several connections claim a
+// rate-limited queue at the same moment; together they get exactly the
+// bucket's whole tokens, however they are asked.
+func TestRateLimitExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	const claimers = 8
+	url := testdbURL(t)
+	db := poolOn(t, url)
+	usePolicy(t, db, "hooks")
+	exec(t, db, `UPDATE backoff.queues SET rate = 0.001, burst = 5 WHERE name = 'hooks'`)
+	// The bucket exists (a first claim's INSERT would serialise the
+	// claimers by itself), full.
+	exec(t, db, `INSERT INTO backoff.queue_tokens (queue, tokens, refilled_at) VALUES ('hooks', 5, $1)`, t0)
+	for i := 0; i < 50; i++ {
+		enqueue(t, db, "hooks", t0)
+	}
+	conns := make([]*pgx.Conn, claimers)
+	for i := range conns {
+		conns[i] = connOn(t, url)
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		mu    sync.Mutex
+		total int
+		errs  []error
+	)
+	for _, c := range conns {
+		wg.Add(1)
+		go func(c *pgx.Conn) {
+			defer wg.Done()
+			<-start
+			js, err := queryJobs(c, `SELECT * FROM backoff.claim('hooks', 'w', 3, p_now => $1)`, t0)
+			mu.Lock()
+			defer mu.Unlock()
+			total += len(js)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}(c)
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	require.Equal(t, 5, total, "the burst, exactly")
+	require.InDelta(t, 0, *stateOf(t, db, "hooks", t0).Tokens, 1e-9)
+}
+
 // TestRateLimitTokenBucket: a bucket of burst tokens, refilled at rate per
 // second on the simulated clock; claim returns fewer rows, never waits,
 // and takes only the tokens of the jobs it claimed.
@@ -293,6 +366,11 @@ func TestRateLimitTokenBucket(t *testing.T) {
 	s = stateOf(t, db, "sparse", t0)
 	require.Equal(t, ptr(int32(1)), s.Burst)
 	require.InDelta(t, 1, *s.Tokens, 1e-9)
+	// A huge rate without a burst: the bucket size stays an integer.
+	exec(t, db, `UPDATE backoff.queues SET rate = 1e300, burst = NULL WHERE name = 'sparse'`)
+	require.Equal(t, ptr(int32(2147483647)), stateOf(t, db, "sparse", t0).Burst)
+	enqueue(t, db, "sparse", t0)
+	require.Len(t, claim(t, db, "sparse", "w", 10, at(time.Hour)), 1)
 	exec(t, db, `SELECT backoff.pause_queue('hooks')`)
 	s = stateOf(t, db, "hooks", at(time.Minute))
 	require.Nil(t, s.NextClaimAt)

@@ -108,6 +108,30 @@ func TestHotStatementPlansAtAMillionRows(t *testing.T) {
 		[]int64{cs[0].ID, cs[1].ID, cs[2].ID}, []int32{cs[0].Attempts, cs[1].Attempts, cs[2].Attempts})
 	noSeqScan("complete_many", p)
 	require.Contains(t, p, "jobs_pkey", "complete_many:\n%s", p)
+
+	// Queue controls (docs/adr/0045): a rate-limited queue's fast statement
+	// claims nothing, and the controlled path's statement walks the claim
+	// index like the fast one.
+	exec(t, setup, `INSERT INTO backoff.queues (name, policy, rate) VALUES ('q1', 'default', 1e9)
+		ON CONFLICT (name) DO UPDATE SET rate = 1e9`)
+	mu.Lock()
+	plans = nil
+	mu.Unlock()
+	require.Len(t, claim(t, conn, "q1", "w", 2, later), 2)
+	mu.Lock()
+	var updates []string
+	for _, p := range plans {
+		if strings.Contains(p, "Update on jobs") {
+			updates = append(updates, p)
+		}
+	}
+	mu.Unlock()
+	require.Len(t, updates, 2, "the fast statement, then the controlled one: %q", plans)
+	for _, u := range updates {
+		noSeqScan("claim of a rate-limited queue", u)
+	}
+	require.Contains(t, updates[0], "One-Time Filter", "the controls probe reads no job:\n%s", updates[0])
+	require.Contains(t, updates[1], "Index Scan using jobs_claimable_idx on jobs c", "controlled claim:\n%s", updates[1])
 }
 
 // TestCompleteManyNeverNestsRunningRows: statistics taken while nothing ran
