@@ -79,7 +79,7 @@ type statsRow struct {
 	// breaker's live state and the failures in its window (nil without a
 	// breaker), its rate limit and the tokens in its bucket (nil without).
 	Breaker         *string  `json:"breaker"`
-	BreakerFailures *int64   `json:"breaker_failures"`
+	BreakerFailures *int64   `json:"breaker_failures_in_window"`
 	Rate            *float64 `json:"rate"`
 	Tokens          *float64 `json:"tokens"`
 

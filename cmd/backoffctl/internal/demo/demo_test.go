@@ -384,7 +384,17 @@ func TestDemoKeep(t *testing.T) {
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	t.Cleanup(func() {
-		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{m[1]}.Sanitize()+" WITH (FORCE)")
+		// Its own connection: admin is closed when the test function returns,
+		// before cleanups run (the kept databases used to pile up).
+		c, err := pgx.Connect(context.Background(), testdb.AdminURL(t))
+		if err != nil {
+			t.Logf("drop the kept database %s: %v", m[1], err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{m[1]}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop the kept database %s: %v", m[1], err)
+		}
 	})
 	// The printed URL names the server, the user and the kept database, and
 	// never the password: connect with the test's own credentials.
