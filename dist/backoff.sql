@@ -2328,16 +2328,95 @@ BEGIN
 END
 $$;
 
--- backoff._policy_delay_us(policy row, attempt, seed): _delay_us with the
--- parameters of a policies row. Private; shared by retry_delay, schedule and
--- the retry-or-dead-letter decision.
+-- backoff._policy_capped_us(policy row, attempt): the delay of a stored
+-- policy for failed attempt p_attempt before jitter, capped at max_delay, as
+-- the float8 that backoff._delay_us computes before it applies the jitter;
+-- NULL for an attempt below 1 (or NULL). Private: the part of the delay that
+-- does not depend on the job, so that reap computes it once per distinct
+-- (policy, counted attempt) of its batch (docs/adr/0052) and
+-- backoff._policy_delay_us adds the job's jitter.
 --
--- One expression without a subquery, so that PostgreSQL inlines it into the
--- decision (and the decision into reap's UPDATE): of a schedule, only the
--- entry for this attempt is converted and passed, as a one-entry schedule
--- (_delay_us takes entry least(attempt, length), which for one entry is that
--- entry); every other strategy ignores the schedule. A strategy 'schedule'
--- always has at least one entry (CHECK on backoff.policies).
+-- No validation: a policies row passed its CHECK constraints (strategy,
+-- durations within 100 years, multiplier 1..1000, exponent 1..10, a
+-- non-empty schedule for strategy 'schedule'), which are _delay_us's
+-- checks. Same float8 operations, in the same order, as _delay_us (and the
+-- Go mirror, docs/adr/0004): only the power loop needs PL/pgSQL
+-- (_clamped_power), so this is one expression that PostgreSQL inlines.
+CREATE OR REPLACE FUNCTION backoff._policy_capped_us(
+    p_policy  backoff.policies,
+    p_attempt integer
+)
+RETURNS float8
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_attempt >= 1 THEN LEAST(
+               CASE (p_policy).strategy
+                   WHEN 'none' THEN 0::float8
+                   WHEN 'fixed' THEN backoff._interval_us((p_policy).base)::float8
+                   WHEN 'linear' THEN backoff._interval_us((p_policy).base)::float8 * p_attempt::float8
+                   WHEN 'exponential'
+                       THEN backoff._interval_us((p_policy).base)::float8 * backoff._clamped_power((p_policy).multiplier, p_attempt - 1)
+                   WHEN 'polynomial'
+                       THEN backoff._interval_us((p_policy).base)::float8 * backoff._clamped_power(p_attempt::float8, (p_policy).exponent)
+                   WHEN 'schedule'
+                       THEN backoff._interval_us((p_policy).schedule[LEAST(p_attempt, cardinality((p_policy).schedule))])::float8
+               END,
+               backoff._interval_us((p_policy).max_delay)::float8)
+           END
+$$;
+
+-- backoff._policy_delay_us(policy row, attempt, seed [, capped]): the delay
+-- in microseconds of a stored policy for failed attempt p_attempt, jitter
+-- seeded by p_seed included: what backoff._delay_us returns for the row's
+-- parameters, to the bit. Private; shared by retry_delay, schedule and the
+-- retry-or-dead-letter decision.
+--
+-- The four-argument form takes p_capped_us = backoff._policy_capped_us(
+-- p_policy, p_attempt), the part that does not depend on the job, so that
+-- reap computes it once per distinct (policy, counted attempt) of its batch
+-- (docs/adr/0052), and adds the jitter: one expression, inlined into the
+-- decision, whose only call per row is md5 (_jitter_unit) when the policy
+-- has jitter. No validation: the row passed the policies table's CHECKs.
+-- An attempt below 1 (or NULL) takes _delay_us itself, which raises 22023
+-- as it always did. The jitter arithmetic is _delay_us's, operator for
+-- operator (docs/adr/0004).
+CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
+    p_policy    backoff.policies,
+    p_attempt   integer,
+    p_seed      bigint,
+    p_capped_us float8
+)
+RETURNS bigint
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_attempt >= 1 THEN floor(
+               CASE (p_policy).jitter
+                   WHEN 'none' THEN p_capped_us
+                   WHEN 'full' THEN p_capped_us * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)
+                   WHEN 'equal'
+                       THEN p_capped_us / 2 + p_capped_us / 2 * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)
+                   WHEN 'proportional'
+                       THEN LEAST(p_capped_us * (1 - (p_policy).jitter_ratio
+                                                 + 2 * (p_policy).jitter_ratio * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)),
+                                  backoff._interval_us((p_policy).max_delay)::float8)
+               END)::bigint
+           ELSE backoff._delay_us(
+               (p_policy).strategy,
+               backoff._interval_us((p_policy).base),
+               (p_policy).multiplier,
+               (p_policy).exponent,
+               ARRAY[backoff._interval_us((p_policy).schedule[LEAST(p_attempt, cardinality((p_policy).schedule))])],
+               backoff._interval_us((p_policy).max_delay),
+               (p_policy).jitter,
+               (p_policy).jitter_ratio,
+               p_attempt,
+               p_seed)
+           END
+$$;
+
+-- The three-argument form, for one delay at a time (retry_delay, schedule).
 CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
     p_policy  backoff.policies,
     p_attempt integer,
@@ -2347,17 +2426,7 @@ RETURNS bigint
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT backoff._delay_us(
-        (p_policy).strategy,
-        backoff._interval_us((p_policy).base),
-        (p_policy).multiplier,
-        (p_policy).exponent,
-        ARRAY[backoff._interval_us((p_policy).schedule[least(p_attempt, cardinality((p_policy).schedule))])],
-        backoff._interval_us((p_policy).max_delay),
-        (p_policy).jitter,
-        (p_policy).jitter_ratio,
-        p_attempt,
-        p_seed)
+    SELECT backoff._policy_delay_us(p_policy, p_attempt, p_seed, backoff._policy_capped_us(p_policy, p_attempt))
 $$;
 
 -- backoff.retry_delay(policy, attempt, seed): the delay before the retry
@@ -2795,6 +2864,11 @@ $$;
 -- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
 -- else the policy's delay for counted attempt p_attempts seeded by the job id).
+-- p_capped_us is backoff._policy_capped_us(p_policy, p_attempts), the part
+-- of that delay that does not depend on the job: the caller computes it
+-- (reap once per distinct policy and counted attempt of its batch,
+-- docs/adr/0052) and the decision adds the job's jitter
+-- (backoff._policy_delay_us); it is an input, not a second decision.
 -- A dead letter keeps its run_at and gets completed_at = p_now.
 --
 -- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
@@ -2808,6 +2882,7 @@ $$;
 -- read it), and the policy's delay only for a job that is retried.
 CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_policy       backoff.policies,
+    p_capped_us    float8,
     p_job_id       bigint,
     p_attempts     integer,
     p_max_attempts integer,
@@ -2832,7 +2907,7 @@ AS $$
                           OR p_lease_expiries >= (p_policy).max_lease_expiries
                           OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
                      WHEN p_retry_in IS NULL
-                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id, p_capped_us) * interval '1 microsecond'
                      ELSE p_now + least(p_retry_in, (p_policy).max_delay)
                  END AS next_run
           OFFSET 0) AS n
@@ -4107,11 +4182,14 @@ BEGIN
     SET (status, run_at, dead_letter_reason, completed_at) = (
             -- The policy is looked up once (OFFSET 0 keeps it a column: the
             -- inlined decision would otherwise call _job_policy for every
-            -- field it reads).
+            -- field it reads), and so is its capped delay for the counted
+            -- attempt (one _clamped_power call at most).
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
             FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL (
+                SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
             CROSS JOIN LATERAL backoff._retry_decision(
-                p.policy_row, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
+                p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,
@@ -4156,9 +4234,10 @@ SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now(
 -- max_lease_expiries bounds (docs/adr/0046); a lease expiry does not count
 -- toward the queue's circuit breaker (docs/adr/0045). One
 -- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
--- of the batch is looked up once, and the decision is inlined, so a row
--- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
--- retried. The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- of the batch is looked up once, its delay before jitter computed once
+-- per distinct counted attempt (docs/adr/0052), and the decision is
+-- inlined, so a row costs no PL/pgSQL call (only md5 for the jitter of a
+-- retried job). The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
 -- reapers can run at once without waiting for one another or settling a job
 -- twice. The outer UPDATE does not repeat the conditions: the rows are
 -- locked by the batch, which rechecked them on their latest version, and a
@@ -4207,12 +4286,21 @@ BEGIN
     ), batch_policy AS MATERIALIZED (
         SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
         FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), batch_delay AS MATERIALIZED (
+        -- The policy's capped delay before jitter depends on the policy and
+        -- the counted attempt only: computed once per distinct pair here
+        -- (docs/adr/0052), the job's jitter is added by the decision.
+        SELECT k.queue, k.policy, k.counted, p.policy_row,
+               backoff._policy_capped_us(p.policy_row, k.counted) AS capped_us
+        FROM (SELECT DISTINCT b.queue, b.policy, b.attempts - b.uncounted_attempts AS counted FROM batch AS b) AS k
+        JOIN batch_policy AS p ON p.queue = k.queue AND p.policy IS NOT DISTINCT FROM k.policy
     ), decided AS (
         SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
         FROM batch AS b
-        JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+        JOIN batch_delay AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+                             AND p.counted = b.attempts - b.uncounted_attempts
         CROSS JOIN LATERAL backoff._retry_decision(
-            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.lease_expiries + 1,
+            p.policy_row, p.capped_us, b.id, p.counted, b.max_attempts, b.lease_expiries + 1,
             b.created_at, b.run_at, NULL, true, p_now) AS d
     )
     UPDATE backoff.jobs AS j

@@ -20,6 +20,11 @@
 -- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
 -- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
 -- else the policy's delay for counted attempt p_attempts seeded by the job id).
+-- p_capped_us is backoff._policy_capped_us(p_policy, p_attempts), the part
+-- of that delay that does not depend on the job: the caller computes it
+-- (reap once per distinct policy and counted attempt of its batch,
+-- docs/adr/0052) and the decision adds the job's jitter
+-- (backoff._policy_delay_us); it is an input, not a second decision.
 -- A dead letter keeps its run_at and gets completed_at = p_now.
 --
 -- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
@@ -33,6 +38,7 @@
 -- read it), and the policy's delay only for a job that is retried.
 CREATE OR REPLACE FUNCTION backoff._retry_decision(
     p_policy       backoff.policies,
+    p_capped_us    float8,
     p_job_id       bigint,
     p_attempts     integer,
     p_max_attempts integer,
@@ -57,7 +63,7 @@ AS $$
                           OR p_lease_expiries >= (p_policy).max_lease_expiries
                           OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
                      WHEN p_retry_in IS NULL
-                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id) * interval '1 microsecond'
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id, p_capped_us) * interval '1 microsecond'
                      ELSE p_now + least(p_retry_in, (p_policy).max_delay)
                  END AS next_run
           OFFSET 0) AS n

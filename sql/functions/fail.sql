@@ -43,11 +43,14 @@ BEGIN
     SET (status, run_at, dead_letter_reason, completed_at) = (
             -- The policy is looked up once (OFFSET 0 keeps it a column: the
             -- inlined decision would otherwise call _job_policy for every
-            -- field it reads).
+            -- field it reads), and so is its capped delay for the counted
+            -- attempt (one _clamped_power call at most).
             SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
             FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL (
+                SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
             CROSS JOIN LATERAL backoff._retry_decision(
-                p.policy_row, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
+                p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
                 j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
         lease_until = NULL,
         locked_by = NULL,

@@ -5,6 +5,7 @@
 {{ template "_clamped_power.sql" . }}
 {{ template "_jitter_unit.sql" . }}
 {{ template "_delay_us.sql" . }}
+{{ template "_policy_capped_us.sql" . }}
 {{ template "_policy_delay_us.sql" . }}
 {{ template "retry_delay.sql" . }}
 {{ template "compute_delay.sql" . }}

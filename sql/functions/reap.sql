@@ -5,9 +5,10 @@
 -- max_lease_expiries bounds (docs/adr/0046); a lease expiry does not count
 -- toward the queue's circuit breaker (docs/adr/0045). One
 -- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
--- of the batch is looked up once, and the decision is inlined, so a row
--- costs no PL/pgSQL call but the policy's delay (_delay_us) when it is
--- retried. The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- of the batch is looked up once, its delay before jitter computed once
+-- per distinct counted attempt (docs/adr/0052), and the decision is
+-- inlined, so a row costs no PL/pgSQL call (only md5 for the jitter of a
+-- retried job). The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
 -- reapers can run at once without waiting for one another or settling a job
 -- twice. The outer UPDATE does not repeat the conditions: the rows are
 -- locked by the batch, which rechecked them on their latest version, and a
@@ -56,12 +57,21 @@ BEGIN
     ), batch_policy AS MATERIALIZED (
         SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
         FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), batch_delay AS MATERIALIZED (
+        -- The policy's capped delay before jitter depends on the policy and
+        -- the counted attempt only: computed once per distinct pair here
+        -- (docs/adr/0052), the job's jitter is added by the decision.
+        SELECT k.queue, k.policy, k.counted, p.policy_row,
+               backoff._policy_capped_us(p.policy_row, k.counted) AS capped_us
+        FROM (SELECT DISTINCT b.queue, b.policy, b.attempts - b.uncounted_attempts AS counted FROM batch AS b) AS k
+        JOIN batch_policy AS p ON p.queue = k.queue AND p.policy IS NOT DISTINCT FROM k.policy
     ), decided AS (
         SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
         FROM batch AS b
-        JOIN batch_policy AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+        JOIN batch_delay AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+                             AND p.counted = b.attempts - b.uncounted_attempts
         CROSS JOIN LATERAL backoff._retry_decision(
-            p.policy_row, b.id, b.attempts - b.uncounted_attempts, b.max_attempts, b.lease_expiries + 1,
+            p.policy_row, p.capped_us, b.id, p.counted, b.max_attempts, b.lease_expiries + 1,
             b.created_at, b.run_at, NULL, true, p_now) AS d
     )
     UPDATE backoff.jobs AS j
