@@ -2329,41 +2329,55 @@ END
 $$;
 
 -- backoff._policy_capped_us(policy row, attempt): the delay of a stored
--- policy for failed attempt p_attempt before jitter, capped at max_delay, as
--- the float8 that backoff._delay_us computes before it applies the jitter;
--- NULL for an attempt below 1 (or NULL). Private: the part of the delay that
--- does not depend on the job, so that reap computes it once per distinct
--- (policy, counted attempt) of its batch (docs/adr/0052) and
+-- policy for failed attempt p_attempt before jitter, capped at max_delay: the
+-- float8 that backoff._delay_us computes before it applies the jitter; NULL
+-- for an attempt below 1 (or NULL). Private: the part of the delay that does
+-- not depend on the job, so that reap computes it once per distinct
+-- (policy, counted attempt) of its batch and fail once (docs/adr/0052);
 -- backoff._policy_delay_us adds the job's jitter.
 --
 -- No validation: a policies row passed its CHECK constraints (strategy,
 -- durations within 100 years, multiplier 1..1000, exponent 1..10, a
 -- non-empty schedule for strategy 'schedule'), which are _delay_us's
--- checks. Same float8 operations, in the same order, as _delay_us (and the
--- Go mirror, docs/adr/0004): only the power loop needs PL/pgSQL
--- (_clamped_power), so this is one expression that PostgreSQL inlines.
+-- checks. The same float8 operations, in the same order, as _delay_us (and
+-- the Go mirror, docs/adr/0004). PL/pgSQL, not an inlined expression, on
+-- purpose: it runs once per batch and policy, and fail initialises every
+-- expression of its UPDATE on each call, so a small call node beats a large
+-- inlined tree there (measured in docs/adr/0052).
 CREATE OR REPLACE FUNCTION backoff._policy_capped_us(
     p_policy  backoff.policies,
     p_attempt integer
 )
 RETURNS float8
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT CASE WHEN p_attempt >= 1 THEN LEAST(
-               CASE (p_policy).strategy
-                   WHEN 'none' THEN 0::float8
-                   WHEN 'fixed' THEN backoff._interval_us((p_policy).base)::float8
-                   WHEN 'linear' THEN backoff._interval_us((p_policy).base)::float8 * p_attempt::float8
-                   WHEN 'exponential'
-                       THEN backoff._interval_us((p_policy).base)::float8 * backoff._clamped_power((p_policy).multiplier, p_attempt - 1)
-                   WHEN 'polynomial'
-                       THEN backoff._interval_us((p_policy).base)::float8 * backoff._clamped_power(p_attempt::float8, (p_policy).exponent)
-                   WHEN 'schedule'
-                       THEN backoff._interval_us((p_policy).schedule[LEAST(p_attempt, cardinality((p_policy).schedule))])::float8
-               END,
-               backoff._interval_us((p_policy).max_delay)::float8)
-           END
+DECLARE
+    c_limit CONSTANT float8 := 1152921504606846976.0;  -- 2^60
+    v_delay  float8;
+    v_result float8 := 1.0;
+    v_square float8;
+    v_k      integer;
+BEGIN
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RETURN NULL;
+    END IF;
+    CASE p_policy.strategy
+    WHEN 'none' THEN
+        v_delay := 0;
+    WHEN 'fixed' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8;
+    WHEN 'linear' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8 * p_attempt::float8;
+    WHEN 'exponential' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8 * backoff._clamped_power(p_policy.multiplier, p_attempt - 1);
+    WHEN 'polynomial' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8 * backoff._clamped_power(p_attempt::float8, p_policy.exponent);
+    ELSE
+        v_delay := backoff._interval_us(p_policy.schedule[LEAST(p_attempt, cardinality(p_policy.schedule))])::float8;
+    END CASE;
+    RETURN LEAST(v_delay, backoff._interval_us(p_policy.max_delay)::float8);
+END
 $$;
 
 -- backoff._policy_delay_us(policy row, attempt, seed [, capped]): the delay
@@ -2378,8 +2392,8 @@ $$;
 -- (docs/adr/0052), and adds the jitter: one expression, inlined into the
 -- decision, whose only call per row is md5 (_jitter_unit) when the policy
 -- has jitter. No validation: the row passed the policies table's CHECKs.
--- An attempt below 1 (or NULL) takes _delay_us itself, which raises 22023
--- as it always did. The jitter arithmetic is _delay_us's, operator for
+-- An attempt below 1 (or NULL) goes to _delay_us, which raises 22023 as it
+-- always did. The jitter arithmetic is _delay_us's, operator for
 -- operator (docs/adr/0004).
 CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
     p_policy    backoff.policies,
@@ -2402,17 +2416,9 @@ AS $$
                                                  + 2 * (p_policy).jitter_ratio * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)),
                                   backoff._interval_us((p_policy).max_delay)::float8)
                END)::bigint
-           ELSE backoff._delay_us(
-               (p_policy).strategy,
-               backoff._interval_us((p_policy).base),
-               (p_policy).multiplier,
-               (p_policy).exponent,
-               ARRAY[backoff._interval_us((p_policy).schedule[LEAST(p_attempt, cardinality((p_policy).schedule))])],
-               backoff._interval_us((p_policy).max_delay),
-               (p_policy).jitter,
-               (p_policy).jitter_ratio,
-               p_attempt,
-               p_seed)
+           -- Raises 22023 "attempt must be at least 1, got ..." (the first
+           -- thing _delay_us checks), as it always did.
+           ELSE backoff._delay_us('none', 0, 1, 1, NULL, 0, 'none', 0, p_attempt, p_seed)
            END
 $$;
 
@@ -2816,8 +2822,13 @@ STABLE
 AS $$
 DECLARE
     v_policy backoff.policies;
+    -- Named once: in the WHERE clause the call would run for every row a
+    -- sequential scan of backoff.policies reads (the plan for a small,
+    -- analyzed table), four calls per fail or reap batch with the shipped
+    -- profiles (docs/adr/0052).
+    v_name   text := backoff._job_policy_name(p_policy, p_queue);
 BEGIN
-    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(p_policy, p_queue);
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = v_name;
     IF FOUND THEN
         RETURN v_policy;
     END IF;

@@ -9,8 +9,13 @@ STABLE
 AS $$
 DECLARE
     v_policy backoff.policies;
+    -- Named once: in the WHERE clause the call would run for every row a
+    -- sequential scan of backoff.policies reads (the plan for a small,
+    -- analyzed table), four calls per fail or reap batch with the shipped
+    -- profiles (docs/adr/0052).
+    v_name   text := backoff._job_policy_name(p_policy, p_queue);
 BEGIN
-    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = backoff._job_policy_name(p_policy, p_queue);
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = v_name;
     IF FOUND THEN
         RETURN v_policy;
     END IF;

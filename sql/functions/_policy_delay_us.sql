@@ -10,8 +10,8 @@
 -- (docs/adr/0052), and adds the jitter: one expression, inlined into the
 -- decision, whose only call per row is md5 (_jitter_unit) when the policy
 -- has jitter. No validation: the row passed the policies table's CHECKs.
--- An attempt below 1 (or NULL) takes _delay_us itself, which raises 22023
--- as it always did. The jitter arithmetic is _delay_us's, operator for
+-- An attempt below 1 (or NULL) goes to _delay_us, which raises 22023 as it
+-- always did. The jitter arithmetic is _delay_us's, operator for
 -- operator (docs/adr/0004).
 CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
     p_policy    backoff.policies,
@@ -34,17 +34,9 @@ AS $$
                                                  + 2 * (p_policy).jitter_ratio * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)),
                                   backoff._interval_us((p_policy).max_delay)::float8)
                END)::bigint
-           ELSE backoff._delay_us(
-               (p_policy).strategy,
-               backoff._interval_us((p_policy).base),
-               (p_policy).multiplier,
-               (p_policy).exponent,
-               ARRAY[backoff._interval_us((p_policy).schedule[LEAST(p_attempt, cardinality((p_policy).schedule))])],
-               backoff._interval_us((p_policy).max_delay),
-               (p_policy).jitter,
-               (p_policy).jitter_ratio,
-               p_attempt,
-               p_seed)
+           -- Raises 22023 "attempt must be at least 1, got ..." (the first
+           -- thing _delay_us checks), as it always did.
+           ELSE backoff._delay_us('none', 0, 1, 1, NULL, 0, 'none', 0, p_attempt, p_seed)
            END
 $$;
 
