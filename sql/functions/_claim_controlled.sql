@@ -165,36 +165,67 @@ BEGIN
         END IF;
     END IF;
 
-    -- backoff.claim's statement, with the allowance as its limit; the rows
-    -- are kept to count them and to record the probes.
-    WITH claimed AS (
-    UPDATE backoff.jobs AS j
-    SET status = 'running',
-        attempts = j.attempts + 1,
-        lease_until = backoff._clamp_time(p_now + coalesce(
-            p_lease,
-            (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-            (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-             WHERE q.name = j.queue),
-            (backoff._job_policy(j.policy, j.queue)).lease)),
-        locked_by = p_worker,
-        last_attempted_at = p_now
-    WHERE j.id = ANY (ARRAY(
-        SELECT c.id
-        FROM backoff.jobs AS c
-        WHERE c.queue = p_queue
-          AND c.status IN ('pending', 'retrying')
-          AND c.run_at <= p_now
-        ORDER BY c.priority DESC, c.run_at, c.id
-        LIMIT v_allow
-        FOR UPDATE SKIP LOCKED))
-    RETURNING j AS job)
-    SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
-    v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
-    IF v_count = 0 THEN
-        RETURN;
+    -- backoff.claim's statement, with the allowance as its limit. Without
+    -- probes to record, the rows go straight to the result (RETURN QUERY,
+    -- counted afterwards); a half-open breaker's claim keeps them to record
+    -- the probes' ids.
+    IF v_probes IS NULL THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT v_allow
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count = 0 THEN
+            RETURN;
+        END IF;
+    ELSE
+        WITH claimed AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT v_allow
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j AS job)
+        SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
+        v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
+        IF v_count = 0 THEN
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     END IF;
-    RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     IF v_probes IS NOT NULL THEN
         UPDATE backoff.queue_breakers AS b
         SET probes_left = v_probes - v_count,
@@ -214,6 +245,12 @@ BEGIN
             v_wtokens := v_wtokens || greatest(0, v_avails[i] - v_take);
             v_left := v_left - v_take;
         END LOOP;
+        IF pg_catalog.cardinality(v_wslots) = 1 THEN  -- the usual case
+            UPDATE backoff.queue_tokens AS t
+            SET tokens = v_wtokens[1], refilled_at = greatest(t.refilled_at, p_now)
+            WHERE t.queue = p_queue AND t.slot = v_wslots[1];
+            RETURN;
+        END IF;
         UPDATE backoff.queue_tokens AS t
         SET tokens = w.tokens, refilled_at = greatest(t.refilled_at, p_now)
         FROM ROWS FROM (pg_catalog.unnest(v_wslots), pg_catalog.unnest(v_wtokens)) AS w(slot, tokens)
