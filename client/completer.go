@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,8 +13,7 @@ import (
 // complete_many calls: under load the completions of many handlers, of all
 // queues, share one statement; when idle a completion is written at once. One flush runs at a
 // time; what arrives meanwhile forms the next batch, capped at
-// maxCompleteBatch. While a producer starts the handlers of a claimed
-// batch, the completer waits for it to finish (see dispatching).
+// maxCompleteBatch.
 type completer struct {
 	w       *Worker
 	mu      sync.Mutex
@@ -26,13 +24,6 @@ type completer struct {
 	kick    chan struct{}
 	quit    chan struct{}
 	exited  chan struct{}
-	// dispatching counts producers starting the handlers of a claimed
-	// batch. A kick meanwhile waits for the last of them to finish: the
-	// first handlers of a batch (quick ones) return while the others are
-	// still being started, and a flush then would write one completion
-	// alone and the rest in a second statement, which competes with the
-	// next claim for the server (docs/adr/0051). endDispatch kicks.
-	dispatching atomic.Int32
 }
 
 // maxCompleteBatch caps one CompleteMany call.
@@ -73,25 +64,12 @@ func (c *completer) take(stop bool) (ids []int64, att []int, queues []string, mo
 	return ids, att, queues, len(c.ids) > 0
 }
 
-// beginDispatch and endDispatch bracket a producer's start of the
-// handlers of one claimed batch.
-func (c *completer) beginDispatch() { c.dispatching.Add(1) }
-
-func (c *completer) endDispatch() {
-	if c.dispatching.Add(-1) == 0 {
-		signal(c.kick)
-	}
-}
-
 func (c *completer) run() {
 	defer close(c.exited)
 	for {
 		stop := false
 		select {
 		case <-c.kick:
-			if c.dispatching.Load() > 0 {
-				continue // the last endDispatch kicks again
-			}
 		case <-c.quit:
 			stop = true
 		}

@@ -261,11 +261,9 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	p.w.completer.beginDispatch()
 	for i := range jobs {
 		p.w.start(ctx, p, jobs[i])
 	}
-	p.w.completer.endDispatch()
 	return len(jobs), nil
 }
 
