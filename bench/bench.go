@@ -49,6 +49,7 @@ type Config struct {
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
 	Rounds      int           // A/B rounds per line (medians are reported)
+	UIRefresh   time.Duration // the overview's refresh in the UI cost line (the page's default, 5 s)
 	RunFor      time.Duration // length of one timed run
 	ReapJobs    int           // expired leases per reap run
 	WorkerJobs  int           // jobs per Worker / River run
@@ -87,6 +88,7 @@ func (c *Config) setDefaults() error {
 		c.Sustained = time.Minute
 		c.SampleEvery = 10 * time.Second
 		c.WakeupSamples = 100
+		c.UIRefresh = 5 * time.Second
 		c.Trim = true
 	case "full":
 		c.Clients = []int{1, 4, 8, 16}
@@ -100,6 +102,7 @@ func (c *Config) setDefaults() error {
 		c.Sustained = 10 * time.Minute
 		c.SampleEvery = time.Minute
 		c.WakeupSamples = 300
+		c.UIRefresh = 5 * time.Second
 	case "test":
 		// Tiny counts for the package test: every code path, no numbers.
 		c.Clients = []int{2}
@@ -113,6 +116,7 @@ func (c *Config) setDefaults() error {
 		c.Sustained = time.Second
 		c.SampleEvery = 300 * time.Millisecond
 		c.WakeupSamples = 5
+		c.UIRefresh = 50 * time.Millisecond
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
 	}

@@ -3300,11 +3300,32 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    -- Two probes in one statement (one executor start per enqueue, not two):
-    -- is any caller scoped by queue grants, and does a worker wait for this
-    -- queue (then a job due now notifies it, docs/adr/0027). Reading the
-    -- waiting worker before the INSERT rather than after changes nothing:
-    -- the notification is sent at commit either way.
+    IF p_dedupe_key IS NULL THEN
+        -- The common case in one statement (one executor start, profile in
+        -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
+        -- any caller scoped by queue grants, and does a worker wait for this
+        -- queue (then a job due now notifies it at commit, docs/adr/0027).
+        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
+        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
+        FROM backoff._governing_policy(p_policy, p_queue) AS g
+        RETURNING id,
+                  EXISTS (SELECT FROM backoff.queue_grants),
+                  EXISTS (SELECT FROM backoff.waiting_workers AS w
+                          WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
+        INTO v_id, v_scoped, v_waiting;
+        IF v_scoped THEN
+            -- 42501 for a caller that may not produce into p_queue: the
+            -- error undoes the INSERT.
+            PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+        END IF;
+        IF v_waiting AND v_run_at <= p_now THEN
+            PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+        END IF;
+        RETURN v_id;
+    END IF;
+
+    -- With a dedupe key the grants are checked first: a caller that may not
+    -- produce into p_queue must not learn the id of its job with that key.
     SELECT EXISTS (SELECT FROM backoff.queue_grants),
            v_run_at <= p_now AND EXISTS (SELECT FROM backoff.waiting_workers AS w
                                          WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
@@ -3312,23 +3333,15 @@ BEGIN
     IF v_scoped THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
     END IF;
-
     FOR v_try IN 1..10 LOOP
-        IF p_dedupe_key IS NULL THEN
-            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
-            SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
-            FROM backoff._governing_policy(p_policy, p_queue) AS g
-            RETURNING id INTO v_id;
-        ELSE
-            INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
-            SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-                   p_dedupe_key
-            FROM backoff._governing_policy(p_policy, p_queue) AS g
-            ON CONFLICT (queue, dedupe_key)
-                WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
-                DO NOTHING
-            RETURNING id INTO v_id;
-        END IF;
+        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
+        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+               p_dedupe_key
+        FROM backoff._governing_policy(p_policy, p_queue) AS g
+        ON CONFLICT (queue, dedupe_key)
+            WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
+            DO NOTHING
+        RETURNING id INTO v_id;
         IF v_id IS NOT NULL THEN
             IF v_waiting THEN
                 PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);

@@ -126,9 +126,17 @@ func TestQueueGrantsMatrix(t *testing.T) {
 	// enqueue: the scoped producer produces into its queue only; a
 	// scoped worker has no EXECUTE on enqueue at all.
 	require.NoError(t, asRole(ctx, pool, producerA, `SELECT backoff.enqueue('mail.a', p_now => $1)`, now))
+	jobsIn := func(queue string) (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE queue = $1`, queue).Scan(&n))
+		return n
+	}
+	before := jobsIn("sms.b1")
 	err := asRole(ctx, pool, producerA, `SELECT backoff.enqueue('sms.b1', p_now => $1)`, now)
 	require.Equal(t, "42501", sqlState(err), "producer into another queue: %v", err)
 	require.Contains(t, err.Error(), `"sms.b1"`)
+	// enqueue checks the grants after its INSERT (one statement for both):
+	// the refusal must undo it.
+	require.Equal(t, before, jobsIn("sms.b1"), "a refused enqueue left its job behind")
 	err = asRole(ctx, pool, producerA, `SELECT * FROM backoff.enqueue(ARRAY['mail.a', 'sms.b1'], NULL, NULL, NULL, NULL, NULL, $1)`, now)
 	require.Equal(t, "42501", sqlState(err), "bulk enqueue with one foreign queue: %v", err)
 	err = asRole(ctx, pool, producerA, `SELECT * FROM backoff.enqueue(ARRAY['mail.a', 'sms.b1'], NULL, NULL, NULL, NULL, ARRAY['k1', 'k2'], $1)`, now)
