@@ -34,22 +34,29 @@ func TestWorkerTrickleClaimsOncePerWakeUp(t *testing.T) {
 		return n == 2
 	}
 	eventually(t, 10*time.Second, "listening and registered as waiting", registered)
-
-	const batches, size = 10, 3
-	claims, states := cc.claims.Load(), cc.states.Load()
-	for i := range batches {
-		jobs := make([]NewJob, size)
+	enqueue := func(k int) {
+		jobs := make([]NewJob, k)
 		for j := range jobs {
 			jobs[j] = NewJob{Queue: "trickle"}
 		}
 		_, err := c.EnqueueMany(ctx, jobs)
 		require.NoError(t, err)
-		eventually(t, 10*time.Second, "batch completed", func() bool { return countStatus(t, pool, StatusCompleted) == (i+1)*size })
+	}
+	// A first job, so that the start-up's looks (and the wake-up of LISTEN
+	// taking effect) are over before counting.
+	enqueue(1)
+	eventually(t, 10*time.Second, "first job completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
+
+	const batches, size = 10, 3
+	claims, states := cc.claims.Load(), cc.states.Load()
+	for i := range batches {
+		enqueue(size)
+		eventually(t, 10*time.Second, "batch completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1+(i+1)*size })
 	}
 	claims, states = cc.claims.Load()-claims, cc.states.Load()-states
 	t.Logf("%d batches: %d claims, %d queue_state reads", batches, claims, states)
 	// One claim per batch; one more (and its state read) at most, for a
-	// wake-up of the start-up (LISTEN taking effect) still pending.
+	// wake-up of the start-up still pending.
 	require.LessOrEqual(t, claims, int64(batches+1), "claims that found nothing after a short claim")
 	require.LessOrEqual(t, states, int64(1), "state reads after claims that found nothing")
 	require.True(t, registered(), "the trickle ended the registration")
