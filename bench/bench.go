@@ -45,6 +45,11 @@ type Config struct {
 	// ContinuousRate is the insert rate (jobs/s) of the continuous mode's
 	// window, the same for our Worker and River.
 	ContinuousRate float64
+	// ClientsOverride and RunForOverride, when set, replace the mode's
+	// Clients and RunFor (-clients, -run-for: a tiny run that checks a
+	// section runs, or a longer one to profile it).
+	ClientsOverride []int
+	RunForOverride  time.Duration
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
@@ -128,6 +133,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.JobsOverride > 0 {
 		c.WorkerJobs = c.JobsOverride
+	}
+	if len(c.ClientsOverride) > 0 {
+		c.Clients = c.ClientsOverride
+	}
+	if c.RunForOverride > 0 {
+		c.RunFor = c.RunForOverride
 	}
 	return nil
 }

@@ -89,8 +89,9 @@ func TestControlsSection(t *testing.T) {
 	}
 	require.Equal(t, 2*len(cfg.Clients), n, "two scenarios per client count")
 
-	// The controlled side runs the controlled paths: a claim takes a token,
-	// a fail is logged for the breaker; the other side touches neither.
+	// The controlled side runs the controlled paths: a claim creates the
+	// bucket's 16 slots and takes a token, a fail is logged for the
+	// breaker; the other side touches neither.
 	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
 	require.NoError(t, err)
 	defer b.close()
@@ -109,7 +110,7 @@ func TestControlsSection(t *testing.T) {
 		require.NoError(t, db.pool.QueryRow(t.Context(),
 			`SELECT (SELECT count(*) FROM backoff.queue_tokens), (SELECT count(*) FROM backoff.queue_failures)`).Scan(&buckets, &failures))
 		if side == oursTable {
-			require.Equal(t, [2]int{1, 1}, [2]int{buckets, failures}, "controlled side")
+			require.Equal(t, [2]int{16, 1}, [2]int{buckets, failures}, "controlled side")
 		} else {
 			require.Equal(t, [2]int{0, 0}, [2]int{buckets, failures}, "side without controls")
 		}

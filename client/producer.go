@@ -158,6 +158,10 @@ func (p *producer) run(ctx context.Context) {
 func (p *producer) controlled(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// The hold is counted from the clock read before the state: an
+	// injected clock that moves during the read must not push the end of
+	// the hold past next_claim_at (the state was read at the earlier time).
+	readAt := p.w.c.clock()
 	st, wait, err := p.w.c.queueState(cctx, p.cfg.Queue)
 	if err != nil {
 		// Logged once as an error (a database without queue_state would
@@ -184,7 +188,7 @@ func (p *producer) controlled(ctx context.Context) bool {
 		return false
 	}
 	p.release()
-	p.holdUntil = p.w.c.clock().Add(wait)
+	p.holdUntil = readAt.Add(wait)
 	p.hold = time.NewTimer(wait)
 	p.w.log.Debug("queue held by its controls", "queue", p.cfg.Queue, "breaker", st.State, "wait", wait)
 	p.unregister(ctx)
