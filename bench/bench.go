@@ -39,6 +39,9 @@ type Config struct {
 	// JobsOverride, when positive, replaces the mode's WorkerJobs (a quick
 	// check of the worker lines with a tiny size: -worker-jobs).
 	JobsOverride int
+	// RoundsOverride, when positive, replaces the mode's Rounds for every
+	// line (-rounds; the River targets ask for at least 3).
+	RoundsOverride int
 	// ContinuousRate is the insert rate (jobs/s) of the continuous mode's
 	// window, the same for our Worker and River.
 	ContinuousRate float64
@@ -121,6 +124,12 @@ func (c *Config) setDefaults() error {
 		c.UIRefresh = 50 * time.Millisecond
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
+	}
+	if c.RoundsOverride < 0 {
+		return fmt.Errorf("-rounds %d: want 0 (the mode's) or more", c.RoundsOverride)
+	}
+	if c.RoundsOverride > 0 {
+		c.Rounds = c.RoundsOverride
 	}
 	if c.JobsOverride > 0 {
 		c.WorkerJobs = c.JobsOverride
