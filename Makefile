@@ -51,12 +51,12 @@ tidy: ## go mod tidy in both modules
 	$(GO) -C $(CLI) mod tidy
 
 .PHONY: bench
-bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE=quick|full, BENCH_DATABASE_URL)
-	$(GO) run ./bench -mode=$${BENCH_MODE:-quick} -river=bench/river
+bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE=quick|full, BENCH_ROUNDS, BENCH_DATABASE_URL)
+	$(GO) run ./bench -mode=$${BENCH_MODE:-quick} -rounds=$${BENCH_ROUNDS:-0} -river=bench/river
 
 .PHONY: bench-river
 bench-river: ## Only the Go Worker end to end and River v0.51.1 side by side (bench/river, its own module)
-	$(GO) run ./bench -mode=$${BENCH_MODE:-quick} -only=river -river=bench/river
+	$(GO) run ./bench -mode=$${BENCH_MODE:-quick} -rounds=$${BENCH_ROUNDS:-0} -only=river -river=bench/river
 
 .PHONY: demo
 demo: build ## Run the demo: a throwaway PostgreSQL, failing workers, retries and dead letters

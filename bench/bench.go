@@ -39,9 +39,17 @@ type Config struct {
 	// JobsOverride, when positive, replaces the mode's WorkerJobs (a quick
 	// check of the worker lines with a tiny size: -worker-jobs).
 	JobsOverride int
+	// RoundsOverride, when positive, replaces the mode's Rounds for every
+	// line (-rounds; the River targets ask for at least 3).
+	RoundsOverride int
 	// ContinuousRate is the insert rate (jobs/s) of the continuous mode's
 	// window, the same for our Worker and River.
 	ContinuousRate float64
+	// ClientsOverride and RunForOverride, when set, replace the mode's
+	// Clients and RunFor (-clients, -run-for: a tiny run that checks a
+	// section runs, or a longer one to profile it).
+	ClientsOverride []int
+	RunForOverride  time.Duration
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
@@ -117,8 +125,20 @@ func (c *Config) setDefaults() error {
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
 	}
+	if c.RoundsOverride < 0 {
+		return fmt.Errorf("-rounds %d: want 0 (the mode's) or more", c.RoundsOverride)
+	}
+	if c.RoundsOverride > 0 {
+		c.Rounds = c.RoundsOverride
+	}
 	if c.JobsOverride > 0 {
 		c.WorkerJobs = c.JobsOverride
+	}
+	if len(c.ClientsOverride) > 0 {
+		c.Clients = c.ClientsOverride
+	}
+	if c.RunForOverride > 0 {
+		c.RunFor = c.RunForOverride
 	}
 	return nil
 }

@@ -45,6 +45,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target enqueue-start-idle-p50-ms: ",
 		"workers, a process each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
 		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
+		"pgbackoff Worker: from commit p50 ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
 		"target ui-refresh-throughput-1m: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
@@ -88,8 +89,9 @@ func TestControlsSection(t *testing.T) {
 	}
 	require.Equal(t, 2*len(cfg.Clients), n, "two scenarios per client count")
 
-	// The controlled side runs the controlled paths: a claim takes a token,
-	// a fail is logged for the breaker; the other side touches neither.
+	// The controlled side runs the controlled paths: a claim creates the
+	// bucket's 16 slots and takes a token, a fail is logged for the
+	// breaker; the other side touches neither.
 	b, err := newBench(t.Context(), cfg, cfg.DatabaseURL, &out)
 	require.NoError(t, err)
 	defer b.close()
@@ -108,7 +110,7 @@ func TestControlsSection(t *testing.T) {
 		require.NoError(t, db.pool.QueryRow(t.Context(),
 			`SELECT (SELECT count(*) FROM backoff.queue_tokens), (SELECT count(*) FROM backoff.queue_failures)`).Scan(&buckets, &failures))
 		if side == oursTable {
-			require.Equal(t, [2]int{1, 1}, [2]int{buckets, failures}, "controlled side")
+			require.Equal(t, [2]int{16, 1}, [2]int{buckets, failures}, "controlled side")
 		} else {
 			require.Equal(t, [2]int{0, 0}, [2]int{buckets, failures}, "side without controls")
 		}
@@ -203,4 +205,18 @@ func TestInsertPaced(t *testing.T) {
 	require.NoError(t, err)
 	require.Greater(t, k, 0)
 	require.Less(t, k, 1000, "stopped by stop, not by a count")
+}
+
+// -rounds replaces the mode's rounds for every line; a negative count is
+// refused.
+func TestRoundsOverride(t *testing.T) {
+	for _, mode := range []string{"quick", "full"} {
+		cfg := Config{Mode: mode, RoundsOverride: 5}
+		require.NoError(t, cfg.setDefaults())
+		require.Equal(t, 5, cfg.Rounds)
+	}
+	cfg := Config{Mode: "quick"}
+	require.NoError(t, cfg.setDefaults())
+	require.Equal(t, 2, cfg.Rounds)
+	require.ErrorContains(t, (&Config{Mode: "quick", RoundsOverride: -1}).setDefaults(), "-rounds -1")
 }

@@ -15,6 +15,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
@@ -31,9 +33,21 @@ func main() {
 	flag.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1000, "Concurrency of the Go Worker (River side: MaxWorkers 10000)")
 	flag.IntVar(&cfg.WorkerBatch, "worker-batch", 500, "BatchSize of the Go Worker")
 	flag.IntVar(&cfg.JobsOverride, "worker-jobs", 0, "jobs per run of the Worker and River lines (0: the mode's; a small number checks that the lines run)")
+	flag.IntVar(&cfg.RoundsOverride, "rounds", 0, "alternating rounds per line, medians reported (0: the mode's, quick 2, full 3); the River comparison and the latency target ask for at least 3")
 	flag.Float64Var(&cfg.ContinuousRate, "continuous-rate", 2000, "jobs per second inserted during the continuous-mode window, the same on both sides (one both inserters sustain; docs/benchmarks.md)")
 	flag.StringVar(&cfg.Grants, "grants", "none", "queue grants in the database: none, or present (grants to another role exist, so every call takes the grants-present path of backoff._queue_scope; the bench's own calls stay unscoped); see docs/adr/0038")
 	flag.StringVar(&cfg.JobsReloptions, "jobs-reloptions", "", "storage parameters for backoff.jobs in every database of the run, e.g. 'fillfactor=90, autovacuum_vacuum_scale_factor=0' (docs/benchmarks.md)")
+	flag.Func("clients", "comma-separated client counts of the concurrent lines, e.g. 2 (default: the mode's)", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("client count must be a positive integer, got %q", f)
+			}
+			cfg.ClientsOverride = append(cfg.ClientsOverride, n)
+		}
+		return nil
+	})
+	flag.DurationVar(&cfg.RunForOverride, "run-for", 0, "length of one timed run, e.g. 100ms (default: the mode's)")
 	flag.Parse()
 	if err := cfg.setDefaults(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -18,7 +18,10 @@ import (
 // (notifier.go), looks once more, and sleeps until a notification, a
 // reaped lease or the poll interval wakes it. The registration ends when
 // two claims in a row find jobs (a backlog: the queue is busy) or, for a
-// worker that died, when it expires.
+// worker that died, when it expires. While registered, a claim that comes
+// back short on a queue without controls is the whole look: every job
+// enqueued since notifies, so the producer waits for that instead of a
+// claim that would find nothing (trickle).
 //
 // A queue's controls (DESIGN §11.5) can make a claim return nothing while
 // jobs are due: an open breaker, or a rate limit out of tokens. So a claim
@@ -47,6 +50,10 @@ type producer struct {
 	// committed by the completer (settled) or the poll ends it.
 	awaitProbe bool
 	settled    chan struct{}
+	// uncontrolled: the last state read (after the last claim that found
+	// nothing) showed neither a rate limit nor a breaker out of its closed
+	// state, so a short claim means the queue is drained (see trickle).
+	uncontrolled bool
 	// stateFailed: a queue_state read failed before (logged once).
 	stateFailed bool
 }
@@ -65,7 +72,8 @@ func (p *producer) run(ctx context.Context) {
 			empty = true
 		}
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
-			n, err := p.claim(ctx, min(free, p.cfg.BatchSize))
+			want := min(free, p.cfg.BatchSize)
+			n, err := p.claim(ctx, want)
 			if n == 0 {
 				p.streak = 0
 			} else {
@@ -83,6 +91,13 @@ func (p *producer) run(ctx context.Context) {
 				if p.idle && p.streak >= 2 {
 					p.idle = false
 					p.w.notifier.setWaiting(ctx, p.cfg.Queue, false)
+				}
+				if n < want && p.trickle() {
+					// The claim took everything due and the producer is
+					// still registered: wait for the next notification
+					// instead of a claim that would find nothing.
+					empty = true
+					break
 				}
 				continue
 			case p.controlled(ctx):
@@ -143,6 +158,10 @@ func (p *producer) run(ctx context.Context) {
 func (p *producer) controlled(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// The hold is counted from the clock read before the state: an
+	// injected clock that moves during the read must not push the end of
+	// the hold past next_claim_at (the state was read at the earlier time).
+	readAt := p.w.c.clock()
 	st, wait, err := p.w.c.queueState(cctx, p.cfg.Queue)
 	if err != nil {
 		// Logged once as an error (a database without queue_state would
@@ -155,9 +174,11 @@ func (p *producer) controlled(ctx context.Context) bool {
 			p.w.log.Log(ctx, level, "read queue state failed; the queue is treated as idle", "queue", p.cfg.Queue, "err", err)
 			p.stateFailed = true
 		}
+		p.uncontrolled = false
 		return false
 	}
 	p.halfOpen = st.State == "half_open"
+	p.uncontrolled = st.State == "closed" && st.Rate == nil
 	if p.halfOpen && st.ProbesLeft != nil && *st.ProbesLeft == 0 && wait <= 0 {
 		p.awaitProbe = true
 		p.unregister(ctx)
@@ -167,10 +188,35 @@ func (p *producer) controlled(ctx context.Context) bool {
 		return false
 	}
 	p.release()
-	p.holdUntil = p.w.c.clock().Add(wait)
+	p.holdUntil = readAt.Add(wait)
 	p.hold = time.NewTimer(wait)
 	p.w.log.Debug("queue held by its controls", "queue", p.cfg.Queue, "breaker", st.State, "wait", wait)
 	p.unregister(ctx)
+	return true
+}
+
+// trickle is called after a claim that came back short (fewer jobs than
+// asked for) and reports whether the producer should wait for the next
+// wake-up instead of claiming again at once (docs/adr/0051). Yes when the
+// producer is registered as waiting (every job enqueued due since then
+// notifies it), its queue showed no controls at the last state read (a
+// short claim of a rate-limited queue or of a half-open breaker is not a
+// drained queue: the claim that finds nothing next is what makes it read
+// the state and wait for the right time) and no notification came while
+// it claimed (jobs enqueued meanwhile: claim them now; a second claim that
+// finds jobs ends the registration, as before). The claim it skips would
+// have found nothing and cost a claim and a state read; the streak starts
+// again, as after that empty claim.
+func (p *producer) trickle() bool {
+	if !p.idle || !p.uncontrolled || p.held() || p.awaitProbe {
+		return false
+	}
+	select {
+	case <-p.wake:
+		return false
+	default:
+	}
+	p.streak = 0
 	return true
 }
 

@@ -2055,11 +2055,20 @@ CREATE TABLE backoff.queue_breakers (
     counted_from timestamptz NOT NULL,
     CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
 );
--- The rate limit's token bucket, refilled lazily from p_now by claim.
+-- The rate limit's token bucket, split into slots so that concurrent
+-- claimers never wait for one another: slot 0 .. n-1 (n = least(16, burst))
+-- holds its share of the burst (burst / n, the first burst % n slots one
+-- more) and refills at the same share of the rate, lazily from p_now, by
+-- the claim that locks it (FOR UPDATE SKIP LOCKED: a claimer takes the
+-- free slots, never waits for a busy one). The slots together never hold
+-- more than burst nor refill faster than rate. Created full by the first
+-- claims of a rate-limited queue.
 CREATE TABLE backoff.queue_tokens (
-    queue       text PRIMARY KEY,
+    queue       text NOT NULL,
+    slot        smallint NOT NULL,
     tokens      double precision NOT NULL,
-    refilled_at timestamptz NOT NULL
+    refilled_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, slot)
 );
 ALTER TABLE backoff.queue_failures OWNER TO backoff_owner;
 ALTER TABLE backoff.queue_breakers OWNER TO backoff_owner;
@@ -3570,24 +3579,30 @@ SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"
 -- claim for a queue under controls (docs/adr/0045): a rate, or a breaker
 -- that is open or half open. Private; backoff.claim calls it, with its
 -- checked arguments and the queue's row, only when its fast statement
--- claimed nothing for such a queue.
+-- claimed nothing for such a queue. It never waits for another claimer:
+-- a state row or bucket slot another transaction holds is skipped.
 --   breaker open (now < half_open_at)  -> nothing.
 --   breaker half open                  -> the state row is locked (only
---       here), so concurrent claimers hand out exactly probes_left jobs in
+--       here) with SKIP LOCKED: held by another transaction, nothing now;
+--       else concurrent claimers hand out exactly probes_left jobs in
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
 --       When every probe is out and none of them is running any more
 --       (reaped, snoozed or cancelled: no result), a new set is handed out,
---       so a probe whose worker died cannot keep the queue shut.
---   rate                               -> the bucket row is locked,
---       refilled lazily from p_now (rate tokens per second up to burst, a
---       NULL burst being greatest(1, ceil(rate))), and at most its whole
---       tokens are claimed; the bucket loses only the tokens of the jobs
---       actually claimed (the rest are given back: they were never taken
---       off). One row update per call, none when nothing was claimed.
--- Locks are taken in one order (breaker, then bucket), so claimers do not
--- deadlock; settling a job (fail, complete) locks only the breaker row, and
--- claim never waits for a job row (SKIP LOCKED).
+--       so a probe whose worker died cannot keep the queue shut. A probe's
+--       failure that fail logged because this row was busy reopens it.
+--   rate                               -> the bucket is n = least(16,
+--       burst) slot rows, each with its share of the burst and of the rate
+--       (the shares add up to burst and rate). Free slots are locked
+--       fullest first (FOR UPDATE SKIP LOCKED) until their whole tokens
+--       cover the limit, each refilled lazily from p_now; at most those
+--       whole tokens are claimed, and the slots lose only the tokens of
+--       the jobs actually claimed, fullest first (the rest are never taken
+--       off). One row update per slot taken from, none when nothing was
+--       claimed. A new bucket's slots are created full by one claimer
+--       (elected with a try-lock, so no claimer waits).
+-- Locks are taken in one order (breaker, then slots), all without
+-- waiting; claim never waits for a job row (SKIP LOCKED).
 CREATE OR REPLACE FUNCTION backoff._claim_controlled(
     p_queue  text,
     p_worker text,
@@ -3605,9 +3620,20 @@ DECLARE
     v_allow    integer := p_limit;
     v_state    backoff.queue_breakers;
     v_probes   integer;
-    v_burst    double precision;
-    v_tokens   double precision;
-    v_refilled timestamptz;
+    v_failed   timestamptz;
+    v_burst    integer;
+    v_nslots   integer;
+    v_pass     integer;
+    v_cur      refcursor;
+    v_slot     smallint;
+    v_avail    double precision;
+    v_sum      double precision;
+    v_slots    smallint[];
+    v_avails   double precision[];
+    v_left     double precision;
+    v_take     double precision;
+    v_wslots   smallint[];
+    v_wtokens  double precision[];
     v_count    integer;
     v_jobs     backoff.jobs[];
     v_ids      bigint[];
@@ -3619,10 +3645,34 @@ BEGIN
                 RETURN;  -- open
             END IF;
             -- Half open: count the probes under the row's lock, on its
-            -- latest version (a fail may have reopened it, a complete closed it).
-            SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue FOR UPDATE;
+            -- latest version (a fail may have reopened it, a complete closed
+            -- it). A row another transaction holds (a claim handing out
+            -- probes, a fail reopening, a complete closing) gives nothing
+            -- now rather than a wait.
+            SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue
+            FOR UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                RETURN;
+            END IF;
             IF v_state.opened_at IS NOT NULL THEN
                 IF p_now < v_state.half_open_at THEN
+                    RETURN;
+                END IF;
+                -- A probe's fail that found this row locked logged its
+                -- failure instead of reopening (backoff._breaker_failure):
+                -- reopen on its behalf, from the time it failed.
+                SELECT pg_catalog.max(f.failed_at) INTO v_failed
+                FROM backoff.queue_failures AS f
+                WHERE f.queue = p_queue AND f.failed_at >= v_state.half_open_at
+                  AND f.failed_at > v_state.counted_from;
+                IF v_failed IS NOT NULL THEN
+                    UPDATE backoff.queue_breakers AS b
+                    SET opened_at = v_failed,
+                        half_open_at = backoff._clamp_time(v_failed + p_q.breaker_cooldown),
+                        probes_left = NULL,
+                        probe_ids = NULL,
+                        counted_from = v_failed
+                    WHERE b.queue = p_queue;
                     RETURN;
                 END IF;
                 v_probes := coalesce(v_state.probes_left, p_q.breaker_probes);
@@ -3642,57 +3692,117 @@ BEGIN
 
     IF p_q.rate IS NOT NULL THEN
         -- The default burst, like queue_state's, stays an integer.
-        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647));
-        SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
-        FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
-        IF NOT FOUND THEN
-            -- A bucket starts full.
-            INSERT INTO backoff.queue_tokens (queue, tokens, refilled_at)
-            VALUES (p_queue, v_burst, p_now)
-            ON CONFLICT (queue) DO NOTHING;
-            SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
-            FROM backoff.queue_tokens AS t WHERE t.queue = p_queue FOR UPDATE;
-        END IF;
-        -- A clock behind refilled_at adds nothing (and takes nothing back).
-        v_tokens := least(v_burst, v_tokens
-            + p_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
-        v_refilled := greatest(v_refilled, p_now);
-        v_allow := least(v_allow::double precision, floor(v_tokens))::integer;
+        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647))::integer;
+        v_nslots := least(16, v_burst);
+        FOR v_pass IN 1..2 LOOP
+            -- Take free slots, fullest first, until their whole tokens
+            -- cover the limit; a slot another claimer holds is skipped
+            -- (never waited for). Each slot's tokens are refilled lazily
+            -- from p_now at its share of the rate, up to its share of the
+            -- burst; a clock behind refilled_at adds nothing.
+            v_sum := 0;
+            v_slots := '{}';
+            v_avails := '{}';
+            OPEN v_cur FOR
+                SELECT t.slot,
+                       least(v_burst / v_nslots + (t.slot < v_burst % v_nslots)::integer,
+                             t.tokens + p_q.rate * (v_burst / v_nslots + (t.slot < v_burst % v_nslots)::integer) / v_burst
+                                 * greatest(0, extract(epoch FROM p_now - t.refilled_at)::double precision)) AS avail
+                FROM backoff.queue_tokens AS t
+                WHERE t.queue = p_queue AND t.slot < v_nslots
+                ORDER BY 2 DESC, t.slot DESC
+                FOR UPDATE OF t SKIP LOCKED;
+            LOOP
+                FETCH v_cur INTO v_slot, v_avail;
+                EXIT WHEN NOT FOUND;
+                v_slots := v_slots || v_slot;
+                v_avails := v_avails || v_avail;
+                v_sum := v_sum + v_avail;
+                -- (1e-9: a slot's share of the rate is a fraction, so a sum
+                -- of refills can fall a rounding error short of a token.)
+                EXIT WHEN v_sum + 1e-9 >= v_allow;
+            END LOOP;
+            CLOSE v_cur;
+            EXIT WHEN v_sum + 1e-9 >= v_allow OR v_pass = 2;
+            -- Fewer tokens than asked: create the slots a new bucket lacks
+            -- (full). One creator at a time, elected without waiting: a
+            -- claimer that loses gets what it holds now.
+            EXIT WHEN (SELECT pg_catalog.count(*) FROM backoff.queue_tokens AS t
+                       WHERE t.queue = p_queue AND t.slot < v_nslots) >= v_nslots;
+            EXIT WHEN NOT pg_catalog.pg_try_advisory_xact_lock(
+                pg_catalog.hashtext('backoff.queue_tokens'), pg_catalog.hashtext(p_queue));
+            INSERT INTO backoff.queue_tokens (queue, slot, tokens, refilled_at)
+            SELECT p_queue, s.slot, v_burst / v_nslots + (s.slot < v_burst % v_nslots)::integer, p_now
+            FROM pg_catalog.generate_series(0, v_nslots - 1) AS s(slot)
+            ON CONFLICT (queue, slot) DO NOTHING;
+        END LOOP;
+        v_allow := least(v_allow::double precision, floor(v_sum + 1e-9))::integer;
         IF v_allow < 1 THEN
             RETURN;
         END IF;
     END IF;
 
-    -- backoff.claim's statement, with the allowance as its limit; the rows
-    -- are kept to count them and to record the probes.
-    WITH claimed AS (
-    UPDATE backoff.jobs AS j
-    SET status = 'running',
-        attempts = j.attempts + 1,
-        lease_until = backoff._clamp_time(p_now + coalesce(
-            p_lease,
-            (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-            (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-             WHERE q.name = j.queue),
-            (backoff._job_policy(j.policy, j.queue)).lease)),
-        locked_by = p_worker,
-        last_attempted_at = p_now
-    WHERE j.id = ANY (ARRAY(
-        SELECT c.id
-        FROM backoff.jobs AS c
-        WHERE c.queue = p_queue
-          AND c.status IN ('pending', 'retrying')
-          AND c.run_at <= p_now
-        ORDER BY c.priority DESC, c.run_at, c.id
-        LIMIT v_allow
-        FOR UPDATE SKIP LOCKED))
-    RETURNING j AS job)
-    SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
-    v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
-    IF v_count = 0 THEN
-        RETURN;
+    -- backoff.claim's statement, with the allowance as its limit. Without
+    -- probes to record, the rows go straight to the result (RETURN QUERY,
+    -- counted afterwards); a half-open breaker's claim keeps them to record
+    -- the probes' ids.
+    IF v_probes IS NULL THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT v_allow
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count = 0 THEN
+            RETURN;
+        END IF;
+    ELSE
+        WITH claimed AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
+                 WHERE q.name = j.queue),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT v_allow
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j AS job)
+        SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
+        v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
+        IF v_count = 0 THEN
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     END IF;
-    RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
     IF v_probes IS NOT NULL THEN
         UPDATE backoff.queue_breakers AS b
         SET probes_left = v_probes - v_count,
@@ -3700,9 +3810,28 @@ BEGIN
         WHERE b.queue = p_queue;
     END IF;
     IF p_q.rate IS NOT NULL THEN
+        -- Take the claimed jobs' tokens from the slots held, fullest first;
+        -- a slot nothing was taken from is not written.
+        v_left := v_count;
+        v_wslots := '{}';
+        v_wtokens := '{}';
+        FOR i IN 1 .. pg_catalog.cardinality(v_slots) LOOP
+            EXIT WHEN v_left <= 0;
+            v_take := least(v_left, v_avails[i]);
+            v_wslots := v_wslots || v_slots[i];
+            v_wtokens := v_wtokens || greatest(0, v_avails[i] - v_take);
+            v_left := v_left - v_take;
+        END LOOP;
+        IF pg_catalog.cardinality(v_wslots) = 1 THEN  -- the usual case
+            UPDATE backoff.queue_tokens AS t
+            SET tokens = v_wtokens[1], refilled_at = greatest(t.refilled_at, p_now)
+            WHERE t.queue = p_queue AND t.slot = v_wslots[1];
+            RETURN;
+        END IF;
         UPDATE backoff.queue_tokens AS t
-        SET tokens = v_tokens - v_count, refilled_at = v_refilled
-        WHERE t.queue = p_queue;
+        SET tokens = w.tokens, refilled_at = greatest(t.refilled_at, p_now)
+        FROM ROWS FROM (pg_catalog.unnest(v_wslots), pg_catalog.unnest(v_wtokens)) AS w(slot, tokens)
+        WHERE t.queue = p_queue AND t.slot = w.slot;
     END IF;
 END
 $$;
@@ -3860,7 +3989,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
 Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -3966,36 +4095,41 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job       backoff.jobs;
+    v_scoped    boolean;
+    v_half_open boolean;
 BEGIN
     p_now := backoff._now(p_now);
-    -- A success closes the queue's breaker if it is half open
-    -- (docs/adr/0045): one primary-key probe of backoff.queue_breakers in
-    -- the same statement, which has no row for a queue whose breaker never
-    -- opened.
-    WITH done AS (
-        UPDATE backoff.jobs AS j
-        SET status = 'completed',
-            completed_at = p_now,
-            lease_until = NULL,
-            locked_by = NULL
-        WHERE j.id = p_job_id
-          AND j.status = 'running'
-          AND j.attempts = p_attempt
-        RETURNING j.*
-    ), closed AS (
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    -- Two probes in one statement, each of a table that is empty unless the
+    -- feature is used (queue grants; a breaker that opened), so that they
+    -- cost a completion next to nothing then: is the caller scoped by
+    -- queue grants, and is this queue's breaker half open.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           EXISTS (SELECT FROM backoff.queue_breakers AS b
+                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
+    INTO v_scoped, v_half_open;
+    IF v_scoped THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    END IF;
+    IF v_half_open THEN
+        -- A success closes the queue's half-open breaker (docs/adr/0045).
         UPDATE backoff.queue_breakers AS b
         SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
-        FROM done AS d
-        WHERE b.queue = d.queue
-          AND b.half_open_at <= p_now
-    )
-    SELECT d.* INTO v_job FROM done AS d;
-    IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
-    ELSE
-        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+        WHERE b.queue = v_job.queue
+          AND b.half_open_at <= p_now;
     END IF;
     RETURN v_job;
 END
@@ -4098,7 +4232,11 @@ SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 r
 -- Concurrent fails do not see each other's uncommitted rows, so the
 -- breaker may open a few failures late (at most one per concurrent fail);
 -- never early. Transitions are guarded on the state they saw, so two
--- concurrent transitions make one.
+-- concurrent transitions make one. A fail never waits for a row lock: it
+-- takes the state row FOR UPDATE SKIP LOCKED before a transition, and a
+-- row another transaction holds means that one is changing the state (a
+-- half-open reopen that finds a probe-handing claim there logs the
+-- failure, which that claim's successor turns into the reopen).
 CREATE OR REPLACE FUNCTION backoff._breaker_failure(
     p_queue    text,
     p_failures integer,
@@ -4114,18 +4252,32 @@ DECLARE
     v_state backoff.queue_breakers;
     v_from  timestamptz;
     v_count bigint;
+    v_found boolean;
 BEGIN
     SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+    v_found := FOUND;
     IF v_state.opened_at IS NOT NULL THEN
         IF p_now >= v_state.half_open_at THEN
-            UPDATE backoff.queue_breakers AS b
-            SET opened_at = p_now,
-                half_open_at = backoff._clamp_time(p_now + p_cooldown),
-                probes_left = NULL,
-                probe_ids = NULL,
-                counted_from = p_now
-            WHERE b.queue = p_queue
-              AND b.opened_at = v_state.opened_at;
+            -- Half open: reopen, under the row's lock, if it is free and
+            -- still the period this fail saw. A row another transaction
+            -- holds is not waited for: a fail reopening it, a complete
+            -- closing it, or a claim handing out probes. For the last
+            -- one, the failure is logged instead, and the next half-open
+            -- claim reopens the breaker from it (backoff._claim_controlled).
+            PERFORM FROM backoff.queue_breakers AS b
+            WHERE b.queue = p_queue AND b.opened_at = v_state.opened_at
+            FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE backoff.queue_breakers AS b
+                SET opened_at = p_now,
+                    half_open_at = backoff._clamp_time(p_now + p_cooldown),
+                    probes_left = NULL,
+                    probe_ids = NULL,
+                    counted_from = p_now
+                WHERE b.queue = p_queue;
+            ELSE
+                INSERT INTO backoff.queue_failures (queue, failed_at) VALUES (p_queue, p_now);
+            END IF;
         END IF;
         RETURN;
     END IF;
@@ -4137,16 +4289,33 @@ BEGIN
     FROM (SELECT FROM backoff.queue_failures AS f
           WHERE f.queue = p_queue AND f.failed_at > v_from AND f.failed_at <= p_now
           LIMIT p_failures) AS w;
+    -- At the threshold, open it: one transition, made by the fail that
+    -- gets the row (or, for a queue whose breaker never opened, the right
+    -- to create it) without waiting; concurrent fails at the threshold
+    -- skip it, so none of them queues behind the opener's commit.
     IF v_count >= p_failures THEN
-        INSERT INTO backoff.queue_breakers AS b (queue, opened_at, half_open_at, probes_left, counted_from)
-        VALUES (p_queue, p_now, backoff._clamp_time(p_now + p_cooldown), NULL, p_now)
-        ON CONFLICT (queue) DO UPDATE
-        SET opened_at = EXCLUDED.opened_at,
-            half_open_at = EXCLUDED.half_open_at,
-            probes_left = NULL,
-            probe_ids = NULL,
-            counted_from = EXCLUDED.counted_from
-        WHERE b.opened_at IS NULL;
+        IF v_found THEN
+            PERFORM FROM backoff.queue_breakers AS b
+            WHERE b.queue = p_queue AND b.opened_at IS NULL
+            FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE backoff.queue_breakers AS b
+                SET opened_at = p_now,
+                    half_open_at = backoff._clamp_time(p_now + p_cooldown),
+                    probes_left = NULL,
+                    probe_ids = NULL,
+                    counted_from = p_now
+                WHERE b.queue = p_queue;
+            END IF;
+        ELSIF pg_catalog.pg_try_advisory_xact_lock(
+                  pg_catalog.hashtext('backoff.queue_breakers'), pg_catalog.hashtext(p_queue)) THEN
+            -- Only fails create the row, each under this lock, so the
+            -- INSERT never waits for another's uncommitted one; a row
+            -- committed meanwhile is an open breaker (DO NOTHING).
+            INSERT INTO backoff.queue_breakers (queue, opened_at, half_open_at, probes_left, counted_from)
+            VALUES (p_queue, p_now, backoff._clamp_time(p_now + p_cooldown), NULL, p_now)
+            ON CONFLICT (queue) DO NOTHING;
+        END IF;
     END IF;
     -- Prune: rows that no longer count, oldest first, skipping rows another
     -- fail is deleting (never waits).
@@ -4932,7 +5101,8 @@ DECLARE
     v_q        backoff.queues;
     v_state    backoff.queue_breakers;
     v_tokens   double precision;
-    v_refilled timestamptz;
+    v_caps     double precision;
+    v_nslots   integer;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
@@ -4967,17 +5137,24 @@ BEGIN
     IF v_q.rate IS NOT NULL THEN
         rate := v_q.rate;
         burst := coalesce(v_q.burst, least(greatest(1, ceil(v_q.rate)), 2147483647)::integer);
-        SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
-        FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
-        IF FOUND THEN
-            tokens := least(burst, v_tokens
-                + v_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
-        ELSE
-            tokens := burst;  -- a bucket starts full
-        END IF;
-        IF tokens < 1 AND state <> 'half_open' THEN
-            -- The next whole token (the wait is bounded so that the sum
-            -- stays a time).
+        v_nslots := least(16, burst);
+        -- The bucket's slots (backoff._claim_controlled), each refilled at
+        -- its share of the rate up to its share of the burst; a slot not
+        -- created yet is full.
+        SELECT pg_catalog.sum(s.cap),
+               pg_catalog.sum(least(s.cap, t.tokens + v_q.rate * s.cap / burst
+                   * greatest(0, extract(epoch FROM p_now - t.refilled_at)::double precision)))
+        INTO v_caps, v_tokens
+        FROM backoff.queue_tokens AS t
+        CROSS JOIN LATERAL (SELECT (burst / v_nslots + (t.slot < burst % v_nslots)::integer)::double precision AS cap) AS s
+        WHERE t.queue = p_queue AND t.slot < v_nslots;
+        tokens := coalesce(v_tokens, 0) + (burst - coalesce(v_caps, 0));
+        -- (1e-9: as claim, which takes the tokens of all the free slots
+        -- it needs, counts a whole token.)
+        IF tokens + 1e-9 < 1 AND state <> 'half_open' THEN
+            -- The next whole token: until then no slot is full (each holds
+            -- at least one), so the slots together refill at rate. The wait
+            -- is bounded so that the sum stays a time.
             next_claim_at := greatest(next_claim_at, backoff._clamp_time(p_now
                 + least((1 - tokens) / v_q.rate, 3155760000::double precision) * interval '1 second'));
         END IF;

@@ -16,8 +16,10 @@
 //     both sides, one both inserters sustain).
 //
 //   - latency: no backlog; insert N jobs at -rate (batches every 10 ms) and
-//     time each job from its created_at to the start of its Work (server
-//     and bench share a clock).
+//     time each job to the start of its Work from the return of the
+//     InsertManyFast that committed it (each batch's jobs carry its number)
+//     and from its created_at (server and bench share a clock), as the
+//     pgbackoff side does.
 //
 //     go run . -database-url postgres://.../db -jobs 50000 [-mode continuous -rate 2000]
 //
@@ -29,7 +31,8 @@
 //	river jobs=N insert_s=… work_s=… work_jobs_per_s=…
 //
 // with inserted=… (jobs inserted in the window) in continuous mode and
-// insert_jobs_per_s=… latency_p50_ms=… latency_p99_ms=… in latency mode.
+// insert_jobs_per_s=… latency_p50_ms=… latency_p99_ms=… (from the commit)
+// created_p50_ms=… created_p99_ms=… (from created_at) in latency mode.
 package main
 
 import (
@@ -50,8 +53,11 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// NoopArgs is the benchmark's job kind.
-type NoopArgs struct{}
+// NoopArgs is the benchmark's job kind. B is the number of the insert
+// batch (latency mode only; omitted, {} as before, in the other modes).
+type NoopArgs struct {
+	B int `json:"b,omitempty"`
+}
 
 // Kind names the job kind.
 func (NoopArgs) Kind() string { return "bench_noop" }
@@ -66,14 +72,21 @@ type NoopWorker struct {
 	// (continuous mode's measuring window).
 	window int64
 	mu     sync.Mutex
-	lats   []time.Duration
+	starts []start
+}
+
+// start is when one job's Work began, with its insert batch and created_at.
+type start struct {
+	batch   int
+	at      time.Time
+	created time.Time
 }
 
 // Work counts the job and signals when the last one ran.
 func (w *NoopWorker) Work(_ context.Context, job *river.Job[NoopArgs]) error {
-	d := time.Since(job.CreatedAt)
+	at := time.Now()
 	w.mu.Lock()
-	w.lats = append(w.lats, d)
+	w.starts = append(w.starts, start{job.Args.B, at, job.CreatedAt})
 	w.mu.Unlock()
 	if d := w.done.Add(1); d == w.n || d == w.window {
 		close(w.all)
@@ -133,12 +146,26 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 		return fmt.Errorf("new client: %w", err)
 	}
 
+	var (
+		commitMu  sync.Mutex
+		committed []time.Time // latency mode: batch b's InsertManyFast returned at committed[b-1]
+	)
 	insertBatch := func(k int) error {
+		b := 0
+		if mode == "latency" {
+			b = len(committed) + 1 // one inserter: no concurrent batches
+		}
 		params := make([]river.InsertManyParams, k)
 		for j := range params {
-			params[j] = river.InsertManyParams{Args: NoopArgs{}}
+			params[j] = river.InsertManyParams{Args: NoopArgs{B: b}}
 		}
 		_, err := c.InsertManyFast(ctx, params)
+		if b > 0 {
+			at := time.Now()
+			commitMu.Lock()
+			committed = append(committed, at)
+			commitMu.Unlock()
+		}
 		return err
 	}
 	var (
@@ -210,14 +237,29 @@ func run(url string, n, maxWorkers int, mode string, rate float64) error {
 	fmt.Printf("river jobs=%d insert_s=%.3f work_s=%.3f work_jobs_per_s=%.0f",
 		n, insert.Seconds(), work.Seconds(), float64(n)/work.Seconds())
 	if mode == "latency" {
-		sort.Slice(w.lats, func(i, j int) bool { return w.lats[i] < w.lats[j] })
-		q := func(p float64) float64 {
-			return float64(w.lats[min(len(w.lats)-1, int(p*float64(len(w.lats))))]) / float64(time.Millisecond)
+		var fromCommit, fromCreated []time.Duration
+		w.mu.Lock()
+		commitMu.Lock()
+		for _, st := range w.starts {
+			if st.batch < 1 || st.batch > len(committed) {
+				return fmt.Errorf("a job of insert batch %d, of %d", st.batch, len(committed))
+			}
+			fromCommit = append(fromCommit, st.at.Sub(committed[st.batch-1]))
+			fromCreated = append(fromCreated, st.at.Sub(st.created))
 		}
-		fmt.Printf(" insert_jobs_per_s=%.0f latency_p50_ms=%.3f latency_p99_ms=%.3f", float64(n)/insert.Seconds(), q(0.5), q(0.99))
+		commitMu.Unlock()
+		w.mu.Unlock()
+		fmt.Printf(" insert_jobs_per_s=%.0f latency_p50_ms=%.3f latency_p99_ms=%.3f created_p50_ms=%.3f created_p99_ms=%.3f",
+			float64(n)/insert.Seconds(), q(fromCommit, 0.5), q(fromCommit, 0.99), q(fromCreated, 0.5), q(fromCreated, 0.99))
 	}
 	fmt.Println()
 	return nil
+}
+
+// q returns the p-quantile of ds (sorted in place), in milliseconds.
+func q(ds []time.Duration, p float64) float64 {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))]) / float64(time.Millisecond)
 }
 
 // insertPaced inserts about rate jobs per second: every 10 ms the batch

@@ -13,36 +13,41 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job       backoff.jobs;
+    v_scoped    boolean;
+    v_half_open boolean;
 BEGIN
     p_now := backoff._now(p_now);
-    -- A success closes the queue's breaker if it is half open
-    -- (docs/adr/0045): one primary-key probe of backoff.queue_breakers in
-    -- the same statement, which has no row for a queue whose breaker never
-    -- opened.
-    WITH done AS (
-        UPDATE backoff.jobs AS j
-        SET status = 'completed',
-            completed_at = p_now,
-            lease_until = NULL,
-            locked_by = NULL
-        WHERE j.id = p_job_id
-          AND j.status = 'running'
-          AND j.attempts = p_attempt
-        RETURNING j.*
-    ), closed AS (
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    -- Two probes in one statement, each of a table that is empty unless the
+    -- feature is used (queue grants; a breaker that opened), so that they
+    -- cost a completion next to nothing then: is the caller scoped by
+    -- queue grants, and is this queue's breaker half open.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           EXISTS (SELECT FROM backoff.queue_breakers AS b
+                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
+    INTO v_scoped, v_half_open;
+    IF v_scoped THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    END IF;
+    IF v_half_open THEN
+        -- A success closes the queue's half-open breaker (docs/adr/0045).
         UPDATE backoff.queue_breakers AS b
         SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
-        FROM done AS d
-        WHERE b.queue = d.queue
-          AND b.half_open_at <= p_now
-    )
-    SELECT d.* INTO v_job FROM done AS d;
-    IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
-    ELSE
-        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+        WHERE b.queue = v_job.queue
+          AND b.half_open_at <= p_now;
     END IF;
     RETURN v_job;
 END

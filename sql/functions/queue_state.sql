@@ -29,7 +29,8 @@ DECLARE
     v_q        backoff.queues;
     v_state    backoff.queue_breakers;
     v_tokens   double precision;
-    v_refilled timestamptz;
+    v_caps     double precision;
+    v_nslots   integer;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
@@ -64,17 +65,24 @@ BEGIN
     IF v_q.rate IS NOT NULL THEN
         rate := v_q.rate;
         burst := coalesce(v_q.burst, least(greatest(1, ceil(v_q.rate)), 2147483647)::integer);
-        SELECT t.tokens, t.refilled_at INTO v_tokens, v_refilled
-        FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
-        IF FOUND THEN
-            tokens := least(burst, v_tokens
-                + v_q.rate * greatest(0, extract(epoch FROM p_now - v_refilled)::double precision));
-        ELSE
-            tokens := burst;  -- a bucket starts full
-        END IF;
-        IF tokens < 1 AND state <> 'half_open' THEN
-            -- The next whole token (the wait is bounded so that the sum
-            -- stays a time).
+        v_nslots := least(16, burst);
+        -- The bucket's slots (backoff._claim_controlled), each refilled at
+        -- its share of the rate up to its share of the burst; a slot not
+        -- created yet is full.
+        SELECT pg_catalog.sum(s.cap),
+               pg_catalog.sum(least(s.cap, t.tokens + v_q.rate * s.cap / burst
+                   * greatest(0, extract(epoch FROM p_now - t.refilled_at)::double precision)))
+        INTO v_caps, v_tokens
+        FROM backoff.queue_tokens AS t
+        CROSS JOIN LATERAL (SELECT (burst / v_nslots + (t.slot < burst % v_nslots)::integer)::double precision AS cap) AS s
+        WHERE t.queue = p_queue AND t.slot < v_nslots;
+        tokens := coalesce(v_tokens, 0) + (burst - coalesce(v_caps, 0));
+        -- (1e-9: as claim, which takes the tokens of all the free slots
+        -- it needs, counts a whole token.)
+        IF tokens + 1e-9 < 1 AND state <> 'half_open' THEN
+            -- The next whole token: until then no slot is full (each holds
+            -- at least one), so the slots together refill at rate. The wait
+            -- is bounded so that the sum stays a time.
             next_claim_at := greatest(next_claim_at, backoff._clamp_time(p_now
                 + least((1 - tokens) / v_q.rate, 3155760000::double precision) * interval '1 second'));
         END IF;

@@ -169,11 +169,20 @@ CREATE TABLE backoff.queue_breakers (
     counted_from timestamptz NOT NULL,
     CONSTRAINT queue_breakers_open_check CHECK ((opened_at IS NULL) = (half_open_at IS NULL))
 );
--- The rate limit's token bucket, refilled lazily from p_now by claim.
+-- The rate limit's token bucket, split into slots so that concurrent
+-- claimers never wait for one another: slot 0 .. n-1 (n = least(16, burst))
+-- holds its share of the burst (burst / n, the first burst % n slots one
+-- more) and refills at the same share of the rate, lazily from p_now, by
+-- the claim that locks it (FOR UPDATE SKIP LOCKED: a claimer takes the
+-- free slots, never waits for a busy one). The slots together never hold
+-- more than burst nor refill faster than rate. Created full by the first
+-- claims of a rate-limited queue.
 CREATE TABLE backoff.queue_tokens (
-    queue       text PRIMARY KEY,
+    queue       text NOT NULL,
+    slot        smallint NOT NULL,
     tokens      double precision NOT NULL,
-    refilled_at timestamptz NOT NULL
+    refilled_at timestamptz NOT NULL,
+    PRIMARY KEY (queue, slot)
 );
 ALTER TABLE backoff.queue_failures OWNER TO backoff_owner;
 ALTER TABLE backoff.queue_breakers OWNER TO backoff_owner;

@@ -265,6 +265,13 @@ func TestHalfOpenProbesAreExactUnderConcurrency(t *testing.T) {
 		close(start)
 		wg.Wait()
 		require.Empty(t, errs)
+		// A claimer that finds the state row locked gets nothing rather than
+		// waiting, so the concurrent round may hand out fewer; never more,
+		// and the claims after it hand out the rest, exactly.
+		require.LessOrEqual(t, total, probes, "round %d: jobs handed out while half open", round)
+		for i := 0; i < probes; i++ {
+			total += len(claim(t, db, "api", "late", 2, halfOpen))
+		}
 		require.Equal(t, probes, total, "round %d: jobs handed out while half open", round)
 		require.Equal(t, ptr(int32(0)), stateOf(t, db, "api", halfOpen).ProbesLeft)
 		require.EqualValues(t, probes, scalar[int64](t, db, `SELECT count(*) FROM backoff.jobs WHERE queue = 'api' AND status = 'running'`))
@@ -285,9 +292,10 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 	db := poolOn(t, url)
 	usePolicy(t, db, "hooks")
 	exec(t, db, `UPDATE backoff.queues SET rate = 0.001, burst = 5 WHERE name = 'hooks'`)
-	// The bucket exists (a first claim's INSERT would serialise the
-	// claimers by itself), full.
-	exec(t, db, `INSERT INTO backoff.queue_tokens (queue, tokens, refilled_at) VALUES ('hooks', 5, $1)`, t0)
+	// The bucket's slots exist (the first claims create them), full: a
+	// claim that finds no due job takes nothing.
+	require.Empty(t, claim(t, db, "hooks", "w", 3, t0))
+	require.EqualValues(t, 5, scalar[int64](t, db, `SELECT count(*) FROM backoff.queue_tokens WHERE queue = 'hooks'`))
 	for i := 0; i < 50; i++ {
 		enqueue(t, db, "hooks", t0)
 	}
@@ -319,8 +327,73 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 	close(start)
 	wg.Wait()
 	require.Empty(t, errs)
+	// Each claimer takes free slots (none waits for a busy one) until its
+	// limit; every slot it holds it uses, so together they get the burst.
 	require.Equal(t, 5, total, "the burst, exactly")
 	require.InDelta(t, 0, *stateOf(t, db, "hooks", t0).Tokens, 1e-9)
+	require.Empty(t, claim(t, db, "hooks", "w", 3, t0), "nothing more than the burst")
+}
+
+// TestControlledClaimNeverWaits: a claimer holding a bucket slot, or the
+// half-open breaker's state row, in an open transaction does not make
+// another claimer wait: that one takes the other slots, or gets nothing
+// now, at once; and concurrent claimers never get more than the burst.
+func TestControlledClaimNeverWaits(t *testing.T) {
+	t.Parallel()
+	url := testdbURL(t)
+	db := poolOn(t, url)
+	ctx := context.Background()
+	usePolicy(t, db, "hooks")
+	exec(t, db, `UPDATE backoff.queues SET rate = 0.001, burst = 4 WHERE name = 'hooks'`)
+	require.Empty(t, claim(t, db, "hooks", "w", 1, t0)) // creates the 4 slots
+	for i := 0; i < 10; i++ {
+		enqueue(t, db, "hooks", t0)
+	}
+	holder := connOn(t, url)
+	other := connOn(t, url)
+	// A claim that waited for the holder's lock would fail with 55P03.
+	_, err := other.Exec(ctx, `SET lock_timeout = '1s'`)
+	require.NoError(t, err)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	require.Len(t, claim(t, tx, "hooks", "holder", 1, t0), 1, "holds one slot")
+
+	require.Len(t, claim(t, other, "hooks", "other", 10, t0), 3, "the other slots' tokens")
+	require.Empty(t, claim(t, other, "hooks", "other", 10, t0), "the holder's slot is skipped, the rest are empty")
+	require.NoError(t, tx.Commit(ctx))
+	require.Empty(t, claim(t, db, "hooks", "w", 10, t0), "4 in total: the burst")
+
+	// burst 1: one slot; while it is held, a claim gets nothing, at once.
+	usePolicy(t, db, "one")
+	exec(t, db, `UPDATE backoff.queues SET rate = 0.001, burst = 1 WHERE name = 'one'`)
+	require.Empty(t, claim(t, db, "one", "w", 1, t0))
+	enqueue(t, db, "one", t0)
+	enqueue(t, db, "one", t0)
+	tx, err = holder.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT FROM backoff.queue_tokens WHERE queue = 'one' FOR UPDATE`)
+	require.NoError(t, err)
+	require.Empty(t, claim(t, other, "one", "other", 1, t0))
+	require.NoError(t, tx.Rollback(ctx))
+	require.Len(t, claim(t, other, "one", "other", 5, t0), 1)
+
+	// A half-open breaker whose state row a probe's claim holds.
+	useBreaker(t, db, "api", 2)
+	for i := 0; i < 5; i++ {
+		enqueue(t, db, "api", t0)
+	}
+	for i := 1; i <= 3; i++ {
+		now := at(time.Duration(i) * time.Second)
+		failJob(t, db, claimOne(t, db, "api", now), now)
+	}
+	halfOpen := at(2 * time.Minute)
+	tx, err = holder.Begin(ctx)
+	require.NoError(t, err)
+	require.Len(t, claim(t, tx, "api", "holder", 1, halfOpen), 1, "one probe, the row held")
+	require.Empty(t, claim(t, other, "api", "other", 5, halfOpen), "the row is busy: nothing now")
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, claim(t, other, "api", "other", 5, halfOpen), 1, "the other probe")
+	require.Empty(t, claim(t, other, "api", "other", 5, halfOpen), "exactly breaker_probes")
 }
 
 // TestRateLimitTokenBucket: a bucket of burst tokens, refilled at rate per
@@ -478,4 +551,65 @@ func TestQueueControlSettings(t *testing.T) {
 	requireCode(t, execErr(db, `SELECT * FROM backoff.queue_state('q', 'infinity')`), "22023")
 	s := stateOf(t, db, "never-seen", t0)
 	require.Equal(t, queueState{Queue: "never-seen", State: "closed"}, s)
+}
+
+// TestBreakerFailNeverWaits: a fail of a breaker queue never waits for the
+// breaker's state row: at the threshold while another fail is opening it
+// (creating the row, or updating it), or while half open with a claim
+// handing out probes; in the last case the failure is logged and the next
+// claim reopens the breaker from it.
+func TestBreakerFailNeverWaits(t *testing.T) {
+	t.Parallel()
+	url := testdbURL(t)
+	db := poolOn(t, url)
+	ctx := context.Background()
+	holder := connOn(t, url)
+	other := connOn(t, url)
+	// A fail that waited for the holder's lock would fail with 55P03.
+	_, err := other.Exec(ctx, `SET lock_timeout = '1s'`)
+	require.NoError(t, err)
+	useBreaker(t, db, "api", 2)
+	for i := 0; i < 12; i++ {
+		enqueue(t, db, "api", t0)
+	}
+
+	for round, base := range []time.Time{t0, at(time.Hour)} {
+		// Round 0: no state row yet (the opener creates it); round 1: a
+		// closed row (the opener updates it).
+		for i := 1; i <= 2; i++ {
+			now := base.Add(time.Duration(i) * time.Second)
+			failJob(t, db, claimOne(t, db, "api", now), now)
+		}
+		now := base.Add(3 * time.Second)
+		a, b := claimOne(t, db, "api", now), claimOne(t, db, "api", now)
+		tx, err := holder.Begin(ctx)
+		require.NoError(t, err)
+		failJob(t, tx, a, now) // opens it, uncommitted
+		failJob(t, other, b, now)
+		require.NoError(t, tx.Commit(ctx))
+		s := stateOf(t, db, "api", now)
+		require.Equal(t, "open", s.State, "round %d", round)
+		require.True(t, s.OpenedAt.Equal(now), "round %d: opened_at %v", round, s.OpenedAt)
+		if round == 0 {
+			// Close it for the next round: a probe succeeds.
+			halfOpen := now.Add(2 * time.Minute)
+			completeJob(t, db, claimOne(t, db, "api", halfOpen), halfOpen)
+			require.Equal(t, "closed", stateOf(t, db, "api", halfOpen).State)
+		}
+	}
+
+	// Half open: a probe fails while another claim holds the state row.
+	halfOpen := at(time.Hour + 3*time.Minute)
+	probe := claimOne(t, db, "api", halfOpen)
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	require.Len(t, claim(t, tx, "api", "holder", 1, halfOpen), 1, "the second probe, the row held")
+	failed := halfOpen.Add(time.Second)
+	failJob(t, other, probe, failed)
+	require.NoError(t, tx.Commit(ctx))
+	require.Empty(t, claim(t, db, "api", "w", 5, halfOpen.Add(2*time.Second)), "the logged failure reopens it")
+	s := stateOf(t, db, "api", halfOpen.Add(2*time.Second))
+	require.Equal(t, "open", s.State)
+	require.True(t, s.OpenedAt.Equal(failed), "opened_at %v", s.OpenedAt)
+	require.Zero(t, s.Failures, "the failure that reopened it does not count again")
 }
