@@ -56,6 +56,10 @@ type producer struct {
 	uncontrolled bool
 	// stateFailed: a queue_state read failed before (logged once).
 	stateFailed bool
+	// lookAgain: the state read after an empty claim found a rate-limited
+	// queue with a token, so claim once more; lookedAgain: that was done
+	// since the last claim that found jobs.
+	lookAgain, lookedAgain bool
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -68,8 +72,14 @@ func (p *producer) run(ctx context.Context) {
 	defer p.release()
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
+		wasHeld := !p.holdUntil.IsZero()
 		if p.held() || p.awaitProbe {
 			empty = true
+		} else if wasHeld {
+			// The hold ended on the clock before its timer was selected
+			// (a short wait, or an injected clock): claim now, or nothing
+			// but a wake-up or the poll would.
+			empty = false
 		}
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
 			want := min(free, p.cfg.BatchSize)
@@ -84,6 +94,7 @@ func (p *producer) run(ctx context.Context) {
 				p.w.log.Error("claim failed", "queue", p.cfg.Queue, "err", err)
 				empty = true // wait for the poll before trying again
 			case n > 0:
+				p.lookedAgain = false
 				// Two claims in a row that found jobs mean a backlog: the
 				// queue is busy, so enqueuers need not wake it. A trickle
 				// (one claim finds the job, the next finds nothing) keeps
@@ -104,6 +115,9 @@ func (p *producer) run(ctx context.Context) {
 				// The breaker or the rate limit holds the queue: wait for
 				// the timer, whatever wakes the producer before.
 				empty = true
+			case p.lookAgain:
+				p.lookAgain = false
+				continue
 			case !p.idle && p.w.notifier.listening():
 				// Empty: register as waiting, then look once more, for a
 				// job enqueued before the registration was visible.
@@ -185,6 +199,13 @@ func (p *producer) controlled(ctx context.Context) bool {
 		return true
 	}
 	if wait <= 0 {
+		// A rate-limited queue with a whole token now: the claim that found
+		// nothing may have run just before the token came (one every few
+		// milliseconds at a high rate), and no notification will say so.
+		// Claim once more before calling the queue idle; a second empty
+		// claim with tokens means nothing is due.
+		p.lookAgain = st.Rate != nil && st.Tokens != nil && *st.Tokens >= 1 && !p.lookedAgain
+		p.lookedAgain = p.lookAgain
 		return false
 	}
 	p.release()

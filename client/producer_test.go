@@ -99,3 +99,31 @@ func TestWorkerShortClaimOfARateLimitedQueueGoesOn(t *testing.T) {
 	})
 	requireNoneRunning(t, pool)
 }
+
+// A token that arrives between a claim that found none and the state read
+// after it must not leave a rate-limited queue waiting for the poll: the
+// state then shows nothing to wait for, yet jobs are due. 40 jobs at 200
+// per second with a burst of 2 (a token every 5 ms, so the race is common)
+// and an hour's poll all run within seconds.
+func TestWorkerRateLimitedQueueDoesNotStallOnALateToken(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	setControls(t, pool, "fast", "rate = 200, burst = 2")
+	const n = 40
+	jobs := make([]NewJob, n)
+	for i := range jobs {
+		jobs[i] = NewJob{Queue: "fast"}
+	}
+	_, err := c.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "fast", Concurrency: 10, PollInterval: time.Hour, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error { return nil },
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	startWorker(t, w)
+	eventually(t, 10*time.Second, "every job ran", func() bool { return countStatus(t, pool, StatusCompleted) == n })
+	requireNoneRunning(t, pool)
+}
