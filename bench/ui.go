@@ -109,11 +109,25 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 	const clients = 4
 	// A due backlog per client that no run exhausts: 50,000 each beside
 	// the 1M rows (a fifth of the rows in the test mode's tiny table).
+	// Every run starts with the same backlog: topUp adds back what the
+	// run before claimed (a round at the page's rate runs for 20 s, and the
+	// clients would drain a fixed backlog before the section ends, which
+	// cut their runs short).
 	per := max(200, b.cfg.Finished/20)
-	if _, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, run_at, created_at)
-		SELECT 'ui-bench-' || (i % $1), '{}', 'default', 'pending', now() - interval '1 minute', now() - interval '1 minute'
-		FROM generate_series(1, $2) AS i`, clients, clients*per); err != nil {
-		return fmt.Errorf("load the claim backlog: %w", err)
+	topUp := func() error {
+		_, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, run_at, created_at)
+			SELECT q.queue, '{}', 'default', 'pending', now() - interval '1 minute', now() - interval '1 minute'
+			FROM (SELECT 'ui-bench-' || k AS queue FROM generate_series(0, $1 - 1) AS k) AS q
+			CROSS JOIN LATERAL generate_series(1, $2 - (SELECT count(*) FROM backoff.jobs AS j
+			                                            WHERE j.queue = q.queue AND j.status = 'pending')::int)`,
+			clients, per)
+		if err != nil {
+			return fmt.Errorf("load the claim backlog: %w", err)
+		}
+		return nil
+	}
+	if err := topUp(); err != nil {
+		return err
 	}
 	if _, err := pool.Exec(ctx, "ANALYZE backoff.jobs"); err != nil {
 		return err
@@ -129,6 +143,9 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 	// rate runs the clients for d, with path requested every "every" when
 	// path is not empty.
 	rate := func(path string, every, d time.Duration) (float64, error) {
+		if err := topUp(); err != nil {
+			return 0, err
+		}
 		rctx, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
 		if path != "" {
