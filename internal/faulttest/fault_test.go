@@ -3,6 +3,7 @@ package faulttest
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,27 +112,30 @@ func TestRestartServer(t *testing.T) {
 }
 
 // TestPauseServer: the server is frozen (docker pause, or SIGSTOP for a
-// local cluster) for longer than the
-// lease while eight jobs are in their first attempt. When it resumes the
-// leases have expired: the reaper retries the jobs, other attempts
-// complete them, and the stale handlers' completions are refused (the
-// fencing token is no longer the running attempt) and dropped.
+// local cluster) for longer than the lease while eight jobs are in their
+// first attempt. When it resumes the leases have expired: the reaper
+// retries the jobs, other attempts complete them, and the stale handlers'
+// completions are refused (the fencing token is no longer the running
+// attempt) and dropped.
+//
+// A heartbeat a first attempt sent during the pause can reach the server
+// before any reaper does after the resume: that attempt still holds the job
+// (an expired lease that was not reaped can be extended, DESIGN.md) and
+// completes it legitimately. When that happens to all eight the round
+// tested nothing, so the test pauses again with eight new jobs, up to three
+// rounds (CI saw all eight kept once in many runs).
 func TestPauseServer(t *testing.T) {
 	srv := faultServer(t)
 	ctx := context.Background()
 	dbURL, admin := newFaultDB(t)
-	first := enqueue(t, admin, "pause", 8)
-	firstSet := map[int64]bool{}
-	for _, id := range first {
-		firstSet[id] = true
-	}
+	var slow sync.Map // job id → true: its first attempt outlives the pause
 
 	var stale atomic.Int64
 	stop := runWorkers(t, testdb.Pool(t, dbURL), 2, client.WorkerConfig{
 		Queue: "pause", Concurrency: 4, Lease: time.Second, PollInterval: 100 * time.Millisecond,
 		ReapInterval: 300 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
 		Handler: func(_ context.Context, j *client.Job) error {
-			if firstSet[j.ID] && j.Attempts == 1 {
+			if _, ok := slow.Load(j.ID); ok && j.Attempts == 1 {
 				// A handler that ignores its context and outlives the
 				// pause: its completion arrives after the reaper.
 				time.Sleep(5 * time.Second)
@@ -141,39 +145,45 @@ func TestPauseServer(t *testing.T) {
 			return nil
 		},
 	}, &stale)
-	waitFor(t, 20*time.Second, "the first eight jobs running", func() bool {
-		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'running' AND attempts = 1`) == 8
-	})
-	ids := append(first, enqueue(t, admin, "pause", 32)...)
 
-	require.NoError(t, srv.Pause(ctx))
-	time.Sleep(3 * time.Second) // three leases
-	require.NoError(t, srv.Resume(ctx))
+	var ids []int64
+	reaped := 0 // first attempts reaped, over all rounds
+	for round := 1; round <= 3 && reaped == 0; round++ {
+		first := enqueue(t, admin, "pause", 8)
+		for _, id := range first {
+			slow.Store(id, true)
+		}
+		waitFor(t, 20*time.Second, "the round's eight first attempts running", func() bool {
+			return count(admin, `SELECT count(*) FROM backoff.jobs WHERE id = ANY($1) AND status = 'running' AND attempts = 1`, first) == 8
+		})
+		ids = append(ids, first...)
+		ids = append(ids, enqueue(t, admin, "pause", 32)...)
 
-	waitFor(t, 60*time.Second, "every job completed after the pause", func() bool {
-		return count(admin, `SELECT count(*) FROM backoff.jobs WHERE status = 'completed'`) == len(ids)
-	})
-	stop()
-	a := account(t, admin, "server paused 3s with a 1s lease", ids)
-	t.Logf("stale attempts refused (BK002 or a refused batch completion): %d", stale.Load())
-	// After the resume, a heartbeat a first attempt sent during the pause
-	// can reach the server before any reaper does: that attempt still holds
-	// the job and completes it legitimately. Every other first attempt must
-	// have been reaped and its late completion refused; none that was
-	// reaped may complete.
-	var keptByFirst, reapedThenWon int
-	require.NoError(t, admin.QueryRow(context.Background(),
-		`SELECT count(*) FROM public.completion_log WHERE job_id = ANY($1) AND attempt = 1`, first).Scan(&keptByFirst))
-	require.NoError(t, admin.QueryRow(context.Background(), `
+		require.NoError(t, srv.Pause(ctx))
+		time.Sleep(3 * time.Second) // three leases
+		require.NoError(t, srv.Resume(ctx))
+
+		waitFor(t, 60*time.Second, "every job completed after the pause", func() bool {
+			return count(admin, `SELECT count(*) FROM backoff.jobs WHERE id = ANY($1) AND status = 'completed'`, ids) == len(ids)
+		})
+		var keptByFirst, reapedThenWon int
+		require.NoError(t, admin.QueryRow(ctx,
+			`SELECT count(*) FROM public.completion_log WHERE job_id = ANY($1) AND attempt = 1`, first).Scan(&keptByFirst))
+		require.NoError(t, admin.QueryRow(ctx, `
 SELECT count(*) FROM public.completion_log AS l JOIN backoff.jobs AS j ON j.id = l.job_id
 WHERE l.job_id = ANY($1) AND l.attempt = 1
   AND EXISTS (SELECT FROM jsonb_array_elements(j.errors) AS e
               WHERE e ->> 'kind' = 'lease_expired' AND (e ->> 'attempt')::int = 1)`, first).Scan(&reapedThenWon))
-	t.Logf("first attempts that kept their job through the pause: %d", keptByFirst)
-	require.Zero(t, reapedThenWon, "a reaped first attempt completed its job")
-	require.Less(t, keptByFirst, 8, "no first attempt was reaped: the pause did not expire any lease")
-	require.GreaterOrEqual(t, a.reaped, 8-keptByFirst, "every first attempt that lost its job was reaped")
-	require.GreaterOrEqual(t, stale.Load(), int64(8-keptByFirst), "every reaped first attempt's completion was refused")
+		t.Logf("round %d: first attempts that kept their job through the pause: %d of 8", round, keptByFirst)
+		require.Zero(t, reapedThenWon, "a reaped first attempt completed its job")
+		reaped += 8 - keptByFirst
+	}
+	stop()
+	a := account(t, admin, "server paused 3s with a 1s lease", ids)
+	t.Logf("stale attempts refused (BK002 or a refused batch completion): %d", stale.Load())
+	require.Positive(t, reaped, "no first attempt was reaped in three rounds: the pause did not expire any lease")
+	require.GreaterOrEqual(t, a.reaped, reaped, "every first attempt that lost its job was reaped")
+	require.GreaterOrEqual(t, stale.Load(), int64(reaped), "every reaped first attempt's completion was refused")
 }
 
 // TestConnectionDroppedDuringSettle cuts the connection of a complete, fail,
