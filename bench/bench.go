@@ -45,6 +45,11 @@ type Config struct {
 	// ContinuousRate is the insert rate (jobs/s) of the continuous mode's
 	// window, the same for our Worker and River.
 	ContinuousRate float64
+	// LatencyRate and LatencyJobs, when positive, replace the latency
+	// line's insert rate (half of our continuous rate) and job count (half
+	// of WorkerJobs): -latency-rate, -latency-jobs.
+	LatencyRate float64
+	LatencyJobs int
 	// ClientsOverride and RunForOverride, when set, replace the mode's
 	// Clients and RunFor (-clients, -run-for: a tiny run that checks a
 	// section runs, or a longer one to profile it).
@@ -65,6 +70,9 @@ type Config struct {
 	SampleEvery time.Duration // sustained-run sampling period
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
+	// LatencyWindow is the shortest insert time of the enqueue -> handler
+	// start line (its jobs: at least its rate times this).
+	LatencyWindow time.Duration
 	// Trim: lines without a target run only at the fewest and the most
 	// clients, and reap only with one (quick mode's time budget).
 	Trim bool
@@ -93,6 +101,7 @@ func (c *Config) setDefaults() error {
 		c.Sustained = time.Minute
 		c.SampleEvery = 10 * time.Second
 		c.WakeupSamples = 100
+		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
 		c.Trim = true
 	case "full":
@@ -107,6 +116,7 @@ func (c *Config) setDefaults() error {
 		c.Sustained = 10 * time.Minute
 		c.SampleEvery = time.Minute
 		c.WakeupSamples = 300
+		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
 	case "test":
 		// Tiny counts for the package test: every code path, no numbers.

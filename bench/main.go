@@ -35,6 +35,8 @@ func main() {
 	flag.IntVar(&cfg.JobsOverride, "worker-jobs", 0, "jobs per run of the Worker and River lines (0: the mode's; a small number checks that the lines run)")
 	flag.IntVar(&cfg.RoundsOverride, "rounds", 0, "alternating rounds per line, medians reported (0: the mode's, quick 2, full 3); the River comparison and the latency target ask for at least 3")
 	flag.Float64Var(&cfg.ContinuousRate, "continuous-rate", 2000, "jobs per second inserted during the continuous-mode window, the same on both sides (one both inserters sustain; docs/benchmarks.md)")
+	flag.Float64Var(&cfg.LatencyRate, "latency-rate", 0, "insert rate (jobs/s) of the enqueue -> handler start line (0: half of our continuous rate in the same run); with -only=latency the River modes are skipped and this rate is required")
+	flag.IntVar(&cfg.LatencyJobs, "latency-jobs", 0, "jobs per run of the enqueue -> handler start line (0: half of -worker-jobs, at least 5 s of inserts at its rate)")
 	flag.StringVar(&cfg.Grants, "grants", "none", "queue grants in the database: none, or present (grants to another role exist, so every call takes the grants-present path of backoff._queue_scope; the bench's own calls stay unscoped); see docs/adr/0038")
 	flag.StringVar(&cfg.JobsReloptions, "jobs-reloptions", "", "storage parameters for backoff.jobs in every database of the run, e.g. 'fillfactor=90, autovacuum_vacuum_scale_factor=0' (docs/benchmarks.md)")
 	flag.Func("clients", "comma-separated client counts of the concurrent lines, e.g. 2 (default: the mode's)", func(v string) error {

@@ -49,7 +49,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
-	if b.cfg.wants("worker") || b.cfg.wants("river") {
+	if b.cfg.Only == "latency" {
+		if err := b.riverSideBySide(ctx, b.cfg.WorkerJobs); err != nil {
+			return err
+		}
+	} else if b.cfg.wants("worker") || b.cfg.wants("river") {
 		ls, err := b.workerSection(ctx)
 		if err != nil {
 			return err
@@ -289,7 +293,14 @@ func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 		}
 	}
 	var oursCont float64
-	for _, mode := range []string{"burndown", "continuous"} {
+	modes := []string{"burndown", "continuous"}
+	if b.cfg.Only == "latency" {
+		if b.cfg.LatencyRate <= 0 {
+			return errors.New("-only=latency needs -latency-rate (the rate otherwise comes from the continuous mode's line)")
+		}
+		modes = nil
+	}
+	for _, mode := range modes {
 		what := fmt.Sprintf("%d pre-inserted jobs", n)
 		if mode == "continuous" {
 			what = fmt.Sprintf("a backlog of %d jobs worked while %.0f jobs/s are inserted; window: 3/4 of the backlog run", n, b.cfg.ContinuousRate)
@@ -342,16 +353,27 @@ func (b *bench) riverSideBySide(ctx context.Context, n int) error {
 		}
 	}
 
-	return b.startLatency(ctx, bin, n/2, oursCont/2)
+	rate, why := oursCont/2, "half of our continuous rate"
+	if b.cfg.LatencyRate > 0 {
+		rate, why = b.cfg.LatencyRate, "-latency-rate"
+	}
+	// At least LatencyWindow of inserts: a run of a second (n/2 jobs at
+	// 21k/s) ended before a plan made on the empty table could show its
+	// cost as the table grew (docs/adr/0053).
+	jobs := max(n/2, int(rate*b.cfg.LatencyWindow.Seconds()))
+	if b.cfg.LatencyJobs > 0 {
+		jobs = b.cfg.LatencyJobs
+	}
+	return b.startLatency(ctx, bin, jobs, rate, why)
 }
 
 // startLatency is the enqueue -> handler start line: both sides insert n
-// jobs at rate (half of our continuous rate) with no backlog, in Rounds
+// jobs at rate (why: half of our continuous rate, or -latency-rate) with no backlog, in Rounds
 // alternating rounds; the medians over the rounds of each side's p50 and
 // p99 are printed, from the commit (the target) and from created_at.
-func (b *bench) startLatency(ctx context.Context, bin string, n int, rate float64) error {
-	fmt.Fprintf(b.out, "\n== enqueue -> handler start, no backlog, inserted at half of our continuous rate (%.0f jobs/s, %d jobs), medians of %d rounds%s ==\n",
-		rate, n, b.cfg.Rounds, fewRounds(b.cfg.Rounds))
+func (b *bench) startLatency(ctx context.Context, bin string, n int, rate float64, why string) error {
+	fmt.Fprintf(b.out, "\n== enqueue -> handler start, no backlog, inserted at %.0f jobs/s (%s), %d jobs, medians of %d rounds%s ==\n",
+		rate, why, n, b.cfg.Rounds, fewRounds(b.cfg.Rounds))
 	fmt.Fprintln(b.out, "from commit: from the return of the insert call that committed the job (what a worker can see); "+
 		"from created_at: from the start of the inserter's transaction (its own batch up to the commit counts too)")
 	type side struct{ p50, p99, c50, c99, ins []float64 }

@@ -3874,6 +3874,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.
@@ -4012,6 +4015,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.
@@ -4093,6 +4099,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_job       backoff.jobs;
@@ -4164,6 +4173,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 SET enable_nestloop = off
 AS $$
 BEGIN
@@ -4348,6 +4360,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_job   backoff.jobs;
@@ -4445,6 +4460,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_count integer;
@@ -4540,6 +4558,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.
@@ -4596,6 +4617,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -4647,6 +4671,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -4702,6 +4729,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_job backoff.jobs;

@@ -23,6 +23,9 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth (docs/adr/0053).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_count integer;

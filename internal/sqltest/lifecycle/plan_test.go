@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -24,7 +25,6 @@ func TestHotStatementPlansAtAMillionRows(t *testing.T) {
 	}
 	url := testdbURL(t)
 	setup := poolOn(t, url)
-	ctx := context.Background()
 	start := time.Now()
 	exec(t, setup, `INSERT INTO backoff.jobs (queue, status, policy, attempts, run_at, created_at, completed_at)
 		SELECT 'q' || (g % 8), 'completed', 'default', 1, $1, $1, $1 FROM generate_series(1, 1000000) AS g`, t0)
@@ -33,7 +33,34 @@ func TestHotStatementPlansAtAMillionRows(t *testing.T) {
 		enqueue(t, setup, "q1", t0)
 	}
 	t.Logf("1,000,000 rows in %v", time.Since(start).Round(time.Millisecond))
+	checkHotPlans(t, url, setup)
+}
 
+// TestHotStatementPlansOnATinyTable: the same plans when they are made
+// while backoff.jobs holds a few rows on one page, with statistics that say
+// so. The planner then prefers a sequential scan, and a cached plan is kept
+// until the table's statistics change: a worker that connected to a new
+// install went on scanning the whole table at every claim and completion
+// as it grew (the continuous benchmark's start latency went from 2 ms to
+// seconds within a run; docs/adr/0053). The functions turn sequential scans
+// off, so their plans do not depend on the table's size.
+func TestHotStatementPlansOnATinyTable(t *testing.T) {
+	t.Parallel()
+	url := testdbURL(t)
+	setup := poolOn(t, url)
+	for i := 0; i < 20; i++ {
+		enqueue(t, setup, "q1", t0)
+	}
+	exec(t, setup, `VACUUM ANALYZE backoff.jobs`)
+	require.EqualValues(t, 1, scalar[int64](t, setup, `SELECT relpages::bigint FROM pg_class WHERE oid = 'backoff.jobs'::regclass`))
+	checkHotPlans(t, url, setup)
+}
+
+// checkHotPlans checks the generic plans of the hot statements on q1's 20
+// due jobs (see TestHotStatementPlansAtAMillionRows).
+func checkHotPlans(t *testing.T, url string, setup *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
 	var (
 		mu    sync.Mutex
 		plans []string
