@@ -140,14 +140,22 @@ func (b *bench) sustained(ctx context.Context) error {
 		}
 	}()
 
-	fmt.Fprintf(b.out, "%8s %9s %9s %9s %9s %9s %11s %11s %10s %9s %7s\n",
-		"minute", "jobs/s", "enq/s", "backlog", "p50", "p99", "live tup", "dead tup", "table MB", "index MB", "autovac")
+	// WAL per job and the last checkpoint's time show what a checkpoint
+	// does to the rate: after one, every first change of a page writes its
+	// full image into the WAL.
+	fmt.Fprintf(b.out, "%8s %9s %9s %9s %9s %9s %11s %11s %10s %9s %7s %9s %10s\n",
+		"minute", "jobs/s", "enq/s", "backlog", "p50", "p99", "live tup", "dead tup", "table MB", "index MB", "autovac", "WAL B/job", "last ckpt")
 	t := time.NewTicker(b.cfg.SampleEvery)
 	defer t.Stop()
 	var (
-		lastStarted, lastEnq int64
-		rates                []float64
+		lastStarted, lastEnq, lastWAL int64
+		rates                         []float64
 	)
+	if err := db.pool.QueryRow(ctx, `SELECT (pg_current_wal_lsn() - '0/0')::bigint`).Scan(&lastWAL); err != nil {
+		cancel()
+		wg.Wait()
+		return fmt.Errorf("read the WAL position: %w", err)
+	}
 	start := time.Now()
 	lastT := start
 	for final := false; !final; {
@@ -162,10 +170,12 @@ func (b *bench) sustained(ctx context.Context) error {
 		now := time.Now()
 		s, e := started.Load(), enqueued.Load()
 		ds := lat.take()
-		var live, dead, heap, idx, autovac int64
+		var live, dead, heap, idx, autovac, wal int64
+		var ckpt time.Time
 		err := db.pool.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, pg_relation_size('backoff.jobs'),
-				pg_indexes_size('backoff.jobs'), autovacuum_count
-			FROM pg_stat_user_tables WHERE relid = 'backoff.jobs'::regclass`).Scan(&live, &dead, &heap, &idx, &autovac)
+				pg_indexes_size('backoff.jobs'), autovacuum_count, (pg_current_wal_lsn() - '0/0')::bigint,
+				(SELECT checkpoint_time FROM pg_control_checkpoint())
+			FROM pg_stat_user_tables WHERE relid = 'backoff.jobs'::regclass`).Scan(&live, &dead, &heap, &idx, &autovac, &wal, &ckpt)
 		if err != nil {
 			cancel()
 			wg.Wait()
@@ -174,9 +184,14 @@ func (b *bench) sustained(ctx context.Context) error {
 		secs := now.Sub(lastT).Seconds()
 		rate := float64(s-lastStarted) / secs
 		rates = append(rates, rate)
-		fmt.Fprintf(b.out, "%8.1f %9.0f %9.0f %9d %9s %9s %11d %11d %10.1f %9.1f %7d\n", now.Sub(start).Minutes(),
-			rate, float64(e-lastEnq)/secs, e-s, ms(pct(ds, 0.5)), ms(pct(ds, 0.99)), live, dead, float64(heap)/1e6, float64(idx)/1e6, autovac)
-		lastStarted, lastEnq, lastT = s, e, now
+		lastCkpt := "before"
+		if ckpt.After(start) {
+			lastCkpt = fmt.Sprintf("%.1f min", ckpt.Sub(start).Minutes())
+		}
+		fmt.Fprintf(b.out, "%8.1f %9.0f %9.0f %9d %9s %9s %11d %11d %10.1f %9.1f %7d %9.0f %10s\n", now.Sub(start).Minutes(),
+			rate, float64(e-lastEnq)/secs, e-s, ms(pct(ds, 0.5)), ms(pct(ds, 0.99)), live, dead, float64(heap)/1e6, float64(idx)/1e6, autovac,
+			float64(wal-lastWAL)/float64(max(1, s-lastStarted)), lastCkpt)
+		lastStarted, lastEnq, lastWAL, lastT = s, e, wal, now
 	}
 	cancel()
 	wg.Wait()
