@@ -3875,8 +3875,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.
@@ -4016,8 +4018,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.
@@ -4100,8 +4104,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_job       backoff.jobs;
@@ -4174,8 +4180,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 SET enable_nestloop = off
 AS $$
 BEGIN
@@ -4361,8 +4369,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_job   backoff.jobs;
@@ -4461,8 +4471,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_count integer;
@@ -4559,8 +4571,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.
@@ -4618,8 +4632,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -4672,8 +4688,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_job backoff.jobs;
@@ -4730,8 +4748,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 AS $$
 DECLARE
     v_job backoff.jobs;

@@ -16,8 +16,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 -- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
 -- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
 -- and the plan cache would then plan the statement again on every call.

@@ -20,8 +20,10 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Index plans even when the plan is made while backoff.jobs is tiny: a
--- cached plan outlives the table's growth (docs/adr/0053).
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
+SET jit = off
 SET enable_nestloop = off
 AS $$
 BEGIN
