@@ -46,7 +46,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"workers, a process each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
 		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
 		"pgbackoff Worker: from commit p50 ",
-		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ",
+		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ", "target ui-dead-letters-1m: ",
 		"target ui-refresh-throughput-1m: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 	} {

@@ -171,14 +171,17 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 	if len(jobs) == 0 {
 		return nil, nil
 	}
+	// A column no job sets stays nil and is sent as a NULL array, which the
+	// server checks and reads at no cost per job.
 	var (
-		queues   = make([]string, len(jobs))
-		payloads = make([]string, len(jobs))
-		runAts   = make([]*time.Time, len(jobs))
-		maxAtt   = make([]*int32, len(jobs))
-		prios    = make([]int32, len(jobs))
-		dedupes  = make([]*string, len(jobs))
-		policies = make([]*string, len(jobs))
+		n        = len(jobs)
+		queues   = make([]string, n)
+		payloads = make([]string, n)
+		runAts   []*time.Time
+		maxAtt   []*int32
+		prios    []int32
+		dedupes  []*string
+		policies []*string
 	)
 	for i, j := range jobs {
 		body, err := encodePayload(j.Payload)
@@ -193,22 +196,24 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 		if j.MaxAttempts < math.MinInt32 || j.MaxAttempts > math.MaxInt32 {
 			return nil, fmt.Errorf("%s: job %d: %w: max attempts %d is outside the integer range", op, i, ErrInvalidArgument, j.MaxAttempts)
 		}
-		queues[i], payloads[i], prios[i] = j.Queue, body, int32(j.Priority)
+		queues[i], payloads[i] = j.Queue, body
+		if j.Priority != 0 {
+			if prios == nil {
+				prios = make([]int32, n)
+			}
+			prios[i] = int32(j.Priority)
+		}
 		if !j.RunAt.IsZero() {
-			t := j.RunAt
-			runAts[i] = &t
+			setColumn(&runAts, n, i, j.RunAt)
 		}
 		if j.MaxAttempts != 0 {
-			n := int32(j.MaxAttempts)
-			maxAtt[i] = &n
+			setColumn(&maxAtt, n, i, int32(j.MaxAttempts))
 		}
 		if j.DedupeKey != "" {
-			k := j.DedupeKey
-			dedupes[i] = &k
+			setColumn(&dedupes, n, i, j.DedupeKey)
 		}
 		if j.Policy != "" {
-			p := j.Policy
-			policies[i] = &p
+			setColumn(&policies, n, i, j.Policy)
 		}
 	}
 	rows, err := c.db.Query(ctx, enqueueManySQL, queues, payloads, runAts, maxAtt, prios, dedupes, policies, c.nowArg())
@@ -220,6 +225,14 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 		return nil, translate(op, 0, err)
 	}
 	return ids, nil
+}
+
+// setColumn sets element i of an optional column of n jobs, made on first use.
+func setColumn[T any](col *[]*T, n, i int, v T) {
+	if *col == nil {
+		*col = make([]*T, n)
+	}
+	(*col)[i] = &v
 }
 
 // Claim takes up to limit due jobs of queue for this client's worker id:

@@ -228,13 +228,13 @@ func TestEnqueueManyIsOneStatement(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int64{1, 2}, ids)
 
-	// Without a clock p_now is NULL, in the same SQL text; an empty batch
-	// sends nothing.
+	// Without a clock p_now is NULL, in the same SQL text; a column no job
+	// sets is a NULL array; an empty batch sends nothing.
 	c2, mock2 := newMock(t)
 	mock2.ExpectQuery("SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[], "+
 		"p_run_ats => $3::timestamptz[], p_max_attempts => $4::integer[], p_priorities => $5::integer[], "+
 		"p_dedupe_keys => $6::text[], p_policies => $7::text[], p_now => $8::timestamptz) AS t(id)").
-		WithArgs([]string{"a"}, []string{`{}`}, []*time.Time{nil}, []*int32{nil}, []int32{0}, []*string{nil}, []*string{ptr("nope")}, nil).
+		WithArgs([]string{"a"}, []string{`{}`}, []*time.Time(nil), []*int32(nil), []int32(nil), []*string(nil), []*string{ptr("nope")}, nil).
 		WillReturnError(&pgconn.PgError{Code: "22023", Message: `unknown policy "nope"`})
 	_, err = c2.EnqueueMany(context.Background(), []NewJob{{Queue: "a", Policy: "nope"}})
 	require.ErrorIs(t, err, ErrInvalidArgument)

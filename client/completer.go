@@ -100,14 +100,19 @@ func (c *completer) flush(ids []int64, att []int, queues []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var done []int64
+	calls := 0
 	err := w.retryTransient(ctx, func(ctx context.Context) error {
 		var err error
+		calls++
 		done, err = completeBatch(ctx, w.c, ids, att)
 		return err
 	})
 	if err != nil {
 		w.log.Error("could not record completions; the reaper will retry the jobs", "jobs", len(ids), "err", err)
 		return
+	}
+	if calls > 1 && len(done) < len(ids) {
+		done = append(done, w.confirmCompletions(ctx, ids, att, done)...)
 	}
 	got := make(map[int64]bool, len(done))
 	for _, id := range done {
@@ -131,6 +136,46 @@ func (c *completer) flush(ids []int64, att []int, queues []string) {
 		}
 	}
 }
+
+// confirmCompletions returns those of the refused completions (ids and
+// att, minus done) that an earlier, repeated call made: its reply was lost,
+// so the repeat was refused because the attempt had already completed the
+// job. An attempt's token never repeats (docs/adr/0020), so a completed job
+// whose attempts equal the token was completed by that attempt and no other.
+// Without the check such a completion was logged as refused and counted as
+// a lost lease. If the check itself fails, the refusals stand.
+func (w *Worker) confirmCompletions(ctx context.Context, ids []int64, att []int, done []int64) []int64 {
+	ok := make(map[int64]bool, len(done))
+	for _, id := range done {
+		ok[id] = true
+	}
+	var refused []int64
+	var tokens []int32
+	for i, id := range ids {
+		if !ok[id] {
+			refused, tokens = append(refused, id), append(tokens, int32(att[i]))
+		}
+	}
+	rows, err := w.c.db.Query(ctx, confirmCompletionsSQL, refused, tokens)
+	if err == nil {
+		var mine []int64
+		mine, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err == nil {
+			if len(mine) > 0 {
+				w.log.Info("completions confirmed: the reply of an earlier call was lost", "jobs", len(mine))
+			}
+			return mine
+		}
+	}
+	w.log.Warn("could not check whether refused completions were made by a call whose reply was lost", "jobs", len(refused), "err", err)
+	return nil
+}
+
+// confirmCompletionsSQL: which of these (job, attempt) tokens completed
+// their job.
+const confirmCompletionsSQL = `SELECT j.id FROM backoff.jobs AS j
+	JOIN unnest($1::bigint[], $2::integer[]) AS t(id, attempt) ON j.id = t.id
+	WHERE j.id = ANY ($1::bigint[]) AND j.attempts = t.attempt AND j.status = 'completed'`
 
 // completeBatch runs backoff.complete_many for CompleteMany and for the
 // completer (one statement for the completions of every queue); each

@@ -86,7 +86,9 @@
 // snooze). When that call fails on the connection rather than with an
 // answer from the database, it is sent again for about 3 s: a repeat of a
 // call that did reach the database is refused (its token no longer holds
-// the job), never applied to a later attempt; if the database
+// the job), never applied to a later attempt; a refused completion whose
+// attempt did complete the job is recognised as the first call's and
+// counted as completed, not as a lost lease; if the database
 // is still unreachable, the job stays running until its lease expires and
 // the reaper retries it (the attempt then counts as a crash).
 //

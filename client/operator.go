@@ -82,7 +82,8 @@ LIMIT $2`
 
 // DeadLetterGroups groups the dead letters of queue ("" for every queue) by
 // queue, reason and error signature, largest group first, at most limit
-// groups (0: 200). It scans the dead letters: for operators.
+// groups (0: 200). It reads every dead letter, so its cost grows with
+// them: DeadLetters is the bounded summary the web UI shows.
 func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) ([]DeadLetterGroup, error) {
 	op := "group dead letters"
 	if limit <= 0 {

@@ -67,10 +67,16 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 	var err error
 	switch o.kind {
 	case outcomeCompleted:
+		calls := 0
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
+			calls++
 			_, err := w.c.Complete(ctx, job.ID, job.Attempts)
 			return err
 		})
+		if calls > 1 && (errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrInvalidTransition)) &&
+			len(w.confirmCompletions(ctx, []int64{job.ID}, []int{job.Attempts}, nil)) == 1 {
+			err = nil // the first call, whose reply was lost, completed it
+		}
 	case outcomeSnoozed:
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			_, err := w.c.Snooze(ctx, job.ID, job.Attempts, o.delay)

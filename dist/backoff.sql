@@ -2131,6 +2131,20 @@ CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
 CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
 ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
+-- == Dead letters page at a million rows (deadpage; issue 22, docs/adr/0055) ==
+-- The web UI's dead-letters page grouped every dead letter by error
+-- signature (a read of each dead letter's row: ~400 ms at 50,000). It now
+-- groups only the most recent ones (by completed_at, when they were
+-- dead-lettered) and counts each queue's dead letters per reason exactly
+-- (up to a cap) from this index alone: the (queue, reason) pairs are a
+-- loose scan, each pair's count an index-only count, its first and last
+-- seen one probe each, and the most recent N over every pair a merge of
+-- backward index-only scans. Partial: a job enters it when it is
+-- dead-lettered and leaves it when replayed (or pruned); no other update
+-- touches it.
+CREATE INDEX jobs_dead_letters_idx ON backoff.jobs (queue, dead_letter_reason, completed_at, id)
+    WHERE status = 'dead_lettered';
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -3475,7 +3489,10 @@ SELECT id, queue, policy FROM backoff.jobs ORDER BY id;';
 -- batch with a dedupe key goes through the single-job form element by
 -- element, which handles the key's conflicts and races. The ids are drawn
 -- from the identity sequence before the INSERT so that each one is tied to
--- its element whatever order the rows are inserted in.
+-- its element whatever order the rows are inserted in. The checks work on
+-- whole arrays and the governing policy is looked up once per distinct
+-- (queue, policy), so the cost per job stays close to a hand-written
+-- multi-row INSERT's (docs/benchmarks.md).
 CREATE OR REPLACE FUNCTION backoff.enqueue(
     p_queues       text[],
     p_payloads     jsonb[],
@@ -3491,9 +3508,13 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Its statements read only whole arrays and the small policy, queue and
+-- waiting-worker tables: one generic plan each, never re-planned per call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_n integer := coalesce(cardinality(p_queues), 0);
+    v_n   integer := coalesce(cardinality(p_queues), 0);
+    v_due text[]  := p_queues;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_queues IS NULL
@@ -3503,7 +3524,11 @@ BEGIN
         RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_dedupe_keys IS NOT NULL AND EXISTS (SELECT FROM unnest(p_dedupe_keys) AS k WHERE k IS NOT NULL) THEN
+    -- The checks below work on whole arrays (ANY, array_remove,
+    -- array_to_string) rather than scanning unnest once per check, and an
+    -- array of NULLs, which a client may send for a field it does not set,
+    -- costs about what a NULL array costs (profile in docs/benchmarks.md).
+    IF pg_catalog.cardinality(pg_catalog.array_remove(p_dedupe_keys, NULL)) > 0 THEN
         RETURN QUERY
         SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
         FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys, p_policies)
@@ -3511,60 +3536,71 @@ BEGIN
         ORDER BY t.ord;
         RETURN;
     END IF;
-    -- Names: the common case (every name short and printable) in one pass;
-    -- the first bad one is reported by the single-name check.
-    IF EXISTS (SELECT FROM unnest(p_queues) AS q
-               WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]') THEN
+    -- Names: a NULL, a control character anywhere in the batch (one match
+    -- over the names joined), or a length outside 1 to 128 bytes; the first
+    -- bad one is reported by the single-name check.
+    IF pg_catalog.array_position(p_queues, NULL) IS NOT NULL
+       OR pg_catalog.array_to_string(p_queues, '') ~ '[\x01-\x1f\x7f\u0080-\u009f]'
+       OR EXISTS (SELECT FROM unnest(p_queues) AS q WHERE octet_length(q) NOT BETWEEN 1 AND 128) THEN
         PERFORM backoff._check_name('queue', q)
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
     END IF;
-    IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
+    IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r
-                                         WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00') THEN
+    IF '0001-01-01 00:00:00+00' > ANY (p_run_ats) OR '10000-01-01 00:00:00+00' <= ANY (p_run_ats) THEN
         RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"',
             (SELECT r FROM unnest(p_run_ats) AS r WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00' LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_policies IS NOT NULL THEN
+    IF pg_catalog.cardinality(pg_catalog.array_remove(p_policies, NULL)) > 0 THEN
         PERFORM backoff._check_name('policy', n) FROM unnest(p_policies) AS n WHERE n IS NOT NULL;
-    END IF;
-    IF p_policies IS NOT NULL AND EXISTS (
-            SELECT FROM unnest(p_policies) AS n
-            WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
-        RAISE EXCEPTION 'unknown policy "%"',
-            (SELECT n FROM unnest(p_policies) AS n
-             WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
-            USING ERRCODE = 'invalid_parameter_value';
+        IF EXISTS (SELECT FROM unnest(p_policies) AS n
+                   WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
+            RAISE EXCEPTION 'unknown policy "%"',
+                (SELECT n FROM unnest(p_policies) AS n
+                 WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
+    -- The governing policy is looked up once per distinct (queue, policy)
+    -- of the batch, not once per job. '' stands for "no policy of its own"
+    -- in the join key ('' is not a valid policy name), so the join hashes.
     RETURN QUERY
     WITH src AS MATERIALIZED (
         SELECT t.ord, pg_catalog.nextval('backoff.jobs_id_seq'::regclass) AS id,
-               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority, t.policy
+               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority,
+               coalesce(t.policy, '') AS policy
         FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_policies)
              WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, policy, ord)
+    ), governing AS MATERIALIZED (
+        SELECT d.queue, d.policy, g.name
+        FROM (SELECT DISTINCT s.queue, s.policy FROM src AS s) AS d
+        CROSS JOIN LATERAL backoff._governing_policy(nullif(d.policy, ''), d.queue) AS g
     ), ins AS (
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
                g.name, s.run_at, p_now
         FROM src AS s
-        CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
+        JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )
     SELECT s.id FROM src AS s ORDER BY s.ord;
 
-    PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
-    FROM (SELECT DISTINCT t.queue
-          FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
-          WHERE coalesce(t.run_at, p_now) <= p_now) AS d
-    WHERE EXISTS (SELECT FROM backoff.waiting_workers AS w
-                  WHERE w.queue = d.queue AND w.expires_at > pg_catalog.now());
+    -- Wake the workers waiting for a queue with a job due now: a scan of
+    -- the few waiting workers, not of the batch.
+    IF p_now < ANY (p_run_ats) THEN
+        v_due := ARRAY(SELECT t.queue FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
+                       WHERE coalesce(t.run_at, p_now) <= p_now);
+    END IF;
+    PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
+    FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
+          WHERE w.queue = ANY (v_due) AND w.expires_at > pg_catalog.now()) AS w;
 END
 $$;
 
@@ -3754,8 +3790,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3781,8 +3815,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3845,11 +3877,11 @@ $$;
 -- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
--- whole table. The lease comes from the policy backoff._job_policy_name
--- would name, written out as two primary-key look-ups (the job's policy,
--- else its queue's) so that a claimed row costs no PL/pgSQL call (profile in
--- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
--- or 22023 when no policy row exists at all). A paused queue
+-- whole table. The lease comes from the job's recorded policy, one
+-- primary-key look-up, so that a claimed row costs no PL/pgSQL call (profile
+-- in docs/adr/0041); backoff._job_policy, the governing policy's answer, is
+-- only reached when that row is gone (a policy deleted after the job was
+-- enqueued: its queue's, else 'default', else 22023). A paused queue
 -- (backoff.queues.paused) gives nothing.
 --
 -- Queue controls (docs/adr/0045): the fast statement's probe of
@@ -3922,8 +3954,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -3951,8 +3981,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -4998,6 +5026,17 @@ SELECT * FROM backoff.bulk_jobs(''replay'', p_queue => ''emails'', p_statuses =>
 -- completed_at would be paid by every settle, and prune runs rarely. The
 -- scan stops as soon as it has p_limit rows, and old rows sit early in the
 -- heap (docs/adr/0009-retention-and-prune.md).
+-- It also removes the queue controls' runtime state that nothing reads any
+-- more (docs/adr/0054), up to p_limit rows of each table per call: the
+-- failure log, breaker row and token slots of a queue whose backoff.queues
+-- row is gone or whose breaker / rate was removed, the slots a smaller
+-- burst no longer uses, and log rows older than a configured breaker's
+-- window (fail deletes only two per append, so a queue that stops failing
+-- keeps its last window). While a breaker is open, the log rows from
+-- half_open_at on are kept: the next half-open claim reopens from them.
+-- These rows are not in the result (it counts jobs, so that "call it until
+-- it returns less than p_limit" keeps its meaning); every delete skips
+-- locked rows, so prune never waits for a claim or a fail.
 CREATE OR REPLACE FUNCTION backoff.prune(
     p_older_than interval,
     p_limit      integer DEFAULT 10000,
@@ -5030,12 +5069,49 @@ BEGIN
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED));
     GET DIAGNOSTICS v_count = ROW_COUNT;
+
+    -- The failure log: a queue without a breaker (or without a row), and,
+    -- with one, rows older than its window except those an open breaker's
+    -- next half-open claim reopens from (failed_at >= half_open_at).
+    DELETE FROM backoff.queue_failures AS f
+    WHERE f.ctid = ANY (ARRAY(
+        SELECT o.ctid
+        FROM backoff.queue_failures AS o
+        LEFT JOIN backoff.queues AS q ON q.name = o.queue
+        LEFT JOIN backoff.queue_breakers AS b ON b.queue = o.queue
+        WHERE q.breaker_failures IS NULL
+           OR (o.failed_at <= p_now - q.breaker_window
+               AND (b.opened_at IS NULL OR o.failed_at < b.half_open_at))
+        LIMIT p_limit
+        FOR UPDATE OF o SKIP LOCKED));
+    -- The breaker row of a queue without a breaker (no row = closed).
+    DELETE FROM backoff.queue_breakers AS b
+    WHERE b.queue = ANY (ARRAY(
+        SELECT s.queue
+        FROM backoff.queue_breakers AS s
+        WHERE NOT EXISTS (SELECT FROM backoff.queues AS q
+                          WHERE q.name = s.queue AND q.breaker_failures IS NOT NULL)
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED));
+    -- Token slots of a queue without a rate, and the slots numbered
+    -- least(16, burst) or more, which claim ignores (docs/adr/0045; the
+    -- default burst as there).
+    DELETE FROM backoff.queue_tokens AS t
+    WHERE (t.queue, t.slot) IN (
+        SELECT s.queue, s.slot
+        FROM backoff.queue_tokens AS s
+        LEFT JOIN backoff.queues AS q ON q.name = s.queue
+        WHERE q.rate IS NULL
+           OR s.slot >= least(16, coalesce(q.burst, least(greatest(1, ceil(q.rate)), 2147483647))::integer)
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED);
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
 'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; and failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at.
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

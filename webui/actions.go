@@ -131,20 +131,11 @@ func (h *Handler) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	var n int64
-	if f.Signature != "" {
-		// A signature is not a List filter: count the dead-letter group.
-		gs, err := h.c.DeadLetterGroups(ctx, f.Queue, 0)
-		if err != nil {
-			h.failErr(w, r, err)
-			return
-		}
-		for _, g := range gs {
-			if g.Queue == f.Queue && g.Reason == f.Reason && g.Signature == f.Signature {
-				n = g.Count
-			}
-		}
-	} else if n, err = h.c.CountJobs(ctx, bf.ListParams, bulkLimit+1); err != nil {
+	// With a signature (a dead-letter group) this reads every dead letter
+	// of the group's queue and reason: the whole group, not the page's
+	// sample, is what the replay acts on.
+	n, err := h.c.CountBulk(ctx, bf, bulkLimit+1)
+	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}

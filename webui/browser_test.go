@@ -138,6 +138,12 @@ func TestBrowser(t *testing.T) {
 			require.Empty(t, console(), "console messages on %s", p.path)
 			shot(p.name)
 		}
+		// The seed's dead letters fit the sample: counts per reason, the
+		// groups, and no note about a sample.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/dead-letters"))
+		reasons := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#reasons tbody tr").length`))
+		require.GreaterOrEqual(t, reasons, 3, "three causes")
+		require.False(t, run(t, ctx, chromedp.Evaluate[bool](`document.getElementById("sampled") !== null`)))
 	})
 
 	t.Run("the overview refreshes itself", func(t *testing.T) {

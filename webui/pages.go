@@ -323,9 +323,22 @@ func indentJSON(b []byte) string {
 }
 
 type deadData struct {
-	Queue  string
-	Groups []deadGroup
-	Queues []string
+	Queue   string
+	Reasons []deadReason
+	Groups  []deadGroup
+	Queues  []string
+	// Complete: the groups cover every dead letter; otherwise only the
+	// Sampled most recent of Total (TotalExact false: more than Total).
+	Complete   bool
+	Sampled    int64
+	Total      int64
+	TotalExact bool
+}
+
+type deadReason struct {
+	client.DeadLetterReason
+	Replay string // URL of the reason's bulk replay confirmation ("" without a reason: not a filter)
+	List   string // URL of its jobs on the Jobs page
 }
 
 type deadGroup struct {
@@ -334,22 +347,39 @@ type deadGroup struct {
 	List   string // URL of the group's jobs on the Jobs page (reason only: signatures are not a List filter)
 }
 
+// deadLetters groups the dead letters: exact counts per queue and reason,
+// and the most recent Options.DeadLetterSample grouped by error signature
+// (client.DeadLetters, docs/adr/0055-dead-letters-page-bounded.md). A
+// group's replay acts on every dead letter of the group, sampled or not.
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	queue := r.URL.Query().Get("queue")
-	gs, err := h.c.DeadLetterGroups(ctx, queue, 200)
+	s, err := h.c.DeadLetters(ctx, client.DeadLetterOptions{Queue: queue, Sample: h.opts.DeadLetterSample})
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
-	d := deadData{Queue: queue}
-	for _, g := range gs {
-		f := filter{Queue: g.Queue, Reason: g.Reason, Signature: g.Signature, Statuses: []string{"dead_lettered"}, Order: "newest"}
-		l := filter{Queue: g.Queue, Reason: g.Reason, Statuses: []string{"dead_lettered"}, Order: "newest"}
+	d := deadData{Queue: queue, Complete: s.Complete, Sampled: s.Sampled, TotalExact: true}
+	replay := func(f filter) string {
 		v := f.values()
 		v.Set("action", "replay")
-		d.Groups = append(d.Groups, deadGroup{DeadLetterGroup: g, Replay: h.opts.Prefix + "/bulk?" + v.Encode(),
+		return h.opts.Prefix + "/bulk?" + v.Encode()
+	}
+	for _, x := range s.Reasons {
+		d.Total += x.Count
+		d.TotalExact = d.TotalExact && x.CountExact
+		l := filter{Queue: x.Queue, Reason: x.Reason, Statuses: []string{"dead_lettered"}, Order: "newest"}
+		row := deadReason{DeadLetterReason: x, List: h.opts.Prefix + "/jobs?" + l.values().Encode()}
+		if x.Reason != "" {
+			row.Replay = replay(l)
+		}
+		d.Reasons = append(d.Reasons, row)
+	}
+	for _, g := range s.Groups {
+		f := filter{Queue: g.Queue, Reason: g.Reason, Signature: g.Signature, Statuses: []string{"dead_lettered"}, Order: "newest"}
+		l := filter{Queue: g.Queue, Reason: g.Reason, Statuses: []string{"dead_lettered"}, Order: "newest"}
+		d.Groups = append(d.Groups, deadGroup{DeadLetterGroup: g, Replay: replay(f),
 			List: h.opts.Prefix + "/jobs?" + l.values().Encode()})
 	}
 	if qs, err := h.c.Queues(ctx); err == nil {

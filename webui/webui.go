@@ -56,6 +56,11 @@ type Options struct {
 	// RefreshEvery is how often the overview refreshes its table (default
 	// 5s).
 	RefreshEvery time.Duration
+	// DeadLetterSample is how many of the most recent dead letters the
+	// Dead letters page groups by error signature (default
+	// client.DefaultDeadLetterSample, 10,000): the page's cost grows with
+	// it, not with the dead letters; above it the page says so.
+	DeadLetterSample int
 }
 
 // Handler serves the UI.
@@ -83,6 +88,9 @@ func New(c *client.Client, opts Options) (*Handler, error) {
 	}
 	if (opts.BasicUser == "") != (opts.BasicPassword == "") {
 		return nil, errors.New("webui: basic auth needs both a user and a password")
+	}
+	if opts.DeadLetterSample < 0 {
+		return nil, fmt.Errorf("webui: dead-letter sample %d must not be negative", opts.DeadLetterSample)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

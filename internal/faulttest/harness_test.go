@@ -209,28 +209,48 @@ SELECT count(*) FROM (SELECT job_id FROM public.completion_log WHERE job_id = AN
 type staleLog struct {
 	slog.Handler
 	stale *atomic.Int64
+	// confirmed, if set, counts completions confirmed after a lost reply
+	// (logged at Info, below what the wrapped handler prints).
+	confirmed *atomic.Int64
+}
+
+func (h staleLog) Enabled(ctx context.Context, l slog.Level) bool {
+	return h.Handler.Enabled(ctx, l) || h.confirmed != nil
 }
 
 func (h staleLog) Handle(ctx context.Context, r slog.Record) error {
 	if strings.Contains(r.Message, "no longer") || strings.Contains(r.Message, "lease lost") {
 		h.stale.Add(1)
 	}
+	if h.confirmed != nil && strings.Contains(r.Message, "completions confirmed") {
+		h.confirmed.Add(1)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h staleLog) WithAttrs(as []slog.Attr) slog.Handler {
-	return staleLog{h.Handler.WithAttrs(as), h.stale}
+	return staleLog{h.Handler.WithAttrs(as), h.stale, h.confirmed}
 }
 
 func (h staleLog) WithGroup(name string) slog.Handler {
-	return staleLog{h.Handler.WithGroup(name), h.stale}
+	return staleLog{h.Handler.WithGroup(name), h.stale, h.confirmed}
 }
 
 // runWorkers starts n in-process workers on pool until the test ends.
 func runWorkers(t *testing.T, pool *pgxpool.Pool, n int, cfg client.WorkerConfig, stale *atomic.Int64) (stop func()) {
 	t.Helper()
+	return runLoggedWorkers(t, pool, n, cfg, staleLog{stale: stale})
+}
+
+// runLoggedWorkers is runWorkers with the counters of log.
+func runLoggedWorkers(t *testing.T, pool *pgxpool.Pool, n int, cfg client.WorkerConfig, log staleLog) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logger := slog.New(staleLog{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), stale})
+	log.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	logger := slog.New(log)
 	done := make(chan struct{}, n)
 	for i := range n {
 		w, err := client.NewWorker(pool, cfg, client.WithLogger(logger), client.WithWorkerID(cfg.Queue+"-"+strconv.Itoa(i)))

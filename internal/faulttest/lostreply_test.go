@@ -24,7 +24,9 @@ import (
 // repeat carries a token that no longer holds the job and is refused
 // (DESIGN §11.1, docs/adr/0020); the new attempt is untouched. Each
 // attempt is settled exactly once, as the job's history and the
-// completion log show.
+// completion log show. A completion's repeat is refused too, but the
+// Worker sees that its own attempt completed the job and counts it as
+// completed, not as a lost lease.
 //
 // Only a proxy and a server are needed (no restart, no pause): these run
 // with TEST_DATABASE_URL too.
@@ -86,12 +88,12 @@ func TestSettleReplyLost(t *testing.T) {
 
 			// Hold the reply 1.5 s after the server ran the call, then cut.
 			p.arm(tc.trigger, false, 1500*time.Millisecond)
-			var stale atomic.Int64
-			stop := runWorkers(t, testdb.Pool(t, simpleProtocolVia(t, dbURL, p)), 1, client.WorkerConfig{
+			var stale, confirmed atomic.Int64
+			stop := runLoggedWorkers(t, testdb.Pool(t, simpleProtocolVia(t, dbURL, p)), 1, client.WorkerConfig{
 				Queue: queue, Concurrency: 1, Lease: 10 * time.Second, HeartbeatInterval: 200 * time.Millisecond,
 				PollInterval: 50 * time.Millisecond, ReapInterval: -1, ShutdownTimeout: 2 * time.Second,
 				Handler: tc.handler,
-			}, &stale)
+			}, staleLog{stale: &stale, confirmed: &confirmed})
 
 			waitFor(t, 10*time.Second, "the settle call to commit", func() bool { return tc.moved(admin, id) })
 			require.Equal(t, 1, p.cutCount(), "the proxy held the reply of %s", tc.trigger)
@@ -107,9 +109,17 @@ func TestSettleReplyLost(t *testing.T) {
 					Scan(&thief.attempts, &thief.uncounted, &thiefLease))
 				require.Equal(t, int32(2), thief.attempts, "a new token")
 			}
-			// The cut comes; the Worker repeats its call, which is refused.
-			waitFor(t, 15*time.Second, "the repeated call to be refused", func() bool { return stale.Load() >= 1 })
+			// The cut comes; the Worker repeats its call, which is refused; a
+			// completion's refusal is recognised as the Worker's own.
+			if tc.steal {
+				waitFor(t, 15*time.Second, "the repeated call to be refused", func() bool { return stale.Load() >= 1 })
+			} else {
+				waitFor(t, 15*time.Second, "the completion to be confirmed", func() bool { return confirmed.Load() >= 1 })
+			}
 			stop()
+			if !tc.steal {
+				require.Zero(t, stale.Load(), "a completion made by the call whose reply was lost is not a lost lease")
+			}
 
 			var status string
 			var attempts, uncounted, history, logged int

@@ -177,8 +177,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -204,8 +202,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now

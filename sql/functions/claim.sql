@@ -7,11 +7,11 @@
 -- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
--- whole table. The lease comes from the policy backoff._job_policy_name
--- would name, written out as two primary-key look-ups (the job's policy,
--- else its queue's) so that a claimed row costs no PL/pgSQL call (profile in
--- docs/adr/0041); backoff._job_policy is only reached for the rest ('default',
--- or 22023 when no policy row exists at all). A paused queue
+-- whole table. The lease comes from the job's recorded policy, one
+-- primary-key look-up, so that a claimed row costs no PL/pgSQL call (profile
+-- in docs/adr/0041); backoff._job_policy, the governing policy's answer, is
+-- only reached when that row is gone (a policy deleted after the job was
+-- enqueued: its queue's, else 'default', else 22023). A paused queue
 -- (backoff.queues.paused) gives nothing.
 --
 -- Queue controls (docs/adr/0045): the fast statement's probe of
@@ -84,8 +84,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
@@ -113,8 +111,6 @@ BEGIN
             lease_until = backoff._clamp_time(p_now + coalesce(
                 p_lease,
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
-                (SELECT p.lease FROM backoff.queues AS q JOIN backoff.policies AS p ON p.name = q.policy
-                 WHERE q.name = j.queue),
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now

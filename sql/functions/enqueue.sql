@@ -138,7 +138,10 @@ SELECT id, queue, policy FROM backoff.jobs ORDER BY id;';
 -- batch with a dedupe key goes through the single-job form element by
 -- element, which handles the key's conflicts and races. The ids are drawn
 -- from the identity sequence before the INSERT so that each one is tied to
--- its element whatever order the rows are inserted in.
+-- its element whatever order the rows are inserted in. The checks work on
+-- whole arrays and the governing policy is looked up once per distinct
+-- (queue, policy), so the cost per job stays close to a hand-written
+-- multi-row INSERT's (docs/benchmarks.md).
 CREATE OR REPLACE FUNCTION backoff.enqueue(
     p_queues       text[],
     p_payloads     jsonb[],
@@ -154,9 +157,13 @@ LANGUAGE plpgsql
 VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+-- Its statements read only whole arrays and the small policy, queue and
+-- waiting-worker tables: one generic plan each, never re-planned per call.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_n integer := coalesce(cardinality(p_queues), 0);
+    v_n   integer := coalesce(cardinality(p_queues), 0);
+    v_due text[]  := p_queues;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_queues IS NULL
@@ -166,7 +173,11 @@ BEGIN
         RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_dedupe_keys IS NOT NULL AND EXISTS (SELECT FROM unnest(p_dedupe_keys) AS k WHERE k IS NOT NULL) THEN
+    -- The checks below work on whole arrays (ANY, array_remove,
+    -- array_to_string) rather than scanning unnest once per check, and an
+    -- array of NULLs, which a client may send for a field it does not set,
+    -- costs about what a NULL array costs (profile in docs/benchmarks.md).
+    IF pg_catalog.cardinality(pg_catalog.array_remove(p_dedupe_keys, NULL)) > 0 THEN
         RETURN QUERY
         SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
         FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys, p_policies)
@@ -174,60 +185,71 @@ BEGIN
         ORDER BY t.ord;
         RETURN;
     END IF;
-    -- Names: the common case (every name short and printable) in one pass;
-    -- the first bad one is reported by the single-name check.
-    IF EXISTS (SELECT FROM unnest(p_queues) AS q
-               WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]') THEN
+    -- Names: a NULL, a control character anywhere in the batch (one match
+    -- over the names joined), or a length outside 1 to 128 bytes; the first
+    -- bad one is reported by the single-name check.
+    IF pg_catalog.array_position(p_queues, NULL) IS NOT NULL
+       OR pg_catalog.array_to_string(p_queues, '') ~ '[\x01-\x1f\x7f\u0080-\u009f]'
+       OR EXISTS (SELECT FROM unnest(p_queues) AS q WHERE octet_length(q) NOT BETWEEN 1 AND 128) THEN
         PERFORM backoff._check_name('queue', q)
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
     END IF;
-    IF p_max_attempts IS NOT NULL AND EXISTS (SELECT FROM unnest(p_max_attempts) AS m WHERE m < 1) THEN
+    IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_run_ats IS NOT NULL AND EXISTS (SELECT FROM unnest(p_run_ats) AS r
-                                         WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00') THEN
+    IF '0001-01-01 00:00:00+00' > ANY (p_run_ats) OR '10000-01-01 00:00:00+00' <= ANY (p_run_ats) THEN
         RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"',
             (SELECT r FROM unnest(p_run_ats) AS r WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00' LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_policies IS NOT NULL THEN
+    IF pg_catalog.cardinality(pg_catalog.array_remove(p_policies, NULL)) > 0 THEN
         PERFORM backoff._check_name('policy', n) FROM unnest(p_policies) AS n WHERE n IS NOT NULL;
-    END IF;
-    IF p_policies IS NOT NULL AND EXISTS (
-            SELECT FROM unnest(p_policies) AS n
-            WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
-        RAISE EXCEPTION 'unknown policy "%"',
-            (SELECT n FROM unnest(p_policies) AS n
-             WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
-            USING ERRCODE = 'invalid_parameter_value';
+        IF EXISTS (SELECT FROM unnest(p_policies) AS n
+                   WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
+            RAISE EXCEPTION 'unknown policy "%"',
+                (SELECT n FROM unnest(p_policies) AS n
+                 WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
 
+    -- The governing policy is looked up once per distinct (queue, policy)
+    -- of the batch, not once per job. '' stands for "no policy of its own"
+    -- in the join key ('' is not a valid policy name), so the join hashes.
     RETURN QUERY
     WITH src AS MATERIALIZED (
         SELECT t.ord, pg_catalog.nextval('backoff.jobs_id_seq'::regclass) AS id,
-               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority, t.policy
+               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority,
+               coalesce(t.policy, '') AS policy
         FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_policies)
              WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, policy, ord)
+    ), governing AS MATERIALIZED (
+        SELECT d.queue, d.policy, g.name
+        FROM (SELECT DISTINCT s.queue, s.policy FROM src AS s) AS d
+        CROSS JOIN LATERAL backoff._governing_policy(nullif(d.policy, ''), d.queue) AS g
     ), ins AS (
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
                g.name, s.run_at, p_now
         FROM src AS s
-        CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
+        JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )
     SELECT s.id FROM src AS s ORDER BY s.ord;
 
-    PERFORM pg_catalog.pg_notify('backoff_jobs', d.queue)
-    FROM (SELECT DISTINCT t.queue
-          FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
-          WHERE coalesce(t.run_at, p_now) <= p_now) AS d
-    WHERE EXISTS (SELECT FROM backoff.waiting_workers AS w
-                  WHERE w.queue = d.queue AND w.expires_at > pg_catalog.now());
+    -- Wake the workers waiting for a queue with a job due now: a scan of
+    -- the few waiting workers, not of the batch.
+    IF p_now < ANY (p_run_ats) THEN
+        v_due := ARRAY(SELECT t.queue FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
+                       WHERE coalesce(t.run_at, p_now) <= p_now);
+    END IF;
+    PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
+    FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
+          WHERE w.queue = ANY (v_due) AND w.expires_at > pg_catalog.now()) AS w;
 END
 $$;
 

@@ -245,6 +245,20 @@ CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
 CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
 ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
+-- == Dead letters page at a million rows (deadpage; issue 22, docs/adr/0055) ==
+-- The web UI's dead-letters page grouped every dead letter by error
+-- signature (a read of each dead letter's row: ~400 ms at 50,000). It now
+-- groups only the most recent ones (by completed_at, when they were
+-- dead-lettered) and counts each queue's dead letters per reason exactly
+-- (up to a cap) from this index alone: the (queue, reason) pairs are a
+-- loose scan, each pair's count an index-only count, its first and last
+-- seen one probe each, and the most recent N over every pair a merge of
+-- backward index-only scans. Partial: a job enters it when it is
+-- dead-lettered and leaves it when replayed (or pruned); no other update
+-- touches it.
+CREATE INDEX jobs_dead_letters_idx ON backoff.jobs (queue, dead_letter_reason, completed_at, id)
+    WHERE status = 'dead_lettered';
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -319,6 +333,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Dead letters page at a million rows (deadpage).
+DROP INDEX backoff.jobs_dead_letters_idx;
 
 -- Operator overview at a million rows (ui).
 DROP STATISTICS backoff.jobs_queue_status;

@@ -613,3 +613,80 @@ func TestBreakerFailNeverWaits(t *testing.T) {
 	require.True(t, s.OpenedAt.Equal(failed), "opened_at %v", s.OpenedAt)
 	require.Zero(t, s.Failures, "the failure that reopened it does not count again")
 }
+
+// TestPruneQueueControlState: prune removes the controls' runtime state
+// that nothing reads any more (docs/adr/0054): the failure log, breaker row
+// and token slots of a queue whose backoff.queues row is gone or whose
+// breaker and rate were removed, the token slots a smaller burst no longer
+// uses, and the log rows older than a configured breaker's window; it keeps
+// what a breaker still reads (the window, and while open the failures a
+// half-open reopen is made from). Up to p_limit rows of each table per
+// call; the result still counts jobs only.
+func TestPruneQueueControlState(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	// "gone" and "off": a breaker opened by three failures and a bucket of
+	// 16 slots, then the queue row deleted / the controls removed.
+	for _, q := range []string{"gone", "off"} {
+		useBreaker(t, db, q, 1)
+		exec(t, db, `UPDATE backoff.queues SET rate = 100 WHERE name = $1`, q)
+		for i := 1; i <= 3; i++ {
+			enqueue(t, db, q, t0)
+			now := at(time.Duration(i) * time.Second)
+			failJob(t, db, claimOne(t, db, q, now), now)
+		}
+		require.Equal(t, "open", stateOf(t, db, q, at(4*time.Second)).State)
+	}
+	exec(t, db, `DELETE FROM backoff.queues WHERE name = 'gone'`)
+	exec(t, db, `UPDATE backoff.queues SET rate = NULL, breaker_failures = NULL, breaker_window = NULL,
+		breaker_cooldown = NULL WHERE name = 'off'`)
+	// "on": a 30 s window and 16 slots (burst 20), then burst 4 (4 slots).
+	useBreaker(t, db, "on", 1)
+	exec(t, db, `UPDATE backoff.queues SET rate = 10, burst = 20 WHERE name = 'on'`)
+	enqueue(t, db, "on", t0)
+	claimOne(t, db, "on", t0)
+	exec(t, db, `UPDATE backoff.queues SET burst = 4 WHERE name = 'on'`)
+	exec(t, db, `INSERT INTO backoff.queue_failures VALUES ('on', $1), ('on', $2), ('on', $3)`,
+		at(time.Second), at(79*time.Second), at(100*time.Second))
+	// "open": opened at 3 s, half open from 63 s; a failure at 70 s that a
+	// fail logged (a claim was handing out probes) is what the next claim
+	// reopens it from, even once it is older than the window.
+	useBreaker(t, db, "open", 1)
+	for i := 1; i <= 3; i++ {
+		enqueue(t, db, "open", t0)
+		now := at(time.Duration(i) * time.Second)
+		failJob(t, db, claimOne(t, db, "open", now), now)
+	}
+	exec(t, db, `INSERT INTO backoff.queue_failures VALUES ('open', $1)`, at(70*time.Second))
+
+	now := at(110 * time.Second) // the window reaches back to 80 s
+	count := func(table string) int {
+		return scalar[int](t, db, `SELECT count(*) FROM backoff.`+table)
+	}
+	require.Equal(t, 3+3+3+4, count("queue_failures"))
+	require.Equal(t, 3, count("queue_breakers"))
+	require.Equal(t, 16+16+16, count("queue_tokens"))
+
+	// p_limit bounds each table's deletions too; no finished job is old
+	// enough, so the result is 0 whatever state was removed.
+	require.Equal(t, 0, scalar[int](t, db, `SELECT backoff.prune('1 day', 2, $1)`, now))
+	require.Equal(t, 3+3+3+4-2, count("queue_failures"))
+	require.Equal(t, 3-2, count("queue_breakers"))
+	require.Equal(t, 16+16+16-2, count("queue_tokens"))
+	require.Equal(t, 0, scalar[int](t, db, `SELECT backoff.prune('1 day', 10000, $1)`, now))
+
+	logged := scalar[[]string](t, db, `SELECT array_agg(queue || '@' || extract(epoch FROM failed_at - $1)::int
+		ORDER BY queue, failed_at) FROM backoff.queue_failures`, t0)
+	require.Equal(t, []string{"on@100", "open@70"}, logged)
+	require.Equal(t, []string{"open"}, scalar[[]string](t, db, `SELECT array_agg(queue) FROM backoff.queue_breakers`))
+	slots := scalar[[]string](t, db, `SELECT array_agg(queue || '#' || slot ORDER BY queue, slot) FROM backoff.queue_tokens`)
+	require.Equal(t, []string{"on#0", "on#1", "on#2", "on#3"}, slots)
+
+	// What is left still works: "open" reopens from the logged failure,
+	// and "off" claims without controls.
+	require.Empty(t, claim(t, db, "open", "w", 10, at(2*time.Minute)))
+	s := stateOf(t, db, "open", at(2*time.Minute))
+	require.Equal(t, "open", s.State)
+	require.True(t, s.OpenedAt.Equal(at(70*time.Second)), "opened_at %v", s.OpenedAt)
+	require.Len(t, claim(t, db, "off", "w", 10, now), 3, "the three retries, no breaker")
+}

@@ -44,8 +44,36 @@ func TestBulkEnqueueMatchesSingleEnqueue(t *testing.T) {
 	require.NotEqual(t, dup[0], dup[2])
 	require.Equal(t, 2, scalar[int](t, db, `SELECT count(*)::int FROM backoff.jobs WHERE queue = 'd'`))
 
+	// The policy is looked up once per distinct (queue, policy) of a batch:
+	// each element still gets its own answer.
+	mixed := scalar[[]int64](t, db, `SELECT array_agg(id) FROM backoff.enqueue(
+			ARRAY['slow', 'mail', 'slow', 'slow', 'mail'], NULL, NULL, NULL, NULL, NULL, $1,
+			ARRAY[NULL, NULL, 'aggressive', NULL, 'conservative']) AS t(id)`, t0)
+	require.Equal(t, []string{"conservative", "default", "aggressive", "conservative", "conservative"},
+		scalar[[]string](t, db, `SELECT array_agg(j.policy ORDER BY t.ord) FROM unnest($1::bigint[]) WITH ORDINALITY AS t(id, ord)
+			JOIN backoff.jobs AS j ON j.id = t.id`, mixed))
+
+	// Arrays of NULLs (what a client sends for fields it does not set) mean
+	// what NULL arrays mean.
+	nulls := scalar[[]int64](t, db, `SELECT array_agg(id) FROM backoff.enqueue(ARRAY['n', 'n'], ARRAY[NULL, NULL]::jsonb[],
+			ARRAY[NULL, NULL]::timestamptz[], ARRAY[NULL, NULL]::integer[], ARRAY[NULL, NULL]::integer[],
+			ARRAY[NULL, NULL]::text[], $1, ARRAY[NULL, NULL]::text[]) AS t(id)`, t0)
+	require.Len(t, nulls, 2)
+	require.Equal(t, 2, scalar[int](t, db, `SELECT count(*)::int FROM backoff.jobs WHERE queue = 'n' AND policy = 'default'
+			AND payload = '{}' AND priority = 0 AND max_attempts IS NULL AND run_at = $1 AND dedupe_key IS NULL`, t0))
+
 	for _, bad := range []string{
 		`SELECT * FROM backoff.enqueue(NULL::text[], NULL, NULL, NULL, NULL, NULL)`,
+		// A bad element among good ones and NULLs.
+		`SELECT * FROM backoff.enqueue(ARRAY['a', E'b\x01c', 'a'], NULL, NULL, NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', E'b\u0085', 'a'], NULL, NULL, NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', repeat('x', 129)], NULL, NULL, NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a', 'a'], NULL, NULL, ARRAY[NULL, 0, NULL], NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a'], NULL, ARRAY[NULL, '-infinity']::timestamptz[], NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a'], NULL, ARRAY[NULL, '10000-01-01']::timestamptz[], NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY[NULL, 'no such policy'])`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY[NULL, E'p\x7f'])`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a'], NULL, NULL, NULL, NULL, ARRAY[NULL, ''])`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a', ''], NULL, NULL, NULL, NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a', NULL], NULL, NULL, NULL, NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], ARRAY['{}', '{}']::jsonb[], NULL, NULL, NULL, NULL)`,

@@ -157,6 +157,12 @@ func TestEnqueueNotifiesOncePerTransactionAndQueue(t *testing.T) {
 
 	require.Equal(t, []string{"a", "b", "sentinel"}, notificationsUntilSentinel(t, listener),
 		"one per queue with a waiting worker and a job due now; a future job and a queue nobody waits for send none")
+
+	// The bulk form alike: c has only future jobs, nobody waits for the other.
+	exec(t, sender, `SELECT * FROM backoff.enqueue(ARRAY['c', 'a', 'c', 'nobody-waits', 'b', 'a'], NULL,
+			ARRAY[now() + interval '1 hour', NULL, now() + interval '2 hours', NULL, now(), NULL]::timestamptz[], NULL, NULL, NULL)`)
+	exec(t, sender, "SELECT pg_notify('backoff_jobs', 'sentinel')")
+	require.Equal(t, []string{"a", "b", "sentinel"}, notificationsUntilSentinel(t, listener))
 }
 
 // notificationsUntilSentinel returns the payloads received on conn up to

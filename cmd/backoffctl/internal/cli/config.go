@@ -116,7 +116,8 @@ func newConfigDiffCommand() *cobra.Command {
 		Long: `Compare the effective configuration with the policies and queues in the
 database and print each difference: "+" a row apply would add, "~" a row it
 would update (with old -> new for each field), and rows only in the database,
-which apply keeps (apply --prune deletes them). Nothing is written.`,
+which apply keeps (apply --prune deletes them, except a paused queue and the
+policy it uses). A paused queue is marked "paused". Nothing is written.`,
 		Example: `  backoffctl config diff --env production
   backoffctl config diff --exit-code || echo "database drifted from backoff.toml"`,
 		Args: exactArgs(0, ""),
@@ -193,7 +194,11 @@ and prints "no change".
 
 Policies and queues that are only in the database are kept; with --prune they
 are deleted, except a policy that jobs which may still run (or be replayed)
-name, which stops the apply. A queue's paused flag is never changed.
+name, which stops the apply. A queue's paused flag is never changed: a paused
+queue that the configuration does not list is kept even with --prune (deleting
+its row would un-pause it), and so is the policy it uses; apply says so, one
+line each ("kept queue ...: paused; resume it first or add it to the
+config"), and exits 0.
 
 A [settings] table (max_clock_skew, time_injection) is written into the one
 row of backoff.settings; without [settings] that row is left as it is.`,
@@ -227,7 +232,7 @@ row of backoff.settings; without [settings] that row is left as it is.`,
 					if changes == nil {
 						changes = []change{}
 					}
-					out := map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && extra(changes) > 0, "changes": changes, "pruned": prune}
+					out := map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && deletable(changes) > 0, "changes": changes, "pruned": prune}
 					if label == "" {
 						return writeJSON(w, out)
 					}
@@ -306,7 +311,7 @@ func applyAll(ctx context.Context, targets []target, c *config.Config, prune boo
 
 // writeApplied prints the outcome of an apply for people.
 func writeApplied(w io.Writer, c *config.Config, changes []change, prune bool) {
-	if pending(changes) == 0 && (!prune || extra(changes) == 0) {
+	if pending(changes) == 0 && (!prune || deletable(changes) == 0) {
 		fmt.Fprintf(w, "no change: the database matches %s\n", c.File)
 		writeExtras(w, changes, prune)
 		return
@@ -323,7 +328,7 @@ func writeApplied(w io.Writer, c *config.Config, changes []change, prune bool) {
 	}
 	deleted := 0
 	if prune {
-		deleted = extra(changes)
+		deleted = deletable(changes)
 	}
 	fmt.Fprintf(w, "applied %s: %d added, %d updated, %d deleted\n", c.File, added, updated, deleted)
 }
@@ -358,8 +363,13 @@ func writeChanges(w io.Writer, changes []change, pruned bool) {
 			continue
 		}
 		note := ""
-		if ch.Note != "" {
+		switch {
+		case ch.Note != "" && ch.Paused:
+			note = " (" + ch.Note + "; paused)"
+		case ch.Note != "":
 			note = " (" + ch.Note + ")"
+		case ch.Paused:
+			note = " (paused)"
 		}
 		switch ch.Kind {
 		case changeAdd:
@@ -382,9 +392,21 @@ func writeExtras(w io.Writer, changes []change, pruned bool) {
 		if ch.Kind != changeExtra {
 			continue
 		}
-		if pruned {
+		switch {
+		case pruned && ch.Kept != "":
+			fmt.Fprintf(w, "kept %s %q: %s\n", ch.Object, ch.Name, ch.Kept)
+		case pruned:
 			fmt.Fprintf(w, "- %s %s (deleted: only in the database)\n", ch.Object, esc(ch.Name))
-		} else {
+		case ch.Paused:
+			fmt.Fprintf(w, "  %s %s: only in the database, paused (kept; apply --prune keeps it while it is paused)\n",
+				ch.Object, esc(ch.Name))
+		case len(ch.keptFor) == 1:
+			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune keeps it while paused queue %s uses it)\n",
+				ch.Object, esc(ch.Name), quoteAll(ch.keptFor))
+		case len(ch.keptFor) > 1:
+			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune keeps it while paused queues %s use it)\n",
+				ch.Object, esc(ch.Name), quoteAll(ch.keptFor))
+		default:
 			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune deletes it)\n", ch.Object, esc(ch.Name))
 		}
 	}

@@ -67,7 +67,7 @@ burst = 4
 `)
 	code, out, errOut = run(t, "config", "diff", "--config", file, "--database-url", dbURL)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "~ queue hooks\n    burst: none -> 4\n    breaker_failures: 5 -> none\n"+
+	require.Contains(t, out, "~ queue hooks (paused)\n    burst: none -> 4\n    breaker_failures: 5 -> none\n"+
 		"    breaker_window: 30s -> none\n    breaker_cooldown: 1m -> none\n    breaker_probes: 2 -> -\n")
 	require.Contains(t, out, "    max_lease_expiries: 3 -> none\n")
 	code, _, errOut = run(t, "config", "apply", "--config", file, "--database-url", dbURL)

@@ -45,13 +45,15 @@ type dbState struct {
 	// Controls are the queues' rows with their controls (rate, breaker;
 	// DESIGN §11.5), by name; Policy as in Queues.
 	Controls map[string]config.Queue
+	// Paused: the queues an operator paused (backoff.pause_queue), by name.
+	Paused   map[string]bool
 	Grants   map[config.Grant]bool
 	Settings *config.Settings // the row of backoff.settings; nil when there is none
 }
 
 func readState(ctx context.Context, q client.DB) (*dbState, error) {
 	st := &dbState{Policies: map[string]policy.Policy{}, Queues: map[string]string{}, Controls: map[string]config.Queue{},
-		Grants: map[config.Grant]bool{}}
+		Paused: map[string]bool{}, Grants: map[config.Grant]bool{}}
 	ps, err := readPolicies(ctx, q)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func readState(ctx context.Context, q client.DB) (*dbState, error) {
 	}
 	rows, err := q.Query(ctx, `SELECT name, policy, coalesce(rate, 0), coalesce(burst, 0), coalesce(breaker_failures, 0),
 	coalesce((extract(epoch FROM breaker_window) * 1000000)::bigint, 0),
-	coalesce((extract(epoch FROM breaker_cooldown) * 1000000)::bigint, 0), breaker_probes
+	coalesce((extract(epoch FROM breaker_cooldown) * 1000000)::bigint, 0), breaker_probes, paused
 FROM backoff.queues ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -69,14 +71,16 @@ FROM backoff.queues ORDER BY name`)
 	for rows.Next() {
 		var qu config.Queue
 		var window, cooldown int64
+		var paused bool
 		if err := rows.Scan(&qu.Name, &qu.Policy, &qu.Rate, &qu.Burst, &qu.BreakerFailures, &window, &cooldown,
-			&qu.BreakerProbes); err != nil {
+			&qu.BreakerProbes, &paused); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read queues: %w", err)
 		}
 		qu.BreakerWindow, qu.BreakerCooldown = time.Duration(window)*time.Microsecond, time.Duration(cooldown)*time.Microsecond
 		st.Queues[qu.Name] = qu.Policy
 		st.Controls[qu.Name] = qu
+		st.Paused[qu.Name] = paused
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read queues: %w", err)
@@ -151,11 +155,42 @@ type change struct {
 	Name   string        `json:"name"`
 	Note   string        `json:"note,omitempty"`
 	Fields []fieldChange `json:"fields,omitempty"`
+	// Paused: a queue row an operator paused (shown by diff and apply).
+	Paused bool `json:"paused,omitempty"`
+	// Kept: why apply --prune keeps this row that only the database has
+	// (docs/adr/0054): a paused queue, or the policy such a queue uses.
+	// Deleting a paused queue's row would silently un-pause it.
+	Kept string `json:"kept,omitempty"`
 
 	policy   policy.Policy   // desired row, for add/update of a policy
 	queue    config.Queue    // desired row, for add/update of a queue
 	settings config.Settings // desired row, for add/update of the settings
 	grant    config.Grant    // the grant, for add/extra of a grant
+	keptFor  []string        // the paused queues that keep an extra policy
+}
+
+// keptPaused is the reason apply --prune gives for a paused queue it keeps.
+const keptPaused = "paused; resume it first or add it to the config"
+
+// deletable counts the rows only in the database that apply --prune
+// deletes: the extras it does not keep.
+func deletable(changes []change) int {
+	n := 0
+	for _, ch := range changes {
+		if ch.Kind == changeExtra && ch.Kept == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// quoteAll renders names as a comma-separated list of quoted names.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }
 
 // grantName renders a grant as a change's name: "ROLE PRIVILEGE QUEUE".
@@ -277,14 +312,30 @@ func planChanges(c *config.Config, st *dbState) []change {
 			out = append(out, ch)
 		}
 	}
-	for _, name := range sortedNames(st.Policies) {
-		if !wanted[name] {
-			out = append(out, change{Kind: changeExtra, Object: "policy", Name: name, Note: "only in the database"})
-		}
-	}
 	wantQ := map[string]bool{}
 	for _, q := range c.Queues {
 		wantQ[q.Name] = true
+	}
+	// A paused queue only in the database is kept by apply --prune, and
+	// with it the policy it uses (docs/adr/0054).
+	keptFor := map[string][]string{}
+	for _, name := range sortedNames(st.Queues) {
+		if !wantQ[name] && st.Paused[name] {
+			keptFor[st.Queues[name]] = append(keptFor[st.Queues[name]], name)
+		}
+	}
+	for _, name := range sortedNames(st.Policies) {
+		if !wanted[name] {
+			ch := change{Kind: changeExtra, Object: "policy", Name: name, Note: "only in the database", keptFor: keptFor[name]}
+			if len(ch.keptFor) == 1 {
+				ch.Kept = "used by paused queue " + quoteAll(ch.keptFor)
+			} else if len(ch.keptFor) > 1 {
+				ch.Kept = "used by paused queues " + quoteAll(ch.keptFor)
+			}
+			out = append(out, ch)
+		}
+	}
+	for _, q := range c.Queues {
 		newF := queueFields(q)
 		cur, ok := st.Controls[q.Name]
 		if !ok {
@@ -299,7 +350,7 @@ func planChanges(c *config.Config, st *dbState) []change {
 			continue
 		}
 		oldF := queueFields(cur)
-		ch := change{Kind: changeUpdate, Object: "queue", Name: q.Name, queue: q}
+		ch := change{Kind: changeUpdate, Object: "queue", Name: q.Name, queue: q, Paused: st.Paused[q.Name]}
 		for i := range newF {
 			if oldF[i][1] != newF[i][1] {
 				ch.Fields = append(ch.Fields, fieldChange{Field: newF[i][0], Old: oldF[i][1], New: newF[i][1]})
@@ -311,7 +362,11 @@ func planChanges(c *config.Config, st *dbState) []change {
 	}
 	for _, name := range sortedNames(st.Queues) {
 		if !wantQ[name] {
-			out = append(out, change{Kind: changeExtra, Object: "queue", Name: name, Note: "only in the database"})
+			ch := change{Kind: changeExtra, Object: "queue", Name: name, Note: "only in the database", Paused: st.Paused[name]}
+			if ch.Paused {
+				ch.Kept = keptPaused
+			}
+			out = append(out, ch)
 		}
 	}
 	wantG := map[config.Grant]bool{}
@@ -367,8 +422,9 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 // applyChanges writes the changes inside tx. Extra rows are deleted only
-// when prune is set; a policy still used by a queue or by jobs that may run
-// again is never deleted.
+// when prune is set, and never those it keeps (Kept: a paused queue and its
+// policy); a policy still used by a queue or by jobs that may run again is
+// never deleted.
 func applyChanges(ctx context.Context, tx pgx.Tx, changes []change, prune bool) error {
 	for _, ch := range changes {
 		if ch.Object != "policy" || ch.Kind == changeExtra {
@@ -473,14 +529,14 @@ ON CONFLICT (singleton) DO UPDATE SET
 		}
 	}
 	for _, ch := range changes {
-		if ch.Object == "queue" && ch.Kind == changeExtra {
+		if ch.Object == "queue" && ch.Kind == changeExtra && ch.Kept == "" {
 			if _, err := tx.Exec(ctx, `DELETE FROM backoff.queues WHERE name = $1`, ch.Name); err != nil {
 				return fmt.Errorf("delete queue %q: %w", ch.Name, err)
 			}
 		}
 	}
 	for _, ch := range changes {
-		if ch.Object != "policy" || ch.Kind != changeExtra {
+		if ch.Object != "policy" || ch.Kind != changeExtra || ch.Kept != "" {
 			continue
 		}
 		var queues []string

@@ -1,0 +1,191 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestDeadLetters: exact counts per queue and reason, the most recent
+// dead letters (by when they were dead-lettered, not by id) grouped by
+// signature, the sample's bound, the counts' limit, and a group's count and
+// replay covering the dead letters outside the sample.
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+
+	s, err := c.DeadLetters(ctx, DeadLetterOptions{})
+	require.NoError(t, err)
+	require.Equal(t, DeadLetterSummary{Reasons: []DeadLetterReason{}, Groups: []DeadLetterGroup{}, Complete: true}, s)
+
+	// mail: 6 "order N failed" (max_attempts), dead-lettered at minutes
+	// 1..6 but inserted newest first (the newest id is the oldest dead
+	// letter); 2 "smtp down" (non_retryable) at minutes 10 and 11. sms: 3
+	// dead letters at minutes 20..22 and one without reason (by hand) at
+	// minute 5. A completed and a pending job besides.
+	_, err = pool.Exec(ctx, `
+INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
+SELECT 'mail', 'dead_lettered', 1, $1, $1, $1::timestamptz + (7 - i) * interval '1 minute', 'order ' || (100 + i) || ' failed', 'max_attempts'
+FROM generate_series(1, 6) AS i`, now)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `
+INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason) VALUES
+ ('mail', 'dead_lettered', 1, $1, $1, $1::timestamptz + interval '10 minutes', 'smtp down', 'non_retryable'),
+ ('mail', 'dead_lettered', 1, $1, $1, $1::timestamptz + interval '11 minutes', 'smtp down', 'non_retryable'),
+ ('sms', 'dead_lettered', 1, $1, $1, $1::timestamptz + interval '20 minutes', 'gateway 42 timeout', 'deadline'),
+ ('sms', 'dead_lettered', 1, $1, $1, $1::timestamptz + interval '21 minutes', 'gateway 43 timeout', 'deadline'),
+ ('sms', 'dead_lettered', 1, $1, $1, $1::timestamptz + interval '22 minutes', 'gateway 44 timeout', 'deadline'),
+ ('sms', 'dead_lettered', 1, $1, $1, $1::timestamptz + interval '5 minutes', 'by hand', NULL),
+ ('sms', 'completed', 1, $1, $1, $1, NULL, NULL),
+ ('sms', 'pending', 0, $1, $1, NULL, NULL, NULL)`, now)
+	require.NoError(t, err)
+	at := func(min int) time.Time { return now.Add(time.Duration(min) * time.Minute) }
+
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{})
+	require.NoError(t, err)
+	require.True(t, s.Complete)
+	require.EqualValues(t, 12, s.Sampled)
+	utc := func(rs []DeadLetterReason) []DeadLetterReason {
+		for i := range rs {
+			rs[i].FirstSeen, rs[i].LastSeen = rs[i].FirstSeen.UTC(), rs[i].LastSeen.UTC()
+		}
+		return rs
+	}
+	require.Equal(t, []DeadLetterReason{
+		{Queue: "mail", Reason: "max_attempts", Count: 6, CountExact: true, FirstSeen: at(1), LastSeen: at(6)},
+		{Queue: "mail", Reason: "non_retryable", Count: 2, CountExact: true, FirstSeen: at(10), LastSeen: at(11)},
+		{Queue: "sms", Reason: "deadline", Count: 3, CountExact: true, FirstSeen: at(20), LastSeen: at(22)},
+		{Queue: "sms", Reason: "", Count: 1, CountExact: true, FirstSeen: at(5), LastSeen: at(5)},
+	}, utc(s.Reasons))
+	groups := func(gs []DeadLetterGroup) []string {
+		out := []string{}
+		for _, g := range gs {
+			out = append(out, fmt.Sprintf("%s/%s/%s: %d %s..%s %s", g.Queue, g.Reason, g.Signature, g.Count,
+				g.FirstSeen.UTC().Format("15:04"), g.LastSeen.UTC().Format("15:04"), g.Example))
+		}
+		return out
+	}
+	require.Equal(t, []string{
+		"mail/max_attempts/order N failed: 6 00:01..00:06 order 101 failed",
+		"sms/deadline/gateway N timeout: 3 00:20..00:22 gateway 44 timeout",
+		"mail/non_retryable/smtp down: 2 00:10..00:11 smtp down",
+		"sms//by hand: 1 00:05..00:05 by hand",
+	}, groups(s.Groups))
+
+	// The four most recent: sms' three and mail's smtp at 00:11.
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{Sample: 4})
+	require.NoError(t, err)
+	require.False(t, s.Complete)
+	require.EqualValues(t, 4, s.Sampled)
+	require.Len(t, s.Reasons, 4, "the counts stay exact")
+	require.Equal(t, []string{
+		"sms/deadline/gateway N timeout: 3 00:20..00:22 gateway 44 timeout",
+		"mail/non_retryable/smtp down: 1 00:11..00:11 smtp down",
+	}, groups(s.Groups))
+
+	// One queue; the two most recent of mail are the smtp ones; at most
+	// one group.
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "mail", Sample: 3, Groups: 1})
+	require.NoError(t, err)
+	require.False(t, s.Complete)
+	require.EqualValues(t, 3, s.Sampled)
+	require.Len(t, s.Reasons, 2)
+	require.Equal(t, []string{"mail/non_retryable/smtp down: 2 00:10..00:11 smtp down"}, groups(s.Groups))
+
+	// The counts' limit: more than 5 max_attempts in mail; the sample,
+	// large enough for every dead letter, is not known to be complete.
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "mail", CountLimit: 5, Sample: 100})
+	require.NoError(t, err)
+	require.Equal(t, DeadLetterReason{Queue: "mail", Reason: "max_attempts", Count: 5, CountExact: false,
+		FirstSeen: at(1), LastSeen: at(6)}, utc(s.Reasons)[0])
+	require.True(t, s.Reasons[1].CountExact)
+	require.False(t, s.Complete)
+	require.EqualValues(t, 8, s.Sampled)
+
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "nobody"})
+	require.NoError(t, err)
+	require.Empty(t, s.Reasons)
+	require.True(t, s.Complete)
+
+	_, err = c.DeadLetters(ctx, DeadLetterOptions{Sample: -1})
+	require.ErrorIs(t, err, ErrInvalidArgument)
+
+	// A group sampled with one dead letter (Sample 4 above: mail's
+	// "order N failed" was outside it) counts and replays all of its jobs.
+	f := BulkFilter{ListParams: ListParams{Queue: "mail", DeadLetterReason: "max_attempts",
+		Statuses: []Status{StatusDeadLettered}}, ErrorSignature: "order N failed"}
+	n, err := c.CountBulk(ctx, f, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 6, n)
+	n, err = c.CountBulk(ctx, f, 4)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n, "bounded by limit")
+	n, err = c.CountBulk(ctx, BulkFilter{ListParams: ListParams{Queue: "sms", Statuses: []Status{StatusDeadLettered}}}, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n, "without a signature: CountJobs")
+	out, err := c.Bulk(ctx, BulkReplay, f, 0)
+	require.NoError(t, err)
+	require.Len(t, out, 6)
+	var left int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs
+		WHERE queue = 'mail' AND status = 'dead_lettered' AND dead_letter_reason = 'max_attempts'`).Scan(&left))
+	require.Zero(t, left)
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "mail"})
+	require.NoError(t, err)
+	require.Len(t, s.Reasons, 1, "replayed jobs leave the index")
+}
+
+// TestDeadLettersPlan: at a size where the planner has a choice, the
+// summary's statements read jobs_dead_letters_idx (index-only for the
+// counts and the sample's ids) and scan no table.
+func TestDeadLettersPlan(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `
+INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
+SELECT 'q' || (i % 3), CASE WHEN i % 10 = 0 THEN 'dead_lettered' ELSE 'completed' END, 1, now(), now(),
+       now() - i * interval '1 second',
+       CASE WHEN i % 10 = 0 THEN 'order ' || i || ' failed' END,
+       CASE WHEN i % 10 = 0 THEN (ARRAY['max_attempts', 'deadline'])[1 + i % 20 / 10] END
+FROM generate_series(1, 60000) AS i`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "VACUUM (FREEZE, ANALYZE) backoff.jobs")
+	require.NoError(t, err)
+	explain := func(sql string, args ...any) string {
+		var lines []string
+		rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+		require.NoError(t, err)
+		for rows.Next() {
+			var l string
+			require.NoError(t, rows.Scan(&l))
+			lines = append(lines, l)
+		}
+		require.NoError(t, rows.Err())
+		return strings.Join(lines, "\n")
+	}
+	plan := explain(deadLetterReasonsSQL, nil, 100000)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	require.Contains(t, plan, "Index Only Scan using jobs_dead_letters_idx", plan)
+	require.NotContains(t, plan, "Index Scan using", "the counts and bounds read the index only:\n"+plan)
+
+	pairs := []DeadLetterReason{{Queue: "q0", Reason: "max_attempts"}, {Queue: "q0", Reason: "deadline"},
+		{Queue: "q1", Reason: "max_attempts"}, {Queue: "q2", Reason: ""}}
+	// A sample of 100 of each pair's thousand dead letters: at the default
+	// 10,000 the table holds many more (at a sample near a pair's whole
+	// count the planner rightly sorts the pair's rows instead).
+	args := []any{100, 200}
+	plan = explain(fmt.Sprintf(deadLetterSampleSQL, deadLetterSample(pairs, &args)), args...)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	require.Contains(t, plan, "Merge Append", plan)
+	require.Equal(t, len(pairs), strings.Count(plan, "Index Only Scan Backward using jobs_dead_letters_idx"), plan)
+}
