@@ -252,31 +252,5 @@ func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLett
 // reads each job its other filters select (the signature has no index):
 // for a confirmation, not a page that refreshes.
 func (c *Client) CountBulk(ctx context.Context, f BulkFilter, limit int) (int64, error) {
-	op := "count bulk jobs"
-	if f.ErrorSignature == "" {
-		return c.CountJobs(ctx, f.ListParams, limit)
-	}
-	var args []any
-	cond, err := listFilter(f.ListParams, &args)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
-	}
-	if f.ErrorContains != "" {
-		args = append(args, f.ErrorContains)
-		cond += " AND strpos(lower(j.last_error), lower($" + strconv.Itoa(len(args)) + "::text)) > 0"
-	}
-	args = append(args, f.ErrorSignature)
-	cond += " AND backoff.error_signature(j.last_error) = $" + strconv.Itoa(len(args)) + "::text"
-	var lim any
-	if limit > 0 {
-		lim = limit
-	}
-	args = append(args, lim)
-	sql := "SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE " + cond +
-		" LIMIT $" + strconv.Itoa(len(args)) + "::bigint) AS m"
-	var n int64
-	if err := c.db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		return 0, translate(op, 0, err)
-	}
-	return n, nil
+	return c.countMatching(ctx, "count bulk jobs", f.ListParams, f.ErrorSignature, limit)
 }

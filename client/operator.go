@@ -113,7 +113,13 @@ func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) 
 // confirmation of a bulk action names. Like List it writes only the
 // filters p sets, so that the partial indexes serve them.
 func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64, error) {
-	op := "count jobs"
+	return c.countMatching(ctx, "count jobs", p, "", limit)
+}
+
+// countMatching counts the jobs that match p's filters and, when signature
+// is set, whose last error has that error signature, up to limit (0: no
+// bound).
+func (c *Client) countMatching(ctx context.Context, op string, p ListParams, signature string, limit int) (int64, error) {
 	var args []any
 	cond, err := listFilter(p, &args)
 	if err != nil {
@@ -122,6 +128,10 @@ func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64,
 	if p.ErrorContains != "" {
 		args = append(args, p.ErrorContains)
 		cond += " AND strpos(lower(j.last_error), lower($" + strconv.Itoa(len(args)) + "::text)) > 0"
+	}
+	if signature != "" {
+		args = append(args, signature)
+		cond += " AND backoff.error_signature(j.last_error) = $" + strconv.Itoa(len(args)) + "::text"
 	}
 	var lim any
 	if limit > 0 {
