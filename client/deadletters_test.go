@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -162,8 +163,14 @@ FROM generate_series(1, 60000) AS i`)
 	_, err = pool.Exec(ctx, "VACUUM (FREEZE, ANALYZE) backoff.jobs")
 	require.NoError(t, err)
 	explain := func(sql string, args ...any) string {
+		// As DeadLetters runs them: without JIT (withoutJIT).
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		_, err = tx.Exec(ctx, "SET LOCAL jit = off")
+		require.NoError(t, err)
 		var lines []string
-		rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+		rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
 		require.NoError(t, err)
 		for rows.Next() {
 			var l string
@@ -188,4 +195,42 @@ FROM generate_series(1, 60000) AS i`)
 	require.NotContains(t, plan, "Seq Scan", plan)
 	require.Contains(t, plan, "Merge Append", plan)
 	require.Equal(t, len(pairs), strings.Count(plan, "Index Only Scan Backward using jobs_dead_letters_idx"), plan)
+}
+
+// TestDeadLettersWithoutJIT: the summary runs with JIT compilation off
+// even where every statement would be compiled (jit_above_cost = 0 in the
+// client's session), and the session keeps its own setting. On a server
+// whose llvmjit cannot load libLLVM (CI's PostgreSQL 15 image) a compiled
+// summary fails with SQLSTATE 58P01.
+func TestDeadLettersWithoutJIT(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg, err := pgxpool.ParseConfig(testdb.NewURL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1 // one session: the settings below hold for every call
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	c := newTestClient(t, pool)
+	_, err = pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
+		VALUES ('mail', 'dead_lettered', 1, now(), now(), now(), 'smtp down', 'max_attempts')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SET jit = on")
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "SET jit_above_cost = 0")
+	require.NoError(t, err)
+
+	var inside string
+	require.NoError(t, c.withoutJIT(ctx, func(db DB) error {
+		return db.QueryRow(ctx, "SHOW jit").Scan(&inside)
+	}))
+	require.Equal(t, "off", inside)
+	s, err := c.DeadLetters(ctx, DeadLetterOptions{})
+	require.NoError(t, err)
+	require.Len(t, s.Groups, 1)
+	// SHOW is not planned, so not compiled either.
+	var jit, above string
+	require.NoError(t, pool.QueryRow(ctx, "SHOW jit").Scan(&jit))
+	require.NoError(t, pool.QueryRow(ctx, "SHOW jit_above_cost").Scan(&above))
+	require.Equal(t, []string{"on", "0"}, []string{jit, above}, "the session's own settings are back")
 }

@@ -78,6 +78,18 @@ FROM generate_series(1, 33) AS i`)
 	require.NotContains(t, body, `id="sampled"`)
 	require.Regexp(t, `smtp down</span></td>\s*<td class="n"><a href="[^"]+">3</a>`, body)
 
+	// A dead letter without a reason (written by hand) with the same
+	// signature: its group offers no replay, which a filter could only
+	// write as "any reason" and so take the non_retryable ones with it.
+	_, err = admin.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error)
+		VALUES ('mail', 'dead_lettered', 1, now(), now(), now(), 'smtp down')`)
+	require.NoError(t, err)
+	code, body, _ = get(t, hc, srv.URL+"/dead-letters")
+	require.Equal(t, 200, code, body)
+	groups = section(t, body, `id="groups"`)
+	require.Equal(t, 2, strings.Count(groups, "smtp down</span>"), groups)
+	require.Equal(t, 1, strings.Count(groups, "Replay group…"), groups)
+
 	_, err = webui.New(c, webui.Options{DeadLetterSample: -1})
 	require.ErrorContains(t, err, "dead-letter sample -1")
 	code, _, _ = get(t, http.DefaultClient, srv.URL+"/dead-letters?queue=nobody")

@@ -3,7 +3,6 @@ package faulttest
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,14 +127,14 @@ func TestPauseServer(t *testing.T) {
 	srv := faultServer(t)
 	ctx := context.Background()
 	dbURL, admin := newFaultDB(t)
-	var slow sync.Map // job id → true: its first attempt outlives the pause
 
 	var stale atomic.Int64
 	stop := runWorkers(t, testdb.Pool(t, dbURL), 2, client.WorkerConfig{
 		Queue: "pause", Concurrency: 4, Lease: time.Second, PollInterval: 100 * time.Millisecond,
 		ReapInterval: 300 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
 		Handler: func(_ context.Context, j *client.Job) error {
-			if _, ok := slow.Load(j.ID); ok && j.Attempts == 1 {
+			var p struct{ Slow bool }
+			if j.UnmarshalPayload(&p) == nil && p.Slow && j.Attempts == 1 {
 				// A handler that ignores its context and outlives the
 				// pause: its completion arrives after the reaper.
 				time.Sleep(5 * time.Second)
@@ -149,10 +148,9 @@ func TestPauseServer(t *testing.T) {
 	var ids []int64
 	reaped := 0 // first attempts reaped, over all rounds
 	for round := 1; round <= 3 && reaped == 0; round++ {
-		first := enqueue(t, admin, "pause", 8)
-		for _, id := range first {
-			slow.Store(id, true)
-		}
+		// Marked slow in the payload: a worker woken by the enqueue can
+		// start a job before the enqueue returns its id.
+		first := enqueueWith(t, admin, "pause", 8, `{"slow": true}`)
 		waitFor(t, 20*time.Second, "the round's eight first attempts running", func() bool {
 			return count(admin, `SELECT count(*) FROM backoff.jobs WHERE id = ANY($1) AND status = 'running' AND attempts = 1`, first) == 8
 		})

@@ -145,10 +145,18 @@ func hostPort(t *testing.T, dbURL string) string {
 
 func enqueue(t *testing.T, admin *pgxpool.Pool, queue string, n int) []int64 {
 	t.Helper()
+	return enqueueWith(t, admin, queue, n, `{}`)
+}
+
+// enqueueWith is enqueue with payload's keys in every job's payload, for a
+// handler that must know a job before the enqueue returns its id (a worker
+// woken by the enqueue can start the job first).
+func enqueueWith(t *testing.T, admin *pgxpool.Pool, queue string, n int, payload string) []int64 {
+	t.Helper()
 	var ids []int64
 	require.NoError(t, admin.QueryRow(context.Background(),
-		`SELECT array_agg(backoff.enqueue($1, jsonb_build_object('n', i), p_max_attempts => 20)) FROM generate_series(1, $2) AS i`,
-		queue, n).Scan(&ids))
+		`SELECT array_agg(backoff.enqueue($1, $3::jsonb || jsonb_build_object('n', i), p_max_attempts => 20)) FROM generate_series(1, $2) AS i`,
+		queue, n, payload).Scan(&ids))
 	return ids
 }
 
