@@ -3524,6 +3524,15 @@ BEGIN
         RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A job per element of one dimension (the array functions below refuse
+    -- more with 0A000, and a flattened matrix is no batch anyone meant).
+    IF greatest(array_ndims(p_queues), array_ndims(p_payloads), array_ndims(p_run_ats), array_ndims(p_max_attempts),
+                array_ndims(p_priorities), array_ndims(p_dedupe_keys), array_ndims(p_policies)) > 1 THEN
+        RAISE EXCEPTION 'enqueue: the arrays must have one dimension, got one with "%"',
+            greatest(array_ndims(p_queues), array_ndims(p_payloads), array_ndims(p_run_ats), array_ndims(p_max_attempts),
+                     array_ndims(p_priorities), array_ndims(p_dedupe_keys), array_ndims(p_policies))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- The checks below work on whole arrays (ANY, array_remove,
     -- array_to_string) rather than scanning unnest once per check, and an
     -- array of NULLs, which a client may send for a field it does not set,
@@ -3606,7 +3615,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
-Errors: 22023 for a NULL p_queues, arrays of different lengths, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
+Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';

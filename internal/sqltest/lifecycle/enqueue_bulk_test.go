@@ -83,6 +83,9 @@ func TestBulkEnqueueMatchesSingleEnqueue(t *testing.T) {
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, ARRAY['infinity']::timestamptz[], NULL, NULL, NULL)`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY['no such policy'])`,
 		`SELECT * FROM backoff.enqueue(ARRAY['a'], NULL, NULL, NULL, NULL, NULL, now(), ARRAY['default', 'default'])`,
+		// Two dimensions: refused, not flattened into four jobs.
+		`SELECT * FROM backoff.enqueue('{{a,a},{a,a}}'::text[], NULL, NULL, NULL, NULL, NULL)`,
+		`SELECT * FROM backoff.enqueue(ARRAY['a', 'a'], NULL, NULL, NULL, '{{1},{2}}'::integer[], NULL)`,
 	} {
 		requireCode(t, execErr(db, bad), "22023")
 	}
