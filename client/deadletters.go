@@ -261,12 +261,12 @@ func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *
 // withoutJIT runs fn's statements with JIT compilation off, in a
 // transaction it rolls back (a savepoint when the client's DB is a
 // transaction, so its setting comes back too). The dead-letters summary is
-// many small index probes whose estimated cost passes jit_above_cost: the
-// compilation took its first statement from 15 ms to 43-48 ms at 1,000,000
-// jobs (50,000 dead letters), and on a
-// server whose llvmjit cannot load its libLLVM it fails the statement
-// (SQLSTATE 58P01), as ADR 0053 found for the lifecycle functions. A DB
-// that cannot begin a transaction runs fn as it is.
+// many small index probes whose estimated cost passes jit_above_cost:
+// compiled, its first statement took 43-48 ms instead of 15 ms at
+// 1,000,000 jobs (50,000 dead letters), and a server whose llvmjit cannot
+// load libLLVM fails it (SQLSTATE 58P01), as ADR 0053 found for the
+// lifecycle functions. A DB that cannot begin a transaction runs fn as it
+// is.
 func (c *Client) withoutJIT(ctx context.Context, fn func(DB) error) error {
 	b, ok := c.db.(interface {
 		Begin(context.Context) (pgx.Tx, error)
