@@ -3620,6 +3620,20 @@ Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
 
+-- backoff._queue_burst(rate, burst): the size of a rate-limited queue's
+-- token bucket (docs/adr/0045): its burst, else greatest(1, ceil(rate)),
+-- at most 2147483647, an integer. Private; the one definition that claim
+-- (backoff._claim_controlled), backoff.queue_state and backoff.prune read
+-- the bucket through, each splitting it into least(16, burst) slots. One
+-- expression, so it is inlined.
+CREATE OR REPLACE FUNCTION backoff._queue_burst(p_rate double precision, p_burst integer)
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(p_burst, least(greatest(1, pg_catalog.ceil(p_rate)), 2147483647)::integer)
+$$;
+
 -- backoff._claim_controlled(queue, worker, limit, lease, now, queue row):
 -- claim for a queue under controls (docs/adr/0045): a rate, or a breaker
 -- that is open or half open. Private; backoff.claim calls it, with its
@@ -3736,8 +3750,7 @@ BEGIN
     END IF;
 
     IF p_q.rate IS NOT NULL THEN
-        -- The default burst, like queue_state's, stays an integer.
-        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647))::integer;
+        v_burst := backoff._queue_burst(p_q.rate, p_q.burst);
         v_nslots := least(16, v_burst);
         FOR v_pass IN 1..2 LOOP
             -- Take free slots, fullest first, until their whole tokens
@@ -5103,15 +5116,14 @@ BEGIN
         LIMIT p_limit
         FOR UPDATE OF s SKIP LOCKED));
     -- Token slots of a queue without a rate, and the slots numbered
-    -- least(16, burst) or more, which claim ignores (docs/adr/0045; the
-    -- default burst as there).
+    -- least(16, burst) or more, which claim ignores (docs/adr/0045).
     DELETE FROM backoff.queue_tokens AS t
     WHERE (t.queue, t.slot) IN (
         SELECT s.queue, s.slot
         FROM backoff.queue_tokens AS s
         LEFT JOIN backoff.queues AS q ON q.name = s.queue
         WHERE q.rate IS NULL
-           OR s.slot >= least(16, coalesce(q.burst, least(greatest(1, ceil(q.rate)), 2147483647))::integer)
+           OR s.slot >= least(16, backoff._queue_burst(q.rate, q.burst))
         LIMIT p_limit
         FOR UPDATE OF s SKIP LOCKED);
     RETURN v_count;
@@ -5274,7 +5286,7 @@ BEGIN
 
     IF v_q.rate IS NOT NULL THEN
         rate := v_q.rate;
-        burst := coalesce(v_q.burst, least(greatest(1, ceil(v_q.rate)), 2147483647)::integer);
+        burst := backoff._queue_burst(v_q.rate, v_q.burst);
         v_nslots := least(16, burst);
         -- The bucket's slots (backoff._claim_controlled), each refilled at
         -- its share of the rate up to its share of the burst; a slot not

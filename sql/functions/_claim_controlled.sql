@@ -114,8 +114,7 @@ BEGIN
     END IF;
 
     IF p_q.rate IS NOT NULL THEN
-        -- The default burst, like queue_state's, stays an integer.
-        v_burst := coalesce(p_q.burst, least(greatest(1, ceil(p_q.rate)), 2147483647))::integer;
+        v_burst := backoff._queue_burst(p_q.rate, p_q.burst);
         v_nslots := least(16, v_burst);
         FOR v_pass IN 1..2 LOOP
             -- Take free slots, fullest first, until their whole tokens

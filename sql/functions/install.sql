@@ -30,6 +30,7 @@
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}
+{{ template "_queue_burst.sql" . }}
 {{ template "_claim_controlled.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}

@@ -72,15 +72,14 @@ BEGIN
         LIMIT p_limit
         FOR UPDATE OF s SKIP LOCKED));
     -- Token slots of a queue without a rate, and the slots numbered
-    -- least(16, burst) or more, which claim ignores (docs/adr/0045; the
-    -- default burst as there).
+    -- least(16, burst) or more, which claim ignores (docs/adr/0045).
     DELETE FROM backoff.queue_tokens AS t
     WHERE (t.queue, t.slot) IN (
         SELECT s.queue, s.slot
         FROM backoff.queue_tokens AS s
         LEFT JOIN backoff.queues AS q ON q.name = s.queue
         WHERE q.rate IS NULL
-           OR s.slot >= least(16, coalesce(q.burst, least(greatest(1, ceil(q.rate)), 2147483647))::integer)
+           OR s.slot >= least(16, backoff._queue_burst(q.rate, q.burst))
         LIMIT p_limit
         FOR UPDATE OF s SKIP LOCKED);
     RETURN v_count;

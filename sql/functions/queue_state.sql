@@ -64,7 +64,7 @@ BEGIN
 
     IF v_q.rate IS NOT NULL THEN
         rate := v_q.rate;
-        burst := coalesce(v_q.burst, least(greatest(1, ceil(v_q.rate)), 2147483647)::integer);
+        burst := backoff._queue_burst(v_q.rate, v_q.burst);
         v_nslots := least(16, burst);
         -- The bucket's slots (backoff._claim_controlled), each refilled at
         -- its share of the rate up to its share of the burst; a slot not
