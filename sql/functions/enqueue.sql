@@ -162,8 +162,11 @@ SET search_path = pg_catalog, pg_temp
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_n   integer := coalesce(cardinality(p_queues), 0);
-    v_due text[]  := p_queues;
+    v_n    integer := coalesce(cardinality(p_queues), 0);
+    v_due  text[]  := p_queues;
+    v_dims integer := greatest(array_ndims(p_queues), array_ndims(p_payloads), array_ndims(p_run_ats),
+                               array_ndims(p_max_attempts), array_ndims(p_priorities), array_ndims(p_dedupe_keys),
+                               array_ndims(p_policies));
 BEGIN
     p_now := backoff._now(p_now);
     IF p_queues IS NULL
@@ -175,11 +178,8 @@ BEGIN
     END IF;
     -- A job per element of one dimension (the array functions below refuse
     -- more with 0A000, and a flattened matrix is no batch anyone meant).
-    IF greatest(array_ndims(p_queues), array_ndims(p_payloads), array_ndims(p_run_ats), array_ndims(p_max_attempts),
-                array_ndims(p_priorities), array_ndims(p_dedupe_keys), array_ndims(p_policies)) > 1 THEN
-        RAISE EXCEPTION 'enqueue: the arrays must have one dimension, got one with "%"',
-            greatest(array_ndims(p_queues), array_ndims(p_payloads), array_ndims(p_run_ats), array_ndims(p_max_attempts),
-                     array_ndims(p_priorities), array_ndims(p_dedupe_keys), array_ndims(p_policies))
+    IF v_dims > 1 THEN
+        RAISE EXCEPTION 'enqueue: the arrays must have one dimension, got one with "%"', v_dims
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- The checks below work on whole arrays (ANY, array_remove,
