@@ -377,13 +377,14 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		d.Reasons = append(d.Reasons, row)
 	}
 	for _, g := range s.Groups {
-		f := filter{Queue: g.Queue, Reason: g.Reason, Signature: g.Signature, Statuses: []string{"dead_lettered"}, Order: "newest"}
 		l := filter{Queue: g.Queue, Reason: g.Reason, Statuses: []string{"dead_lettered"}, Order: "newest"}
 		row := deadGroup{DeadLetterGroup: g, List: h.opts.Prefix + "/jobs?" + l.values().Encode()}
 		// As for the reasons above: a filter cannot say "no reason" (an
 		// empty one means any), so a group without one offers no replay
 		// that would take other reasons' dead letters with it.
 		if g.Reason != "" {
+			f := l
+			f.Signature = g.Signature
 			row.Replay = replay(f)
 		}
 		d.Groups = append(d.Groups, row)
