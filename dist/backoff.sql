@@ -7,7 +7,7 @@ CREATE SCHEMA backoff;
 SET search_path = pg_catalog;
 
 CREATE TABLE backoff.schema_migrations (version int4 NOT NULL);
-INSERT INTO backoff.schema_migrations (version) VALUES (4);
+INSERT INTO backoff.schema_migrations (version) VALUES (5);
 
 -- ===== migration 1: 001_schema.sql =====
 
@@ -5742,11 +5742,10 @@ Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
 SELECT backoff.revoke_queue(''backoff_worker'', ''mail.*'', ''work'');';
 
-
-
--- Privileges of the functions: the rule of migration 003 (docs/adr/0017),
--- with round 2's function names. Owner backoff_owner, nothing for PUBLIC,
--- EXECUTE granted by name so that every overload is covered.
+-- Privileges of the functions installed with this file (docs/adr/0017,
+-- docs/adr/0038): owner backoff_owner, nothing for PUBLIC, EXECUTE granted
+-- by name so that every overload is covered. It runs last in install.sql,
+-- so a snapshot carries the grants that go with its functions.
 DO $$
 DECLARE
     v_fn   record;
@@ -5776,6 +5775,8 @@ BEGIN
 END
 $$;
 
+
+
 -- == Queue-scoped privileges (grants): who reads which jobs; after the functions, which the policy calls ==
 -- Migration 003 let backoff_worker SELECT every job, so any worker read every
 -- queue's payloads. Workers keep SELECT (the client's Get, operators'
@@ -5789,3 +5790,3646 @@ CREATE POLICY jobs_admin ON backoff.jobs TO backoff_admin USING (true) WITH CHEC
 CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
     USING ((SELECT backoff._visible_queues()) IS NULL
            OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));
+
+-- ===== migration 5: 005_hardening.sql =====
+
+-- Hardening found by an attack on the queue grants, the clock, the queue
+-- controls and the input limits (docs/reliability.md, "Attacks"): the
+-- schema changes below, then the working copy of every function (snapshot
+-- "unreleased", sql/functions) with its privileges (privileges.sql).
+-- Migration 004's functions stay frozen in snapshots/004.
+--
+-- Each section below belongs to one change; its down counterpart is in the
+-- same order, reversed, after the marker.
+
+-- == Schema changes (one section per change) ==
+
+-- (end of schema changes)
+
+-- The function files, in dependency order. Each file creates one function
+-- (with its overloads) and, for public functions, its COMMENT.
+-- backoff.schema_version(): the migration version installed in this
+-- database, so clients can refuse to run against an older schema.
+CREATE OR REPLACE FUNCTION backoff.schema_version()
+RETURNS integer
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT version FROM backoff.schema_migrations
+$$;
+
+COMMENT ON FUNCTION backoff.schema_version() IS
+'The pgbackoff migration version installed in this database. Clients compare it with the version they need and ask for `backoffctl migrate up` when it is older.';
+
+-- backoff._interval_us(interval): an interval as whole microseconds. Private.
+-- A month counts as 30 days and a day as 24 hours: the linearization
+-- PostgreSQL's interval comparison uses, so a CHECK such as
+-- "base <= interval '876600 hours'" and this conversion agree. (extract(epoch)
+-- alone would count a year as 365.25 days but compare it as 360.) Exact: the
+-- months are taken out before extract(epoch …), which is numeric.
+CREATE OR REPLACE FUNCTION backoff._interval_us(p_interval interval)
+RETURNS bigint
+LANGUAGE sql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT ((extract(year FROM p_interval) * 12 + extract(month FROM p_interval)) * 2592000000000
+            + extract(epoch FROM p_interval - make_interval(years => extract(year FROM p_interval)::integer,
+                                                            months => extract(month FROM p_interval)::integer)) * 1000000
+           )::bigint
+$$;
+
+-- backoff._clamped_power(x, k): x^k for x >= 1 by binary exponentiation,
+-- clamped at 2^60. Private.
+--
+-- Why not power(): the Go mirror must produce the same double, bit for bit.
+-- pow() in C and math.Pow in Go round differently; the same sequence of IEEE
+-- multiplications does not. Binary exponentiation needs at most ~62
+-- multiplications for any k < 2^31, and the clamp keeps every product finite
+-- (PostgreSQL raises on float8 overflow). The clamp never changes a capped
+-- delay: every factor is >= 1, so once a partial product reaches 2^60 the
+-- result does too, and any delay of base (>= 1 µs) × 2^60 µs (36,559 years)
+-- is above every allowed max (100 years). docs/adr/0004-identical-math-in-sql-and-go.md
+CREATE OR REPLACE FUNCTION backoff._clamped_power(p_x float8, p_k integer)
+RETURNS float8
+LANGUAGE plpgsql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+DECLARE
+    c_limit CONSTANT float8 := 1152921504606846976.0;  -- 2^60
+    v_result float8 := 1.0;
+    v_square float8 := p_x;
+    v_k integer := p_k;
+BEGIN
+    WHILE v_k > 0 LOOP
+        IF v_k % 2 = 1 THEN
+            v_result := LEAST(v_result * v_square, c_limit);
+        END IF;
+        v_k := v_k / 2;
+        IF v_k > 0 THEN
+            v_square := LEAST(v_square * v_square, c_limit);
+        END IF;
+    END LOOP;
+    RETURN v_result;
+END
+$$;
+
+-- backoff._jitter_unit(seed, attempt): the deterministic u in [0, 1) used by
+-- jitter: the first 8 hex digits of md5('SEED:ATTEMPT') read as an unsigned
+-- 32-bit integer, divided by 2^32 (exact in a double). Private.
+CREATE OR REPLACE FUNCTION backoff._jitter_unit(p_seed bigint, p_attempt integer)
+RETURNS float8
+LANGUAGE sql
+IMMUTABLE STRICT PARALLEL SAFE
+AS $$
+    SELECT ('x' || substr(md5(p_seed::text || ':' || p_attempt::text), 1, 8))::bit(32)::bigint::float8
+           / 4294967296.0::float8
+$$;
+
+-- backoff._delay_us(...): the backoff delay in microseconds for failed
+-- attempt p_attempt (1-based) under explicit policy parameters, jitter
+-- included. Private: the one implementation of DESIGN §5 that every other
+-- function calls. Durations are microseconds (bigint); arithmetic is in
+-- float8, one operator at a time, in the same order as the Go mirror
+-- (client/policy/delay.go), so both give the same result to the microsecond
+-- (docs/adr/0004-identical-math-in-sql-and-go.md). Change one, change both,
+-- and the shared vectors (client/policy/testdata/vectors.json) tell.
+--
+-- Limits (the same as the policies table's CHECKs and Policy.Validate):
+-- durations 0..100 years (3155760000000000 µs, below 2^53 so exact in a
+-- double), multiplier 1..1000, exponent 1..10, jitter_ratio 0 or
+-- 0.000001..1 (a smaller ratio underflows float8, which PostgreSQL raises).
+-- A NULL seed is seed 0.
+CREATE OR REPLACE FUNCTION backoff._delay_us(
+    p_strategy     text,
+    p_base_us      bigint,
+    p_multiplier   float8,
+    p_exponent     integer,
+    p_schedule_us  bigint[],
+    p_max_us       bigint,
+    p_jitter       text,
+    p_jitter_ratio float8,
+    p_attempt      integer,
+    p_seed         bigint
+)
+RETURNS bigint
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    c_limit_us CONSTANT bigint := 3155760000000000;  -- 100 years
+    v_delay float8;
+    v_max   float8;
+    v_len   integer;
+    v_entry bigint;
+    v_u     float8;
+BEGIN
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RAISE EXCEPTION 'attempt must be at least 1, got "%"', coalesce(p_attempt::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_base_us IS NULL OR p_base_us < 0 OR p_base_us > c_limit_us THEN
+        RAISE EXCEPTION 'base must be between 0 and 100 years, got "%" µs', coalesce(p_base_us::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_us IS NULL OR p_max_us < 0 OR p_max_us > c_limit_us THEN
+        RAISE EXCEPTION 'max must be between 0 and 100 years, got "%" µs', coalesce(p_max_us::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_max := p_max_us::float8;
+
+    CASE p_strategy
+    WHEN 'none' THEN
+        v_delay := 0;
+    WHEN 'fixed' THEN
+        v_delay := p_base_us::float8;
+    WHEN 'linear' THEN
+        v_delay := p_base_us::float8 * p_attempt::float8;
+    WHEN 'exponential' THEN
+        -- NaN compares above every number in PostgreSQL, so "> 1000" rejects it.
+        IF p_multiplier IS NULL OR NOT (p_multiplier >= 1 AND p_multiplier <= 1000) THEN
+            RAISE EXCEPTION 'multiplier must be between 1 and 1000, got "%"', coalesce(p_multiplier::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_delay := p_base_us::float8 * backoff._clamped_power(p_multiplier, p_attempt - 1);
+    WHEN 'polynomial' THEN
+        IF p_exponent IS NULL OR p_exponent < 1 OR p_exponent > 10 THEN
+            RAISE EXCEPTION 'exponent must be between 1 and 10, got "%"', coalesce(p_exponent::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_delay := p_base_us::float8 * backoff._clamped_power(p_attempt::float8, p_exponent);
+    WHEN 'schedule' THEN
+        v_len := cardinality(p_schedule_us);
+        IF v_len IS NULL OR v_len = 0 THEN
+            RAISE EXCEPTION 'schedule must not be empty for strategy "schedule"'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_entry := p_schedule_us[LEAST(p_attempt, v_len)];
+        IF v_entry IS NULL OR v_entry < 0 OR v_entry > c_limit_us THEN
+            RAISE EXCEPTION 'schedule entries must be between 0 and 100 years, got "%" µs', coalesce(v_entry::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_delay := v_entry::float8;
+    ELSE
+        RAISE EXCEPTION 'unknown strategy "%"', coalesce(p_strategy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'use none, fixed, linear, exponential, polynomial or schedule';
+    END CASE;
+
+    -- The cap.
+    v_delay := LEAST(v_delay, v_max);
+
+    -- Jitter, with u from md5('SEED:ATTEMPT'). Each float8 operator rounds on
+    -- its own; Go converts explicitly to stop fused multiply-add.
+    CASE p_jitter
+    WHEN 'none' THEN
+        NULL;
+    WHEN 'full' THEN
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
+        v_delay := v_delay * v_u;
+    WHEN 'equal' THEN
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
+        v_delay := v_delay / 2 + v_delay / 2 * v_u;
+    WHEN 'proportional' THEN
+        IF p_jitter_ratio IS NULL
+           OR NOT (p_jitter_ratio = 0 OR (p_jitter_ratio >= 0.000001 AND p_jitter_ratio <= 1)) THEN
+            RAISE EXCEPTION 'jitter_ratio must be 0 or between 0.000001 and 1, got "%"', coalesce(p_jitter_ratio::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_u := backoff._jitter_unit(coalesce(p_seed, 0), p_attempt);
+        v_delay := LEAST(v_delay * (1 - p_jitter_ratio + 2 * p_jitter_ratio * v_u), v_max);
+    ELSE
+        RAISE EXCEPTION 'unknown jitter "%"', coalesce(p_jitter, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'use none, full, equal or proportional';
+    END CASE;
+
+    -- Whole microseconds, rounded down: never above the cap.
+    RETURN floor(v_delay)::bigint;
+END
+$$;
+
+-- backoff._policy_capped_us(policy row, attempt): the delay of a stored
+-- policy for failed attempt p_attempt before jitter, capped at max_delay: the
+-- float8 that backoff._delay_us computes before it applies the jitter; NULL
+-- for an attempt below 1 (or NULL). Private: the part of the delay that does
+-- not depend on the job, so that reap computes it once per distinct
+-- (policy, counted attempt) of its batch and fail once (docs/adr/0052);
+-- backoff._policy_delay_us adds the job's jitter.
+--
+-- No validation: a policies row passed its CHECK constraints (strategy,
+-- durations within 100 years, multiplier 1..1000, exponent 1..10, a
+-- non-empty schedule for strategy 'schedule'), which are _delay_us's
+-- checks. The same float8 operations, in the same order, as _delay_us (and
+-- the Go mirror, docs/adr/0004). PL/pgSQL, not an inlined expression, on
+-- purpose: it runs once per batch and policy, and fail initialises every
+-- expression of its UPDATE on each call, so a small call node beats a large
+-- inlined tree there (measured in docs/adr/0052).
+CREATE OR REPLACE FUNCTION backoff._policy_capped_us(
+    p_policy  backoff.policies,
+    p_attempt integer
+)
+RETURNS float8
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    c_limit CONSTANT float8 := 1152921504606846976.0;  -- 2^60
+    v_delay  float8;
+    v_result float8 := 1.0;
+    v_square float8;
+    v_k      integer;
+BEGIN
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RETURN NULL;
+    END IF;
+    CASE p_policy.strategy
+    WHEN 'none' THEN
+        v_delay := 0;
+    WHEN 'fixed' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8;
+    WHEN 'linear' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8 * p_attempt::float8;
+    WHEN 'exponential' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8 * backoff._clamped_power(p_policy.multiplier, p_attempt - 1);
+    WHEN 'polynomial' THEN
+        v_delay := backoff._interval_us(p_policy.base)::float8 * backoff._clamped_power(p_attempt::float8, p_policy.exponent);
+    ELSE
+        v_delay := backoff._interval_us(p_policy.schedule[LEAST(p_attempt, cardinality(p_policy.schedule))])::float8;
+    END CASE;
+    RETURN LEAST(v_delay, backoff._interval_us(p_policy.max_delay)::float8);
+END
+$$;
+
+-- backoff._policy_delay_us(policy row, attempt, seed [, capped]): the delay
+-- in microseconds of a stored policy for failed attempt p_attempt, jitter
+-- seeded by p_seed included: what backoff._delay_us returns for the row's
+-- parameters, to the bit. Private; shared by retry_delay, schedule and the
+-- retry-or-dead-letter decision.
+--
+-- The four-argument form takes p_capped_us = backoff._policy_capped_us(
+-- p_policy, p_attempt), the part that does not depend on the job, so that
+-- reap computes it once per distinct (policy, counted attempt) of its batch
+-- (docs/adr/0052), and adds the jitter: one expression, inlined into the
+-- decision, whose only call per row is md5 (_jitter_unit) when the policy
+-- has jitter. No validation: the row passed the policies table's CHECKs.
+-- An attempt below 1 (or NULL) goes to _delay_us, which raises 22023 as it
+-- always did. The jitter arithmetic is _delay_us's, operator for
+-- operator (docs/adr/0004).
+CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
+    p_policy    backoff.policies,
+    p_attempt   integer,
+    p_seed      bigint,
+    p_capped_us float8
+)
+RETURNS bigint
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN p_attempt >= 1 THEN floor(
+               CASE (p_policy).jitter
+                   WHEN 'none' THEN p_capped_us
+                   WHEN 'full' THEN p_capped_us * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)
+                   WHEN 'equal'
+                       THEN p_capped_us / 2 + p_capped_us / 2 * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)
+                   WHEN 'proportional'
+                       THEN LEAST(p_capped_us * (1 - (p_policy).jitter_ratio
+                                                 + 2 * (p_policy).jitter_ratio * backoff._jitter_unit(coalesce(p_seed, 0), p_attempt)),
+                                  backoff._interval_us((p_policy).max_delay)::float8)
+               END)::bigint
+           -- Raises 22023 "attempt must be at least 1, got ..." (the first
+           -- thing _delay_us checks), as it always did.
+           ELSE backoff._delay_us('none', 0, 1, 1, NULL, 0, 'none', 0, p_attempt, p_seed)
+           END
+$$;
+
+-- The three-argument form, for one delay at a time (retry_delay, schedule).
+CREATE OR REPLACE FUNCTION backoff._policy_delay_us(
+    p_policy  backoff.policies,
+    p_attempt integer,
+    p_seed    bigint
+)
+RETURNS bigint
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT backoff._policy_delay_us(p_policy, p_attempt, p_seed, backoff._policy_capped_us(p_policy, p_attempt))
+$$;
+
+-- backoff.retry_delay(policy, attempt, seed): the delay before the retry
+-- that follows failed attempt p_attempt (1-based) under a named policy,
+-- jitter included, deterministic from p_seed (normally the job id).
+CREATE OR REPLACE FUNCTION backoff.retry_delay(
+    p_policy  text,
+    p_attempt integer,
+    p_seed    bigint DEFAULT 0
+)
+RETURNS interval
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    SELECT * INTO v_policy FROM backoff.policies WHERE name = p_policy;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown policy "%"', coalesce(p_policy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN backoff._policy_delay_us(v_policy, p_attempt, coalesce(p_seed, 0)) * interval '1 microsecond';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.retry_delay(text, integer, bigint) IS
+'Delay before the retry that follows failed attempt p_attempt (1-based) under the named policy, jitter included and deterministic from p_seed (normally the job id). Raises 22023 for an unknown policy or an attempt below 1.
+Example: SELECT backoff.retry_delay(''moderate'', 3, 42);';
+
+-- backoff.compute_delay(...): the backoff delay of DESIGN §5 for explicit
+-- policy parameters, no table involved: pure and IMMUTABLE, so it can be
+-- used in indexes, generated columns, and by callers that keep their policy
+-- elsewhere. Parameters a strategy or jitter does not use are ignored.
+CREATE OR REPLACE FUNCTION backoff.compute_delay(
+    p_strategy     text,
+    p_base         interval,
+    p_multiplier   float8,
+    p_exponent     integer,
+    p_schedule     interval[],
+    p_max          interval,
+    p_jitter       text,
+    p_jitter_ratio float8,
+    p_attempt      integer,
+    p_seed         bigint DEFAULT 0
+)
+RETURNS interval
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_limit CONSTANT interval := interval '876600 hours';  -- 100 years of 365.25 days
+    v_entry interval;
+BEGIN
+    -- Intervals are checked before they become microseconds: a huge interval
+    -- would otherwise fail as a bigint overflow instead of a clear 22023.
+    IF p_base IS NULL OR p_base < interval '0' OR p_base > c_limit THEN
+        RAISE EXCEPTION 'base must be between 0 and 100 years, got "%"', coalesce(p_base::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max IS NULL OR p_max < interval '0' OR p_max > c_limit THEN
+        RAISE EXCEPTION 'max must be between 0 and 100 years, got "%"', coalesce(p_max::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_strategy = 'schedule' THEN
+        FOREACH v_entry IN ARRAY coalesce(p_schedule, '{}') LOOP
+            IF v_entry IS NULL OR v_entry < interval '0' OR v_entry > c_limit THEN
+                RAISE EXCEPTION 'schedule entries must be between 0 and 100 years, got "%"', coalesce(v_entry::text, 'NULL')
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END LOOP;
+    END IF;
+    RETURN backoff._delay_us(
+        p_strategy,
+        backoff._interval_us(p_base),
+        p_multiplier,
+        p_exponent,
+        ARRAY(SELECT backoff._interval_us(s) FROM unnest(p_schedule) AS s),
+        backoff._interval_us(p_max),
+        p_jitter,
+        p_jitter_ratio,
+        p_attempt,
+        p_seed) * interval '1 microsecond';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.compute_delay(text, interval, float8, integer, interval[], interval, text, float8, integer, bigint) IS
+'Backoff delay before the retry that follows failed attempt p_attempt (1-based), from explicit policy parameters: strategy none|fixed|linear|exponential|polynomial|schedule, then the cap p_max, then jitter none|full|equal|proportional with u from md5(''SEED:ATTEMPT''). Pure and IMMUTABLE; identical to the Go mirror (client/policy) to the microsecond. Raises 22023 naming the bad parameter. docs/policies.md has the formulas.
+Example: SELECT backoff.compute_delay(''exponential'', ''1 second'', 2.0, 2, ''{}'', ''1 minute'', ''proportional'', 0.1, 3, 42);';
+
+-- backoff.schedule(policy, attempts, seed): the retry timeline of a named
+-- policy, one row per failed attempt: the delay before the next try (jitter
+-- included, from p_seed) and the cumulative wait since the first failure.
+-- Every row comes from backoff._policy_delay_us, the function fail and reap
+-- use, so the timeline is what jobs will really do.
+CREATE OR REPLACE FUNCTION backoff.schedule(
+    p_policy   text,
+    p_attempts integer DEFAULT 10,
+    p_seed     bigint DEFAULT 0
+)
+RETURNS TABLE (attempt integer, delay interval, cumulative interval)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_policy backoff.policies;
+BEGIN
+    -- 1000 rows of at most 100 years each stay inside interval's range.
+    IF p_attempts IS NULL OR p_attempts < 1 OR p_attempts > 1000 THEN
+        RAISE EXCEPTION 'attempts must be between 1 and 1000, got "%"', coalesce(p_attempts::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = p_policy;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown policy "%"', coalesce(p_policy, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+        SELECT g.n, d.v_delay, sum(d.v_delay) OVER (ORDER BY g.n)
+        FROM generate_series(1, p_attempts) AS g(n)
+        CROSS JOIN LATERAL (
+            SELECT backoff._policy_delay_us(v_policy, g.n, coalesce(p_seed, 0)) * interval '1 microsecond' AS v_delay
+        ) AS d
+        ORDER BY g.n;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.schedule(text, integer, bigint) IS
+'The retry timeline of the named policy: for failed attempts 1..p_attempts (at most 1000), the delay before the next try (jitter included, deterministic from p_seed, as for a job whose id is p_seed) and the cumulative wait. What an operator reads before choosing a policy; backoffctl schedule prints the same numbers. Raises 22023 for an unknown policy.
+Example: SELECT * FROM backoff.schedule(''moderate'', 5, 42);';
+
+-- backoff._step_backoff(request, attempts, max, multiplier): validates the
+-- parameters of calculate_step_next_retry_time and returns the delay of its
+-- fallback path, LEAST(multiplier^attempts seconds, max seconds). Private;
+-- shared by the timestamptz and timestamp overloads.
+--
+-- tasker-core's expression power(multiplier, attempts) overflows numeric
+-- (and float8) for large attempts. Here the cap is decided before any
+-- exponentiation: when attempts × ln(multiplier) exceeds ln(max) + 1, the
+-- power is above e × max and the result is max; the margin of 1 is far wider
+-- than any float8 rounding of the logarithms. Otherwise the power is at most
+-- about 2.7 × max (≤ 5.9e9) and is computed with the original expression,
+-- so every result the original could compute comes out the same: numeric
+-- power, then PostgreSQL's interval multiplication, which rounds fractional
+-- seconds to the nearest microsecond (1.1^3 → 1.331 s).
+--
+-- attempts NULL follows the original too: LEAST ignores the NULL power, so
+-- the delay is max.
+CREATE OR REPLACE FUNCTION backoff._step_backoff(
+    p_request_seconds integer,
+    p_attempts        integer,
+    p_max_seconds     integer,
+    p_multiplier      numeric
+)
+RETURNS interval
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_max interval;
+BEGIN
+    IF p_request_seconds < 0 THEN
+        RAISE EXCEPTION 'backoff_request_seconds must not be negative, got "%"', p_request_seconds
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_attempts < 0 THEN
+        RAISE EXCEPTION 'attempts must not be negative, got "%"', p_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_seconds IS NULL OR p_max_seconds <= 0 THEN
+        RAISE EXCEPTION 'p_max_backoff_seconds must be positive, got "%"', coalesce(p_max_seconds::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- NaN is neither < 1 nor finite; 'Infinity' is not finite.
+    IF p_multiplier IS NULL OR p_multiplier = 'NaN'::numeric OR p_multiplier = 'Infinity'::numeric
+       OR p_multiplier < 1 THEN
+        RAISE EXCEPTION 'p_backoff_multiplier must be a finite number of at least 1, got "%"', coalesce(p_multiplier::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    v_max := p_max_seconds * interval '1 second';
+    IF p_attempts IS NULL THEN
+        RETURN v_max;
+    END IF;
+    IF p_attempts > 0 AND p_multiplier > p_max_seconds THEN
+        RETURN v_max;  -- multiplier^attempts >= multiplier > max (and ln needs no huge float8)
+    END IF;
+    IF p_attempts::float8 * ln(p_multiplier::float8) > ln(p_max_seconds::float8) + 1 THEN
+        RETURN v_max;
+    END IF;
+    RETURN LEAST(power(p_multiplier, p_attempts::numeric) * interval '1 second', v_max);
+END
+$$;
+
+-- backoff.calculate_step_next_retry_time(...): tasker-core's dual-path rule
+-- (TAS-57), drop-in, with its parameter names and defaults: an explicit
+-- request (backoff_request_seconds after last_attempted_at) wins; otherwise
+-- failure_time + LEAST(multiplier^attempts seconds, max seconds); otherwise
+-- NULL. Unlike the original it never overflows (attempts up to 2^31-1), and
+-- rejects invalid parameters with 22023 whichever path applies. Fractional
+-- seconds of the power are kept to the microsecond (rounded to nearest, as
+-- the original expression does). The timestamp overload serves users of the
+-- original's timestamp-without-time-zone columns.
+CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
+    backoff_request_seconds integer,
+    last_attempted_at       timestamptz,
+    failure_time            timestamptz,
+    attempts                integer,
+    p_max_backoff_seconds   integer DEFAULT 60,
+    p_backoff_multiplier    numeric DEFAULT 2.0
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff.calculate_step_next_retry_time(
+    backoff_request_seconds integer,
+    last_attempted_at       timestamp,
+    failure_time            timestamp,
+    attempts                integer,
+    p_max_backoff_seconds   integer DEFAULT 60,
+    p_backoff_multiplier    numeric DEFAULT 2.0
+)
+RETURNS timestamp
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    -- Validates every parameter, whichever path applies.
+    v_fallback interval := backoff._step_backoff(backoff_request_seconds, attempts,
+                                                 p_max_backoff_seconds, p_backoff_multiplier);
+BEGIN
+    IF backoff_request_seconds IS NOT NULL AND last_attempted_at IS NOT NULL THEN
+        RETURN last_attempted_at + backoff_request_seconds * interval '1 second';
+    END IF;
+    RETURN failure_time + v_fallback;  -- NULL when failure_time is NULL
+END
+$$;
+
+COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamptz, timestamptz, integer, integer, numeric) IS
+'tasker-core''s dual-path retry time: last_attempted_at + backoff_request_seconds when both are given; else failure_time + LEAST(p_backoff_multiplier^attempts, p_max_backoff_seconds) seconds (fractions kept to the microsecond); else NULL. Never overflows, for any attempts up to 2^31-1. Raises 22023 naming the parameter for negative attempts or backoff_request_seconds, p_max_backoff_seconds <= 0, p_backoff_multiplier < 1, NaN or infinite.
+Example: SELECT backoff.calculate_step_next_retry_time(NULL, NULL, ''2025-01-01 00:00:00+00'', 3);  -- 00:00:08';
+
+COMMENT ON FUNCTION backoff.calculate_step_next_retry_time(integer, timestamp, timestamp, integer, integer, numeric) IS
+'The timestamp-without-time-zone overload of calculate_step_next_retry_time, for drop-in users of tasker-core''s original: same rule, same errors.
+Example: SELECT backoff.calculate_step_next_retry_time(30, ''2025-01-01 00:00:00'', NULL, 0);  -- 00:00:30';
+
+-- backoff._iso8601(at): a timestamptz as ISO 8601 in UTC with microseconds
+-- ("2026-01-02T03:04:05.000006Z"), whatever the session's TimeZone. Private;
+-- used for the error history and for BK004's DETAIL, which clients parse.
+CREATE OR REPLACE FUNCTION backoff._iso8601(p_at timestamptz)
+RETURNS text
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+-- backoff._push_error(errors, attempt, counted, at, error, worker, kind):
+-- the job's error history with one entry appended, keeping the 20 most
+-- recent entries (the oldest are dropped). Entries are objects
+-- {"attempt", "counted", "at" (ISO 8601 UTC), "error", "worker", "kind"}:
+-- attempt is the fencing token of the attempt that failed (attempts, unique
+-- per claim, so unique per entry), counted its place in the budget
+-- (attempts - uncounted_attempts, what max_attempts bounds: docs/adr/0020),
+-- kind 'error' (a handler's failure) or 'lease_expired' (reaped). Private;
+-- used by fail and reap. One expression, so PostgreSQL inlines it into the
+-- UPDATE; the JSON path runs only when there is something to drop (it costs
+-- about as much as the rest of the entry).
+CREATE OR REPLACE FUNCTION backoff._push_error(
+    p_errors  jsonb,
+    p_attempt integer,
+    p_counted integer,
+    p_at      timestamptz,
+    p_error   text,
+    p_worker  text,
+    p_kind    text
+)
+RETURNS jsonb
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN jsonb_array_length(p_errors) < 20 THEN p_errors
+                ELSE jsonb_path_query_array(p_errors, '$[last - 18 to last]') END
+        || jsonb_build_array(jsonb_build_object(
+               'attempt', p_attempt,
+               'counted', p_counted,
+               'at', backoff._iso8601(p_at),
+               'error', p_error,
+               'worker', p_worker,
+               'kind', p_kind))
+$$;
+
+-- backoff._governing_policy(policy, queue): the name of the policy that
+-- governs a job, the one answer to that question
+-- (docs/adr/0030-one-policy-answer.md): the job's recorded policy if it
+-- names a row of backoff.policies, else its queue's (backoff.queues), else
+-- 'default'. A name with no row (a policy deleted after the job was
+-- enqueued) falls through to the next candidate, so a job is never stuck
+-- for want of a policy.
+--
+-- Private. A one-row set-returning SQL function so that PostgreSQL inlines
+-- it into the caller's query where it is used in FROM (as
+-- backoff._retry_decision, docs/adr/0041): enqueue's INSERT then runs its
+-- two primary-key look-ups as part of its own plan, once per statement for
+-- one job and as a correlated subplan per row for a bulk enqueue, instead of
+-- a PL/pgSQL call per job (profile in docs/benchmarks.md). A scalar SQL
+-- function with sub-selects is never inlined, hence the table form.
+--
+-- backoff._job_policy_name(policy, queue) is the same answer as a scalar,
+-- for the other callers (_job_policy, job_policy, pause_queue).
+-- Both are called from SECURITY DEFINER functions with a pinned search_path.
+CREATE OR REPLACE FUNCTION backoff._governing_policy(p_policy text, p_queue text)
+RETURNS TABLE (name text)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
+AS $$
+    SELECT coalesce(
+        (SELECT p.name FROM backoff.policies AS p WHERE p.name = p_policy),
+        (SELECT q.policy FROM backoff.queues AS q WHERE q.name = p_queue),
+        'default')
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._job_policy_name(p_policy text, p_queue text)
+RETURNS text
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+AS $$
+BEGIN
+    -- PL/pgSQL, not SQL: a scalar SQL function with a FROM is never inlined,
+    -- and an SQL function that is not inlined sets up its executor on every
+    -- call (about 80 µs measured); PL/pgSQL plans the query once per session.
+    RETURN (SELECT g.name FROM backoff._governing_policy(p_policy, p_queue) AS g);
+END
+$$;
+
+-- backoff.job_policy(policy, queue): the name of the policy that governs a
+-- job, for clients and operators; the answer is backoff._job_policy_name's
+-- (docs/adr/0030-one-policy-answer.md).
+CREATE OR REPLACE FUNCTION backoff.job_policy(p_policy text, p_queue text)
+RETURNS text
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT backoff._job_policy_name(p_policy, p_queue)
+$$;
+
+COMMENT ON FUNCTION backoff.job_policy(text, text) IS
+'The name of the policy that governs a job whose recorded policy is p_policy (backoff.jobs.policy) in queue p_queue: p_policy if it names a row of backoff.policies, else the queue''s policy (backoff.queues), else ''default''. It is the same answer every function uses: enqueue records it; claim, acquire, heartbeat, fail and reap take that policy''s lease and retry curve; backoffctl and the Go client show it.
+Example:
+SELECT backoff.job_policy(NULL, ''emails'');
+SELECT id, backoff.job_policy(policy, queue) FROM backoff.jobs;';
+
+-- backoff._job_policy(policy, queue): the row of the policy that governs a
+-- job, as backoff._job_policy_name names it; with no such row (no 'default' row
+-- either) it raises 22023. Private; PL/pgSQL so
+-- that its plans are cached (docs/adr/0008-single-retry-decision.md).
+CREATE OR REPLACE FUNCTION backoff._job_policy(p_policy text, p_queue text)
+RETURNS backoff.policies
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_policy backoff.policies;
+    -- Named once: in the WHERE clause the call would run for every row a
+    -- sequential scan of backoff.policies reads (the plan for a small,
+    -- analyzed table), four calls per fail or reap batch with the shipped
+    -- profiles (docs/adr/0052).
+    v_name   text := backoff._job_policy_name(p_policy, p_queue);
+BEGIN
+    SELECT * INTO v_policy FROM backoff.policies AS p WHERE p.name = v_name;
+    IF FOUND THEN
+        RETURN v_policy;
+    END IF;
+    RAISE EXCEPTION 'unknown policy "%" and no "default" policy', coalesce(p_policy, 'NULL')
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+-- backoff._clamp_time(timestamptz): the time kept inside years 1 to 9999
+-- (UTC), the range every client can represent (DESIGN §11.4; a Go
+-- time.Time marshals to JSON only up to year 9999). Private; applied to
+-- every run_at and lease_until computed as a time plus an interval, so that
+-- a long delay near the end of the range means "as late as possible"
+-- instead of a year-10000 value that breaks readers. One expression, so it
+-- is inlined.
+CREATE OR REPLACE FUNCTION backoff._clamp_time(p_time timestamptz)
+RETURNS timestamptz
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT LEAST(GREATEST(p_time, '0001-01-01 00:00:00+00'::timestamptz),
+                            '9999-12-31 23:59:59.999999+00'::timestamptz)
+$$;
+
+-- backoff._retry_decision(...): THE decision "retry at T, or dead-letter
+-- with a reason" for a failed attempt. It exists once: fail (one row) and
+-- reap (a batch of expired leases) both take it, so a reported failure and
+-- a silent crash are judged identically
+-- (docs/adr/0008-single-retry-decision.md). Pure: everything it needs is a
+-- parameter, time included.
+--
+-- p_attempts is the counted attempt that failed, attempts -
+-- uncounted_attempts (docs/adr/0020): claims given back by snooze or
+-- before a replay do not count against max attempts nor grow the delay.
+-- p_lease_expiries is how many times the job's lease expired, this expiry
+-- included when reap asks (docs/adr/0046).
+-- In order:
+--   not p_retryable                          -> dead_lettered, 'non_retryable'
+--   p_lease_expiries >= policy.max_lease_expiries
+--                                            -> dead_lettered, 'lease_expiries'
+--   p_attempts >= max attempts               -> dead_lettered, 'max_attempts'
+--   next run after created_at + deadline     -> dead_lettered, 'deadline'
+--   otherwise                                -> retrying at the next run
+-- where max attempts = coalesce(p_max_attempts, policy.max_attempts) and the
+-- next run = p_now + (p_retry_in clamped to policy.max_delay when given,
+-- else the policy's delay for counted attempt p_attempts seeded by the job id).
+-- p_capped_us is backoff._policy_capped_us(p_policy, p_attempts), the part
+-- of that delay that does not depend on the job: the caller computes it
+-- (reap once per distinct policy and counted attempt of its batch,
+-- docs/adr/0052) and the decision adds the job's jitter
+-- (backoff._policy_delay_us); it is an input, not a second decision.
+-- A dead letter keeps its run_at and gets completed_at = p_now.
+--
+-- Shape (docs/adr/0041-set-based-reap-and-inlined-decision.md): one SQL
+-- SELECT returning one row, so that PostgreSQL inlines it into the caller's
+-- query as a subquery (a set-returning LANGUAGE sql function that is not
+-- STRICT, VOLATILE or SECURITY DEFINER is inlined where it is used in FROM):
+-- no function call, no PL/pgSQL per row. Callers pass the policy as a column
+-- (a Var), not as a function call: an inlined function's argument is copied
+-- into every place the body uses it. The next run is computed once (the
+-- OFFSET 0 keeps its subquery from being flattened into both places that
+-- read it), and the policy's delay only for a job that is retried.
+CREATE OR REPLACE FUNCTION backoff._retry_decision(
+    p_policy       backoff.policies,
+    p_capped_us    float8,
+    p_job_id       bigint,
+    p_attempts     integer,
+    p_max_attempts integer,
+    p_lease_expiries integer,
+    p_created_at   timestamptz,
+    p_run_at       timestamptz,
+    p_retry_in     interval,
+    p_retryable    boolean,
+    p_now          timestamptz
+)
+RETURNS TABLE (status text, run_at timestamptz, dead_letter_reason text, completed_at timestamptz)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+ROWS 1
+AS $$
+    SELECT CASE WHEN r.reason IS NULL THEN 'retrying' ELSE 'dead_lettered' END,
+           CASE WHEN r.reason IS NULL THEN backoff._clamp_time(n.next_run) ELSE p_run_at END,
+           r.reason,
+           CASE WHEN r.reason IS NOT NULL THEN p_now END
+    FROM (SELECT CASE
+                     WHEN NOT p_retryable
+                          OR p_lease_expiries >= (p_policy).max_lease_expiries
+                          OR p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN NULL
+                     WHEN p_retry_in IS NULL
+                         THEN p_now + backoff._policy_delay_us(p_policy, p_attempts, p_job_id, p_capped_us) * interval '1 microsecond'
+                     ELSE p_now + least(p_retry_in, (p_policy).max_delay)
+                 END AS next_run
+          OFFSET 0) AS n
+    CROSS JOIN LATERAL (
+        SELECT CASE
+                   WHEN NOT p_retryable THEN 'non_retryable'
+                   WHEN p_lease_expiries >= (p_policy).max_lease_expiries THEN 'lease_expiries'
+                   WHEN p_attempts >= coalesce(p_max_attempts, (p_policy).max_attempts) THEN 'max_attempts'
+                   WHEN (p_policy).deadline IS NOT NULL
+                        AND n.next_run > p_created_at + (p_policy).deadline THEN 'deadline'
+               END AS reason) AS r
+$$;
+
+-- backoff._raise_fencing_error(action, job id, attempt): raises the error
+-- for a guarded UPDATE on a running attempt (complete, fail, heartbeat,
+-- snooze) that matched no row. It runs only after that UPDATE, so it reads
+-- the row as it is now and never decides before writing:
+--   NULL id or attempt, attempt < 1     -> 22023
+--   no such job                         -> BK001
+--   completed, dead_lettered, cancelled -> BK003
+--   otherwise (pending, retrying, or running another attempt) -> BK002
+-- Private. Always raises.
+CREATE OR REPLACE FUNCTION backoff._raise_fencing_error(
+    p_action  text,
+    p_job_id  bigint,
+    p_attempt integer
+)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_status   text;
+    v_attempts integer;
+    v_queue    text;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot % job "NULL": job id must not be null', p_action
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_attempt IS NULL OR p_attempt < 1 THEN
+        RAISE EXCEPTION 'cannot % job "%": attempt must be at least 1, got "%"',
+            p_action, p_job_id, coalesce(p_attempt::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT j.status, j.attempts, j.queue INTO v_status, v_attempts, v_queue
+    FROM backoff.jobs AS j
+    WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    -- A scoped caller learns nothing about another queue's job.
+    PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
+        RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
+            USING ERRCODE = 'BK003';
+    END IF;
+    IF v_status = 'running' THEN
+        RAISE EXCEPTION 'cannot % job "%": attempt "%" is stale, the job is running attempt "%"',
+            p_action, p_job_id, p_attempt, v_attempts
+            USING ERRCODE = 'BK002';
+    END IF;
+    RAISE EXCEPTION 'cannot % job "%": attempt "%" is stale, the job is "%" after attempt "%"',
+        p_action, p_job_id, p_attempt, v_status, v_attempts
+        USING ERRCODE = 'BK002';
+END
+$$;
+
+-- backoff._valid_span(interval): true for NULL or a finite interval of at
+-- most 876600 hours (100 years of 365.25 days, the bound of every policy
+-- duration). Private. Leases, delays and windows beyond it would push a
+-- timestamp out of PostgreSQL's range (22008) or, on PostgreSQL 17 where
+-- intervals can be infinite, leave a lease that never expires; the callers
+-- refuse them with 22023 instead.
+CREATE OR REPLACE FUNCTION backoff._valid_span(p_value interval)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_value IS NULL
+        OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
+$$;
+
+-- backoff._now(p_now): the time a function works at (DESIGN §11.2,
+-- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
+-- that takes p_now starts with p_now := backoff._now(p_now).
+--   NULL or now()  -> now(), the transaction's clock, without reading any
+--                     table (the hot path of every client without a clock);
+--   not finite, or outside years 1 to 9999 (UTC) -> 22023 naming it;
+--   otherwise      -> p_now, when backoff.settings.time_injection is on, or
+--                     it lies within max_clock_skew of now(), or the caller
+--                     is a member of backoff_admin; else 22023.
+-- The caller is the role the session acts as: the SET ROLE role, else the
+-- login (session_user). current_user cannot say it: the public functions
+-- are SECURITY DEFINER, so inside them it is always backoff_owner. A missing
+-- settings row means the defaults (5 minutes, no injection).
+--
+-- Two functions: backoff._now is the hot path as an inlinable SQL
+-- expression (a PL/pgSQL caller's `p_now := backoff._now(p_now)` then costs
+-- no function call when p_now is NULL or now(), the common case), and
+-- backoff._injected_now (created first: an SQL body is checked when it is
+-- created) checks every other value.
+CREATE OR REPLACE FUNCTION backoff._injected_now(p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_skew      interval;
+    v_injection boolean;
+    v_role      text;
+BEGIN
+    IF NOT (p_now >= '0001-01-01 00:00:00+00'::timestamptz AND p_now < '10000-01-01 00:00:00+00'::timestamptz) THEN
+        RAISE EXCEPTION 'now must be a finite time between years 1 and 9999, got "%"', p_now
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT s.max_clock_skew, s.time_injection INTO v_skew, v_injection FROM backoff.settings AS s;
+    IF v_injection THEN
+        RETURN p_now;
+    END IF;
+    v_skew := coalesce(v_skew, interval '5 minutes');
+    IF p_now >= pg_catalog.now() - v_skew AND p_now <= pg_catalog.now() + v_skew THEN
+        RETURN p_now;
+    END IF;
+    v_role := coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user::text);
+    IF pg_catalog.pg_has_role(v_role, 'backoff_admin', 'MEMBER') THEN
+        RETURN p_now;
+    END IF;
+    RAISE EXCEPTION 'now "%" is further than max_clock_skew "%" from the database clock "%"', p_now, v_skew, pg_catalog.now()
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'pass NULL for the database clock; only backoff_admin may inject time, unless backoff.settings.time_injection is on';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._now(p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE sql
+STABLE
+AS $$
+    SELECT CASE WHEN p_now IS NULL OR p_now = pg_catalog.now() THEN pg_catalog.now()
+                ELSE backoff._injected_now(p_now) END
+$$;
+
+-- backoff._check_name(what, value): value itself when it is a name of 1 to
+-- 128 bytes without control characters (C0, DEL, C1); otherwise 22023
+-- naming the value (DESIGN §11.4), raised by backoff._bad_name. Private;
+-- every function that takes a queue, policy, worker or dedupe key checks it
+-- here, so a name can always be notified (NOTIFY payloads are limited to
+-- 8000 bytes), indexed, replayed and printed on one terminal line.
+--
+-- A SQL function that PostgreSQL inlines: called as an assignment
+-- (p_queue := backoff._check_name('queue', p_queue)) it is a PL/pgSQL
+-- simple expression, evaluated without a query (a PERFORM would run one
+-- through SPI on every call of the hot path).
+CREATE OR REPLACE FUNCTION backoff._bad_name(p_what text, p_value text)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    RAISE EXCEPTION '% must be 1 to 128 bytes without control characters, got "%" (% bytes)',
+        p_what,
+        pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_value, 'NULL'), 64), '[\x01-\x1f\x7f\u0080-\u009f]', '?', 'g')
+            || CASE WHEN pg_catalog.length(p_value) > 64 THEN '...' ELSE '' END,
+        coalesce(pg_catalog.octet_length(p_value), 0)
+        USING ERRCODE = 'invalid_parameter_value';
+END
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._check_name(p_what text, p_value text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE
+        WHEN pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
+             AND p_value OPERATOR(pg_catalog.!~) '[\x01-\x1f\x7f\u0080-\u009f]'
+        THEN p_value
+        ELSE backoff._bad_name(p_what, p_value)
+    END
+$$;
+
+-- backoff._error_text(text): an error text as it is stored in last_error
+-- and in the history (DESIGN §11.4): at most 8192 bytes; a longer text is
+-- cut at a character boundary and ends with the marker
+-- " [truncated: N bytes]" (N = the original size), so that 20 history
+-- entries hold at most about 160 KiB whatever a worker sends. (NUL and
+-- invalid UTF-8 cannot reach the server as text; the Go client replaces
+-- them before sending.) Private; used by fail.
+CREATE OR REPLACE FUNCTION backoff._error_text(p_error text)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_size integer := pg_catalog.octet_length(p_error);
+    v_text text;
+BEGIN
+    IF v_size IS NULL OR v_size <= 8192 THEN
+        RETURN p_error;
+    END IF;
+    -- 8192 bytes in all, marker included (the marker is under 40 bytes).
+    v_text := pg_catalog.left(p_error, 8150);
+    WHILE pg_catalog.octet_length(v_text) > 8150 LOOP
+        -- A character is 1 to 4 bytes: dropping a quarter of the excess
+        -- (at least one character) never overshoots by much.
+        v_text := pg_catalog.left(v_text, pg_catalog.length(v_text)
+            - greatest((pg_catalog.octet_length(v_text) - 8150 + 3) / 4, 1));
+    END LOOP;
+    RETURN v_text || ' [truncated: ' || v_size || ' bytes]';
+END
+$$;
+
+-- backoff._queue_scope(privilege): the queues the caller may act on with
+-- p_privilege ('produce' or 'work'), as LIKE patterns, or NULL when the
+-- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md).
+--
+-- Who the caller is: inside a SECURITY DEFINER function current_user is the
+-- owner, so the caller is read from session_user (the login, which only a
+-- superuser can change) and from the role set with SET ROLE, if any. The
+-- login's scope wins: a scoped login that does SET ROLE to an unscoped
+-- group stays scoped. Otherwise the SET ROLE role's scope applies, so an
+-- unscoped connection (a pooler's login, a superuser) can act as a scoped
+-- role. A role is scoped when it is a member (pg_has_role MEMBER) of a role
+-- that has a row in backoff.queue_grants; its scope is the union of those
+-- rows. Superusers are members of every role, so they are never scoped.
+--
+-- Cost: with no grants at all, one probe of an empty table; with grants, a
+-- superuser login stops there too, any other caller scans the grants table
+-- once per identity with pg_has_role (cached membership). Private; called
+-- once per call by backoff._check_queue and reap.
+CREATE OR REPLACE FUNCTION backoff._queue_scope(p_privilege text)
+RETURNS text[]
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    -- The SET ROLE role, if any. The GUC is_superuser describes the
+    -- caller's effective role (this role, else the login) even inside a
+    -- SECURITY DEFINER function, at no cost.
+    v_set_role name := NULLIF(pg_catalog.current_setting('role'), 'none');
+    v_super    boolean := pg_catalog.current_setting('is_superuser') = 'on';
+    v_who      name;
+    v_n        bigint;
+    v_scope    text[];
+BEGIN
+    IF NOT EXISTS (SELECT FROM backoff.queue_grants) THEN
+        RETURN NULL;
+    END IF;
+    IF v_set_role IS NULL AND v_super THEN
+        RETURN NULL;  -- a superuser login
+    END IF;
+    FOREACH v_who IN ARRAY ARRAY[session_user, v_set_role]::name[] LOOP
+        CONTINUE WHEN v_who IS NULL;
+        -- One scan of the (small) grants table: is v_who scoped, and to what?
+        SELECT count(*), coalesce(pg_catalog.array_agg(g.pattern) FILTER (WHERE g.privilege = p_privilege), '{}')
+        INTO v_n, v_scope
+        FROM backoff.queue_grants AS g
+        WHERE pg_catalog.pg_has_role(v_who, g.role, 'MEMBER');
+        CONTINUE WHEN v_n = 0;
+        -- Superusers are members of every role: never scoped. The SET ROLE
+        -- role's status is v_super; the login's needs the catalog (only
+        -- when it is a member of a granted role).
+        CONTINUE WHEN CASE WHEN v_who = v_set_role OR v_set_role IS NULL THEN v_super
+                           ELSE coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_who), true) END;
+        RETURN v_scope;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- backoff._check_queue(queues, privilege): raise 42501
+-- (insufficient_privilege) naming the first queue of p_queues the caller may
+-- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
+-- to check for an unscoped caller. Private; enqueue checks the queues it
+-- inserts into ('produce'), claim its queue and the by-id functions the
+-- queue of the job they touch ('work'). They call it as
+--   PERFORM backoff._check_queue(...) WHERE EXISTS (SELECT FROM backoff.queue_grants)
+-- so that without any grant (nobody is scoped) the hot path pays one probe
+-- of the empty table, not two PL/pgSQL calls.
+CREATE OR REPLACE FUNCTION backoff._check_queue(p_queues text[], p_privilege text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_scope text[] := backoff._queue_scope(p_privilege);
+    v_queue text;
+BEGIN
+    IF v_scope IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT q INTO v_queue
+    FROM pg_catalog.unnest(p_queues) AS q
+    WHERE NOT q OPERATOR(pg_catalog.~~) ANY (v_scope)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied: role "%" may not % queue "%"',
+            coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user),
+            CASE p_privilege WHEN 'produce' THEN 'produce into' ELSE 'work on' END, v_queue
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'backoff.grant_queue(role, queue, ''' || p_privilege || ''') allows it';
+    END IF;
+END
+$$;
+
+-- backoff._visible_queues(): the LIKE patterns of the queues whose jobs the
+-- caller may read through the row-level security policy of backoff.jobs
+-- (its 'work' scope), or NULL for every queue. SECURITY DEFINER because the
+-- policy runs as the reading role, which may not read backoff.queue_grants;
+-- private, executable by backoff_worker only
+-- (docs/adr/0038-queue-scoped-privileges.md).
+CREATE OR REPLACE FUNCTION backoff._visible_queues()
+RETURNS text[]
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT backoff._queue_scope('work')
+$$;
+
+-- backoff.wait_for_jobs(queue, worker, ttl): register that p_worker waits
+-- for jobs of p_queue until now() + p_ttl, so that backoff.enqueue notifies
+-- channel backoff_jobs for this queue (docs/adr/0027). A worker writes it
+-- only when a claim found the queue empty, never while busy. The
+-- registration follows the database's clock, not p_now: it is about live
+-- connections, not about the jobs' simulated time.
+CREATE OR REPLACE FUNCTION backoff.wait_for_jobs(
+    p_queue  text,
+    p_worker text,
+    p_ttl    interval DEFAULT interval '1 minute'
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_until timestamptz;
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'wait for jobs in queue "%": worker must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
+        RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_until := pg_catalog.now() + p_ttl;
+    INSERT INTO backoff.waiting_workers AS w (queue, worker, expires_at)
+    VALUES (p_queue, p_worker, v_until)
+    ON CONFLICT (queue, worker) DO UPDATE SET expires_at = excluded.expires_at;
+    -- Registrations of workers that died, while we are here.
+    DELETE FROM backoff.waiting_workers AS w
+    WHERE w.queue = p_queue AND w.expires_at < pg_catalog.now();
+    RETURN v_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.wait_for_jobs(text, text, interval) IS
+'Register that p_worker waits for jobs of p_queue until now() + p_ttl (1 minute by default, at most 1 day): while a registration of the queue is live, backoff.enqueue notifies channel backoff_jobs with the queue name when it adds a job due now. A worker calls it when a claim found the queue empty, then claims once more and LISTENs; it ends the registration with backoff.stop_waiting when busy again. Expired registrations of the queue are deleted. Returns the expiry.
+Errors: 22023 for a NULL or empty queue, a NULL worker, a ttl that is NULL, not positive or over 1 day.
+Example:
+LISTEN backoff_jobs;
+SELECT backoff.wait_for_jobs(''emails'', ''worker-1'', interval ''30 seconds'');
+SELECT count(*) FROM backoff.claim(''emails'', ''worker-1'', 10);  -- look once more, then wait for a notification';
+
+-- backoff.stop_waiting(queue, worker): end p_worker's registration for
+-- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it.
+CREATE OR REPLACE FUNCTION backoff.stop_waiting(
+    p_queue  text,
+    p_worker text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_worker IS NULL THEN
+        RAISE EXCEPTION 'stop waiting in queue "%": worker must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stop_waiting(text, text) IS
+'End p_worker''s registration for p_queue (see backoff.wait_for_jobs): enqueue no longer notifies on its behalf. A worker calls it when a claim comes back full (the queue is busy) and at shutdown. Returns whether a registration existed.
+Errors: 22023 for a NULL or empty queue, a NULL worker.
+Example:
+SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
+SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
+
+-- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
+-- now, policy): insert a job and return its id. The job records p_policy,
+-- else the policy of its queue at this moment
+-- (docs/adr/0008-single-retry-decision.md). p_policy follows p_now, against
+-- the p_now-last convention, so that positional calls written before it
+-- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
+-- key that matches an unfinished job of the same queue returns that job's
+-- id and inserts nothing. A job due now wakes listeners of channel
+-- 'backoff_jobs' (payload: the queue name) when a worker has registered
+-- that it waits for the queue (backoff.wait_for_jobs); a busy system, whose
+-- workers do not wait, takes no notify lock. PostgreSQL delivers identical
+-- notifications of one transaction once, so a bulk enqueue sends one per
+-- queue.
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queue        text,
+    p_payload      jsonb DEFAULT '{}',
+    p_run_at       timestamptz DEFAULT NULL,
+    p_max_attempts integer DEFAULT NULL,
+    p_priority     integer DEFAULT 0,
+    p_dedupe_key   text DEFAULT NULL,
+    p_now          timestamptz DEFAULT now(),
+    p_policy       text DEFAULT NULL
+)
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id      bigint;
+    v_run_at  timestamptz;
+    v_scoped  boolean;
+    v_waiting boolean;
+BEGIN
+    p_now := backoff._now(p_now);
+    v_run_at := coalesce(p_run_at, p_now);
+    p_queue := backoff._check_name('queue', p_queue);
+    IF p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_run_at < '0001-01-01 00:00:00+00' OR p_run_at >= '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"', p_run_at
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key = '' THEN
+        RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_dedupe_key IS NOT NULL THEN
+        p_dedupe_key := backoff._check_name('dedupe key', p_dedupe_key);
+    END IF;
+    IF p_policy IS NOT NULL THEN
+        p_policy := backoff._check_name('policy', p_policy);
+        IF NOT EXISTS (SELECT 1 FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+            RAISE EXCEPTION 'unknown policy "%"', p_policy
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF p_dedupe_key IS NULL THEN
+        -- The common case in one statement (one executor start, profile in
+        -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
+        -- any caller scoped by queue grants, and does a worker wait for this
+        -- queue (then a job due now notifies it at commit, docs/adr/0027).
+        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
+        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
+        FROM backoff._governing_policy(p_policy, p_queue) AS g
+        RETURNING id,
+                  EXISTS (SELECT FROM backoff.queue_grants),
+                  EXISTS (SELECT FROM backoff.waiting_workers AS w
+                          WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
+        INTO v_id, v_scoped, v_waiting;
+        IF v_scoped THEN
+            -- 42501 for a caller that may not produce into p_queue: the
+            -- error undoes the INSERT.
+            PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+        END IF;
+        IF v_waiting AND v_run_at <= p_now THEN
+            PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+        END IF;
+        RETURN v_id;
+    END IF;
+
+    -- With a dedupe key the grants are checked first: a caller that may not
+    -- produce into p_queue must not learn the id of its job with that key.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           v_run_at <= p_now AND EXISTS (SELECT FROM backoff.waiting_workers AS w
+                                         WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
+    INTO v_scoped, v_waiting;
+    IF v_scoped THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
+    END IF;
+    FOR v_try IN 1..10 LOOP
+        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
+        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+               p_dedupe_key
+        FROM backoff._governing_policy(p_policy, p_queue) AS g
+        ON CONFLICT (queue, dedupe_key)
+            WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
+            DO NOTHING
+        RETURNING id INTO v_id;
+        IF v_id IS NOT NULL THEN
+            IF v_waiting THEN
+                PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+            END IF;
+            RETURN v_id;
+        END IF;
+        -- The key is taken by an unfinished job: return it. If that job
+        -- finished between the INSERT and this SELECT, insert again.
+        SELECT j.id INTO v_id
+        FROM backoff.jobs AS j
+        WHERE j.queue = p_queue AND j.dedupe_key = p_dedupe_key
+          AND j.status IN ('pending', 'running', 'retrying');
+        IF v_id IS NOT NULL THEN
+            RETURN v_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
+Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
+SELECT id, queue, policy FROM backoff.jobs ORDER BY id;';
+
+-- backoff.enqueue(queues[], payloads[], run_ats[], max_attempts[],
+-- priorities[], dedupe_keys[], now, policies[]): the bulk form, element i of every
+-- array describing job i; returns the ids in input order. It has exactly
+-- the single-job form's semantics, but a batch without dedupe keys is
+-- inserted by ONE set-based INSERT instead of one INSERT per job (about 5x
+-- fewer server cycles per job; docs/adr/0016-set-based-bulk-enqueue.md). A
+-- batch with a dedupe key goes through the single-job form element by
+-- element, which handles the key's conflicts and races. The ids are drawn
+-- from the identity sequence before the INSERT so that each one is tied to
+-- its element whatever order the rows are inserted in. The checks work on
+-- whole arrays and the governing policy is looked up once per distinct
+-- (queue, policy), so the cost per job stays close to a hand-written
+-- multi-row INSERT's (docs/benchmarks.md).
+CREATE OR REPLACE FUNCTION backoff.enqueue(
+    p_queues       text[],
+    p_payloads     jsonb[],
+    p_run_ats      timestamptz[],
+    p_max_attempts integer[],
+    p_priorities   integer[],
+    p_dedupe_keys  text[],
+    p_now          timestamptz DEFAULT now(),
+    p_policies     text[] DEFAULT NULL
+)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Its statements read only whole arrays and the small policy, queue and
+-- waiting-worker tables: one generic plan each, never re-planned per call.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_n    integer := coalesce(cardinality(p_queues), 0);
+    v_due  text[]  := p_queues;
+    v_dims integer := greatest(array_ndims(p_queues), array_ndims(p_payloads), array_ndims(p_run_ats),
+                               array_ndims(p_max_attempts), array_ndims(p_priorities), array_ndims(p_dedupe_keys),
+                               array_ndims(p_policies));
+BEGIN
+    p_now := backoff._now(p_now);
+    IF p_queues IS NULL
+       OR coalesce(cardinality(p_payloads), v_n) <> v_n OR coalesce(cardinality(p_run_ats), v_n) <> v_n
+       OR coalesce(cardinality(p_max_attempts), v_n) <> v_n OR coalesce(cardinality(p_priorities), v_n) <> v_n
+       OR coalesce(cardinality(p_dedupe_keys), v_n) <> v_n OR coalesce(cardinality(p_policies), v_n) <> v_n THEN
+        RAISE EXCEPTION 'enqueue: the arrays must not be null (queues) and must have the same length, got "%" queues', coalesce(v_n::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A job per element of one dimension (the array functions below refuse
+    -- more with 0A000, and a flattened matrix is no batch anyone meant).
+    IF v_dims > 1 THEN
+        RAISE EXCEPTION 'enqueue: the arrays must have one dimension, got one with "%"', v_dims
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The checks below work on whole arrays (ANY, array_remove,
+    -- array_to_string) rather than scanning unnest once per check, and an
+    -- array of NULLs, which a client may send for a field it does not set,
+    -- costs about what a NULL array costs (profile in docs/benchmarks.md).
+    IF pg_catalog.cardinality(pg_catalog.array_remove(p_dedupe_keys, NULL)) > 0 THEN
+        RETURN QUERY
+        SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys, p_policies)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, dedupe_key, policy, ord)
+        ORDER BY t.ord;
+        RETURN;
+    END IF;
+    -- Names: a NULL, a control character anywhere in the batch (one match
+    -- over the names joined), or a length outside 1 to 128 bytes; the first
+    -- bad one is reported by the single-name check.
+    IF pg_catalog.array_position(p_queues, NULL) IS NOT NULL
+       OR pg_catalog.array_to_string(p_queues, '') ~ '[\x01-\x1f\x7f\u0080-\u009f]'
+       OR EXISTS (SELECT FROM unnest(p_queues) AS q WHERE octet_length(q) NOT BETWEEN 1 AND 128) THEN
+        PERFORM backoff._check_name('queue', q)
+        FROM unnest(p_queues) AS q
+        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
+    END IF;
+    IF 1 > ANY (p_max_attempts) THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
+            (SELECT min(m) FROM unnest(p_max_attempts) AS m)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF '0001-01-01 00:00:00+00' > ANY (p_run_ats) OR '10000-01-01 00:00:00+00' <= ANY (p_run_ats) THEN
+        RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"',
+            (SELECT r FROM unnest(p_run_ats) AS r WHERE r < '0001-01-01 00:00:00+00' OR r >= '10000-01-01 00:00:00+00' LIMIT 1)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF pg_catalog.cardinality(pg_catalog.array_remove(p_policies, NULL)) > 0 THEN
+        PERFORM backoff._check_name('policy', n) FROM unnest(p_policies) AS n WHERE n IS NOT NULL;
+        IF EXISTS (SELECT FROM unnest(p_policies) AS n
+                   WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n)) THEN
+            RAISE EXCEPTION 'unknown policy "%"',
+                (SELECT n FROM unnest(p_policies) AS n
+                 WHERE n IS NOT NULL AND NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = n) LIMIT 1)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+
+    -- The governing policy is looked up once per distinct (queue, policy)
+    -- of the batch, not once per job. '' stands for "no policy of its own"
+    -- in the join key ('' is not a valid policy name), so the join hashes.
+    RETURN QUERY
+    WITH src AS MATERIALIZED (
+        SELECT t.ord, pg_catalog.nextval('backoff.jobs_id_seq'::regclass) AS id,
+               t.queue, t.payload, coalesce(t.run_at, p_now) AS run_at, t.max_attempts, t.priority,
+               coalesce(t.policy, '') AS policy
+        FROM unnest(p_queues, p_payloads, p_run_ats, p_max_attempts, p_priorities, p_policies)
+             WITH ORDINALITY AS t(queue, payload, run_at, max_attempts, priority, policy, ord)
+    ), governing AS MATERIALIZED (
+        SELECT d.queue, d.policy, g.name
+        FROM (SELECT DISTINCT s.queue, s.policy FROM src AS s) AS d
+        CROSS JOIN LATERAL backoff._governing_policy(nullif(d.policy, ''), d.queue) AS g
+    ), ins AS (
+        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
+               g.name, s.run_at, p_now
+        FROM src AS s
+        JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
+    )
+    SELECT s.id FROM src AS s ORDER BY s.ord;
+
+    -- Wake the workers waiting for a queue with a job due now: a scan of
+    -- the few waiting workers, not of the batch.
+    IF p_now < ANY (p_run_ats) THEN
+        v_due := ARRAY(SELECT t.queue FROM unnest(p_queues, p_run_ats) AS t(queue, run_at)
+                       WHERE coalesce(t.run_at, p_now) <= p_now);
+    END IF;
+    PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
+    FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
+          WHERE w.queue = ANY (v_due) AND w.expires_at > pg_catalog.now()) AS w;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
+'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
+Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
+Example:
+SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
+                              NULL, NULL, ARRAY[0, 5, 0], NULL);';
+
+-- backoff._queue_burst(rate, burst): the size of a rate-limited queue's
+-- token bucket (docs/adr/0045): its burst, else greatest(1, ceil(rate)),
+-- at most 2147483647, an integer. Private; the one definition that claim
+-- (backoff._claim_controlled), backoff.queue_state and backoff.prune read
+-- the bucket through, each splitting it into least(16, burst) slots. One
+-- expression, so it is inlined.
+CREATE OR REPLACE FUNCTION backoff._queue_burst(p_rate double precision, p_burst integer)
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(p_burst, least(greatest(1, pg_catalog.ceil(p_rate)), 2147483647)::integer)
+$$;
+
+-- backoff._claim_controlled(queue, worker, limit, lease, now, queue row):
+-- claim for a queue under controls (docs/adr/0045): a rate, or a breaker
+-- that is open or half open. Private; backoff.claim calls it, with its
+-- checked arguments and the queue's row, only when its fast statement
+-- claimed nothing for such a queue. It never waits for another claimer:
+-- a state row or bucket slot another transaction holds is skipped.
+--   breaker open (now < half_open_at)  -> nothing.
+--   breaker half open                  -> the state row is locked (only
+--       here) with SKIP LOCKED: held by another transaction, nothing now;
+--       else concurrent claimers hand out exactly probes_left jobs in
+--       total: at most that many, and probes_left goes down by the number
+--       claimed. The lock is held to the end of the claim's transaction.
+--       When every probe is out and none of them is running any more
+--       (reaped, snoozed or cancelled: no result), a new set is handed out,
+--       so a probe whose worker died cannot keep the queue shut. A probe's
+--       failure that fail logged because this row was busy reopens it.
+--   rate                               -> the bucket is n = least(16,
+--       burst) slot rows, each with its share of the burst and of the rate
+--       (the shares add up to burst and rate). Free slots are locked
+--       fullest first (FOR UPDATE SKIP LOCKED) until their whole tokens
+--       cover the limit, each refilled lazily from p_now; at most those
+--       whole tokens are claimed, and the slots lose only the tokens of
+--       the jobs actually claimed, fullest first (the rest are never taken
+--       off). One row update per slot taken from, none when nothing was
+--       claimed. A new bucket's slots are created full by one claimer
+--       (elected with a try-lock, so no claimer waits).
+-- Locks are taken in one order (breaker, then slots), all without
+-- waiting; claim never waits for a job row (SKIP LOCKED).
+CREATE OR REPLACE FUNCTION backoff._claim_controlled(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer,
+    p_lease  interval,
+    p_now    timestamptz,
+    p_q      backoff.queues
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_allow    integer := p_limit;
+    v_state    backoff.queue_breakers;
+    v_probes   integer;
+    v_failed   timestamptz;
+    v_burst    integer;
+    v_nslots   integer;
+    v_pass     integer;
+    v_cur      refcursor;
+    v_slot     smallint;
+    v_avail    double precision;
+    v_sum      double precision;
+    v_slots    smallint[];
+    v_avails   double precision[];
+    v_left     double precision;
+    v_take     double precision;
+    v_wslots   smallint[];
+    v_wtokens  double precision[];
+    v_count    integer;
+    v_jobs     backoff.jobs[];
+    v_ids      bigint[];
+BEGIN
+    IF p_q.breaker_failures IS NOT NULL THEN
+        SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        IF v_state.opened_at IS NOT NULL THEN
+            IF p_now < v_state.half_open_at THEN
+                RETURN;  -- open
+            END IF;
+            -- Half open: count the probes under the row's lock, on its
+            -- latest version (a fail may have reopened it, a complete closed
+            -- it). A row another transaction holds (a claim handing out
+            -- probes, a fail reopening, a complete closing) gives nothing
+            -- now rather than a wait.
+            SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue
+            FOR UPDATE SKIP LOCKED;
+            IF NOT FOUND THEN
+                RETURN;
+            END IF;
+            IF v_state.opened_at IS NOT NULL THEN
+                IF p_now < v_state.half_open_at THEN
+                    RETURN;
+                END IF;
+                -- A probe's fail that found this row locked logged its
+                -- failure instead of reopening (backoff._breaker_failure):
+                -- reopen on its behalf, from the time it failed.
+                SELECT pg_catalog.max(f.failed_at) INTO v_failed
+                FROM backoff.queue_failures AS f
+                WHERE f.queue = p_queue AND f.failed_at >= v_state.half_open_at
+                  AND f.failed_at > v_state.counted_from;
+                IF v_failed IS NOT NULL THEN
+                    UPDATE backoff.queue_breakers AS b
+                    SET opened_at = v_failed,
+                        half_open_at = backoff._clamp_time(v_failed + p_q.breaker_cooldown),
+                        probes_left = NULL,
+                        probe_ids = NULL,
+                        counted_from = v_failed
+                    WHERE b.queue = p_queue;
+                    RETURN;
+                END IF;
+                v_probes := coalesce(v_state.probes_left, p_q.breaker_probes);
+                v_ids := coalesce(v_state.probe_ids, '{}');
+                IF v_probes < 1 THEN
+                    IF EXISTS (SELECT FROM backoff.jobs AS j
+                               WHERE j.id = ANY (v_state.probe_ids) AND j.status = 'running') THEN
+                        RETURN;  -- every probe is out: wait for a result
+                    END IF;
+                    v_probes := p_q.breaker_probes;
+                    v_ids := '{}';
+                END IF;
+                v_allow := least(v_allow, v_probes);
+            END IF;
+        END IF;
+    END IF;
+
+    IF p_q.rate IS NOT NULL THEN
+        v_burst := backoff._queue_burst(p_q.rate, p_q.burst);
+        v_nslots := least(16, v_burst);
+        FOR v_pass IN 1..2 LOOP
+            -- Take free slots, fullest first, until their whole tokens
+            -- cover the limit; a slot another claimer holds is skipped
+            -- (never waited for). Each slot's tokens are refilled lazily
+            -- from p_now at its share of the rate, up to its share of the
+            -- burst; a clock behind refilled_at adds nothing.
+            v_sum := 0;
+            v_slots := '{}';
+            v_avails := '{}';
+            OPEN v_cur FOR
+                SELECT t.slot,
+                       least(v_burst / v_nslots + (t.slot < v_burst % v_nslots)::integer,
+                             t.tokens + p_q.rate * (v_burst / v_nslots + (t.slot < v_burst % v_nslots)::integer) / v_burst
+                                 * greatest(0, extract(epoch FROM p_now - t.refilled_at)::double precision)) AS avail
+                FROM backoff.queue_tokens AS t
+                WHERE t.queue = p_queue AND t.slot < v_nslots
+                ORDER BY 2 DESC, t.slot DESC
+                FOR UPDATE OF t SKIP LOCKED;
+            LOOP
+                FETCH v_cur INTO v_slot, v_avail;
+                EXIT WHEN NOT FOUND;
+                v_slots := v_slots || v_slot;
+                v_avails := v_avails || v_avail;
+                v_sum := v_sum + v_avail;
+                -- (1e-9: a slot's share of the rate is a fraction, so a sum
+                -- of refills can fall a rounding error short of a token.)
+                EXIT WHEN v_sum + 1e-9 >= v_allow;
+            END LOOP;
+            CLOSE v_cur;
+            EXIT WHEN v_sum + 1e-9 >= v_allow OR v_pass = 2;
+            -- Fewer tokens than asked: create the slots a new bucket lacks
+            -- (full). One creator at a time, elected without waiting: a
+            -- claimer that loses gets what it holds now.
+            EXIT WHEN (SELECT pg_catalog.count(*) FROM backoff.queue_tokens AS t
+                       WHERE t.queue = p_queue AND t.slot < v_nslots) >= v_nslots;
+            EXIT WHEN NOT pg_catalog.pg_try_advisory_xact_lock(
+                pg_catalog.hashtext('backoff.queue_tokens'), pg_catalog.hashtext(p_queue));
+            INSERT INTO backoff.queue_tokens (queue, slot, tokens, refilled_at)
+            SELECT p_queue, s.slot, v_burst / v_nslots + (s.slot < v_burst % v_nslots)::integer, p_now
+            FROM pg_catalog.generate_series(0, v_nslots - 1) AS s(slot)
+            ON CONFLICT (queue, slot) DO NOTHING;
+        END LOOP;
+        v_allow := least(v_allow::double precision, floor(v_sum + 1e-9))::integer;
+        IF v_allow < 1 THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    -- backoff.claim's statement, with the allowance as its limit. Without
+    -- probes to record, the rows go straight to the result (RETURN QUERY,
+    -- counted afterwards); a half-open breaker's claim keeps them to record
+    -- the probes' ids.
+    IF v_probes IS NULL THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT v_allow
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        IF v_count = 0 THEN
+            RETURN;
+        END IF;
+    ELSE
+        WITH claimed AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT v_allow
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j AS job)
+        SELECT pg_catalog.array_agg(c.job) INTO v_jobs FROM claimed AS c;
+        v_count := coalesce(pg_catalog.cardinality(v_jobs), 0);
+        IF v_count = 0 THEN
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT * FROM pg_catalog.unnest(v_jobs);
+    END IF;
+    IF v_probes IS NOT NULL THEN
+        UPDATE backoff.queue_breakers AS b
+        SET probes_left = v_probes - v_count,
+            probe_ids = v_ids || ARRAY(SELECT r.id FROM pg_catalog.unnest(v_jobs) AS r)
+        WHERE b.queue = p_queue;
+    END IF;
+    IF p_q.rate IS NOT NULL THEN
+        -- Take the claimed jobs' tokens from the slots held, fullest first;
+        -- a slot nothing was taken from is not written.
+        v_left := v_count;
+        v_wslots := '{}';
+        v_wtokens := '{}';
+        FOR i IN 1 .. pg_catalog.cardinality(v_slots) LOOP
+            EXIT WHEN v_left <= 0;
+            v_take := least(v_left, v_avails[i]);
+            v_wslots := v_wslots || v_slots[i];
+            v_wtokens := v_wtokens || greatest(0, v_avails[i] - v_take);
+            v_left := v_left - v_take;
+        END LOOP;
+        IF pg_catalog.cardinality(v_wslots) = 1 THEN  -- the usual case
+            UPDATE backoff.queue_tokens AS t
+            SET tokens = v_wtokens[1], refilled_at = greatest(t.refilled_at, p_now)
+            WHERE t.queue = p_queue AND t.slot = v_wslots[1];
+            RETURN;
+        END IF;
+        UPDATE backoff.queue_tokens AS t
+        SET tokens = w.tokens, refilled_at = greatest(t.refilled_at, p_now)
+        FROM ROWS FROM (pg_catalog.unnest(v_wslots), pg_catalog.unnest(v_wtokens)) AS w(slot, tokens)
+        WHERE t.queue = p_queue AND t.slot = w.slot;
+    END IF;
+END
+$$;
+
+-- backoff.claim(queue, worker, limit, lease, now): claim up to p_limit due
+-- jobs of a queue in one UPDATE. The candidates are locked with
+-- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
+-- a row. Hot path: one statement, no extra queries.
+--
+-- Plan notes (docs/design.md §10): the candidates are collected into an
+-- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
+-- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
+-- LOCKED) can get a generic plan that hash-joins a sequential scan of the
+-- whole table. The lease comes from the job's recorded policy, one
+-- primary-key look-up, so that a claimed row costs no PL/pgSQL call (profile
+-- in docs/adr/0041); backoff._job_policy, the governing policy's answer, is
+-- only reached when that row is gone (a policy deleted after the job was
+-- enqueued: its queue's, else 'default', else 22023). A paused queue
+-- (backoff.queues.paused) gives nothing.
+--
+-- Queue controls (docs/adr/0045): the fast statement's probe of
+-- backoff.queues also gives nothing for a queue with a rate or with a
+-- breaker that is not closed (the breaker's state row is only read for a
+-- queue row with breaker_failures set; a closed breaker does not hold
+-- claims back, so it takes the fast statement too). Only when the fast
+-- statement claimed nothing does claim look at the queue's row again and,
+-- for such a queue that is not paused, take backoff._claim_controlled. A
+-- queue without controls pays nothing more while it has due jobs; the
+-- probe is a one-time filter, so a held queue's fast statement reads no
+-- job.
+CREATE OR REPLACE FUNCTION backoff.claim(
+    p_queue  text,
+    p_worker text,
+    p_limit  integer DEFAULT 1,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_controls backoff.queues;
+BEGIN
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
+    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+       OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+        IF p_queue IS NULL OR p_queue = '' THEN
+            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_worker IS NULL THEN
+            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+            RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        ELSE
+            RAISE EXCEPTION 'claim in queue "%": lease must be positive and at most 876600 hours, got "%"', p_queue, p_lease
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    p_now := backoff._now(p_now);
+
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+
+    -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
+    -- parameter in LIMIT makes the generic plan look expensive (the planner
+    -- assumes it keeps 10% of the rows), so the plan cache would plan the
+    -- statement again on every call; with a constant it keeps one generic
+    -- plan, which matters for one job per call. A batch amortizes planning.
+    IF p_limit = 1 THEN
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q
+                              WHERE q.name = p_queue
+                                AND (q.paused OR q.rate IS NOT NULL
+                                        OR (q.breaker_failures IS NOT NULL
+                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    ELSE
+        RETURN QUERY
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = ANY (ARRAY(
+            SELECT c.id
+            FROM backoff.jobs AS c
+            WHERE c.queue = p_queue
+              AND c.status IN ('pending', 'retrying')
+              AND c.run_at <= p_now
+              AND NOT EXISTS (SELECT FROM backoff.queues AS q
+                              WHERE q.name = p_queue
+                                AND (q.paused OR q.rate IS NOT NULL
+                                        OR (q.breaker_failures IS NOT NULL
+                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
+            ORDER BY c.priority DESC, c.run_at, c.id
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.*;
+    END IF;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+
+    -- Nothing claimed: the queue is empty, paused, or under controls (a
+    -- rate, or a breaker that is not closed), which the statement above
+    -- leaves to this path. Only now do controls cost a query.
+    SELECT q.* INTO v_controls
+    FROM backoff.queues AS q
+    WHERE q.name = p_queue
+      AND NOT q.paused
+      AND (q.rate IS NOT NULL
+           OR (q.breaker_failures IS NOT NULL
+               AND EXISTS (SELECT FROM backoff.queue_breakers AS b WHERE b.queue = q.name AND b.opened_at IS NOT NULL)));
+    IF FOUND THEN
+        RETURN QUERY SELECT * FROM backoff._claim_controlled(p_queue, p_worker, p_limit, p_lease, p_now, v_controls);
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
+
+-- backoff.acquire(job id, worker, lease, now): claim one given job if it is
+-- due, for workflow engines that choose the step themselves
+-- (docs/adr/0010-acquire-by-id.md). One guarded UPDATE; only when it
+-- matches nothing is the row read to choose the error, so two workers
+-- acquiring the same job get exactly one winner: the other waits for the
+-- winner's row lock and then sees a running job (BK002).
+CREATE OR REPLACE FUNCTION backoff.acquire(
+    p_job_id bigint,
+    p_worker text,
+    p_lease  interval DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot acquire job "NULL": job id must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_worker := backoff._check_name('worker', p_worker);
+    IF p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
+        RAISE EXCEPTION 'cannot acquire job "%": lease must be positive and at most 876600 hours, got "%"', p_job_id, p_lease
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+
+    UPDATE backoff.jobs AS j
+    SET status = 'running',
+        attempts = j.attempts + 1,
+        lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
+        locked_by = p_worker,
+        last_attempted_at = p_now
+    WHERE j.id = p_job_id
+      -- "pending or retrying", spelled so that it does not imply the
+      -- predicate of jobs_claimable_idx: a generic plan would otherwise
+      -- scan every due job of that index for this one id.
+      AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+      AND j.run_at <= p_now
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        -- A scoped caller that acquired another queue's job: the error
+        -- undoes the UPDATE (docs/adr/0038-queue-scoped-privileges.md).
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        RETURN v_job;
+    END IF;
+
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    IF v_job.status = 'running' THEN
+        RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
+            USING ERRCODE = 'BK002';
+    END IF;
+    IF v_job.status IN ('completed', 'dead_lettered', 'cancelled') THEN
+        RAISE EXCEPTION 'cannot acquire job "%": it is "%"', p_job_id, v_job.status
+            USING ERRCODE = 'BK003';
+    END IF;
+    RAISE EXCEPTION 'job "%" is not ready until "%" (attempts "%")',
+        p_job_id, backoff._iso8601(v_job.run_at), v_job.attempts
+        USING ERRCODE = 'BK004',
+              DETAIL = backoff._iso8601(v_job.run_at),
+              HINT = format('attempts=%s', v_job.attempts);
+END
+$$;
+
+COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
+'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a worker that is not 1 to 128 bytes without control characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue.
+Example:
+SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
+SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
+
+-- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
+-- of a job completed. One guarded UPDATE; the error path reads the row only
+-- when it matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.complete(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_job       backoff.jobs;
+    v_scoped    boolean;
+    v_half_open boolean;
+BEGIN
+    p_now := backoff._now(p_now);
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    -- Two probes in one statement, each of a table that is empty unless the
+    -- feature is used (queue grants; a breaker that opened), so that they
+    -- cost a completion next to nothing then: is the caller scoped by
+    -- queue grants, and is this queue's breaker half open.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           EXISTS (SELECT FROM backoff.queue_breakers AS b
+                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
+    INTO v_scoped, v_half_open;
+    IF v_scoped THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    END IF;
+    IF v_half_open THEN
+        -- A success closes the queue's half-open breaker (docs/adr/0045).
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+        WHERE b.queue = v_job.queue
+          AND b.half_open_at <= p_now;
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts FROM backoff.complete(1, 1);';
+
+-- backoff.complete_many(job ids, attempts, now): complete a batch in one
+-- UPDATE joined to the unnested arrays. Fenced per entry: a job not running
+-- the given attempt is left alone and its id not returned.
+--
+-- Plan notes: jobs are found with id = ANY(p_job_ids) (the primary key) and
+-- joined to the arrays by hash, never by a nested loop. Statistics taken
+-- while nothing runs say status = 'running' matches about one row, so
+-- without this the planner nests a scan of every running row inside a scan
+-- of the arrays: running x batch comparisons, which took 4.9 s for 1,000
+-- ids among 30,000 running jobs and made four Workers on one pool slower
+-- than one (docs/adr/0026-worker-runner.md).
+CREATE OR REPLACE FUNCTION backoff.complete_many(
+    p_job_ids  bigint[],
+    p_attempts integer[],
+    p_now      timestamptz DEFAULT now()
+)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+SET enable_nestloop = off
+AS $$
+BEGIN
+    p_now := backoff._now(p_now);
+    IF p_job_ids IS NULL OR p_attempts IS NULL
+       OR cardinality(p_job_ids) <> cardinality(p_attempts) THEN
+        RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
+            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A scoped caller may list only jobs of its queues (one probe of the
+    -- empty grants table otherwise).
+    IF backoff._queue_scope('work') IS NOT NULL THEN
+        PERFORM backoff._check_queue(
+            ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
+    END IF;
+    -- A success closes its queue's breaker if it is half open
+    -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
+    -- the distinct queues of the batch, in the same statement.
+    RETURN QUERY
+    WITH done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'completed',
+            completed_at = p_now,
+            lease_until = NULL,
+            locked_by = NULL
+        FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
+        WHERE j.id = ANY (p_job_ids)
+          AND j.id = t.id
+          AND j.attempts = t.attempt
+          AND j.status = 'running'
+        RETURNING j.id, j.queue
+    ), closed AS (
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+        -- An array, so that the primary key finds the rows (with
+        -- enable_nestloop off an IN would hash a scan of every breaker).
+        WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
+          AND b.half_open_at <= p_now
+    )
+    SELECT d.id FROM done AS d;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
+SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 ran attempt 1, not 2';
+
+-- backoff._breaker_failure(queue, failures, window, cooldown, now): count a
+-- failed attempt of a queue with a circuit breaker (docs/adr/0045).
+-- Private; called by fail, only for a queue whose breaker_failures is set.
+--   closed    -> one row appended to backoff.queue_failures (no row is
+--                updated), then the failures in (now - window, now] since
+--                the last transition are counted through the index, at most
+--                p_failures of them; at the threshold the breaker opens
+--                (backoff.queue_breakers: opened_at = now, half open from
+--                now + cooldown). Two expired log rows are deleted per
+--                append, so the log holds about one window of failures.
+--   open      -> nothing: the outage is already counted (attempts that
+--                were running when it opened still fail).
+--   half open -> reopens (opened_at = now): the probe failed.
+-- Concurrent fails do not see each other's uncommitted rows, so the
+-- breaker may open a few failures late (at most one per concurrent fail);
+-- never early. Transitions are guarded on the state they saw, so two
+-- concurrent transitions make one. A fail never waits for a row lock: it
+-- takes the state row FOR UPDATE SKIP LOCKED before a transition, and a
+-- row another transaction holds means that one is changing the state (a
+-- half-open reopen that finds a probe-handing claim there logs the
+-- failure, which that claim's successor turns into the reopen).
+CREATE OR REPLACE FUNCTION backoff._breaker_failure(
+    p_queue    text,
+    p_failures integer,
+    p_window   interval,
+    p_cooldown interval,
+    p_now      timestamptz
+)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_state backoff.queue_breakers;
+    v_from  timestamptz;
+    v_count bigint;
+    v_found boolean;
+BEGIN
+    SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+    v_found := FOUND;
+    IF v_state.opened_at IS NOT NULL THEN
+        IF p_now >= v_state.half_open_at THEN
+            -- Half open: reopen, under the row's lock, if it is free and
+            -- still the period this fail saw. A row another transaction
+            -- holds is not waited for: a fail reopening it, a complete
+            -- closing it, or a claim handing out probes. For the last
+            -- one, the failure is logged instead, and the next half-open
+            -- claim reopens the breaker from it (backoff._claim_controlled).
+            PERFORM FROM backoff.queue_breakers AS b
+            WHERE b.queue = p_queue AND b.opened_at = v_state.opened_at
+            FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE backoff.queue_breakers AS b
+                SET opened_at = p_now,
+                    half_open_at = backoff._clamp_time(p_now + p_cooldown),
+                    probes_left = NULL,
+                    probe_ids = NULL,
+                    counted_from = p_now
+                WHERE b.queue = p_queue;
+            ELSE
+                INSERT INTO backoff.queue_failures (queue, failed_at) VALUES (p_queue, p_now);
+            END IF;
+        END IF;
+        RETURN;
+    END IF;
+
+    INSERT INTO backoff.queue_failures (queue, failed_at) VALUES (p_queue, p_now);
+    -- greatest ignores NULL: no state row yet counts the whole window.
+    v_from := greatest(p_now - p_window, v_state.counted_from);
+    SELECT count(*) INTO v_count
+    FROM (SELECT FROM backoff.queue_failures AS f
+          WHERE f.queue = p_queue AND f.failed_at > v_from AND f.failed_at <= p_now
+          LIMIT p_failures) AS w;
+    -- At the threshold, open it: one transition, made by the fail that
+    -- gets the row (or, for a queue whose breaker never opened, the right
+    -- to create it) without waiting; concurrent fails at the threshold
+    -- skip it, so none of them queues behind the opener's commit.
+    IF v_count >= p_failures THEN
+        IF v_found THEN
+            PERFORM FROM backoff.queue_breakers AS b
+            WHERE b.queue = p_queue AND b.opened_at IS NULL
+            FOR UPDATE SKIP LOCKED;
+            IF FOUND THEN
+                UPDATE backoff.queue_breakers AS b
+                SET opened_at = p_now,
+                    half_open_at = backoff._clamp_time(p_now + p_cooldown),
+                    probes_left = NULL,
+                    probe_ids = NULL,
+                    counted_from = p_now
+                WHERE b.queue = p_queue;
+            END IF;
+        ELSIF pg_catalog.pg_try_advisory_xact_lock(
+                  pg_catalog.hashtext('backoff.queue_breakers'), pg_catalog.hashtext(p_queue)) THEN
+            -- Only fails create the row, each under this lock, so the
+            -- INSERT never waits for another's uncommitted one; a row
+            -- committed meanwhile is an open breaker (DO NOTHING).
+            INSERT INTO backoff.queue_breakers (queue, opened_at, half_open_at, probes_left, counted_from)
+            VALUES (p_queue, p_now, backoff._clamp_time(p_now + p_cooldown), NULL, p_now)
+            ON CONFLICT (queue) DO NOTHING;
+        END IF;
+    END IF;
+    -- Prune: rows that no longer count, oldest first, skipping rows another
+    -- fail is deleting (never waits).
+    DELETE FROM backoff.queue_failures AS f
+    WHERE f.ctid = ANY (ARRAY(
+        SELECT o.ctid
+        FROM backoff.queue_failures AS o
+        WHERE o.queue = p_queue AND o.failed_at <= v_from
+        ORDER BY o.failed_at
+        LIMIT 2
+        FOR UPDATE SKIP LOCKED));
+END
+$$;
+
+-- backoff.fail(job id, attempt, error, retry_in, retryable, now): settle a
+-- failed running attempt with ONE guarded UPDATE whose new status, run_at,
+-- reason and completed_at come from backoff._retry_decision, the same
+-- decision reap uses. The error path reads the row only when the UPDATE
+-- matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.fail(
+    p_job_id    bigint,
+    p_attempt   integer,
+    p_error     text,
+    p_retry_in  interval DEFAULT NULL,
+    p_retryable boolean DEFAULT true,
+    p_now       timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_job   backoff.jobs;
+    -- Capped at 8 KiB with a marker (DESIGN §11.4).
+    v_error text := backoff._error_text(p_error);
+    v_failures integer;
+    v_window   interval;
+    v_cooldown interval;
+BEGIN
+    IF p_error IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_retry_in < interval '0' THEN
+        RAISE EXCEPTION 'cannot fail job "%": retry_in must not be negative, got "%"', coalesce(p_job_id::text, 'NULL'), p_retry_in
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_retryable IS NULL THEN
+        RAISE EXCEPTION 'cannot fail job "%": retryable must not be null', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+
+    UPDATE backoff.jobs AS j
+    SET (status, run_at, dead_letter_reason, completed_at) = (
+            -- The policy is looked up once (OFFSET 0 keeps it a column: the
+            -- inlined decision would otherwise call _job_policy for every
+            -- field it reads), and so is its capped delay for the counted
+            -- attempt (one _clamped_power call at most).
+            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+            CROSS JOIN LATERAL (
+                SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
+            CROSS JOIN LATERAL backoff._retry_decision(
+                p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
+                j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = v_error,
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error')
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- The queue's circuit breaker counts every fail (docs/adr/0045):
+        -- one primary-key probe of backoff.queues when it has none.
+        SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
+        INTO v_failures, v_window, v_cooldown
+        FROM backoff.queues AS q
+        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL;
+        IF FOUND THEN
+            PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
+        END IF;
+    ELSE
+        PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Every fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS retry_in, last_error FROM backoff.fail(1, 1, ''smtp timeout'');';
+
+-- backoff.reap(now, limit): move running jobs whose lease expired through
+-- backoff._retry_decision, the same decision fail uses, as retryable
+-- failures with message 'lease expired' and kind 'lease_expired'. Each
+-- counts in the job's lease_expiries, which the policy's
+-- max_lease_expiries bounds (docs/adr/0046); a lease expiry does not count
+-- toward the queue's circuit breaker (docs/adr/0045). One
+-- set-based UPDATE per batch (docs/adr/0041): each distinct (policy, queue)
+-- of the batch is looked up once, its delay before jitter computed once
+-- per distinct counted attempt (docs/adr/0052), and the decision is
+-- inlined, so a row costs no PL/pgSQL call (only md5 for the jitter of a
+-- retried job). The batch is locked with FOR UPDATE SKIP LOCKED, so any number of
+-- reapers can run at once without waiting for one another or settling a job
+-- twice. The outer UPDATE does not repeat the conditions: the rows are
+-- locked by the batch, which rechecked them on their latest version, and a
+-- repeated "lease_until < p_now" would let the planner walk the lease index
+-- instead of probing the primary key.
+CREATE OR REPLACE FUNCTION backoff.reap(
+    p_now   timestamptz DEFAULT now(),
+    p_limit integer DEFAULT 1000
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_count integer;
+    -- A caller scoped by backoff.grant_queue reaps its 'work' queues only.
+    v_scope text[] := backoff._queue_scope('work');
+BEGIN
+    p_now := backoff._now(p_now);
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'reap: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The batch is locked first (FOR UPDATE SKIP LOCKED returns each row as
+    -- its latest version, which nobody can change until we commit), its
+    -- distinct (policy, queue) pairs are resolved once each, and the
+    -- decision, inlined, is taken per row from the locked values. The UPDATE
+    -- then finds each row through the primary key (j.id = d.id; the batch is
+    -- estimated small, so a nested loop of primary-key probes). It once also
+    -- said "j.id = ANY (the batch's ids)": with the decision's join
+    -- estimated at one row the planner put that array into the inner index
+    -- scan, which sorted the whole array again for every row (quadratic: 5x
+    -- the instructions per row at batches of 1,000; the plan test checks).
+    WITH batch AS MATERIALIZED (
+        SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.lease_expiries,
+               r.created_at, r.run_at
+        FROM backoff.jobs AS r
+        -- Only running jobs have a lease (CHECK jobs_lease_while_running).
+        -- Adding "status = 'running'" would make the planner expect one row
+        -- and prefer a bitmap scan plus a sort of every expired lease to
+        -- this ordered walk of jobs_lease_idx that stops at p_limit.
+        WHERE r.lease_until < p_now
+          AND (v_scope IS NULL OR r.queue LIKE ANY (v_scope))
+        ORDER BY r.lease_until
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ), batch_policy AS MATERIALIZED (
+        SELECT k.queue, k.policy, backoff._job_policy(k.policy, k.queue) AS policy_row
+        FROM (SELECT DISTINCT b.queue, b.policy FROM batch AS b) AS k
+    ), batch_delay AS MATERIALIZED (
+        -- The policy's capped delay before jitter depends on the policy and
+        -- the counted attempt only: computed once per distinct pair here
+        -- (docs/adr/0052), the job's jitter is added by the decision.
+        SELECT k.queue, k.policy, k.counted, p.policy_row,
+               backoff._policy_capped_us(p.policy_row, k.counted) AS capped_us
+        FROM (SELECT DISTINCT b.queue, b.policy, b.attempts - b.uncounted_attempts AS counted FROM batch AS b) AS k
+        JOIN batch_policy AS p ON p.queue = k.queue AND p.policy IS NOT DISTINCT FROM k.policy
+    ), decided AS (
+        SELECT b.id, d.status, d.run_at, d.dead_letter_reason, d.completed_at
+        FROM batch AS b
+        JOIN batch_delay AS p ON p.queue = b.queue AND p.policy IS NOT DISTINCT FROM b.policy
+                             AND p.counted = b.attempts - b.uncounted_attempts
+        CROSS JOIN LATERAL backoff._retry_decision(
+            p.policy_row, p.capped_us, b.id, p.counted, b.max_attempts, b.lease_expiries + 1,
+            b.created_at, b.run_at, NULL, true, p_now) AS d
+    )
+    UPDATE backoff.jobs AS j
+    SET status = d.status,
+        run_at = d.run_at,
+        dead_letter_reason = d.dead_letter_reason,
+        completed_at = d.completed_at,
+        lease_expiries = j.lease_expiries + 1,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_failed_at = p_now,
+        last_error = 'lease expired',
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+    FROM decided AS d
+    WHERE j.id = d.id;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
+Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
+
+-- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
+-- running attempt. One guarded UPDATE; errors chosen only after it matched
+-- nothing.
+CREATE OR REPLACE FUNCTION backoff.heartbeat(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_extend  interval DEFAULT NULL,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_lease_until timestamptz;
+    v_queue       text;
+BEGIN
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), p_extend
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    UPDATE backoff.jobs AS j
+    SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    ELSE
+        PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
+    END IF;
+    RETURN v_lease_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
+'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Example:
+SELECT backoff.enqueue(''reports'');
+SELECT id FROM backoff.claim(''reports'', ''worker-1'');
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';
+
+-- backoff.snooze(job id, attempt, delay, now): put a running attempt back
+-- to pending at p_now + p_delay without spending it: uncounted_attempts
+-- goes up by one, so the counted attempt goes back by one while attempts,
+-- the fencing token, stays; the next claim has a new token
+-- (docs/adr/0020-tokens-that-never-repeat.md). A snooze repeated after its
+-- reply was lost is refused (BK002 once the job is pending or re-claimed).
+CREATE OR REPLACE FUNCTION backoff.snooze(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_delay   interval,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
+        RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), coalesce(p_delay::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    UPDATE backoff.jobs AS j
+    SET status = 'pending',
+        uncounted_attempts = j.uncounted_attempts + 1,
+        run_at = backoff._clamp_time(p_now + p_delay),
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    ELSE
+        PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
+'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay (at most year 9999), without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now() AS runs_in FROM backoff.snooze(1, 1, ''5 minutes'');';
+
+-- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
+-- is not finished (pending, retrying or running). A running worker learns
+-- it at its next complete, fail, heartbeat or snooze (BK003).
+CREATE OR REPLACE FUNCTION backoff.cancel(
+    p_job_id bigint,
+    p_reason text DEFAULT NULL,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot cancel job "NULL": job id must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    UPDATE backoff.jobs AS j
+    SET status = 'cancelled',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL,
+        last_error = coalesce(backoff._error_text(p_reason), j.last_error)
+    WHERE j.id = p_job_id
+      AND j.status IN ('pending', 'running', 'retrying')
+    RETURNING j.* INTO v_job;
+    IF FOUND THEN
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot cancel job "%": it is "%"', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
+Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
+
+-- backoff.replay(job id, now): a dead-lettered or cancelled job back to
+-- pending, due at p_now, with a fresh attempt budget: uncounted_attempts =
+-- attempts, so the counted attempt is 0, while attempts, the fencing token,
+-- keeps counting (docs/adr/0020-tokens-that-never-repeat.md): a worker
+-- still running the cancelled attempt cannot settle the next one. Two
+-- concurrent replays of one job: the second waits for the first's row lock,
+-- then finds a pending job (BK003). The error history and last_error stay
+-- as evidence.
+CREATE OR REPLACE FUNCTION backoff.replay(
+    p_job_id bigint,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_job backoff.jobs;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot replay job "NULL": job id must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    BEGIN
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            uncounted_attempts = j.attempts,
+            lease_expiries = 0,
+            run_at = p_now,
+            dead_letter_reason = NULL,
+            completed_at = NULL,
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status IN ('dead_lettered', 'cancelled')
+        RETURNING j.* INTO v_job;
+    EXCEPTION WHEN unique_violation THEN
+        SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+        RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
+            p_job_id, v_job.queue, v_job.dedupe_key
+            USING ERRCODE = 'BK003';
+    END;
+    IF v_job.id IS NOT NULL THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', v_job.queue);
+        RETURN v_job;
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    RAISE EXCEPTION 'cannot replay job "%": it is "%", only dead_lettered or cancelled jobs can be replayed', p_job_id, v_job.status
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
+SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
+
+-- backoff.replay_dead_letters(queue, now): every dead-lettered job of a
+-- queue back to pending, as backoff.replay does it, in one UPDATE. What it
+-- cannot replay it leaves dead-lettered and reports, one row per job with
+-- the reason, instead of failing the whole batch: today that is a dedupe
+-- key held by an unfinished job of the queue (or by an older dead letter
+-- replayed in the same call). Like replay, it gives a fresh budget
+-- (uncounted_attempts = attempts) and keeps the fencing token counting
+-- (docs/adr/0020): a worker still running a dead letter's reaped attempt
+-- cannot settle the replayed job's next claim. Admin only.
+CREATE OR REPLACE FUNCTION backoff.replay_dead_letters(
+    p_queue text,
+    p_now   timestamptz DEFAULT now()
+)
+RETURNS TABLE (job_id bigint, replayed boolean, reason text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    RETURN QUERY
+    WITH locked AS MATERIALIZED (
+        SELECT j.id, j.dedupe_key
+        FROM backoff.jobs AS j
+        WHERE j.queue = p_queue AND j.status = 'dead_lettered'
+        ORDER BY j.id
+        FOR UPDATE
+    ), dead AS MATERIALIZED (
+        SELECT l.id, l.dedupe_key,
+               pg_catalog.row_number() OVER (PARTITION BY l.dedupe_key ORDER BY l.id) AS nth
+        FROM locked AS l
+    ), verdict AS MATERIALIZED (
+        SELECT d.id,
+               CASE
+                   WHEN d.dedupe_key IS NULL THEN NULL
+                   WHEN h.id IS NOT NULL THEN
+                       pg_catalog.format('dedupe key %s is held by unfinished job %s', pg_catalog.quote_literal(d.dedupe_key), h.id)
+                   WHEN d.nth > 1 THEN
+                       pg_catalog.format('dedupe key %s is held by job %s, replayed in this call', pg_catalog.quote_literal(d.dedupe_key),
+                                         (SELECT f.id FROM dead AS f WHERE f.dedupe_key = d.dedupe_key AND f.nth = 1))
+               END AS reason
+        FROM dead AS d
+        LEFT JOIN LATERAL (
+            SELECT u.id FROM backoff.jobs AS u
+            WHERE d.dedupe_key IS NOT NULL AND u.queue = p_queue AND u.dedupe_key = d.dedupe_key
+              AND u.status IN ('pending', 'running', 'retrying')
+            LIMIT 1) AS h ON true
+    ), done AS (
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            uncounted_attempts = j.attempts,
+            lease_expiries = 0,
+            run_at = p_now,
+            dead_letter_reason = NULL,
+            completed_at = NULL,
+            lease_until = NULL,
+            locked_by = NULL
+        FROM verdict AS v
+        WHERE j.id = v.id AND v.reason IS NULL
+        RETURNING j.id
+    )
+    SELECT v.id, v.reason IS NULL, v.reason
+    FROM verdict AS v
+    ORDER BY v.id;
+
+    IF FOUND THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+    END IF;
+EXCEPTION WHEN unique_violation THEN
+    RAISE EXCEPTION 'cannot replay the dead letters of queue "%": a concurrent enqueue took a dedupe key; nothing was replayed, try again', p_queue
+        USING ERRCODE = 'BK003';
+END
+$$;
+
+COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
+Example:
+SELECT * FROM backoff.replay_dead_letters(''emails'');';
+
+-- backoff.error_signature(error): an error text with what varies between
+-- occurrences of one failure masked, so that dead letters group by cause:
+-- UUIDs become <id>, hexadecimal runs of 8 or more characters <hex>, and
+-- every run of digits N. The web UI's dead-letter groups and
+-- backoff.bulk_jobs' p_error_signature filter both use it.
+CREATE OR REPLACE FUNCTION backoff.error_signature(p_error text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_catalog.regexp_replace(
+             pg_catalog.regexp_replace(
+               pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_error, ''), 500),
+                 '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', '<id>', 'g'),
+               '\m(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<hex>', 'g'),
+             '[0-9]+', 'N', 'g')
+$$;
+
+COMMENT ON FUNCTION backoff.error_signature(text) IS
+'The signature of an error text: its first 500 characters with UUIDs replaced by <id>, hexadecimal runs of 8 or more characters (with a digit) by <hex> and every run of digits by N, so that occurrences of one failure compare equal. NULL gives ''''. Immutable.
+Example:
+SELECT backoff.error_signature(''order 1234 failed: upstream 503''); -- order N failed: upstream N';
+
+-- backoff.bulk_jobs(action, filter..., now): replay or cancel every job
+-- that matches a filter, in one call, for operators acting on a whole
+-- listing (the web UI's bulk actions). The filter is the one of the client's
+-- List (queue, statuses, effective policy, dead-letter reason, text in the
+-- last error, creation time range) plus an error signature
+-- (backoff.error_signature). Each job goes through backoff.replay or
+-- backoff.cancel in its own subtransaction: one row per matching job, in id
+-- order, says whether it was done and if not why, so one job that cannot be
+-- acted on does not undo the others. Admin only.
+CREATE OR REPLACE FUNCTION backoff.bulk_jobs(
+    p_action             text,
+    p_queue              text DEFAULT NULL,
+    p_statuses           text[] DEFAULT NULL,
+    p_policy             text DEFAULT NULL,
+    p_dead_letter_reason text DEFAULT NULL,
+    p_error_contains     text DEFAULT NULL,
+    p_error_signature    text DEFAULT NULL,
+    p_created_from       timestamptz DEFAULT NULL,
+    p_created_to         timestamptz DEFAULT NULL,
+    p_limit              integer DEFAULT 10000,
+    p_now                timestamptz DEFAULT now()
+)
+RETURNS TABLE (job_id bigint, done boolean, reason text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    IF p_action IS NULL OR p_action NOT IN ('replay', 'cancel') THEN
+        RAISE EXCEPTION 'bulk action must be replay or cancel, got "%"', coalesce(p_action, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'bulk limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    FOR v_id IN
+        SELECT j.id
+        FROM backoff.jobs AS j
+        WHERE (p_queue IS NULL OR j.queue = p_queue)
+          AND (p_statuses IS NULL OR j.status = ANY (p_statuses))
+          AND (p_policy IS NULL OR backoff.job_policy(j.policy, j.queue) = p_policy)
+          AND (p_dead_letter_reason IS NULL OR j.dead_letter_reason = p_dead_letter_reason)
+          AND (p_error_contains IS NULL OR pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower(p_error_contains)) > 0)
+          AND (p_error_signature IS NULL OR backoff.error_signature(j.last_error) = p_error_signature)
+          AND (p_created_from IS NULL OR j.created_at >= p_created_from)
+          AND (p_created_to IS NULL OR j.created_at < p_created_to)
+        ORDER BY j.id
+        LIMIT p_limit
+    LOOP
+        job_id := v_id;
+        BEGIN
+            IF p_action = 'replay' THEN
+                PERFORM backoff.replay(p_job_id => v_id, p_now => p_now);
+            ELSE
+                PERFORM backoff.cancel(p_job_id => v_id, p_reason => 'bulk cancel', p_now => p_now);
+            END IF;
+            done := true;
+            reason := NULL;
+        EXCEPTION WHEN OTHERS THEN
+            done := false;
+            reason := SQLERRM;
+        END;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.bulk_jobs(text, text, text[], text, text, text, text, timestamptz, timestamptz, integer, timestamptz) IS
+'Replay (p_action ''replay'') or cancel (''cancel'') every job matching the filter, at most p_limit (default 10000) in id order, in one call: each through backoff.replay or backoff.cancel in its own subtransaction. Returns one row per matching job: job_id, done, and for a job left alone the reason (the error the single call raised, e.g. a pending job cannot be replayed). NULL filter arguments do not filter; p_policy is the effective policy (backoff.job_policy); p_error_contains is case-insensitive text in last_error; p_error_signature compares backoff.error_signature(last_error); created_at in [p_created_from, p_created_to). Admin only.
+Errors: 22023 for an action other than replay or cancel, a p_limit below 1 or a bad p_now.
+Example:
+SELECT * FROM backoff.bulk_jobs(''replay'', p_queue => ''emails'', p_statuses => ''{dead_lettered}'');';
+
+-- backoff.prune(older than, limit, now): delete up to p_limit finished jobs
+-- (completed, dead_lettered, cancelled) whose completed_at is older than
+-- p_now - p_older_than. No index serves it, on purpose: an index on
+-- completed_at would be paid by every settle, and prune runs rarely. The
+-- scan stops as soon as it has p_limit rows, and old rows sit early in the
+-- heap (docs/adr/0009-retention-and-prune.md).
+-- It also removes the queue controls' runtime state that nothing reads any
+-- more (docs/adr/0054), up to p_limit rows of each table per call: the
+-- failure log, breaker row and token slots of a queue whose backoff.queues
+-- row is gone or whose breaker / rate was removed, the slots a smaller
+-- burst no longer uses, and log rows older than a configured breaker's
+-- window (fail deletes only two per append, so a queue that stops failing
+-- keeps its last window). While a breaker is open, the log rows from
+-- half_open_at on are kept: the next half-open claim reopens from them.
+-- These rows are not in the result (it counts jobs, so that "call it until
+-- it returns less than p_limit" keeps its meaning); every delete skips
+-- locked rows, so prune never waits for a claim or a fail.
+CREATE OR REPLACE FUNCTION backoff.prune(
+    p_older_than interval,
+    p_limit      integer DEFAULT 10000,
+    p_now        timestamptz DEFAULT now()
+)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
+        RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'prune: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    DELETE FROM backoff.jobs AS j
+    WHERE j.id = ANY (ARRAY(
+        SELECT f.id
+        FROM backoff.jobs AS f
+        WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
+          AND f.completed_at < p_now - p_older_than
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+
+    -- The failure log: a queue without a breaker (or without a row), and,
+    -- with one, rows older than its window except those an open breaker's
+    -- next half-open claim reopens from (failed_at >= half_open_at).
+    DELETE FROM backoff.queue_failures AS f
+    WHERE f.ctid = ANY (ARRAY(
+        SELECT o.ctid
+        FROM backoff.queue_failures AS o
+        LEFT JOIN backoff.queues AS q ON q.name = o.queue
+        LEFT JOIN backoff.queue_breakers AS b ON b.queue = o.queue
+        WHERE q.breaker_failures IS NULL
+           OR (o.failed_at <= p_now - q.breaker_window
+               AND (b.opened_at IS NULL OR o.failed_at < b.half_open_at))
+        LIMIT p_limit
+        FOR UPDATE OF o SKIP LOCKED));
+    -- The breaker row of a queue without a breaker (no row = closed).
+    DELETE FROM backoff.queue_breakers AS b
+    WHERE b.queue = ANY (ARRAY(
+        SELECT s.queue
+        FROM backoff.queue_breakers AS s
+        WHERE NOT EXISTS (SELECT FROM backoff.queues AS q
+                          WHERE q.name = s.queue AND q.breaker_failures IS NOT NULL)
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED));
+    -- Token slots of a queue without a rate, and the slots numbered
+    -- least(16, burst) or more, which claim ignores (docs/adr/0045).
+    DELETE FROM backoff.queue_tokens AS t
+    WHERE (t.queue, t.slot) IN (
+        SELECT s.queue, s.slot
+        FROM backoff.queue_tokens AS s
+        LEFT JOIN backoff.queues AS q ON q.name = s.queue
+        WHERE q.rate IS NULL
+           OR s.slot >= least(16, backoff._queue_burst(q.rate, q.burst))
+        LIMIT p_limit
+        FOR UPDATE OF s SKIP LOCKED);
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
+'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; and failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at.
+Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1);
+SELECT backoff.prune(''7 days'', p_now => now() + interval ''8 days'') AS deleted;';
+
+-- backoff.stats(window, now): one row per queue for the CLI and dashboards:
+-- jobs per status, how many are due and how long the oldest due job has
+-- waited, and what happened in the window (p_now - p_window, p_now]:
+-- retries scheduled and jobs dead-lettered. A failure is read from the error
+-- history, so only the 20 most recent per job count. One scan of the table:
+-- fine for an operator's command, not for a tight loop.
+CREATE OR REPLACE FUNCTION backoff.stats(
+    p_window interval DEFAULT '1 hour',
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS TABLE (
+    queue          text,
+    pending        bigint,
+    running        bigint,
+    retrying       bigint,
+    completed      bigint,
+    dead_lettered  bigint,
+    cancelled      bigint,
+    due            bigint,
+    oldest_due_age interval,
+    retries        bigint,
+    dead_letters   bigint
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_window IS NULL OR p_window < interval '0' OR NOT backoff._valid_span(p_window) THEN
+        RAISE EXCEPTION 'stats: window must be between 0 and 876600 hours, got "%"', coalesce(p_window::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    RETURN QUERY
+    WITH counts AS (
+        SELECT j.queue,
+               count(*) FILTER (WHERE j.status = 'pending') AS pending,
+               count(*) FILTER (WHERE j.status = 'running') AS running,
+               count(*) FILTER (WHERE j.status = 'retrying') AS retrying,
+               count(*) FILTER (WHERE j.status = 'completed') AS completed,
+               count(*) FILTER (WHERE j.status = 'dead_lettered') AS dead_lettered,
+               count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now) AS due,
+               p_now - min(j.run_at) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now)
+                   AS oldest_due_age,
+               count(*) FILTER (WHERE j.status = 'dead_lettered'
+                                  AND j.completed_at > p_now - p_window AND j.completed_at <= p_now)
+                   AS dead_letters
+        FROM backoff.jobs AS j
+        GROUP BY j.queue
+    ),
+    failures AS (
+        -- Failures in the window that were followed by a retry: every
+        -- history entry in the window but the one that dead-lettered its job.
+        SELECT j.queue, count(*) AS retries
+        FROM backoff.jobs AS j
+        CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(entry, n)
+        WHERE j.last_failed_at > p_now - p_window
+          AND (e.entry ->> 'at')::timestamptz > p_now - p_window
+          AND (e.entry ->> 'at')::timestamptz <= p_now
+          AND NOT (j.status = 'dead_lettered' AND e.n = jsonb_array_length(j.errors))
+        GROUP BY j.queue
+    )
+    SELECT c.queue, c.pending, c.running, c.retrying, c.completed, c.dead_lettered, c.cancelled,
+           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters
+    FROM counts AS c
+    LEFT JOIN failures AS f ON f.queue = c.queue
+    ORDER BY c.queue;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
+'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
+Errors: 22023 for a NULL or negative window, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
+
+-- backoff.queue_state(queue, now): where a queue's controls stand at p_now
+-- (docs/adr/0045): the circuit breaker's state, when it opened, the
+-- failures counted in its window, the probes a half-open breaker still
+-- hands out, the rate limit and the tokens in its bucket, and when a claim
+-- can return jobs again. A pure read: an open breaker past its cooldown
+-- reads as half_open, and the bucket's lazy refill is computed, not
+-- written. One row, also for a queue without a backoff.queues row.
+CREATE OR REPLACE FUNCTION backoff.queue_state(
+    p_queue text,
+    p_now   timestamptz DEFAULT NULL
+)
+RETURNS TABLE (
+    queue         text,
+    state         text,
+    opened_at     timestamptz,
+    failures      bigint,
+    probes_left   integer,
+    rate          double precision,
+    burst         integer,
+    tokens        double precision,
+    next_claim_at timestamptz
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_q        backoff.queues;
+    v_state    backoff.queue_breakers;
+    v_tokens   double precision;
+    v_caps     double precision;
+    v_nslots   integer;
+BEGIN
+    p_queue := backoff._check_name('queue', p_queue);
+    p_now := backoff._now(p_now);
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+
+    SELECT * INTO v_q FROM backoff.queues AS q WHERE q.name = p_queue;
+    queue := p_queue;
+    state := 'closed';
+    failures := 0;
+
+    IF v_q.breaker_failures IS NOT NULL THEN
+        SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        IF v_state.opened_at IS NOT NULL THEN
+            opened_at := v_state.opened_at;
+            IF p_now < v_state.half_open_at THEN
+                state := 'open';
+                next_claim_at := v_state.half_open_at;
+            ELSE
+                state := 'half_open';
+                probes_left := coalesce(v_state.probes_left, v_q.breaker_probes);
+            END IF;
+        END IF;
+        -- What fail counts toward the threshold: the window, since the
+        -- breaker last changed state.
+        SELECT count(*) INTO failures
+        FROM backoff.queue_failures AS f
+        WHERE f.queue = p_queue
+          AND f.failed_at > greatest(p_now - v_q.breaker_window, v_state.counted_from)
+          AND f.failed_at <= p_now;
+    END IF;
+
+    IF v_q.rate IS NOT NULL THEN
+        rate := v_q.rate;
+        burst := backoff._queue_burst(v_q.rate, v_q.burst);
+        v_nslots := least(16, burst);
+        -- The bucket's slots (backoff._claim_controlled), each refilled at
+        -- its share of the rate up to its share of the burst; a slot not
+        -- created yet is full.
+        SELECT pg_catalog.sum(s.cap),
+               pg_catalog.sum(least(s.cap, t.tokens + v_q.rate * s.cap / burst
+                   * greatest(0, extract(epoch FROM p_now - t.refilled_at)::double precision)))
+        INTO v_caps, v_tokens
+        FROM backoff.queue_tokens AS t
+        CROSS JOIN LATERAL (SELECT (burst / v_nslots + (t.slot < burst % v_nslots)::integer)::double precision AS cap) AS s
+        WHERE t.queue = p_queue AND t.slot < v_nslots;
+        tokens := coalesce(v_tokens, 0) + (burst - coalesce(v_caps, 0));
+        -- (1e-9: as claim, which takes the tokens of all the free slots
+        -- it needs, counts a whole token.)
+        IF tokens + 1e-9 < 1 AND state <> 'half_open' THEN
+            -- The next whole token: until then no slot is full (each holds
+            -- at least one), so the slots together refill at rate. The wait
+            -- is bounded so that the sum stays a time.
+            next_claim_at := greatest(next_claim_at, backoff._clamp_time(p_now
+                + least((1 - tokens) / v_q.rate, 3155760000::double precision) * interval '1 second'));
+        END IF;
+    END IF;
+
+    IF v_q.paused THEN
+        next_claim_at := NULL;  -- a pause has no end time
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.queue_state(text, timestamptz) IS
+'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate)), at most 2147483647); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Lease expiries do not count as failures.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue.
+Example:
+UPDATE backoff.queues SET rate = 5, breaker_failures = 3, breaker_window = ''30 seconds'', breaker_cooldown = ''1 minute'' WHERE name = ''emails'';
+SELECT state, failures, tokens, next_claim_at FROM backoff.queue_state(''emails'');';
+
+-- backoff.overview(now, exact_limit): one row per queue for the web UI's
+-- overview, which refreshes every few seconds, without a scan of the
+-- finished rows (docs/adr/0048-overview-without-full-scans.md):
+-- * pending, retrying, due and the oldest due from an index-only scan of
+--   jobs_claimable_idx (its live rows only; status is INCLUDEd);
+-- * running from jobs_lease_idx (lease_until is set exactly while running);
+-- * completed, dead_lettered and cancelled from jobs_finished_idx, counted
+--   exactly while a queue has at most p_exact_limit finished rows; above,
+--   the planner's estimate for (queue, status) (statistics
+--   jobs_queue_status, as of the last ANALYZE), and finished_exact is false;
+-- * the queue list: backoff.queues, and the queues of live, running and
+--   finished rows (a loose index scan over jobs_finished_idx);
+-- * the controls of a queue that has a rate or a breaker: backoff.queue_state.
+-- VOLATILE only because it runs EXPLAIN for the estimates; it writes
+-- nothing and takes no lock beyond a plain read. No parallel workers: a
+-- refresh uses one core, whatever the workers need. Admin only.
+CREATE OR REPLACE FUNCTION backoff.overview(
+    p_now         timestamptz DEFAULT NULL,
+    p_exact_limit integer DEFAULT 10000
+)
+RETURNS TABLE (
+    queue          text,
+    policy         text,
+    paused         boolean,
+    configured     boolean,
+    pending        bigint,
+    running        bigint,
+    retrying       bigint,
+    due            bigint,
+    oldest_due_age interval,
+    completed      bigint,
+    dead_lettered  bigint,
+    cancelled      bigint,
+    finished_exact boolean,
+    breaker        text,
+    rate           double precision,
+    tokens         double precision,
+    next_claim_at  timestamptz
+)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET max_parallel_workers_per_gather = 0
+SET jit = off
+AS $$
+DECLARE
+    v_row   record;
+    v_total bigint;
+    v_plan  json;
+    v_state text;
+BEGIN
+    IF p_exact_limit IS NULL OR p_exact_limit < 0 THEN
+        RAISE EXCEPTION 'overview: exact limit must be 0 or more, got "%"', coalesce(p_exact_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    FOR v_row IN
+        WITH RECURSIVE finished_queues (name) AS (
+            (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+            UNION ALL
+            SELECT (SELECT j.queue FROM backoff.jobs AS j
+                    WHERE j.completed_at IS NOT NULL AND j.queue > f.name ORDER BY j.queue LIMIT 1)
+            FROM finished_queues AS f
+            WHERE f.name IS NOT NULL
+        ),
+        waiting AS (
+            SELECT j.queue AS name,
+                   count(*) FILTER (WHERE j.status = 'pending') AS pending,
+                   count(*) FILTER (WHERE j.status = 'retrying') AS retrying,
+                   count(*) FILTER (WHERE j.run_at <= p_now) AS due,
+                   min(j.run_at) AS first_run_at
+            FROM backoff.jobs AS j
+            WHERE j.status IN ('pending', 'retrying')
+            GROUP BY j.queue
+        ),
+        leased AS (
+            SELECT j.queue AS name, count(*) AS running
+            FROM backoff.jobs AS j
+            WHERE j.lease_until IS NOT NULL
+            GROUP BY j.queue
+        ),
+        names AS (
+            SELECT q.name FROM backoff.queues AS q
+            UNION SELECT w.name FROM waiting AS w
+            UNION SELECT l.name FROM leased AS l
+            UNION SELECT f.name FROM finished_queues AS f WHERE f.name IS NOT NULL
+        )
+        SELECT n.name,
+               coalesce(q.policy, backoff.job_policy(NULL, n.name)) AS policy,
+               coalesce(q.paused, false) AS paused,
+               (q.rate IS NOT NULL OR q.breaker_failures IS NOT NULL) AS controlled,
+               q.name IS NOT NULL AS configured,
+               coalesce(w.pending, 0) AS pending,
+               coalesce(l.running, 0) AS running,
+               coalesce(w.retrying, 0) AS retrying,
+               coalesce(w.due, 0) AS due,
+               CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age
+        FROM names AS n
+        LEFT JOIN backoff.queues AS q ON q.name = n.name
+        LEFT JOIN waiting AS w ON w.name = n.name
+        LEFT JOIN leased AS l ON l.name = n.name
+        ORDER BY n.name
+    LOOP
+        queue := v_row.name;
+        policy := v_row.policy;
+        paused := v_row.paused;
+        configured := v_row.configured;
+        pending := v_row.pending;
+        running := v_row.running;
+        retrying := v_row.retrying;
+        due := v_row.due;
+        oldest_due_age := v_row.oldest_due_age;
+        -- At most p_exact_limit + 1 entries of the queue's finished rows.
+        SELECT count(*) FILTER (WHERE f.status = 'completed'),
+               count(*) FILTER (WHERE f.status = 'dead_lettered'),
+               count(*) FILTER (WHERE f.status = 'cancelled'),
+               count(*)
+        INTO completed, dead_lettered, cancelled, v_total
+        FROM (SELECT j.status FROM backoff.jobs AS j
+              WHERE j.queue = v_row.name AND j.completed_at IS NOT NULL
+              LIMIT p_exact_limit + 1) AS f;
+        finished_exact := v_total <= p_exact_limit;
+        -- The queue's controls (issue 19), for a queue that has any.
+        breaker := 'closed';
+        rate := NULL;
+        tokens := NULL;
+        next_claim_at := NULL;
+        IF v_row.controlled THEN
+            SELECT s.state, s.rate, s.tokens, s.next_claim_at
+            INTO breaker, rate, tokens, next_claim_at
+            FROM backoff.queue_state(v_row.name, p_now) AS s;
+        END IF;
+        IF NOT finished_exact THEN
+            -- The planner's row estimate: most common (queue, status) pairs
+            -- from statistics jobs_queue_status, else per-column statistics.
+            FOREACH v_state IN ARRAY ARRAY['completed', 'dead_lettered', 'cancelled'] LOOP
+                EXECUTE pg_catalog.format(
+                    'EXPLAIN (FORMAT JSON) SELECT 1 FROM backoff.jobs WHERE queue = %L AND status = %L',
+                    v_row.name, v_state) INTO v_plan;
+                CASE v_state
+                    WHEN 'completed' THEN completed := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
+                    WHEN 'dead_lettered' THEN dead_lettered := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
+                    ELSE cancelled := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
+                END CASE;
+            END LOOP;
+        END IF;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
+Example:
+SELECT queue, pending, running, retrying, due, completed, finished_exact FROM backoff.overview();';
+
+-- backoff.activity(since, bucket, now): what happened per queue and per
+-- bucket of time in [p_since, p_now]: jobs completed, dead-lettered and
+-- cancelled (by completed_at, read from jobs_finished_idx one queue at a
+-- time) and failed attempts (the error history of the jobs whose
+-- last_failed_at is in the range, found by jobs_failed_idx). Buckets are
+-- aligned to multiples of p_bucket since 2000-01-01 00:00 UTC, not to
+-- p_now, so a bucket that has ended reads the same on every call: a display
+-- that refreshes (the web UI's chart) keeps the ended ones and asks only
+-- for the rest (docs/adr/0048-overview-without-full-scans.md). Its cost
+-- grows with the events in the range, not with the table. Admin only.
+CREATE OR REPLACE FUNCTION backoff.activity(
+    p_since  timestamptz,
+    p_bucket interval DEFAULT '1 minute',
+    p_now    timestamptz DEFAULT NULL
+)
+RETURNS TABLE (
+    queue         text,
+    bucket        timestamptz,
+    completed     bigint,
+    failed        bigint,
+    dead_lettered bigint,
+    cancelled     bigint
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET max_parallel_workers_per_gather = 0
+SET jit = off
+AS $$
+BEGIN
+    IF p_bucket IS NULL OR p_bucket < interval '1 second' OR NOT backoff._valid_span(p_bucket) THEN
+        RAISE EXCEPTION 'activity: bucket must be between 1 second and 876600 hours, got "%"', coalesce(p_bucket::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    IF p_since IS NULL OR NOT pg_catalog.isfinite(p_since) THEN
+        RAISE EXCEPTION 'activity: since must be a finite time, got "%"', coalesce(p_since::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_since > p_now THEN
+        RETURN;
+    END IF;
+    IF extract(epoch FROM p_now - p_since) / extract(epoch FROM p_bucket) > 100000 THEN
+        RAISE EXCEPTION 'activity: at most 100000 buckets, got % buckets of "%" since "%"',
+            pg_catalog.ceil(extract(epoch FROM p_now - p_since) / extract(epoch FROM p_bucket)), p_bucket, p_since
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    WITH RECURSIVE finished_queues (name) AS (
+        (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.queue FROM backoff.jobs AS j
+                WHERE j.completed_at IS NOT NULL AND j.queue > f.name ORDER BY j.queue LIMIT 1)
+        FROM finished_queues AS f
+        WHERE f.name IS NOT NULL
+    ),
+    finished AS (
+        SELECT f.name,
+               pg_catalog.date_bin(p_bucket, e.completed_at, '2000-01-01 00:00:00+00'::timestamptz) AS b,
+               count(*) FILTER (WHERE e.status = 'completed') AS c,
+               count(*) FILTER (WHERE e.status = 'dead_lettered') AS d,
+               count(*) FILTER (WHERE e.status = 'cancelled') AS x
+        FROM finished_queues AS f
+        CROSS JOIN LATERAL (
+            SELECT j.completed_at, j.status FROM backoff.jobs AS j
+            WHERE j.queue = f.name AND j.completed_at >= p_since AND j.completed_at <= p_now
+            OFFSET 0 -- one index-only range per queue, never a join over the whole table
+        ) AS e
+        WHERE f.name IS NOT NULL
+        GROUP BY 1, 2
+    ),
+    failures AS (
+        SELECT j.queue AS name,
+               pg_catalog.date_bin(p_bucket, (h.entry ->> 'at')::timestamptz, '2000-01-01 00:00:00+00'::timestamptz) AS b,
+               count(*) AS n
+        FROM backoff.jobs AS j
+        CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(j.errors) AS h(entry)
+        WHERE j.last_failed_at >= p_since
+          AND (h.entry ->> 'at')::timestamptz >= p_since
+          AND (h.entry ->> 'at')::timestamptz <= p_now
+        GROUP BY 1, 2
+    )
+    SELECT coalesce(fi.name, fa.name), coalesce(fi.b, fa.b), coalesce(fi.c, 0), coalesce(fa.n, 0),
+           coalesce(fi.d, 0), coalesce(fi.x, 0)
+    FROM finished AS fi
+    FULL JOIN failures AS fa ON fa.name = fi.name AND fa.b = fi.b
+    ORDER BY 1, 2;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.activity(timestamptz, interval, timestamptz) IS
+'Per queue and per bucket of p_bucket (default 1 minute) in [p_since, p_now] (both included): completed, dead_lettered and cancelled = jobs that reached that status then (completed_at), failed = failed attempts then (handler errors and expired leases, from the error history, which keeps the 20 most recent per job). Buckets are aligned to multiples of p_bucket since 2000-01-01 00:00 UTC (bucket is the start), so an ended bucket reads the same on later calls (the first and last bucket only count what lies in the range). Buckets where nothing happened are absent. Reads indexes: its cost grows with the events in the range, not with the table. Admin only.
+Errors: 22023 for a bucket below 1 second or above 876600 hours, a p_since that is NULL or infinite (one after p_now gives no rows), more than 100000 buckets, or a bad p_now.
+Example:
+SELECT * FROM backoff.activity(now() - interval ''1 hour'');';
+
+-- backoff.pause_queue(queue): stop claims from a queue (claim skips a
+-- paused queue; acquire, settling and heartbeats go on, so running jobs
+-- finish). A queue without a row in backoff.queues gets one, with the
+-- policy backoff._job_policy_name gives it today (so pausing changes no job's
+-- policy). Returns true if the queue was running, false if it was already
+-- paused. Admin only.
+CREATE OR REPLACE FUNCTION backoff.pause_queue(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_was_paused boolean;
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
+    IF NOT FOUND THEN
+        INSERT INTO backoff.queues (name, policy, paused, updated_at)
+        VALUES (p_queue, backoff._job_policy_name(NULL, p_queue), true, pg_catalog.now())
+        ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = pg_catalog.now();
+        RETURN true;
+    END IF;
+    IF v_was_paused THEN
+        RETURN false;
+    END IF;
+    UPDATE backoff.queues AS q SET paused = true, updated_at = pg_catalog.now() WHERE q.name = p_queue;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.pause_queue(text) IS
+'Pause p_queue: backoff.claim returns no job of it until backoff.resume_queue. Jobs already running go on (they can still complete, fail, heartbeat and snooze), enqueue still adds jobs, and backoff.acquire of a job by id still works. A queue without a row in backoff.queues gets one with the policy it has now (backoff.job_policy), so pausing changes no job''s policy. Returns true if the queue was running, false if it was already paused. Admin only.
+Errors: 22023 for a NULL or empty queue.
+Example:
+SELECT backoff.pause_queue(''emails'');
+SELECT name, policy, paused FROM backoff.queues;';
+
+-- backoff.resume_queue(queue): undo backoff.pause_queue; claims of the queue
+-- start again. Returns true if the queue was paused, false if it was not
+-- (a queue without a row is not paused). Admin only.
+CREATE OR REPLACE FUNCTION backoff.resume_queue(p_queue text)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_queue IS NULL OR p_queue = '' THEN
+        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    UPDATE backoff.queues AS q SET paused = false, updated_at = pg_catalog.now()
+    WHERE q.name = p_queue AND q.paused;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.resume_queue(text) IS
+'Resume p_queue after backoff.pause_queue: backoff.claim returns its due jobs again. Returns true if the queue was paused, false if it was not (a queue without a row in backoff.queues is not paused). Admin only.
+Errors: 22023 for a NULL or empty queue.
+Example:
+SELECT backoff.resume_queue(''emails'');';
+
+-- backoff.grant_queue(role, queue, privilege): allow p_role to act on
+-- p_queue with p_privilege ('produce': enqueue; 'work': claim, acquire,
+-- complete, complete_many, fail, heartbeat, snooze, reap). p_queue is a
+-- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
+-- queue). A role with at least one grant (its own or one of a role it is a
+-- member of) may act only on the queues granted to it; a role without
+-- grants keeps acting on every queue (DESIGN §11.3,
+-- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- LIKE pattern, so that the check is one LIKE ANY per call.
+CREATE OR REPLACE FUNCTION backoff.grant_queue(
+    p_role      text,
+    p_queue     text,
+    p_privilege text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role    oid;
+    v_pattern text;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'grant_queue: unknown role "%"', coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_queue := backoff._check_name('queue', p_queue);
+    -- The prefix of 'mail.*' is 'mail.', matched literally.
+    v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                     CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN pg_catalog.left(p_queue, -1) ELSE p_queue END,
+                     '\', '\\'), '%', '\%'), '_', '\_')
+                 || CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN '%' ELSE '' END;
+    INSERT INTO backoff.queue_grants (role, queue, privilege, pattern)
+    VALUES (v_role, p_queue, p_privilege, v_pattern)
+    ON CONFLICT DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
+'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
+Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control characters.
+Example:
+SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
+SELECT role::regrole, queue, privilege FROM backoff.queue_grants ORDER BY 1, 2, 3;';
+
+-- backoff.revoke_queue(role, queue, privilege): remove one grant of
+-- backoff.grant_queue, exactly as it was written (a prefix grant is revoked
+-- by the same 'mail.*', not queue by queue). Revoking a role's last grant
+-- makes it unscoped again, i.e. free to act on every queue
+-- (docs/adr/0038-queue-scoped-privileges.md).
+CREATE OR REPLACE FUNCTION backoff.revoke_queue(
+    p_role      text,
+    p_queue     text,
+    p_privilege text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role oid;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'revoke_queue: unknown role "%"', coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION 'revoke_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.queue_grants AS g
+    WHERE g.role = v_role AND g.queue = p_queue AND g.privilege = p_privilege;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.revoke_queue(text, text, text) IS
+'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it unscoped: it may then act on every queue again, as a role that was never granted one. Admin only.
+Errors: 22023 for an unknown role, a privilege other than produce or work.
+Example:
+SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
+SELECT backoff.revoke_queue(''backoff_worker'', ''mail.*'', ''work'');';
+
+-- Privileges of the functions installed with this file (docs/adr/0017,
+-- docs/adr/0038): owner backoff_owner, nothing for PUBLIC, EXECUTE granted
+-- by name so that every overload is covered. It runs last in install.sql,
+-- so a snapshot carries the grants that go with its functions.
+DO $$
+DECLARE
+    v_fn   record;
+    v_role text;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::pg_catalog.regprocedure AS sig, p.proname::text AS name
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO backoff_owner', v_fn.sig);
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
+        FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
+            IF v_fn.name = 'schema_version'
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state'))
+               OR (v_role = 'backoff_worker' AND v_fn.name IN (
+                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
+                       'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
+                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state',
+                       -- private, for the row-level security policy of backoff.jobs
+                       '_visible_queues'))
+               OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
+                EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
+            END IF;
+        END LOOP;
+    END LOOP;
+END
+$$;

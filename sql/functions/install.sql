@@ -55,3 +55,4 @@
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}
 {{ template "revoke_queue.sql" . }}
+{{ template "privileges.sql" . }}

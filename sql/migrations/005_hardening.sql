@@ -1,0 +1,44 @@
+-- Hardening found by an attack on the queue grants, the clock, the queue
+-- controls and the input limits (docs/reliability.md, "Attacks"): the
+-- schema changes below, then the working copy of every function (snapshot
+-- "unreleased", sql/functions) with its privileges (privileges.sql).
+-- Migration 004's functions stay frozen in snapshots/004.
+--
+-- Each section below belongs to one change; its down counterpart is in the
+-- same order, reversed, after the marker.
+
+-- == Schema changes (one section per change) ==
+
+-- (end of schema changes)
+
+{{ install_snapshot "unreleased" }}
+
+---- create above / drop below ----
+
+-- Back to version 4: drop every function (the row-level security policy
+-- that calls backoff._visible_queues goes with it), undo the schema
+-- changes, then install migration 004's functions and privileges and
+-- re-create the policy.
+DO $$
+DECLARE
+    v_fn pg_catalog.regprocedure;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::pg_catalog.regprocedure
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+    LOOP
+        EXECUTE pg_catalog.format('DROP FUNCTION %s CASCADE', v_fn);
+    END LOOP;
+END
+$$;
+
+-- == Undo the schema changes (reverse order of the sections above) ==
+
+-- (end of undo)
+
+{{ install_snapshot "004" }}
+
+CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
+    USING ((SELECT backoff._visible_queues()) IS NULL
+           OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));

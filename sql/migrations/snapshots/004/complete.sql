@@ -1,0 +1,67 @@
+-- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
+-- of a job completed. One guarded UPDATE; the error path reads the row only
+-- when it matched nothing (backoff._raise_fencing_error).
+CREATE OR REPLACE FUNCTION backoff.complete(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+AS $$
+DECLARE
+    v_job       backoff.jobs;
+    v_scoped    boolean;
+    v_half_open boolean;
+BEGIN
+    p_now := backoff._now(p_now);
+    UPDATE backoff.jobs AS j
+    SET status = 'completed',
+        completed_at = p_now,
+        lease_until = NULL,
+        locked_by = NULL
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.* INTO v_job;
+    IF NOT FOUND THEN
+        PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    -- Two probes in one statement, each of a table that is empty unless the
+    -- feature is used (queue grants; a breaker that opened), so that they
+    -- cost a completion next to nothing then: is the caller scoped by
+    -- queue grants, and is this queue's breaker half open.
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           EXISTS (SELECT FROM backoff.queue_breakers AS b
+                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
+    INTO v_scoped, v_half_open;
+    IF v_scoped THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+    END IF;
+    IF v_half_open THEN
+        -- A success closes the queue's half-open breaker (docs/adr/0045).
+        UPDATE backoff.queue_breakers AS b
+        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+        WHERE b.queue = v_job.queue
+          AND b.half_open_at <= p_now;
+    END IF;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'');
+SELECT status, attempts FROM backoff.complete(1, 1);';

@@ -1,0 +1,52 @@
+-- backoff.grant_queue(role, queue, privilege): allow p_role to act on
+-- p_queue with p_privilege ('produce': enqueue; 'work': claim, acquire,
+-- complete, complete_many, fail, heartbeat, snooze, reap). p_queue is a
+-- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
+-- queue). A role with at least one grant (its own or one of a role it is a
+-- member of) may act only on the queues granted to it; a role without
+-- grants keeps acting on every queue (DESIGN §11.3,
+-- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- LIKE pattern, so that the check is one LIKE ANY per call.
+CREATE OR REPLACE FUNCTION backoff.grant_queue(
+    p_role      text,
+    p_queue     text,
+    p_privilege text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role    oid;
+    v_pattern text;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'grant_queue: unknown role "%"', coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_queue := backoff._check_name('queue', p_queue);
+    -- The prefix of 'mail.*' is 'mail.', matched literally.
+    v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
+                     CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN pg_catalog.left(p_queue, -1) ELSE p_queue END,
+                     '\', '\\'), '%', '\%'), '_', '\_')
+                 || CASE WHEN pg_catalog.right(p_queue, 1) = '*' THEN '%' ELSE '' END;
+    INSERT INTO backoff.queue_grants (role, queue, privilege, pattern)
+    VALUES (v_role, p_queue, p_privilege, v_pattern)
+    ON CONFLICT DO NOTHING;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
+'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
+Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control characters.
+Example:
+SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
+SELECT role::regrole, queue, privilege FROM backoff.queue_grants ORDER BY 1, 2, 3;';

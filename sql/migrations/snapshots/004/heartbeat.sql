@@ -1,0 +1,57 @@
+-- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
+-- running attempt. One guarded UPDATE; errors chosen only after it matched
+-- nothing.
+CREATE OR REPLACE FUNCTION backoff.heartbeat(
+    p_job_id  bigint,
+    p_attempt integer,
+    p_extend  interval DEFAULT NULL,
+    p_now     timestamptz DEFAULT now()
+)
+RETURNS timestamptz
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Index plans even when the plan is made while backoff.jobs is tiny: a
+-- cached plan outlives the table's growth. JIT off: a table without a usable
+-- index then costs disable_cost, which would compile it (docs/adr/0053).
+SET enable_seqscan = off
+SET jit = off
+-- Generic plans only (docs/adr/0041): with a lease given, a custom plan folds
+-- coalesce(lease, policy look-up) away, looks cheaper than the generic one,
+-- and the plan cache would then plan the statement again on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_lease_until timestamptz;
+    v_queue       text;
+BEGIN
+    IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
+            coalesce(p_job_id::text, 'NULL'), p_extend
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    UPDATE backoff.jobs AS j
+    SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
+    WHERE j.id = p_job_id
+      AND j.status = 'running'
+      AND j.attempts = p_attempt
+    RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
+    IF FOUND THEN
+        -- Another queue's job: the error undoes the UPDATE.
+        PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    ELSE
+        PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
+    END IF;
+    RETURN v_lease_until;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
+'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Example:
+SELECT backoff.enqueue(''reports'');
+SELECT id FROM backoff.claim(''reports'', ''worker-1'');
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';

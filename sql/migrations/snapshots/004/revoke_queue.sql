@@ -1,0 +1,40 @@
+-- backoff.revoke_queue(role, queue, privilege): remove one grant of
+-- backoff.grant_queue, exactly as it was written (a prefix grant is revoked
+-- by the same 'mail.*', not queue by queue). Revoking a role's last grant
+-- makes it unscoped again, i.e. free to act on every queue
+-- (docs/adr/0038-queue-scoped-privileges.md).
+CREATE OR REPLACE FUNCTION backoff.revoke_queue(
+    p_role      text,
+    p_queue     text,
+    p_privilege text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role oid;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'revoke_queue: unknown role "%"', coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION 'revoke_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM backoff.queue_grants AS g
+    WHERE g.role = v_role AND g.queue = p_queue AND g.privilege = p_privilege;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.revoke_queue(text, text, text) IS
+'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it unscoped: it may then act on every queue again, as a role that was never granted one. Admin only.
+Errors: 22023 for an unknown role, a privilege other than produce or work.
+Example:
+SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
+SELECT backoff.revoke_queue(''backoff_worker'', ''mail.*'', ''work'');';
