@@ -51,6 +51,7 @@
 {{ template "queue_state.sql" . }}
 {{ template "overview.sql" . }}
 {{ template "activity.sql" . }}
+{{ template "health.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}

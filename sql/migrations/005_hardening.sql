@@ -9,6 +9,22 @@
 
 -- == Schema changes (one section per change) ==
 
+-- == Who holds back vacuum (backoff.health) ==
+-- backoff.health names the oldest session that holds a snapshot; for
+-- another role's session pg_stat_activity shows backend_xmin only to
+-- members of pg_read_all_stats. The installer grants it to backoff_owner
+-- where it may (a superuser, or a role with ADMIN OPTION on it); where it
+-- may not, health says so in its warning, and a DBA can grant it later.
+-- Roles belong to the whole server, so the down section keeps the grant,
+-- as it keeps the roles (migration 003).
+DO $$
+BEGIN
+    GRANT pg_read_all_stats TO backoff_owner;
+EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
+    RAISE NOTICE 'backoff_owner is not a member of pg_read_all_stats: backoff.health cannot see other roles'' sessions until a superuser runs GRANT pg_read_all_stats TO backoff_owner';
+END
+$$;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -34,6 +50,8 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Who holds back vacuum: the grant of pg_read_all_stats stays (see above).
 
 -- (end of undo)
 

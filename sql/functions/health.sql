@@ -1,0 +1,109 @@
+-- backoff.health(max_age, now): one row that tells an operator whether
+-- vacuum can keep up with the queue. Dead row versions of finished work are
+-- removable only once no snapshot in the database can still see them: one
+-- old snapshot (a session idle in a transaction, a long report, a prepared
+-- transaction, a replication slot, a standby's hot_standby_feedback through
+-- its walsender) keeps them all, and every claim then walks them. This
+-- names the oldest such holder, how long it has held (for a slot, which has
+-- no start time, its age in transactions), and the dead tuples and last
+-- vacuum of the job tables, with a warning when the holder is older than
+-- p_max_age or p_max_xid_age transactions (the only measure a slot has).
+--
+-- It reads pg_stat_activity, which shows another role's backend_xmin only
+-- to members of pg_read_all_stats: SECURITY DEFINER as backoff_owner, which
+-- migration 005 makes a member where the installer may grant it; without
+-- it the warning says so instead of reporting a clean horizon it cannot
+-- see. The query texts of other sessions are never returned. Admin only.
+CREATE OR REPLACE FUNCTION backoff.health(
+    p_max_age     interval DEFAULT interval '5 minutes',
+    p_max_xid_age integer DEFAULT 1000000,
+    p_now         timestamptz DEFAULT NULL
+)
+RETURNS TABLE (
+    holder_kind        text,
+    holder_pid         integer,
+    holder_name        text,
+    holder_user        text,
+    holder_state       text,
+    holder_since       timestamptz,
+    holder_age         interval,
+    holder_xid_age     integer,
+    jobs_live_tuples   bigint,
+    jobs_dead_tuples   bigint,
+    jobs_last_vacuum   timestamptz,
+    jobs_bytes         bigint,
+    warning            text
+)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_sees_all boolean := pg_catalog.pg_has_role('backoff_owner', 'pg_read_all_stats', 'USAGE');
+BEGIN
+    IF p_max_age IS NULL OR p_max_age < interval '0' THEN
+        RAISE EXCEPTION 'health: max age must be 0 or more, got "%"', coalesce(p_max_age::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_max_xid_age IS NULL OR p_max_xid_age < 0 THEN
+        RAISE EXCEPTION 'health: max transaction age must be 0 or more, got "%"', coalesce(p_max_xid_age::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+
+    -- The oldest holder of the xmin horizon of this database. Sessions of
+    -- other databases do not hold back this database's tables; walsenders
+    -- (no database) do, for hot_standby_feedback.
+    SELECT h.kind, h.pid, h.name, h.usr, h.state, h.since, h.xid_age
+    INTO holder_kind, holder_pid, holder_name, holder_user, holder_state, holder_since, holder_xid_age
+    FROM (
+        SELECT 'session'::text AS kind, a.pid, a.application_name AS name, a.usename::text AS usr,
+               a.state, a.xact_start AS since,
+               pg_catalog.age(coalesce(a.backend_xmin, a.backend_xid)) AS xid_age
+        FROM pg_catalog.pg_stat_activity AS a
+        WHERE coalesce(a.backend_xmin, a.backend_xid) IS NOT NULL
+          AND a.pid <> pg_catalog.pg_backend_pid()
+          AND (a.datid IS NULL OR a.datname = pg_catalog.current_database())
+        UNION ALL
+        SELECT 'replication slot', s.active_pid, s.slot_name::text, NULL, CASE WHEN s.active THEN 'active' ELSE 'inactive' END,
+               NULL, pg_catalog.age(s.xmin)
+        FROM pg_catalog.pg_replication_slots AS s
+        WHERE s.xmin IS NOT NULL
+        UNION ALL
+        SELECT 'prepared transaction', NULL, p.gid, p.owner::text, 'prepared', p.prepared,
+               pg_catalog.age(p.transaction)
+        FROM pg_catalog.pg_prepared_xacts AS p
+        WHERE p.database = pg_catalog.current_database()
+    ) AS h
+    ORDER BY h.xid_age DESC, h.since
+    LIMIT 1;
+    holder_age := p_now - holder_since;
+
+    SELECT sum(t.n_live_tup)::bigint, sum(t.n_dead_tup)::bigint,
+           max(greatest(t.last_vacuum, t.last_autovacuum)),
+           sum(pg_catalog.pg_total_relation_size(t.relid))::bigint
+    INTO jobs_live_tuples, jobs_dead_tuples, jobs_last_vacuum, jobs_bytes
+    FROM pg_catalog.pg_stat_user_tables AS t
+    WHERE t.schemaname = 'backoff' AND t.relname = 'jobs';
+
+    IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
+        warning := pg_catalog.format(
+            'a %s (%s%s, user %s, %s) holds a snapshot %s transactions old%s: vacuum cannot remove the job versions that finished since (%s dead now), and every claim walks them',
+            holder_kind, coalesce('pid ' || holder_pid || ', ', ''), coalesce(pg_catalog.quote_literal(holder_name), 'no name'),
+            coalesce(holder_user, 'unknown'), holder_state, holder_xid_age,
+            coalesce(', since ' || pg_catalog.date_trunc('second', holder_age) || ' ago', ''),
+            coalesce(jobs_dead_tuples, 0));
+    ELSIF NOT v_sees_all THEN
+        warning := 'backoff_owner is not a member of pg_read_all_stats: sessions of other roles that hold back vacuum are not visible here (GRANT pg_read_all_stats TO backoff_owner)';
+    END IF;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz) IS
+'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Admin only.
+Errors: 22023 for a p_max_age or p_max_xid_age that is NULL or negative, or a p_now outside the accepted range.
+Example:
+SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);';
