@@ -74,6 +74,14 @@ pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 
 golden: ## Rewrite the committed schema dump after an intended schema change
 	$(GO) test -count=1 ./internal/migrations -run TestSchemaGolden -update
 
+.PHONY: release
+release: ## Release the library: VERSION=x.y.z into version.go, the extension and the CHANGELOG; commit and tag vx.y.z (docs: DEVELOPING.md)
+	scripts/release.sh library "$(VERSION)"
+
+.PHONY: release-cli
+release-cli: ## After the library's tag is published: the CLI requires it (no replace); commit and tag cmd/backoffctl/vx.y.z
+	scripts/release.sh cli "$(VERSION)"
+
 .PHONY: generate
 generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/ and the schema dump (the CLI module has no generated files)
 	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update

@@ -1,4 +1,4 @@
--- pgbackoff: the whole SQL in one file, generated from sql/migrations.
+-- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
 

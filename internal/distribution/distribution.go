@@ -14,12 +14,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pgbackoff/pgbackoff"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 )
 
 // ExtensionVersion is the version in backoff.control and in the name of
-// the extension script.
-const ExtensionVersion = "0.1.0"
+// the extension script: the release version.
+const ExtensionVersion = pgbackoff.Version
 
 // Target selects what the rendering is for.
 type Target int
@@ -44,7 +45,7 @@ func Render(target Target) (string, error) {
 	var b strings.Builder
 	switch target {
 	case Standalone:
-		b.WriteString("-- pgbackoff: the whole SQL in one file, generated from sql/migrations.\n")
+		b.WriteString("-- pgbackoff " + pgbackoff.Version + ": the whole SQL in one file, generated from sql/migrations.\n")
 		b.WriteString("-- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql \"$DATABASE_URL\"\n")
 		b.WriteString("-- Do not edit: run `make generate` after changing sql/.\n\n")
 		b.WriteString("CREATE SCHEMA backoff;\n\n")

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/cobra"
 
+	"github.com/pgbackoff/pgbackoff"
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/internal/config"
 )
@@ -69,9 +70,11 @@ func newRootCommand() *cobra.Command {
 that lives in PostgreSQL.
 
 The database comes from --database-url, or DATABASE_URL when the flag is absent.`,
+		Version:       pgbackoff.Version,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	root.SetVersionTemplate("backoffctl {{.Version}}\n")
 	root.PersistentFlags().String("database-url", "", "PostgreSQL connection URL (default $DATABASE_URL)")
 	root.PersistentFlags().StringP("output", "o", "text", "output format: text (aligned tables for people) or json (for scripts)")
 	root.PersistentFlags().String("now", "", "pretend the time is this RFC 3339 timestamp (passed as p_now; for tests and simulations)")
