@@ -50,7 +50,9 @@ type Option func(*config)
 // workers on many hosts then agree on time. A caller outside backoff_admin
 // may pass only a time within backoff.settings.max_clock_skew (default 5
 // minutes) of the database's clock, unless the database has time injection
-// switched on (ErrInvalidArgument otherwise).
+// switched on (ErrInvalidArgument otherwise); a time ahead of the database's
+// clock within that skew counts as the database's clock
+// (docs/adr/0057-a-clock-ahead-is-the-database-clock.md).
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithLogger sets the structured logger (default slog.Default()).

@@ -166,7 +166,8 @@
 // time without sleeping. Outside backoff_admin the database accepts a time
 // at most backoff.settings.max_clock_skew (default 5 minutes) from its own
 // clock, unless time_injection is switched on there (ErrInvalidArgument
-// otherwise; docs/adr/0035-time-is-not-a-privilege.md).
+// otherwise; docs/adr/0035-time-is-not-a-privilege.md), and a time ahead of
+// its clock within that skew counts as its clock (docs/adr/0057).
 //
 // # Retry
 //

@@ -6708,8 +6708,18 @@ $$;
 --                     table (the hot path of every client without a clock);
 --   not finite, or outside years 1 to 9999 (UTC) -> 22023 naming it;
 --   otherwise      -> p_now, when backoff.settings.time_injection is on, or
---                     it lies within max_clock_skew of now(), or the caller
---                     is a member of backoff_admin; else 22023.
+--                     the caller is a member of backoff_admin, or it lies
+--                     behind now() by at most max_clock_skew;
+--                     now(), when it lies ahead of now() by at most
+--                     max_clock_skew (docs/adr/0057): a host clock a
+--                     little fast still works, but its lead is no licence
+--                     to reap a live lease, claim or acquire a job before
+--                     it is due, end a breaker's cooldown or refill a
+--                     bucket early, nor to store a time (a bucket's
+--                     refilled_at) that others are then measured from;
+--                     else 22023.
+-- A clock behind now() only delays what the caller decides, so it is kept
+-- (records and late decisions are the caller's own, as before).
 -- The caller is the role the session acts as: the SET ROLE role, else the
 -- login (session_user). current_user cannot say it: the public functions
 -- are SECURITY DEFINER, so inside them it is always backoff_owner. A missing
@@ -6739,12 +6749,18 @@ BEGIN
         RETURN p_now;
     END IF;
     v_skew := coalesce(v_skew, interval '5 minutes');
-    IF p_now >= pg_catalog.now() - v_skew AND p_now <= pg_catalog.now() + v_skew THEN
+    -- Behind the clock, within the skew: no role to look up.
+    IF p_now >= pg_catalog.now() - v_skew AND p_now <= pg_catalog.now() THEN
         RETURN p_now;
     END IF;
     v_role := coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user::text);
     IF pg_catalog.pg_has_role(v_role, 'backoff_admin', 'MEMBER') THEN
         RETURN p_now;
+    END IF;
+    -- Ahead of the clock, within the skew: the database's clock, so that
+    -- no decision takes effect early (docs/adr/0057).
+    IF p_now > pg_catalog.now() AND p_now <= pg_catalog.now() + v_skew THEN
+        RETURN pg_catalog.now();
     END IF;
     RAISE EXCEPTION 'now "%" is further than max_clock_skew "%" from the database clock "%"', p_now, v_skew, pg_catalog.now()
         USING ERRCODE = 'invalid_parameter_value',

@@ -191,3 +191,101 @@ func TestClockCheckReadsSettingsOnlyOffTheClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), scans())
 }
+
+// A clock ahead of the database's, within max_clock_skew, is no licence to
+// act early: the default skew (5 minutes) is ten times the default lease
+// (30 s). A worker's reap one second inside the skew leaves live leases
+// alone, its claim and acquire do not take a job before it is due, and an
+// open breaker stays open for it until its cooldown ends on the database
+// clock. Its forward clock is read as the database's (docs/adr/0057).
+func TestForwardSkewIsNotAPrivilege(t *testing.T) {
+	ctx := context.Background()
+	db := newClockDB(t)
+	const ahead = `now() + interval '5 minutes' - interval '1 second'`
+
+	// Three live leases in two queues, taken on the database clock.
+	for _, q := range []string{"a", "a", "b"} {
+		_, err := db.super.Exec(ctx, `SELECT backoff.enqueue($1)`, q)
+		require.NoError(t, err)
+	}
+	for _, q := range []string{"a", "b"} {
+		_, err := db.super.Exec(ctx, `SELECT count(*) FROM backoff.claim($1, 'honest', 10, '30 seconds')`, q)
+		require.NoError(t, err)
+	}
+	var reaped int
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT backoff.reap(`+ahead+`)`).Scan(&reaped))
+	require.Zero(t, reaped, "a forward clock within the skew must not reap live leases")
+	var running int
+	require.NoError(t, db.super.QueryRow(ctx,
+		`SELECT count(*) FROM backoff.jobs WHERE status = 'running' AND locked_by = 'honest' AND attempts = 1`).Scan(&running))
+	require.Equal(t, 3, running)
+
+	// A job due in four minutes is not claimed, nor acquired, now.
+	var later int64
+	require.NoError(t, db.super.QueryRow(ctx,
+		`SELECT backoff.enqueue('later', p_run_at => now() + interval '4 minutes')`).Scan(&later))
+	var claimed int
+	require.NoError(t, db.worker.QueryRow(ctx,
+		`SELECT count(*) FROM backoff.claim('later', 'early', 10, NULL, `+ahead+`)`).Scan(&claimed))
+	require.Zero(t, claimed, "a job four minutes from due must not be claimed")
+	_, err := db.worker.Exec(ctx, `SELECT backoff.acquire($1, 'early', NULL, `+ahead+`)`, later)
+	require.Equal(t, "BK004", sqlState(err), "acquire before due: %v", err)
+
+	// A breaker opened on the database clock, with a one-minute cooldown,
+	// hands out no probe to a clock four minutes ahead.
+	_, err = db.super.Exec(ctx, `INSERT INTO backoff.queues (name, policy, breaker_failures, breaker_window, breaker_cooldown)
+		VALUES ('cb', 'default', 1, '1 minute', '1 minute')`)
+	require.NoError(t, err)
+	for i := 0; i < 2; i++ {
+		_, err = db.super.Exec(ctx, `SELECT backoff.enqueue('cb')`)
+		require.NoError(t, err)
+	}
+	_, err = db.super.Exec(ctx, `SELECT backoff.fail(c.id, c.attempts, 'downstream 503') FROM backoff.claim('cb', 'honest') AS c`)
+	require.NoError(t, err)
+	var state string
+	require.NoError(t, db.worker.QueryRow(ctx, `SELECT state FROM backoff.queue_state('cb', `+ahead+`)`).Scan(&state))
+	require.Equal(t, "open", state)
+	require.NoError(t, db.worker.QueryRow(ctx,
+		`SELECT count(*) FROM backoff.claim('cb', 'early', 10, NULL, `+ahead+`)`).Scan(&claimed))
+	require.Zero(t, claimed, "an open breaker must not hand out probes to a clock ahead")
+
+	// An admin's clock is still its own (operators, backoffctl --now).
+	require.NoError(t, db.admin.QueryRow(ctx, `SELECT backoff.reap(`+ahead+`)`).Scan(&reaped))
+	require.Equal(t, 3, reaped)
+}
+
+// One forward-skewed claim must not freeze a rate-limited queue: it once
+// stored every slot's refilled_at at its own clock, minutes ahead, and the
+// bucket refilled nothing for anyone until the database clock got there,
+// while queue_state said the next token was milliseconds away. The skewed
+// claim takes what the bucket holds, as any claim; one second later on the
+// database clock a concurrent claimer gets a full bucket.
+func TestSkewedClaimDoesNotFreezeTheBucket(t *testing.T) {
+	ctx := context.Background()
+	db := newClockDB(t)
+	_, err := db.super.Exec(ctx, `INSERT INTO backoff.queues (name, policy, rate, burst) VALUES ('api', 'default', 16, 16)`)
+	require.NoError(t, err)
+	_, err = db.super.Exec(ctx, `SELECT backoff.enqueue('api') FROM generate_series(1, 48)`)
+	require.NoError(t, err)
+
+	var claimed int
+	require.NoError(t, db.worker.QueryRow(ctx,
+		`SELECT count(*) FROM backoff.claim('api', 'evil', 16, NULL, now() + interval '290 seconds')`).Scan(&claimed))
+	require.Equal(t, 16, claimed, "the skewed claim takes the bucket's tokens, as any claim")
+
+	var ahead bool
+	require.NoError(t, db.super.QueryRow(ctx,
+		`SELECT coalesce(bool_or(refilled_at > now()), false) FROM backoff.queue_tokens WHERE queue = 'api'`).Scan(&ahead))
+	require.False(t, ahead, "no slot's refilled_at may lie beyond the database clock")
+
+	// One second later, on the database clock (an admin may say so).
+	var tokens float64
+	var next *time.Time
+	require.NoError(t, db.admin.QueryRow(ctx,
+		`SELECT tokens, next_claim_at FROM backoff.queue_state('api', now() + interval '1 second')`).Scan(&tokens, &next))
+	require.InDelta(t, 16, tokens, 1e-6, "the bucket refilled")
+	require.Nil(t, next)
+	require.NoError(t, db.admin.QueryRow(ctx,
+		`SELECT count(*) FROM backoff.claim('api', 'legit', 16, NULL, now() + interval '1 second')`).Scan(&claimed))
+	require.Equal(t, 16, claimed, "the skewed claim must not lower a concurrent claimer's allowance")
+}
