@@ -55,6 +55,9 @@ type Config struct {
 	// section runs, or a longer one to profile it).
 	ClientsOverride []int
 	RunForOverride  time.Duration
+	// MVCCOverride, when positive, replaces the mode's MVCC run length
+	// (-mvcc-duration: a short smoke run of the held-snapshot section).
+	MVCCOverride time.Duration
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios
@@ -68,6 +71,8 @@ type Config struct {
 	Samples     int           // claim latency samples per backlog
 	Sustained   time.Duration // 0: no sustained run
 	SampleEvery time.Duration // sustained-run sampling period
+	MVCC        time.Duration // length of each held-snapshot run (mvcc.go); 0: none
+	MVCCEvery   time.Duration // held-snapshot sampling interval
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
 	// LatencyWindow is the shortest insert time of the enqueue -> handler
@@ -100,6 +105,7 @@ func (c *Config) setDefaults() error {
 		c.Samples = 1000
 		c.Sustained = time.Minute
 		c.SampleEvery = 10 * time.Second
+		c.MVCC, c.MVCCEvery = 3*time.Minute, 30*time.Second
 		c.WakeupSamples = 100
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -115,6 +121,7 @@ func (c *Config) setDefaults() error {
 		c.Samples = 3000
 		c.Sustained = 10 * time.Minute
 		c.SampleEvery = time.Minute
+		c.MVCC, c.MVCCEvery = 10*time.Minute, time.Minute
 		c.WakeupSamples = 300
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -130,6 +137,7 @@ func (c *Config) setDefaults() error {
 		c.Samples = 20
 		c.Sustained = time.Second
 		c.SampleEvery = 300 * time.Millisecond
+		c.MVCC, c.MVCCEvery = 900*time.Millisecond, 300*time.Millisecond
 		c.WakeupSamples = 5
 		c.UIRefresh = 50 * time.Millisecond
 	default:
@@ -149,6 +157,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.RunForOverride > 0 {
 		c.RunFor = c.RunForOverride
+	}
+	if c.MVCCOverride < 0 {
+		return fmt.Errorf("-mvcc-duration %s: want 0 (the mode's) or more", c.MVCCOverride)
+	}
+	if c.MVCCOverride > 0 {
+		c.MVCC, c.MVCCEvery = c.MVCCOverride, mvccEvery(c.MVCCEvery, c.MVCCOverride)
 	}
 	return nil
 }

@@ -49,6 +49,8 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ", "target ui-dead-letters-1m: ",
 		"target ui-refresh-throughput-1m: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
+		"== held snapshot: ", "target mvcc-held-vs-free: ", "target mvcc-held-xid-vs-free: ", "target mvcc-held-backlog-s: ",
+		"target mvcc-held-claim-p99-ratio: ", "wal mvcc-free: ours ", "wal mvcc-held: ours ", "wal mvcc-held-xid: ours ",
 	} {
 		require.Contains(t, text, want)
 	}
@@ -88,6 +90,7 @@ func TestControlsSection(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2*len(cfg.Clients), n, "two scenarios per client count")
+	require.NotContains(t, text, "mvcc", "another section's targets")
 
 	// The controlled side runs the controlled paths: a claim creates the
 	// bucket's 16 slots and takes a token, a fail is logged for the

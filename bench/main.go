@@ -28,7 +28,7 @@ func main() {
 	flag.StringVar(&cfg.Mode, "mode", "quick", "quick (CI-sized, a few minutes) or full (for the docs; includes the 10M backlog and the 10-minute sustained run)")
 	flag.StringVar(&cfg.DatabaseURL, "database-url", os.Getenv("BENCH_DATABASE_URL"), "superuser URL of the server to use (default: BENCH_DATABASE_URL, else start one)")
 	flag.BoolVar(&cfg.NoDurability, "no-durability", false, "start the server with fsync=off and synchronous_commit=off (default: the server's defaults)")
-	flag.StringVar(&cfg.Only, "only", "", "run only the sections whose name contains this (e.g. claim, scaling, river)")
+	flag.StringVar(&cfg.Only, "only", "", "run only the sections whose name contains this (e.g. claim, scaling, river, mvcc)")
 	flag.StringVar(&cfg.RiverDir, "river", "", "directory of the River module (bench/river) to run side by side with the Worker; empty: skip")
 	flag.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1000, "Concurrency of the Go Worker (River side: MaxWorkers 10000)")
 	flag.IntVar(&cfg.WorkerBatch, "worker-batch", 500, "BatchSize of the Go Worker")
@@ -50,6 +50,7 @@ func main() {
 		return nil
 	})
 	flag.DurationVar(&cfg.RunForOverride, "run-for", 0, "length of one timed run, e.g. 100ms (default: the mode's)")
+	flag.DurationVar(&cfg.MVCCOverride, "mvcc-duration", 0, "length of each run of the held-snapshot section (-only=mvcc), e.g. 20s for a smoke run (default: the mode's, quick 3m, full 10m)")
 	flag.Parse()
 	if err := cfg.setDefaults(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -85,6 +85,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.MVCC > 0 && b.cfg.wants("mvcc") {
+		if err := b.mvcc(ctx); err != nil {
+			return err
+		}
+	}
 	b.summary(lines)
 	fmt.Fprintf(b.out, "\ntotal time: %s\n", time.Since(began).Round(time.Second))
 	b.printTargets(b.out)

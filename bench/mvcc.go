@@ -1,0 +1,566 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// --- held snapshot: the queue free vs while an old snapshot holds back vacuum
+
+// A queue that updates its job rows in place leaves a dead row version per
+// claim and per completion. While one transaction anywhere in the database
+// keeps an old snapshot, vacuum may remove none of them, and every claim
+// walks the dead index entries at the head of the claim index. This section
+// offers the same load free and then held, and prints how the queue keeps up
+// (docs/benchmarks.md, "Held snapshot").
+
+// The load's shape: producers enqueue a fixed batch per call at a fixed
+// rate, claimers claim a batch and complete it in one more call.
+const (
+	mvccRate         = 2000.0 // jobs/s offered, all producers together
+	mvccProducers    = 2
+	mvccEnqueueBatch = 20
+	mvccClaimers     = 4
+	mvccClaimBatch   = 10
+	mvccIdle         = 10 * time.Millisecond // a claimer that found nothing waits this long
+	// mvccHolderApp names the holding session, so that it is found and
+	// terminated by name after the load.
+	mvccHolderApp = "backoff-bench-mvcc-holder"
+)
+
+// queueDriver is one way of storing and moving the queue's jobs: the three
+// statements the load calls, on the table whose statistics the run prints.
+// Another storage layout is measured by adding a driver to mvccDrivers.
+type queueDriver struct {
+	name  string // short, printed in every row's heading and the summary
+	about string // what it runs, printed once
+	table string // the relation holding the jobs (its size counts its indexes)
+	// setup, when set, runs once on the run's fresh database, before the
+	// VACUUM and CHECKPOINT that start every run.
+	setup []string
+	// enqueue inserts one due job per element of $1 (text[], queue names)
+	// with the payload in $2 (jsonb[]); rows affected: the jobs inserted.
+	enqueue string
+	// claim claims up to mvccClaimBatch due jobs of queue $1 for worker
+	// $2 and returns id, attempts (the token complete takes) and payload.
+	claim string
+	// complete completes the jobs $1 (bigint[]) that run attempts $2
+	// (integer[]); rows affected: the jobs completed.
+	complete string
+	// maintenance, when set, runs once a second on a connection of its own
+	// while the load runs (a layout that rotates or truncates would).
+	maintenance string
+}
+
+// mvccDrivers are the layouts measured: pgbackoff through its functions,
+// and the bench's hand-written limit statements on public.raw_jobs, a copy
+// of backoff.jobs with the same columns and indexes (bench.go).
+func mvccDrivers() []queueDriver {
+	return []queueDriver{
+		{
+			name:  "functions",
+			about: "backoff.enqueue (the array form), backoff.claim, backoff.complete_many on backoff.jobs",
+			table: oursTable,
+			// The array form as the Go client's EnqueueMany calls it.
+			enqueue: `SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[],
+				p_run_ats => NULL::timestamptz[], p_max_attempts => NULL::integer[], p_priorities => NULL::integer[],
+				p_dedupe_keys => NULL::text[]) AS t(id)`,
+			claim:    fmt.Sprintf(`SELECT id, attempts, payload FROM backoff.claim($1::text, $2::text, %d)`, mvccClaimBatch),
+			complete: `SELECT id FROM backoff.complete_many($1::bigint[], $2::integer[]) AS t(id)`,
+		},
+		{
+			name:     "sql",
+			about:    "hand-written INSERT, UPDATE with FOR UPDATE SKIP LOCKED, and UPDATE on public.raw_jobs (the limit's statements)",
+			table:    rawTable,
+			enqueue:  rawEnqueueManySQL,
+			claim:    rawClaimSQL(mvccClaimBatch),
+			complete: rawCompleteManySQL,
+		},
+	}
+}
+
+// rawClaimSQL is the limit's batch claim with n in place of its 100. A
+// constant, not a parameter: with a parameter in LIMIT the plan cache
+// plans the statement again on every call (sql/functions/claim.sql).
+func rawClaimSQL(n int) string {
+	if strings.Count(rawClaimManySQL, "LIMIT 100") != 1 {
+		panic("rawClaimManySQL no longer has one LIMIT 100")
+	}
+	return strings.Replace(rawClaimManySQL, "LIMIT 100", fmt.Sprintf("LIMIT %d", n), 1)
+}
+
+// mvccHold is what holds vacuum back during a run: nothing, or a
+// REPEATABLE READ transaction opened before the load that runs hold and
+// stays open until the load has stopped.
+type mvccHold struct {
+	key   string // target name stem: free, held, held-xid
+	about string
+	hold  string // "" for a free run
+	xid   bool   // hold takes a transaction id (the check expects one)
+}
+
+var mvccHolds = []mvccHold{
+	{key: "free", about: "nothing held"},
+	{key: "held", about: "a REPEATABLE READ transaction opened before the load keeps its snapshot (SELECT 1, no transaction id)", hold: "SELECT 1"},
+	{key: "held-xid", about: "the same transaction after it took a transaction id (pg_current_xact_id())", hold: "SELECT pg_catalog.pg_current_xact_id()", xid: true},
+}
+
+// mvccEvery is the sampling interval of a run of length d: the mode's, but
+// at most a quarter of the run, so that a short run still shows a trend.
+func mvccEvery(every, d time.Duration) time.Duration {
+	return min(every, max(d/4, time.Millisecond))
+}
+
+// mvccIntervals is the number of intervals a run of length d sampled every
+// every has (at least one); the run lasts that many whole intervals.
+func mvccIntervals(d, every time.Duration) int {
+	return max(1, int(d/every))
+}
+
+// mvccCounts is one reading of the load's counters and the server's WAL
+// position.
+type mvccCounts struct {
+	at                           time.Time
+	enqueued, claimed, completed int64
+	wal                          int64         // bytes since 0/0
+	live, dead, size, xminAge    int64         // read with wal, reported as they are
+	p50, p99                     time.Duration // claim calls since the last reading
+}
+
+// mvccRow is one printed interval.
+type mvccRow struct {
+	end       time.Duration // since the load started
+	done, enq float64       // jobs/s completed and enqueued in the interval
+	backlog   int64         // due jobs not claimed at the interval's end
+	p50, p99  time.Duration // claim latency per call in the interval, calls that found nothing included
+	walPerJob float64       // WAL bytes in the interval / jobs completed in it
+	live      int64
+	dead      int64
+	size      int64 // bytes, with indexes
+	xminAge   int64 // age of the oldest xmin or xid of the database's sessions
+}
+
+// intervalRow turns two readings into the interval's row. Every job is due
+// when it is enqueued, so the backlog (pending and retrying, due) is what
+// was enqueued and not yet claimed.
+func intervalRow(start time.Time, prev, cur mvccCounts) mvccRow {
+	secs := cur.at.Sub(prev.at).Seconds()
+	r := mvccRow{end: cur.at.Sub(start), backlog: cur.enqueued - cur.claimed, p50: cur.p50, p99: cur.p99,
+		live: cur.live, dead: cur.dead, size: cur.size, xminAge: cur.xminAge}
+	if secs > 0 {
+		r.done = float64(cur.completed-prev.completed) / secs
+		r.enq = float64(cur.enqueued-prev.enqueued) / secs
+	}
+	if n := cur.completed - prev.completed; n > 0 {
+		r.walPerJob = float64(cur.wal-prev.wal) / float64(n)
+	}
+	return r
+}
+
+// mvccResult is one run of one driver.
+type mvccResult struct {
+	rows       []mvccRow
+	completed  int64
+	walPerJob  float64 // over the whole run
+	backlog    int64   // at the end
+	maintained int64   // maintenance calls
+}
+
+func (r mvccResult) last() mvccRow {
+	if len(r.rows) == 0 {
+		return mvccRow{}
+	}
+	return r.rows[len(r.rows)-1]
+}
+
+// mvcc runs every hold with every driver (each run on a fresh database,
+// vacuumed and checkpointed), prints each run's intervals and a summary,
+// and records the targets of the functions driver.
+func (b *bench) mvcc(ctx context.Context) error {
+	return b.mvccWith(ctx, mvccDrivers())
+}
+
+func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
+	n := mvccIntervals(b.cfg.MVCC, b.cfg.MVCCEvery)
+	fmt.Fprintf(b.out, "\n== held snapshot: the queue free vs while an old snapshot holds back vacuum (%.0f jobs/s offered by %d producers enqueueing %d a call; %d claimers of %d + complete; %s a run, sampled every %s) ==\n",
+		mvccRate, mvccProducers, mvccEnqueueBatch, mvccClaimers, mvccClaimBatch, time.Duration(n)*b.cfg.MVCCEvery, b.cfg.MVCCEvery)
+	for _, d := range drivers {
+		fmt.Fprintf(b.out, "driver %s: %s\n", d.name, d.about)
+	}
+	results := make(map[string]map[string]mvccResult) // hold key -> driver name -> result
+	for _, h := range mvccHolds {
+		results[h.key] = map[string]mvccResult{}
+		for _, d := range drivers {
+			fmt.Fprintf(b.out, "\n-- %s, %s: %s --\n", h.key, d.name, h.about)
+			res, err := b.mvccRun(ctx, d, h, n)
+			if err != nil {
+				return fmt.Errorf("held snapshot, %s, %s: %w", h.key, d.name, err)
+			}
+			results[h.key][d.name] = res
+		}
+	}
+
+	fmt.Fprintf(b.out, "\n== held snapshot: the last interval of each run, and the backlog at its end ==\n")
+	fmt.Fprintf(b.out, "%-9s", "run")
+	for _, d := range drivers {
+		fmt.Fprintf(b.out, " %14s %14s %14s", d.name+" done/s", "claim p99", "backlog")
+	}
+	fmt.Fprintln(b.out)
+	for _, h := range mvccHolds {
+		fmt.Fprintf(b.out, "%-9s", h.key)
+		for _, d := range drivers {
+			r := results[h.key][d.name]
+			fmt.Fprintf(b.out, " %14.0f %14s %14d", r.last().done, ms(r.last().p99), r.backlog)
+		}
+		fmt.Fprintln(b.out)
+	}
+	for _, h := range mvccHolds[1:] {
+		var parts []string
+		for _, d := range drivers {
+			parts = append(parts, fmt.Sprintf("%s %.2f", d.name, ratioOf(results[h.key][d.name].last().done, results["free"][d.name].last().done)))
+		}
+		fmt.Fprintf(b.out, "%s / free, completed/s of the last interval: %s\n", h.key, strings.Join(parts, ", "))
+	}
+
+	// Targets are ours: the first driver; WAL lines set it beside the second.
+	ours := drivers[0].name
+	free, held, xid := results["free"][ours], results["held"][ours], results["held-xid"][ours]
+	b.target("mvcc-held-vs-free", ratioOf(held.last().done, free.last().done), 0.95)
+	b.target("mvcc-held-xid-vs-free", ratioOf(xid.last().done, free.last().done), 0.95)
+	b.targetAtMost("mvcc-held-backlog-s", float64(held.backlog)/mvccRate, 1.00)
+	b.targetAtMost("mvcc-held-claim-p99-ratio", ratioOf(float64(held.last().p99), float64(free.last().p99)), 2.00)
+	if len(drivers) > 1 {
+		for _, h := range mvccHolds {
+			b.wal("mvcc-"+h.key, results[h.key][ours].walPerJob, results[h.key][drivers[1].name].walPerJob)
+		}
+	}
+	return nil
+}
+
+// mvccLoad is the running load of one run: producers, claimers and the
+// driver's maintenance, each on a connection of its own.
+type mvccLoad struct {
+	enqueued, claimed, completed, maintained atomic.Int64
+	lat                                      latencies
+	stop                                     chan struct{}
+	wg                                       sync.WaitGroup
+	errMu                                    sync.Mutex
+	err                                      error
+	failed                                   chan struct{} // closed at the first error
+}
+
+func (l *mvccLoad) fail(err error) {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	if l.err == nil {
+		l.err = err
+		close(l.failed)
+	}
+}
+
+// halt stops the load after the calls under way and returns its first
+// error.
+func (l *mvccLoad) halt() error {
+	close(l.stop)
+	l.wg.Wait()
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	return l.err
+}
+
+// waitOrStop waits d and says false when the load was told to stop first.
+func (l *mvccLoad) waitOrStop(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// startLoad starts the producers, the claimers and the maintenance on
+// connections of pool. Calls are never cancelled half way: each goroutine
+// checks stop between calls, so what a call did is counted.
+func startLoad(ctx context.Context, pool *pgxpool.Pool, d queueDriver) (*mvccLoad, error) {
+	l := &mvccLoad{stop: make(chan struct{}), failed: make(chan struct{})}
+	var conns []*pgxpool.Conn
+	k := mvccProducers + mvccClaimers
+	if d.maintenance != "" {
+		k++
+	}
+	for range k {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			for _, c := range conns {
+				c.Release()
+			}
+			return nil, fmt.Errorf("acquire a load connection: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	queues, payloads := make([]string, mvccEnqueueBatch), make([]string, mvccEnqueueBatch)
+	for i := range queues {
+		queues[i], payloads[i] = queue, "{}"
+	}
+	run := func(c *pgxpool.Conn, f func(*pgxpool.Conn) error) {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer c.Release()
+			if err := f(c); err != nil {
+				l.fail(err)
+			}
+		}()
+	}
+	for i := range mvccProducers {
+		run(conns[i], func(c *pgxpool.Conn) error {
+			_, err := paceBatches(ctx, mvccRate/mvccProducers, mvccEnqueueBatch, l.stop, func() error {
+				tag, err := c.Exec(ctx, d.enqueue, queues, payloads)
+				if err == nil && tag.RowsAffected() != mvccEnqueueBatch {
+					err = fmt.Errorf("enqueued %d of %d", tag.RowsAffected(), mvccEnqueueBatch)
+				}
+				if err != nil {
+					return fmt.Errorf("enqueue: %w", err)
+				}
+				l.enqueued.Add(mvccEnqueueBatch)
+				return nil
+			})
+			return err
+		})
+	}
+	for i := range mvccClaimers {
+		worker := fmt.Sprintf("mvcc-%d", i)
+		run(conns[mvccProducers+i], func(c *pgxpool.Conn) error {
+			for {
+				select {
+				case <-l.stop:
+					return nil
+				default:
+				}
+				t := time.Now()
+				cl, err := queryClaimed(ctx, c, d.claim, queue, worker)
+				l.lat.add(time.Since(t))
+				if err != nil {
+					return fmt.Errorf("claim: %w", err)
+				}
+				if len(cl.ids) == 0 {
+					if !l.waitOrStop(mvccIdle) {
+						return nil
+					}
+					continue
+				}
+				l.claimed.Add(int64(len(cl.ids)))
+				tag, err := c.Exec(ctx, d.complete, cl.ids, cl.attempts)
+				if err == nil && tag.RowsAffected() != int64(len(cl.ids)) {
+					err = fmt.Errorf("completed %d of %d", tag.RowsAffected(), len(cl.ids))
+				}
+				if err != nil {
+					return fmt.Errorf("complete: %w", err)
+				}
+				l.completed.Add(int64(len(cl.ids)))
+			}
+		})
+	}
+	if d.maintenance != "" {
+		run(conns[k-1], func(c *pgxpool.Conn) error {
+			for l.waitOrStop(time.Second) {
+				if _, err := c.Exec(ctx, d.maintenance); err != nil {
+					return fmt.Errorf("maintenance: %w", err)
+				}
+				l.maintained.Add(1)
+			}
+			return nil
+		})
+	}
+	return l, nil
+}
+
+// paceBatches calls send once per batch of jobs offered at rate jobs/s:
+// batch k (from 0) goes when (k+1) x batch jobs have been offered since
+// the start, never before, so what was sent never runs ahead of the offer;
+// a late call is caught up by the next ones, up to the offer. It returns
+// the batches sent when stop is closed.
+func paceBatches(ctx context.Context, rate float64, batch int, stop <-chan struct{}, send func() error) (int, error) {
+	began := time.Now()
+	for k := 0; ; k++ {
+		wait := time.Until(began.Add(batchDue(k, rate, batch)))
+		t := time.NewTimer(max(wait, 0))
+		select {
+		case <-stop:
+			t.Stop()
+			return k, nil
+		case <-ctx.Done():
+			t.Stop()
+			return k, ctx.Err()
+		case <-t.C:
+		}
+		if err := send(); err != nil {
+			return k, err
+		}
+	}
+}
+
+// batchDue is when batch k of a paced producer may go: once the rate has
+// offered all of its jobs.
+func batchDue(k int, rate float64, batch int) time.Duration {
+	return time.Duration(float64((k+1)*batch) / rate * float64(time.Second))
+}
+
+// mvccRun is one run: a fresh database, the driver's setup, VACUUM ANALYZE
+// and CHECKPOINT, the hold opened, n intervals of load sampled, the load
+// stopped, the hold terminated.
+func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (mvccResult, error) {
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return mvccResult{}, err
+	}
+	defer drop()
+	for _, s := range d.setup {
+		if _, err := db.pool.Exec(ctx, s); err != nil {
+			return mvccResult{}, fmt.Errorf("setup: %w", err)
+		}
+	}
+	if err := settle(ctx, db, d.table); err != nil {
+		return mvccResult{}, err
+	}
+	if h.hold != "" {
+		holder, err := b.openHold(ctx, db, h)
+		if err != nil {
+			return mvccResult{}, err
+		}
+		defer func() { _ = holder.Close(context.Background()) }()
+	}
+
+	read := func(l *mvccLoad) (mvccCounts, error) {
+		c := mvccCounts{at: time.Now(), enqueued: l.enqueued.Load(), claimed: l.claimed.Load(), completed: l.completed.Load()}
+		ds := l.lat.take()
+		c.p50, c.p99 = pct(ds, 0.5), pct(ds, 0.99)
+		// The load's backends send their table statistics at most a second
+		// late (PGSTAT_MIN_INTERVAL), which an interval of seconds absorbs:
+		// live and dead tuples are approximate by that much.
+		err := db.pool.QueryRow(ctx, `SELECT coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
+				pg_catalog.pg_total_relation_size($1::regclass),
+				(pg_catalog.pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint,
+				(SELECT coalesce(max(greatest(pg_catalog.age(a.backend_xmin), pg_catalog.age(a.backend_xid))), 0)
+				 FROM pg_catalog.pg_stat_activity AS a WHERE a.datname = pg_catalog.current_database())
+			FROM (SELECT) AS one LEFT JOIN pg_catalog.pg_stat_user_tables AS s ON s.relid = $1::regclass`,
+			d.table).Scan(&c.live, &c.dead, &c.size, &c.wal, &c.xminAge)
+		if err != nil {
+			return c, fmt.Errorf("sample the table's statistics: %w", err)
+		}
+		return c, nil
+	}
+
+	load, err := startLoad(ctx, db.pool, d)
+	if err != nil {
+		return mvccResult{}, err
+	}
+	first, err := read(load)
+	if err != nil {
+		_ = load.halt()
+		return mvccResult{}, err
+	}
+	fmt.Fprintf(b.out, "%8s %8s %8s %9s %10s %10s %10s %10s %9s %10s %9s\n",
+		"time", "done/s", "enq/s", "backlog", "claim p50", "claim p99", "live tup", "dead tup", "size MB", "WAL B/job", "xmin age")
+	res := mvccResult{}
+	prev := first
+	t := time.NewTicker(b.cfg.MVCCEvery)
+	defer t.Stop()
+	for range n {
+		select {
+		case <-t.C:
+		case <-load.failed:
+			return mvccResult{}, load.halt()
+		case <-ctx.Done():
+			_ = load.halt()
+			return mvccResult{}, ctx.Err()
+		}
+		cur, err := read(load)
+		if err != nil {
+			_ = load.halt()
+			return mvccResult{}, err
+		}
+		r := intervalRow(first.at, prev, cur)
+		res.rows = append(res.rows, r)
+		fmt.Fprintf(b.out, "%8s %8.0f %8.0f %9d %10s %10s %10d %10d %9.1f %10.0f %9d\n",
+			fmt.Sprintf("%.1fs", r.end.Seconds()), r.done, r.enq, r.backlog, ms(r.p50), ms(r.p99), r.live, r.dead,
+			float64(r.size)/1e6, r.walPerJob, r.xminAge)
+		prev = cur
+	}
+	if err := load.halt(); err != nil {
+		return mvccResult{}, err
+	}
+	if h.hold != "" {
+		if err := b.endHold(ctx, db); err != nil {
+			return mvccResult{}, err
+		}
+	}
+	res.completed, res.backlog, res.maintained = prev.completed-first.completed, prev.enqueued-prev.claimed, load.maintained.Load()
+	if res.completed > 0 {
+		res.walPerJob = float64(prev.wal-first.wal) / float64(res.completed)
+	}
+	elapsed := prev.at.Sub(first.at).Seconds()
+	fmt.Fprintf(b.out, "run: %d jobs completed (%.0f/s), backlog at the end %d (%.2f s of the offer), WAL %.0f B/job",
+		res.completed, float64(res.completed)/max(elapsed, 1e-9), res.backlog, float64(res.backlog)/mvccRate, res.walPerJob)
+	if d.maintenance != "" {
+		fmt.Fprintf(b.out, ", %d maintenance calls", res.maintained)
+	}
+	fmt.Fprintln(b.out)
+	return res, nil
+}
+
+// openHold opens the holding transaction on a connection of its own, named
+// mvccHolderApp, and checks that the server sees it hold: an xmin, and an
+// xid when the hold takes one.
+func (b *bench) openHold(ctx context.Context, db *database, h mvccHold) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(db.url)
+	if err != nil {
+		return nil, err
+	}
+	cc.RuntimeParams["application_name"] = mvccHolderApp
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("connect the hold: %w", err)
+	}
+	for _, s := range []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", h.hold} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			_ = conn.Close(ctx)
+			return nil, fmt.Errorf("hold: %s: %w", s, err)
+		}
+	}
+	var xmin, xid bool
+	if err := b.admin.QueryRow(ctx, `SELECT backend_xmin IS NOT NULL, backend_xid IS NOT NULL FROM pg_catalog.pg_stat_activity
+		WHERE application_name = $1 AND datname = $2`, mvccHolderApp, db.name).Scan(&xmin, &xid); err != nil {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("find the hold: %w", err)
+	}
+	if !xmin || xid != h.xid {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("the hold has xmin %t and xid %t, want xmin and xid %t", xmin, xid, h.xid)
+	}
+	return conn, nil
+}
+
+// endHold terminates the holding session by its name, as an operator would
+// end a forgotten transaction.
+func (b *bench) endHold(ctx context.Context, db *database) error {
+	var n int
+	if err := b.admin.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_catalog.pg_terminate_backend(pid))
+		FROM pg_catalog.pg_stat_activity WHERE application_name = $1 AND datname = $2`, mvccHolderApp, db.name).Scan(&n); err != nil {
+		return fmt.Errorf("terminate the hold: %w", err)
+	}
+	if n != 1 {
+		return errors.New("terminate the hold: it was gone before the load ended")
+	}
+	return nil
+}
