@@ -76,7 +76,13 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		if err != nil {
 			return fmt.Errorf("install router: shard %d: %w", k, err)
 		}
-		conn, err := pgx.ConnectConfig(ctx, cfg)
+		// The installer's statements on the shard resolve names in
+		// pg_catalog only, whatever search_path the database or the role
+		// sets (a look-alike in an earlier schema would run as the
+		// installer; docs/adr/0036, 0056).
+		pinned := cfg.Copy()
+		pinned.RuntimeParams["search_path"] = "pg_catalog"
+		conn, err := pgx.ConnectConfig(ctx, pinned)
 		if err != nil {
 			return fmt.Errorf("install router: connect to shard %d: %w", k, err)
 		}
@@ -97,15 +103,25 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		return fmt.Errorf("install router: %w", err)
 	}
 	return pgx.BeginFunc(ctx, router, func(tx pgx.Tx) error {
+		// Every name of the install resolves in pg_catalog: an SQL-standard
+		// body (backoff._queue_shard) and the column types are bound when
+		// they are created, with the installer's search_path, and would
+		// otherwise bind to a look-alike that a database search_path
+		// putting public first lets win (docs/adr/0056).
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_catalog`); err != nil {
+			return fmt.Errorf("install router: %w", err)
+		}
 		var isShard bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass('backoff.schema_migrations') IS NOT NULL`).Scan(&isShard); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass('backoff.schema_migrations') IS NOT NULL`).Scan(&isShard); err != nil {
 			return fmt.Errorf("install router: %w", err)
 		}
 		if isShard {
 			return errors.New("install router: the router database holds a pgbackoff schema (backoff.schema_migrations): a router must be its own database")
 		}
 		head := []string{
-			`CREATE EXTENSION IF NOT EXISTS plproxy`,
+			// In pg_catalog, as plpgsql: no other schema's owner can
+			// replace its handler functions.
+			`CREATE EXTENSION IF NOT EXISTS plproxy SCHEMA pg_catalog`,
 			rolesSQL,
 			`DROP SCHEMA IF EXISTS backoff CASCADE`,
 			`DROP SERVER IF EXISTS ` + ServerName + ` CASCADE`,
@@ -407,10 +423,11 @@ func (c *catalog) routerSQL(n int) ([]string, error) {
 	out := []string{
 		fmt.Sprintf(`CREATE FUNCTION backoff._queue_shard(p_queue text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(((('x' || substr(pg_catalog.md5(p_queue), 1, 8))::bit(32)::integer & 2147483647) %% %d), 0)`, n),
+RETURN coalesce(((('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(p_queue), 1, 8))::pg_catalog.bit(32)::pg_catalog.int4
+    OPERATOR(pg_catalog.&) 2147483647) OPERATOR(pg_catalog.%%) %d), 0)`, n),
 		fmt.Sprintf(`CREATE FUNCTION backoff._job_shard(p_job_id bigint) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(CASE WHEN p_job_id > 0 THEN (p_job_id >> %d)::integer ELSE 0 END, 0)`, ShardBits),
+RETURN coalesce(CASE WHEN p_job_id OPERATOR(pg_catalog.>) 0 THEN (p_job_id OPERATOR(pg_catalog.>>) %d)::pg_catalog.int4 ELSE 0 END, 0)`, ShardBits),
 		`CREATE FUNCTION backoff.router_shards(OUT shard integer, OUT conninfo text) RETURNS SETOF record
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 AS $$
