@@ -59,7 +59,10 @@ type Shard struct {
 // range of job ids, and (re)creates the router schema in the database of
 // router: extension plproxy, the SQL/MED server listing the shards, and the
 // generated backoff.* functions and views. Shard order is the shard
-// numbering: a shard registered under another number is refused.
+// numbering: a shard registered under another number is refused. The
+// router's installer must be a superuser (PL/Proxy, and the catalog
+// privileges that hide the shards' connection strings); every name of the
+// install resolves in pg_catalog only, on the router and on the shards.
 func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 	if len(shards) == 0 {
 		return errors.New("install router: no shard given")
