@@ -36,8 +36,10 @@ type Querier interface {
 type Shard struct {
 	// Number is the shard's number (the high bits of its job ids).
 	Number int
-	// Conninfo is the libpq connection string the router reaches it with:
-	// host, port and database, without user or password.
+	// Conninfo is the shard's address as the router reaches it: a libpq
+	// connection string with host, port and database only (no user,
+	// password or other setting). backoff.router_shards() gives it to
+	// producers and admins, not to workers.
 	Conninfo string
 }
 

@@ -59,7 +59,10 @@ type Shard struct {
 // range of job ids, and (re)creates the router schema in the database of
 // router: extension plproxy, the SQL/MED server listing the shards, and the
 // generated backoff.* functions and views. Shard order is the shard
-// numbering: a shard registered under another number is refused.
+// numbering: a shard registered under another number is refused. The
+// router's installer must be a superuser (PL/Proxy, and the catalog
+// privileges that hide the shards' connection strings); every name of the
+// install resolves in pg_catalog only, on the router and on the shards.
 func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 	if len(shards) == 0 {
 		return errors.New("install router: no shard given")
@@ -76,7 +79,13 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		if err != nil {
 			return fmt.Errorf("install router: shard %d: %w", k, err)
 		}
-		conn, err := pgx.ConnectConfig(ctx, cfg)
+		// The installer's statements on the shard resolve names in
+		// pg_catalog only, whatever search_path the database or the role
+		// sets (a look-alike in an earlier schema would run as the
+		// installer; docs/adr/0036, 0056).
+		pinned := cfg.Copy()
+		pinned.RuntimeParams["search_path"] = "pg_catalog"
+		conn, err := pgx.ConnectConfig(ctx, pinned)
 		if err != nil {
 			return fmt.Errorf("install router: connect to shard %d: %w", k, err)
 		}
@@ -97,15 +106,25 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		return fmt.Errorf("install router: %w", err)
 	}
 	return pgx.BeginFunc(ctx, router, func(tx pgx.Tx) error {
+		// Every name of the install resolves in pg_catalog: an SQL-standard
+		// body (backoff._queue_shard) and the column types are bound when
+		// they are created, with the installer's search_path, and would
+		// otherwise bind to a look-alike that a database search_path
+		// putting public first lets win (docs/adr/0056).
+		if _, err := tx.Exec(ctx, `SET LOCAL search_path = pg_catalog`); err != nil {
+			return fmt.Errorf("install router: %w", err)
+		}
 		var isShard bool
-		if err := tx.QueryRow(ctx, `SELECT to_regclass('backoff.schema_migrations') IS NOT NULL`).Scan(&isShard); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass('backoff.schema_migrations') IS NOT NULL`).Scan(&isShard); err != nil {
 			return fmt.Errorf("install router: %w", err)
 		}
 		if isShard {
 			return errors.New("install router: the router database holds a pgbackoff schema (backoff.schema_migrations): a router must be its own database")
 		}
 		head := []string{
-			`CREATE EXTENSION IF NOT EXISTS plproxy`,
+			// In pg_catalog, as plpgsql: no other schema's owner can
+			// replace its handler functions.
+			`CREATE EXTENSION IF NOT EXISTS plproxy SCHEMA pg_catalog`,
 			rolesSQL,
 			`DROP SCHEMA IF EXISTS backoff CASCADE`,
 			`DROP SERVER IF EXISTS ` + ServerName + ` CASCADE`,
@@ -358,7 +377,75 @@ func (c *catalog) diff(o *catalog) string {
 
 func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
 
-const cluster = "CLUSTER '" + ServerName + "';"
+// cluster is the CLUSTER statement of every generated PL/Proxy function:
+// backoff._cluster() names the server after checking the caller.
+const cluster = "CLUSTER backoff._cluster();"
+
+// clusterSQL creates backoff._cluster(). PL/Proxy logs into a shard as
+// current_user, so a login that SET ROLEs to another login role reaches
+// the shards as that role, and a shard sees neither the login nor its
+// queue scope (docs/adr/0038): the router refuses a call made under a role
+// other than the login's own, unless the login is a superuser (who is never
+// scoped, and may narrow itself to a role whose scope the shard then
+// applies). See docs/adr/0056.
+const clusterSQL = `CREATE FUNCTION backoff._cluster() RETURNS text
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF session_user <> current_user THEN
+        IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user), false) THEN
+            RAISE EXCEPTION 'permission denied: login "%" acts as role "%", which the router does not forward', session_user, current_user
+                USING ERRCODE = '42501',
+                      HINT = 'RESET ROLE, or log in as the role: a shard checks the role it is reached as, and the queue scope of the login would be lost.';
+        END IF;
+    END IF;
+    RETURN '` + ServerName + `';
+END
+$$`
+
+// routerShardsSQL creates backoff.router_shards(): each shard's address
+// (host, hostaddr, port, dbname) taken from its connection string in the
+// SQL/MED server's options; any other keyword there (a password an
+// operator added) is left out. The options are hidden from other roles
+// (catalogSQL), so it is a definer function that reads them as the owner.
+const routerShardsSQL = `CREATE FUNCTION backoff.router_shards(OUT shard integer, OUT conninfo text) RETURNS SETOF record
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT substr(split_part(o, '=', 1), 2)::integer,
+           (SELECT string_agg(m[1] || '=' || m[2], ' ' ORDER BY x.i)
+            FROM regexp_matches(substr(o, strpos(o, '=') + 1),
+                                $re$([A-Za-z_]+)\s*=\s*('(?:[^'\\]|\\.)*'|[^\s']+)$re$, 'g') WITH ORDINALITY AS x(m, i)
+            WHERE m[1] IN ('host', 'hostaddr', 'port', 'dbname'))
+    FROM pg_catalog.pg_foreign_server AS s, unnest(s.srvoptions) AS o
+    WHERE s.srvname = '` + ServerName + `' AND o ~ '^p[0-9]+='
+    ORDER BY 1
+$$`
+
+// catalogSQL hides the SQL/MED server's options (the shards' connection
+// strings, where an operator may have put a password) from every role but
+// the owner's: pg_foreign_server and information_schema show a server's
+// options to every role with USAGE on it, which every router caller needs
+// for PL/Proxy. PL/Proxy reads them from the system cache, unaffected.
+// Only a superuser may change a catalog's privileges; a non-superuser's
+// REVOKE would only warn, so it is refused instead.
+const catalogSQL = `DO $$
+DECLARE
+    v_cols text;
+BEGIN
+    IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user), false) THEN
+        RAISE EXCEPTION 'install router: role "%" is not a superuser: only a superuser can hide the shards'' connection strings from the router''s callers', current_user
+            USING ERRCODE = '42501';
+    END IF;
+    SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_cols
+    FROM pg_catalog.pg_attribute AS a
+    WHERE a.attrelid = 'pg_catalog.pg_foreign_server'::pg_catalog.regclass AND a.attnum > 0
+      AND NOT a.attisdropped AND a.attname <> 'srvoptions';
+    REVOKE SELECT ON pg_catalog.pg_foreign_server FROM PUBLIC;
+    EXECUTE pg_catalog.format('GRANT SELECT (%s) ON pg_catalog.pg_foreign_server TO PUBLIC', v_cols);
+    GRANT SELECT (srvoptions) ON pg_catalog.pg_foreign_server TO backoff_owner;
+    REVOKE SELECT ON information_schema.foreign_server_options FROM PUBLIC;
+END
+$$`
 
 // Unrouted lists the public functions of the catalog that no rule routes
 // (name(identity arguments)).
@@ -407,27 +494,28 @@ func (c *catalog) routerSQL(n int) ([]string, error) {
 	out := []string{
 		fmt.Sprintf(`CREATE FUNCTION backoff._queue_shard(p_queue text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(((('x' || substr(pg_catalog.md5(p_queue), 1, 8))::bit(32)::integer & 2147483647) %% %d), 0)`, n),
+RETURN coalesce(((('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(p_queue), 1, 8))::pg_catalog.bit(32)::pg_catalog.int4
+    OPERATOR(pg_catalog.&) 2147483647) OPERATOR(pg_catalog.%%) %d), 0)`, n),
 		fmt.Sprintf(`CREATE FUNCTION backoff._job_shard(p_job_id bigint) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(CASE WHEN p_job_id > 0 THEN (p_job_id >> %d)::integer ELSE 0 END, 0)`, ShardBits),
-		`CREATE FUNCTION backoff.router_shards(OUT shard integer, OUT conninfo text) RETURNS SETOF record
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT substr(split_part(o, '=', 1), 2)::integer, substr(o, strpos(o, '=') + 1)
-    FROM pg_catalog.pg_foreign_server AS s, unnest(s.srvoptions) AS o
-    WHERE s.srvname = '` + ServerName + `' AND o ~ '^p[0-9]+='
-    ORDER BY 1
-$$`,
-		`COMMENT ON FUNCTION backoff.router_shards() IS 'Router only: the shards behind this router, by number, with the libpq connection string (no user) PL/Proxy uses.'`,
+RETURN coalesce(CASE WHEN p_job_id OPERATOR(pg_catalog.>) 0 THEN (p_job_id OPERATOR(pg_catalog.>>) %d)::pg_catalog.int4 ELSE 0 END, 0)`, ShardBits),
+		clusterSQL,
+		catalogSQL,
+		routerShardsSQL,
+		`COMMENT ON FUNCTION backoff.router_shards() IS 'Router only (admins and producers): the shards behind this router, by number, with each one''s address (host, port, dbname) from the connection string PL/Proxy uses; no user, password or other setting.'`,
 		`CREATE FUNCTION backoff.router_queue_shard(p_queue text) RETURNS integer
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
 RETURN backoff._queue_shard(p_queue)`,
 		`COMMENT ON FUNCTION backoff.router_queue_shard(text) IS 'Router only: the shard number that holds a queue (enqueue in your own transaction needs a connection to it).'`,
 		`ALTER FUNCTION backoff.router_shards() OWNER TO backoff_owner`,
-		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._job_shard(bigint) FROM PUBLIC`,
-		`GRANT EXECUTE ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text) TO backoff_producer, backoff_worker, backoff_admin`,
-		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._job_shard(bigint) TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
+		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._job_shard(bigint), backoff._cluster() FROM PUBLIC`,
+		// Workers route through the router and never need a shard's
+		// address; producers need their queue's shard to enqueue in their
+		// own transaction (client/sharding), admins every shard for the
+		// configuration commands.
+		`GRANT EXECUTE ON FUNCTION backoff.router_shards() TO backoff_producer, backoff_admin`,
+		`GRANT EXECUTE ON FUNCTION backoff.router_queue_shard(text), backoff._queue_shard(text) TO backoff_producer, backoff_worker, backoff_admin`,
+		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._job_shard(bigint), backoff._cluster() TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
 	}
 	out = append(out, c.types...)
 	// Views over the tables: their row types are the composite types the

@@ -248,3 +248,134 @@ func TestMigration004RepairsAHijackedInstall(t *testing.T) {
 	runCLI(t, "migrate", "up", "--database-url", dbURL)
 	requireNoPlantRan(t, super, "migrate up from a hijacked version 3")
 }
+
+// routerPlants are look-alikes of what the router's install runs: on the
+// router, substr (in the shard-of-a-queue hash, an SQL-standard body bound
+// when it is created); on a shard, the aggregate max(bigint) (the job id
+// range check). In a database whose search_path puts public before
+// pg_catalog, an exact match in public wins over pg_catalog's own. Each
+// records who ran it and then does the real thing.
+var routerPlants = []string{
+	`CREATE TABLE public.calls (fn text NOT NULL, by_user text NOT NULL DEFAULT current_user)`,
+	`GRANT INSERT, SELECT ON public.calls TO PUBLIC`,
+	`CREATE FUNCTION public.substr(text, integer, integer) RETURNS text LANGUAGE sql AS
+	 $$INSERT INTO public.calls (fn) VALUES ('substr') RETURNING pg_catalog.substr($1, $2, $3)$$`,
+	`CREATE FUNCTION public.evil_max_step(bigint, bigint) RETURNS bigint LANGUAGE sql AS
+	 $$SELECT GREATEST($1, $2)$$`,
+	`CREATE FUNCTION public.evil_max_final(bigint) RETURNS bigint LANGUAGE sql AS
+	 $$INSERT INTO public.calls (fn) VALUES ('max') RETURNING $1$$`,
+	`CREATE AGGREGATE public.max(bigint) (SFUNC = public.evil_max_step, STYPE = bigint, FINALFUNC = public.evil_max_final)`,
+}
+
+// publicFirstDB is an empty database whose owner set search_path = public,
+// pg_catalog, where a stranger with CREATE on public planted routerPlants.
+// It returns the superuser's URL; sessions opened on it get that
+// search_path.
+func publicFirstDB(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := testdb.NewEmptyURL(t)
+	super, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer super.Close(ctx)
+	var db string
+	require.NoError(t, super.QueryRow(ctx, `SELECT current_database()`).Scan(&db))
+	_, err = super.Exec(ctx, `GRANT USAGE, CREATE ON SCHEMA public TO PUBLIC`)
+	require.NoError(t, err)
+	_, err = super.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET search_path = public, pg_catalog`)
+	require.NoError(t, err)
+	name := tempRole(t, "backoff_test_mallory_", "LOGIN PASSWORD 'pw'")
+	t.Cleanup(func() {
+		if d, err := pgx.Connect(ctx, dbURL); err == nil {
+			_, _ = d.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+			d.Close(ctx)
+		}
+	})
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(name, "pw")
+	mallory, err := pgx.Connect(ctx, u.String())
+	require.NoError(t, err)
+	defer mallory.Close(ctx)
+	for _, p := range routerPlants {
+		_, err := mallory.Exec(ctx, p)
+		require.NoError(t, err, p)
+	}
+	return dbURL
+}
+
+// requirePlantsIdle proves that no plant of db ran or is bound to an
+// installed object, then that the plants are live for the superuser's own
+// unqualified SQL there (live calls the given SQL, which must record want).
+func requirePlantsIdle(t *testing.T, dbURL, what, live string, want []string) {
+	t.Helper()
+	ctx := context.Background()
+	super, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer super.Close(ctx)
+	var calls []string
+	require.NoError(t, super.QueryRow(ctx, `SELECT coalesce(array_agg(fn || ' as ' || by_user), '{}') FROM public.calls`).Scan(&calls))
+	require.Empty(t, calls, "%s: planted functions ran", what)
+	var bound []string
+	require.NoError(t, super.QueryRow(ctx, `
+		SELECT coalesce(array_agg(pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid)
+		                          || ' -> ' || pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0)), '{}')
+		FROM pg_catalog.pg_depend AS d
+		JOIN pg_catalog.pg_proc AS p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = d.refobjid
+		WHERE p.pronamespace = 'public'::pg_catalog.regnamespace
+		  AND NOT (d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+		           AND d.objid IN (SELECT q.oid FROM pg_catalog.pg_proc AS q WHERE q.pronamespace = 'public'::pg_catalog.regnamespace))`).Scan(&bound))
+	require.Empty(t, bound, "%s: an installed object is bound to a plant", what)
+
+	tx, err := super.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, live)
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(array_agg(fn ORDER BY fn), '{}') FROM public.calls`).Scan(&calls))
+	require.Equal(t, want, calls, "%s: the plants must be live for the installer's unqualified SQL", what)
+}
+
+// requirePlProxy skips unless the server under test has PL/Proxy, except
+// under CI on the PostgreSQL major whose Debian package CI installs.
+func requirePlProxy(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.AdminURL(t))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var available bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plproxy')`).Scan(&available))
+	if available {
+		return
+	}
+	if major := testdb.Major(t); major == testdb.DebianOnlyMajor && os.Getenv("CI") != "" {
+		t.Fatalf("PL/Proxy is not installed on the PostgreSQL %d server (CI is set; .ci/run installs postgresql-%d-plproxy)", major, major)
+	}
+	t.Skip("PL/Proxy is not installed on the server under test (apt-get install postgresql-15-plproxy)")
+}
+
+// The attack on the router's install: where the owner of the router's and
+// the shards' databases put public before pg_catalog in their search_path
+// and a stranger planted look-alikes in public, `migrate up --router` bound
+// the stranger's substr into backoff._queue_shard (which every queue-routed
+// call then ran, as its caller: a superuser's call ran it as superuser) and
+// ran the stranger's max(bigint) as the installer on each shard.
+func TestInstallRouteRouter(t *testing.T) {
+	t.Parallel()
+	requirePlProxy(t)
+	routerURL := publicFirstDB(t)
+	shardURL := publicFirstDB(t)
+	runCLI(t, "migrate", "up", "--router", "--database-url", routerURL, "--shard", shardURL)
+
+	ctx := context.Background()
+	super, err := pgx.Connect(ctx, routerURL)
+	require.NoError(t, err)
+	var shard int
+	require.NoError(t, super.QueryRow(ctx, `SELECT backoff.router_queue_shard('mail')`).Scan(&shard))
+	require.Zero(t, shard)
+	super.Close(ctx)
+
+	requirePlantsIdle(t, shardURL, "shard", `SELECT max(x) FROM (VALUES (1::bigint)) AS v(x)`, []string{"max"})
+	requirePlantsIdle(t, routerURL, "router", `SELECT substr('abc', 1, 2)`, []string{"substr"})
+}
