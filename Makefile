@@ -82,6 +82,10 @@ release: ## Release the library: VERSION=x.y.z into version.go, the extension an
 release-cli: ## After the library's tag is published: the CLI requires it (no replace); commit and tag cmd/backoffctl/vx.y.z
 	scripts/release.sh cli "$(VERSION)"
 
+.PHONY: release-rehearsal
+release-rehearsal: ## Tag this version in a throwaway clone, then go get / go install it as a user would (offline; CI runs it)
+	scripts/release-rehearsal.sh
+
 .PHONY: generate
 generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/ and the schema dump (the CLI module has no generated files)
 	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
