@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -130,7 +131,7 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 					return writeJSON(w, stats)
 				}
 				writeStats(w, stats, win)
-				return nil
+				return writeVacuumWarning(ctx, w, c)
 			}
 			if watch == 0 {
 				return draw()
@@ -219,6 +220,24 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 			i(s.Due), age, i(s.Retries), i(s.DeadLetters), orDashCell(s.cells[0]), orDashCell(s.cells[1]))
 	}
 	_ = tw.Flush()
+}
+
+// writeVacuumWarning adds backoff.health's warning under the stats, when
+// there is one: an old snapshot that keeps vacuum from removing finished
+// jobs, which every claim then walks. A login that may not read it (not
+// an admin) gets the table alone.
+func writeVacuumWarning(ctx context.Context, w io.Writer, c *client.Client) error {
+	h, err := c.Health(ctx, 0)
+	if errors.Is(err, client.ErrPermissionDenied) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if h.Warning != "" {
+		fmt.Fprintf(w, "\nWARNING: vacuum: %s\n", esc(h.Warning))
+	}
+	return nil
 }
 
 func newEnqueueCommand() *cobra.Command {
