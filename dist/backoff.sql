@@ -7306,8 +7306,9 @@ $$;
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
 --       When every probe is out and none of them is running any more
---       (reaped, snoozed or cancelled: no result), a new set is handed out,
---       so a probe whose worker died cannot keep the queue shut. A probe's
+--       (reaped, snoozed, cancelled, or failed as not retryable: no result
+--       about the downstream), a new set is handed out, so a probe whose
+--       worker died cannot keep the queue shut. A probe's
 --       failure that fail logged because this row was busy reopens it.
 --   rate                               -> the bucket is n = least(16,
 --       burst) slot rows, each with its share of the burst and of the rate
@@ -7947,7 +7948,9 @@ SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 r
 
 -- backoff._breaker_failure(queue, failures, window, cooldown, now): count a
 -- failed attempt of a queue with a circuit breaker (docs/adr/0045).
--- Private; called by fail, only for a queue whose breaker_failures is set.
+-- Private; called by fail, only for a retryable failure (a job refused as
+-- bad input says nothing about the downstream, docs/adr/0059) of a queue
+-- whose breaker_failures is set.
 --   closed    -> one row appended to backoff.queue_failures (no row is
 --                updated), then the failures in (now - window, now] since
 --                the last transition are counted through the index, at most
@@ -8130,12 +8133,14 @@ BEGIN
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
         PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
-        -- The queue's circuit breaker counts every fail (docs/adr/0045):
-        -- one primary-key probe of backoff.queues when it has none.
+        -- The queue's circuit breaker counts retryable failures only
+        -- (docs/adr/0059): a job refused as bad input says nothing about the
+        -- downstream, and counting it let any producer hold the breaker
+        -- open. One primary-key probe of backoff.queues when it has none.
         SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
         INTO v_failures, v_window, v_cooldown
         FROM backoff.queues AS q
-        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL;
+        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL AND p_retryable;
         IF FOUND THEN
             PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
         END IF;
@@ -8147,7 +8152,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Every fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -8977,7 +8982,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.queue_state(text, timestamptz) IS
-'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate)), at most 2147483647); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Lease expiries do not count as failures.
+'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate)), at most 2147483647); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Only retryable fails count as failures: not a fail with p_retryable false (bad input), not a lease expiry.
 Errors: 22023 for a queue that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue.
 Example:
 UPDATE backoff.queues SET rate = 5, breaker_failures = 3, breaker_window = ''30 seconds'', breaker_cooldown = ''1 minute'' WHERE name = ''emails'';
