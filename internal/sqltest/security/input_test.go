@@ -5,14 +5,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/internal/config"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // TestNameLimits: queue, policy, worker and dedupe key are names of 1 to
-// 128 bytes without control characters, everywhere they come in; anything
+// 128 bytes without control characters, everywhere they come in (also the
+// operator's pause_queue, resume_queue and replay_dead_letters); anything
 // else is 22023 naming the value (DESIGN §11.4). Round 1 stored an
 // 8,000-byte queue name that could never be notified or replayed, and
 // escape sequences that reached the operator's terminal.
@@ -41,6 +48,11 @@ func TestNameLimits(t *testing.T) {
 		"claim worker":       `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
 		"acquire worker":     `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
 		"grant_queue queue":  `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
+		// The operator's queue switches: a name enqueue refuses is no queue
+		// to pause, resume or replay.
+		"pause_queue":         `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"resume_queue":        `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"replay_dead_letters": `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
 	}
 	for call, sql := range calls {
 		for what, v := range bad {
@@ -48,11 +60,14 @@ func TestNameLimits(t *testing.T) {
 				continue // an empty dedupe key has its own message
 			}
 			_, err := pool.Exec(ctx, sql, v, t0)
-			require.Equal(t, "22023", sqlState(err), "%s with %s name: %v", call, what, err)
-			require.Contains(t, err.Error(), "1 to 128 bytes", "%s with %s", call, what)
-			require.NotContains(t, err.Error(), "\x1b", "the message must not carry the escape itself")
+			if !assert.Equal(t, "22023", sqlState(err), "%s with %s name: %v", call, what, err) {
+				continue
+			}
+			assert.Contains(t, err.Error(), "1 to 128 bytes", "%s with %s", call, what)
+			assert.NotContains(t, err.Error(), "\x1b", "the message must not carry the escape itself")
 		}
 	}
+	require.Zero(t, countOf(t, pool, `SELECT count(*) FROM backoff.queues`), "no refused pause created a queue row")
 	// 128 bytes is fine everywhere.
 	var id int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue($1, p_dedupe_key => $1, p_now => $2)`, ok128, t0).Scan(&id))
@@ -62,6 +77,100 @@ func TestNameLimits(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs`).Scan(&n))
 	require.Equal(t, 1, n, "no refused call inserted anything")
+}
+
+// TestNameFormatCharacters: names refuse Unicode format characters
+// (general category Cf: zero-width characters, bidi embeddings, overrides
+// and isolates, the byte order mark, tags), everywhere _check_name checks
+// them, with 22023 naming the value with the character escaped. A queue
+// "emails\u200b" looked like "emails" beside the Pause button; a bidi
+// override reversed the name it was printed in.
+func TestNameFormatCharacters(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	bad := map[string]string{
+		"zero width space":   "emails\u200b",
+		"zero width joiner":  "e\u200dmails",
+		"left-to-right":      "emails\u200e",
+		"rl override":        "\u202eslaime",
+		"word joiner":        "emails\u2060",
+		"rl isolate":         "emails\u2067x\u2069",
+		"byte order mark":    "\ufeffemails",
+		"soft hyphen":        "em\u00adails",
+		"arabic letter mark": "emails\u061c",
+		"tag":                "emails\U000e0041",
+	}
+	calls := map[string]string{
+		"enqueue queue":       `SELECT backoff.enqueue($1, p_now => $2)`,
+		"enqueue dedupe key":  `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
+		"enqueue policy":      `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
+		"bulk queue":          `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
+		"bulk dedupe key":     `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
+		"bulk policy":         `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
+		"claim queue":         `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
+		"claim worker":        `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
+		"acquire worker":      `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
+		"grant_queue queue":   `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
+		"pause_queue":         `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"resume_queue":        `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"replay_dead_letters": `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
+	}
+	for call, sql := range calls {
+		for what, v := range bad {
+			_, err := pool.Exec(ctx, sql, v, t0)
+			if !assert.Equal(t, "22023", sqlState(err), "%s with a %s: %v", call, what, err) {
+				continue
+			}
+			assert.Contains(t, err.Error(), "format characters", "%s with a %s", call, what)
+			for _, r := range v {
+				if !config.ValidName(string(r)) {
+					assert.NotContains(t, err.Error(), string(r), "%s with a %s: the message names it escaped", call, what)
+				}
+			}
+		}
+	}
+	var msg string
+	_, err := pool.Exec(ctx, `SELECT backoff.enqueue($1, p_now => $2)`, "emails\u200b", t0)
+	if assert.Error(t, err) {
+		msg = err.Error()
+	}
+	assert.Contains(t, msg, `"emails\u200B"`, "the message shows the character escaped")
+	require.Zero(t, countOf(t, pool, `SELECT count(*) FROM backoff.jobs`), "no refused call inserted anything")
+	require.Zero(t, countOf(t, pool, `SELECT count(*) FROM backoff.queues`), "no refused pause created a queue row")
+	// Letters around them are fine: joiners inside an emoji sequence are
+	// refused too, but ordinary scripts are not.
+	for _, ok := range []string{"emails", "почта", "メール", "البريد", "a-b_c.d:e/f"} {
+		_, err := pool.Exec(ctx, `SELECT backoff.enqueue($1, p_now => $2)`, ok, t0)
+		require.NoError(t, err, ok)
+	}
+}
+
+// TestNameCharactersAgreeWithConfig: the characters backoff._check_name
+// refuses are exactly those internal/config.ValidName refuses, over every
+// code point, so a name `config validate` accepts is never refused by
+// `config apply`, and the other way round; and they include every format
+// character (Cf) of the Unicode tables of this Go.
+func TestNameCharactersAgreeWithConfig(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	rows, err := pool.Query(ctx, `
+SELECT c FROM pg_catalog.generate_series(1, 1114111) AS c
+WHERE c NOT BETWEEN 55296 AND 57343
+  AND pg_catalog.chr(c) OPERATOR(pg_catalog.~) backoff._bad_name_chars()
+ORDER BY c`)
+	require.NoError(t, err)
+	sqlRefused, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(t, err)
+	var goRefused []int32
+	for r := rune(1); r <= unicode.MaxRune; r++ {
+		if utf8.ValidRune(r) && !config.ValidName(string(r)) {
+			goRefused = append(goRefused, r)
+		}
+		if unicode.Is(unicode.Cf, r) {
+			require.False(t, config.ValidName("a"+string(r)), "format character U+%04X", r)
+		}
+	}
+	require.Equal(t, goRefused, sqlRefused)
 }
 
 // TestErrorHistoryBounded: a worker that fails a job 30 times with 1 MB
@@ -126,4 +235,12 @@ func TestTimeBounds(t *testing.T) {
 	var bad int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE run_at >= '10000-01-01' OR lease_until >= '10000-01-01'`).Scan(&bad))
 	require.Zero(t, bad)
+}
+
+// countOf runs a count(*) query.
+func countOf(t *testing.T, pool *pgxpool.Pool, sql string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, pool.QueryRow(context.Background(), sql).Scan(&n))
+	return n
 }
