@@ -2,6 +2,7 @@ package security
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,33 @@ ORDER BY c`)
 		}
 	}
 	require.Equal(t, goRefused, sqlRefused)
+}
+
+// TestPriorityBounds: a priority is -32768 to 32767 (docs/adr/0059), in
+// the single and the bulk enqueue; anything else is 22023 naming the value.
+// Before, any int4 was taken.
+func TestPriorityBounds(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	for _, p := range []int64{32768, -32769, 2147483647, -2147483648} {
+		_, err := pool.Exec(ctx, `SELECT backoff.enqueue('q', p_priority => $1::integer, p_now => $2)`, p, t0)
+		if assert.Equal(t, "22023", sqlState(err), "priority %d: %v", p, err) {
+			assert.Contains(t, err.Error(), fmt.Sprintf(`priority must be between -32768 and 32767, got "%d"`, p))
+		}
+		_, err = pool.Exec(ctx, `SELECT * FROM backoff.enqueue(ARRAY['q', 'q'], NULL, NULL, NULL, ARRAY[0, $1::integer], NULL, $2)`, p, t0)
+		if assert.Equal(t, "22023", sqlState(err), "bulk priority %d: %v", p, err) {
+			assert.Contains(t, err.Error(), fmt.Sprintf(`priority must be between -32768 and 32767, got "%d"`, p))
+		}
+		_, err = pool.Exec(ctx, `SELECT * FROM backoff.enqueue(ARRAY['q'], NULL, NULL, NULL, ARRAY[$1::integer], ARRAY['k'], $2)`, p, t0)
+		assert.Equal(t, "22023", sqlState(err), "bulk priority %d with a dedupe key: %v", p, err)
+	}
+	require.Zero(t, countOf(t, pool, `SELECT count(*) FROM backoff.jobs`), "no refused call inserted anything")
+	for _, p := range []int{32767, -32768, 0} {
+		_, err := pool.Exec(ctx, `SELECT backoff.enqueue('q', p_priority => $1::integer, p_now => $2)`, p, t0)
+		require.NoError(t, err, "priority %d", p)
+		_, err = pool.Exec(ctx, `SELECT * FROM backoff.enqueue(ARRAY['q'], NULL, NULL, NULL, ARRAY[$1::integer], NULL, $2)`, p, t0)
+		require.NoError(t, err, "bulk priority %d", p)
+	}
 }
 
 // TestErrorHistoryBounded: a worker that fails a job 30 times with 1 MB
