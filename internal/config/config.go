@@ -52,15 +52,29 @@ type Settings struct {
 	MaxClockSkew time.Duration
 	// TimeInjection lets every caller pass any p_now (tests, simulations).
 	TimeInjection bool
+	// MaxPayloadBytes is the largest payload enqueue takes, in bytes of
+	// jsonb (docs/adr/0059; default 1 MiB, MinPayloadLimit to
+	// MaxPayloadLimit).
+	MaxPayloadBytes int
 }
+
+// The range of max_payload_bytes: the smallest limit enqueue checks
+// against (it reads the setting only for larger payloads) and the largest
+// jsonb PostgreSQL builds; the CHECK of backoff.settings says the same.
+const (
+	MinPayloadLimit = 1024
+	MaxPayloadLimit = 268435455
+)
 
 // DefaultSettings are the values of omitted [settings] keys, and the
 // columns' defaults in backoff.settings.
-func DefaultSettings() Settings { return Settings{MaxClockSkew: 5 * time.Minute} }
+func DefaultSettings() Settings {
+	return Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20}
+}
 
 // settingsKeys are the keys of [settings], in the order `config show`
 // prints them.
-var settingsKeys = []string{"max_clock_skew", "time_injection"}
+var settingsKeys = []string{"max_clock_skew", "time_injection", "max_payload_bytes"}
 
 // Queue maps a queue to the policy its jobs use, and carries the queue's
 // controls (DESIGN §11.5, docs/adr/0047-worker-learns-when-to-claim.md):
@@ -488,8 +502,19 @@ func decodeSettings(n *node, ps *problems) Settings {
 				continue
 			}
 			st.TimeInjection = b
+		case "max_payload_bytes":
+			i, ok := v.val.(int64)
+			switch {
+			case !ok:
+				ps.add(v.line, v.key, "must be a number of bytes such as 1048576, got %s", describeValue(v.val))
+			case i < MinPayloadLimit || i > MaxPayloadLimit:
+				ps.add(v.line, v.key, "must be between %d and %d bytes, got %d", MinPayloadLimit, MaxPayloadLimit, i)
+			default:
+				st.MaxPayloadBytes = int(i)
+			}
 		default:
-			ps.add(v.line, v.key, "unknown key%s; settings has %s", suggest(k, settingsKeys), strings.Join(settingsKeys, " and "))
+			ps.add(v.line, v.key, "unknown key%s; settings has %s and %s", suggest(k, settingsKeys),
+				strings.Join(settingsKeys[:len(settingsKeys)-1], ", "), settingsKeys[len(settingsKeys)-1])
 		}
 	}
 	return st

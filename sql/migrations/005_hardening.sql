@@ -9,6 +9,14 @@
 
 -- == Schema changes (one section per change) ==
 
+-- == Payload size limit (docs/adr/0059) ==
+-- enqueue refuses a payload whose jsonb, uncompressed, is larger than this.
+-- At least 1 KiB (enqueue reads the setting only for payloads above that),
+-- at most the largest jsonb PostgreSQL builds.
+ALTER TABLE backoff.settings
+    ADD COLUMN max_payload_bytes integer NOT NULL DEFAULT 1048576
+        CONSTRAINT settings_max_payload_bytes_check CHECK (max_payload_bytes >= 1024 AND max_payload_bytes <= 268435455);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -34,6 +42,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Payload size limit (docs/adr/0059).
+ALTER TABLE backoff.settings DROP COLUMN max_payload_bytes;
 
 -- (end of undo)
 

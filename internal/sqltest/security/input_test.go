@@ -201,6 +201,64 @@ func TestPriorityBounds(t *testing.T) {
 	}
 }
 
+// TestPayloadLimit: enqueue refuses a payload over
+// backoff.settings.max_payload_bytes (1 MiB by default), single and bulk,
+// with 22023 naming the size and the limit; the size is the jsonb's,
+// uncompressed, also for a payload read from a table (which reaches enqueue
+// compressed). Before, any size was stored.
+func TestPayloadLimit(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t)
+	big := `{"a": "` + strings.Repeat("x", 1<<20) + `"}` // 1 MiB and a few bytes
+	const bigSize = 1<<20 + 17                           // its jsonb size
+	calls := map[string]string{
+		"enqueue":            `SELECT backoff.enqueue('q', $1::jsonb, p_now => $2)`,
+		"enqueue with a key": `SELECT backoff.enqueue('q', $1::jsonb, p_dedupe_key => 'k', p_now => $2)`,
+		"bulk":               `SELECT * FROM backoff.enqueue(ARRAY['q', 'q'], ARRAY['{}', $1::jsonb], NULL, NULL, NULL, NULL, $2)`,
+		"bulk with a key":    `SELECT * FROM backoff.enqueue(ARRAY['q', 'q'], ARRAY['{}', $1::jsonb], NULL, NULL, NULL, ARRAY['k1', 'k2'], $2)`,
+	}
+	for call, sql := range calls {
+		_, err := pool.Exec(ctx, sql, big, t0)
+		if assert.Equal(t, "22023", sqlState(err), "%s: %v", call, err) {
+			assert.Contains(t, err.Error(), fmt.Sprintf("%d bytes, over max_payload_bytes (1048576 bytes)", bigSize), call)
+		}
+	}
+	// A payload read from a table column arrives compressed (a few kB):
+	// its uncompressed size counts.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `CREATE TEMP TABLE stored (v jsonb)`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO stored VALUES ($1::jsonb)`, big)
+	require.NoError(t, err)
+	var stored int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_column_size(v) FROM stored`).Scan(&stored))
+	require.Less(t, stored, 1<<16, "the stored copy is compressed")
+	_, err = tx.Exec(ctx, `SELECT backoff.enqueue('q', v, p_now => $1) FROM stored`, t0)
+	require.Equal(t, "22023", sqlState(err), "a compressed payload: %v", err)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Zero(t, countOf(t, pool, `SELECT count(*) FROM backoff.jobs`), "no refused call inserted anything")
+
+	// The limit is a setting: 1 KiB to the largest jsonb.
+	_, err = pool.Exec(ctx, `UPDATE backoff.settings SET max_payload_bytes = 2048`)
+	require.NoError(t, err)
+	small := `{"a": "` + strings.Repeat("x", 2000) + `"}`
+	_, err = pool.Exec(ctx, `SELECT backoff.enqueue('q', $1::jsonb, p_now => $2)`, small, t0)
+	require.NoError(t, err, "2017 bytes are within 2048")
+	small = `{"a": "` + strings.Repeat("x", 2100) + `"}`
+	_, err = pool.Exec(ctx, `SELECT backoff.enqueue('q', $1::jsonb, p_now => $2)`, small, t0)
+	require.Equal(t, "22023", sqlState(err))
+	require.Contains(t, err.Error(), "payload is 2117 bytes, over max_payload_bytes (2048 bytes)")
+	_, err = pool.Exec(ctx, `SELECT * FROM backoff.enqueue(ARRAY['q', 'q', 'q'], ARRAY['{}', '{}', $1::jsonb], NULL, NULL, NULL, NULL, $2)`, small, t0)
+	require.Equal(t, "22023", sqlState(err))
+	require.Contains(t, err.Error(), "payload 3 of the batch is 2117 bytes, over max_payload_bytes (2048 bytes)")
+	for _, bad := range []int{1023, 268435456, 0, -1} {
+		_, err = pool.Exec(ctx, `UPDATE backoff.settings SET max_payload_bytes = $1`, bad)
+		require.Equal(t, "23514", sqlState(err), "max_payload_bytes %d: %v", bad, err)
+	}
+}
+
 // TestErrorHistoryBounded: a worker that fails a job 30 times with 1 MB
 // errors leaves at most 8 KiB per history entry and in last_error
 // (DESIGN §11.4). Round 1 kept the whole text: one job held 200 MB.
