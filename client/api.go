@@ -82,10 +82,16 @@ type NewJob struct {
 	Payload     any       // marshalled with encoding/json; []byte and json.RawMessage are sent as they are
 	RunAt       time.Time // zero: now
 	MaxAttempts int       // 0: the policy's
-	Priority    int       // higher runs first; default 0
+	Priority    int       // higher runs first, -32768 to 32767; default 0
 	DedupeKey   string    // "": none. A key matching an unfinished job of the queue returns that job's id
 	Policy      string    // "": the queue's policy (backoff.queues, else 'default'); else a name in backoff.policies
 }
+
+// The range of a job's priority (backoff.enqueue refuses others).
+const (
+	MinPriority = -32768
+	MaxPriority = 32767
+)
 
 // EnqueueOption sets an optional field of a job for Enqueue.
 type EnqueueOption func(*NewJob)
@@ -96,7 +102,9 @@ func RunAt(t time.Time) EnqueueOption { return func(j *NewJob) { j.RunAt = t } }
 // MaxAttempts overrides the policy's max_attempts for this job.
 func MaxAttempts(n int) EnqueueOption { return func(j *NewJob) { j.MaxAttempts = n } }
 
-// Priority sets the job's priority: higher is claimed first.
+// Priority sets the job's priority, -32768 to 32767 (MinPriority to
+// MaxPriority; outside, the enqueue fails with ErrInvalidArgument): higher
+// is claimed first.
 func Priority(p int) EnqueueOption { return func(j *NewJob) { j.Priority = p } }
 
 // DedupeKey makes the enqueue idempotent: while a job of the queue with the

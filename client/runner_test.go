@@ -261,6 +261,25 @@ func TestEnqueueManyRefusesValuesOutsideInt32(t *testing.T) {
 	require.Zero(t, countStatus(t, pool, StatusPending), "nothing was added")
 }
 
+// TestEnqueueRefusesPriorityOutsideRange: the database refuses a priority
+// outside MinPriority..MaxPriority, and the client says ErrInvalidArgument.
+func TestEnqueueRefusesPriorityOutsideRange(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	for _, p := range []int{MaxPriority + 1, MinPriority - 1} {
+		_, err := c.Enqueue(ctx, "q", nil, Priority(p))
+		require.ErrorIs(t, err, ErrInvalidArgument, "priority %d", p)
+		_, err = c.EnqueueMany(ctx, []NewJob{{Queue: "q"}, {Queue: "q", Priority: p}})
+		require.ErrorIs(t, err, ErrInvalidArgument, "priority %d", p)
+	}
+	for _, p := range []int{MaxPriority, MinPriority} {
+		_, err := c.Enqueue(ctx, "q", nil, Priority(p))
+		require.NoError(t, err, "priority %d", p)
+	}
+}
+
 // TestBusyWorkerSendsNoNotify: a worker whose queue has a backlog never
 // registers as waiting, so enqueues send no notification (DESIGN §11.6);
 // once it has drained the queue it registers, and the next enqueue wakes

@@ -5820,6 +5820,14 @@ EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
 END
 $$;
 
+-- == Payload size limit (docs/adr/0059) ==
+-- enqueue refuses a payload whose jsonb, uncompressed, is larger than this.
+-- At least 1 KiB (enqueue reads the setting only for payloads above that),
+-- at most the largest jsonb PostgreSQL builds.
+ALTER TABLE backoff.settings
+    ADD COLUMN max_payload_bytes integer NOT NULL DEFAULT 1048576
+        CONSTRAINT settings_max_payload_bytes_check CHECK (max_payload_bytes >= 1024 AND max_payload_bytes <= 268435455);
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -6778,26 +6786,58 @@ AS $$
 $$;
 
 -- backoff._check_name(what, value): value itself when it is a name of 1 to
--- 128 bytes without control characters (C0, DEL, C1); otherwise 22023
--- naming the value (DESIGN §11.4), raised by backoff._bad_name. Private;
+-- 128 bytes without control characters (C0, DEL, C1) or Unicode format
+-- characters (general category Cf: zero-width characters, bidi marks,
+-- embeddings, overrides and isolates, the byte order mark, tags);
+-- otherwise 22023 naming the value with those characters escaped
+-- (DESIGN §11.4, docs/adr/0059), raised by backoff._bad_name. Private;
 -- every function that takes a queue, policy, worker or dedupe key checks it
 -- here, so a name can always be notified (NOTIFY payloads are limited to
--- 8000 bytes), indexed, replayed and printed on one terminal line.
+-- 8000 bytes), indexed, replayed and printed on one terminal line, and two
+-- names that look the same are the same name (a queue "emails" followed by
+-- a zero-width space would sit unseen beside "emails").
 --
 -- A SQL function that PostgreSQL inlines: called as an assignment
 -- (p_queue := backoff._check_name('queue', p_queue)) it is a PL/pgSQL
 -- simple expression, evaluated without a query (a PERFORM would run one
 -- through SPI on every call of the hot path).
+
+-- backoff._bad_name_chars(): the characters a name may not hold, as one
+-- bracket expression: C0 but NUL (which text cannot hold), DEL, C1, and
+-- every Cf character of Unicode 15 (internal/config.ValidName refuses the
+-- same set; a test compares the two over every code point). A constant,
+-- folded into the callers' plans.
+CREATE OR REPLACE FUNCTION backoff._bad_name_chars()
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT '[\x01-\x1f\x7f\u0080-\u009f\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]'::text
+$$;
+
+-- The error path: the first 64 characters of the value, each refused
+-- character written as \uXXXX (\UXXXXXXXX above the BMP), so the message
+-- shows what was refused without carrying it to a log or terminal.
 CREATE OR REPLACE FUNCTION backoff._bad_name(p_what text, p_value text)
 RETURNS text
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 AS $$
+DECLARE
+    v_shown text;
 BEGIN
-    RAISE EXCEPTION '% must be 1 to 128 bytes without control characters, got "%" (% bytes)',
+    SELECT pg_catalog.string_agg(
+               CASE
+                   WHEN c.ch OPERATOR(pg_catalog.!~) backoff._bad_name_chars() THEN c.ch
+                   WHEN pg_catalog.ascii(c.ch) > 65535
+                       THEN '\U' || pg_catalog.lpad(pg_catalog.upper(pg_catalog.to_hex(pg_catalog.ascii(c.ch))), 8, '0')
+                   ELSE '\u' || pg_catalog.lpad(pg_catalog.upper(pg_catalog.to_hex(pg_catalog.ascii(c.ch))), 4, '0')
+               END, '' ORDER BY c.n)
+    INTO v_shown
+    FROM pg_catalog.regexp_split_to_table(pg_catalog.left(coalesce(p_value, 'NULL'), 64), '') WITH ORDINALITY AS c(ch, n);
+    RAISE EXCEPTION '% must be 1 to 128 bytes without control or format characters, got "%" (% bytes)',
         p_what,
-        pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_value, 'NULL'), 64), '[\x01-\x1f\x7f\u0080-\u009f]', '?', 'g')
-            || CASE WHEN pg_catalog.length(p_value) > 64 THEN '...' ELSE '' END,
+        coalesce(v_shown, '') || CASE WHEN pg_catalog.length(p_value) > 64 THEN '...' ELSE '' END,
         coalesce(pg_catalog.octet_length(p_value), 0)
         USING ERRCODE = 'invalid_parameter_value';
 END
@@ -6810,7 +6850,7 @@ IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT CASE
         WHEN pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
-             AND p_value OPERATOR(pg_catalog.!~) '[\x01-\x1f\x7f\u0080-\u009f]'
+             AND p_value OPERATOR(pg_catalog.!~) backoff._bad_name_chars()
         THEN p_value
         ELSE backoff._bad_name(p_what, p_value)
     END
@@ -6844,6 +6884,51 @@ BEGIN
             - greatest((pg_catalog.octet_length(v_text) - 8150 + 3) / 4, 1));
     END LOOP;
     RETURN v_text || ' [truncated: ' || v_size || ' bytes]';
+END
+$$;
+
+-- backoff._check_payload(payloads): 22023 when a payload is larger than
+-- backoff.settings.max_payload_bytes (docs/adr/0059), naming its size, the
+-- limit and, in a batch, its place. Private; enqueue calls it only for a
+-- payload over 1 KiB (the smallest limit the setting allows) or one that
+-- arrives compressed, so the common small payload costs no read of the
+-- settings; the bulk enqueue calls it once for the whole batch.
+--
+-- The size is the payload's jsonb size, uncompressed: pg_column_size of an
+-- element of an array, which PostgreSQL always holds decompressed (a
+-- payload read from a table column reaches enqueue compressed, and its
+-- compressed size would let a large, repetitive payload through). It is
+-- what the value costs in memory and on the wire, within a few bytes of its
+-- text.
+CREATE OR REPLACE FUNCTION backoff._check_payload(p_payloads jsonb[])
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_max  integer;
+    v_ord  bigint;
+    v_size integer;
+BEGIN
+    -- A missing settings row means the column's default.
+    SELECT s.max_payload_bytes INTO v_max FROM backoff.settings AS s;
+    v_max := coalesce(v_max, 1048576);
+    SELECT t.ord, pg_catalog.pg_column_size(t.payload) INTO v_ord, v_size
+    FROM pg_catalog.unnest(p_payloads) WITH ORDINALITY AS t(payload, ord)
+    WHERE pg_catalog.pg_column_size(t.payload) > v_max
+    ORDER BY t.ord
+    LIMIT 1;
+    IF v_ord IS NULL THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.cardinality(p_payloads) = 1 THEN
+        RAISE EXCEPTION 'payload is % bytes, over max_payload_bytes (% bytes)', v_size, v_max
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'store large data elsewhere and enqueue a reference to it; an admin sets the limit in backoff.settings';
+    END IF;
+    RAISE EXCEPTION 'payload % of the batch is % bytes, over max_payload_bytes (% bytes)', v_ord, v_size, v_max
+        USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'store large data elsewhere and enqueue a reference to it; an admin sets the limit in backoff.settings';
 END
 $$;
 
@@ -7082,9 +7167,23 @@ BEGIN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A bounded range (docs/adr/0059): room for any ordering an
+    -- application needs, and no extreme a producer could use to stay
+    -- ahead of every priority an operator may later give.
+    IF p_priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767, got "%"', p_priority
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_run_at < '0001-01-01 00:00:00+00' OR p_run_at >= '10000-01-01 00:00:00+00' THEN
         RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"', p_run_at
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The payload's size (docs/adr/0059): the limit is read only for a
+    -- payload over 1 KiB, the smallest limit the setting allows, or one
+    -- that arrives compressed (read from a table); otherwise two calls and
+    -- no query.
+    IF pg_catalog.pg_column_size(p_payload) > 1024 OR pg_catalog.pg_column_compression(p_payload) IS NOT NULL THEN
+        PERFORM backoff._check_payload(ARRAY[p_payload]);
     END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
@@ -7164,8 +7263,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
-Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}; at most backoff.settings.max_payload_bytes, 1 MiB by default, measured as the uncompressed jsonb), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first, -32768 to 32767; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
+Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -7228,6 +7327,13 @@ BEGIN
     -- array_to_string) rather than scanning unnest once per check, and an
     -- array of NULLs, which a client may send for a field it does not set,
     -- costs about what a NULL array costs (profile in docs/benchmarks.md).
+    -- Payload sizes, once for the batch (docs/adr/0059): one scan of the
+    -- sizes, and the limit read only when a payload is over 1 KiB, the
+    -- smallest limit the setting allows. An array holds its elements
+    -- uncompressed, so their size is exact.
+    IF EXISTS (SELECT FROM unnest(p_payloads) AS p WHERE pg_catalog.pg_column_size(p) > 1024) THEN
+        PERFORM backoff._check_payload(p_payloads);
+    END IF;
     IF pg_catalog.cardinality(pg_catalog.array_remove(p_dedupe_keys, NULL)) > 0 THEN
         RETURN QUERY
         SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
@@ -7236,19 +7342,24 @@ BEGIN
         ORDER BY t.ord;
         RETURN;
     END IF;
-    -- Names: a NULL, a control character anywhere in the batch (one match
-    -- over the names joined), or a length outside 1 to 128 bytes; the first
-    -- bad one is reported by the single-name check.
+    -- Names: a NULL, a control or format character anywhere in the batch
+    -- (one match over the names joined), or a length outside 1 to 128
+    -- bytes; the first bad one is reported by the single-name check.
     IF pg_catalog.array_position(p_queues, NULL) IS NOT NULL
-       OR pg_catalog.array_to_string(p_queues, '') ~ '[\x01-\x1f\x7f\u0080-\u009f]'
+       OR pg_catalog.array_to_string(p_queues, '') ~ backoff._bad_name_chars()
        OR EXISTS (SELECT FROM unnest(p_queues) AS q WHERE octet_length(q) NOT BETWEEN 1 AND 128) THEN
         PERFORM backoff._check_name('queue', q)
         FROM unnest(p_queues) AS q
-        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
+        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
     END IF;
     IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF -32768 > ANY (p_priorities) OR 32767 < ANY (p_priorities) THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767, got "%"',
+            (SELECT p FROM unnest(p_priorities) AS p WHERE p NOT BETWEEN -32768 AND 32767 LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF '0001-01-01 00:00:00+00' > ANY (p_run_ats) OR '10000-01-01 00:00:00+00' <= ANY (p_run_ats) THEN
@@ -7306,7 +7417,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
-Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
+Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, a max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its place in the batch, its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
@@ -7338,8 +7449,9 @@ $$;
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
 --       When every probe is out and none of them is running any more
---       (reaped, snoozed or cancelled: no result), a new set is handed out,
---       so a probe whose worker died cannot keep the queue shut. A probe's
+--       (reaped, snoozed, cancelled, or failed as not retryable: no result
+--       about the downstream), a new set is handed out, so a probe whose
+--       worker died cannot keep the queue shut. A probe's
 --       failure that fail logged because this row was busy reopens it.
 --   rate                               -> the bucket is n = least(16,
 --       burst) slot rows, each with its share of the burst and of the rate
@@ -7736,7 +7848,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
 'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
-Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control or format characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, attempts, payload, lease_until - now() AS lease FROM backoff.claim(''emails'', ''worker-1'', 10);';
@@ -7826,7 +7938,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a worker that is not 1 to 128 bytes without control characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -7979,7 +8091,9 @@ SELECT * FROM backoff.complete_many(ARRAY[1, 2, 3], ARRAY[1, 1, 2]);  -- job 3 r
 
 -- backoff._breaker_failure(queue, failures, window, cooldown, now): count a
 -- failed attempt of a queue with a circuit breaker (docs/adr/0045).
--- Private; called by fail, only for a queue whose breaker_failures is set.
+-- Private; called by fail, only for a retryable failure (a job refused as
+-- bad input says nothing about the downstream, docs/adr/0059) of a queue
+-- whose breaker_failures is set.
 --   closed    -> one row appended to backoff.queue_failures (no row is
 --                updated), then the failures in (now - window, now] since
 --                the last transition are counted through the index, at most
@@ -8162,12 +8276,14 @@ BEGIN
     IF FOUND THEN
         -- Another queue's job: the error undoes the UPDATE.
         PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
-        -- The queue's circuit breaker counts every fail (docs/adr/0045):
-        -- one primary-key probe of backoff.queues when it has none.
+        -- The queue's circuit breaker counts retryable failures only
+        -- (docs/adr/0059): a job refused as bad input says nothing about the
+        -- downstream, and counting it let any producer hold the breaker
+        -- open. One primary-key probe of backoff.queues when it has none.
         SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
         INTO v_failures, v_window, v_cooldown
         FROM backoff.queues AS q
-        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL;
+        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL AND p_retryable;
         IF FOUND THEN
             PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
         END IF;
@@ -8179,7 +8295,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. Every fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -8564,10 +8680,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- The name rule of enqueue (backoff._check_name): a name no job can
+    -- have is no queue to act on, and a paused lookalike must not be made.
+    p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
     RETURN QUERY
     WITH locked AS MATERIALIZED (
@@ -8625,7 +8740,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
 'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
-Errors: 22023 for a NULL or empty queue or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';
 
@@ -9009,8 +9124,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.queue_state(text, timestamptz) IS
-'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate)), at most 2147483647); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Lease expiries do not count as failures.
-Errors: 22023 for a queue that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue.
+'The controls of p_queue at p_now (backoff.queues: rate, burst, breaker_failures, breaker_window, breaker_cooldown, breaker_probes), one row, also for a queue without a row (all off): queue; state closed, open or half_open (closed without a breaker; an open breaker past its cooldown reads half_open, nothing is written); opened_at (NULL when closed); failures, the fails counted toward breaker_failures in (p_now - breaker_window, p_now] since the breaker last changed state (0 without a breaker); probes_left (half open: jobs claim still hands out before a result closes or reopens the breaker; else NULL); rate; burst (the bucket size: burst, else greatest(1, ceil(rate)), at most 2147483647); tokens available at p_now (NULL without a rate); next_claim_at: NULL when controls let a claim return jobs now, else when the cooldown ends or the next whole token arrives, whichever is later; NULL too for a paused queue (no end time) and for a half-open breaker whose probes are all out (it waits for a result). Only retryable fails count as failures: not a fail with p_retryable false (bad input), not a lease expiry.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue.
 Example:
 UPDATE backoff.queues SET rate = 5, breaker_failures = 3, breaker_window = ''30 seconds'', breaker_cooldown = ''1 minute'' WHERE name = ''emails'';
 SELECT state, failures, tokens, next_claim_at FROM backoff.queue_state(''emails'');';
@@ -9396,10 +9511,9 @@ AS $$
 DECLARE
     v_was_paused boolean;
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- The name rule of enqueue (backoff._check_name): a name no job can
+    -- have is no queue to act on, and a paused lookalike must not be made.
+    p_queue := backoff._check_name('queue', p_queue);
     SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO backoff.queues (name, policy, paused, updated_at)
@@ -9417,7 +9531,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.pause_queue(text) IS
 'Pause p_queue: backoff.claim returns no job of it until backoff.resume_queue. Jobs already running go on (they can still complete, fail, heartbeat and snooze), enqueue still adds jobs, and backoff.acquire of a job by id still works. A queue without a row in backoff.queues gets one with the policy it has now (backoff.job_policy), so pausing changes no job''s policy. Returns true if the queue was running, false if it was already paused. Admin only.
-Errors: 22023 for a NULL or empty queue.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters.
 Example:
 SELECT backoff.pause_queue(''emails'');
 SELECT name, policy, paused FROM backoff.queues;';
@@ -9433,10 +9547,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- The name rule of enqueue (backoff._check_name): a name no job can
+    -- have is no queue to act on, and a paused lookalike must not be made.
+    p_queue := backoff._check_name('queue', p_queue);
     UPDATE backoff.queues AS q SET paused = false, updated_at = pg_catalog.now()
     WHERE q.name = p_queue AND q.paused;
     RETURN FOUND;
@@ -9445,7 +9558,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.resume_queue(text) IS
 'Resume p_queue after backoff.pause_queue: backoff.claim returns its due jobs again. Returns true if the queue was paused, false if it was not (a queue without a row in backoff.queues is not paused). Admin only.
-Errors: 22023 for a NULL or empty queue.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters.
 Example:
 SELECT backoff.resume_queue(''emails'');';
 
@@ -9497,7 +9610,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
 'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
-Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control characters.
+Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control or format characters.
 Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
 SELECT role::regrole, queue, privilege FROM backoff.queue_grants ORDER BY 1, 2, 3;';

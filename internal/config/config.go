@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
@@ -51,15 +52,29 @@ type Settings struct {
 	MaxClockSkew time.Duration
 	// TimeInjection lets every caller pass any p_now (tests, simulations).
 	TimeInjection bool
+	// MaxPayloadBytes is the largest payload enqueue takes, in bytes of
+	// jsonb (docs/adr/0059; default 1 MiB, MinPayloadLimit to
+	// MaxPayloadLimit).
+	MaxPayloadBytes int
 }
+
+// The range of max_payload_bytes: the smallest limit enqueue checks
+// against (it reads the setting only for larger payloads) and the largest
+// jsonb PostgreSQL builds; the CHECK of backoff.settings says the same.
+const (
+	MinPayloadLimit = 1024
+	MaxPayloadLimit = 268435455
+)
 
 // DefaultSettings are the values of omitted [settings] keys, and the
 // columns' defaults in backoff.settings.
-func DefaultSettings() Settings { return Settings{MaxClockSkew: 5 * time.Minute} }
+func DefaultSettings() Settings {
+	return Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20}
+}
 
 // settingsKeys are the keys of [settings], in the order `config show`
 // prints them.
-var settingsKeys = []string{"max_clock_skew", "time_injection"}
+var settingsKeys = []string{"max_clock_skew", "time_injection", "max_payload_bytes"}
 
 // Queue maps a queue to the policy its jobs use, and carries the queue's
 // controls (DESIGN §11.5, docs/adr/0047-worker-learns-when-to-claim.md):
@@ -269,7 +284,7 @@ func decode(root *node, ps *problems) *Config {
 				ps.add(pn.line, pn.key, "a policy needs a non-empty name")
 				continue
 			case !ValidName(name):
-				ps.add(pn.line, pn.key, "a policy name must be 1 to 128 bytes without control characters")
+				ps.add(pn.line, pn.key, "a policy name must be 1 to 128 bytes without control or format characters")
 				continue
 			}
 			defined[name] = true
@@ -318,7 +333,7 @@ func decode(root *node, ps *problems) *Config {
 				continue
 			}
 			if !ValidName(name) {
-				ps.add(qn.line, qn.key, "a queue name must be 1 to 128 bytes without control characters")
+				ps.add(qn.line, qn.key, "a queue name must be 1 to 128 bytes without control or format characters")
 				continue
 			}
 			qt, ok := qn.table()
@@ -487,26 +502,73 @@ func decodeSettings(n *node, ps *problems) Settings {
 				continue
 			}
 			st.TimeInjection = b
+		case "max_payload_bytes":
+			i, ok := v.val.(int64)
+			switch {
+			case !ok:
+				ps.add(v.line, v.key, "must be a number of bytes such as 1048576, got %s", describeValue(v.val))
+			case i < MinPayloadLimit || i > MaxPayloadLimit:
+				ps.add(v.line, v.key, "must be between %d and %d bytes, got %d", MinPayloadLimit, MaxPayloadLimit, i)
+			default:
+				st.MaxPayloadBytes = int(i)
+			}
 		default:
-			ps.add(v.line, v.key, "unknown key%s; settings has %s", suggest(k, settingsKeys), strings.Join(settingsKeys, " and "))
+			ps.add(v.line, v.key, "unknown key%s; settings has %s and %s", suggest(k, settingsKeys),
+				strings.Join(settingsKeys[:len(settingsKeys)-1], ", "), settingsKeys[len(settingsKeys)-1])
 		}
 	}
 	return st
 }
 
 // ValidName reports whether s is a name the database accepts for a queue,
-// policy, worker or dedupe key (backoff._check_name, DESIGN §11.4): 1 to
-// 128 bytes without C0, DEL or C1 control characters.
+// policy, worker or dedupe key (backoff._check_name, DESIGN §11.4,
+// docs/adr/0059): 1 to 128 bytes without C0, DEL or C1 control characters
+// or Unicode format characters (formatChars).
 func ValidName(s string) bool {
 	if len(s) < 1 || len(s) > 128 || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
+		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || unicode.Is(formatChars, r) {
 			return false
 		}
 	}
 	return true
+}
+
+// formatChars are the format characters (general category Cf) of Unicode
+// 15 that backoff._bad_name_chars refuses in names: zero-width characters,
+// bidi marks, embeddings, overrides and isolates, the byte order mark and
+// tags, which make one name look like another or reorder the text around
+// it. Written out rather than unicode.Cf so that the file and the database
+// agree whatever Unicode version Go has; a test checks it still covers
+// unicode.Cf.
+var formatChars = &unicode.RangeTable{
+	R16: []unicode.Range16{
+		{Lo: 0x00ad, Hi: 0x00ad, Stride: 1},
+		{Lo: 0x0600, Hi: 0x0605, Stride: 1},
+		{Lo: 0x061c, Hi: 0x061c, Stride: 1},
+		{Lo: 0x06dd, Hi: 0x06dd, Stride: 1},
+		{Lo: 0x070f, Hi: 0x070f, Stride: 1},
+		{Lo: 0x0890, Hi: 0x0891, Stride: 1},
+		{Lo: 0x08e2, Hi: 0x08e2, Stride: 1},
+		{Lo: 0x180e, Hi: 0x180e, Stride: 1},
+		{Lo: 0x200b, Hi: 0x200f, Stride: 1},
+		{Lo: 0x202a, Hi: 0x202e, Stride: 1},
+		{Lo: 0x2060, Hi: 0x2064, Stride: 1},
+		{Lo: 0x2066, Hi: 0x206f, Stride: 1},
+		{Lo: 0xfeff, Hi: 0xfeff, Stride: 1},
+		{Lo: 0xfff9, Hi: 0xfffb, Stride: 1},
+	},
+	R32: []unicode.Range32{
+		{Lo: 0x110bd, Hi: 0x110bd, Stride: 1},
+		{Lo: 0x110cd, Hi: 0x110cd, Stride: 1},
+		{Lo: 0x13430, Hi: 0x1343f, Stride: 1},
+		{Lo: 0x1bca0, Hi: 0x1bca3, Stride: 1},
+		{Lo: 0x1d173, Hi: 0x1d17a, Stride: 1},
+		{Lo: 0xe0001, Hi: 0xe0001, Stride: 1},
+		{Lo: 0xe0020, Hi: 0xe007f, Stride: 1},
+	},
 }
 
 // decodeGrants reads [grants.ROLE] tables: work = [...] and produce =
@@ -522,7 +584,7 @@ func decodeGrants(n *node, ps *problems) []Grant {
 		rn := t[role]
 		// PostgreSQL role names are at most 63 bytes.
 		if len(role) > 63 || !ValidName(role) {
-			ps.add(rn.line, rn.key, "a role name must be 1 to 63 bytes without control characters")
+			ps.add(rn.line, rn.key, "a role name must be 1 to 63 bytes without control or format characters")
 			continue
 		}
 		rt, ok := rn.table()
@@ -551,7 +613,7 @@ func decodeGrants(n *node, ps *problems) []Grant {
 				case !ok:
 					ps.add(el.line, v.key, "must be a queue name (a string), got %s", describeValue(el.val))
 				case !ValidName(q):
-					ps.add(el.line, v.key, "%s: a queue name or prefix must be 1 to 128 bytes without control characters", strconv.Quote(q))
+					ps.add(el.line, v.key, "%s: a queue name or prefix must be 1 to 128 bytes without control or format characters", strconv.Quote(q))
 				default:
 					g := Grant{Role: role, Privilege: k, Queue: q}
 					if !slices.Contains(out, g) {

@@ -249,12 +249,16 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:3: env.test.version: cannot be set in an environment overlay`,
 			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues, settings and grants`}},
 		{"settings unknown key", "version = 1\n[settings]\nmax_clock_skw = \"1m\"\n", "", []string{
-			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew and time_injection`}},
+			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew, time_injection and max_payload_bytes`}},
 		{"settings bad skew", "version = 1\n[settings]\nmax_clock_skew = \"-1m\"\ntime_injection = \"yes\"\n", "", []string{
 			`backoff.toml:3: settings.max_clock_skew: duration "-1m" must not be negative`,
 			`backoff.toml:4: settings.time_injection: must be true or false, got the string "yes"`}},
 		{"settings skew as number", "version = 1\n[settings]\nmax_clock_skew = 300\n", "", []string{
 			`backoff.toml:3: settings.max_clock_skew: must be a duration string such as "5m", got the integer 300`}},
+		{"settings payload limit", "version = 1\n[settings]\nmax_payload_bytes = 100\n[env.a.settings]\nmax_payload_bytes = 268435456\n[env.b.settings]\nmax_payload_bytes = \"1MiB\"\n", "", []string{
+			`backoff.toml:3: settings.max_payload_bytes: must be between 1024 and 268435455 bytes, got 100`,
+			`backoff.toml:5: env.a.settings.max_payload_bytes: must be between 1024 and 268435455 bytes, got 268435456`,
+			`backoff.toml:7: env.b.settings.max_payload_bytes: must be a number of bytes such as 1048576, got the string "1MiB"`}},
 		{"settings not a table", "version = 1\nsettings = true\n", "", []string{
 			`backoff.toml:2: settings: must be a table such as [settings] with max_clock_skew = "5m", got the boolean true`}},
 		{"unselected env is validated", "version = 1\n[policies.a]\n[env.prod.policies.a]\nmax = \"soon\"\n", "", []string{
@@ -416,26 +420,27 @@ policy = "b"
 func TestSettings(t *testing.T) {
 	c, err := parse(t, "version = 1\n", "")
 	require.NoError(t, err)
-	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute}, c.Settings)
+	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20}, c.Settings)
 	src := `version = 1
 [settings]
 max_clock_skew = "30s"
 [env.test.settings]
 time_injection = true
+max_payload_bytes = 65536
 `
 	c, err = parse(t, src, "")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second}, c.Settings)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, MaxPayloadBytes: 1 << 20}, c.Settings)
 	c, err = parse(t, src, "test")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true}, c.Settings)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true, MaxPayloadBytes: 65536}, c.Settings)
 	c, err = parse(t, "version = 1\n[env.dev.settings]\ntime_injection = true\n", "dev")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 5 * time.Minute, TimeInjection: true}, c.Settings)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 5 * time.Minute, TimeInjection: true, MaxPayloadBytes: 1 << 20}, c.Settings)
 
 	var b strings.Builder
 	require.NoError(t, Write(&b, c))
-	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\n")
+	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\nmax_payload_bytes = 1048576\n")
 	again, err := Parse("shown.toml", []byte(b.String()), "")
 	require.NoError(t, err)
 	require.Equal(t, c.Settings, again.Settings)

@@ -65,19 +65,30 @@ work = ["x"]
 [queues."q\u001b[2J"]
 policy = "moderate"
 
+[queues."emails\u200b"]
+policy = "moderate"
+
+[policies."\u202eslow"]
+
+[grants.lookalike]
+work = ["mail\u2060.*"]
+
 [policies."`+long+`"]
 `, "")
 	want := []string{
 		`backoff.toml:4: grants.mailer.work: must be a list of queue names such as ["mail.*"], got the string "mail.*"`,
 		`backoff.toml:5: grants.mailer.own: unknown key; a grant has work and produce`,
-		`backoff.toml:6: grants.mailer.produce: "": a queue name or prefix must be 1 to 128 bytes without control characters`,
-		`backoff.toml:6: grants.mailer.produce: "a\x1bb": a queue name or prefix must be 1 to 128 bytes without control characters`,
-		`backoff.toml:6: grants.mailer.produce: "` + long + `": a queue name or prefix must be 1 to 128 bytes without control characters`,
+		`backoff.toml:6: grants.mailer.produce: "": a queue name or prefix must be 1 to 128 bytes without control or format characters`,
+		`backoff.toml:6: grants.mailer.produce: "a\x1bb": a queue name or prefix must be 1 to 128 bytes without control or format characters`,
+		`backoff.toml:6: grants.mailer.produce: "` + long + `": a queue name or prefix must be 1 to 128 bytes without control or format characters`,
 		`backoff.toml:6: grants.mailer.produce: must be a queue name (a string), got the integer 7`,
-		`backoff.toml:8: grants."bad\arole": a role name must be 1 to 63 bytes without control characters`,
+		`backoff.toml:8: grants."bad\arole": a role name must be 1 to 63 bytes without control or format characters`,
 		`backoff.toml:11: grants.ok: a grant needs work = [...] or produce = [...]`,
-		`backoff.toml:13: queues."q\x1b[2J": a queue name must be 1 to 128 bytes without control characters`,
-		`backoff.toml:16: policies.` + long + `: a policy name must be 1 to 128 bytes without control characters`,
+		`backoff.toml:13: queues."q\x1b[2J": a queue name must be 1 to 128 bytes without control or format characters`,
+		`backoff.toml:16: queues."emails\u200b": a queue name must be 1 to 128 bytes without control or format characters`,
+		`backoff.toml:19: policies."\u202eslow": a policy name must be 1 to 128 bytes without control or format characters`,
+		`backoff.toml:22: grants.lookalike.work: "mail\u2060.*": a queue name or prefix must be 1 to 128 bytes without control or format characters`,
+		`backoff.toml:24: policies.` + long + `: a policy name must be 1 to 128 bytes without control or format characters`,
 	}
 	for _, w := range want {
 		require.Contains(t, got, w, "all problems:\n%s", strings.Join(got, "\n"))

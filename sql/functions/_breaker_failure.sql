@@ -1,6 +1,8 @@
 -- backoff._breaker_failure(queue, failures, window, cooldown, now): count a
 -- failed attempt of a queue with a circuit breaker (docs/adr/0045).
--- Private; called by fail, only for a queue whose breaker_failures is set.
+-- Private; called by fail, only for a retryable failure (a job refused as
+-- bad input says nothing about the downstream, docs/adr/0059) of a queue
+-- whose breaker_failures is set.
 --   closed    -> one row appended to backoff.queue_failures (no row is
 --                updated), then the failures in (now - window, now] since
 --                the last transition are counted through the index, at most

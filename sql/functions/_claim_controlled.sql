@@ -11,8 +11,9 @@
 --       total: at most that many, and probes_left goes down by the number
 --       claimed. The lock is held to the end of the claim's transaction.
 --       When every probe is out and none of them is running any more
---       (reaped, snoozed or cancelled: no result), a new set is handed out,
---       so a probe whose worker died cannot keep the queue shut. A probe's
+--       (reaped, snoozed, cancelled, or failed as not retryable: no result
+--       about the downstream), a new set is handed out, so a probe whose
+--       worker died cannot keep the queue shut. A probe's
 --       failure that fail logged because this row was busy reopens it.
 --   rate                               -> the bucket is n = least(16,
 --       burst) slot rows, each with its share of the burst and of the rate

@@ -40,9 +40,23 @@ BEGIN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A bounded range (docs/adr/0059): room for any ordering an
+    -- application needs, and no extreme a producer could use to stay
+    -- ahead of every priority an operator may later give.
+    IF p_priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767, got "%"', p_priority
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF p_run_at < '0001-01-01 00:00:00+00' OR p_run_at >= '10000-01-01 00:00:00+00' THEN
         RAISE EXCEPTION 'run_at must be a finite time in years 1 to 9999, got "%"', p_run_at
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The payload's size (docs/adr/0059): the limit is read only for a
+    -- payload over 1 KiB, the smallest limit the setting allows, or one
+    -- that arrives compressed (read from a table); otherwise two calls and
+    -- no query.
+    IF pg_catalog.pg_column_size(p_payload) > 1024 OR pg_catalog.pg_column_compression(p_payload) IS NOT NULL THEN
+        PERFORM backoff._check_payload(ARRAY[p_payload]);
     END IF;
     IF p_dedupe_key = '' THEN
         RAISE EXCEPTION 'dedupe key must be NULL or non-empty, got ""'
@@ -122,8 +136,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
-'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
-Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
+'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}; at most backoff.settings.max_payload_bytes, 1 MiB by default, measured as the uncompressed jsonb), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first, -32768 to 32767; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
+Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -186,6 +200,13 @@ BEGIN
     -- array_to_string) rather than scanning unnest once per check, and an
     -- array of NULLs, which a client may send for a field it does not set,
     -- costs about what a NULL array costs (profile in docs/benchmarks.md).
+    -- Payload sizes, once for the batch (docs/adr/0059): one scan of the
+    -- sizes, and the limit read only when a payload is over 1 KiB, the
+    -- smallest limit the setting allows. An array holds its elements
+    -- uncompressed, so their size is exact.
+    IF EXISTS (SELECT FROM unnest(p_payloads) AS p WHERE pg_catalog.pg_column_size(p) > 1024) THEN
+        PERFORM backoff._check_payload(p_payloads);
+    END IF;
     IF pg_catalog.cardinality(pg_catalog.array_remove(p_dedupe_keys, NULL)) > 0 THEN
         RETURN QUERY
         SELECT backoff.enqueue(t.queue, t.payload, t.run_at, t.max_attempts, t.priority, t.dedupe_key, p_now, t.policy)
@@ -194,19 +215,24 @@ BEGIN
         ORDER BY t.ord;
         RETURN;
     END IF;
-    -- Names: a NULL, a control character anywhere in the batch (one match
-    -- over the names joined), or a length outside 1 to 128 bytes; the first
-    -- bad one is reported by the single-name check.
+    -- Names: a NULL, a control or format character anywhere in the batch
+    -- (one match over the names joined), or a length outside 1 to 128
+    -- bytes; the first bad one is reported by the single-name check.
     IF pg_catalog.array_position(p_queues, NULL) IS NOT NULL
-       OR pg_catalog.array_to_string(p_queues, '') ~ '[\x01-\x1f\x7f\u0080-\u009f]'
+       OR pg_catalog.array_to_string(p_queues, '') ~ backoff._bad_name_chars()
        OR EXISTS (SELECT FROM unnest(p_queues) AS q WHERE octet_length(q) NOT BETWEEN 1 AND 128) THEN
         PERFORM backoff._check_name('queue', q)
         FROM unnest(p_queues) AS q
-        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ '[\x01-\x1f\x7f\u0080-\u009f]';
+        WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
     END IF;
     IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF -32768 > ANY (p_priorities) OR 32767 < ANY (p_priorities) THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767, got "%"',
+            (SELECT p FROM unnest(p_priorities) AS p WHERE p NOT BETWEEN -32768 AND 32767 LIMIT 1)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF '0001-01-01 00:00:00+00' > ANY (p_run_ats) OR '10000-01-01 00:00:00+00' <= ANY (p_run_ats) THEN
@@ -264,7 +290,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
-Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control characters, a max_attempts < 1, an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
+Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, a max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its place in the batch, its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';

@@ -24,6 +24,7 @@
 {{ template "_now.sql" . }}
 {{ template "_check_name.sql" . }}
 {{ template "_error_text.sql" . }}
+{{ template "_check_payload.sql" . }}
 {{ template "_queue_scope.sql" . }}
 {{ template "_check_queue.sql" . }}
 {{ template "_visible_queues.sql" . }}

@@ -14,10 +14,9 @@ AS $$
 DECLARE
     v_was_paused boolean;
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- The name rule of enqueue (backoff._check_name): a name no job can
+    -- have is no queue to act on, and a paused lookalike must not be made.
+    p_queue := backoff._check_name('queue', p_queue);
     SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
     IF NOT FOUND THEN
         INSERT INTO backoff.queues (name, policy, paused, updated_at)
@@ -35,7 +34,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.pause_queue(text) IS
 'Pause p_queue: backoff.claim returns no job of it until backoff.resume_queue. Jobs already running go on (they can still complete, fail, heartbeat and snooze), enqueue still adds jobs, and backoff.acquire of a job by id still works. A queue without a row in backoff.queues gets one with the policy it has now (backoff.job_policy), so pausing changes no job''s policy. Returns true if the queue was running, false if it was already paused. Admin only.
-Errors: 22023 for a NULL or empty queue.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters.
 Example:
 SELECT backoff.pause_queue(''emails'');
 SELECT name, policy, paused FROM backoff.queues;';

@@ -25,6 +25,14 @@ EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
 END
 $$;
 
+-- == Payload size limit (docs/adr/0059) ==
+-- enqueue refuses a payload whose jsonb, uncompressed, is larger than this.
+-- At least 1 KiB (enqueue reads the setting only for payloads above that),
+-- at most the largest jsonb PostgreSQL builds.
+ALTER TABLE backoff.settings
+    ADD COLUMN max_payload_bytes integer NOT NULL DEFAULT 1048576
+        CONSTRAINT settings_max_payload_bytes_check CHECK (max_payload_bytes >= 1024 AND max_payload_bytes <= 268435455);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -50,6 +58,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Payload size limit (docs/adr/0059).
+ALTER TABLE backoff.settings DROP COLUMN max_payload_bytes;
 
 -- Who holds back vacuum: the grant of pg_read_all_stats stays (see above).
 

@@ -176,8 +176,7 @@ func TestBreakerReapedProbeIsReplaced(t *testing.T) {
 }
 
 // TestBreakerCountsFailsNotLeaseExpiries: failures apart by more than the
-// window never open it; every fail counts, retryable or not; reap's lease
-// expiries do not count.
+// window never open it; reap's lease expiries do not count.
 func TestBreakerCountsFailsNotLeaseExpiries(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
@@ -201,13 +200,44 @@ func TestBreakerCountsFailsNotLeaseExpiries(t *testing.T) {
 	s := stateOf(t, db, "api", at(300*time.Second))
 	require.Equal(t, "closed", s.State)
 	require.EqualValues(t, 0, s.Failures)
+}
 
-	// A non-retryable failure counts like any other.
-	for i := 0; i < 3; i++ {
-		j := claimOne(t, db, "api", at(400*time.Second))
-		exec(t, db, `SELECT backoff.fail($1, $2, 'bad request', p_retryable => false, p_now => $3)`, j.ID, j.Attempts, at(400*time.Second))
+// TestBreakerIgnoresNonRetryableFailures: a producer that enqueues jobs its
+// worker refuses as bad input (fail with p_retryable false) cannot hold the
+// queue's breaker open; only retryable failures say something about the
+// downstream. A half-open probe refused as bad input neither reopens nor
+// closes it: the next claim gets another probe.
+func TestBreakerIgnoresNonRetryableFailures(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	useBreaker(t, db, "api", 1)
+	for i := 0; i < 10; i++ {
+		enqueue(t, db, "api", t0)
 	}
-	require.Equal(t, "open", stateOf(t, db, "api", at(400*time.Second)).State)
+	failBadInput := func(j job, now time.Time) {
+		exec(t, db, `SELECT backoff.fail($1, $2, 'bad request', p_retryable => false, p_now => $3)`, j.ID, j.Attempts, now)
+	}
+	for i := 0; i < 3; i++ {
+		failBadInput(claimOne(t, db, "api", at(time.Second)), at(time.Second))
+	}
+	s := stateOf(t, db, "api", at(time.Second))
+	require.Equal(t, "closed", s.State, "three jobs refused as bad input opened the breaker")
+	require.EqualValues(t, 0, s.Failures)
+	claimOne(t, db, "api", at(2*time.Second)) // still claims
+
+	// Retryable failures still open it; a probe refused as bad input leaves
+	// it half open, and the next claim gets a new probe.
+	for i := 0; i < 3; i++ {
+		failJob(t, db, claimOne(t, db, "api", at(3*time.Second)), at(3*time.Second))
+	}
+	require.Equal(t, "open", stateOf(t, db, "api", at(3*time.Second)).State)
+	probe := claimOne(t, db, "api", at(2*time.Minute))
+	failBadInput(probe, at(2*time.Minute))
+	require.Equal(t, "half_open", stateOf(t, db, "api", at(2*time.Minute)).State)
+	next := claimOne(t, db, "api", at(2*time.Minute+time.Second))
+	require.NotEqual(t, probe.ID, next.ID)
+	failJob(t, db, next, at(2*time.Minute+time.Second))
+	require.Equal(t, "open", stateOf(t, db, "api", at(2*time.Minute+time.Second)).State, "a retryable probe failure reopens it")
 }
 
 // TestHalfOpenProbesAreExactUnderConcurrency: several connections claim a

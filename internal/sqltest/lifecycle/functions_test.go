@@ -104,7 +104,7 @@ func TestEnqueueWithPolicy(t *testing.T) {
 		pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_policy => $1)`, bad), "22023")
 		if bad == "" {
 			// Not a name at all (DESIGN §11.4).
-			require.Equal(t, `policy must be 1 to 128 bytes without control characters, got "" (0 bytes)`, pgErr.Message)
+			require.Equal(t, `policy must be 1 to 128 bytes without control or format characters, got "" (0 bytes)`, pgErr.Message)
 			continue
 		}
 		require.Equal(t, fmt.Sprintf(`unknown policy "%s"`, bad), pgErr.Message)

@@ -70,12 +70,14 @@ func TestOverview(t *testing.T) {
 	x := enqueue(t, db, "done", t0)
 	one(t, db, `SELECT * FROM backoff.cancel($1, 'no', $2)`, x, at(time.Second))
 	exec(t, db, `INSERT INTO backoff.queues (name, policy, paused, rate) VALUES ('idle', 'conservative', true, 5)`)
-	// brk: a breaker that one failure opens for 10 minutes (issue 19).
+	// brk: a breaker that one failure opens for 10 minutes; the job has one
+	// attempt, so its retryable failure (the only kind the breaker counts)
+	// dead-letters it.
 	exec(t, db, `INSERT INTO backoff.queues (name, policy, breaker_failures, breaker_window, breaker_cooldown)
 		VALUES ('brk', 'default', 1, '1 minute', '10 minutes')`)
-	b := enqueue(t, db, "brk", t0)
+	b := scalar[int64](t, db, `SELECT backoff.enqueue('brk', p_max_attempts => 1, p_now => $1)`, t0)
 	cb := claimOne(t, db, "brk", t0)
-	one(t, db, `SELECT * FROM backoff.fail($1, $2, 'down', p_retryable => false, p_now => $3)`, b, cb.Attempts, at(2*time.Minute))
+	one(t, db, `SELECT * FROM backoff.fail($1, $2, 'down', p_now => $3)`, b, cb.Attempts, at(2*time.Minute))
 
 	now := at(3 * time.Minute)
 	got := readOverview(t, db, now, 10000)

@@ -90,7 +90,7 @@ func TestPauseResumeQueue(t *testing.T) {
 	for _, bad := range []string{`SELECT backoff.pause_queue(NULL)`, `SELECT backoff.pause_queue('')`,
 		`SELECT backoff.resume_queue(NULL)`, `SELECT backoff.resume_queue('')`} {
 		pgErr := requireCode(t, execErr(db, bad), "22023")
-		require.Contains(t, pgErr.Message, "queue must be a non-empty name", bad)
+		require.Contains(t, pgErr.Message, "queue must be 1 to 128 bytes", bad)
 	}
 }
 

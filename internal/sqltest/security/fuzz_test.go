@@ -203,9 +203,9 @@ SELECT id, rule FROM (
     ('created_at finite', isfinite(j.created_at)),
     ('lease finite', j.lease_until IS NULL OR isfinite(j.lease_until)),
     -- Bounded input (DESIGN §11.4).
-    ('queue a name', octet_length(j.queue) BETWEEN 1 AND 128 AND j.queue !~ '[\x01-\x1f\x7f\u0080-\u009f]'),
-    ('worker a name', j.locked_by IS NULL OR (octet_length(j.locked_by) BETWEEN 1 AND 128 AND j.locked_by !~ '[\x01-\x1f\x7f\u0080-\u009f]')),
-    ('dedupe key a name', j.dedupe_key IS NULL OR (octet_length(j.dedupe_key) BETWEEN 1 AND 128 AND j.dedupe_key !~ '[\x01-\x1f\x7f\u0080-\u009f]')),
+    ('queue a name', octet_length(j.queue) BETWEEN 1 AND 128 AND j.queue !~ backoff._bad_name_chars()),
+    ('worker a name', j.locked_by IS NULL OR (octet_length(j.locked_by) BETWEEN 1 AND 128 AND j.locked_by !~ backoff._bad_name_chars())),
+    ('dedupe key a name', j.dedupe_key IS NULL OR (octet_length(j.dedupe_key) BETWEEN 1 AND 128 AND j.dedupe_key !~ backoff._bad_name_chars())),
     ('last_error at most 8 KiB', j.last_error IS NULL OR octet_length(j.last_error) <= 8192),
     ('history entries at most 8 KiB', NOT EXISTS (SELECT FROM jsonb_array_elements(j.errors) AS e WHERE octet_length(e ->> 'error') > 8192)),
     ('run_at in years 1-9999', j.run_at >= '0001-01-01 00:00:00+00' AND j.run_at < '10000-01-01 00:00:00+00'),

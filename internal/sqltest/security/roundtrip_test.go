@@ -9,9 +9,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/config"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -35,27 +37,22 @@ func hostile() map[string]string {
 	}
 }
 
-// validName reports whether s is a name the functions accept (DESIGN
-// §11.4): 1 to 128 bytes without C0, DEL or C1 control characters.
-func validName(s string) bool {
-	if len(s) < 1 || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
-			return false
-		}
-	}
-	return true
-}
-
 // nameFor is s when it is a valid name, else a valid stand-in (names with
-// control characters or over 128 bytes are refused, see TestNameLimits).
+// control or format characters or over 128 bytes are refused, see
+// TestNameLimits and TestNameFormatCharacters).
 func nameFor(prefix, s string) string {
-	if validName(prefix + s) {
+	if config.ValidName(prefix + s) {
 		return prefix + s
 	}
 	return prefix + "stand-in"
+}
+
+// roomForHuge raises max_payload_bytes above the 1 MB text of hostile():
+// here it must come back unchanged (the limit is TestPayloadLimit's).
+func roomForHuge(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `UPDATE backoff.settings SET max_payload_bytes = 4194304`)
+	require.NoError(t, err)
 }
 
 // requireStoredError checks an error text as stored: unchanged up to 8192
@@ -79,6 +76,7 @@ func requireStoredError(t *testing.T, sent, stored string) {
 func TestRoundTripSQL(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
+	roomForHuge(t, pool)
 	for name, s := range hostile() {
 		t.Run(name, func(t *testing.T) {
 			queue := nameFor("", s)
@@ -113,6 +111,7 @@ func TestRoundTripSQL(t *testing.T) {
 func TestRoundTripClient(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
+	roomForHuge(t, pool)
 	c, err := client.New(ctx, pool)
 	require.NoError(t, err)
 	for name, s := range hostile() {

@@ -200,8 +200,9 @@ its row would un-pause it), and so is the policy it uses; apply says so, one
 line each ("kept queue ...: paused; resume it first or add it to the
 config"), and exits 0.
 
-A [settings] table (max_clock_skew, time_injection) is written into the one
-row of backoff.settings; without [settings] that row is left as it is.`,
+A [settings] table (max_clock_skew, time_injection, max_payload_bytes) is
+written into the one row of backoff.settings; without [settings] that row is
+left as it is.`,
 		Example: `  backoffctl config apply --env production
   backoffctl config apply --config deploy/backoff.toml --prune`,
 		Args: exactArgs(0, ""),

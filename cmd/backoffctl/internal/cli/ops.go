@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -312,7 +312,7 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 	}
 	cmd.Flags().StringVar(&runAt, "run-at", "", "when the job becomes due: RFC 3339 time or delay from now (default now)")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before dead-lettering (default: the policy's)")
-	cmd.Flags().IntVar(&priority, "priority", 0, "higher runs first")
+	cmd.Flags().IntVar(&priority, "priority", 0, "higher runs first (-32768 to 32767)")
 	cmd.Flags().StringVar(&dedupe, "dedupe-key", "", "skip if an unfinished job of the queue has this key")
 	return cmd
 }

@@ -113,14 +113,19 @@ WHERE pg_catalog.to_regclass('backoff.queue_grants') IS NOT NULL`)
 	if hasSettings {
 		var skewUS int64
 		var injection bool
-		err := q.QueryRow(ctx, `SELECT (extract(epoch FROM max_clock_skew) * 1000000)::bigint, time_injection FROM backoff.settings`).
-			Scan(&skewUS, &injection)
+		var maxPayload int
+		// max_payload_bytes exists from schema version 5 on: read through
+		// the row's jsonb, the column's default before.
+		err := q.QueryRow(ctx, `SELECT (extract(epoch FROM s.max_clock_skew) * 1000000)::bigint, s.time_injection,
+	coalesce((pg_catalog.to_jsonb(s) ->> 'max_payload_bytes')::integer, 1048576) FROM backoff.settings AS s`).
+			Scan(&skewUS, &injection, &maxPayload)
 		switch {
 		case err == pgx.ErrNoRows:
 		case err != nil:
 			return nil, fmt.Errorf("read settings: %w", err)
 		default:
-			st.Settings = &config.Settings{Set: true, MaxClockSkew: time.Duration(skewUS) * time.Microsecond, TimeInjection: injection}
+			st.Settings = &config.Settings{Set: true, MaxClockSkew: time.Duration(skewUS) * time.Microsecond, TimeInjection: injection,
+				MaxPayloadBytes: maxPayload}
 		}
 	}
 	return st, nil
@@ -131,6 +136,7 @@ func settingsFields(s config.Settings) [][2]string {
 	return [][2]string{
 		{"max_clock_skew", config.FormatDuration(s.MaxClockSkew)},
 		{"time_injection", strconv.FormatBool(s.TimeInjection)},
+		{"max_payload_bytes", strconv.Itoa(s.MaxPayloadBytes)},
 	}
 }
 
@@ -499,11 +505,12 @@ ON CONFLICT (name) DO UPDATE SET
 			continue
 		}
 		_, err := tx.Exec(ctx, `
-INSERT INTO backoff.settings (singleton, max_clock_skew, time_injection, updated_at)
-VALUES (true, $1::bigint * interval '1 microsecond', $2, now())
+INSERT INTO backoff.settings (singleton, max_clock_skew, time_injection, max_payload_bytes, updated_at)
+VALUES (true, $1::bigint * interval '1 microsecond', $2, $3::integer, now())
 ON CONFLICT (singleton) DO UPDATE SET
-    max_clock_skew = excluded.max_clock_skew, time_injection = excluded.time_injection, updated_at = now()`,
-			ch.settings.MaxClockSkew.Microseconds(), ch.settings.TimeInjection)
+    max_clock_skew = excluded.max_clock_skew, time_injection = excluded.time_injection,
+    max_payload_bytes = excluded.max_payload_bytes, updated_at = now()`,
+			ch.settings.MaxClockSkew.Microseconds(), ch.settings.TimeInjection, ch.settings.MaxPayloadBytes)
 		if err != nil {
 			return fmt.Errorf("write settings: %w", err)
 		}
