@@ -51,15 +51,21 @@ type Settings struct {
 	MaxClockSkew time.Duration
 	// TimeInjection lets every caller pass any p_now (tests, simulations).
 	TimeInjection bool
+	// RequireQueueGrants makes a worker or producer without any queue grant
+	// act on no queue instead of every queue (default true;
+	// docs/adr/0058-queue-scope-fails-closed.md).
+	RequireQueueGrants bool
 }
 
 // DefaultSettings are the values of omitted [settings] keys, and the
 // columns' defaults in backoff.settings.
-func DefaultSettings() Settings { return Settings{MaxClockSkew: 5 * time.Minute} }
+func DefaultSettings() Settings {
+	return Settings{MaxClockSkew: 5 * time.Minute, RequireQueueGrants: true}
+}
 
 // settingsKeys are the keys of [settings], in the order `config show`
 // prints them.
-var settingsKeys = []string{"max_clock_skew", "time_injection"}
+var settingsKeys = []string{"max_clock_skew", "time_injection", "require_queue_grants"}
 
 // Queue maps a queue to the policy its jobs use, and carries the queue's
 // controls (DESIGN §11.5, docs/adr/0047-worker-learns-when-to-claim.md):
@@ -487,8 +493,15 @@ func decodeSettings(n *node, ps *problems) Settings {
 				continue
 			}
 			st.TimeInjection = b
+		case "require_queue_grants":
+			b, ok := v.val.(bool)
+			if !ok {
+				ps.add(v.line, v.key, "must be true or false, got %s", describeValue(v.val))
+				continue
+			}
+			st.RequireQueueGrants = b
 		default:
-			ps.add(v.line, v.key, "unknown key%s; settings has %s", suggest(k, settingsKeys), strings.Join(settingsKeys, " and "))
+			ps.add(v.line, v.key, "unknown key%s; settings has %s", suggest(k, settingsKeys), strings.Join(settingsKeys, ", "))
 		}
 	}
 	return st

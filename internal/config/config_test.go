@@ -249,7 +249,7 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:3: env.test.version: cannot be set in an environment overlay`,
 			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues, settings and grants`}},
 		{"settings unknown key", "version = 1\n[settings]\nmax_clock_skw = \"1m\"\n", "", []string{
-			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew and time_injection`}},
+			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew, time_injection, require_queue_grants`}},
 		{"settings bad skew", "version = 1\n[settings]\nmax_clock_skew = \"-1m\"\ntime_injection = \"yes\"\n", "", []string{
 			`backoff.toml:3: settings.max_clock_skew: duration "-1m" must not be negative`,
 			`backoff.toml:4: settings.time_injection: must be true or false, got the string "yes"`}},
@@ -416,7 +416,7 @@ policy = "b"
 func TestSettings(t *testing.T) {
 	c, err := parse(t, "version = 1\n", "")
 	require.NoError(t, err)
-	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute}, c.Settings)
+	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute, RequireQueueGrants: true}, c.Settings)
 	src := `version = 1
 [settings]
 max_clock_skew = "30s"
@@ -425,17 +425,17 @@ time_injection = true
 `
 	c, err = parse(t, src, "")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second}, c.Settings)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, RequireQueueGrants: true}, c.Settings)
 	c, err = parse(t, src, "test")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true}, c.Settings)
-	c, err = parse(t, "version = 1\n[env.dev.settings]\ntime_injection = true\n", "dev")
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true, RequireQueueGrants: true}, c.Settings)
+	c, err = parse(t, "version = 1\n[env.dev.settings]\ntime_injection = true\nrequire_queue_grants = false\n", "dev")
 	require.NoError(t, err)
 	require.Equal(t, Settings{Set: true, MaxClockSkew: 5 * time.Minute, TimeInjection: true}, c.Settings)
 
 	var b strings.Builder
 	require.NoError(t, Write(&b, c))
-	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\n")
+	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\nrequire_queue_grants = false\n")
 	again, err := Parse("shown.toml", []byte(b.String()), "")
 	require.NoError(t, err)
 	require.Equal(t, c.Settings, again.Settings)

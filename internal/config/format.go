@@ -35,8 +35,8 @@ func Write(w io.Writer, c *Config) error {
 		writeQueueControls(&b, q)
 	}
 	if c.Settings.Set {
-		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\n",
-			FormatDuration(c.Settings.MaxClockSkew), c.Settings.TimeInjection)
+		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\nrequire_queue_grants = %t\n",
+			FormatDuration(c.Settings.MaxClockSkew), c.Settings.TimeInjection, c.Settings.RequireQueueGrants)
 	}
 	for i, g := range c.Grants {
 		if i == 0 || c.Grants[i-1].Role != g.Role {
