@@ -9425,8 +9425,9 @@ SELECT backoff.resume_queue(''emails'');';
 -- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
--- grants keeps acting on every queue (DESIGN §11.3,
--- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- grants acts on no queue when backoff.settings.require_queue_grants is on,
+-- on every queue when it is off (DESIGN §11.3,
+-- docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(
     p_role      text,
@@ -9466,7 +9467,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
-'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
+'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. A worker or producer without grants acts on no queue when backoff.settings.require_queue_grants is on (new installs), on every queue when it is off. By id, a job of a queue the caller may not work on is answered as a missing one (BK001). The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
 Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control characters.
 Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
@@ -9475,8 +9476,9 @@ SELECT role::regrole, queue, privilege FROM backoff.queue_grants ORDER BY 1, 2, 
 -- backoff.revoke_queue(role, queue, privilege): remove one grant of
 -- backoff.grant_queue, exactly as it was written (a prefix grant is revoked
 -- by the same 'mail.*', not queue by queue). Revoking a role's last grant
--- makes it unscoped again, i.e. free to act on every queue
--- (docs/adr/0038-queue-scoped-privileges.md).
+-- leaves it without grants: it then acts on no queue with
+-- require_queue_grants on, on every queue with it off
+-- (docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058).
 CREATE OR REPLACE FUNCTION backoff.revoke_queue(
     p_role      text,
     p_queue     text,
@@ -9507,7 +9509,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.revoke_queue(text, text, text) IS
-'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it unscoped: it may then act on every queue again, as a role that was never granted one. Admin only.
+'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it as a role that was never granted one: it may then act on no queue when backoff.settings.require_queue_grants is on, on every queue when it is off. Admin only.
 Errors: 22023 for an unknown role, a privilege other than produce or work.
 Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
