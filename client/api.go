@@ -460,10 +460,13 @@ func (c *Client) Prune(ctx context.Context, olderThan time.Duration, limit int) 
 	return int(n), nil
 }
 
-// Get reads one job; an unknown id gives ErrJobNotFound.
+// Get reads one job; an unknown id gives ErrJobNotFound, and so does a job
+// of a queue the login may not work on when it is scoped by queue grants.
+// It reads through backoff.job, which applies that scope in the database
+// without telling a foreign job from a missing one.
 func (c *Client) Get(ctx context.Context, jobID int64) (Job, error) {
 	op := fmt.Sprintf("get job %d", jobID)
-	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM backoff.jobs WHERE id = $1", []any{jobID})
+	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM backoff.job($1)", []any{jobID})
 	if err != nil {
 		return Job{}, translate(op, jobID, err)
 	}

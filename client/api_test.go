@@ -349,7 +349,7 @@ func TestReadCallsSQL(t *testing.T) {
 	ctx := context.Background()
 	c, mock := newMock(t)
 
-	mock.ExpectQuery("SELECT " + jobColumns + " FROM backoff.jobs WHERE id = $1").WithArgs(int64(7)).
+	mock.ExpectQuery("SELECT " + jobColumns + " FROM backoff.job($1)").WithArgs(int64(7)).
 		WillReturnRows(addJob(jobRows(), 7, StatusRetrying, 2))
 	j, err := c.Get(ctx, 7)
 	require.NoError(t, err)
@@ -508,7 +508,7 @@ func TestErrorMapping(t *testing.T) {
 	t.Run("get of a missing id", func(t *testing.T) {
 		t.Parallel()
 		c, mock := newMock(t)
-		mock.ExpectQuery("SELECT " + jobColumns + " FROM backoff.jobs WHERE id = $1").WithArgs(int64(1)).
+		mock.ExpectQuery("SELECT " + jobColumns + " FROM backoff.job($1)").WithArgs(int64(1)).
 			WillReturnRows(jobRows()) // no row
 		_, err := c.Get(context.Background(), 1)
 		require.ErrorIs(t, err, ErrJobNotFound)

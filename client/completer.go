@@ -172,10 +172,10 @@ func (w *Worker) confirmCompletions(ctx context.Context, ids []int64, att []int,
 }
 
 // confirmCompletionsSQL: which of these (job, attempt) tokens completed
-// their job.
-const confirmCompletionsSQL = `SELECT j.id FROM backoff.jobs AS j
-	JOIN unnest($1::bigint[], $2::integer[]) AS t(id, attempt) ON j.id = t.id
-	WHERE j.id = ANY ($1::bigint[]) AND j.attempts = t.attempt AND j.status = 'completed'`
+// their job. Through backoff.job, which applies the caller's queue scope.
+const confirmCompletionsSQL = `SELECT j.id FROM unnest($1::bigint[], $2::integer[]) AS t(id, attempt)
+	CROSS JOIN LATERAL backoff.job(t.id) AS j
+	WHERE j.attempts = t.attempt AND j.status = 'completed'`
 
 // completeBatch runs backoff.complete_many for CompleteMany and for the
 // completer (one statement for the completions of every queue); each

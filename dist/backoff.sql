@@ -5828,6 +5828,20 @@ ALTER TABLE backoff.settings
     ADD COLUMN max_payload_bytes integer NOT NULL DEFAULT 1048576
         CONSTRAINT settings_max_payload_bytes_check CHECK (max_payload_bytes >= 1024 AND max_payload_bytes <= 268435455);
 
+-- == Queue scope fails closed (docs/adr/0058) ==
+-- require_queue_grants: a worker or producer without any queue grant may act
+-- on no queue (backoff._queue_scope), instead of on every queue. Existing
+-- installs keep their behaviour (false); a database that never enqueued a
+-- job, i.e. a new install, starts with it on, as does a settings row
+-- written without it.
+ALTER TABLE backoff.settings ADD COLUMN require_queue_grants boolean NOT NULL DEFAULT false;
+ALTER TABLE backoff.settings ALTER COLUMN require_queue_grants SET DEFAULT true;
+UPDATE backoff.settings SET require_queue_grants = true
+WHERE pg_catalog.pg_sequence_last_value(pg_catalog.pg_get_serial_sequence('backoff.jobs', 'id')::pg_catalog.regclass) IS NULL;
+-- Wake-up registrations name other queues' workers: workers register and
+-- end their own through wait_for_jobs and stop_waiting only.
+REVOKE SELECT ON backoff.waiting_workers FROM backoff_worker;
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -6643,7 +6657,8 @@ $$;
 -- snooze) that matched no row. It runs only after that UPDATE, so it reads
 -- the row as it is now and never decides before writing:
 --   NULL id or attempt, attempt < 1     -> 22023
---   no such job                         -> BK001
+--   no such job, or (scoped caller) a job of a queue it may not work on
+--                                       -> BK001, the same message
 --   completed, dead_lettered, cancelled -> BK003
 --   otherwise (pending, retrying, or running another attempt) -> BK002
 -- Private. Always raises.
@@ -6677,8 +6692,9 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    -- A scoped caller learns nothing about another queue's job.
-    PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    -- A scoped caller learns nothing about another queue's job: to it the
+    -- job does not exist.
+    PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';
@@ -6934,7 +6950,8 @@ $$;
 
 -- backoff._queue_scope(privilege): the queues the caller may act on with
 -- p_privilege ('produce' or 'work'), as LIKE patterns, or NULL when the
--- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md).
+-- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md,
+-- docs/adr/0058-queue-scope-fails-closed.md).
 --
 -- Who the caller is: inside a SECURITY DEFINER function current_user is the
 -- owner, so the caller is read from session_user (the login, which only a
@@ -6946,10 +6963,17 @@ $$;
 -- that has a row in backoff.queue_grants; its scope is the union of those
 -- rows. Superusers are members of every role, so they are never scoped.
 --
--- Cost: with no grants at all, one probe of an empty table; with grants, a
--- superuser login stops there too, any other caller scans the grants table
--- once per identity with pg_has_role (cached membership). Private; called
--- once per call by backoff._check_queue and reap.
+-- A caller without any grant: with backoff.settings.require_queue_grants
+-- on (a missing row counts as on), its scope is empty, i.e. no queue,
+-- unless the role it acts as (SET ROLE, else the login) is a superuser or a
+-- member of backoff_admin or backoff_owner, which write the tables anyway.
+-- Off, it is not scoped: every queue.
+--
+-- Cost: a superuser login stops at the GUC read; otherwise one probe of the
+-- grants and of the settings row, and with grants present one scan of the
+-- grants table per identity with pg_has_role (cached membership). Private;
+-- called once per call by backoff._check_queue, backoff._check_job_scope,
+-- reap, complete_many and backoff.job.
 CREATE OR REPLACE FUNCTION backoff._queue_scope(p_privilege text)
 RETURNS text[]
 LANGUAGE plpgsql
@@ -6961,33 +6985,65 @@ DECLARE
     -- SECURITY DEFINER function, at no cost.
     v_set_role name := NULLIF(pg_catalog.current_setting('role'), 'none');
     v_super    boolean := pg_catalog.current_setting('is_superuser') = 'on';
+    v_grants   boolean;
+    v_require  boolean;
     v_who      name;
     v_n        bigint;
     v_scope    text[];
 BEGIN
-    IF NOT EXISTS (SELECT FROM backoff.queue_grants) THEN
-        RETURN NULL;
-    END IF;
     IF v_set_role IS NULL AND v_super THEN
         RETURN NULL;  -- a superuser login
     END IF;
-    FOREACH v_who IN ARRAY ARRAY[session_user, v_set_role]::name[] LOOP
-        CONTINUE WHEN v_who IS NULL;
-        -- One scan of the (small) grants table: is v_who scoped, and to what?
-        SELECT count(*), coalesce(pg_catalog.array_agg(g.pattern) FILTER (WHERE g.privilege = p_privilege), '{}')
-        INTO v_n, v_scope
-        FROM backoff.queue_grants AS g
-        WHERE pg_catalog.pg_has_role(v_who, g.role, 'MEMBER');
-        CONTINUE WHEN v_n = 0;
-        -- Superusers are members of every role: never scoped. The SET ROLE
-        -- role's status is v_super; the login's needs the catalog (only
-        -- when it is a member of a granted role).
-        CONTINUE WHEN CASE WHEN v_who = v_set_role OR v_set_role IS NULL THEN v_super
-                           ELSE coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_who), true) END;
-        RETURN v_scope;
-    END LOOP;
+    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+           NOT EXISTS (SELECT FROM backoff.settings AS s WHERE NOT s.require_queue_grants)
+    INTO v_grants, v_require;
+    IF v_grants THEN
+        FOREACH v_who IN ARRAY ARRAY[session_user, v_set_role]::name[] LOOP
+            CONTINUE WHEN v_who IS NULL;
+            -- One scan of the (small) grants table: is v_who scoped, and to what?
+            SELECT count(*), coalesce(pg_catalog.array_agg(g.pattern) FILTER (WHERE g.privilege = p_privilege), '{}')
+            INTO v_n, v_scope
+            FROM backoff.queue_grants AS g
+            WHERE pg_catalog.pg_has_role(v_who, g.role, 'MEMBER');
+            CONTINUE WHEN v_n = 0;
+            -- Superusers are members of every role: never scoped. The SET ROLE
+            -- role's status is v_super; the login's needs the catalog (only
+            -- when it is a member of a granted role).
+            CONTINUE WHEN CASE WHEN v_who = v_set_role OR v_set_role IS NULL THEN v_super
+                               ELSE coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_who), true) END;
+            RETURN v_scope;
+        END LOOP;
+    END IF;
+    -- No grant applies to the caller.
+    IF v_require AND NOT v_super THEN
+        v_who := coalesce(v_set_role, session_user);
+        IF NOT (pg_catalog.pg_has_role(v_who, 'backoff_admin', 'MEMBER')
+                OR pg_catalog.pg_has_role(v_who, 'backoff_owner', 'MEMBER')) THEN
+            RETURN '{}';
+        END IF;
+    END IF;
     RETURN NULL;
 END
+$$;
+
+-- backoff._scope_in_force(): whether the caller may be scoped by queue: it
+-- does not act as a superuser (never scoped; the GUC is_superuser describes
+-- the session's effective role even inside a definer function), and a grant
+-- exists (backoff.grant_queue) or backoff.settings says
+-- require_queue_grants (a missing row counts as on). When false the
+-- functions skip backoff._check_queue: they call it as
+--   PERFORM backoff._check_queue(...) WHERE backoff._scope_in_force()
+-- so that the hot path pays a GUC read and two probes of one-row or empty
+-- tables, not two PL/pgSQL calls (docs/adr/0058-queue-scope-fails-closed.md).
+-- An SQL function that PostgreSQL inlines. Private.
+CREATE OR REPLACE FUNCTION backoff._scope_in_force()
+RETURNS boolean
+LANGUAGE sql
+STABLE
+AS $$
+    SELECT pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.<>) 'on'
+           AND (EXISTS (SELECT FROM backoff.queue_grants)
+                OR NOT EXISTS (SELECT FROM backoff.settings AS s WHERE NOT s.require_queue_grants))
 $$;
 
 -- backoff._check_queue(queues, privilege): raise 42501
@@ -7025,6 +7081,31 @@ BEGIN
 END
 $$;
 
+-- backoff._check_job_scope(job id, queue): raise BK001 'job "N" not found',
+-- exactly as for a job that does not exist, when the caller is scoped and
+-- may not work on p_queue, the queue of job p_job_id. The by-id functions
+-- (acquire, complete, fail, heartbeat, snooze and their fencing errors)
+-- call it with the queue of the row they found, so that a scoped caller
+-- cannot tell another queue's job from a missing id: no other code, no
+-- queue name (docs/adr/0058-queue-scope-fails-closed.md). Raised after a
+-- guarded UPDATE, the error undoes it. Called as
+--   PERFORM backoff._check_job_scope(...) WHERE backoff._scope_in_force()
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._check_job_scope(p_job_id bigint, p_queue text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_scope text[] := backoff._queue_scope('work');
+BEGIN
+    IF v_scope IS NOT NULL AND NOT p_queue OPERATOR(pg_catalog.~~) ANY (v_scope) THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+END
+$$;
+
 -- backoff._visible_queues(): the LIKE patterns of the queues whose jobs the
 -- caller may read through the row-level security policy of backoff.jobs
 -- (its 'work' scope), or NULL for every queue. SECURITY DEFINER because the
@@ -7041,12 +7122,46 @@ AS $$
     SELECT backoff._queue_scope('work')
 $$;
 
+-- backoff.job(job id): one job as a row of backoff.jobs, or no row when
+-- there is none or the caller may not work on its queue. The read that
+-- applies the queue scope inside a definer function: a query on the table
+-- goes through row-level security, which filters rows after the index
+-- found them, and EXPLAIN ANALYZE counts the rows it removed, so there a
+-- foreign job and a missing one differ. Here both are one primary-key
+-- probe and the same empty answer (docs/adr/0058-queue-scope-fails-closed.md).
+CREATE OR REPLACE FUNCTION backoff.job(p_job_id bigint)
+RETURNS SETOF backoff.jobs
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scope text[];
+BEGIN
+    IF backoff._scope_in_force() THEN
+        v_scope := backoff._queue_scope('work');
+    END IF;
+    RETURN QUERY
+    SELECT j.* FROM backoff.jobs AS j
+    WHERE j.id = p_job_id
+      AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope));
+END
+$$;
+
+COMMENT ON FUNCTION backoff.job(bigint) IS
+'Job p_job_id as a row of backoff.jobs; no row when there is no such job or the caller is scoped by backoff.grant_queue (or has no grant while backoff.settings.require_queue_grants is on) and may not work on its queue: the two cannot be told apart (a query on backoff.jobs, filtered by row-level security, can tell them apart with EXPLAIN ANALYZE). The Go client''s Get reads here. Workers and admins.
+Example:
+SELECT id, queue, status, attempts FROM backoff.job(42);';
+
 -- backoff.wait_for_jobs(queue, worker, ttl): register that p_worker waits
 -- for jobs of p_queue until now() + p_ttl, so that backoff.enqueue notifies
 -- channel backoff_jobs for this queue (docs/adr/0027). A worker writes it
 -- only when a claim found the queue empty, never while busy. The
 -- registration follows the database's clock, not p_now: it is about live
--- connections, not about the jobs' simulated time.
+-- connections, not about the jobs' simulated time. Queue and worker are
+-- names (backoff._check_name), and the caller must be allowed to work on
+-- the queue: workers cannot read backoff.waiting_workers.
 CREATE OR REPLACE FUNCTION backoff.wait_for_jobs(
     p_queue  text,
     p_worker text,
@@ -7061,14 +7176,12 @@ AS $$
 DECLARE
     v_until timestamptz;
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_worker IS NULL THEN
-        RAISE EXCEPTION 'wait for jobs in queue "%": worker must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
+    -- Only a worker that may work on the queue may wait for it: another
+    -- could end its registrations or make enqueue notify for it
+    -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
     IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
         RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -7086,14 +7199,15 @@ $$;
 
 COMMENT ON FUNCTION backoff.wait_for_jobs(text, text, interval) IS
 'Register that p_worker waits for jobs of p_queue until now() + p_ttl (1 minute by default, at most 1 day): while a registration of the queue is live, backoff.enqueue notifies channel backoff_jobs with the queue name when it adds a job due now. A worker calls it when a claim found the queue empty, then claims once more and LISTENs; it ends the registration with backoff.stop_waiting when busy again. Expired registrations of the queue are deleted. Returns the expiry.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a ttl that is NULL, not positive or over 1 day.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a ttl that is NULL, not positive or over 1 day; 42501 when the caller is scoped by backoff.grant_queue (or has no grant while backoff.settings.require_queue_grants is on) and may not work on the queue.
 Example:
 LISTEN backoff_jobs;
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'', interval ''30 seconds'');
 SELECT count(*) FROM backoff.claim(''emails'', ''worker-1'', 10);  -- look once more, then wait for a notification';
 
 -- backoff.stop_waiting(queue, worker): end p_worker's registration for
--- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it.
+-- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it. The
+-- same checks as wait_for_jobs: names, and the caller's 'work' scope.
 CREATE OR REPLACE FUNCTION backoff.stop_waiting(
     p_queue  text,
     p_worker text
@@ -7105,14 +7219,12 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_worker IS NULL THEN
-        RAISE EXCEPTION 'stop waiting in queue "%": worker must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
+    -- Only a worker that may work on the queue may wait for it: another
+    -- could end its registrations or make enqueue notify for it
+    -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
     DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
     RETURN FOUND;
 END
@@ -7120,7 +7232,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.stop_waiting(text, text) IS
 'End p_worker''s registration for p_queue (see backoff.wait_for_jobs): enqueue no longer notifies on its behalf. A worker calls it when a claim comes back full (the queue is busy) and at shutdown. Returns whether a registration existed.
-Errors: 22023 for a NULL or empty queue, a NULL worker.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters; 42501 when the caller is scoped by backoff.grant_queue (or has no grant while backoff.settings.require_queue_grants is on) and may not work on the queue.
 Example:
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
 SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
@@ -7202,13 +7314,13 @@ BEGIN
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
-        -- any caller scoped by queue grants, and does a worker wait for this
+        -- any caller scoped by queue, and does a worker wait for this
         -- queue (then a job due now notifies it at commit, docs/adr/0027).
         INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
         SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
-                  EXISTS (SELECT FROM backoff.queue_grants),
+                  backoff._scope_in_force(),
                   EXISTS (SELECT FROM backoff.waiting_workers AS w
                           WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
         INTO v_id, v_scoped, v_waiting;
@@ -7225,7 +7337,7 @@ BEGIN
 
     -- With a dedupe key the grants are checked first: a caller that may not
     -- produce into p_queue must not learn the id of its job with that key.
-    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+    SELECT backoff._scope_in_force(),
            v_run_at <= p_now AND EXISTS (SELECT FROM backoff.waiting_workers AS w
                                          WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
     INTO v_scoped, v_waiting;
@@ -7377,7 +7489,7 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_queue(p_queues, 'produce') WHERE backoff._scope_in_force();
 
     -- The governing policy is looked up once per distinct (queue, policy)
     -- of the batch, not once per job. '' stands for "no policy of its own"
@@ -7764,7 +7876,7 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -7908,9 +8020,9 @@ BEGIN
       AND j.run_at <= p_now
     RETURNING j.* INTO v_job;
     IF FOUND THEN
-        -- A scoped caller that acquired another queue's job: the error
-        -- undoes the UPDATE (docs/adr/0038-queue-scoped-privileges.md).
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- A scoped caller that acquired another queue's job: it looks
+        -- missing, and the error undoes the UPDATE (docs/adr/0058).
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
         RETURN v_job;
     END IF;
 
@@ -7919,7 +8031,7 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';
@@ -7938,7 +8050,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -7980,17 +8092,17 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
     END IF;
-    -- Two probes in one statement, each of a table that is empty unless the
-    -- feature is used (queue grants; a breaker that opened), so that they
-    -- cost a completion next to nothing then: is the caller scoped by
-    -- queue grants, and is this queue's breaker half open.
-    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+    -- Probes in one statement, of tables that are empty or one row unless
+    -- the feature is used (queue grants or require_queue_grants; a breaker
+    -- that opened), so that they cost a completion next to nothing then:
+    -- may the caller be scoped, and is this queue's breaker half open.
+    SELECT backoff._scope_in_force(),
            EXISTS (SELECT FROM backoff.queue_breakers AS b
                    WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
     INTO v_scoped, v_half_open;
     IF v_scoped THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
     END IF;
     IF v_half_open THEN
         -- A success closes the queue's half-open breaker (docs/adr/0045).
@@ -8005,7 +8117,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
 'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -8039,6 +8151,8 @@ SET enable_seqscan = off
 SET jit = off
 SET enable_nestloop = off
 AS $$
+DECLARE
+    v_scope text[];
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -8047,11 +8161,11 @@ BEGIN
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- A scoped caller may list only jobs of its queues (one probe of the
-    -- empty grants table otherwise).
-    IF backoff._queue_scope('work') IS NOT NULL THEN
-        PERFORM backoff._check_queue(
-            ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
+    -- A scoped caller completes only jobs of its queues: another queue's
+    -- job is left alone and not returned, as an unknown id is
+    -- (docs/adr/0058-queue-scope-fails-closed.md).
+    IF backoff._scope_in_force() THEN
+        v_scope := backoff._queue_scope('work');
     END IF;
     -- A success closes its queue's breaker if it is half open
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
@@ -8068,6 +8182,7 @@ BEGIN
           AND j.id = t.id
           AND j.attempts = t.attempt
           AND j.status = 'running'
+          AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
         RETURNING j.id, j.queue
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
@@ -8082,8 +8197,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
-'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
@@ -8274,8 +8389,8 @@ BEGIN
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
     IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker
@@ -8296,7 +8411,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
 'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -8454,8 +8569,8 @@ BEGIN
       AND j.attempts = p_attempt
     RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
     IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
     ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;
@@ -8465,7 +8580,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
 'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
-Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''reports'');
 SELECT id FROM backoff.claim(''reports'', ''worker-1'');
@@ -8514,8 +8629,8 @@ BEGIN
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
     IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
     ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
@@ -8525,7 +8640,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
 'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay (at most year 9999), without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -9062,7 +9177,7 @@ DECLARE
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
 
     SELECT * INTO v_q FROM backoff.queues AS q WHERE q.name = p_queue;
     queue := p_queue;
@@ -9568,8 +9683,9 @@ SELECT backoff.resume_queue(''emails'');';
 -- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
--- grants keeps acting on every queue (DESIGN §11.3,
--- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- grants acts on no queue when backoff.settings.require_queue_grants is on,
+-- on every queue when it is off (DESIGN §11.3,
+-- docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(
     p_role      text,
@@ -9609,7 +9725,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
-'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
+'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. A worker or producer without grants acts on no queue when backoff.settings.require_queue_grants is on (new installs), on every queue when it is off. By id, a job of a queue the caller may not work on is answered as a missing one (BK001). The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
 Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control or format characters.
 Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
@@ -9618,8 +9734,9 @@ SELECT role::regrole, queue, privilege FROM backoff.queue_grants ORDER BY 1, 2, 
 -- backoff.revoke_queue(role, queue, privilege): remove one grant of
 -- backoff.grant_queue, exactly as it was written (a prefix grant is revoked
 -- by the same 'mail.*', not queue by queue). Revoking a role's last grant
--- makes it unscoped again, i.e. free to act on every queue
--- (docs/adr/0038-queue-scoped-privileges.md).
+-- leaves it without grants: it then acts on no queue with
+-- require_queue_grants on, on every queue with it off
+-- (docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058).
 CREATE OR REPLACE FUNCTION backoff.revoke_queue(
     p_role      text,
     p_queue     text,
@@ -9650,7 +9767,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.revoke_queue(text, text, text) IS
-'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it unscoped: it may then act on every queue again, as a role that was never granted one. Admin only.
+'Remove the grant (p_role, p_queue, p_privilege) written by backoff.grant_queue, spelled as it was granted (a prefix grant ''mail.*'' is revoked as ''mail.*''). Returns true when a grant was removed, false when there was none. Revoking a role''s last grant leaves it as a role that was never granted one: it may then act on no queue when backoff.settings.require_queue_grants is on, on every queue when it is off. Admin only.
 Errors: 22023 for an unknown role, a privilege other than produce or work.
 Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
@@ -9678,7 +9795,7 @@ BEGIN
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state',
+                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN

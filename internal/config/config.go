@@ -56,6 +56,10 @@ type Settings struct {
 	// jsonb (docs/adr/0059; default 1 MiB, MinPayloadLimit to
 	// MaxPayloadLimit).
 	MaxPayloadBytes int
+	// RequireQueueGrants makes a worker or producer without any queue grant
+	// act on no queue instead of every queue (default true;
+	// docs/adr/0058-queue-scope-fails-closed.md).
+	RequireQueueGrants bool
 }
 
 // The range of max_payload_bytes: the smallest limit enqueue checks
@@ -69,12 +73,12 @@ const (
 // DefaultSettings are the values of omitted [settings] keys, and the
 // columns' defaults in backoff.settings.
 func DefaultSettings() Settings {
-	return Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20}
+	return Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20, RequireQueueGrants: true}
 }
 
 // settingsKeys are the keys of [settings], in the order `config show`
 // prints them.
-var settingsKeys = []string{"max_clock_skew", "time_injection", "max_payload_bytes"}
+var settingsKeys = []string{"max_clock_skew", "time_injection", "max_payload_bytes", "require_queue_grants"}
 
 // Queue maps a queue to the policy its jobs use, and carries the queue's
 // controls (DESIGN §11.5, docs/adr/0047-worker-learns-when-to-claim.md):
@@ -512,6 +516,13 @@ func decodeSettings(n *node, ps *problems) Settings {
 			default:
 				st.MaxPayloadBytes = int(i)
 			}
+		case "require_queue_grants":
+			b, ok := v.val.(bool)
+			if !ok {
+				ps.add(v.line, v.key, "must be true or false, got %s", describeValue(v.val))
+				continue
+			}
+			st.RequireQueueGrants = b
 		default:
 			ps.add(v.line, v.key, "unknown key%s; settings has %s and %s", suggest(k, settingsKeys),
 				strings.Join(settingsKeys[:len(settingsKeys)-1], ", "), settingsKeys[len(settingsKeys)-1])

@@ -249,7 +249,7 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:3: env.test.version: cannot be set in an environment overlay`,
 			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues, settings and grants`}},
 		{"settings unknown key", "version = 1\n[settings]\nmax_clock_skw = \"1m\"\n", "", []string{
-			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew, time_injection and max_payload_bytes`}},
+			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew, time_injection, max_payload_bytes and require_queue_grants`}},
 		{"settings bad skew", "version = 1\n[settings]\nmax_clock_skew = \"-1m\"\ntime_injection = \"yes\"\n", "", []string{
 			`backoff.toml:3: settings.max_clock_skew: duration "-1m" must not be negative`,
 			`backoff.toml:4: settings.time_injection: must be true or false, got the string "yes"`}},
@@ -420,7 +420,7 @@ policy = "b"
 func TestSettings(t *testing.T) {
 	c, err := parse(t, "version = 1\n", "")
 	require.NoError(t, err)
-	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20}, c.Settings)
+	require.Equal(t, Settings{MaxClockSkew: 5 * time.Minute, MaxPayloadBytes: 1 << 20, RequireQueueGrants: true}, c.Settings)
 	src := `version = 1
 [settings]
 max_clock_skew = "30s"
@@ -430,17 +430,17 @@ max_payload_bytes = 65536
 `
 	c, err = parse(t, src, "")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, MaxPayloadBytes: 1 << 20}, c.Settings)
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, MaxPayloadBytes: 1 << 20, RequireQueueGrants: true}, c.Settings)
 	c, err = parse(t, src, "test")
 	require.NoError(t, err)
-	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true, MaxPayloadBytes: 65536}, c.Settings)
-	c, err = parse(t, "version = 1\n[env.dev.settings]\ntime_injection = true\n", "dev")
+	require.Equal(t, Settings{Set: true, MaxClockSkew: 30 * time.Second, TimeInjection: true, MaxPayloadBytes: 65536, RequireQueueGrants: true}, c.Settings)
+	c, err = parse(t, "version = 1\n[env.dev.settings]\ntime_injection = true\nrequire_queue_grants = false\n", "dev")
 	require.NoError(t, err)
 	require.Equal(t, Settings{Set: true, MaxClockSkew: 5 * time.Minute, TimeInjection: true, MaxPayloadBytes: 1 << 20}, c.Settings)
 
 	var b strings.Builder
 	require.NoError(t, Write(&b, c))
-	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\nmax_payload_bytes = 1048576\n")
+	require.Contains(t, b.String(), "\n[settings]\nmax_clock_skew = \"5m\"\ntime_injection = true\nmax_payload_bytes = 1048576\nrequire_queue_grants = false\n")
 	again, err := Parse("shown.toml", []byte(b.String()), "")
 	require.NoError(t, err)
 	require.Equal(t, c.Settings, again.Settings)

@@ -35,8 +35,9 @@ func Write(w io.Writer, c *Config) error {
 		writeQueueControls(&b, q)
 	}
 	if c.Settings.Set {
-		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\nmax_payload_bytes = %d\n",
-			FormatDuration(c.Settings.MaxClockSkew), c.Settings.TimeInjection, c.Settings.MaxPayloadBytes)
+		fmt.Fprintf(&b, "\n[settings]\nmax_clock_skew = %q\ntime_injection = %t\nmax_payload_bytes = %d\nrequire_queue_grants = %t\n",
+			FormatDuration(c.Settings.MaxClockSkew), c.Settings.TimeInjection, c.Settings.MaxPayloadBytes,
+			c.Settings.RequireQueueGrants)
 	}
 	for i, g := range c.Grants {
 		if i == 0 || c.Grants[i-1].Role != g.Role {

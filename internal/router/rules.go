@@ -64,6 +64,7 @@ var Rules = map[string][]Rule{
 	"fail":          {{Kind: ByJob, Arg: "p_job_id"}},
 	"heartbeat":     {{Kind: ByJob, Arg: "p_job_id"}},
 	"snooze":        {{Kind: ByJob, Arg: "p_job_id"}},
+	"job":           {{Kind: ByJob, Arg: "p_job_id"}},
 	"reap":          {{Kind: AllSum}},
 	// A worker's wake-up registration lives where its queue's jobs are
 	// (enqueue reads it there); NOTIFY itself does not cross the router.

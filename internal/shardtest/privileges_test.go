@@ -58,8 +58,17 @@ func sqlstate(err error) string {
 func TestPrivilegesThroughRouter(t *testing.T) {
 	ctx := context.Background()
 	q := queuesOnEveryShard(t, "priv")[1]
+	prodURL := asRole(t, "shardtest_producer", "backoff_producer")
+	workURL := asRole(t, "shardtest_worker", "backoff_worker")
+	// A new install requires queue grants (docs/adr/0058); grant_queue
+	// through the router writes every shard.
+	admin, err := pgx.Connect(ctx, env.routerURL)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, `SELECT backoff.grant_queue('shardtest_producer', $1, 'produce'), backoff.grant_queue('shardtest_worker', $1, 'work')`, q)
+	require.NoError(t, err)
 
-	prod, err := pgx.Connect(ctx, asRole(t, "shardtest_producer", "backoff_producer"))
+	prod, err := pgx.Connect(ctx, prodURL)
 	require.NoError(t, err)
 	defer prod.Close(ctx)
 	var id int64
@@ -69,7 +78,7 @@ func TestPrivilegesThroughRouter(t *testing.T) {
 	_, err = prod.Exec(ctx, `SELECT backoff.enqueue($1, p_now => $2)`, q, time.Now().Add(24*time.Hour))
 	require.Equal(t, "22023", sqlstate(err), "the shard refuses a producer's skewed clock: %v", err)
 
-	work, err := pgx.Connect(ctx, asRole(t, "shardtest_worker", "backoff_worker"))
+	work, err := pgx.Connect(ctx, workURL)
 	require.NoError(t, err)
 	defer work.Close(ctx)
 	var got int64

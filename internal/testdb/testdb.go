@@ -257,8 +257,11 @@ func createTemplate(ctx context.Context) error {
 	}
 	// Tests drive time through p_now, as workers and producers too: switch
 	// time injection on in every test database (DESIGN §11.2). The tests
-	// of the clock check switch it off in their own database.
-	if _, err := conn.Exec(ctx, "UPDATE backoff.settings SET time_injection = true"); err != nil {
+	// of the clock check switch it off in their own database. Tests act as
+	// worker and producer roles without queue grants, which a new install
+	// refuses (require_queue_grants, docs/adr/0058): switched off here, on
+	// again by the tests of queue scope in their own database.
+	if _, err := conn.Exec(ctx, "UPDATE backoff.settings SET time_injection = true, require_queue_grants = false"); err != nil {
 		return fmt.Errorf("switch time injection on in the template database: %w", err)
 	}
 	return nil

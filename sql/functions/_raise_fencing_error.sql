@@ -3,7 +3,8 @@
 -- snooze) that matched no row. It runs only after that UPDATE, so it reads
 -- the row as it is now and never decides before writing:
 --   NULL id or attempt, attempt < 1     -> 22023
---   no such job                         -> BK001
+--   no such job, or (scoped caller) a job of a queue it may not work on
+--                                       -> BK001, the same message
 --   completed, dead_lettered, cancelled -> BK003
 --   otherwise (pending, retrying, or running another attempt) -> BK002
 -- Private. Always raises.
@@ -37,8 +38,9 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    -- A scoped caller learns nothing about another queue's job.
-    PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    -- A scoped caller learns nothing about another queue's job: to it the
+    -- job does not exist.
+    PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';

@@ -53,9 +53,9 @@ BEGIN
       AND j.run_at <= p_now
     RETURNING j.* INTO v_job;
     IF FOUND THEN
-        -- A scoped caller that acquired another queue's job: the error
-        -- undoes the UPDATE (docs/adr/0038-queue-scoped-privileges.md).
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- A scoped caller that acquired another queue's job: it looks
+        -- missing, and the error undoes the UPDATE (docs/adr/0058).
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
         RETURN v_job;
     END IF;
 
@@ -64,7 +64,7 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';
@@ -83,7 +83,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';

@@ -69,7 +69,7 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner

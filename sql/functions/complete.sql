@@ -35,17 +35,17 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
     END IF;
-    -- Two probes in one statement, each of a table that is empty unless the
-    -- feature is used (queue grants; a breaker that opened), so that they
-    -- cost a completion next to nothing then: is the caller scoped by
-    -- queue grants, and is this queue's breaker half open.
-    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+    -- Probes in one statement, of tables that are empty or one row unless
+    -- the feature is used (queue grants or require_queue_grants; a breaker
+    -- that opened), so that they cost a completion next to nothing then:
+    -- may the caller be scoped, and is this queue's breaker half open.
+    SELECT backoff._scope_in_force(),
            EXISTS (SELECT FROM backoff.queue_breakers AS b
                    WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
     INTO v_scoped, v_half_open;
     IF v_scoped THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work');
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
     END IF;
     IF v_half_open THEN
         -- A success closes the queue's half-open breaker (docs/adr/0045).
@@ -60,7 +60,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
 'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');

@@ -26,6 +26,8 @@ SET enable_seqscan = off
 SET jit = off
 SET enable_nestloop = off
 AS $$
+DECLARE
+    v_scope text[];
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -34,11 +36,11 @@ BEGIN
             coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- A scoped caller may list only jobs of its queues (one probe of the
-    -- empty grants table otherwise).
-    IF backoff._queue_scope('work') IS NOT NULL THEN
-        PERFORM backoff._check_queue(
-            ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j WHERE j.id = ANY (p_job_ids)), 'work');
+    -- A scoped caller completes only jobs of its queues: another queue's
+    -- job is left alone and not returned, as an unknown id is
+    -- (docs/adr/0058-queue-scope-fails-closed.md).
+    IF backoff._scope_in_force() THEN
+        v_scope := backoff._queue_scope('work');
     END IF;
     -- A success closes its queue's breaker if it is half open
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
@@ -55,6 +57,7 @@ BEGIN
           AND j.id = t.id
           AND j.attempts = t.attempt
           AND j.status = 'running'
+          AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
         RETURNING j.id, j.queue
     ), closed AS (
         UPDATE backoff.queue_breakers AS b
@@ -69,8 +72,8 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
-'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and one of the ids is a job of a queue it may not work on (nothing is completed).
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);

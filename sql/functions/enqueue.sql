@@ -75,13 +75,13 @@ BEGIN
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
-        -- any caller scoped by queue grants, and does a worker wait for this
+        -- any caller scoped by queue, and does a worker wait for this
         -- queue (then a job due now notifies it at commit, docs/adr/0027).
         INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
         SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
-                  EXISTS (SELECT FROM backoff.queue_grants),
+                  backoff._scope_in_force(),
                   EXISTS (SELECT FROM backoff.waiting_workers AS w
                           WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
         INTO v_id, v_scoped, v_waiting;
@@ -98,7 +98,7 @@ BEGIN
 
     -- With a dedupe key the grants are checked first: a caller that may not
     -- produce into p_queue must not learn the id of its job with that key.
-    SELECT EXISTS (SELECT FROM backoff.queue_grants),
+    SELECT backoff._scope_in_force(),
            v_run_at <= p_now AND EXISTS (SELECT FROM backoff.waiting_workers AS w
                                          WHERE w.queue = p_queue AND w.expires_at > pg_catalog.now())
     INTO v_scoped, v_waiting;
@@ -250,7 +250,7 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(p_queues, 'produce') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+    PERFORM backoff._check_queue(p_queues, 'produce') WHERE backoff._scope_in_force();
 
     -- The governing policy is looked up once per distinct (queue, policy)
     -- of the batch, not once per job. '' stands for "no policy of its own"

@@ -4,8 +4,9 @@
 -- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
--- grants keeps acting on every queue (DESIGN §11.3,
--- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- grants acts on no queue when backoff.settings.require_queue_grants is on,
+-- on every queue when it is off (DESIGN §11.3,
+-- docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(
     p_role      text,
@@ -45,7 +46,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.grant_queue(text, text, text) IS
-'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. Roles without grants keep acting on every queue. The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
+'Allow role p_role (and its members) to act on queue p_queue with p_privilege: ''produce'' (enqueue) or ''work'' (claim, acquire, complete, complete_many, fail, heartbeat, snooze; reap settles only the granted queues'' expired leases). p_queue is a queue name or a prefix ending in * (''mail.*''; ''*'' alone is every queue). A role that has at least one grant, directly or through a role it belongs to, may act only on its granted queues: anything else is refused with 42501 naming the queue, and it reads only the jobs of its ''work'' queues from backoff.jobs. A worker or producer without grants acts on no queue when backoff.settings.require_queue_grants is on (new installs), on every queue when it is off. By id, a job of a queue the caller may not work on is answered as a missing one (BK001). The scope follows the login (session_user): SET ROLE cannot widen it; a connection whose login has no grants takes the scope of the role it SET ROLEs to. Superusers are never scoped. Returns true when the grant is new, false when it existed. Admin only.
 Errors: 22023 for an unknown role, a privilege other than produce or work, a queue that is not 1 to 128 bytes without control or format characters.
 Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');

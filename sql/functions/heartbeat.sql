@@ -39,8 +39,8 @@ BEGIN
       AND j.attempts = p_attempt
     RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
     IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
     ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;
@@ -50,7 +50,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
 'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
-Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''reports'');
 SELECT id FROM backoff.claim(''reports'', ''worker-1'');

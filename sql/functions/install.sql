@@ -26,8 +26,11 @@
 {{ template "_error_text.sql" . }}
 {{ template "_check_payload.sql" . }}
 {{ template "_queue_scope.sql" . }}
+{{ template "_scope_in_force.sql" . }}
 {{ template "_check_queue.sql" . }}
+{{ template "_check_job_scope.sql" . }}
 {{ template "_visible_queues.sql" . }}
+{{ template "job.sql" . }}
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
 {{ template "enqueue.sql" . }}

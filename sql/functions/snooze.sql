@@ -41,8 +41,8 @@ BEGIN
       AND j.attempts = p_attempt
     RETURNING j.* INTO v_job;
     IF FOUND THEN
-        -- Another queue's job: the error undoes the UPDATE.
-        PERFORM backoff._check_queue(ARRAY[v_job.queue], 'work') WHERE EXISTS (SELECT FROM backoff.queue_grants);
+        -- Another queue's job looks missing; the error undoes the UPDATE.
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
     ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
@@ -52,7 +52,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.snooze(bigint, integer, interval, timestamptz) IS
 'Put running attempt p_attempt of job p_job_id back to pending with run_at = p_now + p_delay (at most year 9999), without spending an attempt: uncounted_attempts + 1, so the counted attempt (attempts - uncounted_attempts, what max_attempts bounds) goes back by one. attempts, the fencing token, never goes down: the next claim gets a new token, and a repeated or stale snooze with this one is refused. Lease and locked_by are cleared; no error is recorded. Returns the job.
-Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on the job''s queue (nothing is changed).
+Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id, attempt or delay, an attempt < 1, a negative delay, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');

@@ -1,5 +1,6 @@
 -- backoff.stop_waiting(queue, worker): end p_worker's registration for
--- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it.
+-- p_queue (backoff.wait_for_jobs), so enqueue stops notifying for it. The
+-- same checks as wait_for_jobs: names, and the caller's 'work' scope.
 CREATE OR REPLACE FUNCTION backoff.stop_waiting(
     p_queue  text,
     p_worker text
@@ -11,14 +12,12 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_worker IS NULL THEN
-        RAISE EXCEPTION 'stop waiting in queue "%": worker must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
+    -- Only a worker that may work on the queue may wait for it: another
+    -- could end its registrations or make enqueue notify for it
+    -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
     DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
     RETURN FOUND;
 END
@@ -26,7 +25,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.stop_waiting(text, text) IS
 'End p_worker''s registration for p_queue (see backoff.wait_for_jobs): enqueue no longer notifies on its behalf. A worker calls it when a claim comes back full (the queue is busy) and at shutdown. Returns whether a registration existed.
-Errors: 22023 for a NULL or empty queue, a NULL worker.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters; 42501 when the caller is scoped by backoff.grant_queue (or has no grant while backoff.settings.require_queue_grants is on) and may not work on the queue.
 Example:
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
 SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';

@@ -3,7 +3,9 @@
 -- channel backoff_jobs for this queue (docs/adr/0027). A worker writes it
 -- only when a claim found the queue empty, never while busy. The
 -- registration follows the database's clock, not p_now: it is about live
--- connections, not about the jobs' simulated time.
+-- connections, not about the jobs' simulated time. Queue and worker are
+-- names (backoff._check_name), and the caller must be allowed to work on
+-- the queue: workers cannot read backoff.waiting_workers.
 CREATE OR REPLACE FUNCTION backoff.wait_for_jobs(
     p_queue  text,
     p_worker text,
@@ -18,14 +20,12 @@ AS $$
 DECLARE
     v_until timestamptz;
 BEGIN
-    IF p_queue IS NULL OR p_queue = '' THEN
-        RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_worker IS NULL THEN
-        RAISE EXCEPTION 'wait for jobs in queue "%": worker must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._check_name('queue', p_queue);
+    p_worker := backoff._check_name('worker', p_worker);
+    -- Only a worker that may work on the queue may wait for it: another
+    -- could end its registrations or make enqueue notify for it
+    -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
+    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
     IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
         RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -43,7 +43,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.wait_for_jobs(text, text, interval) IS
 'Register that p_worker waits for jobs of p_queue until now() + p_ttl (1 minute by default, at most 1 day): while a registration of the queue is live, backoff.enqueue notifies channel backoff_jobs with the queue name when it adds a job due now. A worker calls it when a claim found the queue empty, then claims once more and LISTENs; it ends the registration with backoff.stop_waiting when busy again. Expired registrations of the queue are deleted. Returns the expiry.
-Errors: 22023 for a NULL or empty queue, a NULL worker, a ttl that is NULL, not positive or over 1 day.
+Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control characters, a ttl that is NULL, not positive or over 1 day; 42501 when the caller is scoped by backoff.grant_queue (or has no grant while backoff.settings.require_queue_grants is on) and may not work on the queue.
 Example:
 LISTEN backoff_jobs;
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'', interval ''30 seconds'');

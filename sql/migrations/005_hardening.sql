@@ -33,6 +33,20 @@ ALTER TABLE backoff.settings
     ADD COLUMN max_payload_bytes integer NOT NULL DEFAULT 1048576
         CONSTRAINT settings_max_payload_bytes_check CHECK (max_payload_bytes >= 1024 AND max_payload_bytes <= 268435455);
 
+-- == Queue scope fails closed (docs/adr/0058) ==
+-- require_queue_grants: a worker or producer without any queue grant may act
+-- on no queue (backoff._queue_scope), instead of on every queue. Existing
+-- installs keep their behaviour (false); a database that never enqueued a
+-- job, i.e. a new install, starts with it on, as does a settings row
+-- written without it.
+ALTER TABLE backoff.settings ADD COLUMN require_queue_grants boolean NOT NULL DEFAULT false;
+ALTER TABLE backoff.settings ALTER COLUMN require_queue_grants SET DEFAULT true;
+UPDATE backoff.settings SET require_queue_grants = true
+WHERE pg_catalog.pg_sequence_last_value(pg_catalog.pg_get_serial_sequence('backoff.jobs', 'id')::pg_catalog.regclass) IS NULL;
+-- Wake-up registrations name other queues' workers: workers register and
+-- end their own through wait_for_jobs and stop_waiting only.
+REVOKE SELECT ON backoff.waiting_workers FROM backoff_worker;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -58,6 +72,10 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == Queue scope fails closed (docs/adr/0058) ==
+GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
+ALTER TABLE backoff.settings DROP COLUMN require_queue_grants;
 
 -- Payload size limit (docs/adr/0059).
 ALTER TABLE backoff.settings DROP COLUMN max_payload_bytes;

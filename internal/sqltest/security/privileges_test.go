@@ -310,9 +310,14 @@ func TestMigrationIdempotentAcrossDatabases(t *testing.T) {
 			continue
 		}
 		require.Equal(t, "backoff_owner", owner)
+		// A new install requires queue grants (docs/adr/0058).
+		_, err := pool.Exec(ctx, `SELECT backoff.grant_queue('backoff_worker', '*', 'work')`)
+		require.NoError(t, err)
 		require.NoError(t, asRole(ctx, pool, worker, `SELECT * FROM backoff.claim('q', 'w')`), "database %d", i)
 	}
 	_, errOut, code = backoffctltest.Run(t, "migrate", "up", "--database-url", urls[0])
 	require.Equal(t, exitOK, code, errOut)
+	_, err := testdb.Pool(t, urls[0]).Exec(ctx, `SELECT backoff.grant_queue('backoff_worker', '*', 'work')`)
+	require.NoError(t, err)
 	require.NoError(t, asRole(ctx, testdb.Pool(t, urls[0]), worker, `SELECT * FROM backoff.claim('q', 'w')`))
 }

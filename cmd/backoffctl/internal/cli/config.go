@@ -200,9 +200,11 @@ its row would un-pause it), and so is the policy it uses; apply says so, one
 line each ("kept queue ...: paused; resume it first or add it to the
 config"), and exits 0.
 
-A [settings] table (max_clock_skew, time_injection, max_payload_bytes) is
-written into the one row of backoff.settings; without [settings] that row is
-left as it is.`,
+A [settings] table (max_clock_skew, time_injection, max_payload_bytes,
+require_queue_grants) is written into the one row of backoff.settings;
+without [settings] that row is left as it is. When --prune revokes the last
+queue grant of a role, apply warns what the role may then do: every queue,
+or none with require_queue_grants on (the default).`,
 		Example: `  backoffctl config apply --env production
   backoffctl config apply --config deploy/backoff.toml --prune`,
 		Args: exactArgs(0, ""),
@@ -409,6 +411,15 @@ func writeExtras(w io.Writer, changes []change, pruned bool) {
 				ch.Object, esc(ch.Name), quoteAll(ch.keptFor))
 		default:
 			fmt.Fprintf(w, "  %s %s: only in the database (kept; apply --prune deletes it)\n", ch.Object, esc(ch.Name))
+		}
+		if ch.Unscoped != "" {
+			// Revoking a role's last grant widens it unless
+			// require_queue_grants is on (docs/adr/0058).
+			if pruned {
+				fmt.Fprintf(w, "warning: role %s has no queue grant left: it may now act on %s\n", esc(ch.grant.Role), ch.Unscoped)
+			} else {
+				fmt.Fprintf(w, "warning: apply --prune revokes every queue grant of role %s: it may then act on %s\n", esc(ch.grant.Role), ch.Unscoped)
+			}
 		}
 	}
 }

@@ -69,6 +69,23 @@ func TestConfigApplyGrants(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, []string{"work mail.*"}, grants(), out)
 
+	// A file that drops a role's last grant: diff and apply --prune warn
+	// what the role may do afterwards (docs/adr/0058): every queue with
+	// require_queue_grants off (this database's), none with it on.
+	write("version = 1\n")
+	code, out, errOut = run(t, "config", "diff", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "warning: apply --prune revokes every queue grant of role "+role+": it may then act on every queue (require_queue_grants is off)")
+	write("version = 1\n[settings]\ntime_injection = true\n")
+	code, out, errOut = run(t, "config", "diff", "--config", file, "--database-url", dbURL, "--output", "json")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, `"unscoped": "no queue (require_queue_grants is on)"`)
+	write("version = 1\n[settings]\ntime_injection = true\nrequire_queue_grants = false\n")
+	code, out, errOut = run(t, "config", "apply", "--prune", "--config", file, "--database-url", dbURL)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "warning: role "+role+" has no queue grant left: it may now act on every queue (require_queue_grants is off)")
+	require.Empty(t, grants())
+
 	// An unknown role stops the apply, naming it; nothing is written.
 	write("version = 1\n\n[grants.no_such_role_zz]\nwork = [\"x\"]\n[queues.x]\npolicy = \"moderate\"\n")
 	code, _, errOut = run(t, "config", "apply", "--config", file, "--database-url", dbURL)

@@ -112,20 +112,23 @@ WHERE pg_catalog.to_regclass('backoff.queue_grants') IS NOT NULL`)
 	}
 	if hasSettings {
 		var skewUS int64
-		var injection bool
+		var injection, require bool
 		var maxPayload int
-		// max_payload_bytes exists from schema version 5 on: read through
-		// the row's jsonb, the column's default before.
+		// max_payload_bytes and require_queue_grants exist from schema
+		// version 5 on: read through the row's jsonb, with what a version 4
+		// database does (1 MiB is the column's default; a role without
+		// grants acted on every queue).
 		err := q.QueryRow(ctx, `SELECT (extract(epoch FROM s.max_clock_skew) * 1000000)::bigint, s.time_injection,
-	coalesce((pg_catalog.to_jsonb(s) ->> 'max_payload_bytes')::integer, 1048576) FROM backoff.settings AS s`).
-			Scan(&skewUS, &injection, &maxPayload)
+	coalesce((pg_catalog.to_jsonb(s) ->> 'max_payload_bytes')::integer, 1048576),
+	coalesce((pg_catalog.to_jsonb(s) ->> 'require_queue_grants')::boolean, false) FROM backoff.settings AS s`).
+			Scan(&skewUS, &injection, &maxPayload, &require)
 		switch {
 		case err == pgx.ErrNoRows:
 		case err != nil:
 			return nil, fmt.Errorf("read settings: %w", err)
 		default:
-			st.Settings = &config.Settings{Set: true, MaxClockSkew: time.Duration(skewUS) * time.Microsecond, TimeInjection: injection,
-				MaxPayloadBytes: maxPayload}
+			st.Settings = &config.Settings{Set: true, MaxClockSkew: time.Duration(skewUS) * time.Microsecond,
+				TimeInjection: injection, MaxPayloadBytes: maxPayload, RequireQueueGrants: require}
 		}
 	}
 	return st, nil
@@ -137,6 +140,7 @@ func settingsFields(s config.Settings) [][2]string {
 		{"max_clock_skew", config.FormatDuration(s.MaxClockSkew)},
 		{"time_injection", strconv.FormatBool(s.TimeInjection)},
 		{"max_payload_bytes", strconv.Itoa(s.MaxPayloadBytes)},
+		{"require_queue_grants", strconv.FormatBool(s.RequireQueueGrants)},
 	}
 }
 
@@ -167,6 +171,11 @@ type change struct {
 	// (docs/adr/0054): a paused queue, or the policy such a queue uses.
 	// Deleting a paused queue's row would silently un-pause it.
 	Kept string `json:"kept,omitempty"`
+	// Unscoped: on the first grant only in the database of a role that
+	// the file grants nothing, what the role may do once apply --prune
+	// revoked its last grant (docs/adr/0058): every queue, unless
+	// require_queue_grants is on.
+	Unscoped string `json:"unscoped,omitempty"`
 
 	policy   policy.Policy   // desired row, for add/update of a policy
 	queue    config.Queue    // desired row, for add/update of a queue
@@ -389,8 +398,18 @@ func planChanges(c *config.Config, st *dbState) []change {
 		}
 	}
 	slices.SortFunc(extraG, func(a, b config.Grant) int { return strings.Compare(grantName(a), grantName(b)) })
+	fileRoles := map[string]bool{}
+	for _, g := range c.Grants {
+		fileRoles[g.Role] = true
+	}
+	warned := map[string]bool{}
 	for _, g := range extraG {
-		out = append(out, change{Kind: changeExtra, Object: "grant", Name: grantName(g), Note: "only in the database", grant: g})
+		ch := change{Kind: changeExtra, Object: "grant", Name: grantName(g), Note: "only in the database", grant: g}
+		if !fileRoles[g.Role] && !warned[g.Role] {
+			warned[g.Role] = true
+			ch.Unscoped = unscopedEffect(c, st)
+		}
+		out = append(out, ch)
 	}
 	// Settings: only when the file has [settings]; otherwise the database's
 	// row is left as it is.
@@ -416,6 +435,24 @@ func planChanges(c *config.Config, st *dbState) []change {
 		}
 	}
 	return out
+}
+
+// unscopedEffect says what a worker or producer role without any queue
+// grant may do once the configuration is applied: nothing with
+// require_queue_grants on (the file's, else the database's; a missing row
+// means on), every queue otherwise.
+func unscopedEffect(c *config.Config, st *dbState) string {
+	require := true
+	switch {
+	case c.Settings.Set:
+		require = c.Settings.RequireQueueGrants
+	case st.Settings != nil:
+		require = st.Settings.RequireQueueGrants
+	}
+	if require {
+		return "no queue (require_queue_grants is on)"
+	}
+	return "every queue (require_queue_grants is off)"
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -505,12 +542,14 @@ ON CONFLICT (name) DO UPDATE SET
 			continue
 		}
 		_, err := tx.Exec(ctx, `
-INSERT INTO backoff.settings (singleton, max_clock_skew, time_injection, max_payload_bytes, updated_at)
-VALUES (true, $1::bigint * interval '1 microsecond', $2, $3::integer, now())
+INSERT INTO backoff.settings (singleton, max_clock_skew, time_injection, max_payload_bytes, require_queue_grants, updated_at)
+VALUES (true, $1::bigint * interval '1 microsecond', $2, $3::integer, $4, now())
 ON CONFLICT (singleton) DO UPDATE SET
     max_clock_skew = excluded.max_clock_skew, time_injection = excluded.time_injection,
-    max_payload_bytes = excluded.max_payload_bytes, updated_at = now()`,
-			ch.settings.MaxClockSkew.Microseconds(), ch.settings.TimeInjection, ch.settings.MaxPayloadBytes)
+    max_payload_bytes = excluded.max_payload_bytes, require_queue_grants = excluded.require_queue_grants,
+    updated_at = now()`,
+			ch.settings.MaxClockSkew.Microseconds(), ch.settings.TimeInjection, ch.settings.MaxPayloadBytes,
+			ch.settings.RequireQueueGrants)
 		if err != nil {
 			return fmt.Errorf("write settings: %w", err)
 		}
