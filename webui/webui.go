@@ -12,6 +12,7 @@
 package webui
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -176,7 +177,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey{}, &csrfValue{})))
 }
 
 func (h *Handler) authorized(r *http.Request) bool {
@@ -200,9 +201,22 @@ func (h *Handler) authorized(r *http.Request) bool {
 // read nor forge it.
 const csrfCookie = "pgbackoff_csrf"
 
+// csrfKey keys a request's *csrfValue in its context.
+type csrfKey struct{}
+
+// csrfValue is a request's CSRF cookie value once known: a page may ask
+// for the token more than once (the overview's table and its layout), and
+// a browser without the cookie must get one cookie and forms that match
+// it, not one new cookie per call.
+type csrfValue struct{ v string }
+
 // csrfToken returns the token for r's browser, setting the cookie when it
-// has none.
+// has none (once per request).
 func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	memo, _ := r.Context().Value(csrfKey{}).(*csrfValue)
+	if memo != nil && memo.v != "" {
+		return h.sign(memo.v)
+	}
 	v := ""
 	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 16 {
 		v = c.Value
@@ -212,6 +226,9 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		v = base64.RawURLEncoding.EncodeToString(b)
 		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: h.opts.Prefix + "/",
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	}
+	if memo != nil {
+		memo.v = v
 	}
 	return h.sign(v)
 }
