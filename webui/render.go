@@ -9,15 +9,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/visible"
 )
 
 // pageTemplate is layout.html with one page's templates.
@@ -41,8 +40,8 @@ var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "
 
 func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 	funcs := template.FuncMap{
-		"text":     visible,
-		"short":    func(s string, n int) string { return visible(truncate(s, n)) },
+		"text":     text,
+		"short":    func(s string, n int) string { return text(truncate(s, n)) },
 		"ts":       formatTime,
 		"tsp":      func(t *time.Time) string { return formatTimePtr(t) },
 		"dur":      formatDuration,
@@ -76,24 +75,13 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// visible shows control characters (a terminal escape, a NUL) as Go
-// escapes instead of passing them to the browser; html/template escapes
-// the markup characters when the result is rendered.
-func visible(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\t' {
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// text shows what producers and workers wrote as what it is: control
+// characters (a terminal escape, a NUL) and Unicode format characters (a
+// bidi override that reorders what follows, a zero-width character) as Go
+// escapes, the rule of the CLI (internal/visible); newlines and tabs stay,
+// for payloads and errors in <pre>. html/template escapes the markup
+// characters when the result is rendered.
+func text(s string) string { return visible.Escape(s, "\n\t") }
 
 func truncate(s string, n int) string {
 	if len([]rune(s)) <= n {
