@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,7 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		"join":     strings.Join,
 		"contains": func(list []string, s string) bool { return contains(list, s) },
 		"add":      func(a, b int) int { return a + b },
+		"count":    thousands,
 	}
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
@@ -82,6 +84,24 @@ func contains(list []string, s string) bool {
 // for payloads and errors in <pre>. html/template escapes the markup
 // characters when the result is rendered.
 func text(s string) string { return visible.Escape(s, "\n\t") }
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
 
 func truncate(s string, n int) string {
 	if len([]rune(s)) <= n {
