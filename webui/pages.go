@@ -348,6 +348,10 @@ type deadData struct {
 	Sampled    int64
 	Total      int64
 	TotalExact bool
+	// PairsCapped: there are more (queue, reason) pairs than Pairs; the
+	// page counts and samples the first Pairs.
+	PairsCapped bool
+	Pairs       int
 }
 
 type deadReason struct {
@@ -375,7 +379,8 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := deadData{Queue: queue, Complete: s.Complete, Sampled: s.Sampled, TotalExact: true}
+	d := deadData{Queue: queue, Complete: s.Complete, Sampled: s.Sampled, TotalExact: true,
+		PairsCapped: s.PairsCapped, Pairs: client.DefaultDeadLetterPairs}
 	replay := func(f filter) string {
 		v := f.values()
 		v.Set("action", "replay")
