@@ -145,7 +145,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if v.Status == 0 {
 		v.Status = status
 	}
-	if h.opts.AllowActions {
+	if h.opts.AllowActions && name != "error" { // the error page has no form
 		v.CSRF = h.csrfToken(w, r)
 	}
 	var buf bytes.Buffer
