@@ -230,8 +230,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		msg := "authentication required"
 		if h.session != "" {
-			msg = "this UI needs its access token: open the address `backoffctl ui` printed when it started " +
-				"(it ends in ?token=…; with BACKOFF_UI_TOKEN set, add ?token= and that token), " +
+			msg = "this UI needs its access token: open the address that backoffctl ui printed when it started " +
+				"(it ends in ?token=…; with BACKOFF_UI_TOKEN set, add ?token= and that token to the address), " +
 				"or send the header Authorization: Bearer with the token"
 		}
 		h.render(w, r, http.StatusUnauthorized, "error", view{Title: http.StatusText(http.StatusUnauthorized), Message: msg})
