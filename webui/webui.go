@@ -5,7 +5,9 @@
 // the few lines of JavaScript and the stylesheet are embedded. It is read
 // only unless Options.AllowActions is set; every action is a POST carrying
 // a CSRF token and passing a same-origin check
-// (docs/adr/0044-operator-web-ui.md).
+// (docs/adr/0044-operator-web-ui.md). It answers only to loopback names
+// and Options.Hosts, and with Options.BearerToken to requests carrying it
+// (docs/adr/0060-ui-hosts-token-and-bounded-reads.md).
 //
 // The client package does not import this one: a program that only
 // enqueues pulls in no web code.
