@@ -53,7 +53,8 @@ func (b *bench) uiPages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := webui.New(c, webui.Options{Logger: slog.New(slog.DiscardHandler)})
+	// In-process requests (httptest.NewRequest) name the host example.com.
+	h, err := webui.New(c, webui.Options{Logger: slog.New(slog.DiscardHandler), Hosts: []string{"example.com"}})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ const (
 	DefaultDeadLetterSample     = 10000  // most recent dead letters grouped by signature
 	DefaultDeadLetterCountLimit = 100000 // exact count per queue and reason up to this
 	DefaultDeadLetterGroups     = 200    // signature groups returned
+	DefaultDeadLetterPairs      = 500    // (queue, reason) pairs counted and sampled
 )
 
 // DeadLetterOptions select and bound DeadLetters. Zero values take the
@@ -36,6 +37,12 @@ type DeadLetterOptions struct {
 	CountLimit int
 	// Groups is the most signature groups returned, largest first.
 	Groups int
+	// Pairs is the most (queue, reason) pairs counted and sampled, the
+	// first in (queue, reason) order: each costs a few index probes and a
+	// branch of the sample's statement, so a queue per tenant would
+	// otherwise make the summary grow (and past some tens of thousands of
+	// pairs fail) with the tenants.
+	Pairs int
 }
 
 // DeadLetterReason is every dead letter of one queue with one reason.
@@ -65,13 +72,18 @@ type DeadLetterSummary struct {
 	// Complete is true when the sample holds every dead letter (of the
 	// queue): Groups' counts are then the groups' whole counts.
 	Complete bool
+	// PairsCapped is true when there are more (queue, reason) pairs than
+	// DeadLetterOptions.Pairs: Reasons and the sample cover the first
+	// Pairs only, in (queue, reason) order.
+	PairsCapped bool
 }
 
 // deadLetterReasonsSQL finds the (queue, reason) pairs of the dead letters
 // by a loose scan of jobs_dead_letters_idx (reason may be NULL: the next
 // pair is a greater reason, else the queue's NULL reason, else the next
-// queue), then counts each pair, at most $2 + 1, and finds its first and
-// last completed_at, all index-only. Every probe orders by the index's
+// queue), the first $3 of them (the scan stops there: a recursive query is
+// evaluated as far as it is read), then counts each pair, at most $2 + 1,
+// and finds its first and last completed_at, all index-only. Every probe orders by the index's
 // columns: with a bare LIMIT the planner may take a heap or sequential
 // scan (PostgreSQL 14-18 did, estimating the reason's NULLs from the whole
 // table), and the NULL reason's probes order by the reason too (IS NULL is
@@ -119,8 +131,7 @@ SELECT p.queue, p.reason,
              (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
                 AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
                 ORDER BY j.dead_letter_reason DESC, j.completed_at DESC LIMIT 1))
-FROM pairs AS p
-WHERE p.queue IS NOT NULL
+FROM (SELECT f.queue, f.reason FROM pairs AS f WHERE f.queue IS NOT NULL LIMIT $3::bigint) AS p
 ORDER BY p.queue, p.reason`
 
 // deadLetterSampleSQL groups the most recent dead letters: sample, the ids
@@ -186,13 +197,14 @@ func deadLetterSample(pairs []DeadLetterReason, args *[]any) string {
 // counts and the sample may differ by what happened between them.
 func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLetterSummary, error) {
 	op := "summarize dead letters"
-	if o.Sample < 0 || o.CountLimit < 0 || o.Groups < 0 {
-		return DeadLetterSummary{}, fmt.Errorf("%s: %w: sample %d, count limit %d and groups %d must not be negative",
-			op, ErrInvalidArgument, o.Sample, o.CountLimit, o.Groups)
+	if o.Sample < 0 || o.CountLimit < 0 || o.Groups < 0 || o.Pairs < 0 {
+		return DeadLetterSummary{}, fmt.Errorf("%s: %w: sample %d, count limit %d, groups %d and pairs %d must not be negative",
+			op, ErrInvalidArgument, o.Sample, o.CountLimit, o.Groups, o.Pairs)
 	}
 	o.Sample = nullIntDefault(o.Sample, DefaultDeadLetterSample)
 	o.CountLimit = nullIntDefault(o.CountLimit, DefaultDeadLetterCountLimit)
 	o.Groups = nullIntDefault(o.Groups, DefaultDeadLetterGroups)
+	o.Pairs = nullIntDefault(o.Pairs, DefaultDeadLetterPairs)
 	out := DeadLetterSummary{Reasons: []DeadLetterReason{}, Groups: []DeadLetterGroup{}}
 	err := c.withoutJIT(ctx, func(db DB) error { return summarizeDeadLetters(ctx, db, o, &out) })
 	if err != nil {
@@ -203,7 +215,8 @@ func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLett
 
 // summarizeDeadLetters fills out for DeadLetters (o with its defaults).
 func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *DeadLetterSummary) error {
-	rows, err := db.Query(ctx, deadLetterReasonsSQL, nullString(o.Queue), o.CountLimit)
+	// One pair more than asked for says that there are more.
+	rows, err := db.Query(ctx, deadLetterReasonsSQL, nullString(o.Queue), o.CountLimit, o.Pairs+1)
 	if err != nil {
 		return err
 	}
@@ -216,6 +229,10 @@ func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *
 		if err := rows.Scan(&r.Queue, &reason, &r.Count, &first, &last); err != nil {
 			rows.Close()
 			return err
+		}
+		if len(out.Reasons) == o.Pairs {
+			out.PairsCapped = true
+			continue
 		}
 		if reason != nil {
 			r.Reason = *reason
@@ -254,7 +271,7 @@ func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	out.Complete = exact && total <= int64(o.Sample)
+	out.Complete = exact && total <= int64(o.Sample) && !out.PairsCapped
 	return nil
 }
 

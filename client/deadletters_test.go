@@ -180,7 +180,7 @@ FROM generate_series(1, 60000) AS i`)
 		require.NoError(t, rows.Err())
 		return strings.Join(lines, "\n")
 	}
-	plan := explain(deadLetterReasonsSQL, nil, 100000)
+	plan := explain(deadLetterReasonsSQL, nil, 100000, DefaultDeadLetterPairs+1)
 	require.NotContains(t, plan, "Seq Scan", plan)
 	require.Contains(t, plan, "Index Only Scan using jobs_dead_letters_idx", plan)
 	require.NotContains(t, plan, "Index Scan using", "the counts and bounds read the index only:\n"+plan)
@@ -233,4 +233,35 @@ func TestDeadLettersWithoutJIT(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SHOW jit").Scan(&jit))
 	require.NoError(t, pool.QueryRow(ctx, "SHOW jit_above_cost").Scan(&above))
 	require.Equal(t, []string{"on", "0"}, []string{jit, above}, "the session's own settings are back")
+}
+
+// TestDeadLettersPairsCapped: with more (queue, reason) pairs than Pairs,
+// the summary counts and samples the first ones in (queue, reason) order
+// and says so.
+func TestDeadLettersPairsCapped(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	c := newTestClient(t, pool)
+	_, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
+		SELECT 'q' || (i % 5), 'dead_lettered', 1, now(), now(), now() - i * interval '1 second', 'failed', 'max_attempts'
+		FROM generate_series(1, 20) AS i`)
+	require.NoError(t, err)
+	s, err := c.DeadLetters(ctx, DeadLetterOptions{Pairs: 3})
+	require.NoError(t, err)
+	require.True(t, s.PairsCapped)
+	require.False(t, s.Complete)
+	require.Len(t, s.Reasons, 3)
+	for i, r := range s.Reasons {
+		require.Equal(t, fmt.Sprintf("q%d", i), r.Queue)
+		require.Equal(t, int64(4), r.Count)
+	}
+	require.Equal(t, int64(12), s.Sampled, "the sample is drawn from those pairs")
+	s, err = c.DeadLetters(ctx, DeadLetterOptions{Pairs: 5})
+	require.NoError(t, err)
+	require.False(t, s.PairsCapped)
+	require.True(t, s.Complete)
+	require.Len(t, s.Reasons, 5)
+	_, err = c.DeadLetters(ctx, DeadLetterOptions{Pairs: -1})
+	require.ErrorIs(t, err, ErrInvalidArgument)
 }

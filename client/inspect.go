@@ -60,6 +60,12 @@ type ListParams struct {
 	// the same filters and order.
 	Cursor string
 	Limit  int // default 100
+	// WithoutPayloads leaves each job's Payload, Errors and ErrorsJSON
+	// empty (nil): the rows then weigh the same few hundred bytes whatever
+	// producers put in payloads (megabytes, at worst) and workers in the
+	// error history (up to about 160 KiB a job). A page of jobs sets it
+	// and reads one job's payload with Preview or Details.
+	WithoutPayloads bool
 }
 
 // JobPage is one page of List. Next is the cursor of the following page,
@@ -80,11 +86,17 @@ type JobPage struct {
 const ErrorScanLimit = 5000
 
 // detailFrom selects JobDetail columns: jobColumns of j, then the
-// effective policy and max_attempts.
+// effective policy, max_attempts and the error history.
 var detailFrom = "SELECT j." + strings.ReplaceAll(jobColumns, ", ", ", j.") + ", gp.name, coalesce(j.max_attempts, p.max_attempts, 0), j.errors " +
 	"FROM backoff.jobs AS j " +
 	"CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp " +
 	"LEFT JOIN backoff.policies AS p ON p.name = gp.name "
+
+// detailFromWithoutPayloads is detailFrom with NULL for the payload and
+// the error history: a value that is not selected is never detoasted nor
+// sent.
+var detailFromWithoutPayloads = strings.NewReplacer("j.payload,", "NULL::jsonb,", "j.errors,", "NULL::jsonb,",
+	"j.errors ", "NULL::jsonb ").Replace(detailFrom)
 
 // listOrder is each order's ORDER BY, its reverse, and its cursor
 // condition ($C: the cursor's id, $A: its completion time).
@@ -203,7 +215,11 @@ func listQuery(p ListParams, limit int, afterID int64, afterAt time.Time, cursor
 			cond + " ORDER BY " + ord[0] + " LIMIT " + boundArg + ") AS m WHERE qs.name IS NOT NULL ORDER BY " +
 			strings.ReplaceAll(ord[0], "j.", "m.") + " LIMIT " + boundArg
 	}
-	from := strings.Replace(detailFrom, "FROM backoff.jobs AS j ", "FROM ("+source+") AS j ", 1)
+	from := detailFrom
+	if p.WithoutPayloads {
+		from = detailFromWithoutPayloads
+	}
+	from = strings.Replace(from, "FROM backoff.jobs AS j ", "FROM ("+source+") AS j ", 1)
 	if p.ErrorContains == "" {
 		return with + from + "ORDER BY " + ord[0], "", args, nil
 	}
@@ -316,6 +332,50 @@ func (c *Client) Details(ctx context.Context, jobID int64) (JobDetail, error) {
 		return JobDetail{}, translate(op, jobID, err)
 	}
 	return jobs[0], nil
+}
+
+// PayloadPreview is the start of a job's payload, for a page that shows a
+// payload without holding all of it.
+type PayloadPreview struct {
+	// Text is the payload as JSON text (PostgreSQL's jsonb output), cut
+	// after the characters asked for when Truncated (then it is no longer
+	// valid JSON).
+	Text string
+	// Bytes is the size of the whole payload's text.
+	Bytes int64
+	// Truncated: Text is the start of the payload only.
+	Truncated bool
+}
+
+// Preview reads one job as Details does, but of its payload only the
+// first maxChars characters (JobDetail.Payload stays nil): what the web
+// UI's job page shows, so that a payload of many megabytes neither
+// travels nor sits in the UI's memory. An unknown id gives ErrJobNotFound.
+func (c *Client) Preview(ctx context.Context, jobID int64, maxChars int) (JobDetail, PayloadPreview, error) {
+	op := fmt.Sprintf("show job %d", jobID)
+	if maxChars < 1 {
+		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w: payload preview of %d characters: want at least 1",
+			op, ErrInvalidArgument, maxChars)
+	}
+	// The error history is read whole: it is bounded (20 entries of at
+	// most 8 KiB) and the page shows all of it.
+	sql := strings.Replace(strings.Replace(detailFrom, "j.payload,", "NULL::jsonb,", 1), " FROM backoff.jobs AS j ",
+		", pg_catalog.left(pt.text, $2), pg_catalog.octet_length(pt.text), pg_catalog.length(pt.text) > $2 "+
+			"FROM backoff.jobs AS j CROSS JOIN LATERAL (SELECT j.payload::text AS text) AS pt ", 1)
+	var pv PayloadPreview
+	var d JobDetail
+	var maxAttempts int32
+	var history []byte
+	j, err := scanJob(c.db.QueryRow(ctx, sql+"WHERE j.id = $1", jobID, maxChars),
+		&d.EffectivePolicy, &maxAttempts, &history, &pv.Text, &pv.Bytes, &pv.Truncated)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w", op, ErrJobNotFound)
+	}
+	if err != nil {
+		return JobDetail{}, PayloadPreview{}, translate(op, jobID, err)
+	}
+	d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
+	return d, pv, nil
 }
 
 func (c *Client) queryDetails(ctx context.Context, sql string, args []any) ([]JobDetail, error) {

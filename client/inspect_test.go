@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +129,52 @@ func TestOperatorCallsAgainstPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, j.Status)
 	require.True(t, j.RunAt.Equal(now), "replayed at the client's clock")
+}
+
+// TestListWithoutPayloadsAndPreview: a listing without payloads leaves the
+// payload and the history out, and Preview reads the start of a payload
+// with its whole size.
+func TestListWithoutPayloadsAndPreview(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	c := newTestClient(t, pool)
+	big, err := c.Enqueue(ctx, "big", map[string]string{"blob": strings.Repeat("é", 5000)})
+	require.NoError(t, err)
+	j, err := c.Acquire(ctx, big, 0)
+	require.NoError(t, err)
+	_, err = c.Fail(ctx, big, j.Attempts, "boom")
+	require.NoError(t, err)
+	small, err := c.Enqueue(ctx, "big", map[string]int{"n": 1})
+	require.NoError(t, err)
+
+	page, err := c.List(ctx, ListParams{Queue: "big", Order: OldestFirst, WithoutPayloads: true})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 2)
+	for _, d := range page.Jobs {
+		require.Nil(t, d.Payload)
+		require.Nil(t, d.Errors)
+		require.Nil(t, d.ErrorsJSON)
+	}
+	require.Equal(t, "boom", page.Jobs[0].LastError, "the rest of the row is there")
+	page, err = c.List(ctx, ListParams{Queue: "big", Order: OldestFirst})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs[0].Errors, 1, "without the option, as before")
+
+	d, pv, err := c.Preview(ctx, big, 100)
+	require.NoError(t, err)
+	require.Nil(t, d.Payload)
+	require.Len(t, d.Errors, 1, "the history is whole")
+	require.Equal(t, "big", d.Queue)
+	require.True(t, pv.Truncated)
+	require.Equal(t, `{"blob": "`+strings.Repeat("é", 90), pv.Text, "100 characters")
+	require.Equal(t, int64(len(`{"blob": ""}`)+2*5000), pv.Bytes)
+	_, pv, err = c.Preview(ctx, small, 100)
+	require.NoError(t, err)
+	require.False(t, pv.Truncated)
+	require.Equal(t, `{"n": 1}`, pv.Text)
+	_, _, err = c.Preview(ctx, 999999, 100)
+	require.ErrorIs(t, err, ErrJobNotFound)
+	_, _, err = c.Preview(ctx, small, 0)
+	require.ErrorIs(t, err, ErrInvalidArgument)
 }

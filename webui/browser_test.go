@@ -29,8 +29,8 @@ var pageLoad = page.LoadEventFired
 // browser starts a headless Debian chromium with a fresh profile, or skips
 // the test when there is none (it fails under CI, where .ci/run installs
 // it). Console messages of every page are collected into the returned
-// func's answer.
-func browser(t *testing.T) (context.Context, func() []string) {
+// func's answer. extra adds flags to chromium's.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, func() []string) {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		if os.Getenv("CI") != "" {
@@ -47,6 +47,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 800),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
@@ -73,7 +74,11 @@ func browser(t *testing.T) (context.Context, func() []string) {
 	}
 }
 
-// uiServer seeds a database and serves the UI over it.
+// uiToken is the browser tests' access token, as `backoffctl ui` makes
+// one at start: each test's browser opens the URL with it first (login).
+const uiToken = "browser-tests-token"
+
+// uiServer seeds a database and serves the UI over it, with uiToken.
 func uiServer(t *testing.T, allow bool) (*httptest.Server, *pgxpool.Pool, uiseed.Result) {
 	t.Helper()
 	pool := testdb.New(t)
@@ -82,7 +87,7 @@ func uiServer(t *testing.T, allow bool) (*httptest.Server, *pgxpool.Pool, uiseed
 	require.NoError(t, err)
 	c, err := client.New(ctx, pool)
 	require.NoError(t, err)
-	h, err := webui.New(c, webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond})
+	h, err := webui.New(c, webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond, BearerToken: uiToken})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -113,6 +118,7 @@ func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.V
 func TestBrowser(t *testing.T) {
 	srv, pool, seeded := uiServer(t, true)
 	ctx, console := browser(t)
+	login(t, ctx, srv.URL, uiToken)
 	shots := os.Getenv("UI_SCREENSHOTS") // a directory: docs/ui.md's pictures
 	shot := func(name string) {
 		if shots == "" {
@@ -305,6 +311,7 @@ func TestBrowser(t *testing.T) {
 func TestBrowserReadOnly(t *testing.T) {
 	srv, pool, seeded := uiServer(t, false)
 	ctx, console := browser(t)
+	login(t, ctx, srv.URL, uiToken)
 	do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Hostile)))
 	require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("mode"))), "read-only")
 	buttons := run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("main form[method=post], #replay, #bulk-replay").length`))

@@ -231,6 +231,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	p.WithoutPayloads = true // a page of jobs shows no payload: it reads none
 	page, err := h.c.List(ctx, p)
 	if err != nil {
 		h.failErr(w, r, err)
@@ -265,14 +266,23 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "jobs", view{Title: "Jobs", Nav: "jobs", Data: d})
 }
 
+// payloadPreviewChars is the most of a payload the job page reads and
+// shows: a payload of many megabytes neither travels to the UI nor sits in
+// its memory.
+const payloadPreviewChars = 65536
+
 type jobData struct {
-	J        client.JobDetail
-	Payload  string
-	Policy   *policy.Policy
-	Timeline timeline
-	CanRetry bool // replay allowed
-	CanStop  bool // cancel allowed
-	Counted  int  // J.CountedAttempts()
+	J       client.JobDetail
+	Payload string
+	// PayloadBytes is the whole payload's size when Payload is only its
+	// first payloadPreviewChars characters; 0 when it is whole.
+	PayloadBytes int64
+	PreviewChars int64
+	Policy       *policy.Policy
+	Timeline     timeline
+	CanRetry     bool // replay allowed
+	CanStop      bool // cancel allowed
+	Counted      int  // J.CountedAttempts()
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
@@ -283,12 +293,17 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	j, err := h.c.Details(ctx, id)
+	j, pv, err := h.c.Preview(ctx, id, payloadPreviewChars)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobData{J: j, Payload: indentJSON(j.Payload), Counted: j.CountedAttempts()}
+	d := jobData{J: j, Payload: pv.Text, Counted: j.CountedAttempts(), PreviewChars: payloadPreviewChars}
+	if pv.Truncated {
+		d.PayloadBytes = pv.Bytes
+	} else {
+		d.Payload = indentJSON([]byte(pv.Text))
+	}
 	ps, err := h.c.Policies(ctx)
 	if err != nil {
 		h.failErr(w, r, err)
@@ -333,6 +348,10 @@ type deadData struct {
 	Sampled    int64
 	Total      int64
 	TotalExact bool
+	// PairsCapped: there are more (queue, reason) pairs than Pairs; the
+	// page counts and samples the first Pairs.
+	PairsCapped bool
+	Pairs       int
 }
 
 type deadReason struct {
@@ -360,7 +379,8 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := deadData{Queue: queue, Complete: s.Complete, Sampled: s.Sampled, TotalExact: true}
+	d := deadData{Queue: queue, Complete: s.Complete, Sampled: s.Sampled, TotalExact: true,
+		PairsCapped: s.PairsCapped, Pairs: client.DefaultDeadLetterPairs}
 	replay := func(f filter) string {
 		v := f.values()
 		v.Set("action", "replay")

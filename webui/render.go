@@ -13,11 +13,11 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/visible"
 )
 
 // pageTemplate is layout.html with one page's templates.
@@ -41,8 +41,8 @@ var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "
 
 func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 	funcs := template.FuncMap{
-		"text":     visible,
-		"short":    func(s string, n int) string { return visible(truncate(s, n)) },
+		"text":     text,
+		"short":    func(s string, n int) string { return text(truncate(s, n)) },
 		"ts":       formatTime,
 		"tsp":      func(t *time.Time) string { return formatTimePtr(t) },
 		"dur":      formatDuration,
@@ -50,6 +50,7 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		"join":     strings.Join,
 		"contains": func(list []string, s string) bool { return contains(list, s) },
 		"add":      func(a, b int) int { return a + b },
+		"count":    thousands,
 	}
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
@@ -76,21 +77,28 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// visible shows control characters (a terminal escape, a NUL) as Go
-// escapes instead of passing them to the browser; html/template escapes
-// the markup characters when the result is rendered.
-func visible(s string) string {
-	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) < 0 {
-		return s
-	}
+// text shows what producers and workers wrote as what it is: control
+// characters (a terminal escape, a NUL) and Unicode format characters (a
+// bidi override that reorders what follows, a zero-width character) as Go
+// escapes, the rule of the CLI (internal/visible); newlines and tabs stay,
+// for payloads and errors in <pre>. html/template escapes the markup
+// characters when the result is rendered.
+func text(s string) string { return visible.Escape(s, "\n\t") }
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
 	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) && r != '\n' && r != '\t' {
-			q := strconv.QuoteRune(r)
-			b.WriteString(q[1 : len(q)-1])
-			continue
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
 		}
-		b.WriteRune(r)
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
 	}
 	return b.String()
 }
@@ -137,7 +145,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if v.Status == 0 {
 		v.Status = status
 	}
-	if h.opts.AllowActions {
+	if h.opts.AllowActions && name != "error" { // the error page has no form
 		v.CSRF = h.csrfToken(w, r)
 	}
 	var buf bytes.Buffer

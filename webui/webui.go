@@ -5,13 +5,16 @@
 // the few lines of JavaScript and the stylesheet are embedded. It is read
 // only unless Options.AllowActions is set; every action is a POST carrying
 // a CSRF token and passing a same-origin check
-// (docs/adr/0044-operator-web-ui.md).
+// (docs/adr/0044-operator-web-ui.md). It answers only to loopback names
+// and Options.Hosts, and with Options.BearerToken to requests carrying it
+// (docs/adr/0060-ui-hosts-token-and-bounded-reads.md).
 //
 // The client package does not import this one: a program that only
 // enqueues pulls in no web code.
 package webui
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -23,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -45,11 +49,23 @@ type Options struct {
 	// AllowActions enables the actions (replay, cancel, pause, resume,
 	// bulk, enqueue). Without it the UI is read only and says so.
 	AllowActions bool
+	// Hosts are the names (or addresses) the UI answers to in a request's
+	// Host header besides the loopback ones (localhost, 127.0.0.0/8, ::1),
+	// which it always answers to; a port is ignored, and "*" answers to
+	// any host (for an application that checks hosts itself). Any other
+	// host gets 421: a page of another site whose name the attacker points
+	// at this machine (DNS rebinding) is same-origin with itself, so the
+	// browser would let it read the pages and post their forms.
+	Hosts []string
 	// BasicUser and BasicPassword, when both set, require HTTP basic
 	// authentication on every request.
 	BasicUser, BasicPassword string
-	// BearerToken, when set, is accepted as "Authorization: Bearer TOKEN"
-	// (and, with basic auth also set, either one is enough).
+	// BearerToken, when set, is required on every request but for the
+	// static assets: as "Authorization: Bearer TOKEN", or from a browser
+	// as the HttpOnly, SameSite=Strict cookie that opening any page with
+	// "?token=TOKEN" sets (the page then redirects to its URL without the
+	// token: the address `backoffctl ui` prints). With basic auth also
+	// set, either one is enough.
 	BearerToken string
 	// Logger receives server-side errors (default: slog.Default()).
 	Logger *slog.Logger
@@ -65,13 +81,18 @@ type Options struct {
 
 // Handler serves the UI.
 type Handler struct {
-	c      *client.Client
-	opts   Options
-	mux    *http.ServeMux
-	pages  map[string]*pageTemplate
-	secret []byte
-	cop    *http.CrossOriginProtection
-	assets string // cache-busting version of the embedded assets
+	c     *client.Client
+	opts  Options
+	hosts map[string]bool // Options.Hosts, normalized
+	// session is the value of the session cookie for BearerToken: an HMAC
+	// of a constant under the token, so that the cookie is not the token
+	// and stays valid across restarts with the same token.
+	session string
+	mux     *http.ServeMux
+	pages   map[string]*pageTemplate
+	secret  []byte
+	cop     *http.CrossOriginProtection
+	assets  string // cache-busting version of the embedded assets
 	// activity keeps the overview chart's ended minutes.
 	activity activityCache
 }
@@ -99,7 +120,19 @@ func New(c *client.Client, opts Options) (*Handler, error) {
 		opts.RefreshEvery = 5 * time.Second
 	}
 	h := &Handler{c: c, opts: opts, mux: http.NewServeMux(), secret: make([]byte, 32),
-		cop: http.NewCrossOriginProtection()}
+		cop: http.NewCrossOriginProtection(), hosts: map[string]bool{}}
+	for _, host := range opts.Hosts {
+		n := hostName(host)
+		if n == "" {
+			return nil, fmt.Errorf("webui: host %q: want a host name or address", host)
+		}
+		h.hosts[n] = true
+	}
+	if opts.BearerToken != "" {
+		m := hmac.New(sha256.New, []byte(opts.BearerToken))
+		m.Write([]byte("pgbackoff web UI session"))
+		h.session = base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	}
 	if _, err := rand.Read(h.secret); err != nil {
 		return nil, fmt.Errorf("webui: csrf secret: %w", err)
 	}
@@ -164,23 +197,81 @@ func (h *Handler) routes() {
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-// ServeHTTP authenticates, sets the security headers and routes.
+// ServeHTTP sets the security headers, checks the host, authenticates and
+// routes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", csp)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
-	if !h.authorized(r) {
-		hd.Set("WWW-Authenticate", `Basic realm="pgbackoff", charset="UTF-8"`)
-		http.Error(w, "authentication required", http.StatusUnauthorized)
+	if !h.hostAllowed(r.Host) {
+		// Plain text: nothing of the UI, not even its stylesheet, for a
+		// name this UI does not go by.
+		http.Error(w, fmt.Sprintf("refused: host %q is not one this UI answers to (loopback names, and those given "+
+			"with backoffctl ui --allow-host or webui.Options.Hosts)", hostName(r.Host)), http.StatusMisdirectedRequest)
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	if tok, ok := r.URL.Query()["token"]; ok && h.session != "" && r.Method == http.MethodGet &&
+		subtle.ConstantTimeCompare([]byte(tok[0]), []byte(h.opts.BearerToken)) == 1 {
+		// The URL printed at start: keep the session in a cookie and
+		// take the token out of the address bar (and of the history).
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.session, Path: h.opts.Prefix + "/",
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		u := *r.URL
+		q := u.Query()
+		q.Del("token")
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+		return
+	}
+	static := strings.HasPrefix(r.URL.Path, h.opts.Prefix+"/static/") && r.Method == http.MethodGet
+	if !static && !h.authorized(r) {
+		if h.opts.BasicUser != "" {
+			hd.Set("WWW-Authenticate", `Basic realm="pgbackoff", charset="UTF-8"`)
+		}
+		msg := "authentication required"
+		if h.session != "" {
+			msg = "this UI needs its access token: open the address that backoffctl ui printed when it started " +
+				"(it ends in ?token=…; with BACKOFF_UI_TOKEN set, add ?token= and that token to the address), " +
+				"or send the header Authorization: Bearer with the token"
+		}
+		h.render(w, r, http.StatusUnauthorized, "error", view{Title: http.StatusText(http.StatusUnauthorized), Message: msg})
+		return
+	}
+	h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), csrfKey{}, &csrfValue{})))
 }
+
+// hostName is the host of a Host header (or of Options.Hosts) without
+// its port, brackets and trailing dot, in lower case.
+func hostName(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+}
+
+// hostAllowed: the Host header names this machine's loopback or a host
+// of Options.Hosts.
+func (h *Handler) hostAllowed(host string) bool {
+	n := hostName(host)
+	if n == "localhost" || h.hosts["*"] || h.hosts[n] {
+		return true
+	}
+	ip := net.ParseIP(n)
+	return ip != nil && ip.IsLoopback()
+}
+
+// sessionCookie carries Handler.session for a browser that opened the
+// URL with the token.
+const sessionCookie = "pgbackoff_session"
 
 func (h *Handler) authorized(r *http.Request) bool {
 	if h.opts.BasicUser == "" && h.opts.BearerToken == "" {
+		return true
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil && h.session != "" &&
+		subtle.ConstantTimeCompare([]byte(c.Value), []byte(h.session)) == 1 {
 		return true
 	}
 	auth := r.Header.Get("Authorization")
@@ -200,9 +291,22 @@ func (h *Handler) authorized(r *http.Request) bool {
 // read nor forge it.
 const csrfCookie = "pgbackoff_csrf"
 
+// csrfKey keys a request's *csrfValue in its context.
+type csrfKey struct{}
+
+// csrfValue is a request's CSRF cookie value once known: a page may ask
+// for the token more than once (the overview's table and its layout), and
+// a browser without the cookie must get one cookie and forms that match
+// it, not one new cookie per call.
+type csrfValue struct{ v string }
+
 // csrfToken returns the token for r's browser, setting the cookie when it
-// has none.
+// has none (once per request).
 func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
+	memo, _ := r.Context().Value(csrfKey{}).(*csrfValue)
+	if memo != nil && memo.v != "" {
+		return h.sign(memo.v)
+	}
 	v := ""
 	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 16 {
 		v = c.Value
@@ -212,6 +316,9 @@ func (h *Handler) csrfToken(w http.ResponseWriter, r *http.Request) string {
 		v = base64.RawURLEncoding.EncodeToString(b)
 		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: h.opts.Prefix + "/",
 			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+	}
+	if memo != nil {
+		memo.v = v
 	}
 	return h.sign(v)
 }

@@ -13,14 +13,16 @@ import (
 
 // hostileText carries what a producer or worker could send to reach an
 // operator's terminal: an escape sequence that clears the screen, a C1
-// CSI, a forged second line, a bidi override, a bell.
-const hostileText = "boom\x1b[2J\u009b31m\nforged: ok\r\u202eevil\a"
+// CSI, a forged second line, a bidi override, a bell, and format
+// characters a terminal applies unseen (a zero-width space, a tag
+// character beyond U+FFFF).
+const hostileText = "boom\x1b[2J\u009b31m\nforged: ok\r\u202eevil\a\u200bz\U000e0041"
 
 // requireInert checks that text output carries none of hostileText's
 // control characters raw, and keeps one record per line.
 func requireInert(t *testing.T, out string) {
 	t.Helper()
-	for _, bad := range []string{"\x1b", "\u009b", "\r", "\u202e", "\a"} {
+	for _, bad := range []string{"\x1b", "\u009b", "\r", "\u202e", "\a", "\u200b", "\U000e0041"} {
 		require.NotContains(t, out, bad, "raw %q in output:\n%s", bad, out)
 	}
 	require.NotContains(t, out, "\nforged: ok", "a forged line")

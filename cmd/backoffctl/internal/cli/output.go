@@ -8,9 +8,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
+	"unicode/utf16"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/internal/visible"
 )
 
 // Output conventions (docs/adr/0012): text is for people (aligned columns,
@@ -33,8 +35,9 @@ func wantJSON(cmd *cobra.Command) (bool, error) {
 // writeJSON prints v as indented JSON followed by a newline. The JSON is
 // the exact value, but the characters a terminal acts on that
 // encoding/json leaves raw inside strings (DEL, C1 controls such as CSI,
-// bidi overrides) are written as \uXXXX escapes, which mean the same
-// string (DESIGN §11.4).
+// and the format characters: bidi overrides, zero-width characters) are
+// written as \uXXXX escapes (a surrogate pair above U+FFFF), which mean
+// the same string (DESIGN §11.4).
 func writeJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -44,63 +47,34 @@ func writeJSON(w io.Writer, v any) error {
 	}
 	var out strings.Builder
 	for _, r := range buf.String() {
-		if r != '\n' && dangerous(r) {
-			fmt.Fprintf(&out, "\\u%04x", r)
+		if r == '\n' || !dangerous(r) {
+			out.WriteRune(r)
 			continue
 		}
-		out.WriteRune(r)
+		if r > 0xffff {
+			hi, lo := utf16.EncodeRune(r)
+			fmt.Fprintf(&out, "\\u%04x\\u%04x", hi, lo)
+			continue
+		}
+		fmt.Fprintf(&out, "\\u%04x", r)
 	}
 	_, err := io.WriteString(w, out.String())
 	return err
 }
 
 // dangerous reports whether a terminal may act on r instead of showing
-// it: C0 controls, DEL, C1 controls and the bidi embedding, override and
-// isolate characters (which reorder what follows on the line).
-func dangerous(r rune) bool {
-	return r < 0x20 || (r >= 0x7f && r <= 0x9f) ||
-		(r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0x200e || r == 0x200f
-}
+// it: control characters (C0, DEL, C1) and format characters (bidi
+// embeddings, overrides, isolates and marks, which reorder what follows
+// on the line; zero-width characters). The rule is the web UI's too
+// (internal/visible).
+func dangerous(r rune) bool { return visible.Acts(r) }
 
 // esc renders text that came from producers or workers (queue, worker,
-// dedupe key, error, payload) for a terminal: control characters become
-// visible escapes (\n, \t, \x1b, \u009b, \u202e) and invalid UTF-8
-// bytes \xNN, so that nothing it contains can move the cursor, clear the
-// screen, forge a line or reorder the text around it.
-func esc(s string) string {
-	clean := true
-	for i, r := range s {
-		if dangerous(r) || (r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD")) {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, "\\x%02x", s[i])
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r < 0x80 && dangerous(r):
-			fmt.Fprintf(&b, "\\x%02x", r)
-		case dangerous(r):
-			fmt.Fprintf(&b, "\\u%04x", r)
-		default:
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
+// dedupe key, error, payload) for a terminal: control and format
+// characters become visible escapes (\n, \t, \x1b, \u009b, \u202e) and
+// invalid UTF-8 bytes \xNN, so that nothing it contains can move the
+// cursor, clear the screen, forge a line or reorder the text around it.
+func esc(s string) string { return visible.Escape(s, "") }
 
 // newTable returns an aligned-column writer; call Flush when done.
 func newTable(w io.Writer) *tabwriter.Writer {
