@@ -15,12 +15,13 @@
 # Environment: PGHOST/PGPORT/PGUSER (default /tmp, 55432, postgres),
 # RATE (producer calls/s, 20 jobs each; default 100 = 2,000 jobs/s),
 # WORKERS (default 4), MAINT_EVERY (seconds between maintain calls, default
-# 2), SEED (jobs enqueued before the run starts, default 0), OUT (log
-# folder, default /tmp/mvcc-proto-runs).
+# 2), MAINT_ARGS (arguments of the maintain call, default none), SEED (jobs
+# enqueued before the run starts, default 0), OUT (log folder, default
+# /tmp/mvcc-proto-runs).
 set -euo pipefail
 DIR=$1 S=$2 MODE=$3 DUR=${4:-90} IVL=${5:-15}
 export PGHOST=${PGHOST:-/tmp} PGPORT=${PGPORT:-55432} PGUSER=${PGUSER:-postgres} PGDATABASE=${PGDATABASE:-postgres}
-RATE=${RATE:-100} WORKERS=${WORKERS:-4} MAINT_EVERY=${MAINT_EVERY:-2} SEED=${SEED:-0}
+RATE=${RATE:-100} WORKERS=${WORKERS:-4} MAINT_EVERY=${MAINT_EVERY:-2} SEED=${SEED:-0} MAINT_ARGS=${MAINT_ARGS:-}
 PGBENCH=${PGBENCH:-/usr/lib/postgresql/15/bin/pgbench}
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/mvcc-proto-runs}/$S-$MODE-$(date +%H%M%S)
@@ -54,7 +55,7 @@ fi
 LSN0=$(q -c "SELECT pg_current_wal_lsn()")
 T0=$(date +%s)
 ( while sleep "$MAINT_EVERY"; do
-      q -c '\timing on' -c "CALL $S.maintain()" 2>&1 | sed "s/^/$(date +%T) /"
+      q -c '\timing on' -c "CALL $S.maintain($MAINT_ARGS)" 2>&1 | sed "s/^/$(date +%T) /"
   done ) >"$OUT/maintain.log" 2>&1 &
 MAINT_PID=$!
 "$PGBENCH" -n -M prepared -c 2 -j 1 -R "$RATE" -T "$DUR" -f "$OUT/enqueue.pgbench" >"$OUT/enqueue.out" 2>&1 &
@@ -62,7 +63,7 @@ ENQ_PID=$!
 "$PGBENCH" -n -M prepared -c "$WORKERS" -j 1 -T "$DUR" -D k=0 -f "$OUT/work.pgbench" >"$OUT/work.out" 2>&1 &
 WORK_PID=$!
 
-echo "# $S $MODE ${DUR}s rate=$((RATE * 20))/s workers=$WORKERS seed=$SEED ($OUT)"
+echo "# $S $MODE ${DUR}s rate=$((RATE * 20))/s workers=$WORKERS seed=$SEED maintain($MAINT_ARGS) ($OUT)"
 echo "# t completed/s backlog dead_tuples size_MB"
 SINCE=$(q -c "SELECT now()")
 for ((t = IVL; t <= DUR; t += IVL)); do
