@@ -282,13 +282,26 @@ func TestListsWithoutPayloads(t *testing.T) {
 // bidi overrides and isolates, zero-width characters, the byte order mark)
 // in a queue name, a payload and an error reach no page as characters:
 // they are shown as \u escapes, as the CLI shows them.
+// legacyQueueJob enqueues a job and then renames its queue to name, as a
+// queue named before enqueue refused format characters in names would be
+// (docs/adr/0059): such names can still be in a database, and the UI must
+// show them escaped.
+func legacyQueueJob(t *testing.T, dbURL string, c *client.Client, name string, payload any) int64 {
+	t.Helper()
+	ctx := context.Background()
+	id, err := c.Enqueue(ctx, "legacy", payload)
+	require.NoError(t, err)
+	_, err = testdb.Pool(t, dbURL).Exec(ctx, "UPDATE backoff.jobs SET queue = $1 WHERE id = $2", name, id)
+	require.NoError(t, err)
+	return id
+}
+
 func TestFormatCharactersEscaped(t *testing.T) {
 	dbURL := testdb.NewURL(t)
 	srv, c := serve(t, dbURL, webui.Options{AllowActions: true})
 	ctx := context.Background()
 	const queue = "pay\u202eslo" // shows as "payols" when reordered
-	id, err := c.Enqueue(ctx, queue, map[string]any{"note": "refund\u202e\u2066 100\u2069 \u200bx\ufeff"})
-	require.NoError(t, err)
+	id := legacyQueueJob(t, dbURL, c, queue, map[string]any{"note": "refund\u202e\u2066 100\u2069 \u200bx\ufeff"})
 	j, err := c.Acquire(ctx, id, 0)
 	require.NoError(t, err)
 	_, err = c.Fail(ctx, id, j.Attempts, "card \u202e1234\u202c declined\u200d\u2060 \u00ad\U000e0041", client.NonRetryable())

@@ -106,11 +106,11 @@ func TestBrowserFirstVisitPause(t *testing.T) {
 // (bidi override, zero-width character) from a queue name, payload or
 // error as a character: not in its text, not in a tooltip.
 func TestBrowserFormatCharacters(t *testing.T) {
-	srv, c := serve(t, testdb.NewURL(t), webui.Options{AllowActions: true})
+	dbURL := testdb.NewURL(t)
+	srv, c := serve(t, dbURL, webui.Options{AllowActions: true})
 	ctx := context.Background()
 	const queue = "pay\u202eslo"
-	id, err := c.Enqueue(ctx, queue, map[string]any{"note": "refund\u202e\u2066 100\u2069 \u200bx\ufeff"})
-	require.NoError(t, err)
+	id := legacyQueueJob(t, dbURL, c, queue, map[string]any{"note": "refund\u202e\u2066 100\u2069 \u200bx\ufeff"})
 	j, err := c.Acquire(ctx, id, 0)
 	require.NoError(t, err)
 	_, err = c.Fail(ctx, id, j.Attempts, "card \u202e1234\u202c declined\u200d\u2060", client.NonRetryable())
