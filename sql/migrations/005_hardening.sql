@@ -47,6 +47,15 @@ WHERE pg_catalog.pg_sequence_last_value(pg_catalog.pg_get_serial_sequence('backo
 -- end their own through wait_for_jobs and stop_waiting only.
 REVOKE SELECT ON backoff.waiting_workers FROM backoff_worker;
 
+-- == Workers read jobs through backoff.job (docs/adr/0058) ==
+-- Row-level security hides another queue's rows from a scoped worker's
+-- SELECT, but not their existence: EXPLAIN ANALYZE counts the rows its
+-- filter removed, so a foreign id answered differently from a missing one.
+-- Workers read a job through backoff.job(id), which applies the scope, and
+-- no longer read the table; admins still do. The policy stays, for a role
+-- granted SELECT by hand.
+REVOKE SELECT ON backoff.jobs FROM backoff_worker;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -72,6 +81,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Workers read jobs through backoff.job.
+GRANT SELECT ON backoff.jobs TO backoff_worker;
 
 -- == Queue scope fails closed (docs/adr/0058) ==
 GRANT SELECT ON backoff.waiting_workers TO backoff_worker;

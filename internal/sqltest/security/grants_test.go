@@ -179,21 +179,14 @@ func TestQueueGrantsMatrix(t *testing.T) {
 	require.Equal(t, []string{"sms.b1"}, reaped(workerB))
 	require.Equal(t, []string{"mail.a", "sms.b1"}, reaped(plainWorker))
 
-	// Reading the jobs table: a scoped worker sees its queues' rows only.
-	visible := func(role string) []string {
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer func() { _ = tx.Rollback(ctx) }()
-		_, err = tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{role}.Sanitize())
-		require.NoError(t, err)
-		var qs []string
-		require.NoError(t, tx.QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT queue ORDER BY queue), '{}') FROM backoff.jobs`).Scan(&qs))
-		return qs
+	// Reading the jobs table: workers do not (EXPLAIN ANALYZE would count
+	// the rows row-level security removed); they read a job by id through
+	// backoff.job, which applies the scope.
+	for _, role := range []string{workerA, plainWorker} {
+		err := asRole(ctx, pool, role, `SELECT count(*) FROM backoff.jobs`)
+		require.Equal(t, "42501", sqlState(err), "%s read the jobs table: %v", role, err)
 	}
-	require.Equal(t, []string{"mail.a"}, visible(workerA))
-	require.Equal(t, []string{"sms.b1"}, visible(workerB))
-	require.Equal(t, []string{"mail.a", "sms.b1"}, visible(plainWorker))
-	require.Equal(t, []string{"mail.a", "sms.b1"}, visible(admin))
+	require.Equal(t, []string{"mail.a", "sms.b1"}, rowsAs(t, pool, admin, `SELECT DISTINCT queue FROM backoff.jobs ORDER BY queue`))
 
 	// Revoking the last grant makes a role unscoped again.
 	var removed bool
