@@ -166,8 +166,10 @@ func TestRouterShardsHiddenFromWorkers(t *testing.T) {
 	} else {
 		require.Equal(t, "42501", sqlstate(err), "%v", err)
 	}
-	// Workers still route.
+	// Workers still route (given a queue: a new install requires grants).
 	q := queuesOnEveryShard(t, "hidden")[0]
+	_, err = admin.Exec(ctx, `SELECT backoff.grant_queue('shardtest_worker', $1, 'work')`, q)
+	require.NoError(t, err)
 	var n int
 	require.NoError(t, work.QueryRow(ctx, `SELECT count(*) FROM backoff.claim($1, 'w')`, q).Scan(&n))
 
