@@ -215,11 +215,13 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 	require.Equal(t, StatusDeadLettered, perm.Status)
 	require.Equal(t, "non_retryable", perm.DeadLetterReason)
 	require.Equal(t, 1, perm.Attempts)
+	require.Equal(t, "malformed address", perm.LastError, "the handler's text, unchanged: the kind is the reason")
 
 	ra := get("retry-after")
 	require.Equal(t, StatusRetrying, ra.Status)
 	require.NotNil(t, ra.LastFailedAt)
 	require.Equal(t, 45*time.Second, ra.RunAt.Sub(*ra.LastFailedAt), "RetryAfter's delay, under moderate's 60s max")
+	require.Equal(t, "429", ra.LastError, "the handler's text, unchanged: the delay is in run_at")
 
 	sn := get("snooze")
 	require.Equal(t, StatusPending, sn.Status)
