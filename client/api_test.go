@@ -520,11 +520,16 @@ func TestErrorMapping(t *testing.T) {
 func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 	t.Parallel()
 	runAt := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
-	for _, tc := range []struct{ name, msg, detail, hint string }{
-		{"detail is the timestamp", `job 9 is not ready until 2025-03-04 05:06:07.123456+00 (2 attempts so far)`, "2025-03-04T05:06:07.123456+00:00", ""},
-		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`, "2025-03-04T05:06:07.123456Z", ""},
-		{"detail as key=value", `job 9 not ready`, "run_at=2025-03-04T05:06:07.123456Z attempts=2", ""},
-		{"attempts in the hint", `job 9 not ready`, "2025-03-04T05:06:07.123456Z", "attempts=2"},
+	for _, tc := range []struct {
+		name, msg, detail, hint string
+		retryAt                 time.Time
+		attempts                int
+	}{
+		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`,
+			"2025-03-04T05:06:07.123456Z", "attempts=2", runAt, 2},
+		{"the message is not parsed", `job "9" is not ready until "2099-01-01T00:00:00.000000Z" (attempts "7")`,
+			"2025-03-04T05:06:07.123456Z", "attempts=2", runAt, 2},
+		{"only the documented layout", `job 9 not ready`, "2025-03-04 05:06:07.123456+00", "2 attempts", time.Time{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -536,8 +541,8 @@ func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 			var nr *NotReadyError
 			require.ErrorAs(t, err, &nr)
 			require.ErrorIs(t, err, ErrNotReady)
-			require.True(t, runAt.Equal(nr.RetryAt), "RetryAt %s", nr.RetryAt)
-			require.Equal(t, 2, nr.Attempts)
+			require.True(t, tc.retryAt.Equal(nr.RetryAt), "RetryAt %s", nr.RetryAt)
+			require.Equal(t, tc.attempts, nr.Attempts)
 			require.Equal(t, int64(9), nr.JobID)
 			require.ErrorContains(t, err, "acquire job 9: ")
 			var pgErr *pgconn.PgError

@@ -160,3 +160,33 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list.Jobs, 4, "the failed batch added nothing")
 }
+
+// TestAcquireNotReadyReadsTheServersError reads BK004 as backoff.acquire
+// raises it, with a run_at that has microseconds and a session in another
+// time zone: RetryAt is the job's run_at to the microsecond, Attempts its
+// claims so far.
+func TestAcquireNotReadyReadsTheServersError(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "ALTER DATABASE "+pool.Config().ConnConfig.Database+" SET TimeZone = 'Asia/Kolkata'")
+	require.NoError(t, err)
+	pool.Reset()
+	now := time.Date(2030, 6, 1, 12, 0, 0, 123456000, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+
+	id, err := c.Enqueue(ctx, "steps", nil)
+	require.NoError(t, err)
+	acq, err := c.Acquire(ctx, id, 0)
+	require.NoError(t, err)
+	failed, err := c.Fail(ctx, id, acq.Attempts, "boom", RetryIn(30*time.Second+654321*time.Microsecond))
+	require.NoError(t, err)
+
+	_, err = c.Acquire(ctx, id, 0)
+	var nr *NotReadyError
+	require.ErrorAs(t, err, &nr)
+	require.True(t, failed.RunAt.Equal(nr.RetryAt), "RetryAt %s, run_at %s", nr.RetryAt, failed.RunAt)
+	require.Equal(t, time.UTC, nr.RetryAt.Location())
+	require.Equal(t, 1, nr.Attempts)
+	require.Equal(t, id, nr.JobID)
+}
