@@ -1,6 +1,7 @@
 // Package client is the Go side of pgbackoff: a typed API over the SQL
-// functions of the backoff schema, a Worker that runs handlers for a queue,
-// and Retry for in-process retries with the same backoff math.
+// functions of the backoff schema and a Worker that runs handlers for a
+// queue; package retry (client/retry) retries in process with the same
+// backoff math (retry.Do).
 //
 // Everything that decides when a job runs again, or whether it runs at all,
 // happens in PostgreSQL (docs/design.md). This package calls those functions,
@@ -124,8 +125,8 @@
 //
 // # The typed API
 //
-// Client exposes every SQL function: Enqueue, EnqueueMany (one statement for
-// a batch), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
+// Client exposes every SQL function: Enqueue, EnqueueMany (one statement and
+// one round trip for a batch, ids in input order), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
 // Cancel, Replay, Reap, Prune, plus Get, List and Stats. It runs on any DB: a
 // *pgxpool.Pool, a *pgx.Conn, a pgx.Tx. To enqueue atomically with your own
 // writes, run the call on your transaction:
