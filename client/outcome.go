@@ -101,8 +101,11 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 			return err
 		})
 		if err == nil {
-			w.log.Info("job failed", "job", job.ID, "attempt", job.Attempts, "status", j.Status,
+			// One line per attempt at Debug; the Info summary counts them
+			// (failures.go).
+			w.log.Debug("job failed", "queue", job.Queue, "job", job.ID, "attempt", job.Attempts, "status", j.Status,
 				"run_at", j.RunAt, "err", o.err)
+			w.failures.record(job.Queue, j.Status)
 		}
 	}
 	w.settleError(ctx, job, o.kind.String(), err)
