@@ -483,7 +483,8 @@ type QueueStats struct {
 // Stats returns backoff.stats: per queue, jobs by status, the due backlog
 // and its oldest age, and the retries and dead letters of the last window
 // (0: the function's default, one hour). It scans the table: for operators
-// and dashboards, not for a tight loop.
+// and dashboards, not for a tight loop. To wait until queues are drained,
+// use WaitIdle.
 func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats, error) {
 	op := "read job stats"
 	var args []arg

@@ -136,6 +136,19 @@
 //	c.With(tx).Enqueue(ctx, "emails", msg)
 //	tx.Commit(ctx)
 //
+// # Waiting until the work is done
+//
+// WaitIdle returns once the given queues (every queue when none is given)
+// have no unfinished job: none pending, running or retrying, whatever its
+// run_at, so a retry due in an hour keeps its queue busy for that hour. A
+// test or a batch program enqueues, runs a Worker, and waits:
+//
+//	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+//	defer cancel()
+//	if err := c.WaitIdle(ctx, "emails"); err != nil {
+//		log.Fatal(err) // `... context deadline exceeded (queue "emails" still has a retrying job)`
+//	}
+//
 // Enqueue's options set the job's first run (RunAt), priority, max_attempts,
 // a dedupe key, and its retry policy: a job follows its queue's policy
 // unless UsePolicy names another row of backoff.policies, which the job
@@ -197,5 +210,11 @@
 // default): pgbackoff.jobs.claimed, .completed, .failed, .retried,
 // .dead_lettered, pgbackoff.leases.expired (reaped), pgbackoff.leases.lost,
 // pgbackoff.handler.duration and pgbackoff.backoff.delay (seconds). Logs go to
-// log/slog (WithLogger; slog.Default() by default).
+// log/slog (WithLogger; slog.Default() by default), with the worker's id on
+// every record: its start (queues=[emails thumbnails]) and stop at Info;
+// each failed attempt at Debug ("job failed": queue, job, attempt, status,
+// run_at, err) and, every 10 s in which attempts failed, one summary per
+// queue at Info ("attempts failed": queue, failed, dead_lettered,
+// in_last); errors the worker cannot return (a claim, a heartbeat, a
+// settle call that failed) at Error, and a handler's panic at Error too.
 package client
