@@ -81,8 +81,8 @@ type snoozeError struct{ delay time.Duration }
 func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.delay) }
 
 // Snooze returns from a handler to put the job back, due after d, without
-// spending an attempt (the next claim has a new token, Job.Attempts, and the
-// same Job.CountedAttempts). Use it
+// spending an attempt (the next claim has a new Job.Token and the same
+// Job.AttemptNumber()). Use it
 // for "not yet" rather than "failed"; a job that snoozes forever runs
 // forever, so bound it in the handler. A negative d counts as 0.
 func Snooze(d time.Duration) error {

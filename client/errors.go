@@ -32,8 +32,8 @@ var (
 	ErrInvalidArgument = errors.New("pgbackoff: invalid argument")
 	// ErrJobNotFound: no job has that id (SQLSTATE BK001).
 	ErrJobNotFound = errors.New("pgbackoff: job not found")
-	// ErrStaleAttempt: the attempt number (the fencing token) is not the
-	// job's running attempt, because the lease was reaped or another attempt
+	// ErrStaleAttempt: the fencing token (Job.Token) is not the job's
+	// running attempt's, because the lease was reaped or another attempt
 	// holds the job (SQLSTATE BK002). A worker that gets it has lost the job
 	// and must stop working on it.
 	ErrStaleAttempt = errors.New("pgbackoff: stale attempt")
@@ -58,15 +58,15 @@ var (
 // (SQLSTATE BK004): the orchestrator should come back at RetryAt.
 // errors.Is(err, ErrNotReady) is true for it.
 type NotReadyError struct {
-	JobID    int64
-	RetryAt  time.Time // the job's run_at
-	Attempts int       // the job's Attempts: claims so far (see Job.CountedAttempts for the budget)
-	Err      *pgconn.PgError
+	JobID   int64
+	RetryAt time.Time // the job's run_at
+	Token   int       // the job's Token: its claims so far, 0 if never claimed (HINT attempts=N)
+	Err     *pgconn.PgError
 }
 
 func (e *NotReadyError) Error() string {
-	return fmt.Sprintf("pgbackoff: job %d not ready until %s (%d attempts so far)",
-		e.JobID, e.RetryAt.Format(time.RFC3339Nano), e.Attempts)
+	return fmt.Sprintf("pgbackoff: job %d not ready until %s (%d claims so far)",
+		e.JobID, e.RetryAt.Format(time.RFC3339Nano), e.Token)
 }
 
 // Is reports ErrNotReady as a match.
@@ -125,7 +125,7 @@ func notReady(jobID int64, pgErr *pgconn.PgError) *NotReadyError {
 		e.RetryAt = t
 	}
 	if n, ok := strings.CutPrefix(pgErr.Hint, "attempts="); ok {
-		e.Attempts, _ = strconv.Atoi(n)
+		e.Token, _ = strconv.Atoi(n)
 	}
 	return e
 }

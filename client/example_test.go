@@ -96,7 +96,7 @@ func ExampleNewWorker() {
 			if err := job.UnmarshalPayload(&msg); err != nil {
 				return client.Permanent(err) // bad input: dead-letter, don't retry
 			}
-			fmt.Println("sending to", msg.To, "attempt", job.Attempts)
+			fmt.Println("sending to", msg.To, "attempt", job.AttemptNumber()) // 1 on the first try
 			close(done)
 			return nil // completed; any other error retries with the policy's backoff
 		},
@@ -131,17 +131,17 @@ func ExampleClient_Acquire() {
 	_, err = c.Acquire(ctx, step, 0)
 	var notReady *client.NotReadyError
 	if errors.As(err, &notReady) {
-		fmt.Println("not ready until", notReady.RetryAt.Format(time.TimeOnly), "after", notReady.Attempts, "attempts")
+		fmt.Println("not ready until", notReady.RetryAt.Format(time.TimeOnly), "after", notReady.Token, "claims")
 	}
 	now = now.Add(time.Minute)
 	job, err := c.Acquire(ctx, step, 0)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(job.Status, "attempt", job.Attempts)
+	fmt.Println(job.Status, "attempt", job.AttemptNumber(), "token", job.Token) // settle with c.Complete(ctx, job.ID, job.Token)
 	// Output:
-	// not ready until 12:01:00 after 0 attempts
-	// running attempt 1
+	// not ready until 12:01:00 after 0 claims
+	// running attempt 1 token 1
 }
 
 // One Worker for several queues, each with its own handler and limits,

@@ -35,7 +35,7 @@ func TestWaitIdleWaitsForEveryUnfinishedJob(t *testing.T) {
 	require.NoError(t, err)
 	jobs, err := c.Claim(ctx, "other", 1, 0)
 	require.NoError(t, err)
-	_, err = c.Complete(ctx, done, jobs[0].Attempts)
+	_, err = c.Complete(ctx, done, jobs[0].Token)
 	require.NoError(t, err)
 	cancelled, err := c.Enqueue(ctx, "other", nil)
 	require.NoError(t, err)
@@ -54,7 +54,7 @@ func TestWaitIdleWaitsForEveryUnfinishedJob(t *testing.T) {
 	acq, err := c.Acquire(ctx, id, 0)
 	require.NoError(t, err)
 	busyFor(t, c, "emails", StatusRunning, "emails")
-	_, err = c.Fail(ctx, id, acq.Attempts, "downstream 500", RetryIn(time.Hour))
+	_, err = c.Fail(ctx, id, acq.Token, "downstream 500", RetryIn(time.Hour))
 	require.NoError(t, err)
 	busyFor(t, c, "emails", StatusRetrying, "emails")
 
@@ -69,7 +69,7 @@ func TestWaitIdleWaitsForEveryUnfinishedJob(t *testing.T) {
 		t.Fatalf("WaitIdle returned while the job runs: %v", err)
 	default:
 	}
-	_, err = c.Complete(ctx, id, acq.Attempts)
+	_, err = c.Complete(ctx, id, acq.Token)
 	require.NoError(t, err)
 	require.NoError(t, <-idle, "returns once the last job has finished")
 }

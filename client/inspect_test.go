@@ -36,7 +36,7 @@ func TestOperatorCallsAgainstPostgres(t *testing.T) {
 		require.NoError(t, err)
 		j, err := c.Acquire(ctx, id, 0)
 		require.NoError(t, err)
-		_, err = c.Fail(ctx, id, j.Attempts, fmt.Sprintf("SMTP error %d", i), NonRetryable())
+		_, err = c.Fail(ctx, id, j.Token, fmt.Sprintf("SMTP error %d", i), NonRetryable())
 		require.NoError(t, err)
 		dead = append(dead, id)
 		now = now.Add(time.Second)

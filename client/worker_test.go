@@ -214,7 +214,7 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 	perm := get("permanent")
 	require.Equal(t, StatusDeadLettered, perm.Status)
 	require.Equal(t, "non_retryable", perm.DeadLetterReason)
-	require.Equal(t, 1, perm.Attempts)
+	require.Equal(t, 1, perm.Token)
 	require.Equal(t, "malformed address", perm.LastError, "the handler's text, unchanged: the kind is the reason")
 
 	ra := get("retry-after")
@@ -225,8 +225,8 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 
 	sn := get("snooze")
 	require.Equal(t, StatusPending, sn.Status)
-	require.Equal(t, 1, sn.Attempts, "a snooze keeps the token")
-	require.Equal(t, 0, sn.CountedAttempts(), "a snooze gives the attempt back")
+	require.Equal(t, 1, sn.Token, "a snooze keeps the token")
+	require.Equal(t, 0, sn.AttemptNumber(), "a snooze gives the attempt back")
 	require.Greater(t, time.Until(sn.RunAt), 50*time.Minute)
 
 	pan := get("panic")
@@ -272,7 +272,7 @@ func TestWorkerHeartbeatsKeepALongHandlerAlive(t *testing.T) {
 	require.Nil(t, cause.Load(), "the handler's context was never cancelled")
 	j, err := c.Get(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, 1, j.Attempts, "one attempt: the lease never expired")
+	require.Equal(t, 1, j.Token, "one attempt: the lease never expired")
 	require.Empty(t, j.Errors)
 	requireNoneRunning(t, pool)
 }
@@ -289,7 +289,7 @@ func TestWorkerLeaseLossCancelsTheHandler(t *testing.T) {
 	w, err := NewWorker(pool, WorkerConfig{
 		Queue: "lost", Concurrency: 1, Lease: time.Second, HeartbeatInterval: 50 * time.Millisecond, ReapInterval: -1,
 		Handler: func(ctx context.Context, job *Job) error {
-			if job.Attempts > 1 {
+			if job.Token > 1 {
 				return nil
 			}
 			<-ctx.Done()
@@ -413,7 +413,7 @@ func TestWorkerShutdown(t *testing.T) {
 			j, err := c.Get(context.Background(), stubborn)
 			require.NoError(t, err)
 			require.Equal(t, StatusRunning, j.Status, "the stubborn job left this worker while its handler ran")
-			require.Equal(t, 1, j.Attempts)
+			require.Equal(t, 1, j.Token)
 			require.Equal(t, "first", j.LockedBy)
 			return j.LeaseUntil.After(stoppedAt.Add(3 * lease))
 		})
@@ -622,7 +622,7 @@ func TestWorkerRetriesASettleCutByATransientError(t *testing.T) {
 	ok, err := c.Get(ctx, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, StatusCompleted, ok.Status)
-	require.Equal(t, 1, ok.Attempts)
+	require.Equal(t, 1, ok.Token)
 	bad, err := c.Get(ctx, ids[1])
 	require.NoError(t, err)
 	require.Equal(t, StatusDeadLettered, bad.Status)

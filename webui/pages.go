@@ -272,7 +272,7 @@ type jobData struct {
 	Timeline timeline
 	CanRetry bool // replay allowed
 	CanStop  bool // cancel allowed
-	Counted  int  // J.CountedAttempts()
+	Counted  int  // J.AttemptNumber()
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
@@ -288,7 +288,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobData{J: j, Payload: indentJSON(j.Payload), Counted: j.CountedAttempts()}
+	d := jobData{J: j, Payload: indentJSON(j.Payload), Counted: j.AttemptNumber()}
 	ps, err := h.c.Policies(ctx)
 	if err != nil {
 		h.failErr(w, r, err)
