@@ -291,7 +291,7 @@ func goClaimComplete(ctx context.Context, conn *pgxpool.Conn) (step, error) {
 		if err != nil || len(jobs) == 0 {
 			return 0, err
 		}
-		_, err = c.Complete(ctx, jobs[0].ID, jobs[0].Attempts)
+		_, err = c.Complete(ctx, jobs[0].ID, jobs[0].Token)
 		return 1, err
 	}, nil
 }
@@ -334,7 +334,7 @@ func goClaimBatch(ctx context.Context, conn *pgxpool.Conn) (step, error) {
 		ids := make([]int64, len(jobs))
 		att := make([]int, len(jobs))
 		for i, j := range jobs {
-			ids[i], att[i] = j.ID, j.Attempts
+			ids[i], att[i] = j.ID, j.Token
 		}
 		done, err := c.CompleteMany(ctx, ids, att)
 		if err == nil && len(done) != len(ids) {

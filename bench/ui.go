@@ -185,7 +185,7 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 						}
 						return
 					}
-					if _, err := c.Complete(rctx, jobs[0].ID, jobs[0].Attempt()); err != nil {
+					if _, err := c.Complete(rctx, jobs[0].ID, jobs[0].Token); err != nil {
 						if rctx.Err() == nil {
 							errs <- err
 						}

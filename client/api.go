@@ -266,7 +266,7 @@ func (c *Client) Claim(ctx context.Context, queue string, limit int, lease time.
 
 // Acquire claims one specific job if it is due, as Claim would. A job not
 // due yet gives a *NotReadyError (errors.Is ErrNotReady) holding its RetryAt
-// and Attempts; a running job ErrStaleAttempt, a finished one
+// and Token; a running job ErrStaleAttempt, a finished one
 // ErrInvalidTransition, an unknown id ErrJobNotFound.
 func (c *Client) Acquire(ctx context.Context, jobID int64, lease time.Duration) (Job, error) {
 	op := fmt.Sprintf("acquire job %d", jobID)
@@ -283,12 +283,13 @@ func (c *Client) Acquire(ctx context.Context, jobID int64, lease time.Duration) 
 	return j, nil
 }
 
-// Complete marks the running attempt of a job completed.
-func (c *Client) Complete(ctx context.Context, jobID int64, attempt int) (Job, error) {
-	op := fmt.Sprintf("complete job %d (attempt %d)", jobID, attempt)
+// Complete marks the running attempt of a job completed. token is the
+// Job.Token it was claimed with.
+func (c *Client) Complete(ctx context.Context, jobID int64, token int) (Job, error) {
+	op := fmt.Sprintf("complete job %d (token %d)", jobID, token)
 	call, args := c.fn("complete",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_attempt", "integer", attempt},
+		arg{"p_attempt", "integer", token},
 	)
 	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
 	if err != nil {
@@ -299,16 +300,17 @@ func (c *Client) Complete(ctx context.Context, jobID int64, attempt int) (Job, e
 }
 
 // CompleteMany completes, in one statement, each job still running under
-// its given attempt (jobIDs[i] with attempts[i]) and returns the ids it
-// completed; an entry whose fencing fails is left alone and not returned.
-func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, attempts []int) ([]int64, error) {
-	if len(jobIDs) != len(attempts) {
-		return nil, fmt.Errorf("complete %d jobs: %w: %d ids but %d attempts", len(jobIDs), ErrInvalidArgument, len(jobIDs), len(attempts))
+// its given token (jobIDs[i] with tokens[i], each a Job.Token) and
+// returns the ids it completed; an entry whose fencing fails is left alone
+// and not returned.
+func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, tokens []int) ([]int64, error) {
+	if len(jobIDs) != len(tokens) {
+		return nil, fmt.Errorf("complete %d jobs: %w: %d ids but %d tokens", len(jobIDs), ErrInvalidArgument, len(jobIDs), len(tokens))
 	}
 	if len(jobIDs) == 0 {
 		return nil, nil
 	}
-	done, err := completeBatch(ctx, c, jobIDs, attempts)
+	done, err := completeBatch(ctx, c, jobIDs, tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -337,20 +339,21 @@ func NonRetryable() FailOption { return func(p *failParams) { p.nonRetryable = t
 
 // Fail reports a failed attempt. The database decides, in one guarded
 // update, whether the job is retried (status retrying, run_at set by the
-// policy or RetryIn) or dead-lettered; the returned job says which.
-func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg string, opts ...FailOption) (Job, error) {
+// policy or RetryIn) or dead-lettered; the returned job says which. token
+// is the Job.Token the attempt was claimed with.
+func (c *Client) Fail(ctx context.Context, jobID int64, token int, errMsg string, opts ...FailOption) (Job, error) {
 	var p failParams
 	for _, o := range opts {
 		o(&p)
 	}
-	op := fmt.Sprintf("fail job %d (attempt %d)", jobID, attempt)
+	op := fmt.Sprintf("fail job %d (token %d)", jobID, token)
 	var retryIn any
 	if p.hasRetryIn {
 		retryIn = p.retryIn
 	}
 	call, args := c.fn("fail",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_attempt", "integer", attempt},
+		arg{"p_attempt", "integer", token},
 		arg{"p_error", "text", CleanErrorText(errMsg)},
 		arg{"p_retry_in", "interval", retryIn},
 		arg{"p_retryable", "boolean", !p.nonRetryable},
@@ -365,12 +368,13 @@ func (c *Client) Fail(ctx context.Context, jobID int64, attempt int, errMsg stri
 
 // Heartbeat extends the lease of a running attempt by extend (0: the
 // policy's lease) from now and returns the new lease_until. ErrStaleAttempt
-// means the lease was lost: stop working on the job.
-func (c *Client) Heartbeat(ctx context.Context, jobID int64, attempt int, extend time.Duration) (time.Time, error) {
-	op := fmt.Sprintf("heartbeat job %d (attempt %d)", jobID, attempt)
+// means the lease was lost: stop working on the job. token is the
+// Job.Token the attempt was claimed with.
+func (c *Client) Heartbeat(ctx context.Context, jobID int64, token int, extend time.Duration) (time.Time, error) {
+	op := fmt.Sprintf("heartbeat job %d (token %d)", jobID, token)
 	call, args := c.fn("heartbeat",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_attempt", "integer", attempt},
+		arg{"p_attempt", "integer", token},
 		arg{"p_extend", "interval", nullDuration(extend)},
 	)
 	var until time.Time
@@ -381,14 +385,14 @@ func (c *Client) Heartbeat(ctx context.Context, jobID int64, attempt int, extend
 }
 
 // Snooze puts a running job back to pending, due after delay, without
-// spending an attempt: CountedAttempts goes back by one, while Attempts, the
-// token, stays, so the next claim gets a new token and a repeated Snooze
-// with this one is refused (ErrStaleAttempt) instead of snoozing that claim.
-func (c *Client) Snooze(ctx context.Context, jobID int64, attempt int, delay time.Duration) (Job, error) {
-	op := fmt.Sprintf("snooze job %d (attempt %d)", jobID, attempt)
+// spending an attempt: AttemptNumber() goes back by one, while Token
+// stays, so the next claim gets a new token and a repeated Snooze with this
+// one is refused (ErrStaleAttempt) instead of snoozing that claim.
+func (c *Client) Snooze(ctx context.Context, jobID int64, token int, delay time.Duration) (Job, error) {
+	op := fmt.Sprintf("snooze job %d (token %d)", jobID, token)
 	call, args := c.fn("snooze",
 		arg{"p_job_id", "bigint", jobID},
-		arg{"p_attempt", "integer", attempt},
+		arg{"p_attempt", "integer", token},
 		arg{"p_delay", "interval", delay},
 	)
 	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
@@ -413,8 +417,8 @@ func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, e
 }
 
 // Replay returns a dead-lettered or cancelled job to pending with a fresh
-// attempt budget (CountedAttempts 0); its error history is kept. Attempts,
-// the token, keeps counting, so a worker still running an attempt from
+// attempt budget (AttemptNumber() 0 until its next claim); its error
+// history is kept. Token keeps counting, so a worker still running an attempt from
 // before the cancel cannot settle the replayed job's next claim.
 func (c *Client) Replay(ctx context.Context, jobID int64) (Job, error) {
 	op := fmt.Sprintf("replay job %d", jobID)
@@ -494,7 +498,8 @@ type QueueStats struct {
 // Stats returns backoff.stats: per queue, jobs by status, the due backlog
 // and its oldest age, and the retries and dead letters of the last window
 // (0: the function's default, one hour). It scans the table: for operators
-// and dashboards, not for a tight loop.
+// and dashboards, not for a tight loop. To wait until queues are drained,
+// use WaitIdle.
 func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats, error) {
 	op := "read job stats"
 	var args []arg

@@ -79,10 +79,10 @@ func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmoc
 // failed to scan shows up only as a zero field.
 func wantJob(id int64, status Status, attempts int) Job {
 	return Job{
-		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Attempts: attempts, UncountedAttempts: attempts / 2,
+		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Token: attempts, UncountedAttempts: attempts / 2,
 		RunAt: mockNow.Add(4 * time.Second), LeaseUntil: ptr(mockNow.Add(30 * time.Second)), LockedBy: "w1",
 		LastAttemptedAt: ptr(mockNow), LastFailedAt: ptr(mockNow), LastError: "boom",
-		Errors:    []AttemptError{{Attempt: 1, Counted: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
+		Errors:    []AttemptError{{Token: 1, AttemptNumber: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
 		CreatedAt: mockNow,
 	}
 }
@@ -258,11 +258,11 @@ func TestSettleCallsSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []Job{wantJob(1, StatusRunning, 1), wantJob(2, StatusRunning, 3)}, jobs)
 	require.Equal(t, int64(2), jobs[1].ID)
-	require.Equal(t, 3, jobs[1].Attempt())
+	require.Equal(t, 3, jobs[1].Token)
 	require.Equal(t, "boom", jobs[0].LastError)
 	require.Equal(t, "w1", jobs[0].LockedBy)
 	require.Equal(t, "", jobs[0].Policy)
-	require.Equal(t, []AttemptError{{Attempt: 1, Counted: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}}, jobs[0].Errors)
+	require.Equal(t, []AttemptError{{Token: 1, AttemptNumber: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}}, jobs[0].Errors)
 	var payload struct{ To string }
 	require.NoError(t, jobs[0].UnmarshalPayload(&payload))
 	require.Equal(t, "a@b", payload.To)
@@ -462,7 +462,7 @@ func TestErrorMapping(t *testing.T) {
 			var got *pgconn.PgError
 			require.ErrorAs(t, err, &got)
 			require.Equal(t, tc.code, got.Code)
-			require.True(t, strings.HasPrefix(err.Error(), "complete job 9 (attempt 2): "), err.Error())
+			require.True(t, strings.HasPrefix(err.Error(), "complete job 9 (token 2): "), err.Error())
 			require.NoError(t, mock.ExpectationsWereMet())
 		})
 	}
@@ -517,14 +517,19 @@ func TestErrorMapping(t *testing.T) {
 	})
 }
 
-func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
+func TestNotReadyErrorCarriesRetryAtAndToken(t *testing.T) {
 	t.Parallel()
 	runAt := time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC)
-	for _, tc := range []struct{ name, msg, detail, hint string }{
-		{"detail is the timestamp", `job 9 is not ready until 2025-03-04 05:06:07.123456+00 (2 attempts so far)`, "2025-03-04T05:06:07.123456+00:00", ""},
-		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`, "2025-03-04T05:06:07.123456Z", ""},
-		{"detail as key=value", `job 9 not ready`, "run_at=2025-03-04T05:06:07.123456Z attempts=2", ""},
-		{"attempts in the hint", `job 9 not ready`, "2025-03-04T05:06:07.123456Z", "attempts=2"},
+	for _, tc := range []struct {
+		name, msg, detail, hint string
+		retryAt                 time.Time
+		attempts                int
+	}{
+		{"as backoff.acquire raises it", `job "9" is not ready until "2025-03-04T05:06:07.123456Z" (attempts "2")`,
+			"2025-03-04T05:06:07.123456Z", "attempts=2", runAt, 2},
+		{"the message is not parsed", `job "9" is not ready until "2099-01-01T00:00:00.000000Z" (attempts "7")`,
+			"2025-03-04T05:06:07.123456Z", "attempts=2", runAt, 2},
+		{"only the documented layout", `job 9 not ready`, "2025-03-04 05:06:07.123456+00", "2 attempts", time.Time{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -536,8 +541,8 @@ func TestNotReadyErrorCarriesRetryAtAndAttempts(t *testing.T) {
 			var nr *NotReadyError
 			require.ErrorAs(t, err, &nr)
 			require.ErrorIs(t, err, ErrNotReady)
-			require.True(t, runAt.Equal(nr.RetryAt), "RetryAt %s", nr.RetryAt)
-			require.Equal(t, 2, nr.Attempts)
+			require.True(t, tc.retryAt.Equal(nr.RetryAt), "RetryAt %s", nr.RetryAt)
+			require.Equal(t, tc.attempts, nr.Token)
 			require.Equal(t, int64(9), nr.JobID)
 			require.ErrorContains(t, err, "acquire job 9: ")
 			var pgErr *pgconn.PgError

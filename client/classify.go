@@ -18,11 +18,15 @@ import (
 //     when attempts or the policy's deadline are exhausted.
 //
 // The wrappers keep the original error: errors.Is and errors.As see through
-// them, and its text is what the job's history records.
+// them, and its text, unchanged, is their text and what the job's history,
+// last_error and error signatures record. What the wrapper asks for is
+// recorded apart (the dead-letter reason non_retryable, the run_at of the
+// retry), so a prefix such as "permanent: " would only split one failure
+// into two signatures.
 
 type permanentError struct{ err error }
 
-func (e *permanentError) Error() string { return "permanent: " + errText(e.err) }
+func (e *permanentError) Error() string { return errText(e.err) }
 func (e *permanentError) Unwrap() error { return e.err }
 
 // Permanent marks err as not worth retrying: the job is dead-lettered at
@@ -46,9 +50,7 @@ type retryAfterError struct {
 	delay time.Duration
 }
 
-func (e *retryAfterError) Error() string {
-	return fmt.Sprintf("retry after %s: %s", e.delay, errText(e.err))
-}
+func (e *retryAfterError) Error() string { return errText(e.err) }
 func (e *retryAfterError) Unwrap() error { return e.err }
 
 // RetryAfter fails the attempt but asks for the next one after d instead of
@@ -79,8 +81,8 @@ type snoozeError struct{ delay time.Duration }
 func (e *snoozeError) Error() string { return fmt.Sprintf("snoozed for %s", e.delay) }
 
 // Snooze returns from a handler to put the job back, due after d, without
-// spending an attempt (the next claim has a new token, Job.Attempts, and the
-// same Job.CountedAttempts). Use it
+// spending an attempt (the next claim has a new Job.Token and the same
+// Job.AttemptNumber()). Use it
 // for "not yet" rather than "failed"; a job that snoozes forever runs
 // forever, so bound it in the handler. A negative d counts as 0.
 func Snooze(d time.Duration) error {

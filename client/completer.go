@@ -125,7 +125,7 @@ func (c *completer) flush(ids []int64, att []int, queues []string) {
 			continue
 		}
 		w.c.cfg.metrics.leaseLost(ctx, queues[i])
-		w.log.Warn("completion refused: the attempt no longer holds the job", "job", id, "attempt", att[i])
+		w.log.Warn("completion refused: the attempt no longer holds the job", "job", id, "token", att[i])
 	}
 	for q, n := range perQueue {
 		w.c.cfg.metrics.completed(ctx, q, n)

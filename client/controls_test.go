@@ -142,13 +142,13 @@ func TestQueueControlsAgainstPostgres(t *testing.T) {
 
 	// A failure is counted; the second opens the breaker until the
 	// cooldown ends.
-	_, err = c.Fail(ctx, jobs[0].ID, jobs[0].Attempts, "downstream 503")
+	_, err = c.Fail(ctx, jobs[0].ID, jobs[0].Token, "downstream 503")
 	require.NoError(t, err)
 	st, err = c.QueueState(ctx, "hooks")
 	require.NoError(t, err)
 	require.Equal(t, "closed", st.State)
 	require.EqualValues(t, 1, st.Failures)
-	_, err = c.Fail(ctx, jobs[1].ID, jobs[1].Attempts, "downstream 503")
+	_, err = c.Fail(ctx, jobs[1].ID, jobs[1].Token, "downstream 503")
 	require.NoError(t, err)
 	opened := now
 	st, err = c.QueueState(ctx, "hooks")
@@ -170,7 +170,7 @@ func TestQueueControlsAgainstPostgres(t *testing.T) {
 	jobs, err = c.Claim(ctx, "hooks", 10, 0)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "one probe")
-	_, err = c.Complete(ctx, jobs[0].ID, jobs[0].Attempts)
+	_, err = c.Complete(ctx, jobs[0].ID, jobs[0].Token)
 	require.NoError(t, err)
 	st, err = c.QueueState(ctx, "hooks")
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 // Package client is the Go side of pgbackoff: a typed API over the SQL
-// functions of the backoff schema, a Worker that runs handlers for a queue,
-// and Retry for in-process retries with the same backoff math.
+// functions of the backoff schema and a Worker that runs handlers for a
+// queue; package retry (client/retry) retries in process with the same
+// backoff math (retry.Do).
 //
 // Everything that decides when a job runs again, or whether it runs at all,
 // happens in PostgreSQL (docs/design.md). This package calls those functions,
@@ -124,8 +125,8 @@
 //
 // # The typed API
 //
-// Client exposes every SQL function: Enqueue, EnqueueMany (one statement for
-// a batch), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
+// Client exposes every SQL function: Enqueue, EnqueueMany (one statement and
+// one round trip for a batch, ids in input order), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
 // Cancel, Replay, Reap, Prune, plus Get, List and Stats. It runs on any DB: a
 // *pgxpool.Pool, a *pgx.Conn, a pgx.Tx. To enqueue atomically with your own
 // writes, run the call on your transaction:
@@ -135,26 +136,46 @@
 //	c.With(tx).Enqueue(ctx, "emails", msg)
 //	tx.Commit(ctx)
 //
+// # Waiting until the work is done
+//
+// WaitIdle returns once the given queues (every queue when none is given)
+// have no unfinished job: none pending, running or retrying, whatever its
+// run_at, so a retry due in an hour keeps its queue busy for that hour. A
+// test or a batch program enqueues, runs a Worker, and waits:
+//
+//	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+//	defer cancel()
+//	if err := c.WaitIdle(ctx, "emails"); err != nil {
+//		log.Fatal(err) // `... context deadline exceeded (queue "emails" still has a retrying job)`
+//	}
+//
 // Enqueue's options set the job's first run (RunAt), priority, max_attempts,
 // a dedupe key, and its retry policy: a job follows its queue's policy
 // unless UsePolicy names another row of backoff.policies, which the job
 // then records for its whole life.
 //
-// Every call that settles a claimed job carries the attempt it was claimed
-// with (Job.Attempts), the fencing token that keeps a stale worker from
-// completing someone else's attempt. Attempts counts every claim of the job
+// "Which try is this?" has two answers, one name each (docs/adr/0065).
+// Job.Token is the fencing token: every call that settles or extends a
+// claimed job carries the Token it was claimed with, so a stale worker
+// cannot complete someone else's attempt. It counts every claim of the job
 // and never goes down, not on snooze, cancel or replay, so no later claim
-// shares a token (docs/adr/0020-tokens-that-never-repeat.md). The retry
-// budget is counted apart: Job.CountedAttempts (Attempts minus
-// UncountedAttempts: a snooze and a replay give budget back) is what
-// max_attempts bounds and what the backoff delay grows with.
+// shares a token (docs/adr/0020-tokens-that-never-repeat.md).
+// Job.AttemptNumber() is the counted attempt: 1 for the first try, what
+// MaxAttempts bounds and what the backoff delay grows with (Token minus
+// UncountedAttempts: a snooze and a replay give budget back):
+//
+//	Handler: func(ctx context.Context, job *client.Job) error {
+//		if job.AttemptNumber() > 1 { ... } // a retry
+//		...
+//	}
+//	c.Complete(ctx, job.ID, job.Token) // outside a Worker: settle with the token
 //
 // # Errors
 //
 // The SQL functions' SQLSTATEs are translated in one place to errors for
 // errors.Is: ErrInvalidArgument (22023), ErrJobNotFound (BK001),
 // ErrStaleAttempt (BK002), ErrInvalidTransition (BK003), and for Acquire a
-// *NotReadyError (BK004, errors.Is ErrNotReady) holding RetryAt and Attempts.
+// *NotReadyError (BK004, errors.Is ErrNotReady) holding RetryAt and Token.
 // The *pgconn.PgError stays reachable with errors.As. Every error names the
 // operation: `claim jobs in "emails": pgbackoff: invalid argument: ...`.
 //
@@ -196,5 +217,11 @@
 // default): pgbackoff.jobs.claimed, .completed, .failed, .retried,
 // .dead_lettered, pgbackoff.leases.expired (reaped), pgbackoff.leases.lost,
 // pgbackoff.handler.duration and pgbackoff.backoff.delay (seconds). Logs go to
-// log/slog (WithLogger; slog.Default() by default).
+// log/slog (WithLogger; slog.Default() by default), with the worker's id on
+// every record: its start (queues=[emails thumbnails]) and stop at Info;
+// each failed attempt at Debug ("job failed": queue, job, attempt, token,
+// status, run_at, err) and, every 10 s in which attempts failed, one
+// summary per queue at Info ("attempts failed": queue, failed,
+// dead_lettered, in_last); a handler's panic, and errors the worker cannot
+// return (a claim, a heartbeat, a settle call that failed), at Error.
 package client

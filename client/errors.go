@@ -32,8 +32,8 @@ var (
 	ErrInvalidArgument = errors.New("pgbackoff: invalid argument")
 	// ErrJobNotFound: no job has that id (SQLSTATE BK001).
 	ErrJobNotFound = errors.New("pgbackoff: job not found")
-	// ErrStaleAttempt: the attempt number (the fencing token) is not the
-	// job's running attempt, because the lease was reaped or another attempt
+	// ErrStaleAttempt: the fencing token (Job.Token) is not the job's
+	// running attempt's, because the lease was reaped or another attempt
 	// holds the job (SQLSTATE BK002). A worker that gets it has lost the job
 	// and must stop working on it.
 	ErrStaleAttempt = errors.New("pgbackoff: stale attempt")
@@ -58,15 +58,15 @@ var (
 // (SQLSTATE BK004): the orchestrator should come back at RetryAt.
 // errors.Is(err, ErrNotReady) is true for it.
 type NotReadyError struct {
-	JobID    int64
-	RetryAt  time.Time // the job's run_at
-	Attempts int       // the job's Attempts: claims so far (see Job.CountedAttempts for the budget)
-	Err      *pgconn.PgError
+	JobID   int64
+	RetryAt time.Time // the job's run_at
+	Token   int       // the job's Token: its claims so far, 0 if never claimed (HINT attempts=N)
+	Err     *pgconn.PgError
 }
 
 func (e *NotReadyError) Error() string {
-	return fmt.Sprintf("pgbackoff: job %d not ready until %s (%d attempts so far)",
-		e.JobID, e.RetryAt.Format(time.RFC3339Nano), e.Attempts)
+	return fmt.Sprintf("pgbackoff: job %d not ready until %s (%d claims so far)",
+		e.JobID, e.RetryAt.Format(time.RFC3339Nano), e.Token)
 }
 
 // Is reports ErrNotReady as a match.
@@ -111,77 +111,23 @@ func translate(op string, jobID int64, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// notReady reads BK004's payload: DETAIL carries run_at in ISO 8601 (either
-// alone or as "run_at=...", with "attempts=N" beside it), and the message
-// gives the attempt count as "... N attempts ..." or "attempts N"/"attempt N".
+// notReadyRunAt is the layout of BK004's DETAIL, backoff._iso8601: run_at
+// in UTC with microseconds, "2026-01-02T03:04:05.000006Z".
+const notReadyRunAt = "2006-01-02T15:04:05.000000Z"
+
+// notReady reads BK004 as backoff.acquire documents it: DETAIL is the job's
+// run_at (notReadyRunAt) and HINT is "attempts=N". The message is for
+// people and is not parsed. A field that does not read stays zero: the
+// error is still a NotReadyError, and the PgError keeps the server's text.
 func notReady(jobID int64, pgErr *pgconn.PgError) *NotReadyError {
 	e := &NotReadyError{JobID: jobID, Err: pgErr}
-	for _, text := range []string{pgErr.Detail, pgErr.Hint, pgErr.Message} {
-		if e.RetryAt.IsZero() {
-			e.RetryAt = findTimestamp(text)
-		}
-		if e.Attempts == 0 {
-			e.Attempts = findAttempts(text)
-		}
+	if t, err := time.Parse(notReadyRunAt, pgErr.Detail); err == nil {
+		e.RetryAt = t
+	}
+	if n, ok := strings.CutPrefix(pgErr.Hint, "attempts="); ok {
+		e.Token, _ = strconv.Atoi(n)
 	}
 	return e
-}
-
-var timestampLayouts = []string{
-	time.RFC3339Nano,
-	"2006-01-02T15:04:05.999999Z07",
-	"2006-01-02 15:04:05.999999Z07:00",
-	"2006-01-02 15:04:05.999999Z07",
-}
-
-// findTimestamp returns the first ISO 8601 timestamp in text, or zero.
-func findTimestamp(text string) time.Time {
-	for _, field := range strings.FieldsFunc(text, func(r rune) bool {
-		return r == ' ' || r == '"' || r == ',' || r == ';' || r == '(' || r == ')' || r == '='
-	}) {
-		field = strings.TrimSpace(field)
-		for _, layout := range timestampLayouts {
-			if t, err := time.Parse(layout, field); err == nil {
-				return t
-			}
-		}
-	}
-	// "2025-01-02 03:04:05+00" spans a space: try the whole text and
-	// pairs of words.
-	words := strings.Fields(text)
-	for i := 0; i+1 < len(words); i++ {
-		cand := strings.Trim(words[i]+" "+words[i+1], `"(),;`)
-		for _, layout := range timestampLayouts {
-			if t, err := time.Parse(layout, cand); err == nil {
-				return t
-			}
-		}
-	}
-	return time.Time{}
-}
-
-// findAttempts returns N from "attempts=N", "attempts N", "attempt N" or
-// "N attempts" in text, or 0.
-func findAttempts(text string) int {
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return r == ' ' || r == '=' || r == ':' || r == ',' || r == ';' || r == '(' || r == ')' || r == '"'
-	})
-	for i, w := range words {
-		if w != "attempts" && w != "attempt" && w != "attempt(s)" {
-			continue
-		}
-		if i+1 < len(words) {
-			if n, err := strconv.Atoi(words[i+1]); err == nil {
-				return n
-			}
-		}
-		if i > 0 {
-			if n, err := strconv.Atoi(words[i-1]); err == nil {
-				return n
-			}
-		}
-	}
-	return 0
 }
 
 // transient reports whether err may go away by itself: anything but an

@@ -30,7 +30,7 @@ func TestFailCleansErrorText(t *testing.T) {
 		jobs, err := c.Claim(ctx, "errtext", 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
-		j, err := c.Fail(ctx, id, jobs[0].Attempts, tc.sent)
+		j, err := c.Fail(ctx, id, jobs[0].Token, tc.sent)
 		require.NoError(t, err, "%q", tc.sent)
 		require.Equal(t, tc.want, j.LastError)
 		require.Equal(t, tc.want, j.Errors[len(j.Errors)-1].Error)

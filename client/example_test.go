@@ -45,6 +45,41 @@ func ExampleClient_Enqueue_inTransaction() {
 	// Output: emails pending {"to": "ada@example.com"}
 }
 
+// Enqueue a batch in one statement and one round trip: each job with its
+// own queue, payload and options, the ids in input order. The batch is
+// atomic, and a dedupe key means what it means to Enqueue: a job whose key
+// matches an unfinished job (earlier in the batch or already queued) gets
+// that job's id instead of a new job.
+func ExampleClient_EnqueueMany() {
+	pool, cleanup := client.SampleDatabase() // your *pgxpool.Pool
+	defer cleanup()
+	ctx := context.Background()
+	c, err := client.New(ctx, pool)
+	if err != nil {
+		panic(err)
+	}
+	type Email struct{ To string }
+	ids, err := c.EnqueueMany(ctx, []client.NewJob{
+		{Queue: "emails", Payload: Email{To: "ada@example.com"}, DedupeKey: "welcome:ada"},
+		{Queue: "emails", Payload: Email{To: "alan@example.com"}, Priority: 10},
+		{Queue: "reports", Payload: map[string]string{"month": "2030-01"}, RunAt: time.Now().Add(time.Hour), MaxAttempts: 3},
+		{Queue: "emails", Payload: Email{To: "ada@example.com"}, DedupeKey: "welcome:ada"}, // the first job's id
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(ids), "ids;", "the repeated key gives the first job's id:", ids[3] == ids[0])
+	for _, id := range ids[:3] {
+		job, _ := c.Get(ctx, id)
+		fmt.Println(job.Queue, job.Status, job.Priority, job.MaxAttempts, string(job.Payload))
+	}
+	// Output:
+	// 4 ids; the repeated key gives the first job's id: true
+	// emails pending 0 0 {"To": "ada@example.com"}
+	// emails pending 10 0 {"To": "alan@example.com"}
+	// reports pending 0 3 {"month": "2030-01"}
+}
+
 // A worker in a dozen lines: handlers run concurrently, with leases,
 // heartbeats, retries and a graceful shutdown when ctx ends.
 func ExampleNewWorker() {
@@ -61,7 +96,7 @@ func ExampleNewWorker() {
 			if err := job.UnmarshalPayload(&msg); err != nil {
 				return client.Permanent(err) // bad input: dead-letter, don't retry
 			}
-			fmt.Println("sending to", msg.To, "attempt", job.Attempts)
+			fmt.Println("sending to", msg.To, "attempt", job.AttemptNumber()) // 1 on the first try
 			close(done)
 			return nil // completed; any other error retries with the policy's backoff
 		},
@@ -96,17 +131,17 @@ func ExampleClient_Acquire() {
 	_, err = c.Acquire(ctx, step, 0)
 	var notReady *client.NotReadyError
 	if errors.As(err, &notReady) {
-		fmt.Println("not ready until", notReady.RetryAt.Format(time.TimeOnly), "after", notReady.Attempts, "attempts")
+		fmt.Println("not ready until", notReady.RetryAt.Format(time.TimeOnly), "after", notReady.Token, "claims")
 	}
 	now = now.Add(time.Minute)
 	job, err := c.Acquire(ctx, step, 0)
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(job.Status, "attempt", job.Attempts)
+	fmt.Println(job.Status, "attempt", job.AttemptNumber(), "token", job.Token) // settle with c.Complete(ctx, job.ID, job.Token)
 	// Output:
-	// not ready until 12:01:00 after 0 attempts
-	// running attempt 1
+	// not ready until 12:01:00 after 0 claims
+	// running attempt 1 token 1
 }
 
 // One Worker for several queues, each with its own handler and limits,

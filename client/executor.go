@@ -82,7 +82,7 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 	if errors.Is(context.Cause(hctx), ErrLeaseLost) {
 		w.c.cfg.metrics.handlerRan(hctx, job.Queue, "lease_lost", elapsed)
 		w.log.Warn("handler finished after its lease was lost; result dropped",
-			"job", job.ID, "attempt", job.Attempts, "err", err)
+			"job", job.ID, "token", job.Token, "err", err)
 		return
 	}
 	if err != nil && errors.Is(context.Cause(hctx), ErrWorkerShutdown) {
@@ -136,7 +136,7 @@ func (w *Worker) heartbeat(a *attempt, lease, every time.Duration) (stop func())
 			// A heartbeat may take as long as a lease: later than that it
 			// is useless anyway, and the watchdog will have fired.
 			cctx, cancel := context.WithTimeout(context.Background(), lease)
-			until, err := w.c.Heartbeat(cctx, a.job.ID, a.job.Attempts, a.queue.cfg.Lease)
+			until, err := w.c.Heartbeat(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease)
 			cancel()
 			switch {
 			case err == nil:
@@ -145,7 +145,7 @@ func (w *Worker) heartbeat(a *attempt, lease, every time.Duration) (stop func())
 				}
 			case errors.Is(err, ErrStaleAttempt), errors.Is(err, ErrInvalidTransition), errors.Is(err, ErrJobNotFound):
 				w.c.cfg.metrics.leaseLost(context.Background(), a.job.Queue)
-				w.log.Warn("lease lost; cancelling the handler", "job", a.job.ID, "attempt", a.job.Attempts, "err", err)
+				w.log.Warn("lease lost; cancelling the handler", "job", a.job.ID, "token", a.job.Token, "err", err)
 				a.cancel(ErrLeaseLost)
 				return
 			default:

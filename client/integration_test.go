@@ -38,7 +38,7 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	}
 	require.Equal(t, []int64{ids[1], ids[0]}, []int64{jobs[0].ID, jobs[1].ID})
 	require.Equal(t, "it", jobs[0].LockedBy)
-	require.Equal(t, 1, jobs[0].Attempts)
+	require.Equal(t, 1, jobs[0].Token)
 	require.WithinDuration(t, now.Add(30*time.Second), *jobs[0].LeaseUntil, 0, "the policy's lease, from the injected now")
 
 	done, err := c.CompleteMany(ctx, []int64{jobs[0].ID, jobs[1].ID}, []int{1, 7})
@@ -73,7 +73,7 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	require.ErrorAs(t, err, &nr)
 	require.ErrorIs(t, err, ErrNotReady)
 	require.True(t, now.Add(time.Hour).Equal(nr.RetryAt), "RetryAt %s", nr.RetryAt)
-	require.Equal(t, 0, nr.Attempts)
+	require.Equal(t, 0, nr.Token)
 	now = now.Add(time.Hour)
 	acq, err := c.Acquire(ctx, ids[3], 0)
 	require.NoError(t, err)
@@ -87,8 +87,8 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	replayed, err := c.Replay(ctx, ids[3])
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, replayed.Status)
-	require.Equal(t, 1, replayed.Attempts, "replay keeps the token")
-	require.Equal(t, 0, replayed.CountedAttempts(), "and gives a fresh budget")
+	require.Equal(t, 1, replayed.Token, "replay keeps the token")
+	require.Equal(t, 0, replayed.AttemptNumber(), "and gives a fresh budget")
 	require.Len(t, replayed.Errors, 1, "history kept")
 	cancelled, err := c.Cancel(ctx, ids[3], "not needed")
 	require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	acq, err := c.Acquire(ctx, id, 0)
 	require.NoError(t, err)
 	require.WithinDuration(t, now.Add(2*time.Minute), *acq.LeaseUntil, 0, "slow's lease")
-	failed, err := c.Fail(ctx, id, acq.Attempt(), "boom")
+	failed, err := c.Fail(ctx, id, acq.Token, "boom")
 	require.NoError(t, err)
 	require.Equal(t, StatusRetrying, failed.Status)
 	require.WithinDuration(t, now.Add(7*time.Minute), failed.RunAt, 0, "slow's delay")
@@ -159,4 +159,34 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	list, err := c.List(ctx, ListParams{Queue: "pol"})
 	require.NoError(t, err)
 	require.Len(t, list.Jobs, 4, "the failed batch added nothing")
+}
+
+// TestAcquireNotReadyReadsTheServersError reads BK004 as backoff.acquire
+// raises it, with a run_at that has microseconds and a session in another
+// time zone: RetryAt is the job's run_at to the microsecond, Attempts its
+// claims so far.
+func TestAcquireNotReadyReadsTheServersError(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "ALTER DATABASE "+pool.Config().ConnConfig.Database+" SET TimeZone = 'Asia/Kolkata'")
+	require.NoError(t, err)
+	pool.Reset()
+	now := time.Date(2030, 6, 1, 12, 0, 0, 123456000, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+
+	id, err := c.Enqueue(ctx, "steps", nil)
+	require.NoError(t, err)
+	acq, err := c.Acquire(ctx, id, 0)
+	require.NoError(t, err)
+	failed, err := c.Fail(ctx, id, acq.Token, "boom", RetryIn(30*time.Second+654321*time.Microsecond))
+	require.NoError(t, err)
+
+	_, err = c.Acquire(ctx, id, 0)
+	var nr *NotReadyError
+	require.ErrorAs(t, err, &nr)
+	require.True(t, failed.RunAt.Equal(nr.RetryAt), "RetryAt %s, run_at %s", nr.RetryAt, failed.RunAt)
+	require.Equal(t, time.UTC, nr.RetryAt.Location())
+	require.Equal(t, 1, nr.Token)
+	require.Equal(t, id, nr.JobID)
 }

@@ -27,23 +27,28 @@ const (
 // LockedBy, LastError, Policy, DedupeKey or DeadLetterReason means NULL;
 // MaxAttempts 0 means "the policy's value").
 //
-// Two numbers describe a job's attempts (docs/adr/0020): Attempts, the
-// fencing token, counts every claim over the job's life and never goes
-// down; CountedAttempts, Attempts minus UncountedAttempts, is the
-// attempt's place in the retry budget, what MaxAttempts bounds and what
-// the backoff delay grows with. A snooze and a replay give budget back
-// (UncountedAttempts grows), never tokens.
+// Two numbers answer "which try is this?" (docs/adr/0020, docs/adr/0065):
+//   - Token, the fencing token: it counts every claim over the job's life
+//     and never goes down. Every call that settles or extends a claimed job
+//     (Complete, CompleteMany, Fail, Heartbeat, Snooze) carries it.
+//   - AttemptNumber(), the counted attempt: 1 for the first try, what
+//     MaxAttempts bounds and what the backoff delay grows with. It is Token
+//     minus UncountedAttempts: a snooze and a replay give budget back
+//     (UncountedAttempts grows), never tokens.
 type Job struct {
 	ID       int64
 	Queue    string
 	Payload  json.RawMessage
 	Status   Status
 	Priority int
-	// Attempts counts every claim of the job (claim, acquire) and never goes
-	// down, not on snooze, replay or cancel. While the job runs it is the
-	// running attempt's fencing token (see Attempt): no other claim of the
-	// job ever has it.
-	Attempts int
+	// Token is the fencing token: the count of every claim of the job
+	// (claim, acquire; the column attempts), which never goes down, not on
+	// snooze, replay or cancel. While the job runs it is the running
+	// attempt's token, which no other claim of the job ever has: a call
+	// with a token that no longer holds the job (reaped, snoozed, cancelled
+	// and replayed) is refused, whatever happened since (ErrStaleAttempt,
+	// ErrInvalidTransition). 0 for a job never claimed.
+	Token int
 	// UncountedAttempts counts the claims that do not count against
 	// MaxAttempts: one per snooze, and every claim before the last replay.
 	UncountedAttempts int
@@ -56,40 +61,39 @@ type Job struct {
 	LastFailedAt      *time.Time
 	LastError         string
 	Errors            []AttemptError
-	DeadLetterReason  string // max_attempts, non_retryable or deadline
-	DedupeKey         string
-	CreatedAt         time.Time
-	CompletedAt       *time.Time
+	// DeadLetterReason says why a dead-lettered job was given up:
+	// max_attempts (its counted attempts ran out), non_retryable (Fail with
+	// NonRetryable, a handler's Permanent), deadline (the policy's deadline
+	// passed) or lease_expiries (its leases expired more often than the
+	// policy's max_lease_expiries: a job that crashes its worker).
+	DeadLetterReason string
+	DedupeKey        string
+	CreatedAt        time.Time
+	CompletedAt      *time.Time
 }
 
-// AttemptError is one entry of a job's bounded error history.
+// AttemptError is one entry of a job's bounded error history. Its JSON
+// keys are the history's, as stored: attempt (the token) and counted.
 type AttemptError struct {
-	// Attempt is the fencing token of the attempt that failed (Job.Attempts
-	// when it ran): unique per entry.
-	Attempt int `json:"attempt"`
-	// Counted is that attempt's counted number (Job.CountedAttempts when it
-	// ran), the n of the backoff delay that followed; 0 in entries written
-	// before migration 4.
-	Counted int       `json:"counted,omitempty"`
-	At      time.Time `json:"at"`
-	Error   string    `json:"error"`
-	Worker  string    `json:"worker,omitempty"`
-	Kind    string    `json:"kind"` // "error" (the handler's) or "lease_expired"
+	// Token is the fencing token of the attempt that failed (Job.Token when
+	// it ran): unique per entry.
+	Token int `json:"attempt"`
+	// AttemptNumber is that attempt's counted number (Job.AttemptNumber()
+	// when it ran), the n of the backoff delay that followed; 0 in entries
+	// written before migration 4.
+	AttemptNumber int       `json:"counted,omitempty"`
+	At            time.Time `json:"at"`
+	Error         string    `json:"error"`
+	Worker        string    `json:"worker,omitempty"`
+	Kind          string    `json:"kind"` // "error" (the handler's) or "lease_expired"
 }
 
-// Attempt is the fencing token of a claimed job: every call that settles or
-// extends it (Complete, CompleteMany, Fail, Heartbeat, Snooze) carries the
-// attempt it was claimed with. Tokens never repeat, so a call with a token
-// that no longer holds the job (reaped, snoozed, cancelled and replayed) is
-// refused, whatever happened since.
-func (j *Job) Attempt() int { return j.Attempts }
-
-// CountedAttempts is the number of the job's attempts that count against
-// MaxAttempts: Attempts - UncountedAttempts. While the job runs it is the
-// running attempt's place in the budget (1 for the first try, and again 1
-// for the first try after a replay); on the last allowed attempt it equals
-// the max_attempts that applies.
-func (j *Job) CountedAttempts() int { return j.Attempts - j.UncountedAttempts }
+// AttemptNumber is the counted attempt: which try this is, 1 for the
+// first, what MaxAttempts bounds (Token - UncountedAttempts). A snooze does
+// not spend one (the next claim has the same number), and after a replay
+// the first try is 1 again. On the last allowed attempt it equals the
+// max_attempts that applies. It is not a token: settle calls take Token.
+func (j *Job) AttemptNumber() int { return j.Token - j.UncountedAttempts }
 
 // UnmarshalPayload decodes the job's payload into v.
 func (j *Job) UnmarshalPayload(v any) error {
@@ -127,7 +131,7 @@ func scanJob(row pgx.Row, extra ...any) (Job, error) {
 	j.Payload = json.RawMessage(payload)
 	j.Status = Status(status)
 	j.Priority = int(priority)
-	j.Attempts = int(attempts)
+	j.Token = int(attempts)
 	j.UncountedAttempts = int(uncounted)
 	if maxAttempts != nil {
 		j.MaxAttempts = int(*maxAttempts)
@@ -173,9 +177,9 @@ func decodeHistory(raw []byte) []AttemptError {
 		for k, v := range e {
 			switch k {
 			case "attempt":
-				_ = json.Unmarshal(v, &errs[i].Attempt)
+				_ = json.Unmarshal(v, &errs[i].Token)
 			case "counted":
-				_ = json.Unmarshal(v, &errs[i].Counted)
+				_ = json.Unmarshal(v, &errs[i].AttemptNumber)
 			case "at":
 				_ = json.Unmarshal(v, &errs[i].At)
 			case "error":

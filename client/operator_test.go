@@ -40,7 +40,7 @@ func TestOperatorUICalls(t *testing.T) {
 		require.NoError(t, err)
 		j, err := c.Acquire(ctx, id, time.Minute)
 		require.NoError(t, err)
-		_, err = c.Fail(ctx, id, j.Attempt(), msg, NonRetryable())
+		_, err = c.Fail(ctx, id, j.Token, msg, NonRetryable())
 		require.NoError(t, err)
 		dead = append(dead, id)
 	}

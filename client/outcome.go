@@ -59,7 +59,7 @@ func readOutcome(err error) outcome {
 // batched completer, the rest are one fenced call each.
 func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.Duration) {
 	w.c.cfg.metrics.handlerRan(ctx, job.Queue, o.kind.String(), elapsed)
-	if o.kind == outcomeCompleted && w.completer.add(job.ID, job.Attempts, job.Queue) {
+	if o.kind == outcomeCompleted && w.completer.add(job.ID, job.Token, job.Queue) {
 		return // the common case: no call, no timer of its own
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -70,16 +70,16 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 		calls := 0
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			calls++
-			_, err := w.c.Complete(ctx, job.ID, job.Attempts)
+			_, err := w.c.Complete(ctx, job.ID, job.Token)
 			return err
 		})
 		if calls > 1 && (errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrInvalidTransition)) &&
-			len(w.confirmCompletions(ctx, []int64{job.ID}, []int{job.Attempts}, nil)) == 1 {
+			len(w.confirmCompletions(ctx, []int64{job.ID}, []int{job.Token}, nil)) == 1 {
 			err = nil // the first call, whose reply was lost, completed it
 		}
 	case outcomeSnoozed:
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
-			_, err := w.c.Snooze(ctx, job.ID, job.Attempts, o.delay)
+			_, err := w.c.Snooze(ctx, job.ID, job.Token, o.delay)
 			return err
 		})
 	default:
@@ -92,17 +92,20 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 		case o.kind == outcomePanicked:
 			var pe *panicError
 			errors.As(o.err, &pe)
-			w.log.Error("handler panicked", "job", job.ID, "attempt", job.Attempts, "panic", fmt.Sprint(pe.value))
+			w.log.Error("handler panicked", "job", job.ID, "token", job.Token, "panic", fmt.Sprint(pe.value))
 		}
 		var j Job
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			var err error
-			j, err = w.c.Fail(ctx, job.ID, job.Attempts, o.err.Error(), opts...)
+			j, err = w.c.Fail(ctx, job.ID, job.Token, o.err.Error(), opts...)
 			return err
 		})
 		if err == nil {
-			w.log.Info("job failed", "job", job.ID, "attempt", job.Attempts, "status", j.Status,
+			// One line per attempt at Debug; the Info summary counts them
+			// (failures.go).
+			w.log.Debug("job failed", "queue", job.Queue, "job", job.ID, "attempt", job.AttemptNumber(), "token", job.Token, "status", j.Status,
 				"run_at", j.RunAt, "err", o.err)
+			w.failures.record(job.Queue, j.Status)
 		}
 	}
 	w.settleError(ctx, job, o.kind.String(), err)
@@ -147,7 +150,7 @@ func (w *Worker) settleError(ctx context.Context, job *Job, outcome string, err 
 	case err == nil:
 	case errors.Is(err, ErrStaleAttempt), errors.Is(err, ErrInvalidTransition):
 		w.c.cfg.metrics.leaseLost(ctx, job.Queue)
-		w.log.Warn("job no longer ours; outcome dropped", "job", job.ID, "attempt", job.Attempts, "outcome", outcome, "err", err)
+		w.log.Warn("job no longer ours; outcome dropped", "job", job.ID, "token", job.Token, "outcome", outcome, "err", err)
 	default:
 		// The lease will expire and the reaper will retry the job.
 		w.log.Error("could not record the outcome; the reaper will retry the job", "job", job.ID, "outcome", outcome, "err", err)

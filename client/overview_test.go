@@ -27,7 +27,7 @@ func TestOverviewAndIndexedListing(t *testing.T) {
 	require.NoError(t, err)
 	j, err := c.Acquire(ctx, dead, 0)
 	require.NoError(t, err)
-	_, err = c.Fail(ctx, dead, j.Attempts, "needle in the haystack", NonRetryable())
+	_, err = c.Fail(ctx, dead, j.Token, "needle in the haystack", NonRetryable())
 	require.NoError(t, err)
 	gone, err := c.Enqueue(ctx, "mail", nil)
 	require.NoError(t, err)

@@ -183,7 +183,7 @@ func TestClaimBatchSurvivesAnUndecodableHistory(t *testing.T) {
 		if j.ID == ids[1] {
 			require.Len(t, j.Errors, 1)
 			require.Equal(t, "from the far future", j.Errors[0].Error)
-			require.Equal(t, 1, j.Errors[0].Attempt)
+			require.Equal(t, 1, j.Errors[0].Token)
 			require.True(t, j.Errors[0].At.IsZero())
 		}
 	}

@@ -10,7 +10,7 @@ import (
 // the payload is decoded as JSON into a T before h runs. A payload that does
 // not decode can never succeed, so its job is dead-lettered at once
 // (Permanent) with an error that names the job and the type, e.g.
-// `permanent: decode payload of job 7 as client_test.Email: json: ...`.
+// `decode payload of job 7 as client_test.Email: json: ...`.
 //
 //	w, err := client.NewWorker(pool, client.WorkerConfig{
 //		Queue:   "emails",

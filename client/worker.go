@@ -107,12 +107,16 @@ type Worker struct {
 	opts  []Option
 	queue []QueueConfig // normalised, one per producer
 
-	c         *Client
-	log       *slog.Logger
-	producers []*producer
-	completer *completer
-	notifier  *notifier
-	handlers  sync.WaitGroup
+	c        *Client
+	log      *slog.Logger
+	failures *failureSummary
+	// summaryEvery is failureSummaryInterval; a test sets it longer than
+	// itself to see only the summary flushed when Run returns.
+	summaryEvery time.Duration
+	producers    []*producer
+	completer    *completer
+	notifier     *notifier
+	handlers     sync.WaitGroup
 
 	mu       sync.Mutex
 	attempts map[int64]*attempt
@@ -192,7 +196,8 @@ func NewWorker(pool *pgxpool.Pool, cfg WorkerConfig, opts ...Option) (*Worker, e
 				ErrInvalidArgument, have, need, len(norm), map[bool]string{true: ", the reaper"}[cfg.ReapInterval > 0])
 		}
 	}
-	return &Worker{pool: pool, cfg: cfg, opts: opts, queue: norm, attempts: map[int64]*attempt{}}, nil
+	return &Worker{pool: pool, cfg: cfg, opts: opts, queue: norm, attempts: map[int64]*attempt{},
+		summaryEvery: failureSummaryInterval}, nil
 }
 
 // Run checks the schema, then claims and runs jobs until ctx is cancelled.
@@ -212,6 +217,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.c = c
 	w.log = c.cfg.logger.With("worker", c.cfg.workerID)
+	w.failures = newFailureSummary(time.Now())
 	w.completer = newCompleter(w)
 	w.notifier = newNotifier(w)
 	for i := range w.queue {
@@ -230,7 +236,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		background.Add(1)
 		go func() { defer background.Done(); w.reapLoop(bg) }()
 	}
-	w.log.Info("worker started", "queues", w.names())
+	background.Add(1)
+	go func() { defer background.Done(); w.summarizeFailures(bg) }()
+	w.log.Info("worker started", "queues", w.queueNames())
 
 	var producing sync.WaitGroup
 	for _, p := range w.producers {
@@ -244,10 +252,37 @@ func (w *Worker) Run(ctx context.Context) error {
 	stopBackground()
 	w.completer.stop()
 	background.Wait()
+	w.failures.flush(w.log, time.Now()) // the failures since the last summary
 	w.log.Info("worker stopped")
 	return nil
 }
 
+// queueNames lists the worker's queues for its log lines: a list
+// attribute, queues=[alpha beta].
+func (w *Worker) queueNames() []string {
+	names := make([]string, len(w.queue))
+	for i, q := range w.queue {
+		names[i] = q.Queue
+	}
+	return names
+}
+
+// summarizeFailures logs the failed attempts of each queue every
+// failureSummaryInterval (failures.go) until ctx ends.
+func (w *Worker) summarizeFailures(ctx context.Context) {
+	t := time.NewTicker(w.summaryEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			w.failures.flush(w.log, now)
+		}
+	}
+}
+
+// names names the worker's queues in its errors.
 func (w *Worker) names() string {
 	if len(w.queue) == 1 {
 		return fmt.Sprintf("%q", w.queue[0].Queue)

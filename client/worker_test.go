@@ -214,17 +214,19 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 	perm := get("permanent")
 	require.Equal(t, StatusDeadLettered, perm.Status)
 	require.Equal(t, "non_retryable", perm.DeadLetterReason)
-	require.Equal(t, 1, perm.Attempts)
+	require.Equal(t, 1, perm.Token)
+	require.Equal(t, "malformed address", perm.LastError, "the handler's text, unchanged: the kind is the reason")
 
 	ra := get("retry-after")
 	require.Equal(t, StatusRetrying, ra.Status)
 	require.NotNil(t, ra.LastFailedAt)
 	require.Equal(t, 45*time.Second, ra.RunAt.Sub(*ra.LastFailedAt), "RetryAfter's delay, under moderate's 60s max")
+	require.Equal(t, "429", ra.LastError, "the handler's text, unchanged: the delay is in run_at")
 
 	sn := get("snooze")
 	require.Equal(t, StatusPending, sn.Status)
-	require.Equal(t, 1, sn.Attempts, "a snooze keeps the token")
-	require.Equal(t, 0, sn.CountedAttempts(), "a snooze gives the attempt back")
+	require.Equal(t, 1, sn.Token, "a snooze keeps the token")
+	require.Equal(t, 0, sn.AttemptNumber(), "a snooze gives the attempt back")
 	require.Greater(t, time.Until(sn.RunAt), 50*time.Minute)
 
 	pan := get("panic")
@@ -270,7 +272,7 @@ func TestWorkerHeartbeatsKeepALongHandlerAlive(t *testing.T) {
 	require.Nil(t, cause.Load(), "the handler's context was never cancelled")
 	j, err := c.Get(context.Background(), id)
 	require.NoError(t, err)
-	require.Equal(t, 1, j.Attempts, "one attempt: the lease never expired")
+	require.Equal(t, 1, j.Token, "one attempt: the lease never expired")
 	require.Empty(t, j.Errors)
 	requireNoneRunning(t, pool)
 }
@@ -287,7 +289,7 @@ func TestWorkerLeaseLossCancelsTheHandler(t *testing.T) {
 	w, err := NewWorker(pool, WorkerConfig{
 		Queue: "lost", Concurrency: 1, Lease: time.Second, HeartbeatInterval: 50 * time.Millisecond, ReapInterval: -1,
 		Handler: func(ctx context.Context, job *Job) error {
-			if job.Attempts > 1 {
+			if job.Token > 1 {
 				return nil
 			}
 			<-ctx.Done()
@@ -411,7 +413,7 @@ func TestWorkerShutdown(t *testing.T) {
 			j, err := c.Get(context.Background(), stubborn)
 			require.NoError(t, err)
 			require.Equal(t, StatusRunning, j.Status, "the stubborn job left this worker while its handler ran")
-			require.Equal(t, 1, j.Attempts)
+			require.Equal(t, 1, j.Token)
 			require.Equal(t, "first", j.LockedBy)
 			return j.LeaseUntil.After(stoppedAt.Add(3 * lease))
 		})
@@ -620,7 +622,7 @@ func TestWorkerRetriesASettleCutByATransientError(t *testing.T) {
 	ok, err := c.Get(ctx, ids[0])
 	require.NoError(t, err)
 	require.Equal(t, StatusCompleted, ok.Status)
-	require.Equal(t, 1, ok.Attempts)
+	require.Equal(t, 1, ok.Token)
 	bad, err := c.Get(ctx, ids[1])
 	require.NoError(t, err)
 	require.Equal(t, StatusDeadLettered, bad.Status)

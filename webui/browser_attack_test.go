@@ -113,7 +113,7 @@ func TestBrowserFormatCharacters(t *testing.T) {
 	id := legacyQueueJob(t, dbURL, c, queue, map[string]any{"note": "refund\u202e\u2066 100\u2069 \u200bx\ufeff"})
 	j, err := c.Acquire(ctx, id, 0)
 	require.NoError(t, err)
-	_, err = c.Fail(ctx, id, j.Attempts, "card \u202e1234\u202c declined\u200d\u2060", client.NonRetryable())
+	_, err = c.Fail(ctx, id, j.Token, "card \u202e1234\u202c declined\u200d\u2060", client.NonRetryable())
 	require.NoError(t, err)
 	bctx, console := browser(t)
 	shown := `[document.title, document.body.innerText,

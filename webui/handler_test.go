@@ -278,7 +278,7 @@ func TestOverviewControlsAndEstimates(t *testing.T) {
 	require.NoError(t, err)
 	j, err := ca.Acquire(ctx, id, 0)
 	require.NoError(t, err)
-	_, err = ca.Fail(ctx, id, j.Attempts, "down") // retryable: the only kind the breaker counts
+	_, err = ca.Fail(ctx, id, j.Token, "down") // retryable: the only kind the breaker counts
 	require.NoError(t, err)
 	_, err = admin.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at)
 		SELECT 'bulk', 'completed', 1, now(), now(), now() FROM generate_series(1, 10001);

@@ -282,7 +282,7 @@ type jobData struct {
 	Timeline     timeline
 	CanRetry     bool // replay allowed
 	CanStop      bool // cancel allowed
-	Counted      int  // J.CountedAttempts()
+	Counted      int  // J.AttemptNumber()
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
@@ -298,7 +298,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobData{J: j, Payload: pv.Text, Counted: j.CountedAttempts(), PreviewChars: payloadPreviewChars}
+	d := jobData{J: j, Payload: pv.Text, Counted: j.AttemptNumber(), PreviewChars: payloadPreviewChars}
 	if pv.Truncated {
 		d.PayloadBytes = pv.Bytes
 	} else {

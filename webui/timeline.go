@@ -72,12 +72,12 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 	var evs []event
 	evs = append(evs, event{at: j.CreatedAt, kind: "created", detail: "enqueued in " + j.Queue})
 	errs := append([]client.AttemptError(nil), j.Errors...)
-	sort.Slice(errs, func(a, b int) bool { return errs[a].Attempt < errs[b].Attempt })
+	sort.Slice(errs, func(a, b int) bool { return errs[a].Token < errs[b].Token })
 	for _, e := range errs {
-		ev := event{at: e.At, kind: "failed", label: fmt.Sprint(e.Attempt),
-			detail: fmt.Sprintf("attempt %d failed (%s): %s", e.Attempt, e.Kind, e.Error)}
-		if p != nil && e.Counted > 0 && (j.EffectiveMaxAttempts == 0 || e.Counted < j.EffectiveMaxAttempts) {
-			ev.wait = e.At.Add(p.Delay(e.Counted, j.ID))
+		ev := event{at: e.At, kind: "failed", label: fmt.Sprint(e.Token),
+			detail: fmt.Sprintf("attempt %d failed (%s): %s", e.Token, e.Kind, e.Error)}
+		if p != nil && e.AttemptNumber > 0 && (j.EffectiveMaxAttempts == 0 || e.AttemptNumber < j.EffectiveMaxAttempts) {
+			ev.wait = e.At.Add(p.Delay(e.AttemptNumber, j.ID))
 		}
 		evs = append(evs, ev)
 	}
@@ -87,7 +87,7 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		if j.CompletedAt != nil {
 			at = *j.CompletedAt
 		}
-		kind, detail := "completed", fmt.Sprintf("completed on attempt %d", j.Attempts)
+		kind, detail := "completed", fmt.Sprintf("completed on attempt %d", j.Token)
 		if j.Status == client.StatusDeadLettered {
 			kind, detail = "dead", "dead-lettered: "+j.DeadLetterReason
 		} else if j.Status == client.StatusCancelled {
@@ -100,8 +100,8 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		if j.LastAttemptedAt != nil {
 			at = *j.LastAttemptedAt
 		}
-		evs = append(evs, event{at: at, kind: "running", label: fmt.Sprint(j.Attempts),
-			detail: fmt.Sprintf("attempt %d running on %s, lease until %s", j.Attempts, j.LockedBy, formatTimePtr(j.LeaseUntil))})
+		evs = append(evs, event{at: at, kind: "running", label: fmt.Sprint(j.Token),
+			detail: fmt.Sprintf("attempt %d running on %s, lease until %s", j.Token, j.LockedBy, formatTimePtr(j.LeaseUntil))})
 		tl.Note = "The job is running: its outcome decides what comes next."
 	default:
 		evs = append(evs, project(j, p)...)
@@ -149,7 +149,7 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 // to the attempt limit (the last one dead-letters) or the deadline.
 func project(j client.JobDetail, p *policy.Policy) []event {
 	var out []event
-	next := j.CountedAttempts() + 1
+	next := j.AttemptNumber() + 1
 	limit := j.EffectiveMaxAttempts
 	var deadline time.Time
 	if p != nil && p.Deadline > 0 {

@@ -11,7 +11,7 @@
 //     it, or fails it so that the step's policy schedules the retry in the
 //     database (or dead-letters it when it is out of attempts);
 //   - the step is waiting for its retry: Acquire returns a
-//     *client.NotReadyError with RetryAt and Attempts, and the orchestrator
+//     *client.NotReadyError with RetryAt and Token, and the orchestrator
 //     comes back at RetryAt. Nothing sleeps in the database and no timer
 //     lives in the orchestrator's memory: the row is the scheduler.
 //
@@ -129,7 +129,7 @@ func (o *Orchestrator) Advance(ctx context.Context, run *Run) (Progress, error) 
 	var notReady *client.NotReadyError
 	switch {
 	case errors.As(err, &notReady):
-		return Progress{Outcome: NotReady, Step: step.Name, JobID: id, Attempts: notReady.Attempts, RetryAt: notReady.RetryAt}, nil
+		return Progress{Outcome: NotReady, Step: step.Name, JobID: id, Attempts: notReady.Token, RetryAt: notReady.RetryAt}, nil
 	case errors.Is(err, client.ErrInvalidTransition):
 		// Finished already: by us before a crash, or dead-lettered.
 		j, gerr := o.c.Get(ctx, id)
@@ -140,7 +140,7 @@ func (o *Orchestrator) Advance(ctx context.Context, run *Run) (Progress, error) 
 			run.next++
 			return o.Advance(ctx, run)
 		}
-		return Progress{Outcome: DeadLettered, Step: step.Name, JobID: id, Attempts: j.Attempts, Err: errors.New(j.LastError)}, nil
+		return Progress{Outcome: DeadLettered, Step: step.Name, JobID: id, Attempts: j.Token, Err: errors.New(j.LastError)}, nil
 	case err != nil:
 		return Progress{}, fmt.Errorf("advance %s run %s: %w", run.Workflow.Name, run.ID, err)
 	}
@@ -150,21 +150,21 @@ func (o *Orchestrator) Advance(ctx context.Context, run *Run) (Progress, error) 
 		if client.IsPermanent(runErr) {
 			opts = append(opts, client.NonRetryable())
 		}
-		j, err := o.c.Fail(ctx, id, job.Attempts, runErr.Error(), opts...)
+		j, err := o.c.Fail(ctx, id, job.Token, runErr.Error(), opts...)
 		if err != nil {
 			return Progress{}, fmt.Errorf("advance %s run %s: %w", run.Workflow.Name, run.ID, err)
 		}
-		p := Progress{Outcome: Failed, Step: step.Name, JobID: id, Attempts: j.Attempts, RetryAt: j.RunAt, Err: runErr}
+		p := Progress{Outcome: Failed, Step: step.Name, JobID: id, Attempts: j.Token, RetryAt: j.RunAt, Err: runErr}
 		if j.Status == client.StatusDeadLettered {
 			p.Outcome, p.RetryAt = DeadLettered, time.Time{}
 		}
 		return p, nil
 	}
-	if _, err := o.c.Complete(ctx, id, job.Attempts); err != nil {
+	if _, err := o.c.Complete(ctx, id, job.Token); err != nil {
 		return Progress{}, fmt.Errorf("advance %s run %s: %w", run.Workflow.Name, run.ID, err)
 	}
 	run.next++
-	return Progress{Outcome: Executed, Step: step.Name, JobID: id, Attempts: job.Attempts}, nil
+	return Progress{Outcome: Executed, Step: step.Name, JobID: id, Attempts: job.Token}, nil
 }
 
 // Drive advances the run until it finishes or a step is dead-lettered,

@@ -37,8 +37,8 @@ func orderWorkflow(clock *fakeClock, ran map[string][]time.Time) workflow.Workfl
 	step := func(name string, failures int) workflow.Step {
 		return workflow.Step{Name: name, Run: func(_ context.Context, job *client.Job) error {
 			ran[name] = append(ran[name], clock.Now())
-			if job.Attempts <= failures {
-				return fmt.Errorf("%s: upstream answered 503 (attempt %d)", name, job.Attempts)
+			if job.Token <= failures {
+				return fmt.Errorf("%s: upstream answered 503 (attempt %d)", name, job.AttemptNumber())
 			}
 			return nil
 		}}

@@ -134,7 +134,7 @@ func TestPauseServer(t *testing.T) {
 		ReapInterval: 300 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
 		Handler: func(_ context.Context, j *client.Job) error {
 			var p struct{ Slow bool }
-			if j.UnmarshalPayload(&p) == nil && p.Slow && j.Attempts == 1 {
+			if j.UnmarshalPayload(&p) == nil && p.Slow && j.Token == 1 {
 				// A handler that ignores its context and outlives the
 				// pause: its completion arrives after the reaper.
 				time.Sleep(5 * time.Second)
@@ -242,13 +242,13 @@ func TestConnectionDroppedDuringSettle(t *testing.T) {
 				var err error
 				switch tc.call {
 				case "backoff.complete":
-					_, err = c.Complete(ctx, j.ID, j.Attempts)
+					_, err = c.Complete(ctx, j.ID, j.Token)
 				case "backoff.fail":
-					_, err = c.Fail(ctx, j.ID, j.Attempts, "downstream 503")
+					_, err = c.Fail(ctx, j.ID, j.Token, "downstream 503")
 				case "backoff.snooze":
-					_, err = c.Snooze(ctx, j.ID, j.Attempts, time.Hour)
+					_, err = c.Snooze(ctx, j.ID, j.Token, time.Hour)
 				default:
-					_, err = c.Heartbeat(ctx, j.ID, j.Attempts, time.Minute)
+					_, err = c.Heartbeat(ctx, j.ID, j.Token, time.Minute)
 				}
 				return err
 			}
@@ -274,9 +274,9 @@ func TestConnectionDroppedDuringSettle(t *testing.T) {
 				require.NoError(t, err)
 			case "backoff.heartbeat":
 				require.Equal(t, "running", status)
-				_, err = c.Complete(ctx, j.ID, j.Attempts)
+				_, err = c.Complete(ctx, j.ID, j.Token)
 				require.Error(t, err, "the first client's connection was cut")
-				_, err = connect().Complete(ctx, j.ID, j.Attempts)
+				_, err = connect().Complete(ctx, j.ID, j.Token)
 				require.NoError(t, err, "the attempt still holds the job")
 			case "backoff.fail":
 				require.Equal(t, "retrying", status)

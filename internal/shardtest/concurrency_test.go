@@ -56,7 +56,7 @@ func TestConcurrentWorkersThroughRouter(t *testing.T) {
 		restarted = make(chan struct{})
 	)
 	handler := func(_ context.Context, j *client.Job) error {
-		if j.ID%5 == 0 && j.Attempts == 1 {
+		if j.ID%5 == 0 && j.Token == 1 {
 			return client.RetryAfter(errors.New("first attempt fails"), 10*time.Millisecond)
 		}
 		mu.Lock()

@@ -78,7 +78,7 @@ func TestLifecycle(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, jobs, 1, "attempt %d claimable at %v", attempt, now)
 			require.Equal(t, id, jobs[0].ID)
-			require.Equal(t, attempt, jobs[0].Attempts)
+			require.Equal(t, attempt, jobs[0].Token)
 			if attempt == 1 {
 				until, err := c.Heartbeat(ctx, id, attempt, 2*time.Minute)
 				require.NoError(t, err)
@@ -109,14 +109,14 @@ func TestLifecycle(t *testing.T) {
 		jobs, err := c.Claim(ctx, q, 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
-		s, err := c.Snooze(ctx, id, jobs[0].Attempts, time.Hour)
+		s, err := c.Snooze(ctx, id, jobs[0].Token, time.Hour)
 		require.NoError(t, err)
 		require.True(t, s.RunAt.Equal(now.Add(time.Hour)))
 		now = now.Add(time.Hour)
 		jobs, err = c.Claim(ctx, q, 1, time.Minute)
 		require.NoError(t, err)
 		require.Len(t, jobs, 1)
-		done, err := c.Complete(ctx, id, jobs[0].Attempts)
+		done, err := c.Complete(ctx, id, jobs[0].Token)
 		require.NoError(t, err)
 		require.Equal(t, client.StatusCompleted, done.Status)
 		got, err := c.Get(ctx, id)
@@ -170,7 +170,7 @@ func TestLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		for _, j := range jobs {
 			claimedIDs = append(claimedIDs, j.ID)
-			attempts = append(attempts, j.Attempts)
+			attempts = append(attempts, j.Token)
 		}
 	}
 	require.Len(t, claimedIDs, 30)

@@ -60,7 +60,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 		}
 		clk = clk.Add(step)
 		if i%4 == 0 {
-			if j, err = c.Fail(ctx, id, j.Attempt(), fmt.Sprintf(errTexts[i%3], i), client.RetryIn(time.Second)); err != nil {
+			if j, err = c.Fail(ctx, id, j.Token, fmt.Sprintf(errTexts[i%3], i), client.RetryIn(time.Second)); err != nil {
 				return res, err
 			}
 			clk = clk.Add(2 * time.Second)
@@ -68,7 +68,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 				return res, err
 			}
 		}
-		if _, err := c.Complete(ctx, id, j.Attempt()); err != nil {
+		if _, err := c.Complete(ctx, id, j.Token); err != nil {
 			return res, err
 		}
 	}
@@ -85,7 +85,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 				return res, err
 			}
 			clk = clk.Add(time.Second)
-			j, err = c.Fail(ctx, id, j.Attempt(), fmt.Sprintf(errTexts[i%2], i+a))
+			j, err = c.Fail(ctx, id, j.Token, fmt.Sprintf(errTexts[i%2], i+a))
 			if err != nil {
 				return res, err
 			}
@@ -101,7 +101,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		if _, err := c.Fail(ctx, id, j.Attempt(), fmt.Sprintf("invalid signature for hook %d: rejected", i), client.NonRetryable()); err != nil {
+		if _, err := c.Fail(ctx, id, j.Token, fmt.Sprintf("invalid signature for hook %d: rejected", i), client.NonRetryable()); err != nil {
 			return res, err
 		}
 	}
@@ -119,7 +119,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 			return res, err
 		}
 		clk = clk.Add(time.Second)
-		if j, err = c.Fail(ctx, res.Hostile, j.Attempt(), Hostile); err != nil {
+		if j, err = c.Fail(ctx, res.Hostile, j.Token, Hostile); err != nil {
 			return res, err
 		}
 		clk = maxTime(clk, j.RunAt)
@@ -146,7 +146,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 			return res, err
 		}
 		clk = clk.Add(500 * time.Millisecond)
-		if j, err = c.Fail(ctx, res.Retrying, j.Attempt(), fmt.Sprintf(errTexts[1], 40+a)); err != nil {
+		if j, err = c.Fail(ctx, res.Retrying, j.Token, fmt.Sprintf(errTexts[1], 40+a)); err != nil {
 			return res, err
 		}
 		if a < 2 {

@@ -128,7 +128,7 @@ func TestRoundTripClient(t *testing.T) {
 			var got map[string]string
 			require.NoError(t, jobs[0].UnmarshalPayload(&got))
 			require.Equal(t, payload, got)
-			j, err := c.Fail(ctx, id, jobs[0].Attempts, s)
+			j, err := c.Fail(ctx, id, jobs[0].Token, s)
 			require.NoError(t, err)
 			requireStoredError(t, s, j.LastError)
 			requireStoredError(t, s, j.Errors[len(j.Errors)-1].Error)

@@ -104,7 +104,7 @@ func (j jobRow) MarshalJSON() ([]byte, error) {
 func jobRowOf(d client.JobDetail) jobRow {
 	j := d.Job
 	return jobRow{
-		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Attempts, CountedAttempts: j.CountedAttempts(),
+		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Token, CountedAttempts: j.AttemptNumber(),
 		MaxAttempts: d.EffectiveMaxAttempts, Policy: d.EffectivePolicy, RunAt: j.RunAt, LeaseUntil: j.LeaseUntil,
 		LockedBy: nullable(j.LockedBy), LastAttemptedAt: j.LastAttemptedAt, LastFailedAt: j.LastFailedAt,
 		LastError: nullable(j.LastError), DeadLetterReason: nullable(j.DeadLetterReason),

@@ -134,7 +134,7 @@ func (q *demoQueue) handle(ctx context.Context, job *client.Job) error {
 		return client.Permanent(err)
 	}
 	// The call to the downstream: a few milliseconds.
-	r := rand.New(rand.NewPCG(q.seed^uint64(job.ID), uint64(job.Attempts)))
+	r := rand.New(rand.NewPCG(q.seed^uint64(job.ID), uint64(job.Token)))
 	if err := sleepCtx(ctx, time.Duration(1+r.IntN(3))*time.Millisecond); err != nil {
 		return err
 	}

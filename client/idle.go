@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The queries of WaitIdle: one unfinished job, if any. Two branches so that
+// each reads a partial index, whatever the table's size: pending and
+// retrying jobs from jobs_claimable_idx, running ones from jobs_lease_idx
+// (lease_until is set exactly while a job runs).
+const (
+	busyJobSQL = `(SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') LIMIT 1) ` +
+		`UNION ALL (SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL LIMIT 1) LIMIT 1`
+	busyJobInSQL = `(SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ` +
+		`AND j.queue = ANY ($1::text[]) LIMIT 1) ` +
+		`UNION ALL (SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL ` +
+		`AND j.queue = ANY ($1::text[]) LIMIT 1) LIMIT 1`
+)
+
+// The polls of WaitIdle: the first at once, then at intervals that double
+// from idlePollFirst to idlePollMax, so that a short wait (a test's few
+// jobs) ends soon after the last job and a long one costs a cheap indexed
+// read four times a second.
+const (
+	idlePollFirst = 10 * time.Millisecond
+	idlePollMax   = 250 * time.Millisecond
+)
+
+// WaitIdle returns nil once none of the given queues (every queue when none
+// is given) has an unfinished job: none pending, running or retrying,
+// whatever its run_at. A job that waits for a retry an hour away, or that
+// was enqueued to run tomorrow, keeps its queue busy until it has finished
+// (completed, dead-lettered or cancelled): idle means drained, nothing left
+// to do, which is what a test harness or a batch job waits for after
+// enqueueing its work. A snoozed job is pending, so it counts.
+//
+// It reads backoff.jobs (a role that may: backoff_worker or
+// backoff_admin; a login scoped by backoff.grant_queue sees, and waits for,
+// only its queues) at once and then every 10 ms to 250 ms, until the
+// queues are idle, a read fails (that error is returned), or ctx ends: then
+// the error wraps context.Cause(ctx) and names a queue that still has a
+// job, and its status. Give ctx a deadline. Behind a router the read
+// fetches every shard's table (docs/sharding.md): fine for tests, not for a
+// loop on big tables.
+//
+// Idle is a moment, not a promise: a job enqueued just after WaitIdle
+// returns makes the queue busy again.
+func (c *Client) WaitIdle(ctx context.Context, queues ...string) error {
+	op := "wait until every queue is idle"
+	sql, args := busyJobSQL, []any(nil)
+	if len(queues) > 0 {
+		op = "wait until " + quoteNames(queues) + " idle"
+		sql, args = busyJobInSQL, []any{queues}
+	}
+	wait := idlePollFirst
+	for {
+		var queue, status string
+		err := c.db.QueryRow(ctx, sql, args...).Scan(&queue, &status)
+		switch {
+		case err == nil:
+		case errors.Is(err, pgx.ErrNoRows):
+			return nil
+		case ctx.Err() != nil:
+			return fmt.Errorf("%s: %w", op, context.Cause(ctx))
+		default:
+			return translate(op, 0, err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%s: %w (queue %q still has a %s job)", op, context.Cause(ctx), queue, status)
+		case <-t.C:
+		}
+		wait = min(2*wait, idlePollMax)
+	}
+}
+
+// quoteNames reads `queue "a" is` or `queues "a", "b" are`.
+func quoteNames(queues []string) string {
+	quoted := make([]string, len(queues))
+	for i, q := range queues {
+		quoted[i] = fmt.Sprintf("%q", q)
+	}
+	if len(queues) == 1 {
+		return "queue " + quoted[0] + " is"
+	}
+	return "queues " + strings.Join(quoted, ", ") + " are"
+}
