@@ -10,19 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// The queries of WaitIdle: one unfinished job, if any. Two branches so that
-// each reads a partial index, whatever the table's size: pending and
-// retrying jobs from jobs_claimable_idx, running ones from jobs_lease_idx
-// (lease_until is set exactly while a job runs).
-const (
-	busyJobSQL = `(SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') LIMIT 1) ` +
-		`UNION ALL (SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL LIMIT 1) LIMIT 1`
-	busyJobInSQL = `(SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ` +
-		`AND j.queue = ANY ($1::text[]) LIMIT 1) ` +
-		`UNION ALL (SELECT j.queue, j.status FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL ` +
-		`AND j.queue = ANY ($1::text[]) LIMIT 1) LIMIT 1`
-)
-
 // The polls of WaitIdle: the first at once, then at intervals that double
 // from idlePollFirst to idlePollMax, so that a short wait (a test's few
 // jobs) ends soon after the last job and a long one costs a cheap indexed
@@ -40,28 +27,27 @@ const (
 // to do, which is what a test harness or a batch job waits for after
 // enqueueing its work. A snoozed job is pending, so it counts.
 //
-// It reads backoff.jobs (a role that may: backoff_worker or
-// backoff_admin; a login scoped by backoff.grant_queue sees, and waits for,
-// only its queues) at once and then every 10 ms to 250 ms, until the
+// It asks backoff.unfinished_job (producers, workers and admins; a login
+// scoped by backoff.grant_queue sees, and waits for, only its queues) at
+// once and then every 10 ms to 250 ms, until the
 // queues are idle, a read fails (that error is returned), or ctx ends: then
 // the error wraps context.Cause(ctx) and names a queue that still has a
-// job, and its status. Give ctx a deadline. Behind a router the read
-// fetches every shard's table (docs/sharding.md): fine for tests, not for a
-// loop on big tables.
+// job, and its status. Give ctx a deadline. Behind a router every shard
+// answers for its part of the queues.
 //
 // Idle is a moment, not a promise: a job enqueued just after WaitIdle
 // returns makes the queue busy again.
 func (c *Client) WaitIdle(ctx context.Context, queues ...string) error {
 	op := "wait until every queue is idle"
-	sql, args := busyJobSQL, []any(nil)
+	var only []string // NULL: every queue
 	if len(queues) > 0 {
 		op = "wait until " + quoteNames(queues) + " idle"
-		sql, args = busyJobInSQL, []any{queues}
+		only = queues
 	}
 	wait := idlePollFirst
 	for {
 		var queue, status string
-		err := c.db.QueryRow(ctx, sql, args...).Scan(&queue, &status)
+		err := c.db.QueryRow(ctx, "SELECT queue, status FROM backoff.unfinished_job($1::text[]) LIMIT 1", only).Scan(&queue, &status)
 		switch {
 		case err == nil:
 		case errors.Is(err, pgx.ErrNoRows):

@@ -88,6 +88,8 @@ var Rules = map[string][]Rule{
 	"activity": {{Kind: AllUnion}},
 	// Each shard has its own vacuum horizon: one row per shard.
 	"health": {{Kind: AllUnion}},
+	// Each shard answers for its part of the queues; any row means busy.
+	"unfinished_job": {{Kind: AllUnion}},
 	// A queue's controls and their runtime state live on the queue's shard
 	// (each shard runs its own breaker and bucket for its part of a queue).
 	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},

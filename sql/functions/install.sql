@@ -56,6 +56,7 @@
 {{ template "overview.sql" . }}
 {{ template "activity.sql" . }}
 {{ template "health.sql" . }}
+{{ template "unfinished_job.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}

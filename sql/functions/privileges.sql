@@ -16,11 +16,11 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
-               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state'))
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state', 'unfinished_job'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job',
+                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN

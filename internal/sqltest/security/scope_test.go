@@ -240,6 +240,11 @@ func TestForeignJobLooksMissing(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM backoff.jobs WHERE id = $1`, theirs.running).Scan(&status))
 	require.Equal(t, "running", status)
 
+	// backoff.unfinished_job: its own queues' unfinished jobs, never a
+	// foreign queue's (a scoped WaitIdle waits for its queues only).
+	require.Empty(t, rowsAs(t, pool, w1, `SELECT queue FROM backoff.unfinished_job(ARRAY['billing'])`))
+	require.Equal(t, []string{"mail"}, rowsAs(t, pool, w1, `SELECT queue FROM backoff.unfinished_job()`))
+	require.Equal(t, []string{"billing"}, rowsAs(t, pool, groupRole(t, admin), `SELECT queue FROM backoff.unfinished_job(ARRAY['billing'])`))
 	// backoff.job: its own job, never a foreign one.
 	require.Equal(t, []string{"mail"}, rowsAs(t, pool, w1, `SELECT queue FROM backoff.job($1)`, mine.pending))
 	require.Empty(t, rowsAs(t, pool, w1, `SELECT queue FROM backoff.job($1)`, theirs.pending))
