@@ -47,7 +47,7 @@ func TestPsqlWorkerLoop(t *testing.T) {
 
 func TestPythonWorker(t *testing.T) {
 	t.Parallel()
-	python := requireTool(t, "/usr/bin/python3", "-c", "import psycopg")
+	python := requireTool(t, "/usr/bin/python3", "-c", "import psycopg, psycopg_pool")
 	out, err := exec.Command(python, "python/worker.py", testdb.NewURL(t)).CombinedOutput()
 	require.NoError(t, err, string(out))
 	text := string(out)

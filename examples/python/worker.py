@@ -1,74 +1,62 @@
 #!/usr/bin/env python3
-"""A pgbackoff worker in Python, with psycopg 3 and the SQL functions alone.
+"""A pgbackoff worker in Python, on the pgbackoff package (clients/python).
 
     python3 examples/python/worker.py "$DATABASE_URL"
 
 Enqueues 20 jobs into the queue "python-demo": job 7 is a poison message
-(its handler raises a non-retryable error, so it is dead-lettered at once),
-every fifth job fails once with a transient error and is retried. The worker
-claims in batches of 5, settles each job with the attempt it was claimed
-with, and stops when nothing is left to claim. Exits non-zero when the final
-state is not the expected one.
+(its handler raises Permanent, so it is dead-lettered at once), every fifth
+job fails once with a transient error and is retried at once (RetryAfter
+0, for the demo's sake; a plain exception would wait for the policy's
+delay). The Worker claims, runs four handlers at a time, heartbeats and
+settles each job with the attempt it was claimed with; the script stops it
+when nothing is left to run. Exits non-zero when the final state is not
+the expected one.
 """
+import pathlib
 import sys
+import threading
+import time
 
-import psycopg
+# Use the package from the repository when it is not installed.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "clients" / "python" / "src"))
+
+from psycopg_pool import ConnectionPool  # noqa: E402
+
+import pgbackoff  # noqa: E402
 
 QUEUE = "python-demo"
 
 
-class PermanentError(Exception):
-    """An error that retrying cannot fix: the job is dead-lettered."""
-
-
-def handle(job_id, attempt, payload):
-    n = payload["n"]
+def handle(job: pgbackoff.Job, ctx: pgbackoff.Context) -> None:
+    n = job.payload["n"]
     if n == 7:
-        raise PermanentError(f"payload {n} is malformed")
-    if n % 5 == 0 and attempt == 1:
-        raise RuntimeError("connection reset by downstream")
+        print(f"job {job.id} attempt {job.attempt}: dead-lettered: payload {n} is malformed")
+        raise pgbackoff.Permanent(f"payload {n} is malformed")
+    if n % 5 == 0 and job.counted_attempt == 1:
+        print(f"job {job.id} attempt {job.attempt}: failed, will retry: connection reset by downstream")
+        raise pgbackoff.RetryAfter("connection reset by downstream", 0)
 
 
-def main(url):
-    with psycopg.connect(url, autocommit=True) as conn:
-        for n in range(1, 21):
-            conn.execute("SELECT backoff.enqueue(%s, %s::jsonb)", (QUEUE, f'{{"n": {n}}}'))
+def main(url: str) -> int:
+    with ConnectionPool(url, min_size=1, max_size=6, kwargs={"autocommit": True}) as pool:
+        client = pgbackoff.Client(pool)
+        client.enqueue_many([pgbackoff.NewJob(QUEUE, {"n": n}) for n in range(1, 21)])
         print("enqueued 20 jobs")
 
+        worker = pgbackoff.Worker(pool, [pgbackoff.Queue(QUEUE, handle, concurrency=4)], poll_interval=0.1)
+        running = threading.Thread(target=worker.run)
+        running.start()
         while True:
-            jobs = conn.execute(
-                "SELECT id, attempts, payload FROM backoff.claim(%s, %s, 5, interval '30 seconds')",
-                (QUEUE, "python-worker"),
-            ).fetchall()
-            if not jobs:
+            (stats,) = [s for s in client.stats() if s.queue == QUEUE]
+            if stats.pending + stats.running + stats.retrying == 0:
                 break
-            for job_id, attempt, payload in jobs:
-                try:
-                    handle(job_id, attempt, payload)
-                except PermanentError as e:
-                    conn.execute(
-                        "SELECT backoff.fail(%s, %s, %s, p_retryable => false)", (job_id, attempt, str(e))
-                    )
-                    print(f"job {job_id} attempt {attempt}: dead-lettered: {e}")
-                except Exception as e:  # transient: retry now, for the demo's sake
-                    conn.execute(
-                        "SELECT backoff.fail(%s, %s, %s, p_retry_in => interval '0')", (job_id, attempt, str(e))
-                    )
-                    print(f"job {job_id} attempt {attempt}: failed, will retry: {e}")
-                else:
-                    conn.execute("SELECT backoff.complete(%s, %s)", (job_id, attempt))
+            time.sleep(0.05)
+        worker.stop()
+        running.join()
 
-        counts = dict(
-            conn.execute(
-                "SELECT status, count(*) FROM backoff.jobs WHERE queue = %s GROUP BY status", (QUEUE,)
-            ).fetchall()
-        )
-        retried = conn.execute(
-            "SELECT count(*) FROM backoff.jobs WHERE queue = %s AND attempts = 2", (QUEUE,)
-        ).fetchone()[0]
-        print(f"completed={counts.get('completed', 0)} dead_lettered={counts.get('dead_lettered', 0)} retried={retried}")
-        if counts != {"completed": 19, "dead_lettered": 1} or retried != 4:
-            print(f"unexpected final state: {counts}, retried={retried}", file=sys.stderr)
+        print(f"completed={stats.completed} dead_lettered={stats.dead_lettered} retried={stats.retries}")
+        if (stats.completed, stats.dead_lettered, stats.retries) != (19, 1, 4):
+            print(f"unexpected final state: {stats}", file=sys.stderr)
             return 1
     return 0
 

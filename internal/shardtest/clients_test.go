@@ -38,8 +38,8 @@ func TestPsqlExampleThroughRouter(t *testing.T) {
 // TestPythonExampleThroughRouter runs examples/python/worker.py, unchanged,
 // against the router.
 func TestPythonExampleThroughRouter(t *testing.T) {
-	if err := exec.Command("/usr/bin/python3", "-c", "import psycopg").Run(); err != nil {
-		t.Fatalf("python3 with psycopg is needed (python3-psycopg): %v", err)
+	if err := exec.Command("/usr/bin/python3", "-c", "import psycopg, psycopg_pool").Run(); err != nil {
+		t.Fatalf("python3 with psycopg and psycopg_pool is needed (python3-psycopg, python3-psycopg-pool): %v", err)
 	}
 	cmd := exec.Command("/usr/bin/python3", "python/worker.py", env.routerURL)
 	cmd.Dir = examplesDir(t)

@@ -1,0 +1,67 @@
+"""pgbackoff for Python: producers, workers and operators on psycopg 3.
+
+Every decision (when a job runs again, whether it runs at all) is taken by
+the ``backoff.*`` SQL functions in PostgreSQL; this package calls them, one
+statement per method, turns their SQLSTATEs into exceptions, and runs the
+worker loop: claims paced by the queue, heartbeats, batched completions,
+LISTEN wake-ups and a graceful shutdown.
+"""
+
+from ._outcome import Context
+from ._sql import NOTIFY_CHANNEL, REQUIRED_SCHEMA
+from .aio import AsyncClient, AsyncHandler, AsyncWorker
+from .client import Client, Clock
+from .errors import (
+    Cancelled,
+    InvalidArgument,
+    InvalidTransition,
+    JobNotFound,
+    LeaseExpired,
+    LeaseLost,
+    NotReady,
+    Permanent,
+    PermissionDenied,
+    PgBackoffError,
+    RetryAfter,
+    SchemaTooOld,
+    Snooze,
+    StaleAttempt,
+    WorkerShutdown,
+)
+from .types import AttemptError, Job, NewJob, QueueState, QueueStats, ReplayOutcome
+from .worker import Handler, Queue, Worker
+
+__all__ = [
+    "NOTIFY_CHANNEL",
+    "REQUIRED_SCHEMA",
+    "AsyncClient",
+    "AsyncHandler",
+    "AsyncWorker",
+    "AttemptError",
+    "Cancelled",
+    "Client",
+    "Clock",
+    "Context",
+    "Handler",
+    "InvalidArgument",
+    "InvalidTransition",
+    "Job",
+    "JobNotFound",
+    "LeaseExpired",
+    "LeaseLost",
+    "NewJob",
+    "NotReady",
+    "Permanent",
+    "PermissionDenied",
+    "PgBackoffError",
+    "Queue",
+    "QueueState",
+    "QueueStats",
+    "ReplayOutcome",
+    "RetryAfter",
+    "SchemaTooOld",
+    "Snooze",
+    "StaleAttempt",
+    "Worker",
+    "WorkerShutdown",
+]

@@ -1,0 +1,102 @@
+"""What a handler's return means for its job, read in one place.
+
+The worker records the outcome with one fenced call (complete, fail,
+snooze); the database decides the rest (retry or dead letter, the delay).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import Cancelled, Permanent, RetryAfter, Snooze, WorkerShutdown
+
+Kind = Literal["completed", "failed", "permanent", "snoozed"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Kind
+    #: The error text fail records.
+    error: str = ""
+    #: The snooze delay, or the retry_in a RetryAfter asked for.
+    delay: dt.timedelta | None = None
+
+
+def error_text(e: BaseException) -> str:
+    """``Type: message`` of an exception, and of what it was raised from: a
+    handler's ``raise Permanent("bad payload") from err`` records both."""
+    text = "".join(traceback.format_exception_only(type(e), e)).strip()
+    if isinstance(e, (Permanent, RetryAfter, Snooze)):
+        text = str(e)
+    cause = e.__cause__
+    if cause is not None:
+        text += ": " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
+    return text
+
+
+def read_outcome(exc: BaseException | None, cause: Cancelled | None = None) -> Outcome:
+    """None completes; Snooze snoozes; Permanent dead-letters; RetryAfter
+    fails with its delay; any other exception fails with the policy's
+    delay. A failure after the shutdown cancelled the handler is not the
+    job's fault: it is handed back, due at once elsewhere (retry_in 0; the
+    attempt, counted at claim, stays spent)."""
+    if exc is None:
+        return Outcome("completed")
+    if isinstance(exc, Snooze):
+        return Outcome("snoozed", error_text(exc), exc.delay)
+    if isinstance(exc, Permanent):
+        return Outcome("permanent", error_text(exc))
+    if isinstance(cause, WorkerShutdown):
+        return Outcome("failed", "worker shutdown: " + error_text(exc), dt.timedelta(0))
+    if isinstance(exc, RetryAfter):
+        return Outcome("failed", error_text(exc), exc.delay)
+    return Outcome("failed", error_text(exc))
+
+
+class Context:
+    """What a running handler may ask: whether it should stop, and why.
+
+    ``cause`` is :class:`~pgbackoff.errors.LeaseLost` (the job is no longer
+    this attempt's: stop, the result is dropped),
+    :class:`~pgbackoff.errors.LeaseExpired` or
+    :class:`~pgbackoff.errors.WorkerShutdown` (the grace period is over:
+    return now; an exception hands the job back). A handler that goes on
+    keeps its job: the worker extends the lease until it returns.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._cause: Cancelled | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    @property
+    def cause(self) -> Cancelled | None:
+        return self._cause
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Sleep up to timeout seconds, ending early on cancellation; True
+        when cancelled. (Blocking: for the threaded Worker's handlers.)"""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise the cause if the handler was asked to stop."""
+        if self._cause is not None:
+            raise self._cause
+
+    def cancel(self, cause: Cancelled) -> bool:
+        """Ask the handler to stop; the first cause stays. True if this
+        call cancelled it."""
+        with self._lock:
+            if self._cause is not None:
+                return False
+            self._cause = cause
+        self._event.set()
+        return True

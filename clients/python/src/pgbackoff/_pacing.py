@@ -1,0 +1,160 @@
+"""When a producer claims: the decisions of one queue's claim loop, without
+I/O, shared by the threaded and the asyncio worker.
+
+A producer claims whenever a handler slot is free and the queue was not
+found empty: a finished handler frees a slot and triggers the next claim,
+and a short claim is no reason to wait. Only a claim that returns nothing
+backs off, and then the queue is asked why (``backoff.queue_state``,
+docs/adr/0047):
+
+- ``next_claim_at`` ahead (an open breaker, a rate limit out of tokens):
+  hold the queue until then; wake-ups and freed slots are ignored, and the
+  idle registration is dropped (enqueuers need not wake a held queue);
+- a half-open breaker with every probe out: wait for a probe's result (a
+  freed slot, a completion of the queue, the poll), not for wake-ups;
+- a rate-limited queue with a whole token: claim once more (the token may
+  have come just after the claim);
+- else the queue is idle: register as waiting (``backoff.wait_for_jobs``,
+  docs/adr/0027), look once more, then wait for a notification, a reaped
+  lease or the poll. Two claims in a row that find jobs end the
+  registration (``backoff.stop_waiting``): a busy queue needs no wake-ups.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from .types import QueueState
+
+#: Signals a producer waits for.
+WAKE = "wake"  # a notification of its queue, or reaped leases
+FREED = "freed"  # a handler slot became free
+SETTLED = "settled"  # the completer committed completions of its queue
+POLL = "poll"  # the poll interval passed
+
+
+@dataclass(frozen=True)
+class Step:
+    #: Claim again at once (after the registration change below).
+    again: bool
+    #: Register as waiting (backoff.wait_for_jobs) before claiming again.
+    register: bool = False
+    #: End the registration (backoff.stop_waiting).
+    unregister: bool = False
+
+
+class Pacer:
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self.idle = False  # registered as waiting
+        self.streak = 0  # claims in a row that found jobs
+        self.empty = False  # nothing was due at the last look
+        self.hold_until: float | None = None  # time.monotonic() when the hold ends
+        self.hold_until_clock: dt.datetime | None = None  # the same on an injected clock
+        self.half_open = False
+        self.await_probe = False
+        self.uncontrolled = False  # the last state read showed no controls
+        self.looked_again = False
+
+    def want(self, free: int, clock: dt.datetime | None) -> int:
+        """How many jobs to claim now (0: wait)."""
+        if self.hold_until is not None:
+            ended = time.monotonic() >= self.hold_until or (
+                clock is not None and self.hold_until_clock is not None and clock >= self.hold_until_clock
+            )
+            if not ended:
+                return 0
+            # The end of a hold means "claim", whatever else happened.
+            self.release()
+            self.empty = False
+        if self.await_probe or self.empty or free <= 0:
+            return 0
+        return min(free, self.batch_size)
+
+    def release(self) -> None:
+        self.hold_until = None
+        self.hold_until_clock = None
+
+    def found(self, n: int, want: int, woken: bool) -> Step:
+        """After a claim that returned n > 0 jobs of want; woken: a wake-up
+        came meanwhile (jobs enqueued: claim them now)."""
+        self.streak += 1
+        self.looked_again = False
+        unregister = self.idle and self.streak >= 2
+        if unregister:
+            self.idle = False
+        if n < want and self.idle and self.uncontrolled and not woken:
+            # A trickle: the claim took everything due and every job
+            # enqueued since will notify; a claim now would find nothing.
+            self.streak = 0
+            self.empty = True
+            return Step(again=False, unregister=unregister)
+        return Step(again=True, unregister=unregister)
+
+    def found_none(
+        self,
+        st: QueueState | None,
+        listening: bool,
+        read_mono: float,
+        read_clock: dt.datetime | None,
+    ) -> Step:
+        """After a claim that returned nothing and the state read that
+        followed it (None: the read failed; the queue is treated as idle).
+        read_mono and read_clock are the times taken before the read: a
+        hold counts from them, not from after the read."""
+        self.streak = 0
+        self.uncontrolled = False
+        if st is not None:
+            self.half_open = st.state == "half_open"
+            self.uncontrolled = st.state == "closed" and st.rate is None
+            wait = 0.0
+            if st.next_claim_at is not None:
+                wait = max(0.0, (st.next_claim_at - st.read_at).total_seconds())
+            if self.half_open and st.probes_left == 0 and wait <= 0:
+                self.await_probe = True
+                return self._hold()
+            if wait > 0:
+                self.hold_until = read_mono + wait
+                self.hold_until_clock = read_clock + dt.timedelta(seconds=wait) if read_clock else None
+                return self._hold()
+            if st.rate is not None and (st.tokens or 0) >= 1 and not self.looked_again:
+                self.looked_again = True
+                return Step(again=True)
+        if not self.idle and listening:
+            # Register, then look once more: a job enqueued before the
+            # registration was visible did not notify.
+            self.idle = True
+            return Step(again=True, register=True)
+        self.empty = True
+        return Step(again=False)
+
+    def _hold(self) -> Step:
+        self.empty = True
+        unregister, self.idle = self.idle, False
+        return Step(again=False, unregister=unregister)
+
+    def failed(self) -> None:
+        """A claim failed: wait for the poll before trying again."""
+        self.empty = True
+
+    def timeout(self, until_poll: float) -> float:
+        """How long to wait for a signal."""
+        t = until_poll
+        if self.hold_until is not None:
+            t = min(t, self.hold_until - time.monotonic())
+        return max(0.0, t)
+
+    def signalled(self, signals: set[str]) -> None:
+        if WAKE in signals:
+            self.empty = False
+        if POLL in signals:
+            self.empty = False
+            self.await_probe = False
+        if FREED in signals and self.half_open:
+            self.empty = False
+            self.await_probe = False
+        if SETTLED in signals and self.await_probe:
+            self.empty = False
+            self.await_probe = False

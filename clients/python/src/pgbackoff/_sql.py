@@ -1,0 +1,356 @@
+"""The calls: one ``backoff.*`` SQL function each, with its decoder.
+
+Both clients, the blocking one and the asyncio one, run these: a
+:class:`Call` is the statement, its parameters, the operation's name for
+errors and how to read the rows. Every call names its arguments
+(``p_queue => %s::text``), so it stays right when a function gains optional
+parameters, and casts them, so no type depends on inference. Every call
+that reads the clock passes ``p_now``: the client's clock when it has one,
+else NULL, the database's clock, so many hosts agree on time.
+
+Nothing here reads or writes ``backoff.jobs``: the database decides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from psycopg.types.json import Jsonb
+
+from .types import (
+    AttemptError,
+    Duration,
+    Job,
+    NewJob,
+    QueueState,
+    QueueStats,
+    ReplayOutcome,
+    as_interval,
+    optional_interval,
+)
+
+T = TypeVar("T")
+Rows = list[tuple[Any, ...]]
+
+#: The channel backoff.enqueue notifies (payload: the queue) while a worker
+#: waits for the queue (backoff.wait_for_jobs).
+NOTIFY_CHANNEL = "backoff_jobs"
+
+#: The schema version this package needs (sql/migrations).
+REQUIRED_SCHEMA = 5
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One statement: a single call of a backoff.* function."""
+
+    op: str
+    sql: str
+    params: tuple[Any, ...]
+    decode: Callable[[Rows], T]
+
+
+# The columns of backoff.jobs that Job reads, named so that a column a later
+# migration adds changes nothing.
+_JOB_COLUMNS = (
+    "id, queue, payload, status, priority, attempts, uncounted_attempts, max_attempts, policy, run_at, "
+    "lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors, "
+    "dead_letter_reason, dedupe_key, created_at, completed_at"
+)
+
+
+def _history(raw: Any) -> list[AttemptError]:
+    out: list[AttemptError] = []
+    for e in raw if isinstance(raw, list) else []:
+        if not isinstance(e, dict):
+            continue
+        at: dt.datetime | None = None
+        try:
+            at = dt.datetime.fromisoformat(str(e.get("at")))
+        except ValueError:
+            pass  # a history is for people: one odd entry must not hide the job
+        out.append(
+            AttemptError(
+                attempt=int(e.get("attempt") or 0),
+                counted=int(e.get("counted") or 0),
+                at=at,
+                error=str(e.get("error") or ""),
+                worker=e.get("worker"),
+                kind=str(e.get("kind") or ""),
+            )
+        )
+    return out
+
+
+def _job(r: tuple[Any, ...]) -> Job:
+    return Job(
+        id=r[0], queue=r[1], payload=r[2], status=r[3], priority=r[4], attempt=r[5],
+        uncounted_attempts=r[6], max_attempts=r[7], policy=r[8], run_at=r[9], lease_until=r[10],
+        locked_by=r[11], last_attempted_at=r[12], last_failed_at=r[13], last_error=r[14],
+        errors=_history(r[15]), dead_letter_reason=r[16], dedupe_key=r[17], created_at=r[18],
+        completed_at=r[19],
+    )  # fmt: skip
+
+
+def _one_job(rows: Rows) -> Job:
+    return _job(rows[0])
+
+
+def _jobs(rows: Rows) -> list[Job]:
+    return [_job(r) for r in rows]
+
+
+def _scalar(rows: Rows) -> Any:
+    return rows[0][0]
+
+
+def _ids(rows: Rows) -> list[int]:
+    return [r[0] for r in rows]
+
+
+def _job_call(op: str, fn: str, args: str, params: tuple[Any, ...]) -> Call[Job]:
+    return Call(op, f"SELECT {_JOB_COLUMNS} FROM backoff.{fn}({args})", params, _one_job)
+
+
+_MAX_ERROR_TEXT = 8192
+
+
+def clean_error_text(s: str) -> str:
+    """s as the database stores an error text: NUL and lone surrogates
+    (which PostgreSQL text or UTF-8 cannot hold, and which would make the
+    whole call fail) become U+FFFD, and a text over 8 KiB is cut, ending
+    with " [truncated: N bytes]", so that a huge error does not travel."""
+    b = s.encode("utf-8", "surrogatepass")
+    if len(b) > _MAX_ERROR_TEXT:
+        s = b[:8150].decode("utf-8", "ignore") + f" [truncated: {len(b)} bytes]"
+    if "\x00" in s or any("\ud800" <= c <= "\udfff" for c in s):
+        s = "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in s)
+    return s
+
+
+def schema_version() -> Call[int | None]:
+    return Call("check pgbackoff schema", "SELECT backoff.schema_version()", (), _scalar)
+
+
+def enqueue(
+    queue: str,
+    payload: Any,
+    *,
+    run_at: dt.datetime | None,
+    max_attempts: int | None,
+    priority: int,
+    dedupe_key: str | None,
+    policy: str | None,
+    now: dt.datetime | None,
+) -> Call[int]:
+    return Call(
+        f'enqueue job in "{queue}"',
+        "SELECT backoff.enqueue(p_queue => %s::text, p_payload => %s::jsonb, p_run_at => %s::timestamptz, "
+        "p_max_attempts => %s::integer, p_priority => %s::integer, p_dedupe_key => %s::text, "
+        "p_policy => %s::text, p_now => %s::timestamptz)",
+        (queue, Jsonb({} if payload is None else payload), run_at, max_attempts, priority, dedupe_key, policy, now),
+        _scalar,
+    )
+
+
+def enqueue_many(jobs: Sequence[NewJob], now: dt.datetime | None) -> Call[list[int]]:
+    """The bulk form of backoff.enqueue: one statement, atomic, ids in
+    input order, each job with exactly the single-job semantics. A column
+    no job sets is sent as a NULL array (all NULL)."""
+
+    def column(values: list[Any]) -> list[Any] | None:
+        return values if any(v is not None for v in values) else None
+
+    return Call(
+        f"enqueue {len(jobs)} jobs",
+        "SELECT id FROM backoff.enqueue(p_queues => %s::text[], p_payloads => %s::jsonb[], "
+        "p_run_ats => %s::timestamptz[], p_max_attempts => %s::integer[], p_priorities => %s::integer[], "
+        "p_dedupe_keys => %s::text[], p_policies => %s::text[], p_now => %s::timestamptz) AS t(id)",
+        (
+            [j.queue for j in jobs],
+            [Jsonb({} if j.payload is None else j.payload) for j in jobs],
+            column([j.run_at for j in jobs]),
+            column([j.max_attempts for j in jobs]),
+            column([j.priority or None for j in jobs]),
+            column([j.dedupe_key for j in jobs]),
+            column([j.policy for j in jobs]),
+            now,
+        ),
+        _ids,
+    )
+
+
+def claim(queue: str, worker: str, limit: int, lease: Duration | None, now: dt.datetime | None) -> Call[list[Job]]:
+    return Call(
+        f'claim jobs in "{queue}"',
+        f"SELECT {_JOB_COLUMNS} FROM backoff.claim(p_queue => %s::text, p_worker => %s::text, "
+        "p_limit => %s::integer, p_lease => %s::interval, p_now => %s::timestamptz)",
+        (queue, worker, limit, optional_interval(lease), now),
+        _jobs,
+    )
+
+
+def acquire(job_id: int, worker: str, lease: Duration | None, now: dt.datetime | None) -> Call[Job]:
+    return _job_call(
+        f"acquire job {job_id}",
+        "acquire",
+        "p_job_id => %s::bigint, p_worker => %s::text, p_lease => %s::interval, p_now => %s::timestamptz",
+        (job_id, worker, optional_interval(lease), now),
+    )
+
+
+def complete(job_id: int, attempt: int, now: dt.datetime | None) -> Call[Job]:
+    return _job_call(
+        f"complete job {job_id} (attempt {attempt})",
+        "complete",
+        "p_job_id => %s::bigint, p_attempt => %s::integer, p_now => %s::timestamptz",
+        (job_id, attempt, now),
+    )
+
+
+def complete_many(job_ids: Sequence[int], attempts: Sequence[int], now: dt.datetime | None) -> Call[list[int]]:
+    return Call(
+        f"complete {len(job_ids)} jobs",
+        "SELECT id FROM backoff.complete_many(p_job_ids => %s::bigint[], p_attempts => %s::integer[], "
+        "p_now => %s::timestamptz) AS t(id)",
+        (list(job_ids), list(attempts), now),
+        _ids,
+    )
+
+
+def fail(
+    job_id: int,
+    attempt: int,
+    error: str,
+    *,
+    retry_in: Duration | None,
+    retryable: bool,
+    now: dt.datetime | None,
+) -> Call[Job]:
+    return _job_call(
+        f"fail job {job_id} (attempt {attempt})",
+        "fail",
+        "p_job_id => %s::bigint, p_attempt => %s::integer, p_error => %s::text, p_retry_in => %s::interval, "
+        "p_retryable => %s::boolean, p_now => %s::timestamptz",
+        (job_id, attempt, clean_error_text(error), optional_interval(retry_in), retryable, now),
+    )
+
+
+def heartbeat(job_id: int, attempt: int, extend: Duration | None, now: dt.datetime | None) -> Call[dt.datetime]:
+    return Call(
+        f"heartbeat job {job_id} (attempt {attempt})",
+        "SELECT backoff.heartbeat(p_job_id => %s::bigint, p_attempt => %s::integer, p_extend => %s::interval, "
+        "p_now => %s::timestamptz)",
+        (job_id, attempt, optional_interval(extend), now),
+        _scalar,
+    )
+
+
+def snooze(job_id: int, attempt: int, delay: Duration, now: dt.datetime | None) -> Call[Job]:
+    return _job_call(
+        f"snooze job {job_id} (attempt {attempt})",
+        "snooze",
+        "p_job_id => %s::bigint, p_attempt => %s::integer, p_delay => %s::interval, p_now => %s::timestamptz",
+        (job_id, attempt, as_interval(delay), now),
+    )
+
+
+def cancel(job_id: int, reason: str | None, now: dt.datetime | None) -> Call[Job]:
+    return _job_call(
+        f"cancel job {job_id}",
+        "cancel",
+        "p_job_id => %s::bigint, p_reason => %s::text, p_now => %s::timestamptz",
+        (job_id, None if reason is None else clean_error_text(reason), now),
+    )
+
+
+def replay(job_id: int, now: dt.datetime | None) -> Call[Job]:
+    return _job_call(f"replay job {job_id}", "replay", "p_job_id => %s::bigint, p_now => %s::timestamptz", (job_id, now))
+
+
+def replay_dead_letters(queue: str, now: dt.datetime | None) -> Call[list[ReplayOutcome]]:
+    return Call(
+        f'replay dead letters of queue "{queue}"',
+        "SELECT job_id, replayed, reason FROM backoff.replay_dead_letters(p_queue => %s::text, p_now => %s::timestamptz)",
+        (queue, now),
+        lambda rows: [ReplayOutcome(job_id=r[0], replayed=r[1], reason=r[2]) for r in rows],
+    )
+
+
+def reap(limit: int | None, now: dt.datetime | None) -> Call[int]:
+    return Call(
+        "reap expired leases",
+        "SELECT backoff.reap(p_limit => %s::integer, p_now => %s::timestamptz)"
+        if limit is not None
+        else "SELECT backoff.reap(p_now => %s::timestamptz)",
+        (limit, now) if limit is not None else (now,),
+        _scalar,
+    )
+
+
+def prune(older_than: Duration, limit: int | None, now: dt.datetime | None) -> Call[int]:
+    if limit is None:
+        return Call(
+            "prune finished jobs",
+            "SELECT backoff.prune(p_older_than => %s::interval, p_now => %s::timestamptz)",
+            (as_interval(older_than), now),
+            _scalar,
+        )
+    return Call(
+        "prune finished jobs",
+        "SELECT backoff.prune(p_older_than => %s::interval, p_limit => %s::integer, p_now => %s::timestamptz)",
+        (as_interval(older_than), limit, now),
+        _scalar,
+    )
+
+
+def stats(window: Duration | None, now: dt.datetime | None) -> Call[list[QueueStats]]:
+    cols = "queue, pending, running, retrying, completed, dead_lettered, cancelled, due, oldest_due_age, retries, dead_letters"
+    params: tuple[Any, ...]
+    if window is None:
+        sql, params = f"SELECT {cols} FROM backoff.stats(p_now => %s::timestamptz)", (now,)
+    else:
+        sql = f"SELECT {cols} FROM backoff.stats(p_window => %s::interval, p_now => %s::timestamptz)"
+        params = (as_interval(window), now)
+    return Call("read job stats", sql, params, lambda rows: [QueueStats(*r) for r in rows])
+
+
+def queue_state(queue: str, now: dt.datetime | None) -> Call[QueueState]:
+    # The time the state was read at comes back beside it: a worker waits
+    # next_claim_at minus that, on the database's clock, not its own.
+    return Call(
+        f'read state of queue "{queue}"',
+        "SELECT queue, state, opened_at, failures, probes_left, rate, burst, tokens, next_claim_at, "
+        "coalesce(%s::timestamptz, now()) FROM backoff.queue_state(p_queue => %s::text, p_now => %s::timestamptz)",
+        (now, queue, now),
+        lambda rows: QueueState(*rows[0]),
+    )
+
+
+def pause_queue(queue: str) -> Call[bool]:
+    return Call(f'pause queue "{queue}"', "SELECT backoff.pause_queue(p_queue => %s::text)", (queue,), _scalar)
+
+
+def resume_queue(queue: str) -> Call[bool]:
+    return Call(f'resume queue "{queue}"', "SELECT backoff.resume_queue(p_queue => %s::text)", (queue,), _scalar)
+
+
+def wait_for_jobs(queue: str, worker: str, ttl: Duration) -> Call[dt.datetime]:
+    return Call(
+        f'register waiting on "{queue}"',
+        "SELECT backoff.wait_for_jobs(p_queue => %s::text, p_worker => %s::text, p_ttl => %s::interval)",
+        (queue, worker, as_interval(ttl)),
+        _scalar,
+    )
+
+
+def stop_waiting(queue: str, worker: str) -> Call[bool]:
+    return Call(
+        f'stop waiting on "{queue}"',
+        "SELECT backoff.stop_waiting(p_queue => %s::text, p_worker => %s::text)",
+        (queue, worker),
+        _scalar,
+    )

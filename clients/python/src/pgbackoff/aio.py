@@ -1,0 +1,558 @@
+"""The asyncio variant: AsyncClient and AsyncWorker, on psycopg's async
+connections and pool. Same calls, same decisions as the blocking ones
+(see client.py and worker.py); handlers are coroutines, and a handler
+asked to stop is cancelled (CancelledError) with ``ctx.cause`` saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from . import _pacing, _sql
+from ._outcome import Context, Outcome, read_outcome
+from .client import MISSING_SCHEMA, Clock, default_worker_id, missing_schema, schema_too_old
+from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient, translate
+from .types import Duration, Job, NewJob, QueueState, QueueStats, ReplayOutcome
+from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, is_lost
+
+log = logging.getLogger("pgbackoff")
+T = TypeVar("T")
+
+AsyncDB = AsyncConnectionPool | psycopg.AsyncConnection[Any]
+
+#: A coroutine that runs one attempt of a job (see worker.Handler).
+AsyncHandler = Callable[[Job, Context], Awaitable[None]]
+
+
+class AsyncClient:
+    """The calls of :class:`pgbackoff.Client`, awaited, on an
+    AsyncConnectionPool or an AsyncConnection (the call joins its open
+    transaction, if any)."""
+
+    def __init__(self, db: AsyncDB, *, worker_id: str | None = None, now: Clock | None = None) -> None:
+        self._db = db
+        self.worker_id = worker_id or default_worker_id()
+        self._now = now
+
+    def using(self, db: AsyncDB) -> AsyncClient:
+        return AsyncClient(db, worker_id=self.worker_id, now=self._now)
+
+    def now(self) -> dt.datetime | None:
+        return self._now() if self._now is not None else None
+
+    async def _run(self, call: _sql.Call[T]) -> T:
+        try:
+            if isinstance(self._db, AsyncConnectionPool):
+                async with self._db.connection() as conn:
+                    rows = await _fetch(conn, call)
+            else:
+                rows = await _fetch(self._db, call)
+        except psycopg.Error as e:
+            mapped = translate(call.op, e)
+            if mapped is e:
+                raise
+            raise mapped from e
+        return call.decode(rows)
+
+    async def schema_version(self) -> int | None:
+        return await self._run(_sql.schema_version())
+
+    async def check_schema(self) -> None:
+        try:
+            have = await self.schema_version()
+        except MISSING_SCHEMA as e:
+            raise missing_schema(e) from e
+        if (err := schema_too_old(have)) is not None:
+            raise err
+
+    async def enqueue(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        run_at: dt.datetime | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        dedupe_key: str | None = None,
+        policy: str | None = None,
+    ) -> int:
+        return await self._run(
+            _sql.enqueue(
+                queue, payload, run_at=run_at, max_attempts=max_attempts, priority=priority,
+                dedupe_key=dedupe_key, policy=policy, now=self.now(),
+            )
+        )  # fmt: skip
+
+    async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[int]:
+        if not jobs:
+            return []
+        return await self._run(_sql.enqueue_many(jobs, self.now()))
+
+    async def claim(self, queue: str, limit: int = 1, *, lease: Duration | None = None) -> list[Job]:
+        return await self._run(_sql.claim(queue, self.worker_id, limit, lease, self.now()))
+
+    async def acquire(self, job_id: int, *, lease: Duration | None = None) -> Job:
+        return await self._run(_sql.acquire(job_id, self.worker_id, lease, self.now()))
+
+    async def complete(self, job_id: int, attempt: int) -> Job:
+        return await self._run(_sql.complete(job_id, attempt, self.now()))
+
+    async def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
+        return await self._run(_sql.complete_many(job_ids, attempts, self.now()))
+
+    async def fail(
+        self,
+        job_id: int,
+        attempt: int,
+        error: str,
+        *,
+        retry_in: Duration | None = None,
+        retryable: bool = True,
+    ) -> Job:
+        return await self._run(
+            _sql.fail(job_id, attempt, error, retry_in=retry_in, retryable=retryable, now=self.now())
+        )
+
+    async def heartbeat(self, job_id: int, attempt: int, *, extend: Duration | None = None) -> dt.datetime:
+        return await self._run(_sql.heartbeat(job_id, attempt, extend, self.now()))
+
+    async def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
+        return await self._run(_sql.snooze(job_id, attempt, delay, self.now()))
+
+    async def reap(self, limit: int | None = None) -> int:
+        return await self._run(_sql.reap(limit, self.now()))
+
+    async def queue_state(self, queue: str) -> QueueState:
+        return await self._run(_sql.queue_state(queue, self.now()))
+
+    async def wait_for_jobs(self, queue: str, ttl: Duration = 60) -> dt.datetime:
+        return await self._run(_sql.wait_for_jobs(queue, self.worker_id, ttl))
+
+    async def stop_waiting(self, queue: str) -> bool:
+        return await self._run(_sql.stop_waiting(queue, self.worker_id))
+
+    async def cancel(self, job_id: int, reason: str | None = None) -> Job:
+        return await self._run(_sql.cancel(job_id, reason, self.now()))
+
+    async def replay(self, job_id: int) -> Job:
+        return await self._run(_sql.replay(job_id, self.now()))
+
+    async def replay_dead_letters(self, queue: str) -> list[ReplayOutcome]:
+        return await self._run(_sql.replay_dead_letters(queue, self.now()))
+
+    async def stats(self, window: Duration | None = None) -> list[QueueStats]:
+        return await self._run(_sql.stats(window, self.now()))
+
+    async def prune(self, older_than: Duration, limit: int | None = None) -> int:
+        return await self._run(_sql.prune(older_than, limit, self.now()))
+
+    async def pause_queue(self, queue: str) -> bool:
+        return await self._run(_sql.pause_queue(queue))
+
+    async def resume_queue(self, queue: str) -> bool:
+        return await self._run(_sql.resume_queue(queue))
+
+
+async def _fetch(conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any]) -> _sql.Rows:
+    async with conn.cursor(row_factory=tuple_row) as cur:
+        await cur.execute(call.sql, call.params)
+        return await cur.fetchall()
+
+
+async def retry_transient(call: Callable[[], Awaitable[T]]) -> T:
+    """worker.retry_transient, awaited."""
+    wait = 0.1
+    for attempt in range(1, SETTLE_TRIES + 1):
+        try:
+            return await call()
+        except Exception as e:
+            if attempt == SETTLE_TRIES or not transient(e):
+                raise
+            log.warning("settle call failed; retrying in %.1fs: %s", wait, e)
+        await asyncio.sleep(wait)
+        wait *= 2
+    raise AssertionError("unreachable")
+
+
+class _Signals:
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+        self._pending: set[str] = set()
+
+    def send(self, kind: str) -> None:
+        self._pending.add(kind)
+        self._event.set()
+
+    def take(self, kind: str) -> bool:
+        had = kind in self._pending
+        self._pending.discard(kind)
+        return had
+
+    async def wait(self, timeout: float) -> set[str]:
+        if not self._pending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout)
+        self._event.clear()
+        got, self._pending = self._pending, set()
+        return got
+
+
+class _Attempt:
+    def __init__(self, job: Job, queue: Queue) -> None:
+        self.job = job
+        self.queue = queue
+        self.ctx = Context()
+        self.task: asyncio.Task[None] | None = None
+
+    def cancel(self, cause: LeaseLost | LeaseExpired | WorkerShutdown) -> None:
+        if self.ctx.cancel(cause) and self.task is not None:
+            self.task.cancel()
+
+
+class _Producer:
+    def __init__(self, queue: Queue) -> None:
+        self.queue = queue
+        self.pacer = _pacing.Pacer(queue.batch_size or queue.concurrency)
+        self.signals = _Signals()
+        self.inflight = 0
+
+
+class AsyncWorker:
+    """The Worker, on asyncio: handlers are coroutines ``async def
+    handler(job, ctx)``; each attempt runs in a task of its own with a
+    heartbeat task beside it. A handler asked to stop (lease lost or
+    expired, the end of the shutdown's grace period) is cancelled; a
+    handler that catches the CancelledError and goes on keeps its job, its
+    lease extended, and run() waits for it (docs/adr/0028).
+
+    ::
+
+        worker = AsyncWorker(pool, [Queue("emails", send_email)])
+        await worker.run()  # until worker.stop(), or the task is cancelled
+    """
+
+    def __init__(
+        self,
+        pool: AsyncConnectionPool,
+        queues: Sequence[Queue],
+        *,
+        poll_interval: Duration = 1.0,
+        reap_interval: Duration | None = 5.0,
+        shutdown_timeout: Duration = 30.0,
+        listen: bool = True,
+        worker_id: str | None = None,
+        now: Clock | None = None,
+    ) -> None:
+        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen)
+        need = self.settings.connections_needed()
+        if pool.max_size < need:
+            raise InvalidArgument(
+                "new worker",
+                f"the pool allows {pool.max_size} connections, this worker needs at least {need}: raise max_size",
+            )
+        self.pool = pool
+        self.client = AsyncClient(pool, worker_id=worker_id, now=now)
+        self.producers = [_Producer(q) for q in self.settings.queues]
+        self._stopping = asyncio.Event()
+        self._attempts: dict[int, _Attempt] = {}
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._completions: list[tuple[int, int, str]] = []
+        self._completed = asyncio.Event()
+        self._completer_stopped = False
+        self._listening = False
+        self._registered: dict[str, float] = {}
+
+    @property
+    def worker_id(self) -> str:
+        return self.client.worker_id
+
+    @property
+    def listening(self) -> bool:
+        return self._listening
+
+    def stop(self) -> None:
+        """Start the graceful shutdown (from the worker's event loop)."""
+        self._stopping.set()
+        for p in self.producers:
+            p.signals.send(_pacing.WAKE)
+
+    async def run(self) -> None:
+        """As Worker.run; cancelling the task that awaits it also starts
+        the graceful shutdown, and the CancelledError is raised after it."""
+        await self.client.check_schema()
+        background = [asyncio.create_task(self._complete_loop())]
+        if self.settings.listen:
+            background.append(asyncio.create_task(self._listen_loop()))
+        if self.settings.reap_interval:
+            background.append(asyncio.create_task(self._reap_loop()))
+        producing = [asyncio.create_task(self._produce(p)) for p in self.producers]
+        log.info("worker %s started: queues %s", self.worker_id, ", ".join(q.name for q in self.settings.queues))
+        cancelled = False
+        try:
+            await self._stopping.wait()
+        except asyncio.CancelledError:
+            cancelled = True
+            self.stop()
+        await asyncio.gather(*producing, return_exceptions=True)
+        await self._shutdown()
+        for queue in list(self._registered):
+            await self._set_waiting(queue, False)
+        for t in background[1:]:
+            t.cancel()
+        self._completer_stopped = True
+        self._completed.set()
+        await asyncio.gather(*background, return_exceptions=True)
+        log.info("worker %s stopped", self.worker_id)
+        if cancelled:
+            raise asyncio.CancelledError()
+
+    # --- producers ---
+
+    async def _produce(self, p: _Producer) -> None:
+        pacer = p.pacer
+        poll = self.settings.poll_interval
+        next_poll = time.monotonic() + poll
+        while not self._stopping.is_set():
+            want = pacer.want(p.queue.concurrency - p.inflight, self.client.now())
+            if want:
+                step = await self._look(p, want)
+                if step is not None:
+                    if step.unregister:
+                        await self._set_waiting(p.queue.name, False)
+                    if step.register:
+                        await self._set_waiting(p.queue.name, True)
+                    if step.again:
+                        continue
+            signals = await p.signals.wait(pacer.timeout(next_poll - time.monotonic()))
+            if time.monotonic() >= next_poll:
+                signals.add(_pacing.POLL)
+                next_poll = time.monotonic() + poll
+                if pacer.idle:
+                    await self._refresh(p.queue.name)
+            pacer.signalled(signals)
+
+    async def _look(self, p: _Producer, want: int) -> _pacing.Step | None:
+        try:
+            # Shielded: a claim committed but never read would leave its
+            # jobs running until the reaper.
+            jobs = await asyncio.shield(self.client.claim(p.queue.name, want, lease=p.queue.lease))
+        except Exception as e:
+            log.error("claim jobs in %r failed: %s", p.queue.name, e)
+            p.pacer.failed()
+            return None
+        for job in jobs:
+            self._start(p, job)
+        if jobs:
+            return p.pacer.found(len(jobs), want, woken=p.signals.take(_pacing.WAKE))
+        read_mono, read_clock = time.monotonic(), self.client.now()
+        state: QueueState | None = None
+        try:
+            state = await self.client.queue_state(p.queue.name)
+        except Exception as e:
+            log.debug("read state of %r failed; the queue is treated as idle: %s", p.queue.name, e)
+        return p.pacer.found_none(state, self.listening, read_mono, read_clock)
+
+    async def _set_waiting(self, queue: str, waiting: bool) -> None:
+        try:
+            if waiting:
+                await self.client.wait_for_jobs(queue, ttl=self.settings.registration_ttl())
+                self._registered[queue] = time.monotonic()
+            else:
+                await self.client.stop_waiting(queue)
+                self._registered.pop(queue, None)
+        except Exception as e:
+            log.warning("could not record whether the worker waits for %r; polling covers it: %s", queue, e)
+
+    async def _refresh(self, queue: str) -> None:
+        at = self._registered.get(queue)
+        if self.listening and (at is None or time.monotonic() - at > self.settings.registration_ttl() / 3):
+            await self._set_waiting(queue, True)
+
+    def _wake_all(self) -> None:
+        for p in self.producers:
+            p.signals.send(_pacing.WAKE)
+
+    # --- handlers ---
+
+    def _start(self, p: _Producer, job: Job) -> None:
+        a = _Attempt(job, p.queue)
+        self._attempts[job.id] = a
+        p.inflight += 1
+        task = asyncio.create_task(self._run_attempt(p, a))
+        self._handlers.add(task)
+        task.add_done_callback(self._handlers.discard)
+
+    async def _run_attempt(self, p: _Producer, a: _Attempt) -> None:
+        lease, every = self.settings.lease_and_beat(p.queue, a.job, self.client.now())
+        loop = asyncio.get_running_loop()
+        watchdog = loop.call_later(lease, a.cancel, LeaseExpired("lease expired"))
+        beats = asyncio.create_task(self._heartbeat(a, every, watchdog)) if every is not None else None
+        try:
+            exc: BaseException | None = None
+            a.task = asyncio.create_task(p.queue.handler(a.job, a.ctx))
+            try:
+                await asyncio.shield(a.task)
+            except asyncio.CancelledError as e:
+                if a.ctx.cause is None:
+                    a.task.cancel()  # the worker's own task was cancelled: not ours to decide
+                    raise
+                exc = a.ctx.cause if a.task.cancelled() else e
+            except Exception as e:
+                exc = e
+            watchdog.cancel()
+            if beats is not None:
+                beats.cancel()
+                await asyncio.gather(beats, return_exceptions=True)
+            if isinstance(a.ctx.cause, LeaseLost):
+                log.warning("job %d attempt %d finished after its lease was lost; result dropped", a.job.id, a.job.attempt)
+                return
+            if exc is not None:
+                log.info("job %d attempt %d raised", a.job.id, a.job.attempt, exc_info=exc)
+            await self._settle(a.job, read_outcome(exc, a.ctx.cause))
+        except Exception:
+            log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
+        finally:
+            watchdog.cancel()
+            if beats is not None:
+                beats.cancel()
+            self._attempts.pop(a.job.id, None)
+            p.inflight -= 1
+            p.signals.send(_pacing.FREED)
+
+    async def _heartbeat(self, a: _Attempt, every: float, watchdog: asyncio.TimerHandle) -> None:
+        """Extend the lease every interval until the handler returns, also
+        after a shutdown cancelled it (it still holds the job)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(every)
+            try:
+                until = await self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+            except Exception as e:
+                if is_lost(e):
+                    log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
+                    a.cancel(LeaseLost(str(e)))
+                    return
+                log.error("heartbeat of job %d failed; will retry: %s", a.job.id, e)
+                continue
+            left = (until - (self.client.now() or dt.datetime.now(dt.timezone.utc))).total_seconds()
+            if left > 0:
+                watchdog.cancel()
+                watchdog = loop.call_later(left, a.cancel, LeaseExpired("lease expired"))
+
+    async def _settle(self, job: Job, o: Outcome) -> None:
+        if o.kind == "completed" and not self._completer_stopped:
+            self._completions.append((job.id, job.attempt, job.queue))
+            self._completed.set()
+            return
+        try:
+            if o.kind == "completed":
+                await retry_transient(lambda: self.client.complete(job.id, job.attempt))
+            elif o.kind == "snoozed":
+                delay = o.delay if o.delay is not None else dt.timedelta(0)
+                await retry_transient(lambda: self.client.snooze(job.id, job.attempt, delay))
+            else:
+                j = await retry_transient(
+                    lambda: self.client.fail(
+                        job.id, job.attempt, o.error, retry_in=o.delay, retryable=o.kind != "permanent"
+                    )
+                )
+                log.info("job %d attempt %d failed: %s; now %s, run at %s", job.id, job.attempt, o.error, j.status, j.run_at)
+        except Exception as e:
+            if is_lost(e):
+                log.warning("job %d is no longer attempt %d's; outcome %s dropped: %s", job.id, job.attempt, o.kind, e)
+            else:
+                log.error("could not record job %d's outcome %s; the reaper will retry it: %s", job.id, o.kind, e)
+
+    async def _shutdown(self) -> None:
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=self.settings.shutdown_timeout)
+        left = list(self._attempts.values())
+        if left:
+            log.warning("shutdown timeout: cancelling %d running handlers", len(left))
+            for a in left:
+                a.cancel(WorkerShutdown("worker shutdown"))
+        while self._handlers:
+            _, pending = await asyncio.wait(set(self._handlers), timeout=10.0)
+            if pending:
+                log.error(
+                    "handlers ignore their cancellation; jobs %s stay leased to this worker until they return",
+                    sorted(self._attempts),
+                )
+
+    # --- completer, listener, reaper ---
+
+    async def _complete_loop(self) -> None:
+        while True:
+            await self._completed.wait()
+            self._completed.clear()
+            while self._completions:
+                batch = self._completions[:MAX_COMPLETE_BATCH]
+                del self._completions[:MAX_COMPLETE_BATCH]
+                await self._flush(batch)
+            if self._completer_stopped and not self._completions:
+                return
+
+    async def _flush(self, batch: list[tuple[int, int, str]]) -> None:
+        ids = [b[0] for b in batch]
+        try:
+            done = set(await retry_transient(lambda: self.client.complete_many(ids, [b[1] for b in batch])))
+        except Exception as e:
+            log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
+            return
+        queues = set()
+        for job_id, attempt, queue in batch:
+            if job_id in done:
+                queues.add(queue)
+            else:
+                log.warning("completion of job %d refused: attempt %d no longer holds it", job_id, attempt)
+        for p in self.producers:
+            if p.queue.name in queues:
+                p.signals.send(_pacing.SETTLED)
+
+    async def _listen_loop(self) -> None:
+        retry = 0.1
+        while True:
+            try:
+                await self._listen_once()
+            except Exception as e:
+                log.warning("listen failed; polling until it reconnects in %.1fs: %s", retry, e)
+            finally:
+                self._listening = False
+            await asyncio.sleep(retry)
+            retry = min(retry * 2, 30.0)
+
+    async def _listen_once(self) -> None:
+        kwargs: dict[str, Any] = {**self.pool.kwargs, "autocommit": True}
+        async with await psycopg.AsyncConnection.connect(self.pool.conninfo, **kwargs) as conn:
+            await conn.execute(f"LISTEN {_sql.NOTIFY_CHANNEL}")
+            self._listening = True
+            self._wake_all()
+            by_queue = {p.queue.name: p for p in self.producers}
+            async for n in conn.notifies():
+                if n.payload in by_queue:
+                    by_queue[n.payload].signals.send(_pacing.WAKE)
+                elif not n.payload:
+                    self._wake_all()
+
+    async def _reap_loop(self) -> None:
+        interval = self.settings.reap_interval or 5.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                n = await self.client.reap()
+            except Exception as e:
+                log.error("reap failed: %s", e)
+                continue
+            if n:
+                log.info("reaped %d expired leases", n)
+                self._wake_all()

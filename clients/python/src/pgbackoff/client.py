@@ -1,0 +1,245 @@
+"""The blocking client: one method per ``backoff.*`` SQL function."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg.rows import tuple_row
+from psycopg_pool import ConnectionPool
+
+from . import _sql
+from .errors import SchemaTooOld, translate
+from .types import Duration, Job, NewJob, QueueState, QueueStats, ReplayOutcome
+
+T = TypeVar("T")
+
+#: What a Client runs its calls on: a pool (each call on a connection of
+#: its own, committed at once), or a connection (the call joins the
+#: connection's transaction, if one is open: commit it yourself).
+DB = ConnectionPool | psycopg.Connection[Any]
+
+#: A clock: the time to pass as p_now. None: the database's clock.
+Clock = Callable[[], dt.datetime]
+
+
+def default_worker_id() -> str:
+    """host-pid-random: the name a worker writes into locked_by."""
+    return f"{socket.gethostname() or 'worker'}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class Client:
+    """Calls of the ``backoff.*`` SQL functions on a pool or a connection.
+
+    Every method is one statement, one call of one function; errors with a
+    documented SQLSTATE raise the exceptions of :mod:`pgbackoff.errors`.
+    To enqueue atomically with your own writes, run on your transaction::
+
+        with pool.connection() as conn, conn.transaction():
+            conn.execute("INSERT INTO orders ...")
+            client.using(conn).enqueue("emails", {"order": 42})
+
+    ``now`` injects a clock passed as every call's p_now (tests and
+    simulations drive time without sleeping); without it the database's
+    clock decides.
+    """
+
+    def __init__(self, db: DB, *, worker_id: str | None = None, now: Clock | None = None) -> None:
+        self._db = db
+        self.worker_id = worker_id or default_worker_id()
+        self._now = now
+
+    def using(self, db: DB) -> Client:
+        """A client with the same worker id and clock, running on db (a
+        connection inside your transaction, say)."""
+        return Client(db, worker_id=self.worker_id, now=self._now)
+
+    def now(self) -> dt.datetime | None:
+        """The p_now of the next call: the injected clock's time, or None."""
+        return self._now() if self._now is not None else None
+
+    def _run(self, call: _sql.Call[T]) -> T:
+        try:
+            if isinstance(self._db, ConnectionPool):
+                with self._db.connection() as conn:
+                    rows = _fetch(conn, call)
+            else:
+                rows = _fetch(self._db, call)
+        except psycopg.Error as e:
+            mapped = translate(call.op, e)
+            if mapped is e:
+                raise
+            raise mapped from e
+        return call.decode(rows)
+
+    # --- schema ---
+
+    def schema_version(self) -> int | None:
+        """backoff.schema_version(): the migration installed."""
+        return self._run(_sql.schema_version())
+
+    def check_schema(self) -> None:
+        """Raise SchemaTooOld unless the schema is installed, at the version
+        this package needs or later (migrations only add)."""
+        try:
+            have = self.schema_version()
+        except MISSING_SCHEMA as e:
+            raise missing_schema(e) from e
+        if (err := schema_too_old(have)) is not None:
+            raise err
+
+    # --- producers ---
+
+    def enqueue(
+        self,
+        queue: str,
+        payload: Any = None,
+        *,
+        run_at: dt.datetime | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        dedupe_key: str | None = None,
+        policy: str | None = None,
+    ) -> int:
+        """Add a job (payload: any JSON value; None is {}) and return its id:
+        the existing job's id when dedupe_key matches an unfinished job."""
+        return self._run(
+            _sql.enqueue(
+                queue, payload, run_at=run_at, max_attempts=max_attempts, priority=priority,
+                dedupe_key=dedupe_key, policy=policy, now=self.now(),
+            )
+        )  # fmt: skip
+
+    def enqueue_many(self, jobs: Sequence[NewJob]) -> list[int]:
+        """Add jobs in one statement (atomic) and return their ids in order."""
+        if not jobs:
+            return []
+        return self._run(_sql.enqueue_many(jobs, self.now()))
+
+    # --- workers ---
+
+    def claim(self, queue: str, limit: int = 1, *, lease: Duration | None = None) -> list[Job]:
+        """Take up to limit due jobs, each running under a new attempt (its
+        fencing token) with a lease (None: the policy's)."""
+        return self._run(_sql.claim(queue, self.worker_id, limit, lease, self.now()))
+
+    def acquire(self, job_id: int, *, lease: Duration | None = None) -> Job:
+        """Claim one given job if it is due (NotReady says when it will be)."""
+        return self._run(_sql.acquire(job_id, self.worker_id, lease, self.now()))
+
+    def complete(self, job_id: int, attempt: int) -> Job:
+        """Mark running attempt ``attempt`` of the job completed."""
+        return self._run(_sql.complete(job_id, attempt, self.now()))
+
+    def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
+        """Complete each job still running its given attempt, in one
+        statement; returns the ids completed (a stale entry is skipped)."""
+        return self._run(_sql.complete_many(job_ids, attempts, self.now()))
+
+    def fail(
+        self,
+        job_id: int,
+        attempt: int,
+        error: str,
+        *,
+        retry_in: Duration | None = None,
+        retryable: bool = True,
+    ) -> Job:
+        """Report a failed attempt; the database decides retry or dead
+        letter, and the returned job says which. retry_in asks for that
+        delay (capped at the policy's max); retryable=False dead-letters."""
+        return self._run(_sql.fail(job_id, attempt, error, retry_in=retry_in, retryable=retryable, now=self.now()))
+
+    def heartbeat(self, job_id: int, attempt: int, *, extend: Duration | None = None) -> dt.datetime:
+        """Extend the running attempt's lease to now + extend (None: the
+        policy's lease); returns the new lease end. StaleAttempt: lost."""
+        return self._run(_sql.heartbeat(job_id, attempt, extend, self.now()))
+
+    def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
+        """Put the running attempt back to pending for delay; no attempt spent."""
+        return self._run(_sql.snooze(job_id, attempt, delay, self.now()))
+
+    def reap(self, limit: int | None = None) -> int:
+        """Settle running jobs whose lease expired as failed attempts."""
+        return self._run(_sql.reap(limit, self.now()))
+
+    def queue_state(self, queue: str) -> QueueState:
+        """The queue's breaker and rate limit now, and when a claim can next
+        return a job (next_claim_at)."""
+        return self._run(_sql.queue_state(queue, self.now()))
+
+    def wait_for_jobs(self, queue: str, ttl: Duration = 60) -> dt.datetime:
+        """Register that this worker waits for the queue: until the returned
+        expiry, enqueue notifies channel backoff_jobs for it."""
+        return self._run(_sql.wait_for_jobs(queue, self.worker_id, ttl))
+
+    def stop_waiting(self, queue: str) -> bool:
+        """End the registration; whether one existed."""
+        return self._run(_sql.stop_waiting(queue, self.worker_id))
+
+    # --- operators ---
+
+    def cancel(self, job_id: int, reason: str | None = None) -> Job:
+        """Cancel an unfinished job (terminal; replay brings it back)."""
+        return self._run(_sql.cancel(job_id, reason, self.now()))
+
+    def replay(self, job_id: int) -> Job:
+        """Bring a dead-lettered or cancelled job back with a fresh budget."""
+        return self._run(_sql.replay(job_id, self.now()))
+
+    def replay_dead_letters(self, queue: str) -> list[ReplayOutcome]:
+        """Replay every dead letter of the queue; one outcome each."""
+        return self._run(_sql.replay_dead_letters(queue, self.now()))
+
+    def stats(self, window: Duration | None = None) -> list[QueueStats]:
+        """Per queue: jobs by status, the due backlog, and the retries and
+        dead letters of the window (None: an hour). Scans the table."""
+        return self._run(_sql.stats(window, self.now()))
+
+    def prune(self, older_than: Duration, limit: int | None = None) -> int:
+        """Delete finished jobs finished more than older_than ago."""
+        return self._run(_sql.prune(older_than, limit, self.now()))
+
+    def pause_queue(self, queue: str) -> bool:
+        """Stop claims of the queue; whether it was running."""
+        return self._run(_sql.pause_queue(queue))
+
+    def resume_queue(self, queue: str) -> bool:
+        """Let claims of the queue start again; whether it was paused."""
+        return self._run(_sql.resume_queue(queue))
+
+
+def _fetch(conn: psycopg.Connection[Any], call: _sql.Call[Any]) -> _sql.Rows:
+    with conn.cursor(row_factory=tuple_row) as cur:
+        cur.execute(call.sql, call.params)
+        return cur.fetchall()
+
+
+#: The errors of a database where the schema is not installed at all.
+MISSING_SCHEMA = (psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedFunction, psycopg.errors.UndefinedTable)
+
+
+def missing_schema(err: psycopg.Error) -> SchemaTooOld:
+    """The error for a database without the schema."""
+    return SchemaTooOld(
+        "check pgbackoff schema",
+        f"it is not installed (need version {_sql.REQUIRED_SCHEMA}): run `backoffctl migrate up`",
+        err,
+    )
+
+
+def schema_too_old(have: int | None) -> SchemaTooOld | None:
+    """The error for a schema older than this package needs, else None (a
+    newer schema is fine: migrations only add)."""
+    if have is not None and have >= _sql.REQUIRED_SCHEMA:
+        return None
+    return SchemaTooOld(
+        "check pgbackoff schema",
+        f"the database is at version {have or 0}, this package needs {_sql.REQUIRED_SCHEMA}: "
+        "run `backoffctl migrate up`",
+    )

@@ -1,0 +1,630 @@
+"""The threaded Worker: claims jobs of several queues and runs their
+handlers in threads, as the Go client's Worker does (docs/adr/0026).
+
+Parts, one thread each, sharing one pool: a producer per queue (claims
+into free handler slots, paced by :mod:`pgbackoff._pacing`), handler
+threads per queue (its concurrency), the heartbeater (extends the leases of
+running attempts), the completer (completions of every queue batched into
+``backoff.complete_many``), the listener (one LISTEN connection of its
+own) and the reaper (``backoff.reap`` for crashed workers' leases).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import select
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from . import _pacing
+from ._outcome import Context, Outcome, read_outcome
+from ._sql import NOTIFY_CHANNEL
+from .client import Client, Clock
+from .errors import (
+    InvalidArgument,
+    InvalidTransition,
+    JobNotFound,
+    LeaseExpired,
+    LeaseLost,
+    StaleAttempt,
+    WorkerShutdown,
+    transient,
+)
+from .types import Duration, Job, QueueState, as_seconds
+
+log = logging.getLogger("pgbackoff")
+T = TypeVar("T")
+
+#: A handler runs one attempt of a job. Returning completes the job; an
+#: exception fails it (see pgbackoff.errors: Permanent, RetryAfter,
+#: Snooze). ctx says when to stop (lease lost, shutdown).
+Handler = Callable[[Job, Context], None]
+
+#: A batch of completions is at most this long.
+MAX_COMPLETE_BATCH = 5000
+#: Settle calls that fail on the connection are sent again this many
+#: times in all, 100 ms doubling: about 3 s for the database to come back.
+SETTLE_TRIES = 6
+
+
+@dataclass(frozen=True)
+class Queue:
+    """One queue a worker serves: its handler and how many of its jobs run
+    at once. Only name and handler are required."""
+
+    name: str
+    handler: Any  # Handler for Worker, AsyncHandler for AsyncWorker
+    #: Handlers of this queue running at once.
+    concurrency: int = 10
+    #: At most this many jobs per claim (None: concurrency).
+    batch_size: int | None = None
+    #: The lease each claim and heartbeat asks for (None: the policy's).
+    lease: Duration | None = None
+    #: How often a running attempt's lease is extended (None: a third of
+    #: the lease; negative: never, and the lease is the handler's deadline).
+    heartbeat_interval: Duration | None = None
+
+    def checked(self) -> Queue:
+        if not self.name:
+            raise InvalidArgument("new worker", "empty queue name")
+        if self.handler is None:
+            raise InvalidArgument(f"new worker for {self.name!r}", "no handler")
+        if self.concurrency < 1:
+            raise InvalidArgument(f"new worker for {self.name!r}", f"concurrency {self.concurrency} is below 1")
+        lease = None if self.lease is None else as_seconds(self.lease)
+        if lease is not None and lease <= 0:
+            raise InvalidArgument(f"new worker for {self.name!r}", f"lease {self.lease} is not positive")
+        beat = None if self.heartbeat_interval is None else as_seconds(self.heartbeat_interval)
+        if lease is not None and beat is not None and beat >= lease:
+            raise InvalidArgument(
+                f"new worker for {self.name!r}",
+                f"heartbeat interval {self.heartbeat_interval} must be shorter than the lease {self.lease}",
+            )
+        return self
+
+
+@dataclass
+class Settings:
+    """What the threaded and the asyncio worker share, checked."""
+
+    queues: list[Queue]
+    poll_interval: float
+    reap_interval: float | None
+    shutdown_timeout: float
+    listen: bool
+
+    @staticmethod
+    def of(
+        queues: Sequence[Queue],
+        poll_interval: Duration,
+        reap_interval: Duration | None,
+        shutdown_timeout: Duration,
+        listen: bool,
+    ) -> Settings:
+        if not queues:
+            raise InvalidArgument("new worker", "no queue")
+        names = [q.name for q in queues]
+        for n in names:
+            if names.count(n) > 1:
+                raise InvalidArgument("new worker", f"queue {n!r} given twice")
+        if as_seconds(poll_interval) <= 0:
+            raise InvalidArgument("new worker", f"poll interval {poll_interval} is not positive")
+        return Settings(
+            queues=[q.checked() for q in queues],
+            poll_interval=as_seconds(poll_interval),
+            reap_interval=None if reap_interval is None else as_seconds(reap_interval),
+            shutdown_timeout=as_seconds(shutdown_timeout),
+            listen=listen,
+        )
+
+    def connections_needed(self) -> int:
+        """One claim per queue, the completer, the heartbeater and the
+        reaper; settle calls share them. LISTEN takes one more, outside the
+        pool."""
+        return len(self.queues) + 2 + (1 if self.reap_interval else 0)
+
+    def registration_ttl(self) -> float:
+        """How long a registration lasts: an idle producer renews it at a
+        poll tick long before, and one left by a dead worker costs at most
+        this long of needless notifications."""
+        return max(30.0, 3 * self.poll_interval)
+
+    def lease_and_beat(self, q: Queue, job: Job, clock: dt.datetime | None) -> tuple[float, float | None]:
+        """The attempt's lease in seconds (from its lease_until) and how
+        often to extend it (None: never)."""
+        lease = 0.0
+        if job.lease_until is not None:
+            lease = (job.lease_until - (clock or dt.datetime.now(dt.timezone.utc))).total_seconds()
+        if lease <= 0:
+            lease = as_seconds(q.lease) if q.lease is not None else 30.0
+        if q.heartbeat_interval is not None and as_seconds(q.heartbeat_interval) < 0:
+            return lease, None
+        every = as_seconds(q.heartbeat_interval) if q.heartbeat_interval is not None else 0.0
+        if every <= 0 or every >= lease:
+            # The policy's lease is known only now: a beat not shorter than
+            # it would let the lease lapse between beats.
+            every = lease / 3
+        return lease, every
+
+
+def retry_transient(call: Callable[[], T], stopping: threading.Event | None = None) -> T:
+    """Run a settle call, again while it fails on the connection (see
+    errors.transient): fenced by the attempt, a repeat takes effect once or
+    is refused, and never lands on a later claim. Without it a blip would
+    leave the job running until the reaper counts it as a crash."""
+    wait = 0.1
+    for attempt in range(1, SETTLE_TRIES + 1):
+        try:
+            return call()
+        except Exception as e:
+            if attempt == SETTLE_TRIES or not transient(e):
+                raise
+            log.warning("settle call failed; retrying in %.1fs: %s", wait, e)
+        time.sleep(wait)
+        wait *= 2
+    raise AssertionError("unreachable")
+
+
+def is_lost(e: BaseException) -> bool:
+    """The database says the attempt no longer holds the job."""
+    return isinstance(e, (StaleAttempt, InvalidTransition, JobNotFound))
+
+
+class _Signals:
+    """A producer's pending signals (see _pacing), and a wait for them."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: set[str] = set()
+
+    def send(self, kind: str) -> None:
+        with self._cond:
+            self._pending.add(kind)
+            self._cond.notify_all()
+
+    def take(self, kind: str) -> bool:
+        with self._cond:
+            had = kind in self._pending
+            self._pending.discard(kind)
+            return had
+
+    def wait(self, timeout: float, stopping: threading.Event) -> set[str]:
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._pending) or stopping.is_set(), timeout)
+            got, self._pending = self._pending, set()
+            return got
+
+
+class _Attempt:
+    def __init__(self, job: Job, queue: Queue, lease: float, every: float | None) -> None:
+        self.job = job
+        self.queue = queue
+        self.ctx = Context()
+        self.every = every
+        now = time.monotonic()
+        self.deadline = now + lease  # the watchdog: the lease as last extended
+        self.next_beat = now + every if every is not None else None
+
+
+class _Producer:
+    def __init__(self, queue: Queue, pool: ThreadPoolExecutor) -> None:
+        self.queue = queue
+        self.pacer = _pacing.Pacer(queue.batch_size or queue.concurrency)
+        self.signals = _Signals()
+        self.handlers = pool
+        self.inflight = 0
+        self.lock = threading.Lock()
+
+    def free(self) -> int:
+        with self.lock:
+            return self.queue.concurrency - self.inflight
+
+
+class Worker:
+    """Claims jobs of one or more queues and runs them in threads.
+
+    ::
+
+        worker = Worker(pool, [Queue("emails", send_email, concurrency=10)])
+        signal.signal(signal.SIGTERM, lambda *_: worker.stop())
+        worker.run()  # returns after a graceful shutdown
+
+    The pool serves every call; it must allow ``connections_needed``
+    connections (one claim per queue, the completer, the heartbeater, the
+    reaper). LISTEN uses one connection of its own, opened with the pool's
+    conninfo.
+    """
+
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        queues: Sequence[Queue],
+        *,
+        poll_interval: Duration = 1.0,
+        reap_interval: Duration | None = 5.0,
+        shutdown_timeout: Duration = 30.0,
+        listen: bool = True,
+        worker_id: str | None = None,
+        now: Clock | None = None,
+    ) -> None:
+        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen)
+        need = self.settings.connections_needed()
+        if pool.max_size < need:
+            raise InvalidArgument(
+                "new worker",
+                f"the pool allows {pool.max_size} connections, this worker needs at least {need}: raise max_size",
+            )
+        self.pool = pool
+        self.client = Client(pool, worker_id=worker_id, now=now)
+        self.producers = [
+            _Producer(q, ThreadPoolExecutor(q.concurrency, thread_name_prefix=f"pgbackoff-{q.name}"))
+            for q in self.settings.queues
+        ]
+        self._stopping = threading.Event()  # stop claiming
+        self._background_stop = threading.Event()  # stop listening, reaping, heartbeating
+        self._lock = threading.Lock()
+        self._attempts: dict[int, _Attempt] = {}
+        self._handlers_done = threading.Condition(self._lock)
+        self._beats = threading.Condition()
+        self._completions: list[tuple[int, int, str]] = []
+        self._completer_stopped = False
+        self._completer_cond = threading.Condition()
+        self._listening = threading.Event()
+        self._registered: dict[str, float] = {}
+
+    @property
+    def worker_id(self) -> str:
+        return self.client.worker_id
+
+    @property
+    def listening(self) -> bool:
+        """Whether a notification would reach this worker now."""
+        return self._listening.is_set()
+
+    def stop(self) -> None:
+        """Start the graceful shutdown (safe from a signal handler or any
+        thread): run() stops claiming and returns after it."""
+        self._stopping.set()
+        for p in self.producers:
+            p.signals.send(_pacing.WAKE)
+
+    def run(self) -> None:
+        """Check the schema, then claim and run jobs until stop() (or
+        Ctrl-C). Then wait up to shutdown_timeout for running handlers,
+        cancel those left (ctx.cause: WorkerShutdown: an exception now hands
+        the job back, due at once), and return only when every handler has
+        returned and its outcome is recorded: a handler that ignores its
+        context keeps its job, leased to this worker (docs/adr/0028)."""
+        self.client.check_schema()
+        background = [threading.Thread(target=self._complete_loop, name="pgbackoff-completer")]
+        background.append(threading.Thread(target=self._heartbeat_loop, name="pgbackoff-heartbeats"))
+        if self.settings.listen:
+            background.append(threading.Thread(target=self._listen_loop, name="pgbackoff-listen"))
+        if self.settings.reap_interval:
+            background.append(threading.Thread(target=self._reap_loop, name="pgbackoff-reaper"))
+        producing = [
+            threading.Thread(target=self._produce, args=(p,), name=f"pgbackoff-claim-{p.queue.name}")
+            for p in self.producers
+        ]
+        for t in background + producing:
+            t.daemon = True
+            t.start()
+        log.info("worker %s started: queues %s", self.worker_id, ", ".join(q.name for q in self.settings.queues))
+        try:
+            while not self._stopping.wait(1.0):
+                pass
+        except KeyboardInterrupt:
+            self.stop()
+        for t in producing:
+            t.join()
+        self._shutdown()
+        for queue in list(self._registered):
+            self._set_waiting(queue, False)
+        self._background_stop.set()
+        with self._beats:
+            self._beats.notify_all()
+        with self._completer_cond:
+            self._completer_stopped = True
+            self._completer_cond.notify_all()
+        for t in background:
+            t.join()
+        for p in self.producers:
+            p.handlers.shutdown(wait=True)
+        log.info("worker %s stopped", self.worker_id)
+
+    # --- producers ---
+
+    def _produce(self, p: _Producer) -> None:
+        pacer = p.pacer
+        poll = self.settings.poll_interval
+        next_poll = time.monotonic() + poll
+        while not self._stopping.is_set():
+            want = pacer.want(p.free(), self.client.now())
+            if want:
+                step = self._look(p, want)
+                if step is not None:
+                    if step.unregister:
+                        self._set_waiting(p.queue.name, False)
+                    if step.register:
+                        self._set_waiting(p.queue.name, True)
+                    if step.again:
+                        continue
+            signals = p.signals.wait(pacer.timeout(next_poll - time.monotonic()), self._stopping)
+            if time.monotonic() >= next_poll:
+                signals.add(_pacing.POLL)
+                next_poll = time.monotonic() + poll
+                if pacer.idle:
+                    self._refresh(p.queue.name)
+            pacer.signalled(signals)
+
+    def _look(self, p: _Producer, want: int) -> _pacing.Step | None:
+        """Claim up to want jobs and start them; then the pacer's step."""
+        try:
+            # A claim is never cut by the shutdown: a claim committed but
+            # never read would leave its jobs running until the reaper.
+            jobs = self.client.claim(p.queue.name, want, lease=p.queue.lease)
+        except Exception as e:
+            log.error("claim jobs in %r failed: %s", p.queue.name, e)
+            p.pacer.failed()
+            return None
+        for job in jobs:
+            self._start(p, job)
+        if jobs:
+            return p.pacer.found(len(jobs), want, woken=p.signals.take(_pacing.WAKE))
+        read_mono, read_clock = time.monotonic(), self.client.now()
+        state: QueueState | None = None
+        try:
+            state = self.client.queue_state(p.queue.name)
+        except Exception as e:
+            log.debug("read state of %r failed; the queue is treated as idle: %s", p.queue.name, e)
+        return p.pacer.found_none(state, self.listening, read_mono, read_clock)
+
+    def _set_waiting(self, queue: str, waiting: bool) -> None:
+        """Write or end this worker's registration; a failure is logged
+        (the poll still bounds how late a job starts)."""
+        try:
+            if waiting:
+                self.client.wait_for_jobs(queue, ttl=self.settings.registration_ttl())
+                self._registered[queue] = time.monotonic()
+            else:
+                self.client.stop_waiting(queue)
+                self._registered.pop(queue, None)
+        except Exception as e:
+            log.warning("could not record whether the worker waits for %r; polling covers it: %s", queue, e)
+
+    def _refresh(self, queue: str) -> None:
+        at = self._registered.get(queue)
+        if self.listening and (at is None or time.monotonic() - at > self.settings.registration_ttl() / 3):
+            self._set_waiting(queue, True)
+
+    def _wake_all(self) -> None:
+        for p in self.producers:
+            p.signals.send(_pacing.WAKE)
+
+    # --- handlers ---
+
+    def _start(self, p: _Producer, job: Job) -> None:
+        lease, every = self.settings.lease_and_beat(p.queue, job, self.client.now())
+        a = _Attempt(job, p.queue, lease, every)
+        with self._lock:
+            self._attempts[job.id] = a
+        with p.lock:
+            p.inflight += 1
+        with self._beats:
+            self._beats.notify_all()
+        p.handlers.submit(self._run_attempt, p, a)
+
+    def _run_attempt(self, p: _Producer, a: _Attempt) -> None:
+        try:
+            exc: BaseException | None = None
+            try:
+                p.queue.handler(a.job, a.ctx)
+            except Exception as e:
+                exc = e
+            with self._lock:
+                # From here on the heartbeater leaves the attempt alone.
+                self._attempts.pop(a.job.id, None)
+            if isinstance(a.ctx.cause, LeaseLost):
+                log.warning("job %d attempt %d finished after its lease was lost; result dropped", a.job.id, a.job.attempt)
+                return
+            if exc is not None:
+                log.info("job %d attempt %d raised", a.job.id, a.job.attempt, exc_info=exc)
+            self._settle(a.job, read_outcome(exc, a.ctx.cause))
+        except Exception:
+            log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
+        finally:
+            with self._lock:
+                self._attempts.pop(a.job.id, None)
+                self._handlers_done.notify_all()
+            with p.lock:
+                p.inflight -= 1
+            p.signals.send(_pacing.FREED)
+
+    def _settle(self, job: Job, o: Outcome) -> None:
+        if o.kind == "completed" and self._queue_completion(job):
+            return
+        try:
+            if o.kind == "completed":
+                retry_transient(lambda: self.client.complete(job.id, job.attempt))
+            elif o.kind == "snoozed":
+                delay = o.delay if o.delay is not None else dt.timedelta(0)
+                retry_transient(lambda: self.client.snooze(job.id, job.attempt, delay))
+            else:
+                j = retry_transient(
+                    lambda: self.client.fail(
+                        job.id, job.attempt, o.error, retry_in=o.delay, retryable=o.kind != "permanent"
+                    )
+                )
+                log.info("job %d attempt %d failed: %s; now %s, run at %s", job.id, job.attempt, o.error, j.status, j.run_at)
+        except Exception as e:
+            if is_lost(e):
+                log.warning("job %d is no longer attempt %d's; outcome %s dropped: %s", job.id, job.attempt, o.kind, e)
+            else:
+                log.error("could not record job %d's outcome %s; the reaper will retry it: %s", job.id, o.kind, e)
+
+    def _shutdown(self) -> None:
+        """Wait for running handlers, cancel those left after the grace
+        period, then wait for every one of them: their jobs stay leased to
+        this worker (heartbeats go on) until they return."""
+        deadline = time.monotonic() + self.settings.shutdown_timeout
+        with self._lock:
+            while self._attempts and time.monotonic() < deadline:
+                self._handlers_done.wait(deadline - time.monotonic())
+            left = list(self._attempts.values())
+        if left:
+            log.warning("shutdown timeout: cancelling %d running handlers", len(left))
+            for a in left:
+                a.ctx.cancel(WorkerShutdown("worker shutdown"))
+        with self._lock:
+            while self._attempts:
+                if not self._handlers_done.wait(10.0) and self._attempts:
+                    log.error(
+                        "handlers ignore their cancellation; jobs %s stay leased to this worker until they return",
+                        sorted(self._attempts),
+                    )
+        for p in self.producers:
+            # Outcomes are recorded after an attempt leaves the registry.
+            p.handlers.shutdown(wait=True)
+
+    # --- heartbeats ---
+
+    def _heartbeat_loop(self) -> None:
+        """Extend the leases of running attempts, and cancel a handler
+        whose lease was lost (LeaseLost) or ran out (LeaseExpired)."""
+        while not self._background_stop.is_set():
+            now = time.monotonic()
+            with self._lock:
+                running = list(self._attempts.values())
+            wake_at = now + 1.0
+            for a in running:
+                if now >= a.deadline and a.ctx.cancel(LeaseExpired("lease expired")):
+                    log.warning("job %d attempt %d: lease expired; cancelling the handler", a.job.id, a.job.attempt)
+                if a.next_beat is not None and a.every is not None and not isinstance(a.ctx.cause, LeaseLost):
+                    if now >= a.next_beat:
+                        self._beat(a)
+                        a.next_beat = time.monotonic() + a.every
+                    wake_at = min(wake_at, a.next_beat)
+                if not a.ctx.cancelled:
+                    wake_at = min(wake_at, a.deadline)
+            with self._beats:
+                self._beats.wait(max(0.0, wake_at - time.monotonic()))
+
+    def _beat(self, a: _Attempt) -> None:
+        try:
+            until = self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+        except Exception as e:
+            if is_lost(e):
+                log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
+                a.ctx.cancel(LeaseLost(str(e)))
+                a.next_beat = None
+            else:
+                log.error("heartbeat of job %d failed; will retry: %s", a.job.id, e)
+            return
+        left = (until - (self.client.now() or dt.datetime.now(dt.timezone.utc))).total_seconds()
+        if left > 0:
+            a.deadline = time.monotonic() + left
+
+    # --- completer ---
+
+    def _queue_completion(self, job: Job) -> bool:
+        """Hand a completion to the completer; False once it has stopped."""
+        with self._completer_cond:
+            if self._completer_stopped:
+                return False
+            self._completions.append((job.id, job.attempt, job.queue))
+            self._completer_cond.notify_all()
+            return True
+
+    def _complete_loop(self) -> None:
+        """Write queued completions with complete_many: whatever queued up
+        while the last call ran forms the next batch, so an idle worker
+        writes at once and a busy one one statement per burst."""
+        while True:
+            with self._completer_cond:
+                self._completer_cond.wait_for(lambda: bool(self._completions) or self._completer_stopped)
+                batch = self._completions[:MAX_COMPLETE_BATCH]
+                del self._completions[:MAX_COMPLETE_BATCH]
+                stop = self._completer_stopped and not self._completions
+            if batch:
+                self._flush(batch)
+            if stop:
+                return
+
+    def _flush(self, batch: list[tuple[int, int, str]]) -> None:
+        ids = [b[0] for b in batch]
+        try:
+            done = set(retry_transient(lambda: self.client.complete_many(ids, [b[1] for b in batch])))
+        except Exception as e:
+            log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
+            return
+        queues = set()
+        for job_id, attempt, queue in batch:
+            if job_id in done:
+                queues.add(queue)
+            else:
+                log.warning("completion of job %d refused: attempt %d no longer holds it", job_id, attempt)
+        for p in self.producers:
+            if p.queue.name in queues:
+                p.signals.send(_pacing.SETTLED)  # a half-open breaker's probe may have closed it
+
+    # --- listener and reaper ---
+
+    def _listen_loop(self) -> None:
+        """Wake a queue's producer when enqueue notifies it. One connection
+        of its own, outside the pool (it carries the subscription); after
+        an error it reconnects, and polling covers the gap."""
+        retry = 0.1
+        while not self._background_stop.is_set():
+            try:
+                self._listen_once()
+            except Exception as e:
+                if self._background_stop.is_set():
+                    return
+                log.warning("listen failed; polling until it reconnects in %.1fs: %s", retry, e)
+            finally:
+                self._listening.clear()
+            self._background_stop.wait(retry)
+            retry = min(retry * 2, 30.0)
+
+    def _listen_once(self) -> None:
+        kwargs: dict[str, Any] = {**self.pool.kwargs, "autocommit": True}
+        with psycopg.connect(self.pool.conninfo, **kwargs) as conn:
+            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            self._listening.set()
+            # Look again: jobs enqueued before LISTEN took effect, and a
+            # producer that found its queue empty registers now.
+            self._wake_all()
+            by_queue = {p.queue.name: p for p in self.producers}
+            while not self._background_stop.is_set():
+                ready, _, _ = select.select([conn.fileno()], [], [], 0.2)
+                if not ready:
+                    continue
+                conn.pgconn.consume_input()
+                while (n := conn.pgconn.notifies()) is not None:
+                    queue = n.extra.decode()
+                    if queue in by_queue:
+                        by_queue[queue].signals.send(_pacing.WAKE)
+                    elif not queue:
+                        self._wake_all()
+
+    def _reap_loop(self) -> None:
+        """Send expired leases of crashed workers back through the retry
+        decision; safe from many workers at once."""
+        interval = self.settings.reap_interval or 5.0
+        while not self._background_stop.wait(interval):
+            try:
+                n = self.client.reap()
+            except Exception as e:
+                log.error("reap failed: %s", e)
+                continue
+            if n:
+                log.info("reaped %d expired leases", n)
+                self._wake_all()

@@ -1,0 +1,178 @@
+"""AsyncClient and AsyncWorker against a real PostgreSQL (asyncio.run in
+each test: no plugin needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import FakeClock, job_row
+from psycopg_pool import AsyncConnectionPool
+
+import pgbackoff
+from pgbackoff import AsyncClient, AsyncWorker, Context, Job, NewJob, Queue
+
+
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 10.0, what: str = "condition") -> None:
+    """Wait for something the worker's tasks do (never for a backoff)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def with_pool(db_url: str, body: Callable[[AsyncConnectionPool], Awaitable[None]]) -> None:
+    async def main() -> None:
+        async with AsyncConnectionPool(db_url, min_size=1, max_size=10, kwargs={"autocommit": True}) as pool:
+            await body(pool)
+
+    asyncio.run(main())
+
+
+def test_async_client_calls(db_url: str, clock: FakeClock) -> None:
+    async def body(pool: AsyncConnectionPool) -> None:
+        c = AsyncClient(pool, worker_id="aio", now=clock)
+        await c.check_schema()
+        ids = await c.enqueue_many([NewJob("a", {"ü": "✓"}), NewJob("a", {"n": 2}, run_at=clock() + dt.timedelta(minutes=1))])
+        (job,) = await c.claim("a", 10)
+        assert job.id == ids[0] and job.payload == {"ü": "✓"}
+        assert await c.heartbeat(job.id, job.attempt, extend=60) == clock() + dt.timedelta(seconds=60)
+        failed = await c.fail(job.id, job.attempt, "nope", retryable=False)
+        assert failed.dead_letter_reason == "non_retryable"
+        with pytest.raises(pgbackoff.InvalidTransition):
+            await c.complete(job.id, job.attempt)
+        with pytest.raises(pgbackoff.NotReady):
+            await c.acquire(ids[1])
+        assert [o.replayed for o in await c.replay_dead_letters("a")] == [True]
+        (st,) = await c.stats()
+        assert (st.pending, st.dead_lettered) == (2, 0)
+
+        async with pool.connection() as conn:  # the caller's transaction
+            conn_tx: psycopg.AsyncConnection[Any] = conn
+            await conn_tx.set_autocommit(False)
+            await c.using(conn_tx).enqueue("tx", {"n": 1})
+            await conn_tx.rollback()
+            await conn_tx.set_autocommit(True)
+        assert await c.claim("tx") == []
+
+    with_pool(db_url, body)
+
+
+def test_async_worker_outcomes(db_url: str, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    async def handle(job: Job, ctx: Context) -> None:
+        n = job.payload["n"]
+        await asyncio.sleep(0)
+        if n == 3:
+            raise pgbackoff.Permanent("bad")
+        if n == 4 and job.attempt == 1:
+            raise pgbackoff.RetryAfter("later", 0)
+        if n == 5 and job.attempt == 1:
+            raise pgbackoff.Snooze(0)
+
+    async def body(pool: AsyncConnectionPool) -> None:
+        c = AsyncClient(pool, now=clock)
+        ids = await c.enqueue_many([NewJob("aw", {"n": n}) for n in range(1, 9)])
+        worker = AsyncWorker(pool, [Queue("aw", handle, concurrency=3)], poll_interval=0.05, now=clock)
+        run = asyncio.create_task(worker.run())
+
+        async def done() -> bool:
+            (st,) = await c.stats()
+            return st.completed == 7
+
+        await until(done, what="7 completions")
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+        assert job_row(conn, ids[2])["dead_letter_reason"] == "non_retryable"
+        assert job_row(conn, ids[3])["attempts"] == 2
+        assert (job_row(conn, ids[4])["attempts"], job_row(conn, ids[4])["uncounted_attempts"]) == (2, 1)
+
+    with_pool(db_url, body)
+
+
+def test_async_shutdown_hands_back_a_running_job(db_url: str, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    causes: list[BaseException | None] = []
+
+    async def body(pool: AsyncConnectionPool) -> None:
+        begun = asyncio.Event()
+
+        async def handle(job: Job, ctx: Context) -> None:
+            begun.set()
+            try:
+                await asyncio.sleep(30)
+            finally:
+                causes.append(ctx.cause)
+
+        c = AsyncClient(pool, now=clock)
+        job_id = await c.enqueue("as")
+        worker = AsyncWorker(pool, [Queue("as", handle)], shutdown_timeout=0.1, now=clock)
+        run = asyncio.create_task(worker.run())
+        await asyncio.wait_for(begun.wait(), 10)
+        run.cancel()  # as asyncio.run does on Ctrl-C: a graceful shutdown, then CancelledError
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(run, 30)
+        row = job_row(conn, job_id)
+        assert row["status"] == "retrying" and row["run_at"] == clock()
+        assert row["last_error"].startswith("worker shutdown")
+
+    with_pool(db_url, body)
+    assert isinstance(causes[0], pgbackoff.WorkerShutdown)
+
+
+def test_async_wake_up_through_listen(db_url: str, conn: psycopg.Connection[Any]) -> None:
+    async def body(pool: AsyncConnectionPool) -> None:
+        ran = asyncio.Event()
+
+        async def handle(job: Job, ctx: Context) -> None:
+            ran.set()
+
+        worker = AsyncWorker(pool, [Queue("aw-wake", handle)], poll_interval=3600)
+        run = asyncio.create_task(worker.run())
+
+        async def registered() -> bool:
+            row = conn.execute("SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'aw-wake'").fetchone()
+            return row == (1,)
+
+        await until(registered, what="the worker's registration")
+        await AsyncClient(pool).enqueue("aw-wake")
+        await asyncio.wait_for(ran.wait(), 10)
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+
+    with_pool(db_url, body)
+
+
+def test_async_heartbeat_keeps_the_lease(db_url: str, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    async def body(pool: AsyncConnectionPool) -> None:
+        release, begun = asyncio.Event(), asyncio.Event()
+
+        async def handle(job: Job, ctx: Context) -> None:
+            begun.set()
+            await release.wait()
+
+        c = AsyncClient(pool, now=clock)
+        job_id = await c.enqueue("ah")
+        worker = AsyncWorker(
+            pool, [Queue("ah", handle, lease=30, heartbeat_interval=0.05)], reap_interval=None, listen=False, now=clock
+        )
+        run = asyncio.create_task(worker.run())
+        await asyncio.wait_for(begun.wait(), 10)
+        claimed_at = clock()
+        clock.advance(25)
+
+        async def extended() -> bool:
+            return bool(job_row(conn, job_id)["lease_until"] == claimed_at + dt.timedelta(seconds=55))
+
+        await until(extended, what="a heartbeat at the clock's new time")
+        clock.advance(20)
+        assert await c.reap() == 0
+        release.set()
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+        assert job_row(conn, job_id)["status"] == "completed"
+
+    with_pool(db_url, body)

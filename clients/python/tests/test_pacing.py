@@ -1,0 +1,67 @@
+"""The producer's pacing decisions (no I/O): what an empty claim and the
+queue's state make a producer do next (docs/adr/0047)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+from pgbackoff._pacing import FREED, POLL, SETTLED, WAKE, Pacer
+from pgbackoff.types import QueueState
+
+T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def state(**kw: object) -> QueueState:
+    base: dict[str, object] = dict(
+        queue="q", state="closed", opened_at=None, failures=0, probes_left=None, rate=None, burst=None,
+        tokens=None, next_claim_at=None, read_at=T0,
+    )  # fmt: skip
+    base.update(kw)
+    return QueueState(**base)  # type: ignore[arg-type]
+
+
+def test_an_idle_queue_registers_then_waits_for_a_wake_up() -> None:
+    p = Pacer(batch_size=5)
+    assert p.want(10, None) == 5
+    step = p.found_none(state(), listening=True, read_mono=time.monotonic(), read_clock=None)
+    assert step.again and step.register, "register, then look once more"
+    step = p.found_none(state(), listening=True, read_mono=time.monotonic(), read_clock=None)
+    assert not step.again and not step.register
+    assert p.want(10, None) == 0
+    p.signalled({WAKE})
+    assert p.want(10, None) == 5
+    # Two claims in a row that find jobs: a backlog, the registration ends.
+    assert not p.found(5, 5, woken=False).unregister
+    assert p.found(5, 5, woken=False).unregister
+
+
+def test_a_held_queue_waits_for_next_claim_at_whatever_wakes_it() -> None:
+    p = Pacer(batch_size=1)
+    step = p.found_none(
+        state(state="open", next_claim_at=T0 + dt.timedelta(seconds=60)),
+        listening=True, read_mono=time.monotonic(), read_clock=T0,
+    )  # fmt: skip
+    assert not step.again
+    p.signalled({WAKE, FREED, SETTLED})
+    assert p.want(1, T0 + dt.timedelta(seconds=59)) == 0, "held: wake-ups are ignored"
+    assert 59 < p.timeout(3600) <= 60
+    assert p.want(1, T0 + dt.timedelta(seconds=60)) == 1, "the injected clock reached next_claim_at"
+
+
+def test_a_half_open_breaker_waits_for_its_probe() -> None:
+    p = Pacer(batch_size=1)
+    p.found_none(state(state="half_open", probes_left=0), listening=True, read_mono=time.monotonic(), read_clock=None)
+    p.signalled({WAKE})
+    assert p.want(1, None) == 0, "a notification is not the probe's result"
+    p.signalled({SETTLED})
+    assert p.want(1, None) == 1
+
+
+def test_a_rate_limited_queue_with_a_token_is_claimed_once_more() -> None:
+    p = Pacer(batch_size=1)
+    st = state(rate=10.0, burst=1, tokens=1.0)
+    assert p.found_none(st, listening=False, read_mono=time.monotonic(), read_clock=None).again
+    assert not p.found_none(st, listening=False, read_mono=time.monotonic(), read_clock=None).again
+    p.signalled({POLL})
+    assert p.want(1, None) == 1

@@ -1,0 +1,223 @@
+"""The threaded Worker against a real PostgreSQL: outcomes, heartbeats,
+shutdown, wake-ups."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import FakeClock, eventually, job_row
+from psycopg_pool import ConnectionPool
+
+import pgbackoff
+from pgbackoff import Client, Context, Job, NewJob, Queue, Worker
+
+
+@contextmanager
+def running(worker: Worker) -> Iterator[threading.Thread]:
+    """Run the worker in a thread; stop it and wait for run() at the end."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as e:  # reported to the test below
+            errors.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        yield t
+    finally:
+        worker.stop()
+        t.join(30)
+        assert not t.is_alive(), "run() did not return"
+    assert not errors, errors
+
+
+def statuses(conn: psycopg.Connection[Any], queue: str) -> dict[str, int]:
+    rows = conn.execute("SELECT status, count(*) FROM backoff.jobs WHERE queue = %s GROUP BY status", (queue,))
+    return {s: n for s, n in rows.fetchall()}
+
+
+def test_outcomes(pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any]) -> None:
+    """Returning completes; Permanent dead-letters; RetryAfter retries after
+    its delay; Snooze puts back without spending an attempt; any other
+    exception retries under the policy; every outcome reaches the database."""
+    seen: dict[int, list[int]] = {}
+    lock = threading.Lock()
+
+    def handle(job: Job, ctx: Context) -> None:
+        n = job.payload["n"]
+        with lock:
+            seen.setdefault(n, []).append(job.counted_attempt)
+        if n == 7:
+            raise pgbackoff.Permanent("payload 7 is malformed") from ValueError("no 'to'")
+        if n % 5 == 0 and job.attempt == 1:
+            raise pgbackoff.RetryAfter("downstream said 429", 0)
+        if n % 6 == 0 and job.attempt == 1:
+            raise pgbackoff.Snooze(0)
+        if n == 11:
+            raise RuntimeError("connection reset")
+
+    ids = client.enqueue_many([NewJob("py", {"n": n}) for n in range(1, 21)])
+    worker = Worker(pool, [Queue("py", handle, concurrency=4)], poll_interval=0.05, now=client.now)
+    with running(worker):
+        eventually(lambda: statuses(conn, "py").get("completed", 0) == 18, what="18 completions")
+
+    st = statuses(conn, "py")
+    assert st == {"completed": 18, "dead_lettered": 1, "retrying": 1}, st
+    dead = job_row(conn, ids[6])
+    assert dead["dead_letter_reason"] == "non_retryable"
+    assert dead["last_error"] == "payload 7 is malformed: ValueError: no 'to'"
+    assert job_row(conn, ids[10])["last_error"] == "RuntimeError: connection reset"
+    assert job_row(conn, ids[10])["run_at"] > client.now(), "retried under the policy's delay"
+    assert seen[5] == [1, 2], "a RetryAfter spends the attempt"
+    assert seen[6] == [1, 1], "a Snooze gives the attempt back"
+    assert job_row(conn, ids[5])["attempts"] == 2, "the token still grows"
+
+
+def test_completions_are_batched(pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    client.enqueue_many([NewJob("batch", {"n": n}) for n in range(50)])
+    worker = Worker(pool, [Queue("batch", lambda job, ctx: None, concurrency=8)], poll_interval=0.05)
+    batches: list[int] = []
+    complete_many = worker.client.complete_many
+
+    def spy(ids: Any, attempts: Any) -> list[int]:
+        batches.append(len(ids))
+        return complete_many(ids, attempts)
+
+    def no_single_complete(*args: Any) -> Any:
+        raise AssertionError("a completion went around the completer")
+
+    monkeypatch.setattr(worker.client, "complete_many", spy)
+    monkeypatch.setattr(worker.client, "complete", no_single_complete)
+    with running(worker):
+        eventually(lambda: statuses(conn, "batch").get("completed", 0) == 50, what="50 completions")
+    assert sum(batches) == 50
+
+
+def test_heartbeat_keeps_the_lease_past_its_end(pool: ConnectionPool, client: Client, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    """The clock is the test's: the lease ends 30 s after the claim, the
+    heartbeats (every 50 ms of real time) extend it from the clock's time,
+    and a reap after the first lease's end finds nothing to reap."""
+    job_id = client.enqueue("long")
+    release = threading.Event()
+    started = threading.Event()
+
+    def handle(job: Job, ctx: Context) -> None:
+        started.set()
+        release.wait(30)
+
+    worker = Worker(
+        pool, [Queue("long", handle, lease=30, heartbeat_interval=0.05)], reap_interval=None, listen=False, now=clock
+    )
+    with running(worker):
+        assert started.wait(10)
+        claimed_at = clock()
+        assert job_row(conn, job_id)["lease_until"] == claimed_at + dt.timedelta(seconds=30)
+        clock.advance(25)
+        eventually(
+            lambda: job_row(conn, job_id)["lease_until"] == claimed_at + dt.timedelta(seconds=55),
+            what="a heartbeat at the clock's new time",
+        )
+        clock.advance(20)  # 45 s after the claim: past the first lease's end
+        assert client.reap() == 0
+        row = job_row(conn, job_id)
+        assert (row["status"], row["attempts"]) == ("running", 1)
+        release.set()
+        eventually(lambda: job_row(conn, job_id)["status"] == "completed", what="completion")
+
+
+def test_lease_lost_cancels_the_handler(pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any]) -> None:
+    job_id = client.enqueue("lost")
+    causes: list[BaseException | None] = []
+    started = threading.Event()
+
+    def handle(job: Job, ctx: Context) -> None:
+        started.set()
+        ctx.wait(30)
+        causes.append(ctx.cause)
+
+    worker = Worker(pool, [Queue("lost", handle, heartbeat_interval=0.05)], poll_interval=0.05)
+    with running(worker):
+        assert started.wait(10)
+        client.cancel(job_id, "operator")
+        eventually(lambda: bool(causes), what="the handler to be cancelled")
+    assert isinstance(causes[0], pgbackoff.LeaseLost)
+    assert job_row(conn, job_id)["status"] == "cancelled", "the dropped result changed nothing"
+
+
+def test_shutdown_hands_back_a_running_job(pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any]) -> None:
+    """A handler still running when the grace period ends is cancelled; its
+    exception hands the job back, due at once elsewhere."""
+    job_id = client.enqueue("stop")
+    started = threading.Event()
+    causes: list[BaseException | None] = []
+
+    def handle(job: Job, ctx: Context) -> None:
+        started.set()
+        assert ctx.wait(30), "cancelled by the shutdown"
+        causes.append(ctx.cause)
+        ctx.raise_if_cancelled()
+
+    worker = Worker(pool, [Queue("stop", handle)], shutdown_timeout=0.2, now=client.now)
+    with running(worker):
+        assert started.wait(10)
+    assert isinstance(causes[0], pgbackoff.WorkerShutdown)
+    row = job_row(conn, job_id)
+    assert row["status"] == "retrying"
+    assert row["run_at"] == client.now(), "due at once"
+    assert row["last_error"].startswith("worker shutdown: ")
+    (again,) = client.claim("stop")
+    assert again.attempt == 2
+
+
+def test_shutdown_waits_for_a_handler_that_ignores_it(pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any]) -> None:
+    """A handler that ignores the cancellation keeps its job: run() does
+    not return before it, and the job is completed, never run elsewhere."""
+    job_id = client.enqueue("stubborn")
+    started, release = threading.Event(), threading.Event()
+
+    def handle(job: Job, ctx: Context) -> None:
+        started.set()
+        release.wait(30)
+
+    worker = Worker(pool, [Queue("stubborn", handle, heartbeat_interval=0.05)], shutdown_timeout=0.05)
+    with running(worker) as t:
+        assert started.wait(10)
+        worker.stop()
+        t.join(0.5)
+        assert t.is_alive(), "run() returned while a handler still runs"
+        assert job_row(conn, job_id)["status"] == "running"
+        release.set()
+    assert job_row(conn, job_id)["status"] == "completed"
+
+
+def test_a_wake_up_arrives_through_listen(pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any]) -> None:
+    """With an hour's poll, only a notification can start the job: the
+    idle worker registers (backoff.wait_for_jobs), enqueue notifies."""
+    ran = threading.Event()
+    worker = Worker(pool, [Queue("wake", lambda job, ctx: ran.set())], poll_interval=3600)
+    with running(worker):
+        eventually(
+            lambda: conn.execute("SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'wake'").fetchone() == (1,),
+            what="the worker's registration",
+        )
+        client.enqueue("wake", {"hello": "wörld"})
+        assert ran.wait(10), "the notification did not wake the worker"
+    assert conn.execute("SELECT count(*) FROM backoff.waiting_workers").fetchone() == (0,), "unregistered at shutdown"
+
+
+def test_a_pool_too_small_is_refused(pool: ConnectionPool) -> None:
+    with pytest.raises(pgbackoff.InvalidArgument, match="needs at least 12"):
+        Worker(pool, [Queue(f"q{i}", lambda job, ctx: None) for i in range(9)])
+    with pytest.raises(pgbackoff.InvalidArgument, match="twice"):
+        Worker(pool, [Queue("q", lambda job, ctx: None), Queue("q", lambda job, ctx: None)])
+    with pytest.raises(pgbackoff.InvalidArgument, match="shorter than the lease"):
+        Worker(pool, [Queue("q", lambda job, ctx: None, lease=10, heartbeat_interval=10)])
