@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -425,38 +426,10 @@ type QueueInfo struct {
 	BreakerProbes int32
 }
 
-// queuesSQL finds the queues of jobs without reading every job: a loose
-// index scan (one probe per queue) over the live jobs (jobs_claimable_idx)
-// and the finished ones (jobs_finished_idx), and the running ones
-// (jobs_lease_idx, as many rows as jobs run). Every job is in one of the
-// three: finished jobs have completed_at, running ones a lease. Intervals
-// are read as whole microseconds.
-const queuesSQL = `WITH RECURSIVE live (name) AS (
-    (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') AND j.queue > l.name
-            ORDER BY j.queue LIMIT 1)
-    FROM live AS l WHERE l.name IS NOT NULL
-), finished (name) AS (
-    (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL AND j.queue > f.name
-            ORDER BY j.queue LIMIT 1)
-    FROM finished AS f WHERE f.name IS NOT NULL
-), seen AS (
-    SELECT l.name FROM live AS l WHERE l.name IS NOT NULL
-    UNION SELECT f.name FROM finished AS f WHERE f.name IS NOT NULL
-    UNION SELECT j.queue FROM backoff.jobs AS j WHERE j.lease_until IS NOT NULL
-)
-SELECT q.name, q.policy, q.paused, true, q.rate, q.burst, q.breaker_failures,
-    (extract(epoch FROM q.breaker_window) * 1000000)::bigint,
-    (extract(epoch FROM q.breaker_cooldown) * 1000000)::bigint, q.breaker_probes
-FROM backoff.queues AS q
-UNION ALL
-SELECT s.name, backoff.job_policy(NULL, s.name), false, false, NULL, NULL, NULL, NULL, NULL, 1
-FROM seen AS s
-WHERE NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = s.name)
-ORDER BY 1`
+// queuesSQL reads backoff.queue_list: the configured queues and those
+// seen in jobs within the caller's scope, without a read of every job.
+const queuesSQL = `SELECT name, policy, paused, configured, rate, burst, breaker_failures,
+    breaker_window_us, breaker_cooldown_us, breaker_probes FROM backoff.queue_list()`
 
 // Queues lists every queue, configured or only seen in jobs, by name.
 func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
@@ -480,7 +453,27 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	if err := rows.Err(); err != nil {
 		return nil, translate(op, 0, err)
 	}
-	return out, nil
+	return mergeQueues(out), nil
+}
+
+// mergeQueues sorts the queues by name and keeps one row per name, the
+// configured one when there is one: behind a router every shard answers
+// with its own rows, and a queue configured on every shard, or seen on
+// several, comes back from each.
+func mergeQueues(qs []QueueInfo) []QueueInfo {
+	sort.SliceStable(qs, func(i, j int) bool {
+		if qs[i].Name != qs[j].Name {
+			return qs[i].Name < qs[j].Name
+		}
+		return qs[i].Configured && !qs[j].Configured
+	})
+	out := qs[:0]
+	for _, q := range qs {
+		if len(out) == 0 || out[len(out)-1].Name != q.Name {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // micros turns a nullable count of microseconds into a duration.

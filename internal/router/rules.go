@@ -90,6 +90,9 @@ var Rules = map[string][]Rule{
 	"health": {{Kind: AllUnion}},
 	// Each shard answers for its part of the queues; any row means busy.
 	"unfinished_job": {{Kind: AllUnion}},
+	// Each shard lists its queues; the client merges a queue configured on
+	// every shard (as for overview).
+	"queue_list": {{Kind: AllUnion}},
 	// A queue's controls and their runtime state live on the queue's shard
 	// (each shard runs its own breaker and bucket for its part of a queue).
 	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},

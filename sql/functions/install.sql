@@ -57,6 +57,7 @@
 {{ template "activity.sql" . }}
 {{ template "health.sql" . }}
 {{ template "unfinished_job.sql" . }}
+{{ template "queue_list.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}
