@@ -10180,8 +10180,9 @@ COMMENT ON FUNCTION backoff.put_schedule(text, text, text, interval, text, jsonb
 'Create the schedule p_name, or replace its settings, and return its row of backoff.schedules. Every slot enqueues one job into p_queue (backoff.fire_schedules) with p_payload, p_policy (NULL: the queue''s), p_priority and p_max_attempts (NULL: the policy''s). Timing, exactly one of: p_cron, a 5-field cron expression (minute hour day-of-month month day-of-week; each field *, */n, a, a-b, a-b/n or a comma list of these; names jan-dec and sun-sat; 7 is Sunday; @hourly, @daily, @weekly, @monthly, @yearly), read in p_time_zone (an IANA name, default UTC; daylight saving as cron: a fixed time skipped by the clock fires once at the end of the gap, one repeated fires once, the first time; a schedule with * in its minute or hour field fires by elapsed time, twice in a repeated hour, never in a gap); or p_every, a fixed interval (1 second to 876600 hours, no months) whose slots are p_anchor + k * p_every (p_anchor NULL: 1970-01-01 00:00 UTC). Missed slots (no caller fired them in time): p_catch_up ''latest'' (default) fires the latest one once and skips the others, ''all'' fires each one, oldest first, at most p_catch_up_limit (default 100) per call; p_catch_up_window (NULL: none) skips those older than now minus the window (''latest'' with a window of a minute fires nothing that is more than a minute late). p_skip_if_running: a slot whose schedule still has a pending, running or retrying job enqueues nothing (counted in skipped, last_skipped_slot). A new schedule, or one whose timing (expression, interval, anchor, zone) changed, fires first at its first slot after p_now; otherwise its next fire time, paused switch and counters are kept. A schedule''s queue cannot change (drop it and put it again). Admin only.
 Errors: 22023 for a name, queue or policy that is not 1 to 128 bytes without control characters, an unknown policy, max_attempts < 1, both or neither of p_cron and p_every, a cron expression that is not 5 valid fields (the message names the expression, the field and its allowed range), one that never fires, an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a catch_up other than latest or all, a window not above 0, a limit outside 1-10000, another queue for an existing schedule, a p_now outside years 1-9999.
 Example:
-SELECT name, next_fire_at FROM backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'');
-SELECT name, next_fire_at FROM backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_skip_if_running => true);';
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-28 12:00+00'');
+SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_skip_if_running => true, p_now => ''2026-03-28 12:01+00'');
+SELECT name, queue, cron, every, time_zone, next_fire_at FROM backoff.schedules ORDER BY name;';
 
 -- backoff.pause_schedule(name): stop a schedule from firing until
 -- backoff.resume_schedule. Returns true when it was running, false when it
@@ -10206,7 +10207,9 @@ $$;
 COMMENT ON FUNCTION backoff.pause_schedule(text, timestamptz) IS
 'Pause the schedule p_name: backoff.fire_schedules fires nothing of it until backoff.resume_schedule, which starts again from the first slot after its own time (the slots in between are not missed, they are skipped). Jobs it already enqueued are not touched. Returns true when the schedule was running, false when it was already paused or no schedule has that name in this database. Admin only.
 Errors: 22023 for a p_now outside years 1-9999.
-Example: SELECT backoff.pause_schedule(''nightly-report'');';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'');
+SELECT backoff.pause_schedule(''nightly-report'');';
 
 -- backoff.resume_schedule(name, now): let a paused schedule fire again,
 -- from its first slot after p_now: the slots that passed while it was
@@ -10238,7 +10241,11 @@ $$;
 COMMENT ON FUNCTION backoff.resume_schedule(text, timestamptz) IS
 'Resume the paused schedule p_name: it fires next at its first slot after p_now; the slots that passed while it was paused are not caught up. Returns true when it was paused, false when it was not or no schedule has that name in this database. Admin only.
 Errors: 22023 for a p_now outside years 1-9999.
-Example: SELECT backoff.resume_schedule(''nightly-report'');';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-01 00:00+00'');
+SELECT backoff.pause_schedule(''nightly-report'', ''2026-03-01 00:00+00'');
+SELECT backoff.resume_schedule(''nightly-report'', ''2026-03-28 12:00+00'');
+SELECT name, paused, next_fire_at FROM backoff.schedules;';
 
 -- backoff.drop_schedule(name): delete a schedule. The jobs it enqueued
 -- stay (they name it in backoff.jobs.schedule); a schedule put again under
@@ -10259,7 +10266,9 @@ $$;
 
 COMMENT ON FUNCTION backoff.drop_schedule(text) IS
 'Delete the schedule p_name; it fires no more. The jobs it enqueued stay, and keep its name and slot in backoff.jobs (schedule, schedule_slot), so a schedule put again under that name never enqueues a slot one of them has. Returns true when it existed in this database, false otherwise. Admin only.
-Example: SELECT backoff.drop_schedule(''nightly-report'');';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'');
+SELECT backoff.drop_schedule(''nightly-report'');';
 
 -- backoff.schedule_fires: the next p_count fire times of a schedule after
 -- p_after, each with its wall-clock time in the schedule's zone: of a
@@ -10304,7 +10313,9 @@ $$;
 COMMENT ON FUNCTION backoff.schedule_fires(text, timestamptz, integer) IS
 'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database. Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
 Errors: 22023 for a count outside 1-1000.
-Example: SELECT * FROM backoff.schedule_fires(''nightly-report'', p_count => 3);';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
+SELECT * FROM backoff.schedule_fires(''nightly-report'', ''2026-03-27 12:00+00'', 3);';
 
 CREATE OR REPLACE FUNCTION backoff.schedule_fires(
     p_cron      text,
@@ -10343,7 +10354,7 @@ COMMENT ON FUNCTION backoff.schedule_fires(text, interval, text, timestamptz, ti
 Errors: 22023 for both or neither of p_cron and p_every, an invalid cron expression (the message names the expression, the field and its allowed range), an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a count outside 1-1000.
 Example:
 SELECT * FROM backoff.schedule_fires(''30 2 * * *'', NULL, ''Europe/Berlin'', NULL, ''2026-03-28 00:00+00'', 3);
-SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_time_zone => ''UTC'', p_anchor => ''2026-01-01 03:00+00'');';
+SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_time_zone => ''UTC'', p_anchor => ''2026-01-01 03:00+00'', p_after => ''2026-01-01 00:00+00'', p_count => 3);';
 
 -- backoff.fire_schedules(limit, now): enqueue one job for every slot due at
 -- p_now and advance each schedule past it (docs/adr/0063). Any number of
@@ -10496,7 +10507,10 @@ $$;
 COMMENT ON FUNCTION backoff.fire_schedules(integer, timestamptz) IS
 'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time: a slot is enqueued once, whoever calls and however often (due schedules are locked with SKIP LOCKED, and a unique index on the job''s schedule and slot refuses a second job). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up (''latest'': the latest fires, the others are skipped; ''all'': each fires, at most catch_up_limit per schedule per call) and catch_up_window; a p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
 Errors: 22023 for a limit outside 1-100000, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
-Example: SELECT * FROM backoff.fire_schedules();';
+Example:
+SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_now => ''2026-01-01 00:00+00'');
+SELECT backoff.put_schedule(''sweep'', ''pings'', p_every => ''5 minutes'', p_catch_up => ''all'', p_now => ''2026-01-01 00:00+00'');
+SELECT schedule, slot FROM backoff.fire_schedules(p_now => ''2026-01-01 00:12+00'');';
 
 -- Privileges of the functions installed with this file (docs/adr/0017,
 -- docs/adr/0038): owner backoff_owner, nothing for PUBLIC, EXECUTE granted

@@ -17,4 +17,6 @@ $$;
 
 COMMENT ON FUNCTION backoff.drop_schedule(text) IS
 'Delete the schedule p_name; it fires no more. The jobs it enqueued stay, and keep its name and slot in backoff.jobs (schedule, schedule_slot), so a schedule put again under that name never enqueues a slot one of them has. Returns true when it existed in this database, false otherwise. Admin only.
-Example: SELECT backoff.drop_schedule(''nightly-report'');';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'');
+SELECT backoff.drop_schedule(''nightly-report'');';

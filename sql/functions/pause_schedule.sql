@@ -21,4 +21,6 @@ $$;
 COMMENT ON FUNCTION backoff.pause_schedule(text, timestamptz) IS
 'Pause the schedule p_name: backoff.fire_schedules fires nothing of it until backoff.resume_schedule, which starts again from the first slot after its own time (the slots in between are not missed, they are skipped). Jobs it already enqueued are not touched. Returns true when the schedule was running, false when it was already paused or no schedule has that name in this database. Admin only.
 Errors: 22023 for a p_now outside years 1-9999.
-Example: SELECT backoff.pause_schedule(''nightly-report'');';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'');
+SELECT backoff.pause_schedule(''nightly-report'');';

@@ -28,4 +28,8 @@ $$;
 COMMENT ON FUNCTION backoff.resume_schedule(text, timestamptz) IS
 'Resume the paused schedule p_name: it fires next at its first slot after p_now; the slots that passed while it was paused are not caught up. Returns true when it was paused, false when it was not or no schedule has that name in this database. Admin only.
 Errors: 22023 for a p_now outside years 1-9999.
-Example: SELECT backoff.resume_schedule(''nightly-report'');';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-01 00:00+00'');
+SELECT backoff.pause_schedule(''nightly-report'', ''2026-03-01 00:00+00'');
+SELECT backoff.resume_schedule(''nightly-report'', ''2026-03-28 12:00+00'');
+SELECT name, paused, next_fire_at FROM backoff.schedules;';

@@ -41,7 +41,9 @@ $$;
 COMMENT ON FUNCTION backoff.schedule_fires(text, timestamptz, integer) IS
 'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database. Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
 Errors: 22023 for a count outside 1-1000.
-Example: SELECT * FROM backoff.schedule_fires(''nightly-report'', p_count => 3);';
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
+SELECT * FROM backoff.schedule_fires(''nightly-report'', ''2026-03-27 12:00+00'', 3);';
 
 CREATE OR REPLACE FUNCTION backoff.schedule_fires(
     p_cron      text,
@@ -80,4 +82,4 @@ COMMENT ON FUNCTION backoff.schedule_fires(text, interval, text, timestamptz, ti
 Errors: 22023 for both or neither of p_cron and p_every, an invalid cron expression (the message names the expression, the field and its allowed range), an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a count outside 1-1000.
 Example:
 SELECT * FROM backoff.schedule_fires(''30 2 * * *'', NULL, ''Europe/Berlin'', NULL, ''2026-03-28 00:00+00'', 3);
-SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_time_zone => ''UTC'', p_anchor => ''2026-01-01 03:00+00'');';
+SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_time_zone => ''UTC'', p_anchor => ''2026-01-01 03:00+00'', p_after => ''2026-01-01 00:00+00'', p_count => 3);';
