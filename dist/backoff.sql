@@ -5851,6 +5851,80 @@ REVOKE SELECT ON backoff.waiting_workers FROM backoff_worker;
 -- granted SELECT by hand.
 REVOKE SELECT ON backoff.jobs FROM backoff_worker;
 
+-- == Periodic jobs (docs/adr/0063) ==
+-- One row per schedule, written only through backoff.put_schedule (admin):
+-- a 5-field cron expression, parsed once into the sets below, or a fixed
+-- interval from an anchor; the job it enqueues; the missed-slot policy;
+-- and the next fire time, which backoff.fire_schedules advances under a
+-- row lock. A schedule lives on the shard of its queue (a router routes
+-- put_schedule by queue), so no two databases fire the same slot.
+CREATE TABLE backoff.schedules (
+    name              text PRIMARY KEY,
+    queue             text NOT NULL,
+    payload           jsonb NOT NULL DEFAULT '{}'::jsonb,
+    cron              text,
+    every             interval,
+    anchor            timestamptz,
+    time_zone         text NOT NULL DEFAULT 'UTC'::text,
+    -- The cron expression's sets (weekdays 0-6, Sunday 0), sorted; days_or:
+    -- both day fields restricted, either one matches (cron's rule);
+    -- fixed_time: neither minute nor hour starts with *, which decides what
+    -- daylight saving does to it (docs/adr/0063).
+    minutes           integer[],
+    hours             integer[],
+    days              integer[],
+    months            integer[],
+    weekdays          integer[],
+    days_or           boolean,
+    fixed_time        boolean,
+    policy            text,
+    priority          integer NOT NULL DEFAULT 0,
+    max_attempts      integer CONSTRAINT schedules_max_attempts_check CHECK (max_attempts >= 1),
+    paused            boolean NOT NULL DEFAULT false,
+    catch_up          text NOT NULL DEFAULT 'latest'::text
+                      CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('latest', 'all')),
+    catch_up_window   interval
+                      CONSTRAINT schedules_catch_up_window_check
+                      CHECK (catch_up_window > interval '0' AND catch_up_window <= interval '876600 hours'),
+    catch_up_limit    integer NOT NULL DEFAULT 100
+                      CONSTRAINT schedules_catch_up_limit_check CHECK (catch_up_limit BETWEEN 1 AND 10000),
+    skip_if_running   boolean NOT NULL DEFAULT false,
+    next_fire_at      timestamptz,
+    last_slot         timestamptz,
+    fired             bigint NOT NULL DEFAULT 0,
+    skipped           bigint NOT NULL DEFAULT 0,
+    last_skipped_slot timestamptz,
+    last_missed_at    timestamptz,
+    created_at        timestamptz NOT NULL,
+    updated_at        timestamptz NOT NULL,
+    CONSTRAINT schedules_timing_check CHECK ((cron IS NULL) <> (every IS NULL)),
+    CONSTRAINT schedules_every_check
+        CHECK (every >= interval '1 second' AND every <= interval '876600 hours'),
+    CONSTRAINT schedules_cron_parsed_check
+        CHECK (cron IS NULL OR (minutes IS NOT NULL AND hours IS NOT NULL AND days IS NOT NULL
+                                AND months IS NOT NULL AND weekdays IS NOT NULL
+                                AND days_or IS NOT NULL AND fixed_time IS NOT NULL))
+);
+-- What fire_schedules reads when nothing is due: one probe.
+CREATE INDEX schedules_due_idx ON backoff.schedules (next_fire_at) WHERE NOT paused;
+ALTER TABLE backoff.schedules OWNER TO backoff_owner;
+REVOKE ALL ON backoff.schedules FROM PUBLIC;
+-- Admins read schedules; every write goes through the functions, which
+-- keep the parsed sets and the next fire time in step with the expression.
+GRANT SELECT ON backoff.schedules TO backoff_admin;
+-- The job records its schedule and slot. The unique index is the second
+-- guarantee that a slot fires once (the first is the schedule's row lock);
+-- partial, so that jobs without a schedule add nothing to it. The second
+-- index finds a schedule's unfinished jobs (skip_if_running) without
+-- reading its finished ones.
+ALTER TABLE backoff.jobs
+    ADD COLUMN schedule text,
+    ADD COLUMN schedule_slot timestamptz;
+CREATE UNIQUE INDEX jobs_schedule_slot_idx ON backoff.jobs (schedule, schedule_slot)
+    WHERE schedule IS NOT NULL;
+CREATE INDEX jobs_schedule_live_idx ON backoff.jobs (schedule)
+    WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -9897,6 +9971,901 @@ Example:
 SELECT backoff.grant_queue(''backoff_worker'', ''mail.*'', ''work'');
 SELECT backoff.revoke_queue(''backoff_worker'', ''mail.*'', ''work'');';
 
+-- backoff._cron_field(expression, field, name, min, max): the values of one
+-- field of a cron expression, sorted and distinct, or 22023 naming the
+-- expression, the field and its allowed range (docs/adr/0063). A field is a
+-- comma-separated list of items, each *, */n, a, a-b or a-b/n; month and
+-- weekday fields also take three-letter English names (jan, mon), which
+-- the caller has already replaced by numbers. Private; called when a
+-- schedule is written or previewed, never when one fires.
+CREATE OR REPLACE FUNCTION backoff._cron_field(
+    p_expression text,
+    p_field      text,
+    p_name       text,
+    p_min        integer,
+    p_max        integer
+)
+RETURNS integer[]
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_item   text;
+    v_parts  text[];
+    v_lo     integer;
+    v_hi     integer;
+    v_step   integer;
+    v_values integer[] := '{}';
+    v_where  text := pg_catalog.format('cron "%s": %s field "%s"', p_expression, p_name, p_field);
+BEGIN
+    FOREACH v_item IN ARRAY pg_catalog.string_to_array(p_field, ',') LOOP
+        IF v_item = '' THEN
+            RAISE EXCEPTION '% has an empty list item', v_where
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- item = range [/ step]; range = * | a | a-b
+        v_parts := pg_catalog.regexp_match(v_item, '^(\*|([0-9]{1,4})(?:-([0-9]{1,4}))?)(?:/([0-9]{1,4}))?$');
+        IF v_parts IS NULL THEN
+            RAISE EXCEPTION '% is not *, a number, a range a-b or a step (*/n, a-b/n) of numbers in %-%', v_where, p_min, p_max
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF v_parts[1] = '*' THEN
+            v_lo := p_min;
+            v_hi := p_max;
+        ELSE
+            v_lo := v_parts[2]::integer;
+            v_hi := coalesce(v_parts[3]::integer, v_lo);
+            IF v_lo < p_min OR v_lo > p_max OR v_hi < p_min OR v_hi > p_max THEN
+                RAISE EXCEPTION '% is outside %-%', v_where, p_min, p_max
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            IF v_hi < v_lo THEN
+                RAISE EXCEPTION '% has a range from high to low (%-%)', v_where, v_lo, v_hi
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+        END IF;
+        v_step := coalesce(v_parts[4]::integer, 1);
+        IF v_parts[4] IS NOT NULL AND (v_step < 1 OR v_step > p_max - p_min + 1) THEN
+            RAISE EXCEPTION '% has step %, want 1-%', v_where, v_step, p_max - p_min + 1
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- "a/n" alone (no range) is not cron: "a-b/n" says where it ends.
+        IF v_parts[4] IS NOT NULL AND v_parts[1] <> '*' AND v_parts[3] IS NULL THEN
+            RAISE EXCEPTION '% has a step without a range (write %-%/%)', v_where, v_lo, p_max, v_step
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_values := v_values || ARRAY(SELECT pg_catalog.generate_series(v_lo, v_hi, v_step));
+    END LOOP;
+    RETURN ARRAY(SELECT DISTINCT v FROM pg_catalog.unnest(v_values) AS v ORDER BY v);
+END
+$$;
+
+-- backoff._parse_cron(expression): a 5-field cron expression (minute hour
+-- day-of-month month day-of-week) as the sets backoff.schedules stores, or
+-- 22023 naming the expression and what is wrong with it
+-- (docs/adr/0063). Also accepted: the macros @yearly (@annually),
+-- @monthly, @weekly, @daily (@midnight) and @hourly, and three-letter
+-- English month and weekday names. Weekday 7 is Sunday, stored as 0.
+-- days_or is cron's rule for the two day fields: when both are restricted
+-- (neither starts with *), a day matching either one matches.
+-- fixed_time: neither the minute nor the hour field starts with *; such a
+-- schedule names wall-clock times, which daylight saving may skip or
+-- repeat (backoff._wall_instants). Private.
+CREATE OR REPLACE FUNCTION backoff._parse_cron(
+    p_expression text,
+    OUT minutes    integer[],
+    OUT hours      integer[],
+    OUT days       integer[],
+    OUT months     integer[],
+    OUT weekdays   integer[],
+    OUT days_or    boolean,
+    OUT fixed_time boolean
+)
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_text   text := pg_catalog.lower(pg_catalog.btrim(coalesce(p_expression, ''), E' \t\n\r'));
+    v_fields text[];
+    v_names  text[];
+BEGIN
+    IF p_expression IS NULL OR octet_length(p_expression) > 256 THEN
+        RAISE EXCEPTION 'cron "%": want 5 fields of at most 256 bytes in all (minute hour day-of-month month day-of-week)',
+            coalesce(pg_catalog.left(p_expression, 64), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_text := CASE v_text
+        WHEN '@yearly' THEN '0 0 1 1 *' WHEN '@annually' THEN '0 0 1 1 *'
+        WHEN '@monthly' THEN '0 0 1 * *' WHEN '@weekly' THEN '0 0 * * 0'
+        WHEN '@daily' THEN '0 0 * * *' WHEN '@midnight' THEN '0 0 * * *'
+        WHEN '@hourly' THEN '0 * * * *' ELSE v_text END;
+    v_fields := pg_catalog.regexp_split_to_array(v_text, '\s+');
+    IF v_text = '' OR pg_catalog.cardinality(v_fields) <> 5 THEN
+        RAISE EXCEPTION 'cron "%": want 5 fields (minute hour day-of-month month day-of-week), got %',
+            p_expression, CASE WHEN v_text = '' THEN 0 ELSE pg_catalog.cardinality(v_fields) END
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_names := ARRAY['jan', 'feb', 'mar', 'apr', 'may', 'jun', 'jul', 'aug', 'sep', 'oct', 'nov', 'dec'];
+    FOR v_i IN 1..12 LOOP
+        v_fields[4] := pg_catalog.regexp_replace(v_fields[4], '\m' || v_names[v_i] || '\M', v_i::text, 'g');
+    END LOOP;
+    v_names := ARRAY['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+    FOR v_i IN 1..7 LOOP
+        v_fields[5] := pg_catalog.regexp_replace(v_fields[5], '\m' || v_names[v_i] || '\M', (v_i - 1)::text, 'g');
+    END LOOP;
+    minutes  := backoff._cron_field(p_expression, v_fields[1], 'minute', 0, 59);
+    hours    := backoff._cron_field(p_expression, v_fields[2], 'hour', 0, 23);
+    days     := backoff._cron_field(p_expression, v_fields[3], 'day-of-month', 1, 31);
+    months   := backoff._cron_field(p_expression, v_fields[4], 'month', 1, 12);
+    weekdays := backoff._cron_field(p_expression, v_fields[5], 'day-of-week', 0, 7);
+    weekdays := ARRAY(SELECT DISTINCT w % 7 FROM pg_catalog.unnest(weekdays) AS w ORDER BY 1);
+    days_or := pg_catalog.left(v_fields[3], 1) <> '*' AND pg_catalog.left(v_fields[5], 1) <> '*';
+    fixed_time := pg_catalog.left(v_fields[1], 1) <> '*' AND pg_catalog.left(v_fields[2], 1) <> '*';
+END
+$$;
+
+-- backoff._cron_next_wall(sets..., after): the first wall-clock time
+-- (minute resolution) strictly after p_after that the parsed cron sets
+-- match, or NULL when none does within 8 years (a leap day on a given
+-- weekday repeats within that; "0 0 30 2 *" never does). Wall-clock means
+-- local time without a zone: backoff._next_fire maps it to instants.
+-- The cost is in days searched, not minutes: a month outside the set is
+-- skipped whole, a day that does not match costs two look-ups, and the
+-- first matching day returns at its first matching minute. Private.
+CREATE OR REPLACE FUNCTION backoff._cron_next_wall(
+    p_minutes  integer[],
+    p_hours    integer[],
+    p_days     integer[],
+    p_months   integer[],
+    p_weekdays integer[],
+    p_days_or  boolean,
+    p_after    timestamp
+)
+RETURNS timestamp
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_start timestamp := pg_catalog.date_trunc('minute', p_after) + interval '1 minute';
+    v_day   date := v_start::date;
+    v_end   date := v_start::date + 2923;
+    -- The first minute of the day that may match (only the first day
+    -- starts after midnight).
+    v_from  integer := (extract(hour FROM v_start) * 60 + extract(minute FROM v_start))::integer;
+    v_dom   boolean;
+    v_dow   boolean;
+    v_h     integer;
+    v_m     integer;
+BEGIN
+    WHILE v_day < v_end LOOP
+        IF NOT (extract(month FROM v_day)::integer = ANY (p_months)) THEN
+            v_day := (pg_catalog.date_trunc('month', v_day) + interval '1 month')::date;
+            v_from := 0;
+            CONTINUE;
+        END IF;
+        v_dom := extract(day FROM v_day)::integer = ANY (p_days);
+        v_dow := extract(dow FROM v_day)::integer = ANY (p_weekdays);
+        IF (CASE WHEN p_days_or THEN v_dom OR v_dow ELSE v_dom AND v_dow END) THEN
+            FOREACH v_h IN ARRAY p_hours LOOP
+                CONTINUE WHEN v_h * 60 + 59 < v_from;
+                FOREACH v_m IN ARRAY p_minutes LOOP
+                    IF v_h * 60 + v_m >= v_from THEN
+                        RETURN v_day + pg_catalog.make_time(v_h, v_m, 0);
+                    END IF;
+                END LOOP;
+            END LOOP;
+        END IF;
+        v_day := v_day + 1;
+        v_from := 0;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+
+-- backoff._utc_offset(instant, zone): the zone's UTC offset at p_at.
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._utc_offset(p_at timestamptz, p_zone text)
+RETURNS interval
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT (p_at AT TIME ZONE p_zone) - (p_at AT TIME ZONE 'UTC')
+$$;
+
+-- backoff._wall_instants(wall, zone, fixed_time): the instants at which a
+-- cron schedule fires for the wall-clock time p_wall in p_zone, in order
+-- (docs/adr/0063, as cron does):
+--   a wall time that occurs once -> that instant;
+--   one that occurs twice (a fall-back hour) -> the first occurrence for a
+--     fixed-time schedule, both for one whose minute or hour field is a
+--     wildcard (it runs by elapsed time, at least hourly);
+--   one that does not occur (a spring-forward gap) -> the first instant
+--     after the gap for a fixed-time schedule, none for a wildcard one
+--     (its next slot after the gap comes on time).
+-- The occurrences are found from three mappings of p_wall: PostgreSQL's
+-- own, and those made from 3 hours before and after (outside any shift of
+-- at most 3 hours, so each takes one side's offset); a mapping counts when
+-- it maps back to p_wall. In a gap none does, and the end of the gap is
+-- found by bisection to the second between the two sides' mappings.
+-- Private; called only near an offset change (backoff._next_fire).
+CREATE OR REPLACE FUNCTION backoff._wall_instants(p_wall timestamp, p_zone text, p_fixed_time boolean)
+RETURNS timestamptz[]
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+AS $$
+DECLARE
+    v_found timestamptz[];
+    v_lo    double precision;
+    v_hi    double precision;
+    v_mid   double precision;
+BEGIN
+    v_found := ARRAY(
+        SELECT DISTINCT c
+        FROM pg_catalog.unnest(ARRAY[p_wall AT TIME ZONE p_zone,
+                                     ((p_wall - interval '3 hours') AT TIME ZONE p_zone) + interval '3 hours',
+                                     ((p_wall + interval '3 hours') AT TIME ZONE p_zone) - interval '3 hours']) AS c
+        WHERE (c AT TIME ZONE p_zone) = p_wall
+        ORDER BY c);
+    IF pg_catalog.cardinality(v_found) > 0 THEN
+        RETURN CASE WHEN p_fixed_time THEN v_found[1:1] ELSE v_found END;
+    END IF;
+    IF NOT p_fixed_time THEN
+        RETURN '{}';
+    END IF;
+    -- In the gap: the local time before it is earlier than p_wall, after
+    -- it later. Find the first second whose local time is past p_wall.
+    v_lo := extract(epoch FROM ((p_wall + interval '3 hours') AT TIME ZONE p_zone) - interval '3 hours');
+    v_hi := extract(epoch FROM ((p_wall - interval '3 hours') AT TIME ZONE p_zone) + interval '3 hours');
+    IF v_lo > v_hi THEN
+        v_mid := v_lo; v_lo := v_hi; v_hi := v_mid;
+    END IF;
+    WHILE v_hi - v_lo > 1 LOOP
+        v_mid := pg_catalog.floor((v_lo + v_hi) / 2);
+        IF (pg_catalog.to_timestamp(v_mid) AT TIME ZONE p_zone) > p_wall THEN
+            v_hi := v_mid;
+        ELSE
+            v_lo := v_mid;
+        END IF;
+    END LOOP;
+    RETURN ARRAY[pg_catalog.to_timestamp(v_hi)];
+END
+$$;
+
+-- backoff._next_fire(schedule, after): the schedule's first slot strictly
+-- after p_after, or NULL when it has none before year 10000
+-- (docs/adr/0063). Private; the one answer to "when next", for
+-- put_schedule, resume_schedule, fire_schedules and schedule_fires.
+--
+-- A fixed interval is arithmetic: slots are anchor + k * every for every
+-- integer k, counted in microseconds.
+-- A cron schedule: the next matching wall-clock time after p_after's local
+-- time, mapped to its instant in the schedule's zone. That is exact when
+-- the zone's offset does not change within 3 hours of p_after nor of the
+-- answer (the fast path: every slot but those next to a daylight-saving
+-- change). Otherwise the matching wall times around are walked in order
+-- and each mapped by backoff._wall_instants, which applies the daylight
+-- saving rules; the earliest instant after p_after wins.
+CREATE OR REPLACE FUNCTION backoff._next_fire(p_schedule backoff.schedules, p_after timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_zone   text := p_schedule.time_zone;
+    v_every  bigint;
+    v_since  numeric;
+    v_next   timestamptz;
+    v_local  timestamp;
+    v_wall   timestamp;
+    v_best   timestamptz;
+    v_at     timestamptz;
+    v_steady boolean;
+BEGIN
+    IF p_after IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF p_schedule.every IS NOT NULL THEN
+        v_every := backoff._interval_us(p_schedule.every);
+        v_since := extract(epoch FROM p_after - p_schedule.anchor) * 1000000;
+        v_next := p_schedule.anchor
+                  + ((pg_catalog.floor(v_since / v_every) + 1) * v_every)::bigint * interval '1 microsecond';
+        RETURN CASE WHEN v_next < '10000-01-01 00:00:00+00'::timestamptz THEN v_next END;
+    END IF;
+
+    v_local := p_after AT TIME ZONE v_zone;
+    v_steady := backoff._utc_offset(p_after - interval '3 hours', v_zone)
+                = backoff._utc_offset(p_after + interval '3 hours', v_zone);
+    IF v_steady THEN
+        v_wall := backoff._cron_next_wall(p_schedule.minutes, p_schedule.hours, p_schedule.days,
+                                          p_schedule.months, p_schedule.weekdays, p_schedule.days_or, v_local);
+        IF v_wall IS NULL THEN
+            RETURN NULL;
+        END IF;
+        v_next := v_wall AT TIME ZONE v_zone;
+        IF backoff._utc_offset(v_next - interval '3 hours', v_zone)
+           = backoff._utc_offset(v_next + interval '3 hours', v_zone) THEN
+            RETURN CASE WHEN v_next < '10000-01-01 00:00:00+00'::timestamptz THEN v_next END;
+        END IF;
+        -- The answer is next to an offset change: walk from its wall time.
+        v_wall := v_wall - interval '1 minute';
+    ELSE
+        -- p_after is next to an offset change: a wall time up to 3 hours
+        -- before its local time may still occur after it (a repeated hour)
+        -- or map past it (the end of a gap).
+        v_wall := v_local - interval '3 hours';
+    END IF;
+    LOOP
+        v_wall := backoff._cron_next_wall(p_schedule.minutes, p_schedule.hours, p_schedule.days,
+                                          p_schedule.months, p_schedule.weekdays, p_schedule.days_or, v_wall);
+        EXIT WHEN v_wall IS NULL;
+        -- No later wall time maps before v_best: past 3 hours of local
+        -- time after it, or when the offset is steady around it.
+        EXIT WHEN v_best IS NOT NULL
+                  AND (v_wall > (v_best AT TIME ZONE v_zone) + interval '3 hours'
+                       OR backoff._utc_offset(v_best - interval '3 hours', v_zone)
+                          = backoff._utc_offset(v_best + interval '3 hours', v_zone));
+        FOREACH v_at IN ARRAY backoff._wall_instants(v_wall, v_zone, p_schedule.fixed_time) LOOP
+            IF v_at > p_after AND (v_best IS NULL OR v_at < v_best) THEN
+                v_best := v_at;
+            END IF;
+        END LOOP;
+    END LOOP;
+    RETURN CASE WHEN v_best < '10000-01-01 00:00:00+00'::timestamptz THEN v_best END;
+END
+$$;
+
+-- backoff._latest_fire(schedule, first, now): the schedule's latest slot at
+-- or before p_now, given p_first, a slot at or before p_now (its next fire
+-- time). What catch-up 'latest' fires after downtime (docs/adr/0063).
+-- Private.
+--
+-- However many slots were missed, the cost stays small: a fixed interval
+-- is arithmetic; for cron, a window ending at p_now doubles from one
+-- minute until it holds a slot (or reaches p_first), then the slots in it
+-- are walked forward. A window that doubled holds at most the slots of
+-- twice the gap before p_now's latest slot, so an every-minute schedule
+-- down for a year walks a few minutes, not half a million slots.
+CREATE OR REPLACE FUNCTION backoff._latest_fire(p_schedule backoff.schedules, p_first timestamptz, p_now timestamptz)
+RETURNS timestamptz
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_every bigint;
+    v_span  interval := interval '1 minute';
+    v_slot  timestamptz;
+    v_next  timestamptz;
+BEGIN
+    IF p_schedule.every IS NOT NULL THEN
+        v_every := backoff._interval_us(p_schedule.every);
+        RETURN greatest(p_first, p_schedule.anchor
+            + (pg_catalog.floor(extract(epoch FROM p_now - p_schedule.anchor) * 1000000 / v_every) * v_every)::bigint
+              * interval '1 microsecond');
+    END IF;
+    LOOP
+        IF p_now - v_span <= p_first THEN
+            v_slot := p_first;
+            EXIT;
+        END IF;
+        v_slot := backoff._next_fire(p_schedule, p_now - v_span);
+        EXIT WHEN v_slot <= p_now;
+        v_span := v_span * 2;
+    END LOOP;
+    LOOP
+        v_next := backoff._next_fire(p_schedule, v_slot);
+        EXIT WHEN v_next IS NULL OR v_next > p_now;
+        v_slot := v_next;
+    END LOOP;
+    RETURN v_slot;
+END
+$$;
+
+-- backoff._schedule_timing(cron, every, time_zone, anchor): a
+-- backoff.schedules row with only its timing filled in (cron and its
+-- parsed sets, or every and anchor; the time zone), checked; 22023 naming
+-- the value otherwise (docs/adr/0063). Exactly one of p_cron and p_every.
+-- The time zone must be a name of the IANA database as PostgreSQL knows it
+-- (pg_timezone_names): a POSIX string such as 'UTC+3' (three hours WEST of
+-- Greenwich) or an abbreviation such as 'CEST' (no daylight saving rules)
+-- is refused. p_anchor NULL is 1970-01-01 00:00 UTC, so that an interval
+-- that divides a day fires on round times ('1 hour' on the hour). Private;
+-- put_schedule and schedule_fires share it, so a preview is the schedule.
+CREATE OR REPLACE FUNCTION backoff._schedule_timing(
+    p_cron      text,
+    p_every     interval,
+    p_time_zone text,
+    p_anchor    timestamptz
+)
+RETURNS backoff.schedules
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_s backoff.schedules;
+BEGIN
+    IF (p_cron IS NULL) = (p_every IS NULL) THEN
+        RAISE EXCEPTION 'a schedule needs exactly one of a cron expression and an interval, got cron "%" and interval "%"',
+            coalesce(p_cron, 'NULL'), coalesce(p_every::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_time_zone IS NULL OR octet_length(p_time_zone) > 64
+       OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z WHERE z.name = p_time_zone) THEN
+        RAISE EXCEPTION 'time zone "%" is not a name of the IANA time zone database (such as UTC or Europe/Berlin)',
+            coalesce(pg_catalog.left(p_time_zone, 64), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_s.time_zone := p_time_zone;
+    IF p_every IS NOT NULL THEN
+        IF extract(month FROM p_every) <> 0 OR extract(year FROM p_every) <> 0
+           OR p_every < interval '1 second' OR p_every > interval '876600 hours' THEN
+            RAISE EXCEPTION 'interval "%" must be 1 second to 876600 hours, in days, hours, minutes and seconds (a month has no fixed length)', p_every
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF NOT (p_anchor >= '0001-01-01 00:00:00+00'::timestamptz AND p_anchor < '10000-01-01 00:00:00+00'::timestamptz) THEN
+            RAISE EXCEPTION 'anchor must be a finite time in years 1 to 9999, got "%"', p_anchor
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- A day counts as 24 hours: an interval schedule runs by elapsed
+        -- time, whatever the zone's clock does.
+        v_s.every := p_every;
+        v_s.anchor := coalesce(p_anchor, '1970-01-01 00:00:00+00'::timestamptz);
+        RETURN v_s;
+    END IF;
+    IF p_anchor IS NOT NULL THEN
+        RAISE EXCEPTION 'an anchor applies to an interval schedule, not to cron "%"', p_cron
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_s.cron := p_cron;
+    SELECT c.minutes, c.hours, c.days, c.months, c.weekdays, c.days_or, c.fixed_time
+    INTO v_s.minutes, v_s.hours, v_s.days, v_s.months, v_s.weekdays, v_s.days_or, v_s.fixed_time
+    FROM backoff._parse_cron(p_cron) AS c;
+    RETURN v_s;
+END
+$$;
+
+-- backoff.put_schedule(name, queue, cron | every, ...): create the periodic
+-- job p_name or replace its settings (docs/adr/0063). The cron expression
+-- is parsed here, once; fire_schedules reads the stored sets. A changed
+-- timing (expression, interval, anchor or zone) restarts the schedule from
+-- the first slot after p_now; otherwise its next fire time, its paused
+-- switch and its counters are kept, so a configuration applied again
+-- changes nothing. A schedule keeps its queue: the queue decides where
+-- (on which shard) it lives and fires. Admin only.
+CREATE OR REPLACE FUNCTION backoff.put_schedule(
+    p_name            text,
+    p_queue           text,
+    p_cron            text DEFAULT NULL,
+    p_every           interval DEFAULT NULL,
+    p_time_zone       text DEFAULT 'UTC',
+    p_payload         jsonb DEFAULT '{}',
+    p_policy          text DEFAULT NULL,
+    p_priority        integer DEFAULT 0,
+    p_max_attempts    integer DEFAULT NULL,
+    p_catch_up        text DEFAULT 'latest',
+    p_catch_up_window interval DEFAULT NULL,
+    p_catch_up_limit  integer DEFAULT 100,
+    p_skip_if_running boolean DEFAULT false,
+    p_anchor          timestamptz DEFAULT NULL,
+    p_now             timestamptz DEFAULT now()
+)
+RETURNS backoff.schedules
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_t   backoff.schedules;
+    v_old backoff.schedules;
+    v_row backoff.schedules;
+BEGIN
+    p_now := backoff._now(p_now);
+    p_name := backoff._check_name('schedule', p_name);
+    p_queue := backoff._check_name('queue', p_queue);
+    IF p_policy IS NOT NULL THEN
+        p_policy := backoff._check_name('policy', p_policy);
+        IF NOT EXISTS (SELECT FROM backoff.policies AS p WHERE p.name = p_policy) THEN
+            RAISE EXCEPTION 'unknown policy "%"', p_policy
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_catch_up IS NULL OR p_catch_up NOT IN ('latest', 'all') THEN
+        RAISE EXCEPTION 'catch_up must be "latest" or "all", got "%"', coalesce(p_catch_up, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_catch_up_window <= interval '0' OR p_catch_up_window > interval '876600 hours' THEN
+        RAISE EXCEPTION 'catch_up_window must be NULL or more than 0 and at most 876600 hours, got "%"', p_catch_up_window
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_catch_up_limit IS NULL OR p_catch_up_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'catch_up_limit must be between 1 and 10000, got "%"', coalesce(p_catch_up_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_t := backoff._schedule_timing(p_cron, p_every, p_time_zone, p_anchor);
+
+    SELECT * INTO v_old FROM backoff.schedules AS s WHERE s.name = p_name FOR UPDATE;
+    IF FOUND AND v_old.queue <> p_queue THEN
+        RAISE EXCEPTION 'schedule "%" enqueues into queue "%", not "%": drop it and put it again to move it',
+            p_name, v_old.queue, p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF FOUND AND v_old.cron IS NOT DISTINCT FROM v_t.cron AND v_old.every IS NOT DISTINCT FROM v_t.every
+       AND v_old.anchor IS NOT DISTINCT FROM v_t.anchor AND v_old.time_zone = v_t.time_zone THEN
+        v_t.next_fire_at := v_old.next_fire_at;
+    ELSE
+        v_t.next_fire_at := backoff._next_fire(v_t, p_now);
+        IF v_t.next_fire_at IS NULL THEN
+            RAISE EXCEPTION 'schedule "%": % never fires after "%"', p_name,
+                coalesce('cron "' || p_cron || '"', 'interval "' || p_every || '"'), p_now
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    INSERT INTO backoff.schedules AS s (
+        name, queue, payload, cron, every, anchor, time_zone,
+        minutes, hours, days, months, weekdays, days_or, fixed_time,
+        policy, priority, max_attempts, catch_up, catch_up_window, catch_up_limit, skip_if_running,
+        next_fire_at, created_at, updated_at)
+    VALUES (
+        p_name, p_queue, coalesce(p_payload, '{}'), v_t.cron, v_t.every, v_t.anchor, v_t.time_zone,
+        v_t.minutes, v_t.hours, v_t.days, v_t.months, v_t.weekdays, v_t.days_or, v_t.fixed_time,
+        p_policy, coalesce(p_priority, 0), p_max_attempts, p_catch_up, p_catch_up_window, p_catch_up_limit,
+        coalesce(p_skip_if_running, false),
+        v_t.next_fire_at, p_now, p_now)
+    ON CONFLICT (name) DO UPDATE SET
+        payload = excluded.payload, cron = excluded.cron, every = excluded.every, anchor = excluded.anchor,
+        time_zone = excluded.time_zone, minutes = excluded.minutes, hours = excluded.hours,
+        days = excluded.days, months = excluded.months, weekdays = excluded.weekdays,
+        days_or = excluded.days_or, fixed_time = excluded.fixed_time, policy = excluded.policy,
+        priority = excluded.priority, max_attempts = excluded.max_attempts, catch_up = excluded.catch_up,
+        catch_up_window = excluded.catch_up_window, catch_up_limit = excluded.catch_up_limit,
+        skip_if_running = excluded.skip_if_running, next_fire_at = excluded.next_fire_at,
+        updated_at = excluded.updated_at
+    RETURNING * INTO v_row;
+    RETURN v_row;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.put_schedule(text, text, text, interval, text, jsonb, text, integer, integer, text, interval, integer, boolean, timestamptz, timestamptz) IS
+'Create the schedule p_name, or replace its settings, and return its row of backoff.schedules. Every slot enqueues one job into p_queue (backoff.fire_schedules) with p_payload, p_policy (NULL: the queue''s), p_priority and p_max_attempts (NULL: the policy''s). Timing, exactly one of: p_cron, a 5-field cron expression (minute hour day-of-month month day-of-week; each field *, */n, a, a-b, a-b/n or a comma list of these; names jan-dec and sun-sat; 7 is Sunday; @hourly, @daily, @weekly, @monthly, @yearly), read in p_time_zone (an IANA name, default UTC; daylight saving as cron: a fixed time skipped by the clock fires once at the end of the gap, one repeated fires once, the first time; a schedule with * in its minute or hour field fires by elapsed time, twice in a repeated hour, never in a gap); or p_every, a fixed interval (1 second to 876600 hours, no months) whose slots are p_anchor + k * p_every (p_anchor NULL: 1970-01-01 00:00 UTC). Missed slots (no caller fired them in time): p_catch_up ''latest'' (default) fires the latest one once and skips the others, ''all'' fires each one, oldest first, at most p_catch_up_limit (default 100) per call; p_catch_up_window (NULL: none) skips those older than now minus the window (''latest'' with a window of a minute fires nothing that is more than a minute late). p_skip_if_running: a slot whose schedule still has a pending, running or retrying job enqueues nothing (counted in skipped, last_skipped_slot). A new schedule, or one whose timing (expression, interval, anchor, zone) changed, fires first at its first slot after p_now; otherwise its next fire time, paused switch and counters are kept. A schedule''s queue cannot change (drop it and put it again). Admin only.
+Errors: 22023 for a name, queue or policy that is not 1 to 128 bytes without control characters, an unknown policy, max_attempts < 1, both or neither of p_cron and p_every, a cron expression that is not 5 valid fields (the message names the expression, the field and its allowed range), one that never fires, an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a catch_up other than latest or all, a window not above 0, a limit outside 1-10000, another queue for an existing schedule, a p_now outside years 1-9999.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-28 12:00+00'');
+SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_skip_if_running => true, p_now => ''2026-03-28 12:01+00'');
+SELECT name, queue, cron, every, time_zone, next_fire_at FROM backoff.schedules ORDER BY name;';
+
+-- backoff.pause_schedule(name): stop a schedule from firing until
+-- backoff.resume_schedule. Returns true when it was running, false when it
+-- was already paused or no schedule has that name here (behind a router,
+-- every shard is asked and only the one that holds it answers true).
+-- Admin only.
+CREATE OR REPLACE FUNCTION backoff.pause_schedule(p_name text, p_now timestamptz DEFAULT now())
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    p_now := backoff._now(p_now);
+    UPDATE backoff.schedules AS s SET paused = true, updated_at = p_now
+    WHERE s.name = p_name AND NOT s.paused;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.pause_schedule(text, timestamptz) IS
+'Pause the schedule p_name: backoff.fire_schedules fires nothing of it until backoff.resume_schedule, which starts again from the first slot after its own time (the slots in between are not missed, they are skipped). Jobs it already enqueued are not touched. Returns true when the schedule was running, false when it was already paused or no schedule has that name in this database. Admin only.
+Errors: 22023 for a p_now outside years 1-9999.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'');
+SELECT backoff.pause_schedule(''nightly-report'');';
+
+-- backoff.resume_schedule(name, now): let a paused schedule fire again,
+-- from its first slot after p_now: the slots that passed while it was
+-- paused were switched off, not missed, so no catch-up fires them.
+-- Returns true when it was paused, false when it was not or no schedule
+-- has that name here. Admin only.
+CREATE OR REPLACE FUNCTION backoff.resume_schedule(p_name text, p_now timestamptz DEFAULT now())
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_s backoff.schedules;
+BEGIN
+    p_now := backoff._now(p_now);
+    SELECT * INTO v_s FROM backoff.schedules AS s WHERE s.name = p_name AND s.paused FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE backoff.schedules AS s
+    SET paused = false, next_fire_at = backoff._next_fire(v_s, p_now), updated_at = p_now
+    WHERE s.name = p_name;
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.resume_schedule(text, timestamptz) IS
+'Resume the paused schedule p_name: it fires next at its first slot after p_now; the slots that passed while it was paused are not caught up. Returns true when it was paused, false when it was not or no schedule has that name in this database. Admin only.
+Errors: 22023 for a p_now outside years 1-9999.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-01 00:00+00'');
+SELECT backoff.pause_schedule(''nightly-report'', ''2026-03-01 00:00+00'');
+SELECT backoff.resume_schedule(''nightly-report'', ''2026-03-28 12:00+00'');
+SELECT name, paused, next_fire_at FROM backoff.schedules;';
+
+-- backoff.drop_schedule(name): delete a schedule. The jobs it enqueued
+-- stay (they name it in backoff.jobs.schedule); a schedule put again under
+-- the same name never fires a slot one of them already has. Returns true
+-- when it existed here. Admin only.
+CREATE OR REPLACE FUNCTION backoff.drop_schedule(p_name text)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM backoff.schedules AS s WHERE s.name = p_name;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.drop_schedule(text) IS
+'Delete the schedule p_name; it fires no more. The jobs it enqueued stay, and keep its name and slot in backoff.jobs (schedule, schedule_slot), so a schedule put again under that name never enqueues a slot one of them has. Returns true when it existed in this database, false otherwise. Admin only.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'');
+SELECT backoff.drop_schedule(''nightly-report'');';
+
+-- backoff.schedule_fires: the next p_count fire times of a schedule after
+-- p_after, each with its wall-clock time in the schedule's zone: of a
+-- stored schedule by name, or of an expression or interval not stored yet
+-- (what `backoffctl` and the UI preview; docs/adr/0063). Both compute with
+-- backoff._next_fire, the function fire_schedules advances with, so the
+-- preview is what will fire (catch-up and pauses aside). The second form
+-- takes at least four arguments and the first at most three, so that a
+-- call with untyped parameters is never ambiguous.
+CREATE OR REPLACE FUNCTION backoff.schedule_fires(
+    p_name  text,
+    p_after timestamptz DEFAULT now(),
+    p_count integer DEFAULT 10
+)
+RETURNS TABLE (fire_at timestamptz, wall_time timestamp)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_s backoff.schedules;
+BEGIN
+    IF p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'count must be between 1 and 1000, got "%"', coalesce(p_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT * INTO v_s FROM backoff.schedules AS s WHERE s.name = p_name;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    fire_at := coalesce(p_after, pg_catalog.now());
+    FOR v_i IN 1..p_count LOOP
+        fire_at := backoff._next_fire(v_s, fire_at);
+        EXIT WHEN fire_at IS NULL;
+        wall_time := fire_at AT TIME ZONE v_s.time_zone;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.schedule_fires(text, timestamptz, integer) IS
+'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database. Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
+Errors: 22023 for a count outside 1-1000.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
+SELECT * FROM backoff.schedule_fires(''nightly-report'', ''2026-03-27 12:00+00'', 3);';
+
+CREATE OR REPLACE FUNCTION backoff.schedule_fires(
+    p_cron      text,
+    p_every     interval,
+    p_time_zone text,
+    p_anchor    timestamptz,
+    p_after     timestamptz DEFAULT now(),
+    p_count     integer DEFAULT 10
+)
+RETURNS TABLE (fire_at timestamptz, wall_time timestamp)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_s backoff.schedules;
+BEGIN
+    IF p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'count must be between 1 and 1000, got "%"', coalesce(p_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_s := backoff._schedule_timing(p_cron, p_every, p_time_zone, p_anchor);
+    fire_at := coalesce(p_after, pg_catalog.now());
+    FOR v_i IN 1..p_count LOOP
+        fire_at := backoff._next_fire(v_s, fire_at);
+        EXIT WHEN fire_at IS NULL;
+        wall_time := fire_at AT TIME ZONE v_s.time_zone;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.schedule_fires(text, interval, text, timestamptz, timestamptz, integer) IS
+'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of a schedule that is not stored: exactly one of p_cron (read in p_time_zone) and p_every (from p_anchor; NULL: 1970-01-01 00:00 UTC), as backoff.put_schedule reads them; each with its wall-clock time in p_time_zone. The first four arguments are required (NULL where unused), so that this form is never confused with the one by name. Checks what put_schedule checks, with the same messages, so a configuration can be validated before it is applied.
+Errors: 22023 for both or neither of p_cron and p_every, an invalid cron expression (the message names the expression, the field and its allowed range), an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a count outside 1-1000.
+Example:
+SELECT * FROM backoff.schedule_fires(''30 2 * * *'', NULL, ''Europe/Berlin'', NULL, ''2026-03-28 00:00+00'', 3);
+SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_time_zone => ''UTC'', p_anchor => ''2026-01-01 03:00+00'', p_after => ''2026-01-01 00:00+00'', p_count => 3);';
+
+-- backoff.fire_schedules(limit, now): enqueue one job for every slot due at
+-- p_now and advance each schedule past it (docs/adr/0063). Any number of
+-- callers may run it at any moment, with no leader: a due schedule's row
+-- is locked FOR UPDATE SKIP LOCKED, so one caller handles it and the
+-- others pass on to other schedules, and its next fire time moves past
+-- the slots handled before the lock is released; a job records its
+-- schedule and slot, and a unique index on the two makes a second insert
+-- of a slot do nothing, whatever happened to the row (a schedule dropped
+-- and put again, a caller whose clock runs behind).
+-- With nothing due it is one probe of schedules_due_idx, so a worker can
+-- call it in its loop. The jobs are inserted by one set-based INSERT with
+-- enqueue's policy rule (backoff._governing_policy) and its wake-ups (a
+-- NOTIFY per queue with a waiting worker). A caller scoped by
+-- backoff.grant_queue fires only the schedules of queues it may work on or
+-- produce into; what it enqueues was written by an admin.
+CREATE OR REPLACE FUNCTION backoff.fire_schedules(
+    p_limit integer DEFAULT 1000,
+    p_now   timestamptz DEFAULT now()
+)
+RETURNS TABLE (schedule text, slot timestamptz, job_id bigint)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_scope        text[];
+    v_s            backoff.schedules;
+    v_left         integer;
+    v_names        text[] := '{}';
+    v_slots        timestamptz[] := '{}';
+    v_queues       text[] := '{}';
+    v_from         timestamptz;
+    v_slot         timestamptz;
+    v_next         timestamptz;
+    v_running      boolean;
+    v_missed       boolean;
+    v_fired        integer;
+    v_skipped      integer;
+    v_last_skipped timestamptz;
+BEGIN
+    p_now := backoff._now(p_now);
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'limit must be between 1 and 100000, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_left := p_limit;
+    IF EXISTS (SELECT FROM backoff.queue_grants) THEN
+        -- NULL for an unscoped caller (both are NULL then).
+        v_scope := backoff._queue_scope('work') || backoff._queue_scope('produce');
+    END IF;
+    FOR v_s IN
+        SELECT *
+        FROM backoff.schedules AS s
+        WHERE NOT s.paused AND s.next_fire_at <= p_now
+          AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+        ORDER BY s.next_fire_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        EXIT WHEN v_left <= 0;
+        v_from := v_s.next_fire_at;
+        v_missed := false;
+        v_fired := 0;
+        v_skipped := 0;
+        v_last_skipped := NULL;
+        v_slot := NULL;
+        -- Slots older than the catch-up window are passed over.
+        IF v_s.catch_up_window IS NOT NULL AND v_from < p_now - v_s.catch_up_window THEN
+            v_from := backoff._next_fire(v_s, p_now - v_s.catch_up_window - interval '1 microsecond');
+            v_missed := true;
+        END IF;
+        v_running := v_s.skip_if_running
+                     AND EXISTS (SELECT FROM backoff.jobs AS j
+                                 WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying'));
+        IF v_from IS NULL OR v_from > p_now THEN
+            v_next := v_from;
+        ELSIF v_s.catch_up = 'latest' THEN
+            v_slot := backoff._latest_fire(v_s, v_from, p_now);
+            v_missed := v_missed OR v_slot > v_from;
+            IF v_running THEN
+                v_skipped := 1;
+                v_last_skipped := v_slot;
+            ELSE
+                v_names := v_names || v_s.name;
+                v_slots := v_slots || v_slot;
+                v_fired := 1;
+            END IF;
+            v_next := backoff._next_fire(v_s, v_slot);
+        ELSE
+            -- 'all': each slot in turn, at most catch_up_limit per call and
+            -- p_limit in all; the next call goes on from v_next.
+            v_slot := v_from;
+            LOOP
+                IF v_running THEN
+                    v_skipped := v_skipped + 1;
+                    v_last_skipped := v_slot;
+                ELSE
+                    v_names := v_names || v_s.name;
+                    v_slots := v_slots || v_slot;
+                    v_fired := v_fired + 1;
+                    v_running := v_s.skip_if_running;
+                END IF;
+                v_next := backoff._next_fire(v_s, v_slot);
+                EXIT WHEN v_next IS NULL OR v_next > p_now
+                          OR v_fired + v_skipped >= v_s.catch_up_limit OR v_fired >= v_left;
+                v_slot := v_next;
+            END LOOP;
+        END IF;
+        IF v_fired > 0 THEN
+            v_queues := v_queues || v_s.queue;
+        END IF;
+        v_left := v_left - v_fired;
+        UPDATE backoff.schedules AS s
+        SET next_fire_at = v_next,
+            last_slot = coalesce(v_slot, s.last_slot),
+            fired = s.fired + v_fired,
+            skipped = s.skipped + v_skipped,
+            last_skipped_slot = coalesce(v_last_skipped, s.last_skipped_slot),
+            last_missed_at = CASE WHEN v_missed THEN p_now ELSE s.last_missed_at END
+        WHERE s.name = v_s.name;
+    END LOOP;
+
+    IF pg_catalog.cardinality(v_names) = 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH ins AS (
+        INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
+                                       schedule, schedule_slot)
+        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at
+        FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
+        JOIN backoff.schedules AS s ON s.name = f.name
+        CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
+        ORDER BY f.ord
+        ON CONFLICT (schedule, schedule_slot) WHERE schedule IS NOT NULL DO NOTHING
+        RETURNING j.schedule, j.schedule_slot, j.id
+    )
+    SELECT ins.schedule, ins.schedule_slot, ins.id FROM ins ORDER BY ins.schedule_slot, ins.id;
+
+    -- Every slot fired is due: wake the workers waiting for its queue.
+    PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
+    FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
+          WHERE w.queue = ANY (v_queues) AND w.expires_at > pg_catalog.now()) AS w;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.fire_schedules(integer, timestamptz) IS
+'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time: a slot is enqueued once, whoever calls and however often (due schedules are locked with SKIP LOCKED, and a unique index on the job''s schedule and slot refuses a second job). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up (''latest'': the latest fires, the others are skipped; ''all'': each fires, at most catch_up_limit per schedule per call) and catch_up_window; a p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
+Errors: 22023 for a limit outside 1-100000, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_now => ''2026-01-01 00:00+00'');
+SELECT backoff.put_schedule(''sweep'', ''pings'', p_every => ''5 minutes'', p_catch_up => ''all'', p_now => ''2026-01-01 00:00+00'');
+SELECT schedule, slot FROM backoff.fire_schedules(p_now => ''2026-01-01 00:12+00'');';
+
 -- Privileges of the functions installed with this file (docs/adr/0017,
 -- docs/adr/0038): owner backoff_owner, nothing for PUBLIC, EXECUTE granted
 -- by name so that every overload is covered. It runs last in install.sql,
@@ -9920,6 +10889,7 @@ BEGIN
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
+                       'fire_schedules', 'schedule_fires',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN

@@ -105,6 +105,19 @@ var Rules = map[string][]Rule{
 	"grant_queue":  {{Kind: AllOr}},
 	"revoke_queue": {{Kind: AllOr}},
 
+	// Periodic jobs (docs/adr/0063): a schedule lives on the shard of its
+	// queue, beside its jobs, so that the shard's unique index on the
+	// job's schedule and slot sees every job of it: put routes by queue,
+	// a change by name goes to every shard (only the holder answers
+	// true), and every shard fires its own schedules.
+	"put_schedule":    {{Kind: ByQueue, Arg: "p_queue"}},
+	"pause_schedule":  {{Kind: AllOr}},
+	"resume_schedule": {{Kind: AllOr}},
+	"drop_schedule":   {{Kind: AllOr}},
+	"fire_schedules":  {{Kind: AllUnion}},
+	// By name: the holder's rows; of an expression: a computation.
+	"schedule_fires": {{Kind: AllUnion, Arg: "p_name"}, {Kind: Any}},
+
 	// Computations and configuration reads: any shard answers alike.
 	"retry_delay":                    {{Kind: Any}},
 	"compute_delay":                  {{Kind: Any}},
@@ -140,4 +153,6 @@ var Tables = map[string]TableKind{
 	"queue_failures": TableAll,
 	"queue_breakers": TableAll,
 	"queue_tokens":   TableAll,
+	// Schedules: each shard holds those of its queues (docs/adr/0063).
+	"schedules": TableAll,
 }

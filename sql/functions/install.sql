@@ -62,4 +62,17 @@
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}
 {{ template "revoke_queue.sql" . }}
+{{ template "_cron_field.sql" . }}
+{{ template "_parse_cron.sql" . }}
+{{ template "_cron_next_wall.sql" . }}
+{{ template "_wall_instants.sql" . }}
+{{ template "_next_fire.sql" . }}
+{{ template "_latest_fire.sql" . }}
+{{ template "_schedule_timing.sql" . }}
+{{ template "put_schedule.sql" . }}
+{{ template "pause_schedule.sql" . }}
+{{ template "resume_schedule.sql" . }}
+{{ template "drop_schedule.sql" . }}
+{{ template "schedule_fires.sql" . }}
+{{ template "fire_schedules.sql" . }}
 {{ template "privileges.sql" . }}

@@ -56,6 +56,80 @@ REVOKE SELECT ON backoff.waiting_workers FROM backoff_worker;
 -- granted SELECT by hand.
 REVOKE SELECT ON backoff.jobs FROM backoff_worker;
 
+-- == Periodic jobs (docs/adr/0063) ==
+-- One row per schedule, written only through backoff.put_schedule (admin):
+-- a 5-field cron expression, parsed once into the sets below, or a fixed
+-- interval from an anchor; the job it enqueues; the missed-slot policy;
+-- and the next fire time, which backoff.fire_schedules advances under a
+-- row lock. A schedule lives on the shard of its queue (a router routes
+-- put_schedule by queue), so no two databases fire the same slot.
+CREATE TABLE backoff.schedules (
+    name              text PRIMARY KEY,
+    queue             text NOT NULL,
+    payload           jsonb NOT NULL DEFAULT '{}'::jsonb,
+    cron              text,
+    every             interval,
+    anchor            timestamptz,
+    time_zone         text NOT NULL DEFAULT 'UTC'::text,
+    -- The cron expression's sets (weekdays 0-6, Sunday 0), sorted; days_or:
+    -- both day fields restricted, either one matches (cron's rule);
+    -- fixed_time: neither minute nor hour starts with *, which decides what
+    -- daylight saving does to it (docs/adr/0063).
+    minutes           integer[],
+    hours             integer[],
+    days              integer[],
+    months            integer[],
+    weekdays          integer[],
+    days_or           boolean,
+    fixed_time        boolean,
+    policy            text,
+    priority          integer NOT NULL DEFAULT 0,
+    max_attempts      integer CONSTRAINT schedules_max_attempts_check CHECK (max_attempts >= 1),
+    paused            boolean NOT NULL DEFAULT false,
+    catch_up          text NOT NULL DEFAULT 'latest'::text
+                      CONSTRAINT schedules_catch_up_check CHECK (catch_up IN ('latest', 'all')),
+    catch_up_window   interval
+                      CONSTRAINT schedules_catch_up_window_check
+                      CHECK (catch_up_window > interval '0' AND catch_up_window <= interval '876600 hours'),
+    catch_up_limit    integer NOT NULL DEFAULT 100
+                      CONSTRAINT schedules_catch_up_limit_check CHECK (catch_up_limit BETWEEN 1 AND 10000),
+    skip_if_running   boolean NOT NULL DEFAULT false,
+    next_fire_at      timestamptz,
+    last_slot         timestamptz,
+    fired             bigint NOT NULL DEFAULT 0,
+    skipped           bigint NOT NULL DEFAULT 0,
+    last_skipped_slot timestamptz,
+    last_missed_at    timestamptz,
+    created_at        timestamptz NOT NULL,
+    updated_at        timestamptz NOT NULL,
+    CONSTRAINT schedules_timing_check CHECK ((cron IS NULL) <> (every IS NULL)),
+    CONSTRAINT schedules_every_check
+        CHECK (every >= interval '1 second' AND every <= interval '876600 hours'),
+    CONSTRAINT schedules_cron_parsed_check
+        CHECK (cron IS NULL OR (minutes IS NOT NULL AND hours IS NOT NULL AND days IS NOT NULL
+                                AND months IS NOT NULL AND weekdays IS NOT NULL
+                                AND days_or IS NOT NULL AND fixed_time IS NOT NULL))
+);
+-- What fire_schedules reads when nothing is due: one probe.
+CREATE INDEX schedules_due_idx ON backoff.schedules (next_fire_at) WHERE NOT paused;
+ALTER TABLE backoff.schedules OWNER TO backoff_owner;
+REVOKE ALL ON backoff.schedules FROM PUBLIC;
+-- Admins read schedules; every write goes through the functions, which
+-- keep the parsed sets and the next fire time in step with the expression.
+GRANT SELECT ON backoff.schedules TO backoff_admin;
+-- The job records its schedule and slot. The unique index is the second
+-- guarantee that a slot fires once (the first is the schedule's row lock);
+-- partial, so that jobs without a schedule add nothing to it. The second
+-- index finds a schedule's unfinished jobs (skip_if_running) without
+-- reading its finished ones.
+ALTER TABLE backoff.jobs
+    ADD COLUMN schedule text,
+    ADD COLUMN schedule_slot timestamptz;
+CREATE UNIQUE INDEX jobs_schedule_slot_idx ON backoff.jobs (schedule, schedule_slot)
+    WHERE schedule IS NOT NULL;
+CREATE INDEX jobs_schedule_live_idx ON backoff.jobs (schedule)
+    WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -81,6 +155,12 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- Periodic jobs.
+DROP INDEX backoff.jobs_schedule_live_idx;
+DROP INDEX backoff.jobs_schedule_slot_idx;
+ALTER TABLE backoff.jobs DROP COLUMN schedule_slot, DROP COLUMN schedule;
+DROP TABLE backoff.schedules;
 
 -- Workers read jobs through backoff.job.
 GRANT SELECT ON backoff.jobs TO backoff_worker;

@@ -86,6 +86,8 @@ type job struct {
 	CreatedAt        time.Time      `db:"created_at"`
 	CompletedAt      *time.Time     `db:"completed_at"`
 	LeaseExpiries    int32          `db:"lease_expiries"`
+	Schedule         *string        `db:"schedule"`      // the schedule that enqueued it
+	ScheduleSlot     *time.Time     `db:"schedule_slot"` // and the slot it fired for
 }
 
 // jobs runs a query returning backoff.jobs rows.

@@ -41,6 +41,8 @@ func makeFixtures(t *testing.T, pool *pgxpool.Pool) fixtures {
 	f.dead = q(`SELECT backoff.enqueue('dead', p_now => $1)`, t0)
 	q(`SELECT id FROM backoff.claim('dead', 'w0', 1, '1 hour', $1)`, t0)
 	q(`SELECT id FROM backoff.fail($1, 1, 'poison', NULL, false, $2)`, f.dead, t0)
+	_, err := pool.Exec(ctx, `SELECT backoff.put_schedule('s', 'scheduled', p_cron => '* * * * *', p_now => $1)`, t0)
+	require.NoError(t, err)
 	return f
 }
 
@@ -91,6 +93,14 @@ func checks() []check {
 		{"revoke_queue", `SELECT backoff.revoke_queue('backoff_worker', 'q*', 'work')`, nil, []string{admin}},
 		{"write queue_grants", `INSERT INTO backoff.queue_grants VALUES ('backoff_worker'::regrole, 'q', 'work', 'q')`, nil, nil},
 		{"read queue_grants", `SELECT * FROM backoff.queue_grants`, nil, []string{admin}},
+		{"put_schedule", `SELECT backoff.put_schedule('s2', 'q', p_cron => '* * * * *', p_now => $1)`, now, []string{admin}},
+		{"pause_schedule", `SELECT backoff.pause_schedule('s', $1)`, now, []string{admin}},
+		{"resume_schedule", `SELECT backoff.resume_schedule('s', $1)`, now, []string{admin}},
+		{"drop_schedule", `SELECT backoff.drop_schedule('s')`, nil, []string{admin}},
+		{"fire_schedules", `SELECT * FROM backoff.fire_schedules(10, $1)`, now, []string{worker, admin}},
+		{"schedule_fires", `SELECT * FROM backoff.schedule_fires('s')`, nil, []string{worker, admin}},
+		{"read schedules", `SELECT * FROM backoff.schedules`, nil, []string{admin}},
+		{"write schedules", `UPDATE backoff.schedules SET cron = '61 * * * *'`, nil, nil},
 		{"select jobs", `SELECT count(*) FROM backoff.jobs`, nil, []string{admin}},
 		{"update jobs", `UPDATE backoff.jobs SET status = 'completed', lease_until = NULL WHERE id = $1`,
 			func(f fixtures) []any { return []any{f.running} }, []string{admin}},

@@ -1,0 +1,76 @@
+package shardtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSchedulesThroughRouter: a schedule put through the router lives on
+// its queue's shard, fire_schedules through the router fires every shard's
+// schedules once per slot, and a change by name reaches the one shard that
+// holds it (docs/adr/0063).
+func TestSchedulesThroughRouter(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, env.routerURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	queues := queuesOnEveryShard(t, "periodic")
+	names := make([]string, len(queues))
+	for k, q := range queues {
+		names[k] = fmt.Sprintf("router-schedule-%d", k)
+		_, err := conn.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_cron => '* * * * *', p_catch_up => 'all', p_now => $3)`,
+			names[k], q, start)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		for k := range NShards {
+			sc, err := pgx.Connect(ctx, env.shardURLs[k])
+			require.NoError(t, err)
+			_, err = sc.Exec(ctx, `DELETE FROM backoff.jobs WHERE schedule LIKE 'router-schedule-%'`)
+			require.NoError(t, err)
+			_, err = sc.Exec(ctx, `DELETE FROM backoff.schedules WHERE name LIKE 'router-schedule-%'`)
+			require.NoError(t, err)
+			sc.Close(ctx)
+		}
+	})
+
+	// Two firers through the router at the same simulated time, then again.
+	count := func(now time.Time) int {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM backoff.fire_schedules(100, $1)`, now).Scan(&n))
+		return n
+	}
+	require.Equal(t, 3*len(queues), count(start.Add(3*time.Minute)))
+	require.Zero(t, count(start.Add(3*time.Minute)))
+	for k := range NShards {
+		sc, err := pgx.Connect(ctx, env.shardURLs[k])
+		require.NoError(t, err)
+		var mine, others int
+		err = sc.QueryRow(ctx, `SELECT count(*) FILTER (WHERE schedule = $1 AND queue = $2),
+		                               count(*) FILTER (WHERE schedule <> $1)
+		                        FROM backoff.jobs WHERE schedule LIKE 'router-schedule-%'`, names[k], queues[k]).Scan(&mine, &others)
+		sc.Close(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 3, mine, "shard %d fires its own schedule", k)
+		require.Zero(t, others, "shard %d fires no other shard's schedule", k)
+	}
+
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM backoff.schedule_fires($1::text, $2::timestamptz, 2)`, names[1], start).Scan(&n))
+	require.Equal(t, 2, n, "the preview by name comes from the shard that holds it")
+	var changed bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_schedule($1)`, names[1]).Scan(&changed))
+	require.True(t, changed)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_schedule($1)`, names[1]).Scan(&changed))
+	require.False(t, changed)
+	require.Equal(t, len(queues)-1, count(start.Add(4*time.Minute)), "the paused schedule fires nothing")
+	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.drop_schedule($1)`, names[2]).Scan(&changed))
+	require.True(t, changed)
+	require.Equal(t, len(queues)-2, count(start.Add(5*time.Minute)))
+}
