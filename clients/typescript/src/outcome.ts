@@ -109,7 +109,16 @@ function find<E extends Error>(err: unknown, cls: abstract new (...args: any[]) 
  */
 export function errorText(v: unknown): string {
   if (v instanceof Error) {
-    const plain = ["Error", "PermanentError", "RetryAfterError", "SnoozeError"].includes(v.name);
+    // The package's own classes say what they are in their message.
+    const plain = [
+      "Error",
+      "PermanentError",
+      "RetryAfterError",
+      "SnoozeError",
+      "LeaseLostError",
+      "LeaseExpiredError",
+      "WorkerShutdownError",
+    ].includes(v.name);
     const msg = v.message === "" ? v.name : v.message;
     return plain || v.message === "" ? msg : `${v.name}: ${msg}`;
   }
