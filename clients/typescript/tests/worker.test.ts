@@ -44,7 +44,7 @@ function start(cfg: WorkerConfig, on: pg.Pool = pool): { worker: Worker; stop: (
 }
 
 async function statuses(queue: string): Promise<Record<string, number>> {
-  const r = await pool.query("SELECT status, count(*)::int AS n FROM backoff.jobs WHERE queue = $1 GROUP BY status", [queue]);
+  const r = await pool.query("SELECT status, count(*)::int AS n FROM backoff.jobs WHERE queue = $1 GROUP BY status ORDER BY status", [queue]);
   return Object.fromEntries(r.rows.map((x) => [x.status, x.n]));
 }
 
@@ -152,7 +152,8 @@ describe("Worker", () => {
       reapIntervalMs: -1,
     });
     try {
-      await until(async () => (await statuses(q)).running === undefined && (await statuses(q)).completed === 1, 10_000, "every job settled");
+      const settled = { completed: 1, dead_lettered: 2, pending: 1, retrying: 2 };
+      await until(async () => JSON.stringify(await statuses(q)) === JSON.stringify(settled), 10_000, "every job settled");
     } finally {
       await w.stop();
     }
@@ -197,10 +198,10 @@ describe("Worker", () => {
       queues: [
         {
           queue: q,
-          leaseMs: 600,
+          leaseMs: 1_200,
           heartbeatIntervalMs: 100,
           handler: async () => {
-            await new Promise((r) => setTimeout(r, 1_800)); // three leases
+            await new Promise((r) => setTimeout(r, 3_000)); // two and a half leases
             finished.resolve();
           },
         },
@@ -302,11 +303,11 @@ describe("Worker", () => {
       queues: [
         {
           queue: q,
-          leaseMs: 500,
+          leaseMs: 1_200,
           heartbeatIntervalMs: 100,
           handler: async () => {
             started.resolve();
-            await new Promise((r) => setTimeout(r, 1_500)); // three leases, deaf to the signal
+            await new Promise((r) => setTimeout(r, 3_000)); // two and a half leases, deaf to the signal
             handlerDone = true;
           },
         },
@@ -330,6 +331,27 @@ describe("Worker", () => {
     const job = await readJob(pool, id);
     assert.equal(job.status, "completed");
     assert.equal(job.attempt, 1);
+  });
+
+  test("a rate-limited queue is claimed when queue_state says, not at the next poll", opts, async () => {
+    const q = queueName("rate");
+    await pool.query("INSERT INTO backoff.queues (name, policy, rate, burst) VALUES ($1, 'default', 20, 1)", [q]);
+    const c = await connect(pool);
+    await c.enqueueMany([...Array(8)].map(() => ({ queue: q })));
+    const t0 = Date.now();
+    const w = start({
+      queues: [{ queue: q, handler: async () => {} }],
+      pollIntervalMs: 3_600_000,
+      reapIntervalMs: -1,
+    });
+    try {
+      await until(async () => (await statuses(q)).completed === 8, 10_000, "the queue to drain at its rate");
+    } finally {
+      await w.stop();
+    }
+    // 8 jobs at 20 per second with a bucket of 1: about 350 ms, an hour if
+    // the worker waited for its poll.
+    assert.ok(Date.now() - t0 >= 300, "no faster than the rate");
   });
 
   test("an idle queue is woken through LISTEN, not by polling", opts, async () => {
