@@ -1,0 +1,80 @@
+// The completer batches the completions of every queue of a Worker into
+// backoff.complete_many calls: completions that arrive while one call runs
+// (or in the same turn of the event loop) share the next statement, so
+// there is no added latency when idle and one statement per burst under
+// load (docs/adr/0013, 0026).
+
+import type { JobId, Logger } from "./types.js";
+import type { Client } from "./sql.js";
+
+/** The most completions one complete_many call carries. */
+const MAX_BATCH = 5000;
+
+interface Completion {
+  id: JobId;
+  attempt: number;
+  queue: string;
+}
+
+export class Completer {
+  private queued: Completion[] = [];
+  private flushing: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly client: Client,
+    private readonly log: Logger,
+    /** repeat runs a call again while it fails with a transient error. */
+    private readonly repeat: <R>(call: () => Promise<R>) => Promise<R>,
+    /** committed is told which queues had completions written. */
+    private readonly committed: (queues: Set<string>) => void,
+  ) {}
+
+  /** add queues a completion; false once stopped, and the caller completes the job itself. */
+  add(id: JobId, attempt: number, queue: string): boolean {
+    if (this.stopped) return false;
+    this.queued.push({ id, attempt, queue });
+    this.flushing ??= this.drain();
+    return true;
+  }
+
+  /** stop writes what is queued; later completions are the callers'. */
+  async stop(): Promise<void> {
+    while (this.flushing !== undefined) await this.flushing;
+    this.stopped = true;
+  }
+
+  private async drain(): Promise<void> {
+    // Let the completions of this turn of the event loop join the batch.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.queued.length > 0) {
+      await this.flush(this.queued.splice(0, MAX_BATCH));
+    }
+    this.flushing = undefined;
+  }
+
+  private async flush(batch: Completion[]): Promise<void> {
+    let done: JobId[];
+    try {
+      done = await this.repeat(() =>
+        this.client.completeMany(
+          batch.map((c) => c.id),
+          batch.map((c) => c.attempt),
+        ),
+      );
+    } catch (err) {
+      this.log.error("could not record completions; the reaper will retry the jobs", { jobs: batch.length, err });
+      return;
+    }
+    const ok = new Set(done);
+    const queues = new Set<string>();
+    for (const c of batch) {
+      if (ok.has(c.id)) {
+        queues.add(c.queue);
+      } else {
+        this.log.warn("completion refused: the attempt no longer holds the job", { job: c.id, attempt: c.attempt });
+      }
+    }
+    if (queues.size > 0) this.committed(queues);
+  }
+}

@@ -1,0 +1,27 @@
+// pgbackoff for TypeScript: typed calls of the backoff.* SQL functions and a
+// Worker over node-postgres. Every decision (retry or dead-letter, the delay,
+// what is due) is taken in SQL; see docs/adr/0064-typescript-package.md.
+
+export { Client, REQUIRED_SCHEMA, cleanErrorText } from "./sql.js";
+export { Worker, defineQueue, connectionsNeeded } from "./worker.js";
+export type { Handler, QueueConfig, WorkerConfig } from "./worker.js";
+export { NOTIFY_CHANNEL } from "./notifier.js";
+export {
+  BackoffError,
+  InvalidArgumentError,
+  InvalidTransitionError,
+  JobNotFoundError,
+  NotReadyError,
+  PermissionDeniedError,
+  SchemaTooOldError,
+  StaleAttemptError,
+} from "./errors.js";
+export {
+  LeaseExpiredError,
+  LeaseLostError,
+  PermanentError,
+  RetryAfterError,
+  SnoozeError,
+  WorkerShutdownError,
+} from "./outcome.js";
+export type * from "./types.js";

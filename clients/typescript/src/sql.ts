@@ -1,0 +1,519 @@
+// The typed calls of the SQL API. Each method is one call of one backoff.*
+// function: the package never reads or writes backoff.jobs itself, never
+// decides a retry and never computes a delay (docs/adr/0064).
+
+import { hostname } from "node:os";
+import { randomBytes } from "node:crypto";
+
+import { BackoffError, InvalidArgumentError, SchemaTooOldError, sqlState, translate } from "./errors.js";
+import type {
+  AttemptError,
+  ClientOptions,
+  EnqueueOptions,
+  FailOptions,
+  Job,
+  JobId,
+  Logger,
+  NewJob,
+  Queryable,
+  QueueState,
+  QueueStats,
+  ReplayOutcome,
+  Status,
+} from "./types.js";
+
+/**
+ * The schema version this package needs (backoff.schema_version()); a
+ * newer schema is accepted, since migrations only add.
+ */
+export const REQUIRED_SCHEMA = 5;
+
+/** The columns of backoff.jobs a call returning jobs selects, by name, so a later column breaks nothing. */
+const JOB_COLUMNS =
+  "id, queue, payload, status, priority, attempts, uncounted_attempts, max_attempts, policy, run_at, " +
+  "lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors, dead_letter_reason, " +
+  "dedupe_key, lease_expiries, created_at, completed_at";
+
+/** One named argument: p_name => $n::cast. Named, so calls stay right when a function gains optional parameters. */
+type Arg = [name: string, cast: string, value: unknown];
+
+/**
+ * Client is the typed API over the backoff schema's SQL functions. Make
+ * one with Client.connect, which checks the schema once; `with(tx)` runs
+ * calls on a transaction's client without checking again.
+ */
+export class Client {
+  readonly workerId: string;
+  readonly logger: Logger;
+  private readonly now: (() => Date) | undefined;
+
+  private constructor(
+    private readonly db: Queryable,
+    opts: ClientOptions,
+  ) {
+    this.now = opts.now;
+    this.workerId = opts.workerId ?? defaultWorkerId();
+    this.logger = opts.logger ?? consoleLogger;
+  }
+
+  /**
+   * connect returns a client over db (a pg.Pool, or a connected client)
+   * after checking that its pgbackoff schema is at least REQUIRED_SCHEMA;
+   * a missing or older schema is a SchemaTooOldError.
+   */
+  static async connect(db: Queryable, opts: ClientOptions = {}): Promise<Client> {
+    const c = new Client(db, opts);
+    let have: number | null;
+    try {
+      have = await c.schemaVersion();
+    } catch (err) {
+      const code = sqlState(err instanceof BackoffError ? err.cause : err);
+      // invalid_schema_name, undefined_function, undefined_table: not installed.
+      if (code === "3F000" || code === "42883" || code === "42P01") {
+        throw new SchemaTooOldError(
+          `check pgbackoff schema: it is not installed (need version ${REQUIRED_SCHEMA}): run \`backoffctl migrate up\``,
+          { cause: err, code },
+        );
+      }
+      throw err;
+    }
+    if (have === null || have < REQUIRED_SCHEMA) {
+      throw new SchemaTooOldError(
+        `check pgbackoff schema: the database is at version ${have ?? 0}, this package needs ${REQUIRED_SCHEMA}: run \`backoffctl migrate up\``,
+      );
+    }
+    return c;
+  }
+
+  /**
+   * with returns a client that runs its calls on db, typically a
+   * pg.PoolClient inside BEGIN ... COMMIT, so that an enqueue commits or
+   * rolls back with the caller's own writes. Options are shared.
+   */
+  with(db: Queryable): Client {
+    return new Client(db, { now: this.now, workerId: this.workerId, logger: this.logger });
+  }
+
+  /** clock is the client's notion of now: the injected clock, else the host's. */
+  clock(): Date {
+    return this.now?.() ?? new Date();
+  }
+
+  /** The migration version installed (backoff.schema_version()). */
+  async schemaVersion(): Promise<number | null> {
+    const rows = await this.run("check pgbackoff schema", "SELECT backoff.schema_version() AS v", []);
+    const v = rows[0]?.v;
+    return v === null || v === undefined ? null : Number(v);
+  }
+
+  /**
+   * enqueue adds a job to queue and returns its id (the existing job's id
+   * when dedupeKey matches an unfinished job of the queue).
+   */
+  async enqueue<T>(queue: string, payload?: T, opts: EnqueueOptions = {}): Promise<JobId> {
+    const op = `enqueue job in ${JSON.stringify(queue)}`;
+    const [sql, values] = this.fn("enqueue", [
+      ["p_queue", "text", queue],
+      ["p_payload", "jsonb", encodePayload(op, payload)],
+      ["p_run_at", "timestamptz", opts.runAt ?? null],
+      ["p_max_attempts", "integer", opts.maxAttempts ?? null],
+      ["p_priority", "integer", opts.priority ?? null],
+      ["p_dedupe_key", "text", opts.dedupeKey ?? null],
+      ["p_policy", "text", opts.policy ?? null],
+    ]);
+    const rows = await this.run(op, `SELECT ${sql} AS id`, values);
+    return String(rows[0]?.id);
+  }
+
+  /**
+   * enqueueMany adds jobs in one statement (the bulk form of
+   * backoff.enqueue: each job gets exactly the single-job semantics, dedupe
+   * included) and returns their ids in input order. Atomic: on error no job
+   * is added.
+   */
+  async enqueueMany<T>(jobs: NewJob<T>[]): Promise<JobId[]> {
+    const op = `enqueue ${jobs.length} jobs`;
+    if (jobs.length === 0) return [];
+    const [sql, values] = this.fn("enqueue", [
+      ["p_queues", "text[]", jobs.map((j) => j.queue)],
+      ["p_payloads", "jsonb[]", jobs.map((j, i) => encodePayload(`${op}: job ${i}`, j.payload))],
+      ["p_run_ats", "timestamptz[]", jobs.map((j) => j.runAt ?? null)],
+      ["p_max_attempts", "integer[]", jobs.map((j) => j.maxAttempts ?? null)],
+      ["p_priorities", "integer[]", jobs.map((j) => j.priority ?? null)],
+      ["p_dedupe_keys", "text[]", jobs.map((j) => j.dedupeKey ?? null)],
+      ["p_policies", "text[]", jobs.map((j) => j.policy ?? null)],
+    ]);
+    const rows = await this.run(op, `SELECT id FROM ${sql} AS t(id)`, values);
+    return rows.map((r) => String(r.id));
+  }
+
+  /**
+   * claim takes up to limit due jobs of queue for this client's worker id:
+   * each comes back running, its attempt counted, with a lease of leaseMs
+   * (undefined: the policy's lease). Higher priority first, then earliest
+   * run_at. Fewer (or none) when the queue's controls hold it back.
+   */
+  async claim<T = unknown>(queue: string, limit = 1, leaseMs?: number): Promise<Job<T>[]> {
+    const op = `claim jobs in ${JSON.stringify(queue)}`;
+    const [sql, values] = this.fn("claim", [
+      ["p_queue", "text", queue],
+      ["p_worker", "text", this.workerId],
+      ["p_limit", "integer", limit],
+      ["p_lease", "interval", interval(op, leaseMs)],
+    ]);
+    return (await this.run(op, `SELECT ${JOB_COLUMNS} FROM ${sql}`, values)).map((r) => toJob<T>(r));
+  }
+
+  /**
+   * acquire claims one job by id if it is due, as claim would. Not due
+   * yet: NotReadyError (with retryAt); running: StaleAttemptError;
+   * finished: InvalidTransitionError; unknown: JobNotFoundError.
+   */
+  async acquire<T = unknown>(jobId: JobId, leaseMs?: number): Promise<Job<T>> {
+    const op = `acquire job ${jobId}`;
+    const [sql, values] = this.fn("acquire", [
+      ["p_job_id", "bigint", jobId],
+      ["p_worker", "text", this.workerId],
+      ["p_lease", "interval", interval(op, leaseMs)],
+    ]);
+    return this.oneJob<T>(op, sql, values);
+  }
+
+  /** complete marks running attempt `attempt` of a job completed. */
+  async complete(jobId: JobId, attempt: number): Promise<Job> {
+    const op = `complete job ${jobId} (attempt ${attempt})`;
+    const [sql, values] = this.fn("complete", [
+      ["p_job_id", "bigint", jobId],
+      ["p_attempt", "integer", attempt],
+    ]);
+    return this.oneJob(op, sql, values);
+  }
+
+  /**
+   * completeMany completes, in one statement, each job still running its
+   * given attempt (jobIds[i] with attempts[i]) and returns the ids it
+   * completed; an entry whose token no longer holds its job is left alone.
+   */
+  async completeMany(jobIds: JobId[], attempts: number[]): Promise<JobId[]> {
+    const op = `complete ${jobIds.length} jobs`;
+    if (jobIds.length !== attempts.length) {
+      throw new InvalidArgumentError(`${op}: ${jobIds.length} ids but ${attempts.length} attempts`);
+    }
+    if (jobIds.length === 0) return [];
+    const [sql, values] = this.fn("complete_many", [
+      ["p_job_ids", "bigint[]", jobIds],
+      ["p_attempts", "integer[]", attempts],
+    ]);
+    return (await this.run(op, `SELECT id FROM ${sql} AS t(id)`, values)).map((r) => String(r.id));
+  }
+
+  /**
+   * fail reports that running attempt `attempt` failed with `error`. The
+   * database decides in one guarded update whether the job is retried
+   * (retrying, at the policy's delay or retryIn) or dead-lettered; the
+   * returned job says which.
+   */
+  async fail(jobId: JobId, attempt: number, error: string, opts: FailOptions = {}): Promise<Job> {
+    const op = `fail job ${jobId} (attempt ${attempt})`;
+    const [sql, values] = this.fn("fail", [
+      ["p_job_id", "bigint", jobId],
+      ["p_attempt", "integer", attempt],
+      ["p_error", "text", cleanErrorText(error)],
+      ["p_retry_in", "interval", interval(op, opts.retryInMs)],
+      ["p_retryable", "boolean", opts.retryable ?? true],
+    ]);
+    return this.oneJob(op, sql, values);
+  }
+
+  /**
+   * heartbeat extends the lease of a running attempt to now + extendMs
+   * (undefined: the policy's lease) and returns the new lease_until. A
+   * StaleAttemptError or InvalidTransitionError means the job is no longer
+   * this attempt's: stop working on it.
+   */
+  async heartbeat(jobId: JobId, attempt: number, extendMs?: number): Promise<Date> {
+    const op = `heartbeat job ${jobId} (attempt ${attempt})`;
+    const [sql, values] = this.fn("heartbeat", [
+      ["p_job_id", "bigint", jobId],
+      ["p_attempt", "integer", attempt],
+      ["p_extend", "interval", interval(op, extendMs)],
+    ]);
+    return (await this.run(op, `SELECT ${sql} AS until`, values))[0]?.until as Date;
+  }
+
+  /**
+   * snooze puts a running attempt back to pending, due after delayMs,
+   * without spending an attempt: countedAttempt goes back by one, while the
+   * token stays spent, so a repeated snooze with it is refused.
+   */
+  async snooze(jobId: JobId, attempt: number, delayMs: number): Promise<Job> {
+    const op = `snooze job ${jobId} (attempt ${attempt})`;
+    const [sql, values] = this.fn("snooze", [
+      ["p_job_id", "bigint", jobId],
+      ["p_attempt", "integer", attempt],
+      ["p_delay", "interval", interval(op, delayMs)],
+    ]);
+    return this.oneJob(op, sql, values);
+  }
+
+  /** cancel moves an unfinished job to the terminal status cancelled. */
+  async cancel(jobId: JobId, reason?: string): Promise<Job> {
+    const op = `cancel job ${jobId}`;
+    const [sql, values] = this.fn("cancel", [
+      ["p_job_id", "bigint", jobId],
+      ["p_reason", "text", reason === undefined ? null : cleanErrorText(reason)],
+    ]);
+    return this.oneJob(op, sql, values);
+  }
+
+  /**
+   * replay brings a dead-lettered or cancelled job back to pending with a
+   * fresh budget (countedAttempt 0); its history is kept, and its token
+   * keeps counting.
+   */
+  async replay(jobId: JobId): Promise<Job> {
+    const op = `replay job ${jobId}`;
+    const [sql, values] = this.fn("replay", [["p_job_id", "bigint", jobId]]);
+    return this.oneJob(op, sql, values);
+  }
+
+  /**
+   * replayDeadLetters replays every dead letter of queue in one statement
+   * and says, per job in id order, whether it was replayed or why not.
+   */
+  async replayDeadLetters(queue: string): Promise<ReplayOutcome[]> {
+    const op = `replay dead letters of queue ${JSON.stringify(queue)}`;
+    const [sql, values] = this.fn("replay_dead_letters", [["p_queue", "text", queue]]);
+    const rows = await this.run(op, `SELECT job_id, replayed, reason FROM ${sql}`, values);
+    return rows.map((r) => ({ jobId: String(r.job_id), replayed: r.replayed as boolean, reason: r.reason ?? null }));
+  }
+
+  /**
+   * reap sends up to limit (undefined: the function's default) running jobs
+   * whose lease expired through the same decision as fail and returns how
+   * many it moved. Safe from many workers at once.
+   */
+  async reap(limit?: number): Promise<number> {
+    const args: Arg[] = limit === undefined ? [] : [["p_limit", "integer", limit]];
+    const [sql, values] = this.fn("reap", args);
+    return Number((await this.run("reap expired leases", `SELECT ${sql} AS n`, values))[0]?.n);
+  }
+
+  /** prune deletes up to limit finished jobs older than olderThanMs and returns how many. */
+  async prune(olderThanMs: number, limit?: number): Promise<number> {
+    const op = `prune jobs older than ${olderThanMs}ms`;
+    const args: Arg[] = [["p_older_than", "interval", interval(op, olderThanMs)]];
+    if (limit !== undefined) args.push(["p_limit", "integer", limit]);
+    const [sql, values] = this.fn("prune", args);
+    return Number((await this.run(op, `SELECT ${sql} AS n`, values))[0]?.n);
+  }
+
+  /**
+   * stats returns backoff.stats: per queue, jobs by status, the due backlog
+   * and its age, and the retries and dead letters of the last windowMs
+   * (undefined: one hour). It scans the table: for operators, not loops.
+   */
+  async stats(windowMs?: number): Promise<QueueStats[]> {
+    const op = "read job stats";
+    const args: Arg[] = windowMs === undefined ? [] : [["p_window", "interval", interval(op, windowMs)]];
+    const [sql, values] = this.fn("stats", args);
+    const rows = await this.run(
+      op,
+      "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, due, " +
+        `coalesce(extract(epoch FROM oldest_due_age) * 1000, 0)::float8 AS oldest_due_ms, retries, dead_letters FROM ${sql}`,
+      values,
+    );
+    return rows.map((r) => ({
+      queue: r.queue,
+      pending: Number(r.pending),
+      running: Number(r.running),
+      retrying: Number(r.retrying),
+      completed: Number(r.completed),
+      deadLettered: Number(r.dead_lettered),
+      cancelled: Number(r.cancelled),
+      due: Number(r.due),
+      oldestDueAgeMs: Number(r.oldest_due_ms),
+      retries: Number(r.retries),
+      deadLetters: Number(r.dead_letters),
+    }));
+  }
+
+  /**
+   * queueState reads the live state of queue's breaker and rate limit at
+   * the client's time: nextClaimAt says when a claim can next return a job.
+   */
+  async queueState(queue: string): Promise<QueueState> {
+    const op = `read state of queue ${JSON.stringify(queue)}`;
+    const [sql, values] = this.fn("queue_state", [["p_queue", "text", queue]]);
+    // The time the state was read at comes back beside it, so a caller
+    // measures the wait on the database's clock, not its own.
+    const rows = await this.run(
+      op,
+      "SELECT queue, state, opened_at, failures, probes_left, rate, burst, tokens, next_claim_at, " +
+        `coalesce($${values.length}::timestamptz, now()) AS read_at FROM ${sql}`,
+      values,
+    );
+    const r = rows[0] ?? {};
+    return {
+      queue: r.queue,
+      state: r.state,
+      openedAt: r.opened_at ?? null,
+      failures: Number(r.failures ?? 0),
+      probesLeft: r.probes_left ?? null,
+      rate: r.rate ?? null,
+      burst: r.burst ?? null,
+      tokens: r.tokens ?? null,
+      nextClaimAt: r.next_claim_at ?? null,
+      readAt: r.read_at,
+    };
+  }
+
+  /** pauseQueue stops claims of queue; it reports whether the queue was running. */
+  async pauseQueue(queue: string): Promise<boolean> {
+    const op = `pause queue ${JSON.stringify(queue)}`;
+    return (await this.run(op, "SELECT backoff.pause_queue(p_queue => $1::text) AS changed", [queue]))[0]?.changed;
+  }
+
+  /** resumeQueue lets claims of queue start again; it reports whether the queue was paused. */
+  async resumeQueue(queue: string): Promise<boolean> {
+    const op = `resume queue ${JSON.stringify(queue)}`;
+    return (await this.run(op, "SELECT backoff.resume_queue(p_queue => $1::text) AS changed", [queue]))[0]?.changed;
+  }
+
+  /**
+   * waitForJobs registers that this worker waits for queue for ttlMs: while
+   * it does, enqueue notifies channel backoff_jobs when it adds a job due
+   * now (docs/adr/0027). Returns the expiry.
+   */
+  async waitForJobs(queue: string, ttlMs: number): Promise<Date> {
+    const op = `register waiting on ${JSON.stringify(queue)}`;
+    return (
+      await this.run(
+        op,
+        "SELECT backoff.wait_for_jobs(p_queue => $1::text, p_worker => $2::text, p_ttl => $3::interval) AS until",
+        [queue, this.workerId, interval(op, ttlMs)],
+      )
+    )[0]?.until;
+  }
+
+  /** stopWaiting ends this worker's registration for queue; it reports whether one existed. */
+  async stopWaiting(queue: string): Promise<boolean> {
+    const op = `stop waiting on ${JSON.stringify(queue)}`;
+    return (
+      await this.run(op, "SELECT backoff.stop_waiting(p_queue => $1::text, p_worker => $2::text) AS ended", [
+        queue,
+        this.workerId,
+      ])
+    )[0]?.ended;
+  }
+
+  /**
+   * fn builds "backoff.name(p_a => $1::t, ..., p_now => $n::timestamptz)":
+   * p_now is always sent, the injected clock's time or NULL (the
+   * database's clock), so each method sends one SQL text either way.
+   */
+  private fn(name: string, args: Arg[]): [string, unknown[]] {
+    const all: Arg[] = [...args, ["p_now", "timestamptz", this.now?.() ?? null]];
+    const params = all.map(([p, cast], i) => `${p} => $${i + 1}::${cast}`).join(", ");
+    return [`backoff.${name}(${params})`, all.map(([, , v]) => v)];
+  }
+
+  private async oneJob<T = unknown>(op: string, call: string, values: unknown[]): Promise<Job<T>> {
+    const rows = await this.run(op, `SELECT ${JOB_COLUMNS} FROM ${call}`, values);
+    if (rows[0] === undefined) throw new BackoffError(`${op}: the function returned no row`);
+    return toJob<T>(rows[0]);
+  }
+
+  private async run(op: string, text: string, values: unknown[]): Promise<Record<string, any>[]> {
+    try {
+      return (await this.db.query(text, values)).rows;
+    } catch (err) {
+      throw translate(op, err);
+    }
+  }
+}
+
+/** interval sends a duration in milliseconds as an interval; undefined is NULL (the function's default). */
+function interval(op: string, ms: number | undefined): string | null {
+  if (ms === undefined) return null;
+  if (!Number.isFinite(ms)) throw new InvalidArgumentError(`${op}: duration must be a finite number of milliseconds, got ${ms}`);
+  return `${ms} milliseconds`;
+}
+
+function encodePayload(op: string, payload: unknown): string {
+  if (payload === undefined) return "{}";
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(payload);
+  } catch (err) {
+    throw new InvalidArgumentError(`${op}: encode payload: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
+  }
+  if (text === undefined) throw new InvalidArgumentError(`${op}: payload ${String(payload)} has no JSON form`);
+  return text;
+}
+
+/** toJob reads a row of JOB_COLUMNS. */
+export function toJob<T>(r: Record<string, any>): Job<T> {
+  const attempt = Number(r.attempts);
+  const uncounted = Number(r.uncounted_attempts);
+  return {
+    id: String(r.id),
+    queue: r.queue,
+    payload: r.payload as T,
+    status: r.status as Status,
+    priority: Number(r.priority),
+    attempt,
+    uncountedAttempts: uncounted,
+    countedAttempt: attempt - uncounted,
+    maxAttempts: r.max_attempts ?? null,
+    policy: r.policy ?? null,
+    runAt: r.run_at,
+    leaseUntil: r.lease_until ?? null,
+    lockedBy: r.locked_by ?? null,
+    lastAttemptedAt: r.last_attempted_at ?? null,
+    lastFailedAt: r.last_failed_at ?? null,
+    lastError: r.last_error ?? null,
+    errors: (r.errors ?? []) as AttemptError[],
+    deadLetterReason: r.dead_letter_reason ?? null,
+    dedupeKey: r.dedupe_key ?? null,
+    leaseExpiries: Number(r.lease_expiries ?? 0),
+    createdAt: r.created_at,
+    completedAt: r.completed_at ?? null,
+  };
+}
+
+/** The size, in bytes, at which the database cuts an error text. */
+const MAX_ERROR_TEXT = 8192;
+
+/**
+ * cleanErrorText returns s as the database stores an error text: NUL
+ * replaced by U+FFFD (PostgreSQL text cannot hold it and would refuse the
+ * whole call, so the failure could not be recorded), and anything beyond
+ * 8 KiB cut at a character boundary, ending with " [truncated: N bytes]",
+ * so a huge error does not travel to the server.
+ */
+export function cleanErrorText(s: string): string {
+  s = s.replaceAll("\u0000", "\ufffd");
+  const bytes = Buffer.from(s, "utf8"); // a lone surrogate becomes U+FFFD here
+  if (bytes.length <= MAX_ERROR_TEXT) return bytes.toString("utf8");
+  let cut = 8150; // as the database: 8150 bytes of text, then the marker
+  while (cut > 0 && ((bytes[cut] ?? 0) & 0xc0) === 0x80) cut--;
+  return `${bytes.subarray(0, cut).toString("utf8")} [truncated: ${bytes.length} bytes]`;
+}
+
+function defaultWorkerId(): string {
+  return `${hostname() || "worker"}-${process.pid}-${randomBytes(3).toString("hex")}`;
+}
+
+const consoleLogger: Logger = {
+  debug() {},
+  info() {},
+  warn(message, fields) {
+    console.warn(`pgbackoff: ${message}`, fields ?? "");
+  },
+  error(message, fields) {
+    console.error(`pgbackoff: ${message}`, fields ?? "");
+  },
+};

@@ -1,0 +1,433 @@
+// The Worker: configuration, run, the attempt of one job (lease,
+// heartbeats, outcome) and the shutdown that ties the parts together. It
+// follows the Go Worker (client/worker.go, executor.go, outcome.go;
+// docs/adr/0026, 0028): producers claim (producer.ts), one completer
+// batches completions (completer.ts), one LISTEN connection wakes idle
+// queues (notifier.ts), and a reaper returns the jobs of crashed workers.
+
+import type pg from "pg";
+
+import { Completer } from "./completer.js";
+import { InvalidArgumentError, InvalidTransitionError, JobNotFoundError, StaleAttemptError, transient } from "./errors.js";
+import { Notifier } from "./notifier.js";
+import {
+  LeaseExpiredError,
+  LeaseLostError,
+  PermanentError,
+  WorkerShutdownError,
+  errorText,
+  readOutcome,
+  type Outcome,
+} from "./outcome.js";
+import { Producer, type QueueSettings } from "./producer.js";
+import { sleep } from "./sleep.js";
+import { Client } from "./sql.js";
+import type { ClientOptions, Job, Logger } from "./types.js";
+
+/**
+ * A handler runs one attempt of a job. Returning completes the job; what
+ * it throws decides its fate (PermanentError, RetryAfterError, SnoozeError,
+ * else a retry at the policy's delay). signal aborts when the lease is lost
+ * (LeaseLostError) or expires (LeaseExpiredError), or at the end of a
+ * shutdown's grace period (WorkerShutdownError): return promptly then.
+ */
+export type Handler<T = unknown> = (job: Job<T>, signal: AbortSignal) => Promise<void> | void;
+
+/** One queue a Worker serves. Only queue and handler are required. */
+export interface QueueConfig<T = unknown> {
+  queue: string;
+  handler: Handler<T>;
+  /**
+   * decode checks the payload before the handler sees it and returns it
+   * typed; a payload it throws on can never succeed, so its job is
+   * dead-lettered at once (non_retryable).
+   */
+  decode?: (payload: unknown) => T;
+  /** How many handlers of this queue run at once (default 10). */
+  concurrency?: number;
+  /** The most jobs one claim takes (default concurrency). */
+  batchSize?: number;
+  /** The lease each claim and heartbeat asks for, in ms (default: the policy's lease). */
+  leaseMs?: number;
+  /**
+   * How often a running attempt's lease is extended, in ms (default: a
+   * third of the lease; negative: never, and the lease then aborts the
+   * handler). Shorter than leaseMs.
+   */
+  heartbeatIntervalMs?: number;
+}
+
+/** defineQueue types a queue's handler from its decode function (or an explicit T). */
+export function defineQueue<T>(cfg: QueueConfig<T>): QueueConfig<T> {
+  return cfg;
+}
+
+/** A Worker's configuration. */
+export interface WorkerConfig extends ClientOptions {
+  /** The queues it serves: they share one LISTEN connection, one reaper and one completer. */
+  queues: QueueConfig<any>[];
+  /** How often an idle queue is looked at without a notification, in ms (default 1000): how late a job can start. */
+  pollIntervalMs?: number;
+  /** How often expired leases are reaped, in ms (default 5000; negative: never, when something else runs backoff.reap). */
+  reapIntervalMs?: number;
+  /** How long a shutdown waits for running handlers before aborting their signals, in ms (default 30000). */
+  shutdownTimeoutMs?: number;
+  /** Only poll: no LISTEN connection. */
+  disableListen?: boolean;
+}
+
+/**
+ * connectionsNeeded is how many connections of its pool a Worker uses at
+ * once at most: one claim per queue, the completer, the reaper and the
+ * LISTEN connection (which it holds while it runs). Heartbeats and settle
+ * calls share them.
+ */
+export function connectionsNeeded(cfg: WorkerConfig): number {
+  return cfg.queues.length + 1 + ((cfg.reapIntervalMs ?? 5000) >= 0 ? 1 : 0) + (cfg.disableListen ? 0 : 1);
+}
+
+interface Attempt {
+  job: Job;
+  producer: Producer;
+  queue: QueueConfig<any>;
+  controller: AbortController;
+}
+
+/** How many times a settle call is made in all while it fails with a transient error. */
+const SETTLE_TRIES = 6;
+
+/**
+ * Worker claims jobs of one or more queues and runs them with their
+ * handlers. Make it with `new Worker(pool, config)` and run it with run().
+ */
+export class Worker {
+  private readonly queues: QueueConfig<any>[];
+  private readonly pollIntervalMs: number;
+  private readonly reapIntervalMs: number;
+  private readonly shutdownTimeoutMs: number;
+  // Keyed by "id/attempt": a job reaped and claimed again by this worker
+  // while its old attempt still runs is two entries.
+  private readonly running = new Map<string, { attempt: Attempt; done: Promise<void> }>();
+  private started = false;
+  // Set by run.
+  private client!: Client;
+  private log!: Logger;
+  private completer!: Completer;
+  private notifier!: Notifier;
+  private producers: Producer[] = [];
+
+  /**
+   * The pool serves the calls and lends the worker one connection for
+   * LISTEN while it runs; a pool whose max is below connectionsNeeded is
+   * refused with InvalidArgumentError.
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly cfg: WorkerConfig,
+  ) {
+    const seen = new Set<string>();
+    if (cfg.queues.length === 0) throw new InvalidArgumentError("new worker: no queues");
+    this.queues = cfg.queues.map((q) => {
+      if (!q.queue) throw new InvalidArgumentError("new worker: empty queue");
+      if (seen.has(q.queue)) throw new InvalidArgumentError(`new worker: queue ${JSON.stringify(q.queue)} given twice`);
+      seen.add(q.queue);
+      const name = `new worker for ${JSON.stringify(q.queue)}`;
+      if (typeof q.handler !== "function") throw new InvalidArgumentError(`${name}: no handler`);
+      if (q.leaseMs !== undefined && !(q.leaseMs > 0)) {
+        throw new InvalidArgumentError(`${name}: the lease must be positive, got ${q.leaseMs}ms`);
+      }
+      if (q.leaseMs !== undefined && (q.heartbeatIntervalMs ?? 0) >= q.leaseMs) {
+        throw new InvalidArgumentError(
+          `${name}: heartbeat interval ${q.heartbeatIntervalMs}ms must be shorter than the lease ${q.leaseMs}ms`,
+        );
+      }
+      const concurrency = q.concurrency !== undefined && q.concurrency > 0 ? q.concurrency : 10;
+      const batch = q.batchSize !== undefined && q.batchSize > 0 ? Math.min(q.batchSize, concurrency) : concurrency;
+      return { ...q, concurrency, batchSize: batch };
+    });
+    this.pollIntervalMs = cfg.pollIntervalMs !== undefined && cfg.pollIntervalMs > 0 ? cfg.pollIntervalMs : 1000;
+    this.reapIntervalMs = cfg.reapIntervalMs ?? 5000;
+    this.shutdownTimeoutMs = cfg.shutdownTimeoutMs !== undefined && cfg.shutdownTimeoutMs >= 0 ? cfg.shutdownTimeoutMs : 30_000;
+    const need = connectionsNeeded(cfg);
+    const have = pool.options?.max ?? 10;
+    if (have < need) {
+      throw new InvalidArgumentError(
+        `new worker: the pool allows ${have} connections, this worker needs at least ${need} ` +
+          `(${this.queues.length} queues' claims, the completer, the reaper, LISTEN); raise the pool's max`,
+      );
+    }
+  }
+
+  /** The name this worker writes into locked_by (known once run has started). */
+  get workerId(): string | undefined {
+    return this.client?.workerId;
+  }
+
+  /**
+   * run checks the schema, then claims and runs jobs until signal aborts.
+   * It then stops claiming and waits up to shutdownTimeoutMs for running
+   * handlers; it aborts the signals of those still running
+   * (WorkerShutdownError), and a handler that throws then has its job
+   * failed as retryable, due at once. A handler that ignores its signal
+   * keeps its job: heartbeats go on and run does not return until that
+   * handler has returned and its outcome is recorded, so the job never runs
+   * elsewhere while it still runs here (docs/adr/0028). A Worker runs once.
+   */
+  async run(signal: AbortSignal): Promise<void> {
+    if (this.started) throw new InvalidArgumentError("run worker: a Worker runs once");
+    this.started = true;
+    this.client = await Client.connect(this.pool, this.cfg);
+    const log = (this.log = this.client.logger);
+    this.completer = new Completer(
+      this.client,
+      log,
+      (call) => this.repeat(call),
+      (queues) => {
+        for (const p of this.producers) if (queues.has(p.cfg.queue)) p.settled();
+      },
+    );
+    this.notifier = new Notifier(this.pool, this.client, log, this.pollIntervalMs, (queue) => {
+      for (const p of this.producers) if (queue === "" || p.cfg.queue === queue) p.wake();
+    });
+    const host = {
+      client: this.client,
+      log,
+      notifier: this.notifier,
+      pollIntervalMs: this.pollIntervalMs,
+      start: (p: Producer, job: Job) => this.start(p, job),
+    };
+    this.producers = this.queues.map((q) => new Producer(host, settingsOf(q)));
+
+    const background = new AbortController();
+    const loops: Promise<void>[] = [];
+    if (!this.cfg.disableListen) loops.push(this.notifier.listen(background.signal));
+    if (this.reapIntervalMs > 0) loops.push(this.reapLoop(background.signal));
+    log.info("worker started", { worker: this.client.workerId, queues: this.queues.map((q) => q.queue) });
+
+    await Promise.all(this.producers.map((p) => p.run(signal)));
+
+    await this.shutdown();
+    await this.notifier.unregisterAll();
+    background.abort();
+    await Promise.all(loops);
+    await this.completer.stop();
+    log.info("worker stopped", { worker: this.client.workerId });
+  }
+
+  /**
+   * shutdown waits for running handlers, aborts those left after the grace
+   * period, then waits for every one of them: a job whose handler still
+   * runs stays leased to this worker (its heartbeats go on).
+   */
+  private async shutdown(): Promise<void> {
+    if (await this.waitHandlers(this.shutdownTimeoutMs)) return;
+    this.log.warn("shutdown timeout: aborting running handlers", { running: this.running.size });
+    for (const { attempt } of this.running.values()) attempt.controller.abort(new WorkerShutdownError());
+    while (!(await this.waitHandlers(10_000))) {
+      this.log.error("handlers ignore their aborted signal; their jobs stay leased to this worker until they return", {
+        jobs: [...this.running.keys()],
+      });
+    }
+  }
+
+  /** waitHandlers waits up to ms for every running handler; true when none is left. */
+  private async waitHandlers(ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    while (this.running.size > 0) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      const timeout = new AbortController();
+      await Promise.race([
+        Promise.all([...this.running.values()].map((r) => r.done)),
+        sleep(left, timeout.signal),
+      ]);
+      timeout.abort();
+    }
+    return true;
+  }
+
+  /** reapLoop sends expired leases through the retry decision and wakes the producers when it moved any. */
+  private async reapLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(this.reapIntervalMs, signal);
+      if (signal.aborted) return;
+      try {
+        const n = await this.client.reap();
+        if (n > 0) {
+          this.log.info("reaped expired leases", { jobs: n });
+          for (const p of this.producers) p.wake();
+        }
+      } catch (err) {
+        if (!signal.aborted) this.log.error("reap failed", { err });
+      }
+    }
+  }
+
+  /** start runs one claimed job. */
+  private start(p: Producer, job: Job): void {
+    const queue = this.queues.find((q) => q.queue === p.cfg.queue)!;
+    const attempt: Attempt = { job, producer: p, queue, controller: new AbortController() };
+    const key = `${job.id}/${job.attempt}`;
+    p.inflight++;
+    const done = this.runAttempt(attempt)
+      .catch((err) => this.log.error("running a job failed", { job: job.id, err }))
+      .finally(() => {
+        this.running.delete(key);
+        p.freed();
+      });
+    this.running.set(key, { attempt, done });
+  }
+
+  /** runAttempt runs the handler under the attempt's lease and records its outcome. */
+  private async runAttempt(a: Attempt): Promise<void> {
+    const { job, queue, controller } = a;
+    const signal = controller.signal;
+    let leaseMs = job.leaseUntil === null ? 0 : job.leaseUntil.getTime() - this.client.clock().getTime();
+    if (leaseMs <= 0) leaseMs = queue.leaseMs ?? 30_000;
+
+    let stopHeartbeat: () => Promise<void>;
+    const every = queue.heartbeatIntervalMs ?? 0;
+    if (every < 0) {
+      // No heartbeats: the lease ends the handler.
+      const t = setTimeout(() => controller.abort(new LeaseExpiredError()), leaseMs);
+      stopHeartbeat = async () => clearTimeout(t);
+    } else {
+      // The policy's lease is known only now: an interval not shorter than
+      // it would let the lease lapse between beats.
+      stopHeartbeat = this.heartbeat(a, leaseMs, every === 0 || every >= leaseMs ? leaseMs / 3 : every);
+    }
+
+    let thrown: unknown;
+    let threw = false;
+    try {
+      let payload = job.payload;
+      if (queue.decode !== undefined) {
+        try {
+          payload = queue.decode(job.payload);
+        } catch (err) {
+          throw new PermanentError(new Error(`decode payload of job ${job.id}: ${errorText(err)}`, { cause: err }));
+        }
+      }
+      await queue.handler({ ...job, payload }, signal);
+    } catch (err) {
+      thrown = err;
+      threw = true;
+    }
+    await stopHeartbeat();
+
+    if (signal.reason instanceof LeaseLostError) {
+      this.log.warn("handler finished after its lease was lost; result dropped", {
+        job: job.id,
+        attempt: job.attempt,
+        err: threw ? thrown : undefined,
+      });
+      return;
+    }
+    let outcome = readOutcome(thrown, threw);
+    if (outcome.kind === "failed" && signal.reason instanceof WorkerShutdownError) {
+      // Aborted by the shutdown: not the job's fault, so it is retried at
+      // once elsewhere (the attempt, counted at claim, stays spent).
+      outcome = { kind: "failed", text: `worker shutdown: ${outcome.text}`, retryInMs: 0 };
+    }
+    await this.settle(job, outcome);
+  }
+
+  /**
+   * heartbeat extends the lease every `every` ms until stopped, that is
+   * until the handler has returned: a handler aborted by a shutdown but
+   * still running keeps its lease. A refused heartbeat aborts the handler
+   * with LeaseLostError; a lease that runs out without a successful
+   * heartbeat aborts it with LeaseExpiredError.
+   */
+  private heartbeat(a: Attempt, leaseMs: number, every: number): () => Promise<void> {
+    const { job, controller, queue } = a;
+    let watchdog = setTimeout(() => controller.abort(new LeaseExpiredError()), leaseMs);
+    let stopped = false;
+    let beat: Promise<void> | undefined;
+    let timer: NodeJS.Timeout;
+    const tick = async () => {
+      try {
+        const until = await this.client.heartbeat(job.id, job.attempt, queue.leaseMs);
+        const left = until.getTime() - this.client.clock().getTime();
+        if (left > 0 && !stopped) {
+          clearTimeout(watchdog);
+          watchdog = setTimeout(() => controller.abort(new LeaseExpiredError()), left);
+        }
+      } catch (err) {
+        if (err instanceof StaleAttemptError || err instanceof InvalidTransitionError || err instanceof JobNotFoundError) {
+          this.log.warn("lease lost; aborting the handler", { job: job.id, attempt: job.attempt, err });
+          controller.abort(new LeaseLostError(`pgbackoff: lease lost: ${err.message}`));
+          return;
+        }
+        this.log.error("heartbeat failed; will retry", { job: job.id, err });
+      }
+      if (!stopped) timer = setTimeout(() => (beat = tick()), every);
+    };
+    timer = setTimeout(() => (beat = tick()), every);
+    return async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await beat;
+      clearTimeout(watchdog);
+    };
+  }
+
+  /** settle records an outcome: completions go to the batched completer, the rest are one fenced call each. */
+  private async settle(job: Job, o: Outcome): Promise<void> {
+    if (o.kind === "completed" && this.completer.add(job.id, job.attempt, job.queue)) return;
+    try {
+      switch (o.kind) {
+        case "completed":
+          await this.repeat(() => this.client.complete(job.id, job.attempt));
+          break;
+        case "snoozed":
+          await this.repeat(() => this.client.snooze(job.id, job.attempt, o.delayMs));
+          break;
+        case "permanent":
+        case "failed": {
+          const j = await this.repeat(() =>
+            this.client.fail(job.id, job.attempt, o.text, {
+              retryable: o.kind === "failed",
+              retryInMs: o.kind === "failed" ? o.retryInMs : undefined,
+            }),
+          );
+          this.log.info("job failed", { job: job.id, attempt: job.attempt, status: j.status, runAt: j.runAt, err: o.text });
+          break;
+        }
+      }
+    } catch (err) {
+      if (err instanceof StaleAttemptError || err instanceof InvalidTransitionError) {
+        this.log.warn("job no longer ours; outcome dropped", { job: job.id, attempt: job.attempt, outcome: o.kind, err });
+      } else {
+        // The lease will expire and the reaper will retry the job.
+        this.log.error("could not record the outcome; the reaper will retry the job", { job: job.id, outcome: o.kind, err });
+      }
+    }
+  }
+
+  /**
+   * repeat runs a settle call again, SETTLE_TRIES times in all with waits
+   * of 100 ms doubling, while it fails with an error that says nothing
+   * about the job (a dropped connection, a restart). The calls are fenced
+   * by the attempt, whose tokens never repeat, so a repeat after a lost
+   * reply takes effect once or is refused; without it a blip would leave
+   * the job running until the reaper counts a finished attempt as a crash.
+   */
+  private async repeat<R>(call: () => Promise<R>): Promise<R> {
+    let waitMs = 100;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (err) {
+        if (attempt >= SETTLE_TRIES || !transient(err)) throw err;
+        this.log.warn("settle call failed; retrying", { err, retryInMs: waitMs });
+        await sleep(waitMs);
+        waitMs *= 2;
+      }
+    }
+  }
+}
+
+function settingsOf(q: QueueConfig<any>): QueueSettings {
+  return { queue: q.queue, concurrency: q.concurrency ?? 10, batchSize: q.batchSize ?? 10, leaseMs: q.leaseMs };
+}

@@ -1,0 +1,379 @@
+// The Worker against a real PostgreSQL. Leases here are real time (the
+// Worker's timers are), kept short; no test waits for a backoff: a failed
+// job's next run is read from its row, not awaited.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import pg from "pg";
+
+import {
+  InvalidArgumentError,
+  LeaseLostError,
+  PermanentError,
+  RetryAfterError,
+  SnoozeError,
+  Worker,
+  WorkerShutdownError,
+  defineQueue,
+} from "../src/index.js";
+import type { Job, WorkerConfig } from "../src/index.js";
+import { MemoryLogger, connect, deferred, newPool, queueName, readJob, until } from "./helpers.js";
+
+let pool: pg.Pool;
+before(() => {
+  pool = newPool(12);
+});
+after(async () => {
+  await pool.end();
+});
+
+/** start runs a worker until the returned stop is called; stop resolves when run has returned. */
+function start(cfg: WorkerConfig, on: pg.Pool = pool): { worker: Worker; stop: () => Promise<void>; done: Promise<void> } {
+  const worker = new Worker(on, { logger: new MemoryLogger(), workerId: queueName("w"), ...cfg });
+  const ac = new AbortController();
+  const done = worker.run(ac.signal);
+  return {
+    worker,
+    done,
+    stop: async () => {
+      ac.abort();
+      await done;
+    },
+  };
+}
+
+async function statuses(queue: string): Promise<Record<string, number>> {
+  const r = await pool.query("SELECT status, count(*)::int AS n FROM backoff.jobs WHERE queue = $1 GROUP BY status ORDER BY status", [queue]);
+  return Object.fromEntries(r.rows.map((x) => [x.status, x.n]));
+}
+
+// A worker test that waits for a handler fails after this instead of hanging.
+const opts = { timeout: 20_000 };
+
+describe("Worker", () => {
+  test("refuses a configuration it cannot run", opts, () => {
+    const h = async () => {};
+    assert.throws(() => new Worker(pool, { queues: [] }), InvalidArgumentError);
+    assert.throws(() => new Worker(pool, { queues: [{ queue: "a", handler: h }, { queue: "a", handler: h }] }), /given twice/);
+    assert.throws(() => new Worker(pool, { queues: [{ queue: "a", handler: h, leaseMs: 100, heartbeatIntervalMs: 100 }] }), /shorter than the lease/);
+    const small = new pg.Pool({ max: 3 });
+    assert.throws(() => new Worker(small, { queues: [{ queue: "a", handler: h }] }), /needs at least 4/);
+    void small.end();
+  });
+
+  test("runs several queues, each within its concurrency, and batches completions", opts, async () => {
+    const qa = queueName("multi-a");
+    const qb = queueName("multi-b");
+    const sent: string[] = [];
+    const recorded = newPool(12);
+    const query = recorded.query.bind(recorded) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+    (recorded as any).query = (text: string, values?: unknown[]) => {
+      sent.push(text);
+      return query(text, values);
+    };
+    const c = await connect(pool);
+    await c.enqueueMany([...Array(8)].map((_, i) => ({ queue: qa, payload: { n: i } })));
+    await c.enqueueMany([...Array(9)].map((_, i) => ({ queue: qb, payload: { n: i } })));
+
+    const running = { [qa]: 0, [qb]: 0 };
+    const most = { [qa]: 0, [qb]: 0 };
+    const seen: Job<{ n: number }>[] = [];
+    const handler = async (job: Job<{ n: number }>) => {
+      running[job.queue]!++;
+      most[job.queue] = Math.max(most[job.queue]!, running[job.queue]!);
+      seen.push(job);
+      await new Promise((r) => setTimeout(r, 40));
+      running[job.queue]!--;
+    };
+    const w = start(
+      {
+        queues: [
+          { queue: qa, handler, concurrency: 2 },
+          { queue: qb, handler, concurrency: 3 },
+        ],
+        pollIntervalMs: 50,
+      },
+      recorded,
+    );
+    try {
+      await until(async () => (await statuses(qa)).completed === 8 && (await statuses(qb)).completed === 9, 15_000, "all jobs completed");
+    } finally {
+      await w.stop();
+      await recorded.end();
+    }
+    assert.equal(most[qa], 2);
+    assert.equal(most[qb], 3);
+    assert.equal(seen.length, 17);
+    assert.ok(seen.every((j) => j.attempt === 1 && j.countedAttempt === 1 && typeof j.payload.n === "number"));
+    assert.ok(sent.some((s) => s.includes("backoff.complete_many(")), "completions go through complete_many");
+    assert.ok(!sent.some((s) => s.includes("backoff.complete(")), "never one by one while the completer runs");
+    for (const text of sent) {
+      assert.match(text, /backoff\.[a-z_]+\(/, text);
+      assert.doesNotMatch(text, /backoff\.jobs|\b(UPDATE|INSERT|DELETE)\b/i, text);
+    }
+  });
+
+  test("what a handler throws steers the retry", opts, async () => {
+    const q = queueName("steer");
+    const c = await connect(pool);
+    const ids = await c.enqueueMany([
+      { queue: q, payload: { kind: "permanent" } },
+      { queue: q, payload: { kind: "retry-after" } },
+      { queue: q, payload: { kind: "snooze" } },
+      { queue: q, payload: { kind: "plain" }, policy: "moderate" },
+      { queue: q, payload: { kind: 42 } },
+      { queue: q, payload: { kind: "ok" } },
+    ]);
+    type Kind = { kind: string };
+    const w = start({
+      queues: [
+        defineQueue({
+          queue: q,
+          decode: (p: unknown): Kind => {
+            if (typeof (p as Kind).kind !== "string") throw new TypeError("kind must be a string");
+            return p as Kind;
+          },
+          handler: async (job) => {
+            switch (job.payload.kind) {
+              case "permanent":
+                throw new PermanentError("bad address");
+              case "retry-after":
+                throw new RetryAfterError(45_000, new Error("429 Too Many Requests"));
+              case "snooze":
+                throw new SnoozeError(60_000);
+              case "plain":
+                throw new TypeError("boom");
+            }
+          },
+        }),
+      ],
+      pollIntervalMs: 3_600_000,
+      reapIntervalMs: -1,
+    });
+    try {
+      const settled = { completed: 1, dead_lettered: 2, pending: 1, retrying: 2 };
+      await until(async () => JSON.stringify(await statuses(q)) === JSON.stringify(settled), 10_000, "every job settled");
+    } finally {
+      await w.stop();
+    }
+    const [perm, later, snoozed, plain, undecodable, ok] = await Promise.all(ids.map((id) => readJob(pool, id)));
+    assert.equal(perm!.status, "dead_lettered");
+    assert.equal(perm!.deadLetterReason, "non_retryable");
+    assert.equal(perm!.lastError, "permanent: bad address");
+
+    assert.equal(later!.status, "retrying");
+    assert.equal(later!.runAt.getTime() - later!.lastFailedAt!.getTime(), 45_000);
+    assert.equal(later!.lastError, "retry after 45000ms: 429 Too Many Requests");
+
+    assert.equal(snoozed!.status, "pending");
+    assert.equal(snoozed!.attempt, 1);
+    assert.equal(snoozed!.countedAttempt, 0);
+    assert.equal(snoozed!.errors.length, 0);
+    assert.ok(snoozed!.runAt.getTime() - Date.now() > 50_000);
+
+    assert.equal(plain!.status, "retrying");
+    assert.equal(plain!.lastError, "TypeError: boom");
+    const policyDelay = await pool.query(
+      "SELECT (extract(epoch FROM backoff.retry_delay('moderate', 1, $1::bigint)) * 1000)::float8 AS ms",
+      [plain!.id],
+    );
+    // Dates hold milliseconds, the database microseconds: 1 ms either way.
+    const delay = plain!.runAt.getTime() - plain!.lastFailedAt!.getTime();
+    assert.ok(Math.abs(delay - policyDelay.rows[0].ms) <= 1, `the policy's delay: ${delay} ms, policy ${policyDelay.rows[0].ms} ms`);
+
+    assert.equal(undecodable!.status, "dead_lettered");
+    assert.equal(undecodable!.deadLetterReason, "non_retryable");
+    assert.match(undecodable!.lastError!, /^permanent: decode payload of job \d+: TypeError: kind must be a string$/);
+
+    assert.equal(ok!.status, "completed");
+  });
+
+  test("heartbeats keep a job leased past its lease while another worker reaps", opts, async () => {
+    const q = queueName("beat");
+    const c = await connect(pool);
+    const id = await c.enqueue(q);
+    const finished = deferred();
+    const w = start({
+      queues: [
+        {
+          queue: q,
+          leaseMs: 1_200,
+          heartbeatIntervalMs: 100,
+          handler: async () => {
+            await new Promise((r) => setTimeout(r, 3_000)); // two and a half leases
+            finished.resolve();
+          },
+        },
+      ],
+      pollIntervalMs: 50,
+      reapIntervalMs: -1,
+    });
+    const reaper = await connect(pool);
+    let reaping = true;
+    const reaps = (async () => {
+      while (reaping) {
+        await reaper.reap();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+    try {
+      await finished.promise;
+      await until(async () => (await readJob(pool, id)).status === "completed", 5_000, "completion");
+    } finally {
+      reaping = false;
+      await reaps;
+      await w.stop();
+    }
+    const job = await readJob(pool, id);
+    assert.equal(job.attempt, 1, "never claimed again");
+    assert.equal(job.leaseExpiries, 0);
+  });
+
+  test("a refused heartbeat aborts the handler with LeaseLostError and drops its result", opts, async () => {
+    const q = queueName("lost");
+    const c = await connect(pool);
+    const id = await c.enqueue(q);
+    const started = deferred();
+    const reason = deferred<unknown>();
+    const w = start({
+      queues: [
+        {
+          queue: q,
+          leaseMs: 5_000,
+          heartbeatIntervalMs: 100,
+          handler: async (_job, signal) => {
+            started.resolve();
+            await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+            reason.resolve(signal.reason);
+          },
+        },
+      ],
+      pollIntervalMs: 50,
+    });
+    try {
+      await started.promise;
+      await c.cancel(id, "operator cancelled");
+      assert.ok((await reason.promise) instanceof LeaseLostError);
+    } finally {
+      await w.stop();
+    }
+    const job = await readJob(pool, id);
+    assert.equal(job.status, "cancelled", "the handler's return did not complete it");
+  });
+
+  test("shutdown hands back a running job: failed as retryable, due at once", opts, async () => {
+    const q = queueName("shutdown");
+    const c = await connect(pool);
+    const id = await c.enqueue(q);
+    const started = deferred();
+    const w = start({
+      queues: [
+        {
+          queue: q,
+          handler: async (_job, signal) => {
+            started.resolve();
+            await new Promise((r) => signal.addEventListener("abort", r, { once: true }));
+            throw signal.reason;
+          },
+        },
+      ],
+      shutdownTimeoutMs: 100,
+      pollIntervalMs: 50,
+    });
+    await started.promise;
+    await w.stop();
+    const job = await readJob(pool, id);
+    assert.equal(job.status, "retrying");
+    assert.equal(job.attempt, 1);
+    assert.equal(job.lastError, `worker shutdown: ${new WorkerShutdownError().message}`);
+    assert.ok(job.runAt.getTime() <= job.lastFailedAt!.getTime(), "due at once");
+    const [again] = await c.claim(q);
+    assert.equal(again?.id, id, "another worker takes it now");
+    assert.equal(again?.attempt, 2);
+  });
+
+  test("shutdown keeps a job whose handler ignores its signal until the handler returns", opts, async () => {
+    const q = queueName("keeps");
+    const c = await connect(pool);
+    const id = await c.enqueue(q);
+    const started = deferred();
+    let handlerDone = false;
+    const w = start({
+      queues: [
+        {
+          queue: q,
+          leaseMs: 1_200,
+          heartbeatIntervalMs: 100,
+          handler: async () => {
+            started.resolve();
+            await new Promise((r) => setTimeout(r, 3_000)); // two and a half leases, deaf to the signal
+            handlerDone = true;
+          },
+        },
+      ],
+      shutdownTimeoutMs: 100,
+      pollIntervalMs: 50,
+      reapIntervalMs: -1,
+    });
+    await started.promise;
+    const stopped = w.stop();
+    const reaper = await connect(pool);
+    let runReturned = false;
+    void stopped.then(() => (runReturned = true));
+    while (!runReturned) {
+      await reaper.reap();
+      const job = await readJob(pool, id);
+      if (!handlerDone) assert.equal(job.status, "running", "still leased to the worker shutting down");
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.ok(handlerDone, "run returned only after the handler");
+    const job = await readJob(pool, id);
+    assert.equal(job.status, "completed");
+    assert.equal(job.attempt, 1);
+  });
+
+  test("a rate-limited queue is claimed when queue_state says, not at the next poll", opts, async () => {
+    const q = queueName("rate");
+    await pool.query("INSERT INTO backoff.queues (name, policy, rate, burst) VALUES ($1, 'default', 20, 1)", [q]);
+    const c = await connect(pool);
+    await c.enqueueMany([...Array(8)].map(() => ({ queue: q })));
+    const t0 = Date.now();
+    const w = start({
+      queues: [{ queue: q, handler: async () => {} }],
+      pollIntervalMs: 3_600_000,
+      reapIntervalMs: -1,
+    });
+    try {
+      await until(async () => (await statuses(q)).completed === 8, 10_000, "the queue to drain at its rate");
+    } finally {
+      await w.stop();
+    }
+    // 8 jobs at 20 per second with a bucket of 1: about 350 ms, an hour if
+    // the worker waited for its poll.
+    assert.ok(Date.now() - t0 >= 300, "no faster than the rate");
+  });
+
+  test("an idle queue is woken through LISTEN, not by polling", opts, async () => {
+    const q = queueName("listen");
+    const c = await connect(pool);
+    const ran = deferred<string>();
+    const w = start({
+      queues: [{ queue: q, handler: async (job) => ran.resolve(job.id) }],
+      pollIntervalMs: 3_600_000,
+      reapIntervalMs: -1,
+    });
+    const registered = async () =>
+      (await pool.query("SELECT count(*)::int AS n FROM backoff.waiting_workers WHERE queue = $1", [q])).rows[0].n === 1;
+    try {
+      await until(registered, 10_000, "the worker to register as waiting");
+      const id = await c.enqueue(q, { hello: "wörld" });
+      const t0 = Date.now();
+      assert.equal(await ran.promise, id);
+      assert.ok(Date.now() - t0 < 5_000);
+    } finally {
+      await w.stop();
+    }
+    assert.equal(await registered(), false, "the registration ends at shutdown");
+  });
+});
