@@ -1,6 +1,3 @@
-// Package clienttest runs the test suites of the clients written in other
-// languages (clients/python) against the project's own PostgreSQL, inside
-// `make test`.
 package clienttest
 
 import (
@@ -13,8 +10,6 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
-
-func TestMain(m *testing.M) { testdb.Main(m) }
 
 // python is Debian's interpreter, where python3-psycopg, python3-psycopg-pool,
 // python3-pytest and mypy are installed (.ci/run); another python3 on PATH
