@@ -44,6 +44,12 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    -- The job a slot enqueues must be one enqueue would take (docs/adr/0059).
+    IF p_priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'priority must be between -32768 and 32767, got "%"', p_priority
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM backoff._check_payload(ARRAY[coalesce(p_payload, '{}')]);
     IF p_max_attempts < 1 THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
@@ -107,7 +113,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.put_schedule(text, text, text, interval, text, jsonb, text, integer, integer, text, interval, integer, boolean, timestamptz, timestamptz) IS
 'Create the schedule p_name, or replace its settings, and return its row of backoff.schedules. Every slot enqueues one job into p_queue (backoff.fire_schedules) with p_payload, p_policy (NULL: the queue''s), p_priority and p_max_attempts (NULL: the policy''s). Timing, exactly one of: p_cron, a 5-field cron expression (minute hour day-of-month month day-of-week; each field *, */n, a, a-b, a-b/n or a comma list of these; names jan-dec and sun-sat; 7 is Sunday; @hourly, @daily, @weekly, @monthly, @yearly), read in p_time_zone (an IANA name, default UTC; daylight saving as cron: a fixed time skipped by the clock fires once at the end of the gap, one repeated fires once, the first time; a schedule with * in its minute or hour field fires by elapsed time, twice in a repeated hour, never in a gap); or p_every, a fixed interval (1 second to 876600 hours, no months) whose slots are p_anchor + k * p_every (p_anchor NULL: 1970-01-01 00:00 UTC). Missed slots (no caller fired them in time): p_catch_up ''latest'' (default) fires the latest one once and skips the others, ''all'' fires each one, oldest first, at most p_catch_up_limit (default 100) per call; p_catch_up_window (NULL: none) skips those older than now minus the window (''latest'' with a window of a minute fires nothing that is more than a minute late). p_skip_if_running: a slot whose schedule still has a pending, running or retrying job enqueues nothing (counted in skipped, last_skipped_slot). A new schedule, or one whose timing (expression, interval, anchor, zone) changed, fires first at its first slot after p_now; otherwise its next fire time, paused switch and counters are kept. A schedule''s queue cannot change (drop it and put it again). Admin only.
-Errors: 22023 for a name, queue or policy that is not 1 to 128 bytes without control characters, an unknown policy, max_attempts < 1, both or neither of p_cron and p_every, a cron expression that is not 5 valid fields (the message names the expression, the field and its allowed range), one that never fires, an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a catch_up other than latest or all, a window not above 0, a limit outside 1-10000, another queue for an existing schedule, a p_now outside years 1-9999.
+Errors: 22023 for a name, queue or policy that is not 1 to 128 bytes without control or format characters, an unknown policy, a priority outside -32768..32767, a payload larger than backoff.settings.max_payload_bytes, max_attempts < 1, both or neither of p_cron and p_every, a cron expression that is not 5 valid fields (the message names the expression, the field and its allowed range), one that never fires, an interval out of range or with months, a time zone that is not an IANA name, an anchor with a cron expression, a catch_up other than latest or all, a window not above 0, a limit outside 1-10000, another queue for an existing schedule, a p_now outside years 1-9999.
 Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-28 12:00+00'');
 SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_skip_if_running => true, p_now => ''2026-03-28 12:01+00'');

@@ -321,6 +321,9 @@ func TestScheduleRefusesBadInput(t *testing.T) {
 		{"p_cron => '* * * * *', p_catch_up_limit => 0", `catch_up_limit must be between 1 and 10000, got "0"`},
 		{"p_cron => '* * * * *', p_policy => 'nope'", `unknown policy "nope"`},
 		{"p_cron => '* * * * *', p_max_attempts => 0", `max_attempts must be at least 1, got "0"`},
+		// A slot's job must be one enqueue would take.
+		{"p_cron => '* * * * *', p_priority => 40000", `priority must be between -32768 and 32767, got "40000"`},
+		{"p_cron => '* * * * *', p_payload => jsonb_build_object('blob', repeat('x', 2000000))", "max_payload_bytes"},
 	} {
 		e := requireCode(t, execErr(db, "SELECT backoff.put_schedule('bad', 'q', "+c.call+")"), "22023")
 		require.Contains(t, e.Message, c.want, c.call)
