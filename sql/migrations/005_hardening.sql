@@ -47,6 +47,31 @@ WHERE pg_catalog.pg_sequence_last_value(pg_catalog.pg_get_serial_sequence('backo
 -- end their own through wait_for_jobs and stop_waiting only.
 REVOKE SELECT ON backoff.waiting_workers FROM backoff_worker;
 
+-- == Stranded work and operator history (docs/adr/0066) ==
+-- Pauses and resumes of a queue, with the database role that asked and
+-- when; prune deletes them with the finished jobs' retention. Replays and
+-- cancels are recorded in the job's own history (backoff.jobs.errors).
+CREATE TABLE backoff.queue_events (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue  text NOT NULL CHECK (queue <> ''),
+    action text NOT NULL CHECK (action IN ('pause', 'resume')),
+    role   text NOT NULL,
+    at     timestamptz NOT NULL
+);
+CREATE INDEX queue_events_queue_idx ON backoff.queue_events (queue, at);
+CREATE INDEX queue_events_at_idx ON backoff.queue_events (at);
+ALTER TABLE backoff.queue_events OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_events FROM PUBLIC;
+GRANT SELECT, DELETE ON backoff.queue_events TO backoff_admin;
+-- New signatures: pause_queue and resume_queue take p_create and p_now,
+-- _push_error the attempt's start and the role; overview and stats return
+-- the expired leases (and stats the pause switch).
+DROP FUNCTION IF EXISTS backoff.pause_queue(text);
+DROP FUNCTION IF EXISTS backoff.resume_queue(text);
+DROP FUNCTION IF EXISTS backoff._push_error(jsonb, integer, integer, timestamptz, text, text, text);
+DROP FUNCTION IF EXISTS backoff.overview(timestamptz, integer);
+DROP FUNCTION IF EXISTS backoff.stats(interval, timestamptz);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -72,6 +97,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == Stranded work and operator history (docs/adr/0066) ==
+DROP TABLE backoff.queue_events;
 
 -- == Queue scope fails closed (docs/adr/0058) ==
 GRANT SELECT ON backoff.waiting_workers TO backoff_worker;

@@ -679,11 +679,12 @@ func TestStats(t *testing.T) {
 	_ = c2
 
 	type row struct {
-		Queue                                                          string
-		Pending, Running, Retrying, Completed, DeadLettered, Cancelled int64
-		Due                                                            int64
-		OldestDueAge                                                   *time.Duration
-		Retries, DeadLetters                                           int64
+		Queue                                                        string
+		Pending, Running, Expired, Retrying, Completed, DeadLettered int64
+		Cancelled, Due                                               int64
+		OldestDueAge                                                 *time.Duration
+		Retries, DeadLetters                                         int64
+		Paused                                                       bool
 	}
 	read := func(window string, now time.Time) []row {
 		rows, err := db.Query(context.Background(), `SELECT * FROM backoff.stats($1, $2)`, window, now)
@@ -691,8 +692,8 @@ func TestStats(t *testing.T) {
 		var out []row
 		for rows.Next() {
 			var r row
-			require.NoError(t, rows.Scan(&r.Queue, &r.Pending, &r.Running, &r.Retrying, &r.Completed, &r.DeadLettered,
-				&r.Cancelled, &r.Due, &r.OldestDueAge, &r.Retries, &r.DeadLetters))
+			require.NoError(t, rows.Scan(&r.Queue, &r.Pending, &r.Running, &r.Expired, &r.Retrying, &r.Completed, &r.DeadLettered,
+				&r.Cancelled, &r.Due, &r.OldestDueAge, &r.Retries, &r.DeadLetters, &r.Paused))
 			out = append(out, r)
 		}
 		require.NoError(t, rows.Err())
@@ -700,7 +701,7 @@ func TestStats(t *testing.T) {
 	}
 	got := read("1 hour", at(3*time.Minute))
 	require.Equal(t, []row{
-		{Queue: "a", Pending: 1, Running: 1, Retrying: 1, DeadLettered: 1, Due: 1,
+		{Queue: "a", Pending: 1, Running: 1, Expired: 1, Retrying: 1, DeadLettered: 1, Due: 1,
 			OldestDueAge: ptr(3*time.Minute - time.Minute - 10*time.Second), Retries: 1, DeadLetters: 1},
 		{Queue: "b", Pending: 1, Due: 1, OldestDueAge: ptr(4 * time.Minute)},
 	}, got)

@@ -61,6 +61,8 @@ type historyEntry struct {
 	Error   string  `json:"error"`
 	Worker  *string `json:"worker"`
 	Kind    string  `json:"kind"`
+	Started *string `json:"started"` // when the failed attempt was claimed (absent before migration 005)
+	Role    *string `json:"role"`    // the role of an operator's replay or cancel
 }
 
 // job is a backoff.jobs row.
