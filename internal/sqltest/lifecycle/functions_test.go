@@ -399,7 +399,7 @@ func TestFailRetriesWithPolicyDelay(t *testing.T) {
 	require.Nil(t, f.CompletedAt)
 	require.Equal(t, ptr("smtp timeout"), f.LastError)
 	require.True(t, f.LastFailedAt.Equal(now))
-	require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error"}}, f.Errors)
+	require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error", Started: ptr("2026-01-01T00:00:00.000000Z")}}, f.Errors)
 }
 
 func TestFailRetryInIsClampedToPolicyMax(t *testing.T) {
@@ -505,7 +505,7 @@ func TestReap(t *testing.T) {
 		require.Equal(t, ptr("lease expired"), j.LastError)
 		require.Nil(t, j.LockedBy)
 		require.Nil(t, j.LeaseUntil)
-		require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired"}}, j.Errors)
+		require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired", Started: j.Errors[0].Started}}, j.Errors)
 	}
 	// The last attempt's lease expiring dead-letters it (max_attempts).
 	id := ids[0]
@@ -611,7 +611,8 @@ func TestReplay(t *testing.T) {
 	require.True(t, r.RunAt.Equal(at(time.Hour)))
 	require.Nil(t, r.DeadLetterReason)
 	require.Nil(t, r.CompletedAt)
-	require.Len(t, r.Errors, 1, "history kept")
+	require.Len(t, failures(r.Errors), 1, "history kept")
+	require.Equal(t, "replayed", r.Errors[len(r.Errors)-1].Kind, "and the replay recorded")
 	require.Equal(t, ptr("poison"), r.LastError)
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay($1)`, id), "BK003") // pending
 

@@ -65,6 +65,18 @@ type historyEntry struct {
 	Role    *string `json:"role"`    // the role of an operator's replay or cancel
 }
 
+// failures is the history without an operator's entries (replayed,
+// cancelled): one entry per failed attempt.
+func failures(h []historyEntry) []historyEntry {
+	out := []historyEntry{}
+	for _, e := range h {
+		if e.Kind != "replayed" && e.Kind != "cancelled" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // job is a backoff.jobs row.
 type job struct {
 	ID               int64          `db:"id"`
