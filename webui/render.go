@@ -53,7 +53,7 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		"count":    thousands,
 		// A running job's lease against the clock: stranded work stands out.
 		"expired": func(t *time.Time) bool { return t != nil && t.Before(time.Now()) },
-		"lease":    leaseText,
+		"lease":   leaseText,
 	}
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
