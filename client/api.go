@@ -479,9 +479,12 @@ func (c *Client) Get(ctx context.Context, jobID int64) (Job, error) {
 
 // QueueStats is one queue's row of backoff.stats.
 type QueueStats struct {
-	Queue        string
-	Pending      int64
-	Running      int64
+	Queue   string
+	Pending int64
+	Running int64
+	// Expired counts the running jobs whose lease has ended: work a
+	// stopped worker stranded, until a reap settles it.
+	Expired      int64
 	Retrying     int64
 	Completed    int64
 	DeadLettered int64
@@ -490,9 +493,12 @@ type QueueStats struct {
 	// how long the oldest of them has waited (0 when none is due).
 	Due          int64
 	OldestDueAge time.Duration
-	// Retries and DeadLetters count what happened within the window.
+	// Retries and DeadLetters count what happened within the window (an
+	// operator's replay is no retry).
 	Retries     int64
 	DeadLetters int64
+	// Paused: the queue is paused (PauseQueue).
+	Paused bool
 }
 
 // Stats returns backoff.stats: per queue, jobs by status, the due backlog
@@ -507,8 +513,8 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats,
 		args = append(args, arg{"p_window", "interval", window})
 	}
 	call, values := c.fn("stats", args...)
-	rows, err := c.db.Query(ctx, "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, "+
-		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters FROM "+call, values...)
+	rows, err := c.db.Query(ctx, "SELECT queue, pending, running, expired, retrying, completed, dead_lettered, cancelled, "+
+		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused FROM "+call, values...)
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
@@ -516,8 +522,8 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats,
 	var out []QueueStats
 	for rows.Next() {
 		var s QueueStats
-		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Retrying, &s.Completed, &s.DeadLettered,
-			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters); err != nil {
+		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Expired, &s.Retrying, &s.Completed, &s.DeadLettered,
+			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters, &s.Paused); err != nil {
 			return nil, translate(op, 0, err)
 		}
 		out = append(out, s)

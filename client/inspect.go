@@ -551,19 +551,106 @@ func (c *Client) queueState(ctx context.Context, queue string) (QueueState, time
 }
 
 // PauseQueue stops claims of queue (backoff.pause_queue); running jobs go
-// on. It reports whether the queue was running before.
+// on. It reports whether the queue was running before. A name that is no
+// queue (no configuration, no job) is refused with ErrInvalidArgument:
+// SwitchQueue with create makes a new queue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) (bool, error) {
-	var changed bool
-	err := c.db.QueryRow(ctx, "SELECT backoff.pause_queue(p_queue => $1::text)", queue).Scan(&changed)
-	return changed, translate(fmt.Sprintf("pause queue %q", queue), 0, err)
+	return c.SwitchQueue(ctx, queue, true, false)
 }
 
 // ResumeQueue lets claims of queue start again (backoff.resume_queue). It
-// reports whether the queue was paused before.
+// reports whether the queue was paused before. A name that is no queue is
+// refused with ErrInvalidArgument.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) (bool, error) {
+	return c.SwitchQueue(ctx, queue, false, false)
+}
+
+// SwitchQueue pauses (pause true) or resumes queue and reports whether it
+// changed. With create, a queue that has neither configuration nor jobs
+// is created (paused, or running); without, it is refused
+// (ErrInvalidArgument). Each change is recorded in the queue's history
+// (QueueEvents) with the database role.
+func (c *Client) SwitchQueue(ctx context.Context, queue string, pause, create bool) (bool, error) {
+	name, op := "resume_queue", fmt.Sprintf("resume queue %q", queue)
+	if pause {
+		name, op = "pause_queue", fmt.Sprintf("pause queue %q", queue)
+	}
+	call, args := c.fn(name, arg{"p_queue", "text", queue}, arg{"p_create", "boolean", create})
 	var changed bool
-	err := c.db.QueryRow(ctx, "SELECT backoff.resume_queue(p_queue => $1::text)", queue).Scan(&changed)
-	return changed, translate(fmt.Sprintf("resume queue %q", queue), 0, err)
+	err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&changed)
+	return changed, translate(op, 0, err)
+}
+
+// QueueEvent is one operator action on a queue (backoff.queue_events).
+type QueueEvent struct {
+	Queue  string
+	Action string // "pause" or "resume"
+	Role   string // the database role that asked
+	At     time.Time
+}
+
+// QueueEvents returns the newest limit (0: 20) pauses and resumes of queue
+// ("" for every queue), newest first. prune drops them with the finished
+// jobs' retention.
+func (c *Client) QueueEvents(ctx context.Context, queue string, limit int) ([]QueueEvent, error) {
+	op := "read queue history"
+	rows, err := c.db.Query(ctx, `SELECT queue, action, role, at FROM backoff.queue_events
+WHERE $1::text IS NULL OR queue = $1 ORDER BY at DESC, id DESC LIMIT $2`, nullString(queue), nullIntDefault(limit, 20))
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	out := []QueueEvent{}
+	for rows.Next() {
+		var e QueueEvent
+		if err := rows.Scan(&e.Queue, &e.Action, &e.Role, &e.At); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
+// WorkerInfo is a worker as the database knows it: by the running jobs it
+// holds (backoff.workers).
+type WorkerInfo struct {
+	Name    string
+	Queues  []string
+	Jobs    int64 // running jobs it holds
+	Expired int64 // of them, with a lease that has ended (stranded)
+	// OldestStarted is the earliest start of its attempts; OldestLease and
+	// LatestLease the earliest and latest lease end. A LatestLease in the
+	// past: the worker renews nothing any more.
+	OldestStarted, OldestLease, LatestLease time.Time
+}
+
+// Workers lists the workers that hold running jobs, by name
+// (backoff.workers). Workers write nothing for it; one that holds no job
+// is not listed.
+func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
+	op := "list workers"
+	call, args := c.fn("workers")
+	rows, err := c.db.Query(ctx, "SELECT worker, queues, jobs, expired, coalesce(oldest_started, oldest_lease), "+
+		"oldest_lease, latest_lease FROM "+call, args...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	out := []WorkerInfo{}
+	for rows.Next() {
+		var w WorkerInfo
+		if err := rows.Scan(&w.Name, &w.Queues, &w.Jobs, &w.Expired, &w.OldestStarted, &w.OldestLease, &w.LatestLease); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
 }
 
 // ReplayOutcome is what ReplayDeadLetters did with one dead letter:

@@ -91,7 +91,7 @@ func TestOperatorCallsAgainstPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "SMTP error 0", d.LastError)
 	require.Len(t, d.Errors, 1)
-	require.JSONEq(t, `[{"attempt": 1, "counted": 1, "at": "2030-06-01T00:00:00.000000Z", "error": "SMTP error 0", "worker": "ops", "kind": "error"}]`,
+	require.JSONEq(t, `[{"attempt": 1, "counted": 1, "at": "2030-06-01T00:00:00.000000Z", "error": "SMTP error 0", "worker": "ops", "kind": "error", "started": "2030-06-01T00:00:00.000000Z"}]`,
 		string(d.ErrorsJSON))
 	_, err = c.Details(ctx, 999999)
 	require.ErrorIs(t, err, ErrJobNotFound)

@@ -85,7 +85,15 @@ type AttemptError struct {
 	At            time.Time `json:"at"`
 	Error         string    `json:"error"`
 	Worker        string    `json:"worker,omitempty"`
-	Kind          string    `json:"kind"` // "error" (the handler's) or "lease_expired"
+	// Kind is "error" (the handler's) or "lease_expired" for a failed
+	// attempt; "replayed" or "cancelled" for an operator's action, which
+	// is no attempt (docs/adr/0066).
+	Kind string `json:"kind"`
+	// Started is when the failed attempt was claimed (nil in entries
+	// written before migration 5, and for a replay).
+	Started *time.Time `json:"started,omitempty"`
+	// Role is the database role of an operator's replay or cancel.
+	Role string `json:"role,omitempty"`
 }
 
 // AttemptNumber is the counted attempt: which try this is, 1 for the

@@ -19,6 +19,9 @@ type QueueOverview struct {
 	Configured bool // the queue has a row in backoff.queues
 	// Pending, Running, Retrying, Due and OldestDueAge are exact.
 	Pending, Running, Retrying int64
+	// Expired counts the running jobs whose lease has ended: work a
+	// stopped worker stranded, until a reap settles it (docs/adr/0066).
+	Expired int64
 	// Due counts pending and retrying jobs whose run_at has passed;
 	// OldestDueAge is how long the oldest of them has waited (0: none due).
 	Due          int64
@@ -49,7 +52,7 @@ type QueueOverview struct {
 func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview, error) {
 	op := "read the queue overview"
 	call, args := c.fn("overview", arg{"p_exact_limit", "integer", nullIntDefault(exactLimit, 10000)})
-	rows, err := c.db.Query(ctx, "SELECT queue, policy, paused, configured, pending, running, retrying, due, "+
+	rows, err := c.db.Query(ctx, "SELECT queue, policy, paused, configured, pending, running, expired, retrying, due, "+
 		"coalesce(oldest_due_age, interval '0'), completed, dead_lettered, cancelled, finished_exact, "+
 		"breaker, rate, tokens, next_claim_at FROM "+call, args...)
 	if err != nil {
@@ -61,7 +64,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 	for rows.Next() {
 		var q QueueOverview
 		var next *time.Time
-		if err := rows.Scan(&q.Queue, &q.Policy, &q.Paused, &q.Configured, &q.Pending, &q.Running, &q.Retrying,
+		if err := rows.Scan(&q.Queue, &q.Policy, &q.Paused, &q.Configured, &q.Pending, &q.Running, &q.Expired, &q.Retrying,
 			&q.Due, &q.OldestDueAge, &q.Completed, &q.DeadLettered, &q.Cancelled, &q.FinishedExact,
 			&q.Breaker, &q.Rate, &q.Tokens, &next); err != nil {
 			return nil, translate(op, 0, err)
@@ -77,6 +80,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 		}
 		p := &out[i]
 		p.Pending, p.Running, p.Retrying, p.Due = p.Pending+q.Pending, p.Running+q.Running, p.Retrying+q.Retrying, p.Due+q.Due
+		p.Expired += q.Expired
 		p.OldestDueAge = max(p.OldestDueAge, q.OldestDueAge)
 		p.Completed, p.DeadLettered, p.Cancelled = p.Completed+q.Completed, p.DeadLettered+q.DeadLettered, p.Cancelled+q.Cancelled
 		p.FinishedExact = p.FinishedExact && q.FinishedExact

@@ -5925,6 +5925,31 @@ CREATE UNIQUE INDEX jobs_schedule_slot_idx ON backoff.jobs (schedule, schedule_s
 CREATE INDEX jobs_schedule_live_idx ON backoff.jobs (schedule)
     WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
 
+-- == Stranded work and operator history (docs/adr/0066) ==
+-- Pauses and resumes of a queue, with the database role that asked and
+-- when; prune deletes them with the finished jobs' retention. Replays and
+-- cancels are recorded in the job's own history (backoff.jobs.errors).
+CREATE TABLE backoff.queue_events (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue  text NOT NULL CHECK (queue <> ''),
+    action text NOT NULL CHECK (action IN ('pause', 'resume')),
+    role   text NOT NULL,
+    at     timestamptz NOT NULL
+);
+CREATE INDEX queue_events_queue_idx ON backoff.queue_events (queue, at);
+CREATE INDEX queue_events_at_idx ON backoff.queue_events (at);
+ALTER TABLE backoff.queue_events OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_events FROM PUBLIC;
+GRANT SELECT, DELETE ON backoff.queue_events TO backoff_admin;
+-- New signatures: pause_queue and resume_queue take p_create and p_now,
+-- _push_error the attempt's start and the role; overview and stats return
+-- the expired leases (and stats the pause switch).
+DROP FUNCTION IF EXISTS backoff.pause_queue(text);
+DROP FUNCTION IF EXISTS backoff.resume_queue(text);
+DROP FUNCTION IF EXISTS backoff._push_error(jsonb, integer, integer, timestamptz, text, text, text);
+DROP FUNCTION IF EXISTS backoff.overview(timestamptz, integer);
+DROP FUNCTION IF EXISTS backoff.stats(interval, timestamptz);
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -6516,17 +6541,22 @@ AS $$
     SELECT to_char(p_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 $$;
 
--- backoff._push_error(errors, attempt, counted, at, error, worker, kind):
--- the job's error history with one entry appended, keeping the 20 most
--- recent entries (the oldest are dropped). Entries are objects
--- {"attempt", "counted", "at" (ISO 8601 UTC), "error", "worker", "kind"}:
--- attempt is the fencing token of the attempt that failed (attempts, unique
--- per claim, so unique per entry), counted its place in the budget
--- (attempts - uncounted_attempts, what max_attempts bounds: docs/adr/0020),
--- kind 'error' (a handler's failure) or 'lease_expired' (reaped). Private;
--- used by fail and reap. One expression, so PostgreSQL inlines it into the
--- UPDATE; the JSON path runs only when there is something to drop (it costs
--- about as much as the rest of the entry).
+-- backoff._push_error(errors, attempt, counted, at, error, worker, kind,
+-- started, role): the job's history with one entry appended, keeping the
+-- 20 most recent entries (the oldest are dropped). Entries are objects
+-- {"attempt", "counted", "at" (ISO 8601 UTC), "error", "worker", "kind"}
+-- and, when known, "started" (ISO 8601 UTC) and "role":
+-- attempt is the fencing token of the attempt (attempts, unique per claim),
+-- counted its place in the budget (attempts - uncounted_attempts, what
+-- max_attempts bounds: docs/adr/0020). kind 'error' (a handler's failure)
+-- or 'lease_expired' (reaped) is a failed attempt, with started = when it
+-- was claimed (last_attempted_at), so that a timeline can draw it; kind
+-- 'replayed' or 'cancelled' is an operator's action (docs/adr/0066), with
+-- role = the database role that asked; it is no attempt and nothing
+-- counts it as one. Private; used by fail, reap, cancel and the replays.
+-- One expression, so PostgreSQL inlines it into the UPDATE; the JSON path
+-- runs only when there is something to drop (it costs about as much as the
+-- rest of the entry).
 CREATE OR REPLACE FUNCTION backoff._push_error(
     p_errors  jsonb,
     p_attempt integer,
@@ -6534,7 +6564,9 @@ CREATE OR REPLACE FUNCTION backoff._push_error(
     p_at      timestamptz,
     p_error   text,
     p_worker  text,
-    p_kind    text
+    p_kind    text,
+    p_started timestamptz DEFAULT NULL,
+    p_role    text DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE sql
@@ -6548,7 +6580,11 @@ AS $$
                'at', backoff._iso8601(p_at),
                'error', p_error,
                'worker', p_worker,
-               'kind', p_kind))
+               'kind', p_kind)
+           || CASE WHEN p_started IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('started', backoff._iso8601(p_started)) END
+           || CASE WHEN p_role IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('role', p_role) END)
 $$;
 
 -- backoff._governing_policy(policy, queue): the name of the policy that
@@ -7203,6 +7239,23 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT backoff._queue_scope('work')
+$$;
+
+-- backoff._queue_has_jobs(queue): whether any job of the queue exists,
+-- from the three partial indexes that between them hold every job (live:
+-- jobs_claimable_idx, finished: jobs_finished_idx, running:
+-- jobs_lease_idx), so that it stays one probe each at any table size.
+-- Private; pause_queue and resume_queue use it to tell a queue from a typo.
+CREATE OR REPLACE FUNCTION backoff._queue_has_jobs(p_queue text)
+RETURNS boolean
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying'))
+        OR EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.completed_at IS NOT NULL)
+        OR EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.lease_until IS NOT NULL)
 $$;
 
 -- backoff.job(job id): one job as a row of backoff.jobs, or no row when
@@ -8466,7 +8519,7 @@ BEGIN
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = v_error,
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
     WHERE j.id = p_job_id
       AND j.status = 'running'
       AND j.attempts = p_attempt
@@ -8493,7 +8546,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error, started: when the attempt was claimed (last_attempted_at)} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -8595,7 +8648,7 @@ BEGIN
         locked_by = NULL,
         last_failed_at = p_now,
         last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired')
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired', j.last_attempted_at)
     FROM decided AS d
     WHERE j.id = d.id;
     GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -8604,7 +8657,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, and the worker that held the lease. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, the worker that held the lease, and started: when that attempt was claimed (last_attempted_at), so the stuck interval is [started, at]. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -8731,7 +8784,10 @@ SELECT status, attempts, attempts - uncounted_attempts AS counted, run_at - now(
 
 -- backoff.cancel(job id, reason, now): terminal 'cancelled' for a job that
 -- is not finished (pending, retrying or running). A running worker learns
--- it at its next complete, fail, heartbeat or snooze (BK003).
+-- it at its next complete, fail, heartbeat or snooze (BK003). The cancel
+-- is recorded in the job's history, kind 'cancelled', with the role that
+-- asked (docs/adr/0066): session_user, the login role, which a SECURITY
+-- DEFINER function does not change.
 CREATE OR REPLACE FUNCTION backoff.cancel(
     p_job_id bigint,
     p_reason text DEFAULT NULL,
@@ -8761,7 +8817,13 @@ BEGIN
         completed_at = p_now,
         lease_until = NULL,
         locked_by = NULL,
-        last_error = coalesce(backoff._error_text(p_reason), j.last_error)
+        last_error = coalesce(backoff._error_text(p_reason), j.last_error),
+        -- Of a running job, the attempt it stopped (its worker and start).
+        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now,
+                                     backoff._error_text(p_reason),
+                                     CASE WHEN j.status = 'running' THEN j.locked_by END, 'cancelled',
+                                     CASE WHEN j.status = 'running' THEN j.last_attempted_at END,
+                                     session_user::text)
     WHERE j.id = p_job_id
       AND j.status IN ('pending', 'running', 'retrying')
     RETURNING j.* INTO v_job;
@@ -8779,7 +8841,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
+'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -8792,7 +8854,8 @@ SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
 -- still running the cancelled attempt cannot settle the next one. Two
 -- concurrent replays of one job: the second waits for the first's row lock,
 -- then finds a pending job (BK003). The error history and last_error stay
--- as evidence.
+-- as evidence, and the replay is appended to the history, kind 'replayed',
+-- with the role that asked (session_user: docs/adr/0066).
 CREATE OR REPLACE FUNCTION backoff.replay(
     p_job_id bigint,
     p_now    timestamptz DEFAULT now()
@@ -8825,7 +8888,8 @@ BEGIN
             dead_letter_reason = NULL,
             completed_at = NULL,
             lease_until = NULL,
-            locked_by = NULL
+            locked_by = NULL,
+            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
         WHERE j.id = p_job_id
           AND j.status IN ('dead_lettered', 'cancelled')
         RETURNING j.* INTO v_job;
@@ -8850,7 +8914,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history, and {attempt (the token so far), counted: 0, at: p_now, kind: replayed, role: the login role (session_user)} is appended to errors (20 most recent kept); it is not a failed attempt (stats, activity and the retry budget do not count it). attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -8918,7 +8982,8 @@ BEGIN
             dead_letter_reason = NULL,
             completed_at = NULL,
             lease_until = NULL,
-            locked_by = NULL
+            locked_by = NULL,
+            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
         FROM verdict AS v
         WHERE j.id = v.id AND v.reason IS NULL
         RETURNING j.id
@@ -8937,7 +9002,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
-'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
+'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept, with a replayed entry naming the login role as backoff.replay appends), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
 Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';
@@ -9060,6 +9125,8 @@ SELECT * FROM backoff.bulk_jobs(''replay'', p_queue => ''emails'', p_statuses =>
 -- window (fail deletes only two per append, so a queue that stops failing
 -- keeps its last window). While a breaker is open, the log rows from
 -- half_open_at on are kept: the next half-open claim reopens from them.
+-- The queue history (backoff.queue_events: pauses and resumes) goes with
+-- the same retention as the finished jobs (docs/adr/0066).
 -- These rows are not in the result (it counts jobs, so that "call it until
 -- it returns less than p_limit" keeps its meaning); every delete skips
 -- locked rows, so prune never waits for a claim or a fail.
@@ -9130,13 +9197,21 @@ BEGIN
            OR s.slot >= least(16, backoff._queue_burst(q.rate, q.burst))
         LIMIT p_limit
         FOR UPDATE OF s SKIP LOCKED);
+    -- The queue history, with the finished jobs' retention.
+    DELETE FROM backoff.queue_events AS e
+    WHERE e.id = ANY (ARRAY(
+        SELECT o.id
+        FROM backoff.queue_events AS o
+        WHERE o.at < p_now - p_older_than
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
 'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
-It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; and failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at.
+It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at; and the queue history (backoff.queue_events) from before p_now - p_older_than.
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -9148,8 +9223,12 @@ SELECT backoff.prune(''7 days'', p_now => now() + interval ''8 days'') AS delete
 -- jobs per status, how many are due and how long the oldest due job has
 -- waited, and what happened in the window (p_now - p_window, p_now]:
 -- retries scheduled and jobs dead-lettered. A failure is read from the error
--- history, so only the 20 most recent per job count. One scan of the table:
--- fine for an operator's command, not for a tight loop.
+-- history, so only the 20 most recent per job count; an operator's entries
+-- there (replayed, cancelled) are no failures, and a failure that
+-- dead-lettered its job stays no retry when the job is replayed
+-- (docs/adr/0066). expired counts the running jobs whose lease ended before
+-- p_now: work a dead worker stranded, until reap settles it. One scan of
+-- the table: fine for an operator's command, not for a tight loop.
 CREATE OR REPLACE FUNCTION backoff.stats(
     p_window interval DEFAULT '1 hour',
     p_now    timestamptz DEFAULT now()
@@ -9158,6 +9237,7 @@ RETURNS TABLE (
     queue          text,
     pending        bigint,
     running        bigint,
+    expired        bigint,
     retrying       bigint,
     completed      bigint,
     dead_lettered  bigint,
@@ -9165,7 +9245,8 @@ RETURNS TABLE (
     due            bigint,
     oldest_due_age interval,
     retries        bigint,
-    dead_letters   bigint
+    dead_letters   bigint,
+    paused         boolean
 )
 LANGUAGE plpgsql
 STABLE
@@ -9183,6 +9264,7 @@ BEGIN
         SELECT j.queue,
                count(*) FILTER (WHERE j.status = 'pending') AS pending,
                count(*) FILTER (WHERE j.status = 'running') AS running,
+               count(*) FILTER (WHERE j.lease_until < p_now) AS expired,
                count(*) FILTER (WHERE j.status = 'retrying') AS retrying,
                count(*) FILTER (WHERE j.status = 'completed') AS completed,
                count(*) FILTER (WHERE j.status = 'dead_lettered') AS dead_lettered,
@@ -9198,31 +9280,36 @@ BEGIN
     ),
     failures AS (
         -- Failures in the window that were followed by a retry: every
-        -- history entry in the window but the one that dead-lettered its job.
+        -- failed attempt (kind error or lease_expired) in the window but the
+        -- one that dead-lettered its job: the last entry of a dead letter,
+        -- or an entry an operator's replay follows.
         SELECT j.queue, count(*) AS retries
         FROM backoff.jobs AS j
         CROSS JOIN LATERAL jsonb_array_elements(j.errors) WITH ORDINALITY AS e(entry, n)
         WHERE j.last_failed_at > p_now - p_window
+          AND coalesce(e.entry ->> 'kind', 'error') IN ('error', 'lease_expired')
           AND (e.entry ->> 'at')::timestamptz > p_now - p_window
           AND (e.entry ->> 'at')::timestamptz <= p_now
           AND NOT (j.status = 'dead_lettered' AND e.n = jsonb_array_length(j.errors))
+          AND coalesce(j.errors -> e.n::integer ->> 'kind', '') <> 'replayed'
         GROUP BY j.queue
     )
-    SELECT c.queue, c.pending, c.running, c.retrying, c.completed, c.dead_lettered, c.cancelled,
-           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters
+    SELECT c.queue, c.pending, c.running, c.expired, c.retrying, c.completed, c.dead_lettered, c.cancelled,
+           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters, coalesce(q.paused, false)
     FROM counts AS c
     LEFT JOIN failures AS f ON f.queue = c.queue
+    LEFT JOIN backoff.queues AS q ON q.name = c.queue
     ORDER BY c.queue;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
-'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history; dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
+'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); expired = running jobs whose lease ended before p_now (stranded by a worker that stopped; backoff.reap settles them); paused = the queue is paused (backoff.pause_queue); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history (an operator''s replay is no retry: the failure that dead-lettered a replayed job is not counted, nor are the history''s replayed and cancelled entries); dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
 Errors: 22023 for a NULL or negative window, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT queue, pending, running, due, retries, dead_letters FROM backoff.stats(''15 minutes'');';
+SELECT queue, pending, running, expired, due, retries, dead_letters, paused FROM backoff.stats(''15 minutes'');';
 
 -- backoff.queue_state(queue, now): where a queue's controls stand at p_now
 -- (docs/adr/0045): the circuit breaker's state, when it opened, the
@@ -9333,7 +9420,9 @@ SELECT state, failures, tokens, next_claim_at FROM backoff.queue_state(''emails'
 -- finished rows (docs/adr/0048-overview-without-full-scans.md):
 -- * pending, retrying, due and the oldest due from an index-only scan of
 --   jobs_claimable_idx (its live rows only; status is INCLUDEd);
--- * running from jobs_lease_idx (lease_until is set exactly while running);
+-- * running from jobs_lease_idx (lease_until is set exactly while running),
+--   and expired: those whose lease ended before p_now, stranded by a worker
+--   that stopped until reap settles them (docs/adr/0066);
 -- * completed, dead_lettered and cancelled from jobs_finished_idx, counted
 --   exactly while a queue has at most p_exact_limit finished rows; above,
 --   the planner's estimate for (queue, status) (statistics
@@ -9355,6 +9444,7 @@ RETURNS TABLE (
     configured     boolean,
     pending        bigint,
     running        bigint,
+    expired        bigint,
     retrying       bigint,
     due            bigint,
     oldest_due_age interval,
@@ -9405,7 +9495,7 @@ BEGIN
             GROUP BY j.queue
         ),
         leased AS (
-            SELECT j.queue AS name, count(*) AS running
+            SELECT j.queue AS name, count(*) AS running, count(*) FILTER (WHERE j.lease_until < p_now) AS expired
             FROM backoff.jobs AS j
             WHERE j.lease_until IS NOT NULL
             GROUP BY j.queue
@@ -9423,6 +9513,7 @@ BEGIN
                q.name IS NOT NULL AS configured,
                coalesce(w.pending, 0) AS pending,
                coalesce(l.running, 0) AS running,
+               coalesce(l.expired, 0) AS expired,
                coalesce(w.retrying, 0) AS retrying,
                coalesce(w.due, 0) AS due,
                CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age
@@ -9438,6 +9529,7 @@ BEGIN
         configured := v_row.configured;
         pending := v_row.pending;
         running := v_row.running;
+        expired := v_row.expired;
         retrying := v_row.retrying;
         due := v_row.due;
         oldest_due_age := v_row.oldest_due_age;
@@ -9481,10 +9573,54 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
-'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; expired = running jobs whose lease ended before p_now (stranded by a worker that stopped, until backoff.reap settles them); due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
 Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
 Example:
-SELECT queue, pending, running, retrying, due, completed, finished_exact FROM backoff.overview();';
+SELECT queue, pending, running, expired, retrying, due, completed, finished_exact FROM backoff.overview();';
+
+-- backoff.workers(now): the workers the database knows about, from the
+-- jobs they hold (locked_by of the running jobs, read through
+-- jobs_lease_idx): no worker writes anything for it, so a claim, a
+-- heartbeat and a settle cost what they did (docs/adr/0066). A worker
+-- that holds no job is not known here. The newest lease end stands for
+-- the latest sign of life: a heartbeat or a claim moves it forward, so a
+-- worker whose newest lease has expired has stopped renewing every lease
+-- it holds. Admin only.
+CREATE OR REPLACE FUNCTION backoff.workers(p_now timestamptz DEFAULT now())
+RETURNS TABLE (
+    worker           text,
+    queues           text[],
+    jobs             bigint,
+    expired          bigint,
+    oldest_started   timestamptz,
+    oldest_lease     timestamptz,
+    latest_lease     timestamptz
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    p_now := backoff._now(p_now);
+    RETURN QUERY
+    SELECT coalesce(j.locked_by, ''), pg_catalog.array_agg(DISTINCT j.queue ORDER BY j.queue),
+           count(*), count(*) FILTER (WHERE j.lease_until < p_now),
+           min(j.last_attempted_at), min(j.lease_until), max(j.lease_until)
+    FROM backoff.jobs AS j
+    WHERE j.lease_until IS NOT NULL
+    GROUP BY 1
+    ORDER BY 1;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.workers(timestamptz) IS
+'One row per worker that holds running jobs (locked_by; '''' for jobs claimed without a worker name), by name: queues it holds jobs of, jobs = how many it holds, expired = how many of them have a lease that ended before p_now (stranded: backoff.reap settles them), oldest_started = the earliest start (last_attempted_at) of its attempts, oldest_lease and latest_lease = the earliest and the latest lease end (a heartbeat or a claim moves the latest forward; when it is before p_now the worker renews nothing any more). Computed from the running jobs (jobs_lease_idx): workers write nothing for it, and a worker that holds no job is not listed. Admin only.
+Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT worker, queues, jobs, expired, latest_lease FROM backoff.workers(now() + interval ''1 minute'');';
 
 -- backoff.activity(since, bucket, now): what happened per queue and per
 -- bucket of time in [p_since, p_now]: jobs completed, dead-lettered and
@@ -9565,6 +9701,8 @@ BEGIN
         FROM backoff.jobs AS j
         CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(j.errors) AS h(entry)
         WHERE j.last_failed_at >= p_since
+          -- Failed attempts only: not an operator's replay or cancel.
+          AND coalesce(h.entry ->> 'kind', 'error') IN ('error', 'lease_expired')
           AND (h.entry ->> 'at')::timestamptz >= p_since
           AND (h.entry ->> 'at')::timestamptz <= p_now
         GROUP BY 1, 2
@@ -9578,7 +9716,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.activity(timestamptz, interval, timestamptz) IS
-'Per queue and per bucket of p_bucket (default 1 minute) in [p_since, p_now] (both included): completed, dead_lettered and cancelled = jobs that reached that status then (completed_at), failed = failed attempts then (handler errors and expired leases, from the error history, which keeps the 20 most recent per job). Buckets are aligned to multiples of p_bucket since 2000-01-01 00:00 UTC (bucket is the start), so an ended bucket reads the same on later calls (the first and last bucket only count what lies in the range). Buckets where nothing happened are absent. Reads indexes: its cost grows with the events in the range, not with the table. Admin only.
+'Per queue and per bucket of p_bucket (default 1 minute) in [p_since, p_now] (both included): completed, dead_lettered and cancelled = jobs that reached that status then (completed_at), failed = failed attempts then (handler errors and expired leases, from the error history, which keeps the 20 most recent per job; its replayed and cancelled entries are no failures). Buckets are aligned to multiples of p_bucket since 2000-01-01 00:00 UTC (bucket is the start), so an ended bucket reads the same on later calls (the first and last bucket only count what lies in the range). Buckets where nothing happened are absent. Reads indexes: its cost grows with the events in the range, not with the table. Admin only.
 Errors: 22023 for a bucket below 1 second or above 876600 hours, a p_since that is NULL or infinite (one after p_now gives no rows), more than 100000 buckets, or a bad p_now.
 Example:
 SELECT * FROM backoff.activity(now() - interval ''1 hour'');';
@@ -9808,13 +9946,21 @@ COMMENT ON FUNCTION backoff.queue_list() IS
 Example:
 SELECT name, policy, paused, configured FROM backoff.queue_list();';
 
--- backoff.pause_queue(queue): stop claims from a queue (claim skips a
--- paused queue; acquire, settling and heartbeats go on, so running jobs
--- finish). A queue without a row in backoff.queues gets one, with the
--- policy backoff._job_policy_name gives it today (so pausing changes no job's
--- policy). Returns true if the queue was running, false if it was already
--- paused. Admin only.
-CREATE OR REPLACE FUNCTION backoff.pause_queue(p_queue text)
+-- backoff.pause_queue(queue, create, now): stop claims from a queue (claim
+-- skips a paused queue; acquire, settling and heartbeats go on, so running
+-- jobs finish). A queue without a row in backoff.queues gets one, with the
+-- policy backoff._job_policy_name gives it today (so pausing changes no
+-- job's policy). A name that is no queue (no row, no job) is refused
+-- unless p_create: a typo must not leave a paused phantom queue behind
+-- while the real one runs on (docs/adr/0066). A pause that changes the
+-- queue is recorded in backoff.queue_events with the login role. Returns
+-- true if the queue was running, false if it was already paused. Admin
+-- only.
+CREATE OR REPLACE FUNCTION backoff.pause_queue(
+    p_queue  text,
+    p_create boolean DEFAULT false,
+    p_now    timestamptz DEFAULT now()
+)
 RETURNS boolean
 LANGUAGE plpgsql
 VOLATILE
@@ -9827,32 +9973,51 @@ BEGIN
     -- The name rule of enqueue (backoff._check_name): a name no job can
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
+    IF p_create IS NULL THEN
+        RAISE EXCEPTION 'cannot pause queue "%": create must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
     SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
     IF NOT FOUND THEN
+        IF NOT p_create AND NOT backoff._queue_has_jobs(p_queue) THEN
+            RAISE EXCEPTION 'cannot pause queue "%": no such queue (it has no jobs and no configuration)', p_queue
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'Check the name, or pass p_create => true to create the queue paused.';
+        END IF;
         INSERT INTO backoff.queues (name, policy, paused, updated_at)
         VALUES (p_queue, backoff._job_policy_name(NULL, p_queue), true, pg_catalog.now())
         ON CONFLICT (name) DO UPDATE SET paused = true, updated_at = pg_catalog.now();
-        RETURN true;
-    END IF;
-    IF v_was_paused THEN
+    ELSIF v_was_paused THEN
         RETURN false;
+    ELSE
+        UPDATE backoff.queues AS q SET paused = true, updated_at = pg_catalog.now() WHERE q.name = p_queue;
     END IF;
-    UPDATE backoff.queues AS q SET paused = true, updated_at = pg_catalog.now() WHERE q.name = p_queue;
+    INSERT INTO backoff.queue_events (queue, action, role, at) VALUES (p_queue, 'pause', session_user, p_now);
     RETURN true;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.pause_queue(text) IS
-'Pause p_queue: backoff.claim returns no job of it until backoff.resume_queue. Jobs already running go on (they can still complete, fail, heartbeat and snooze), enqueue still adds jobs, and backoff.acquire of a job by id still works. A queue without a row in backoff.queues gets one with the policy it has now (backoff.job_policy), so pausing changes no job''s policy. Returns true if the queue was running, false if it was already paused. Admin only.
-Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters.
+COMMENT ON FUNCTION backoff.pause_queue(text, boolean, timestamptz) IS
+'Pause p_queue: backoff.claim returns no job of it until backoff.resume_queue. Jobs already running go on (they can still complete, fail, heartbeat and snooze), enqueue still adds jobs, and backoff.acquire of a job by id still works. A queue without a row in backoff.queues gets one with the policy it has now (backoff.job_policy), so pausing changes no job''s policy. A queue that has neither a row in backoff.queues nor any job is refused unless p_create is true (then it is created paused). A pause that changes the queue is recorded in backoff.queue_events (queue, action ''pause'', role = the login role, at = p_now). Returns true if the queue was running, false if it was already paused. Admin only.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, a queue that does not exist (without p_create), a NULL p_create, or a bad p_now (p_now NULL is the database clock).
 Example:
-SELECT backoff.pause_queue(''emails'');
-SELECT name, policy, paused FROM backoff.queues;';
+SELECT backoff.pause_queue(''emails'', p_create => true);
+SELECT name, policy, paused FROM backoff.queues;
+SELECT queue, action, role FROM backoff.queue_events;';
 
--- backoff.resume_queue(queue): undo backoff.pause_queue; claims of the queue
--- start again. Returns true if the queue was paused, false if it was not
--- (a queue without a row is not paused). Admin only.
-CREATE OR REPLACE FUNCTION backoff.resume_queue(p_queue text)
+-- backoff.resume_queue(queue, create, now): undo backoff.pause_queue;
+-- claims of the queue start again. Returns true if the queue was paused,
+-- false if it was not (a queue without a row is not paused). A name that
+-- is no queue (no row, no job) is refused unless p_create, as pause_queue
+-- refuses it: "resumed" must not be reported for a typo (docs/adr/0066).
+-- A resume that changes the queue is recorded in backoff.queue_events.
+-- Admin only.
+CREATE OR REPLACE FUNCTION backoff.resume_queue(
+    p_queue  text,
+    p_create boolean DEFAULT false,
+    p_now    timestamptz DEFAULT now()
+)
 RETURNS boolean
 LANGUAGE plpgsql
 VOLATILE
@@ -9863,16 +10028,39 @@ BEGIN
     -- The name rule of enqueue (backoff._check_name): a name no job can
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
+    IF p_create IS NULL THEN
+        RAISE EXCEPTION 'cannot resume queue "%": create must not be null', p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
     UPDATE backoff.queues AS q SET paused = false, updated_at = pg_catalog.now()
     WHERE q.name = p_queue AND q.paused;
-    RETURN FOUND;
+    IF FOUND THEN
+        INSERT INTO backoff.queue_events (queue, action, role, at) VALUES (p_queue, 'resume', session_user, p_now);
+        RETURN true;
+    END IF;
+    IF NOT p_create
+       AND NOT EXISTS (SELECT FROM backoff.queues AS q WHERE q.name = p_queue)
+       AND NOT backoff._queue_has_jobs(p_queue) THEN
+        RAISE EXCEPTION 'cannot resume queue "%": no such queue (it has no jobs and no configuration)', p_queue
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Check the name, or pass p_create => true.';
+    END IF;
+    IF p_create THEN
+        -- A known queue that runs, with its policy of today.
+        INSERT INTO backoff.queues (name, policy, paused, updated_at)
+        VALUES (p_queue, backoff._job_policy_name(NULL, p_queue), false, pg_catalog.now())
+        ON CONFLICT (name) DO NOTHING;
+    END IF;
+    RETURN false;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.resume_queue(text) IS
-'Resume p_queue after backoff.pause_queue: backoff.claim returns its due jobs again. Returns true if the queue was paused, false if it was not (a queue without a row in backoff.queues is not paused). Admin only.
-Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters.
+COMMENT ON FUNCTION backoff.resume_queue(text, boolean, timestamptz) IS
+'Resume p_queue after backoff.pause_queue: backoff.claim returns its due jobs again. Returns true if the queue was paused, false if it was not (a queue without a row in backoff.queues is not paused). A queue that has neither a row in backoff.queues nor any job is refused unless p_create is true (then it gets a row, not paused, with the policy it has now). A resume that changes the queue is recorded in backoff.queue_events (queue, action ''resume'', role = the login role, at = p_now). Admin only.
+Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, a queue that does not exist (without p_create), a NULL p_create, or a bad p_now (p_now NULL is the database clock).
 Example:
+SELECT backoff.pause_queue(''emails'', p_create => true);
 SELECT backoff.resume_queue(''emails'');';
 
 -- backoff.grant_queue(role, queue, privilege): allow p_role to act on

@@ -71,6 +71,24 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", h.opts.Prefix, id), http.StatusSeeOther)
 }
 
+// reap retries now the running jobs whose lease expired (backoff.reap, as
+// a worker's reaper does), up to 10 batches, and returns to the overview.
+func (h *Handler) reap(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	for range 10 {
+		n, err := h.c.Reap(ctx, 1000)
+		if err != nil {
+			h.failErr(w, r, err)
+			return
+		}
+		if n < 1000 {
+			break
+		}
+	}
+	http.Redirect(w, r, h.opts.Prefix+"/", http.StatusSeeOther)
+}
+
 func (h *Handler) pauseQueue(w http.ResponseWriter, r *http.Request)  { h.setPaused(w, r, true) }
 func (h *Handler) resumeQueue(w http.ResponseWriter, r *http.Request) { h.setPaused(w, r, false) }
 

@@ -230,6 +230,28 @@ func TestBrowser(t *testing.T) {
 		console() // the refused fetches log 403s
 	})
 
+	t.Run("stranded work in plain sight, and reaped", func(t *testing.T) {
+		do(t, ctx, chromedp.Navigate(srv.URL+"/"))
+		require.Equal(t, "1", run(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-queue=webhooks] td.expired`))))
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs?queue=webhooks&status=running"))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.CSS(`#jobs td.expired`))), "worker-7f-killed")
+		shot("jobs-stranded")
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Stranded)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("lease-expired"))), "lease expired")
+		shot("job-stranded")
+		// Reap from the overview (its confirmation accepted).
+		do(t, ctx, chromedp.Navigate(srv.URL+"/"))
+		run(t, ctx, chromedp.Evaluate[bool](`window.confirm = () => true; true`))
+		_, err := chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("reap"))))
+		require.NoError(t, err)
+		require.Equal(t, "retrying", status(t, pool, seeded.Stranded))
+		require.Equal(t, "0", run(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-queue=webhooks] td:nth-child(5)`))))
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Stranded)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("errors"))), "lease_expired")
+		shot("job-reaped")
+		require.Empty(t, console())
+	})
+
 	t.Run("actions change the database", func(t *testing.T) {
 		// Replay the hostile dead letter from its page.
 		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Hostile)))

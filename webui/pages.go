@@ -217,6 +217,8 @@ type jobsData struct {
 	// Searched: the error-text filter stopped at ScanLimit jobs examined.
 	Searched  bool
 	ScanLimit int
+	// Events are the chosen queue's newest pauses and resumes.
+	Events []client.QueueEvent
 }
 
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
@@ -261,6 +263,12 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	if ps, err := h.c.Policies(ctx); err == nil {
 		for _, p := range ps {
 			d.Policies = append(d.Policies, p.Name)
+		}
+	}
+	if f.Queue != "" {
+		// The queue's own history, on its view: who paused or resumed it.
+		if evs, err := h.c.QueueEvents(ctx, f.Queue, 10); err == nil {
+			d.Events = evs
 		}
 	}
 	h.render(w, r, http.StatusOK, "jobs", view{Title: "Jobs", Nav: "jobs", Data: d})

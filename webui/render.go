@@ -51,6 +51,9 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		"contains": func(list []string, s string) bool { return contains(list, s) },
 		"add":      func(a, b int) int { return a + b },
 		"count":    thousands,
+		// A running job's lease against the clock: stranded work stands out.
+		"expired": func(t *time.Time) bool { return t != nil && t.Before(time.Now()) },
+		"lease":   leaseText,
 	}
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
@@ -221,4 +224,17 @@ func unreachable(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "closed pool") ||
 		strings.Contains(err.Error(), "conn closed")
+}
+
+// leaseText says where a lease stands: "lease expired 33s ago" once it
+// has ended (its worker stopped renewing it), else "lease ends in 20s".
+func leaseText(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	d := time.Until(*t).Round(time.Second)
+	if d < 0 {
+		return "lease expired " + formatDuration(-d) + " ago"
+	}
+	return "lease ends in " + formatDuration(d)
 }

@@ -34,7 +34,7 @@ type tlPoint struct {
 
 type tlSeg struct {
 	X1, X2 float64
-	Kind   string // wait, ahead
+	Kind   string // wait, ahead, run (a failed attempt, from its start), stuck (an attempt whose lease expired)
 }
 
 type tlTick struct {
@@ -64,7 +64,16 @@ type event struct {
 	label  string
 	detail string
 	wait   time.Time // end of the wait that follows (zero: none)
+	from   time.Time // start of the attempt that ends here (zero: unknown)
+	stuck  bool      // the attempt's lease expired: the interval is stranded work
 	ahead  bool
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown role"
+	}
+	return s
 }
 
 func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline {
@@ -72,10 +81,28 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 	var evs []event
 	evs = append(evs, event{at: j.CreatedAt, kind: "created", detail: "enqueued in " + j.Queue})
 	errs := append([]client.AttemptError(nil), j.Errors...)
-	sort.Slice(errs, func(a, b int) bool { return errs[a].Token < errs[b].Token })
+	// By time: an operator's entries (replayed, cancelled) repeat the
+	// token of the attempt before them.
+	sort.SliceStable(errs, func(a, b int) bool { return errs[a].At.Before(errs[b].At) })
 	for _, e := range errs {
+		if e.Kind == "replayed" || e.Kind == "cancelled" {
+			detail := e.Kind + " by " + orUnknown(e.Role)
+			if e.Error != "" {
+				detail += ": " + e.Error
+			}
+			ev := event{at: e.At, kind: "operator", detail: detail}
+			if e.Started != nil {
+				ev.from = *e.Started
+			}
+			evs = append(evs, ev)
+			continue
+		}
 		ev := event{at: e.At, kind: "failed", label: fmt.Sprint(e.Token),
-			detail: fmt.Sprintf("attempt %d failed (%s): %s", e.Token, e.Kind, e.Error)}
+			detail: fmt.Sprintf("attempt %d failed (%s): %s", e.Token, e.Kind, e.Error), stuck: e.Kind == "lease_expired"}
+		if e.Started != nil {
+			ev.from = *e.Started
+			ev.detail += fmt.Sprintf(" (started %s, ran %s)", formatTime(*e.Started), formatDuration(e.At.Sub(*e.Started)))
+		}
 		if p != nil && e.AttemptNumber > 0 && (j.EffectiveMaxAttempts == 0 || e.AttemptNumber < j.EffectiveMaxAttempts) {
 			ev.wait = e.At.Add(p.Delay(e.AttemptNumber, j.ID))
 		}
@@ -100,9 +127,16 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		if j.LastAttemptedAt != nil {
 			at = *j.LastAttemptedAt
 		}
-		evs = append(evs, event{at: at, kind: "running", label: fmt.Sprint(j.Token),
-			detail: fmt.Sprintf("attempt %d running on %s, lease until %s", j.Token, j.LockedBy, formatTimePtr(j.LeaseUntil))})
+		ev := event{at: at, kind: "running", label: fmt.Sprint(j.Token),
+			detail: fmt.Sprintf("attempt %d running on %s, lease until %s", j.Token, j.LockedBy, formatTimePtr(j.LeaseUntil))}
 		tl.Note = "The job is running: its outcome decides what comes next."
+		if j.LeaseUntil != nil && j.LeaseUntil.Before(now) {
+			// Stranded: drawn from the attempt's start to now.
+			ev.wait, ev.stuck = now, true
+			ev.detail += fmt.Sprintf("; the lease expired %s ago: its worker stopped, and a reap retries the job", formatDuration(now.Sub(*j.LeaseUntil)))
+			tl.Note = "The job's lease has expired: its worker stopped renewing it. A reap (backoffctl reap, a worker's reaper, or Reap on the overview) retries it."
+		}
+		evs = append(evs, ev)
 	default:
 		evs = append(evs, project(j, p)...)
 	}
@@ -117,6 +151,9 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		if !e.wait.IsZero() {
 			hi = maxTime(hi, e.wait)
 		}
+		if !e.from.IsZero() {
+			lo = minTime(lo, e.from)
+		}
 	}
 	span := hi.Sub(lo)
 	if span <= 0 {
@@ -126,8 +163,19 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		return tlPad + float64(t.Sub(lo))/float64(span)*float64(tlWidth-2*tlPad)
 	}
 	for i, e := range evs {
+		if !e.from.IsZero() {
+			kind := "run"
+			if e.stuck {
+				kind = "stuck"
+			}
+			tl.Segs = append(tl.Segs, tlSeg{X1: x(e.from), X2: x(e.at), Kind: kind})
+		}
 		if !e.wait.IsZero() {
-			tl.Segs = append(tl.Segs, tlSeg{X1: x(e.at), X2: x(e.wait), Kind: "wait"})
+			kind := "wait"
+			if e.kind == "running" && e.stuck {
+				kind = "stuck"
+			}
+			tl.Segs = append(tl.Segs, tlSeg{X1: x(e.at), X2: x(e.wait), Kind: kind})
 		}
 		if e.ahead && i > 0 && evs[i-1].ahead && e.kind != "deadline" {
 			tl.Segs = append(tl.Segs, tlSeg{X1: x(evs[i-1].at), X2: x(e.at), Kind: "ahead"})

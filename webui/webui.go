@@ -172,6 +172,7 @@ func (h *Handler) routes() {
 	get("/enqueue", h.enqueueForm)
 	post("/jobs/{id}/replay", h.replayJob)
 	post("/jobs/{id}/cancel", h.cancelJob)
+	post("/reap", h.reap)
 	post("/queues/pause", h.pauseQueue)
 	post("/queues/resume", h.resumeQueue)
 	post("/bulk", h.bulk)

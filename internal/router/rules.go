@@ -86,6 +86,8 @@ var Rules = map[string][]Rule{
 	// queue configured on every shard (Client.Overview).
 	"overview": {{Kind: AllUnion}},
 	"activity": {{Kind: AllUnion}},
+	// Each shard knows the workers holding its jobs: one row per shard.
+	"workers": {{Kind: AllUnion}},
 	// Each shard has its own vacuum horizon: one row per shard.
 	"health": {{Kind: AllUnion}},
 	// Each shard answers for its part of the queues; any row means busy.
@@ -147,6 +149,8 @@ var Tables = map[string]TableKind{
 	"queues":       TableReplicated,
 	"settings":     TableReplicated,
 	"queue_grants": TableReplicated,
+	// Pauses and resumes: written on every shard with the configuration.
+	"queue_events": TableReplicated,
 	// Wake-up registrations: each shard holds those of its queues.
 	"waiting_workers": TableAll,
 	// Runtime state of queue controls: each shard holds its queues'.

@@ -25,8 +25,12 @@ func TestPauseQueueThroughRouter(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT backoff.enqueue($1)`, q)
 	require.NoError(t, err)
 
+	// The queue's jobs live on one shard: the others do not know it, and
+	// refuse a pause of an unknown queue unless asked to create it.
+	_, err = conn.Exec(ctx, `SELECT backoff.pause_queue($1)`, q)
+	require.Error(t, err, "a shard without the queue's jobs refuses it")
 	var changed bool
-	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_queue($1)`, q).Scan(&changed))
+	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_queue($1, p_create => true)`, q).Scan(&changed))
 	require.True(t, changed)
 	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_queue($1)`, q).Scan(&changed))
 	require.False(t, changed, "already paused on every shard")

@@ -23,6 +23,9 @@ type Result struct {
 	Hostile  int64 // dead letter whose payload and errors hold Hostile
 	Retrying int64 // a retrying job with a history of failures
 	Running  int64
+	// Stranded is a running job whose worker was killed: its lease
+	// expired minutes ago and nothing has reaped it yet.
+	Stranded int64
 	Total    int
 }
 
@@ -159,6 +162,20 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 		return res, err
 	}
 	if _, err := acquire(res.Running); err != nil {
+		return res, err
+	}
+	// Stranded: claimed 6 minutes ago by a worker that was killed, with
+	// a lease of one minute.
+	killedAt := clk.Add(-6 * time.Minute)
+	killed, err := client.New(ctx, db, client.WithClock(func() time.Time { return killedAt }), client.WithWorkerID("worker-7f-killed"))
+	if err != nil {
+		return res, err
+	}
+	res.Total++
+	if res.Stranded, err = killed.Enqueue(ctx, "webhooks", map[string]any{"id": 7, "url": "https://hooks.example.com/in"}); err != nil {
+		return res, err
+	}
+	if _, err := killed.Acquire(ctx, res.Stranded, time.Minute); err != nil {
 		return res, err
 	}
 	// Pending: due now and scheduled later.

@@ -77,6 +77,8 @@ BEGIN
         FROM backoff.jobs AS j
         CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(j.errors) AS h(entry)
         WHERE j.last_failed_at >= p_since
+          -- Failed attempts only: not an operator's replay or cancel.
+          AND coalesce(h.entry ->> 'kind', 'error') IN ('error', 'lease_expired')
           AND (h.entry ->> 'at')::timestamptz >= p_since
           AND (h.entry ->> 'at')::timestamptz <= p_now
         GROUP BY 1, 2
@@ -90,7 +92,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.activity(timestamptz, interval, timestamptz) IS
-'Per queue and per bucket of p_bucket (default 1 minute) in [p_since, p_now] (both included): completed, dead_lettered and cancelled = jobs that reached that status then (completed_at), failed = failed attempts then (handler errors and expired leases, from the error history, which keeps the 20 most recent per job). Buckets are aligned to multiples of p_bucket since 2000-01-01 00:00 UTC (bucket is the start), so an ended bucket reads the same on later calls (the first and last bucket only count what lies in the range). Buckets where nothing happened are absent. Reads indexes: its cost grows with the events in the range, not with the table. Admin only.
+'Per queue and per bucket of p_bucket (default 1 minute) in [p_since, p_now] (both included): completed, dead_lettered and cancelled = jobs that reached that status then (completed_at), failed = failed attempts then (handler errors and expired leases, from the error history, which keeps the 20 most recent per job; its replayed and cancelled entries are no failures). Buckets are aligned to multiples of p_bucket since 2000-01-01 00:00 UTC (bucket is the start), so an ended bucket reads the same on later calls (the first and last bucket only count what lies in the range). Buckets where nothing happened are absent. Reads indexes: its cost grows with the events in the range, not with the table. Admin only.
 Errors: 22023 for a bucket below 1 second or above 876600 hours, a p_since that is NULL or infinite (one after p_now gives no rows), more than 100000 buckets, or a bad p_now.
 Example:
 SELECT * FROM backoff.activity(now() - interval ''1 hour'');';

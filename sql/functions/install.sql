@@ -30,6 +30,7 @@
 {{ template "_check_queue.sql" . }}
 {{ template "_check_job_scope.sql" . }}
 {{ template "_visible_queues.sql" . }}
+{{ template "_queue_has_jobs.sql" . }}
 {{ template "job.sql" . }}
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
@@ -54,6 +55,7 @@
 {{ template "stats.sql" . }}
 {{ template "queue_state.sql" . }}
 {{ template "overview.sql" . }}
+{{ template "workers.sql" . }}
 {{ template "activity.sql" . }}
 {{ template "health.sql" . }}
 {{ template "unfinished_job.sql" . }}

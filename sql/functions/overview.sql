@@ -3,7 +3,9 @@
 -- finished rows (docs/adr/0048-overview-without-full-scans.md):
 -- * pending, retrying, due and the oldest due from an index-only scan of
 --   jobs_claimable_idx (its live rows only; status is INCLUDEd);
--- * running from jobs_lease_idx (lease_until is set exactly while running);
+-- * running from jobs_lease_idx (lease_until is set exactly while running),
+--   and expired: those whose lease ended before p_now, stranded by a worker
+--   that stopped until reap settles them (docs/adr/0066);
 -- * completed, dead_lettered and cancelled from jobs_finished_idx, counted
 --   exactly while a queue has at most p_exact_limit finished rows; above,
 --   the planner's estimate for (queue, status) (statistics
@@ -25,6 +27,7 @@ RETURNS TABLE (
     configured     boolean,
     pending        bigint,
     running        bigint,
+    expired        bigint,
     retrying       bigint,
     due            bigint,
     oldest_due_age interval,
@@ -75,7 +78,7 @@ BEGIN
             GROUP BY j.queue
         ),
         leased AS (
-            SELECT j.queue AS name, count(*) AS running
+            SELECT j.queue AS name, count(*) AS running, count(*) FILTER (WHERE j.lease_until < p_now) AS expired
             FROM backoff.jobs AS j
             WHERE j.lease_until IS NOT NULL
             GROUP BY j.queue
@@ -93,6 +96,7 @@ BEGIN
                q.name IS NOT NULL AS configured,
                coalesce(w.pending, 0) AS pending,
                coalesce(l.running, 0) AS running,
+               coalesce(l.expired, 0) AS expired,
                coalesce(w.retrying, 0) AS retrying,
                coalesce(w.due, 0) AS due,
                CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age
@@ -108,6 +112,7 @@ BEGIN
         configured := v_row.configured;
         pending := v_row.pending;
         running := v_row.running;
+        expired := v_row.expired;
         retrying := v_row.retrying;
         due := v_row.due;
         oldest_due_age := v_row.oldest_due_age;
@@ -151,7 +156,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
-'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; expired = running jobs whose lease ended before p_now (stranded by a worker that stopped, until backoff.reap settles them); due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
 Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
 Example:
-SELECT queue, pending, running, retrying, due, completed, finished_exact FROM backoff.overview();';
+SELECT queue, pending, running, expired, retrying, due, completed, finished_exact FROM backoff.overview();';

@@ -12,6 +12,8 @@
 -- window (fail deletes only two per append, so a queue that stops failing
 -- keeps its last window). While a breaker is open, the log rows from
 -- half_open_at on are kept: the next half-open claim reopens from them.
+-- The queue history (backoff.queue_events: pauses and resumes) goes with
+-- the same retention as the finished jobs (docs/adr/0066).
 -- These rows are not in the result (it counts jobs, so that "call it until
 -- it returns less than p_limit" keeps its meaning); every delete skips
 -- locked rows, so prune never waits for a claim or a fail.
@@ -82,13 +84,21 @@ BEGIN
            OR s.slot >= least(16, backoff._queue_burst(q.rate, q.burst))
         LIMIT p_limit
         FOR UPDATE OF s SKIP LOCKED);
+    -- The queue history, with the finished jobs' retention.
+    DELETE FROM backoff.queue_events AS e
+    WHERE e.id = ANY (ARRAY(
+        SELECT o.id
+        FROM backoff.queue_events AS o
+        WHERE o.at < p_now - p_older_than
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED));
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
 'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
-It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; and failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at.
+It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at; and the queue history (backoff.queue_events) from before p_now - p_older_than.
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

@@ -5,7 +5,8 @@
 -- still running the cancelled attempt cannot settle the next one. Two
 -- concurrent replays of one job: the second waits for the first's row lock,
 -- then finds a pending job (BK003). The error history and last_error stay
--- as evidence.
+-- as evidence, and the replay is appended to the history, kind 'replayed',
+-- with the role that asked (session_user: docs/adr/0066).
 CREATE OR REPLACE FUNCTION backoff.replay(
     p_job_id bigint,
     p_now    timestamptz DEFAULT now()
@@ -38,7 +39,8 @@ BEGIN
             dead_letter_reason = NULL,
             completed_at = NULL,
             lease_until = NULL,
-            locked_by = NULL
+            locked_by = NULL,
+            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
         WHERE j.id = p_job_id
           AND j.status IN ('dead_lettered', 'cancelled')
         RETURNING j.* INTO v_job;
@@ -63,7 +65,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history. attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history, and {attempt (the token so far), counted: 0, at: p_now, kind: replayed, role: the login role (session_user)} is appended to errors (20 most recent kept); it is not a failed attempt (stats, activity and the retry budget do not count it). attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

@@ -130,6 +130,31 @@ CREATE UNIQUE INDEX jobs_schedule_slot_idx ON backoff.jobs (schedule, schedule_s
 CREATE INDEX jobs_schedule_live_idx ON backoff.jobs (schedule)
     WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
 
+-- == Stranded work and operator history (docs/adr/0066) ==
+-- Pauses and resumes of a queue, with the database role that asked and
+-- when; prune deletes them with the finished jobs' retention. Replays and
+-- cancels are recorded in the job's own history (backoff.jobs.errors).
+CREATE TABLE backoff.queue_events (
+    id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    queue  text NOT NULL CHECK (queue <> ''),
+    action text NOT NULL CHECK (action IN ('pause', 'resume')),
+    role   text NOT NULL,
+    at     timestamptz NOT NULL
+);
+CREATE INDEX queue_events_queue_idx ON backoff.queue_events (queue, at);
+CREATE INDEX queue_events_at_idx ON backoff.queue_events (at);
+ALTER TABLE backoff.queue_events OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_events FROM PUBLIC;
+GRANT SELECT, DELETE ON backoff.queue_events TO backoff_admin;
+-- New signatures: pause_queue and resume_queue take p_create and p_now,
+-- _push_error the attempt's start and the role; overview and stats return
+-- the expired leases (and stats the pause switch).
+DROP FUNCTION IF EXISTS backoff.pause_queue(text);
+DROP FUNCTION IF EXISTS backoff.resume_queue(text);
+DROP FUNCTION IF EXISTS backoff._push_error(jsonb, integer, integer, timestamptz, text, text, text);
+DROP FUNCTION IF EXISTS backoff.overview(timestamptz, integer);
+DROP FUNCTION IF EXISTS backoff.stats(interval, timestamptz);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -155,6 +180,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == Stranded work and operator history (docs/adr/0066) ==
+DROP TABLE backoff.queue_events;
 
 -- Periodic jobs.
 DROP INDEX backoff.jobs_schedule_live_idx;

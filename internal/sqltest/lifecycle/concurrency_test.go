@@ -383,7 +383,7 @@ func TestConcurrentWorkersAndReapers(t *testing.T) {
 		// reaper (kind lease_expired). The history has one entry per failed
 		// attempt, with its counted attempt.
 		seen := map[int]historyEntry{}
-		for _, e := range j.Errors {
+		for _, e := range failures(j.Errors) {
 			_, dup := seen[e.Attempt]
 			require.False(t, dup, "job %d: attempt %d in the history twice", j.ID, e.Attempt)
 			seen[e.Attempt] = e

@@ -70,7 +70,7 @@ func TestFencingAcrossCancelAndReplay(t *testing.T) {
 	// The new attempt is untouched and its holder settles it.
 	done := one(t, fresh, `SELECT * FROM backoff.complete($1, $2, $3)`, id, next.Attempts, at(time.Second))
 	require.Equal(t, "completed", done.Status)
-	require.Empty(t, done.Errors)
+	require.Empty(t, failures(done.Errors), "no failed attempt: only the operator's cancel and replay")
 	requireRefused(t, setup, zombie, id, old.Attempts, t0, "BK003") // completed
 }
 
@@ -131,7 +131,7 @@ func TestStaleCallWaitsOnReplayAndReclaim(t *testing.T) {
 			require.Equal(t, next.Attempts, got.Attempts)
 			require.Equal(t, ptr("w2"), got.LockedBy)
 			require.Equal(t, next.LeaseUntil, got.LeaseUntil)
-			require.Empty(t, got.Errors)
+			require.Empty(t, failures(got.Errors))
 		})
 	}
 }
@@ -362,7 +362,7 @@ func TestNoStaleTokenEverSettles(t *testing.T) {
 		require.LessOrEqual(t, after.counted(), int32(3), "step %d", step)
 		require.GreaterOrEqual(t, after.counted(), int32(0), "step %d", step)
 		seen := map[int]bool{}
-		for _, e := range after.Errors {
+		for _, e := range failures(after.Errors) {
 			require.False(t, seen[e.Attempt], "step %d: job %d attempt %d in the history twice", step, id, e.Attempt)
 			seen[e.Attempt] = true
 		}

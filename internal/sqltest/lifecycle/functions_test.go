@@ -399,7 +399,7 @@ func TestFailRetriesWithPolicyDelay(t *testing.T) {
 	require.Nil(t, f.CompletedAt)
 	require.Equal(t, ptr("smtp timeout"), f.LastError)
 	require.True(t, f.LastFailedAt.Equal(now))
-	require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error"}}, f.Errors)
+	require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:00:03.000000Z", Error: "smtp timeout", Worker: ptr("w1"), Kind: "error", Started: ptr("2026-01-01T00:00:00.000000Z")}}, f.Errors)
 }
 
 func TestFailRetryInIsClampedToPolicyMax(t *testing.T) {
@@ -505,7 +505,7 @@ func TestReap(t *testing.T) {
 		require.Equal(t, ptr("lease expired"), j.LastError)
 		require.Nil(t, j.LockedBy)
 		require.Nil(t, j.LeaseUntil)
-		require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired"}}, j.Errors)
+		require.Equal(t, []historyEntry{{Attempt: 1, Counted: ptr(1), At: "2026-01-01T00:01:01.000000Z", Error: "lease expired", Worker: ptr("crashy"), Kind: "lease_expired", Started: j.Errors[0].Started}}, j.Errors)
 	}
 	// The last attempt's lease expiring dead-letters it (max_attempts).
 	id := ids[0]
@@ -611,7 +611,8 @@ func TestReplay(t *testing.T) {
 	require.True(t, r.RunAt.Equal(at(time.Hour)))
 	require.Nil(t, r.DeadLetterReason)
 	require.Nil(t, r.CompletedAt)
-	require.Len(t, r.Errors, 1, "history kept")
+	require.Len(t, failures(r.Errors), 1, "history kept")
+	require.Equal(t, "replayed", r.Errors[len(r.Errors)-1].Kind, "and the replay recorded")
 	require.Equal(t, ptr("poison"), r.LastError)
 	requireCode(t, execErr(db, `SELECT * FROM backoff.replay($1)`, id), "BK003") // pending
 
@@ -679,11 +680,12 @@ func TestStats(t *testing.T) {
 	_ = c2
 
 	type row struct {
-		Queue                                                          string
-		Pending, Running, Retrying, Completed, DeadLettered, Cancelled int64
-		Due                                                            int64
-		OldestDueAge                                                   *time.Duration
-		Retries, DeadLetters                                           int64
+		Queue                                                        string
+		Pending, Running, Expired, Retrying, Completed, DeadLettered int64
+		Cancelled, Due                                               int64
+		OldestDueAge                                                 *time.Duration
+		Retries, DeadLetters                                         int64
+		Paused                                                       bool
 	}
 	read := func(window string, now time.Time) []row {
 		rows, err := db.Query(context.Background(), `SELECT * FROM backoff.stats($1, $2)`, window, now)
@@ -691,8 +693,8 @@ func TestStats(t *testing.T) {
 		var out []row
 		for rows.Next() {
 			var r row
-			require.NoError(t, rows.Scan(&r.Queue, &r.Pending, &r.Running, &r.Retrying, &r.Completed, &r.DeadLettered,
-				&r.Cancelled, &r.Due, &r.OldestDueAge, &r.Retries, &r.DeadLetters))
+			require.NoError(t, rows.Scan(&r.Queue, &r.Pending, &r.Running, &r.Expired, &r.Retrying, &r.Completed, &r.DeadLettered,
+				&r.Cancelled, &r.Due, &r.OldestDueAge, &r.Retries, &r.DeadLetters, &r.Paused))
 			out = append(out, r)
 		}
 		require.NoError(t, rows.Err())
@@ -700,7 +702,7 @@ func TestStats(t *testing.T) {
 	}
 	got := read("1 hour", at(3*time.Minute))
 	require.Equal(t, []row{
-		{Queue: "a", Pending: 1, Running: 1, Retrying: 1, DeadLettered: 1, Due: 1,
+		{Queue: "a", Pending: 1, Running: 1, Expired: 1, Retrying: 1, DeadLettered: 1, Due: 1,
 			OldestDueAge: ptr(3*time.Minute - time.Minute - 10*time.Second), Retries: 1, DeadLetters: 1},
 		{Queue: "b", Pending: 1, Due: 1, OldestDueAge: ptr(4 * time.Minute)},
 	}, got)

@@ -61,6 +61,20 @@ type historyEntry struct {
 	Error   string  `json:"error"`
 	Worker  *string `json:"worker"`
 	Kind    string  `json:"kind"`
+	Started *string `json:"started"` // when the failed attempt was claimed (absent before migration 005)
+	Role    *string `json:"role"`    // the role of an operator's replay or cancel
+}
+
+// failures is the history without an operator's entries (replayed,
+// cancelled): one entry per failed attempt.
+func failures(h []historyEntry) []historyEntry {
+	out := []historyEntry{}
+	for _, e := range h {
+		if e.Kind != "replayed" && e.Kind != "cancelled" {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // job is a backoff.jobs row.

@@ -11,7 +11,8 @@ import (
 type overviewRow struct {
 	Queue, Policy                      string
 	Paused, Configured                 bool
-	Pending, Running, Retrying, Due    int64
+	Pending, Running, Expired          int64
+	Retrying, Due                      int64
 	OldestDueAge                       *time.Duration
 	Completed, DeadLettered, Cancelled int64
 	FinishedExact                      bool
@@ -28,7 +29,7 @@ func readOverview(t *testing.T, q querier, now time.Time, limit any) []overviewR
 	var out []overviewRow
 	for rows.Next() {
 		var r overviewRow
-		require.NoError(t, rows.Scan(&r.Queue, &r.Policy, &r.Paused, &r.Configured, &r.Pending, &r.Running, &r.Retrying,
+		require.NoError(t, rows.Scan(&r.Queue, &r.Policy, &r.Paused, &r.Configured, &r.Pending, &r.Running, &r.Expired, &r.Retrying,
 			&r.Due, &r.OldestDueAge, &r.Completed, &r.DeadLettered, &r.Cancelled, &r.FinishedExact,
 			&r.Breaker, &r.Rate, &r.Tokens, &r.NextClaimAt))
 		if r.NextClaimAt != nil {
@@ -82,12 +83,12 @@ func TestOverview(t *testing.T) {
 	now := at(3 * time.Minute)
 	got := readOverview(t, db, now, 10000)
 	require.Equal(t, []overviewRow{
-		{Queue: "a", Policy: "p_a", Configured: true, Pending: 1, Running: 1, Retrying: 1, Due: 1,
+		{Queue: "a", Policy: "p_a", Configured: true, Pending: 1, Running: 1, Expired: 1, Retrying: 1, Due: 1,
 			OldestDueAge: ptr(3*time.Minute - time.Minute - 10*time.Second), DeadLettered: 1, FinishedExact: true, Breaker: "closed"},
 		{Queue: "b", Policy: "default", Pending: 1, Due: 1, OldestDueAge: ptr(4 * time.Minute), FinishedExact: true, Breaker: "closed"},
 		{Queue: "brk", Policy: "default", Configured: true, DeadLettered: 1, FinishedExact: true,
 			Breaker: "open", NextClaimAt: ptr(at(12 * time.Minute))},
-		{Queue: "c", Policy: "default", Running: 1, FinishedExact: true, Breaker: "closed"},
+		{Queue: "c", Policy: "default", Running: 1, Expired: 1, FinishedExact: true, Breaker: "closed"},
 		{Queue: "done", Policy: "default", Completed: 2, Cancelled: 1, FinishedExact: true, Breaker: "closed"},
 		{Queue: "idle", Policy: "conservative", Paused: true, Configured: true, FinishedExact: true,
 			Breaker: "closed", Rate: ptr(5.0), Tokens: ptr(5.0)},

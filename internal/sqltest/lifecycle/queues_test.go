@@ -84,7 +84,7 @@ func TestPauseResumeQueue(t *testing.T) {
 
 	require.True(t, scalar[bool](t, db, `SELECT backoff.resume_queue('mail')`))
 	require.False(t, scalar[bool](t, db, `SELECT backoff.resume_queue('mail')`), "already running")
-	require.False(t, scalar[bool](t, db, `SELECT backoff.resume_queue('never-seen')`), "no row: not paused")
+	requireCode(t, execErr(db, `SELECT backoff.resume_queue('never-seen')`), "22023") // no row, no job: no queue
 	require.Len(t, claim(t, db, "mail", "w", 10, t0), 2)
 
 	for _, bad := range []string{`SELECT backoff.pause_queue(NULL)`, `SELECT backoff.pause_queue('')`,

@@ -43,11 +43,11 @@ func TestTimeTravel(t *testing.T) {
 
 	r := one(t, db, `SELECT * FROM backoff.replay($1, $2)`, id, now.Add(time.Hour))
 	require.Equal(t, "pending", r.Status)
-	require.Len(t, r.Errors, maxAttempts, "the history survives the replay")
+	require.Len(t, failures(r.Errors), maxAttempts, "the history survives the replay")
 	c := claimOne(t, db, "reports", now.Add(time.Hour))
 	require.Equal(t, int32(maxAttempts+1), c.Attempts, "a new token")
 	require.Equal(t, int32(1), c.counted(), "a fresh attempt budget")
 	done := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, id, c.Attempts, now.Add(time.Hour+time.Second))
 	require.Equal(t, "completed", done.Status)
-	require.Len(t, done.Errors, maxAttempts)
+	require.Len(t, failures(done.Errors), maxAttempts)
 }

@@ -188,15 +188,19 @@ fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 				fmt.Fprintln(w, "no jobs")
 				return nil
 			}
+			now, err := clock(cmd)
+			if err != nil {
+				return err
+			}
 			tw := newTable(w)
-			row(tw, "ID", "QUEUE", "STATUS", "ATTEMPTS", "PRIORITY", "NEXT_RUN", "LAST_ERROR")
+			row(tw, "ID", "QUEUE", "STATUS", "ATTEMPTS", "PRIORITY", "NEXT_RUN", "WORKER", "LEASE", "LAST_ERROR")
 			for _, j := range jobs {
 				next := "-"
 				if j.Status == "pending" || j.Status == "retrying" {
 					next = formatTime(&j.RunAt)
 				}
 				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
-					strconv.Itoa(j.Priority), next, truncate(orDash(j.LastError), 50))
+					strconv.Itoa(j.Priority), next, truncate(orDash(j.LockedBy), 24), leaseCell(j, now), truncate(orDash(j.LastError), 50))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -272,6 +276,8 @@ type historyEntry struct {
 	Error   string `json:"error"`
 	Worker  string `json:"worker"`
 	Kind    string `json:"kind"`
+	Started string `json:"started"` // when the failed attempt was claimed
+	Role    string `json:"role"`    // the role of an operator's replay or cancel
 }
 
 func writeJob(w io.Writer, j jobRow, now time.Time) {
@@ -292,8 +298,11 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 		next = formatTime(&j.RunAt) + " (" + relative(j.RunAt, now) + ")"
 	}
 	field("next run", next)
-	field("lease until", formatTime(j.LeaseUntil))
+	field("lease until", formatTime(j.LeaseUntil)+leaseNote(j, now))
 	field("locked by", orDash(j.LockedBy))
+	if j.LeaseUntil != nil && j.LastAttemptedAt != nil {
+		field("running for", formatDelay(now.Sub(*j.LastAttemptedAt).Round(time.Second))+" (since "+formatTime(j.LastAttemptedAt)+")")
+	}
 	field("created", formatTime(&j.CreatedAt))
 	field("last attempt", formatTime(j.LastAttemptedAt))
 	field("last failure", formatTime(j.LastFailedAt))
@@ -321,19 +330,49 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 	}
 	fmt.Fprintf(w, "errors (%d, oldest first):\n", len(history))
 	tw = newTable(w)
-	row(tw, "  ATTEMPT", "COUNTED", "AT", "KIND", "WORKER", "ERROR")
+	row(tw, "  ATTEMPT", "COUNTED", "STARTED", "AT", "KIND", "WORKER", "ROLE", "ERROR")
 	for _, e := range history {
-		worker := e.Worker
+		worker, role, started := e.Worker, e.Role, e.Started
 		if worker == "" {
 			worker = "-"
+		}
+		if role == "" {
+			role = "-"
+		}
+		if started == "" {
+			started = "-"
 		}
 		counted := "-"
 		if e.Counted != nil {
 			counted = strconv.Itoa(*e.Counted)
 		}
-		row(tw, "  "+strconv.Itoa(e.Attempt), counted, e.At, e.Kind, worker, oneLine(e.Error))
+		row(tw, "  "+strconv.Itoa(e.Attempt), counted, started, e.At, e.Kind, worker, role, oneLine(e.Error))
 	}
 	_ = tw.Flush()
+}
+
+// leaseCell is a running job's lease for `jobs list`: "expired 33s ago!"
+// once it has ended (work its worker stranded, until a reap settles it),
+// else "ends in 20s"; "-" for a job that is not running.
+func leaseCell(j jobRow, now time.Time) string {
+	if j.LeaseUntil == nil {
+		return "-"
+	}
+	if j.LeaseUntil.Before(now) {
+		return "expired " + relative(*j.LeaseUntil, now) + "!"
+	}
+	return "ends " + relative(*j.LeaseUntil, now)
+}
+
+// leaseNote follows the lease's time in `jobs show`.
+func leaseNote(j jobRow, now time.Time) string {
+	if j.LeaseUntil == nil {
+		return ""
+	}
+	if j.LeaseUntil.Before(now) {
+		return " (EXPIRED " + relative(*j.LeaseUntil, now) + ": its worker stopped renewing it; reap settles the job)"
+	}
+	return " (" + relative(*j.LeaseUntil, now) + ")"
 }
 
 // attemptsLine says which attempt a job is at and how much of its budget

@@ -68,6 +68,7 @@ type statsRow struct {
 	Queue        string         `json:"queue"`
 	Pending      int64          `json:"pending"`
 	Running      int64          `json:"running"`
+	Expired      int64          `json:"expired"`
 	Retrying     int64          `json:"retrying"`
 	Completed    int64          `json:"completed"`
 	DeadLettered int64          `json:"dead_lettered"`
@@ -76,6 +77,7 @@ type statsRow struct {
 	OldestDueAge *time.Duration `json:"oldest_due_age_us"`
 	Retries      int64          `json:"retries"`
 	DeadLetters  int64          `json:"dead_letters"`
+	Paused       bool           `json:"paused"`
 	// The queue's controls (docs/concepts.md "Queues as controls"): its
 	// breaker's live state and the failures in its window (nil without a
 	// breaker), its rate limit and the tokens in its bucket (nil without).
@@ -94,8 +96,11 @@ func newStatsCommand() *cobra.Command {
 		Use:   "stats",
 		Short: "Jobs per queue and status, the oldest due job, recent retries and dead letters, breaker and rate",
 		Long: `Print one line per queue: jobs per status, how many are due and how long
-the oldest due job has waited, the retries and dead letters of the last
---window, and the queue's controls: its circuit breaker's state (closed with
+the oldest due job has waited, EXPIRED: the running jobs whose lease has
+ended (work a stopped worker stranded, marked "!" until "backoffctl reap"
+or a worker's reaper settles it), whether the queue is paused, the retries
+(an operator's replay is none) and dead letters of the last --window, and
+the queue's controls: its circuit breaker's state (closed with
 the failures in its window out of its threshold, open, half_open) and its
 rate limit ("-": none; backoff.queue_state). With --watch N the table is
 redrawn every N seconds until interrupted (Ctrl-C).`,
@@ -180,7 +185,7 @@ func readStats(ctx context.Context, c *client.Client, win time.Duration) ([]stat
 	}
 	stats := make([]statsRow, len(qs))
 	for i, q := range qs {
-		stats[i] = statsRow{Queue: q.Queue, Pending: q.Pending, Running: q.Running, Retrying: q.Retrying,
+		stats[i] = statsRow{Queue: q.Queue, Pending: q.Pending, Running: q.Running, Expired: q.Expired, Retrying: q.Retrying, Paused: q.Paused,
 			Completed: q.Completed, DeadLettered: q.DeadLettered, Cancelled: q.Cancelled, Due: q.Due,
 			Retries: q.Retries, DeadLetters: q.DeadLetters}
 		if q.Due > 0 {
@@ -208,7 +213,7 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 	}
 	win := formatDelay(window)
 	tw := newTable(w)
-	row(tw, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "DUE", "OLDEST_DUE",
+	row(tw, "QUEUE", "PAUSED", "PENDING", "RUNNING", "EXPIRED", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "DUE", "OLDEST_DUE",
 		"RETRIES/"+win, "DEAD/"+win, "BREAKER", "RATE")
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, s := range stats {
@@ -216,7 +221,11 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 		if s.OldestDueAge != nil {
 			age = formatDelay(s.OldestDueAge.Round(time.Millisecond))
 		}
-		row(tw, s.Queue, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Cancelled),
+		expired := i(s.Expired)
+		if s.Expired > 0 {
+			expired += "!" // stranded by a stopped worker: `backoffctl reap` settles them
+		}
+		row(tw, s.Queue, yesNo(s.Paused), i(s.Pending), i(s.Running), expired, i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Cancelled),
 			i(s.Due), age, i(s.Retries), i(s.DeadLetters), orDashCell(s.cells[0]), orDashCell(s.cells[1]))
 	}
 	_ = tw.Flush()

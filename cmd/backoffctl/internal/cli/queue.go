@@ -148,11 +148,19 @@ does not know has every control off.`,
 			if err != nil {
 				return err
 			}
+			events, err := c.QueueEvents(ctx, name, 10)
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			if jsonOut {
-				return writeJSON(w, queueRowOf(q, st, true))
+				return writeJSON(w, struct {
+					queueRow
+					History []queueEventRow `json:"history"`
+				}{queueRowOf(q, st, true), queueEventRows(events)})
 			}
 			writeQueue(w, q, st, now)
+			writeQueueEvents(w, events)
 			return nil
 		},
 	}
@@ -209,10 +217,15 @@ func newQueueSwitchCommand(pause bool) *cobra.Command {
 		verb, done, already = "pause", "paused", "was already paused"
 		short = "Stop workers from claiming the jobs of a queue (running jobs finish)"
 	}
-	return &cobra.Command{
-		Use:     verb + " QUEUE",
-		Short:   short,
-		Example: "  backoffctl queue " + verb + " emails",
+	var create bool
+	cmd := &cobra.Command{
+		Use:   verb + " QUEUE",
+		Short: short,
+		Long: short + `. A name that is no queue (no configuration, no job) is
+refused, so that a typo leaves nothing behind; --create makes a new queue.
+Each change is recorded with the database role and the time in the queue's
+history ("queue show").`,
+		Example: "  backoffctl queue " + verb + " emails\n  backoffctl queue " + verb + " new-queue --create",
 		Args:    exactArgs(1, "QUEUE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			jsonOut, err := wantJSON(cmd)
@@ -229,11 +242,7 @@ func newQueueSwitchCommand(pause bool) *cobra.Command {
 				return err
 			}
 			defer closeClient()
-			switchQueue := c.ResumeQueue
-			if pause {
-				switchQueue = c.PauseQueue
-			}
-			changed, err := switchQueue(ctx, queue)
+			changed, err := c.SwitchQueue(ctx, queue, pause, create)
 			if err != nil {
 				return err
 			}
@@ -249,6 +258,39 @@ func newQueueSwitchCommand(pause bool) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&create, "create", false, "create the queue if it has no configuration and no jobs")
+	return cmd
+}
+
+// queueEventRow is a pause or resume of a queue (backoff.queue_events).
+type queueEventRow struct {
+	Action string    `json:"action"`
+	Role   string    `json:"role"`
+	At     time.Time `json:"at"`
+}
+
+func queueEventRows(events []client.QueueEvent) []queueEventRow {
+	out := make([]queueEventRow, len(events))
+	for i, e := range events {
+		out[i] = queueEventRow{Action: e.Action, Role: e.Role, At: e.At.UTC()}
+	}
+	return out
+}
+
+// writeQueueEvents prints a queue's newest pauses and resumes.
+func writeQueueEvents(w io.Writer, events []client.QueueEvent) {
+	if len(events) == 0 {
+		fmt.Fprintln(w, "history: no pause or resume")
+		return
+	}
+	fmt.Fprintf(w, "history (%d, newest first):\n", len(events))
+	tw := newTable(w)
+	row(tw, "  AT", "ACTION", "ROLE")
+	for _, e := range events {
+		at := e.At
+		row(tw, "  "+formatTime(&at), e.Action, e.Role)
+	}
+	_ = tw.Flush()
 }
 
 func yesNo(b bool) string {
