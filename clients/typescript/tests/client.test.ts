@@ -372,7 +372,8 @@ describe("operator calls", () => {
     assert.equal(replayed.status, "pending");
     assert.equal(replayed.attempt, 1);
     assert.equal(replayed.countedAttempt, 0);
-    assert.equal(replayed.errors.length, 1, "the history is kept");
+    assert.equal(replayed.errors.length, 2, "the history is kept, and the replay recorded");
+    assert.equal(replayed.errors[1]!.kind, "replayed");
     const again = await c.acquire(dead!);
     assert.equal(again.attempt, 2, "the token keeps counting");
     assert.equal(again.countedAttempt, 1);
