@@ -9813,11 +9813,11 @@ BEGIN
 
     IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
         warning := pg_catalog.format(
-            'a %s (%s%s, user %s, %s) holds a snapshot %s transactions old%s: vacuum cannot remove the job versions that finished since (%s dead now), and every claim walks them',
+            'a %s (%s%s, user %s, %s) has held a snapshot%s, %s transactions behind: vacuum cannot remove the job versions that finished since (%s dead now), and every claim walks them',
             holder_kind, coalesce('pid ' || holder_pid || ', ', ''), coalesce(pg_catalog.quote_literal(holder_name), 'no name'),
-            coalesce(holder_user, 'unknown'), holder_state, holder_xid_age,
-            coalesce(', since ' || pg_catalog.date_trunc('second', holder_age) || ' ago', ''),
-            coalesce(jobs_dead_tuples, 0));
+            coalesce(holder_user, 'unknown'), holder_state,
+            coalesce(' for ' || pg_catalog.to_char(holder_age, 'FMHH24"h"MI"m"SS"s"'), ''),
+            holder_xid_age, coalesce(jobs_dead_tuples, 0));
     ELSIF NOT v_sees_all THEN
         warning := 'backoff_owner is not a member of pg_read_all_stats: sessions of other roles that hold back vacuum are not visible here (GRANT pg_read_all_stats TO backoff_owner)';
     END IF;

@@ -43,6 +43,10 @@ type overviewData struct {
 	CSRF         string
 	Banner       string
 	Estimated    bool // some finished counts are estimates
+	// Vacuum is backoff.health's warning: an old snapshot keeps vacuum from
+	// removing finished jobs, which every claim then walks ("" when none,
+	// or when the login may not ask).
+	Vacuum string
 }
 
 // overviewData makes two calls: backoff.overview (counts, read from
@@ -60,6 +64,11 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	acts, err := h.activity.get(ctx, h.c, d.At)
 	if err != nil {
 		return d, err
+	}
+	// The vacuum warning is advice: a login that may not read it, or a
+	// schema without it, still gets the overview.
+	if hl, err := h.c.Health(ctx, 0); err == nil {
+		d.Vacuum = hl.Warning
 	}
 	sparks := buildSparklines(acts, d.At)
 	for _, q := range queues {

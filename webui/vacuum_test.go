@@ -1,0 +1,50 @@
+package webui_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+	"github.com/pgbackoff/pgbackoff/webui"
+)
+
+// TestOverviewWarnsOfAHeldSnapshot: a session idle in a transaction that
+// holds a snapshot shows on the overview, named, once it is older than
+// backoff.health's threshold (the client's clock runs ten minutes ahead,
+// so nothing sleeps), and not before.
+func TestOverviewWarnsOfAHeldSnapshot(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	_, err = holder.Exec(ctx, "SET application_name = 'nightly-report'")
+	require.NoError(t, err)
+	_, err = holder.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1")
+	require.NoError(t, err)
+
+	page := func(ahead time.Duration) string {
+		c, err := client.New(ctx, testdb.Pool(t, dbURL), client.WithClock(func() time.Time { return time.Now().Add(ahead) }))
+		require.NoError(t, err)
+		_, err = c.Enqueue(ctx, "mail", nil)
+		require.NoError(t, err)
+		h, err := webui.New(c, webui.Options{})
+		require.NoError(t, err)
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		code, body, _ := get(t, http.DefaultClient, srv.URL+"/")
+		require.Equal(t, 200, code, body)
+		return body
+	}
+	require.NotContains(t, page(0), `id="vacuum"`, "held for less than 5 minutes")
+	body := page(10 * time.Minute)
+	require.Contains(t, body, `id="vacuum"`)
+	require.Contains(t, body, "nightly-report")
+}
