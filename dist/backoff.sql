@@ -9620,7 +9620,7 @@ Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a call
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
-SELECT worker, queues, jobs, expired, latest_lease FROM backoff.workers(now() + interval ''1 minute'');';
+SELECT worker, queues, jobs, expired, latest_lease - now() AS lease_left FROM backoff.workers(now() + interval ''1 minute'');';
 
 -- backoff.activity(since, bucket, now): what happened per queue and per
 -- bucket of time in [p_since, p_now]: jobs completed, dead-lettered and

@@ -40,4 +40,4 @@ Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a call
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
-SELECT worker, queues, jobs, expired, latest_lease FROM backoff.workers(now() + interval ''1 minute'');';
+SELECT worker, queues, jobs, expired, latest_lease - now() AS lease_left FROM backoff.workers(now() + interval ''1 minute'');';
