@@ -71,7 +71,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	}
 }
 
-// TestControlsSection runs only the queue-controls lines (issue 19) at
+// TestControlsSection runs only the queue-controls lines at
 // tiny sizes: both sides must do their work (a claim that finds nothing
 // fails the step), and the controlled side must really be controlled.
 func TestControlsSection(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// --- queue controls (issue 19, docs/adr/0045) --------------------------------
+// --- queue controls (docs/adr/0045) --------------------------------
 
 // The settings of the controlled side: a rate and a burst far above any
 // rate a run reaches (the bucket never runs dry, so every claim goes

@@ -17,7 +17,7 @@ import (
 // uiPages measures the web UI's server time per page (the handler, its
 // client calls and the rendering; no browser, no network) with
 // cfg.Finished jobs in the table: 90% completed, 5% dead-lettered, and the
-// rest pending or retrying, over five queues. Targets (issue 22): the
+// rest pending or retrying, over five queues. Targets (docs/adr/0048): the
 // overview within 100 ms and a jobs page within 50 ms, at the median; the
 // dead letters page within 100 ms (ADR 0055).
 func (b *bench) uiPages(ctx context.Context) error {

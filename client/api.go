@@ -24,7 +24,7 @@ type arg struct {
 // fn builds the call "backoff.<name>(p_a => $1::t, ..., p_now => $n)" and
 // its arguments. p_now is always there, so each method sends one SQL text
 // whether or not a clock is set: the clock's time with WithClock, else NULL,
-// which the functions read as the database's now() (DESIGN §11.2).
+// which the functions read as the database's now() (ADR 0035).
 func (c *Client) fn(name string, args ...arg) (string, []any) {
 	args = append(args, arg{"p_now", "timestamptz", c.nowArg()})
 	var b strings.Builder

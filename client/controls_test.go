@@ -19,7 +19,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-// Queues as controls (DESIGN §11.5) from the client's side: the settings
+// Queues as controls (ADR 0045) from the client's side: the settings
 // in the queue listing, QueueState, and a Worker that respects an open
 // breaker and a rate limit without polling hot
 // (docs/adr/0047-worker-learns-when-to-claim.md).

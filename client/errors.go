@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// The SQLSTATEs of the SQL API (docs/design.md §4). They are translated to
+// The SQLSTATEs of the SQL API (docs/design.md#errors). They are translated to
 // the errors below in one place, [translate], and nowhere else.
 const (
 	codeInvalidArgument   = "22023"

@@ -7,7 +7,7 @@ import (
 )
 
 // maxErrorText is the size, in bytes, at which the database cuts an error
-// text (backoff._error_text, DESIGN §11.4).
+// text (backoff._error_text, ADR 0039).
 const maxErrorText = 8192
 
 // CleanErrorText returns s as the database stores an error text: NUL bytes

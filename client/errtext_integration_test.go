@@ -13,7 +13,7 @@ import (
 
 // TestFailCleansErrorText: a handler error with NUL bytes and invalid
 // UTF-8 is stored with U+FFFD in their place, and a huge one is capped
-// at 8 KiB (DESIGN §11.4). Round 1 sent it raw: PostgreSQL refused it
+// at 8 KiB (ADR 0039). Version 3 sent it raw: PostgreSQL refused it
 // (22021), so the attempt could not be settled at all and the job waited
 // for its lease to expire.
 func TestFailCleansErrorText(t *testing.T) {

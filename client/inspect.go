@@ -402,7 +402,7 @@ func (c *Client) queryDetails(ctx context.Context, sql string, args []any) ([]Jo
 
 // QueueInfo is a queue as an operator sees it: its policy, its pause
 // switch and its controls (the settings of backoff.queues that `config
-// apply` writes, DESIGN §11.5). Nil settings are off. Its live breaker and
+// apply` writes, ADR 0045). Nil settings are off. Its live breaker and
 // rate state is QueueState's.
 type QueueInfo struct {
 	Name   string

@@ -23,7 +23,7 @@ import (
 // enqueued since notifies, so the producer waits for that instead of a
 // claim that would find nothing (trickle).
 //
-// A queue's controls (DESIGN §11.5) can make a claim return nothing while
+// A queue's controls (ADR 0045) can make a claim return nothing while
 // jobs are due: an open breaker, or a rate limit out of tokens. So a claim
 // that returns nothing is followed by one backoff.queue_state call; when
 // its next_claim_at is ahead, the producer holds the queue until then: it

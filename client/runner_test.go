@@ -281,7 +281,7 @@ func TestEnqueueRefusesPriorityOutsideRange(t *testing.T) {
 }
 
 // TestBusyWorkerSendsNoNotify: a worker whose queue has a backlog never
-// registers as waiting, so enqueues send no notification (DESIGN §11.6);
+// registers as waiting, so enqueues send no notification (ADR 0027);
 // once it has drained the queue it registers, and the next enqueue wakes
 // it although polling is an hour away.
 func TestBusyWorkerSendsNoNotify(t *testing.T) {

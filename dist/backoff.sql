@@ -1882,19 +1882,20 @@ BEGIN
 END
 $$;
 
--- ===== migration 4: 004_round2.sql =====
+-- ===== migration 4: 004_controls_scopes_and_fencing.sql =====
 
--- Round 2: the schema changes of DESIGN §11, then the working copy of every
--- function (snapshot "unreleased", sql/functions), then their privileges.
--- Round 1's functions stay frozen in snapshots/002 (migration 002), so this
--- is the only migration that installs "unreleased" (docs/adr/0003).
+-- Version 4: fencing tokens that never repeat, queue-scoped privileges,
+-- queue controls and the other schema changes below, then the functions of
+-- version 4 (frozen in snapshots/004) with their privileges. The functions
+-- of migration 002 stay frozen in snapshots/002, which the down part
+-- installs again (docs/adr/0003).
 --
 -- Each section below belongs to one change; its down counterpart is in the
 -- same order, reversed, after the marker.
 
--- == Schema changes (one section per change; added by the round-2 work) ==
+-- == Schema changes (one section per change) ==
 
--- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
+-- == Install hygiene (install; docs/adr/0036) ==
 -- Migration 001 (released, frozen) wrote CHECK constraints of
 -- backoff.policies that an install run with a search_path where others may
 -- CREATE could bind to planted look-alikes: array_position and cardinality
@@ -1919,7 +1920,7 @@ ALTER TABLE backoff.policies
     ADD CONSTRAINT policies_jitter_ratio_check
         CHECK (jitter_ratio = 0::float8 OR (jitter_ratio >= 0.000001::float8 AND jitter_ratio <= 1::float8));
 
--- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
+-- == Time is not a privilege (install; docs/adr/0035) ==
 -- One row of database-wide settings, read by backoff._now when a caller
 -- passes a p_now other than now(); written by `backoffctl config apply`
 -- from the [settings] table of the TOML.
@@ -1937,13 +1938,13 @@ GRANT SELECT ON backoff.settings TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
 -- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
 -- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
--- function's return type, so round 1's PL/pgSQL version is dropped first
+-- function's return type, so migration 002's PL/pgSQL version is dropped first
 -- (no object depends on it: fail and reap call it by name at run time and
 -- are replaced below).
 DROP FUNCTION IF EXISTS backoff._retry_decision(
     backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
 
--- == Fencing tokens that never repeat (fence; DESIGN §11.1, docs/adr/0020) ==
+-- == Fencing tokens that never repeat (fence; docs/adr/0020) ==
 -- attempts now counts every claim over a job's life and never goes down
 -- (snooze and replay no longer give numbers back), so the value a claim
 -- returns is a token no later claim of the job can share.
@@ -1967,7 +1968,7 @@ ALTER TABLE backoff.jobs
 -- six-argument form so that it does not linger as an unused overload.
 DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
 
--- == Queue-scoped privileges (grants; DESIGN §11.3, docs/adr/0038) ==
+-- == Queue-scoped privileges (grants; docs/adr/0038) ==
 -- One row per grant of backoff.grant_queue: role (an oid, so that a renamed
 -- role keeps its grants; a dropped role's rows match nobody), the queue or
 -- prefix as written ('mail.*'), the privilege, and the LIKE pattern the
@@ -1985,7 +1986,7 @@ CREATE TABLE backoff.queue_grants (
 ALTER TABLE backoff.queue_grants OWNER TO backoff_owner;
 REVOKE ALL ON backoff.queue_grants FROM PUBLIC;
 GRANT SELECT, DELETE ON backoff.queue_grants TO backoff_admin;
--- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
+-- == Wake-ups only for waiting workers (worker; docs/adr/0027) ==
 -- A worker whose claim found a queue empty registers here that it waits
 -- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
 -- a live registration exists (one index probe), so a busy system, whose
@@ -2002,7 +2003,7 @@ REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
 GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
 
--- == Queue controls (queues-sql; DESIGN §11.5, docs/adr/0045, docs/adr/0046) ==
+-- == Queue controls (queues-sql; docs/adr/0045, docs/adr/0046) ==
 -- Settings of a queue's downstream, written by `backoffctl config apply` (or
 -- an admin's INSERT/UPDATE) like policy: a rate limit (token bucket) and a
 -- circuit breaker. All NULL (the default of every existing row) = off, so
@@ -2091,7 +2092,7 @@ ALTER TABLE backoff.jobs
     ADD CONSTRAINT jobs_dead_letter_reason_check
         CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries'));
 
--- == Operator overview at a million rows (ui; issue 22, docs/adr/0048) ==
+-- == Operator overview at a million rows (ui; docs/adr/0048) ==
 -- The web UI's overview counted every status, due jobs and the last hour's
 -- activity with whole-table scans (backoff.stats, the activity chart and the
 -- queue list: ~1 s at 1M rows). backoff.overview and backoff.activity read
@@ -2100,7 +2101,7 @@ ALTER TABLE backoff.jobs
 --   retrying are counted, with due and the oldest due, by an index-only scan
 --   of the live rows; claim's walk is unchanged (same key, same predicate).
 --   Rebuilt here: CREATE INDEX reads the whole table under a SHARE lock
---   (writes wait, as for the other round-2 DDL); on a big table create the
+--   (writes wait, as for the other DDL of this migration); on a big table create the
 --   new index CONCURRENTLY under another name beforehand and rename it.
 -- * jobs_finished_idx: the finished rows by queue and completion time, for
 --   the per-minute chart, the queue list (a loose scan over queue) and
@@ -2131,7 +2132,7 @@ CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
 CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
 ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
--- == Dead letters page at a million rows (deadpage; issue 22, docs/adr/0055) ==
+-- == Dead letters page at a million rows (deadpage; docs/adr/0055) ==
 -- The web UI's dead-letters page grouped every dead letter by error
 -- signature (a read of each dead letter's row: ~400 ms at 50,000). It now
 -- groups only the most recent ones (by completed_at, when they were
@@ -6035,7 +6036,7 @@ $$;
 
 -- backoff._delay_us(...): the backoff delay in microseconds for failed
 -- attempt p_attempt (1-based) under explicit policy parameters, jitter
--- included. Private: the one implementation of DESIGN §5 that every other
+-- included. Private: the one implementation of docs/design.md#backoff-math that every other
 -- function calls. Durations are microseconds (bigint); arithmetic is in
 -- float8, one operator at a time, in the same order as the Go mirror
 -- (client/policy/delay.go), so both give the same result to the microsecond
@@ -6293,7 +6294,7 @@ COMMENT ON FUNCTION backoff.retry_delay(text, integer, bigint) IS
 'Delay before the retry that follows failed attempt p_attempt (1-based) under the named policy, jitter included and deterministic from p_seed (normally the job id). Raises 22023 for an unknown policy or an attempt below 1.
 Example: SELECT backoff.retry_delay(''moderate'', 3, 42);';
 
--- backoff.compute_delay(...): the backoff delay of DESIGN §5 for explicit
+-- backoff.compute_delay(...): the backoff delay of docs/design.md#backoff-math for explicit
 -- policy parameters, no table involved: pure and IMMUTABLE, so it can be
 -- used in indexes, generated columns, and by callers that keep their policy
 -- elsewhere. Parameters a strategy or jitter does not use are ignored.
@@ -6677,7 +6678,7 @@ END
 $$;
 
 -- backoff._clamp_time(timestamptz): the time kept inside years 1 to 9999
--- (UTC), the range every client can represent (DESIGN §11.4; a Go
+-- (UTC), the range every client can represent (ADR 0039; a Go
 -- time.Time marshals to JSON only up to year 9999). Private; applied to
 -- every run_at and lease_until computed as a time plus an interval, so that
 -- a long delay near the end of the range means "as late as possible"
@@ -6844,7 +6845,7 @@ AS $$
         OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
 $$;
 
--- backoff._now(p_now): the time a function works at (DESIGN §11.2,
+-- backoff._now(p_now): the time a function works at (ADR 0035,
 -- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
 -- that takes p_now starts with p_now := backoff._now(p_now).
 --   NULL or now()  -> now(), the transaction's clock, without reading any
@@ -6925,7 +6926,7 @@ $$;
 -- characters (general category Cf: zero-width characters, bidi marks,
 -- embeddings, overrides and isolates, the byte order mark, tags);
 -- otherwise 22023 naming the value with those characters escaped
--- (DESIGN §11.4, docs/adr/0059), raised by backoff._bad_name. Private;
+-- (docs/adr/0039, docs/adr/0059), raised by backoff._bad_name. Private;
 -- every function that takes a queue, policy, worker or dedupe key checks it
 -- here, so a name can always be notified (NOTIFY payloads are limited to
 -- 8000 bytes), indexed, replayed and printed on one terminal line, and two
@@ -6992,7 +6993,7 @@ AS $$
 $$;
 
 -- backoff._error_text(text): an error text as it is stored in last_error
--- and in the history (DESIGN §11.4): at most 8192 bytes; a longer text is
+-- and in the history (ADR 0039): at most 8192 bytes; a longer text is
 -- cut at a character boundary and ends with the marker
 -- " [truncated: N bytes]" (N = the original size), so that 20 history
 -- entries hold at most about 160 KiB whatever a worker sends. (NUL and
@@ -7069,7 +7070,7 @@ $$;
 
 -- backoff._queue_scope(privilege): the queues the caller may act on with
 -- p_privilege ('produce' or 'work'), as LIKE patterns, or NULL when the
--- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md,
+-- caller is not scoped (docs/adr/0038-queue-scoped-privileges.md,
 -- docs/adr/0058-queue-scope-fails-closed.md).
 --
 -- Who the caller is: inside a SECURITY DEFINER function current_user is the
@@ -7167,7 +7168,7 @@ $$;
 
 -- backoff._check_queue(queues, privilege): raise 42501
 -- (insufficient_privilege) naming the first queue of p_queues the caller may
--- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
+-- not act on with p_privilege (backoff._queue_scope; ADR 0038). Nothing
 -- to check for an unscoped caller. Private; enqueue checks the queues it
 -- inserts into ('produce'), claim its queue and the by-id functions the
 -- queue of the job they touch ('work'). They call it as
@@ -7378,7 +7379,7 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 -- else the policy of its queue at this moment
 -- (docs/adr/0008-single-retry-decision.md). p_policy follows p_now, against
 -- the p_now-last convention, so that positional calls written before it
--- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
+-- existed keep their meaning (docs/design.md#functions: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
 -- 'backoff_jobs' (payload: the queue name) when a worker has registered
@@ -7946,7 +7947,7 @@ $$;
 -- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
 -- a row. Hot path: one statement, no extra queries.
 --
--- Plan notes (docs/design.md §10): the candidates are collected into an
+-- Plan notes (docs/design.md#plans): the candidates are collected into an
 -- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the
@@ -8482,7 +8483,7 @@ SET jit = off
 AS $$
 DECLARE
     v_job   backoff.jobs;
-    -- Capped at 8 KiB with a marker (DESIGN §11.4).
+    -- Capped at 8 KiB with a marker (ADR 0039).
     v_error text := backoff._error_text(p_error);
     v_failures integer;
     v_window   interval;
@@ -9543,7 +9544,7 @@ BEGIN
               WHERE j.queue = v_row.name AND j.completed_at IS NOT NULL
               LIMIT p_exact_limit + 1) AS f;
         finished_exact := v_total <= p_exact_limit;
-        -- The queue's controls (issue 19), for a queue that has any.
+        -- The queue's controls, for a queue that has any.
         breaker := 'closed';
         rate := NULL;
         tokens := NULL;
@@ -10070,7 +10071,7 @@ SELECT backoff.resume_queue(''emails'');';
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
 -- grants acts on no queue when backoff.settings.require_queue_grants is on,
--- on every queue when it is off (DESIGN §11.3,
+-- on every queue when it is off (
 -- docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(

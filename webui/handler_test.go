@@ -268,7 +268,7 @@ func loginRole(t *testing.T, dbURL, group string) string {
 }
 
 // TestOverviewControlsAndEstimates: the overview shows a queue's open
-// breaker and its rate (issue 19), marks finished counts above the exact
+// breaker and its rate, marks finished counts above the exact
 // limit as estimates ("~") and explains the mark; live counts stay exact.
 func TestOverviewControlsAndEstimates(t *testing.T) {
 	dbURL := testdb.NewURL(t)

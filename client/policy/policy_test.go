@@ -81,7 +81,7 @@ func TestValidateNamesTheField(t *testing.T) {
 	require.NoError(t, p.Validate())
 }
 
-// The formulas of DESIGN §5, written out for one policy of each strategy.
+// The formulas of docs/design.md#backoff-math, written out for one policy of each strategy.
 func TestStrategiesFollowTheFormulas(t *testing.T) {
 	t.Parallel()
 	p := policy.Defaults()

@@ -23,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite testdata/vectors.json and docs/
 const vectorsPath = "testdata/vectors.json"
 
 // TestVectorsFileUpToDate derives every expected value of the shared vectors
-// with exact rational arithmetic (math/big) from the formulas of DESIGN §5,
+// with exact rational arithmetic (math/big) from the formulas of docs/design.md#backoff-math,
 // independently of both implementations, and fails when the committed file
 // differs. Values copied from the seeds' design records are checked against
 // the derivation as literals.
@@ -74,7 +74,7 @@ func buildVectors(t *testing.T) vectors.File {
 	const s, ms = int64(1_000_000), int64(1_000)
 	hundredYears := int64(policy.MaxDuration / time.Microsecond)
 	file := vectors.File{
-		Comment: "Shared test vectors of the backoff math (DESIGN §5): policy, seed, attempt → expected microseconds. " +
+		Comment: "Shared test vectors of the backoff math (docs/design.md#backoff-math): policy, seed, attempt → expected microseconds. " +
 			"Derived with exact rational arithmetic by client/policy/vectors_test.go (go test ./client/policy -run TestVectorsFileUpToDate -update); " +
 			"checked against the Go mirror (client/policy) and PostgreSQL (internal/sqltest/backoffmath).",
 	}
@@ -222,7 +222,7 @@ func buildVectors(t *testing.T) vectors.File {
 	return file
 }
 
-// exactDelay is DESIGN §5 in exact rational arithmetic: the reference the
+// exactDelay is docs/design.md#backoff-math in exact rational arithmetic: the reference the
 // vectors come from. Floats enter only as the exact values of the policy's
 // float64 parameters.
 func exactDelay(t *testing.T, p vectors.Policy, attempt int, seed int64) (int64, bool) {

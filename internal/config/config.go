@@ -1,5 +1,5 @@
 // Package config loads backoff.toml, the single source of truth for retry
-// policies and queue mappings (docs/design.md §6, docs/adr/0011).
+// policies and queue mappings (docs/design.md#configuration, docs/adr/0011).
 //
 // A file is decoded strictly: every key must be known, every value must have
 // the right type and range, and every problem is reported at once as
@@ -42,7 +42,7 @@ const DefaultPolicyRow = "default"
 const ImplicitDefaultPolicy = "moderate"
 
 // Settings are the database-wide settings of table backoff.settings
-// (DESIGN §11.2, docs/adr/0035-time-is-not-a-privilege.md), from the
+// (docs/adr/0035-time-is-not-a-privilege.md), from the
 // [settings] table. Set is false when the file (with its overlay) has no
 // [settings]: apply then leaves the database's row as it is.
 type Settings struct {
@@ -81,7 +81,7 @@ func DefaultSettings() Settings {
 var settingsKeys = []string{"max_clock_skew", "time_injection", "max_payload_bytes", "require_queue_grants"}
 
 // Queue maps a queue to the policy its jobs use, and carries the queue's
-// controls (DESIGN §11.5, docs/adr/0047-worker-learns-when-to-claim.md):
+// controls (docs/adr/0047-worker-learns-when-to-claim.md):
 // a rate limit and a circuit breaker, the columns of backoff.queues that
 // `config apply` writes. A zero value means the control is off.
 type Queue struct {
@@ -532,7 +532,7 @@ func decodeSettings(n *node, ps *problems) Settings {
 }
 
 // ValidName reports whether s is a name the database accepts for a queue,
-// policy, worker or dedupe key (backoff._check_name, DESIGN §11.4,
+// policy, worker or dedupe key (backoff._check_name, ADR 0039,
 // docs/adr/0059): 1 to 128 bytes without C0, DEL or C1 control characters
 // or Unicode format characters (formatChars).
 func ValidName(s string) bool {

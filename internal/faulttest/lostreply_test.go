@@ -22,7 +22,7 @@ import (
 // error, and the heartbeat loop tries again at its next tick). Where the
 // job can move on, another worker claims it before the repeat arrives: the
 // repeat carries a token that no longer holds the job and is refused
-// (DESIGN §11.1, docs/adr/0020); the new attempt is untouched. Each
+// (docs/adr/0020); the new attempt is untouched. Each
 // attempt is settled exactly once, as the job's history and the
 // completion log show. A completion's repeat is refused too, but the
 // Worker sees that its own attempt completed the job and counts it as

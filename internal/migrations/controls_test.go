@@ -11,7 +11,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-// TestQueueControlsMigration: version 4's queue controls (issue 19,
+// TestQueueControlsMigration: version 4's queue controls (
 // docs/adr/0045, 0046) come with every existing queue and policy off, and
 // going back to version 3 keeps a job dead-lettered for its lease expiries
 // as a dead letter whose budget is spent (max_attempts), with the controls'

@@ -11,7 +11,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-// TestFencingMigrationKeepsFates: jobs written by round 1's functions
+// TestFencingMigrationKeepsFates: jobs written by migration 002's functions
 // (version 3) in every state migrate to uncounted_attempts (version 4,
 // docs/adr/0020) without a change of fate: the same budget left, the same
 // token for a running attempt, the same dead letter at the same failure.
@@ -47,7 +47,7 @@ func TestFencingMigrationKeepsFates(t *testing.T) {
 		exec(`SELECT backoff.claim('a', 'w', 1, NULL, $1)`, now)
 		exec(`SELECT backoff.fail($1, $2, 'boom', NULL, true, $3)`, a, n, now)
 	}
-	// b: running attempt 2 (its first was snoozed, which round 1 gave back,
+	// b: running attempt 2 (its first was snoozed, which version 3 gave back,
 	// then one failure).
 	b := id(`SELECT backoff.enqueue('b', p_now => $1)`, t0)
 	exec(`SELECT backoff.claim('b', 'w', 1, NULL, $1)`, t0)
@@ -55,7 +55,7 @@ func TestFencingMigrationKeepsFates(t *testing.T) {
 	exec(`SELECT backoff.claim('b', 'w', 1, NULL, $1)`, t0)
 	exec(`SELECT backoff.fail($1, 1, 'boom', NULL, true, $2)`, b, t0)
 	exec(`SELECT backoff.claim('b', 'w', 1, NULL, $1)`, t0.Add(time.Minute))
-	// c: dead-lettered, then replayed by round 1 (attempts back to 0).
+	// c: dead-lettered, then replayed by version 3 (attempts back to 0).
 	c := id(`SELECT backoff.enqueue('c', p_now => $1)`, t0)
 	exec(`SELECT backoff.claim('c', 'w', 1, NULL, $1)`, t0)
 	exec(`SELECT backoff.fail($1, 1, 'poison', NULL, false, $2)`, c, t0)
@@ -110,7 +110,7 @@ func TestFencingMigrationKeepsFates(t *testing.T) {
 	require.True(t, now.Add(10*time.Second).Equal(runAt), "run_at %v", runAt)
 	require.Equal(t, int32(2), counted)
 	// c: the replayed job has its whole budget; its next claim has token 1
-	// (round 1 restarted the numbers; from now on they only grow).
+	// (version 3 restarted the numbers; from now on they only grow).
 	var token int32
 	require.NoError(t, conn.QueryRow(ctx, `SELECT attempts FROM backoff.claim('c', 'w', 1, NULL, $1)`, now).Scan(&token))
 	require.Equal(t, int32(1), token)

@@ -155,9 +155,9 @@ func publicFunctions(t *testing.T, conn *pgx.Conn) []string {
 	return fns
 }
 
-// TestDownLeavesNothingForPublic (issue 16): migrating down, to any
+// TestDownLeavesNothingForPublic: migrating down, to any
 // version, never leaves a function of schema backoff executable by PUBLIC.
-// Down to 2 used to hand round 1's SECURITY DEFINER functions back to the
+// Down to 2 used to hand migration 002's SECURITY DEFINER functions back to the
 // installing (super)user with EXECUTE for PUBLIC.
 func TestDownLeavesNothingForPublic(t *testing.T) {
 	t.Parallel()

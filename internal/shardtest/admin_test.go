@@ -19,7 +19,7 @@ func TestPauseQueueThroughRouter(t *testing.T) {
 	var has bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT to_regproc('backoff.pause_queue') IS NOT NULL`).Scan(&has))
 	if !has {
-		t.Skip("backoff.pause_queue is not in this schema yet (issue 19's branch)")
+		t.Skip("backoff.pause_queue is not in this schema yet")
 	}
 	q := queuesOnEveryShard(t, "pause")[2]
 	_, err = conn.Exec(ctx, `SELECT backoff.enqueue($1)`, q)

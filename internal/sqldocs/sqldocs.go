@@ -248,7 +248,7 @@ func Index(fns []Function) string {
 	b.WriteString("# SQL reference\n\n")
 	b.WriteString("<!-- Generated from the database catalog by internal/sqldocs; run `make generate`. -->\n\n")
 	b.WriteString("Every public function of the schema `backoff`. Errors use the SQLSTATEs of\n")
-	b.WriteString("[the design contract](../design.md#4-functions-the-public-sql-api).\n\n")
+	b.WriteString("[the contract](../design.md#errors).\n\n")
 	b.WriteString("| function | what it does |\n|---|---|\n")
 	for _, fn := range sorted {
 		fmt.Fprintf(&b, "| [`backoff.%s`](%s.md) | %s |\n", fn.Name, fn.Name, firstSentence(Description(fn.Overloads[0].Comment)))

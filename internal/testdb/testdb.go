@@ -256,7 +256,7 @@ func createTemplate(ctx context.Context) error {
 		return err
 	}
 	// Tests drive time through p_now, as workers and producers too: switch
-	// time injection on in every test database (DESIGN §11.2). The tests
+	// time injection on in every test database (ADR 0035). The tests
 	// of the clock check switch it off in their own database. Tests act as
 	// worker and producer roles without queue grants, which a new install
 	// refuses (require_queue_grants, docs/adr/0058): switched off here, on

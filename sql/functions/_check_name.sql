@@ -3,7 +3,7 @@
 -- characters (general category Cf: zero-width characters, bidi marks,
 -- embeddings, overrides and isolates, the byte order mark, tags);
 -- otherwise 22023 naming the value with those characters escaped
--- (DESIGN §11.4, docs/adr/0059), raised by backoff._bad_name. Private;
+-- (docs/adr/0039, docs/adr/0059), raised by backoff._bad_name. Private;
 -- every function that takes a queue, policy, worker or dedupe key checks it
 -- here, so a name can always be notified (NOTIFY payloads are limited to
 -- 8000 bytes), indexed, replayed and printed on one terminal line, and two

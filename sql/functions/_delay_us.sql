@@ -1,6 +1,6 @@
 -- backoff._delay_us(...): the backoff delay in microseconds for failed
 -- attempt p_attempt (1-based) under explicit policy parameters, jitter
--- included. Private: the one implementation of DESIGN §5 that every other
+-- included. Private: the one implementation of docs/design.md#backoff-math that every other
 -- function calls. Durations are microseconds (bigint); arithmetic is in
 -- float8, one operator at a time, in the same order as the Go mirror
 -- (client/policy/delay.go), so both give the same result to the microsecond

@@ -1,4 +1,4 @@
--- backoff._now(p_now): the time a function works at (DESIGN §11.2,
+-- backoff._now(p_now): the time a function works at (ADR 0035,
 -- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
 -- that takes p_now starts with p_now := backoff._now(p_now).
 --   NULL or now()  -> now(), the transaction's clock, without reading any

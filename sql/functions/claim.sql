@@ -3,7 +3,7 @@
 -- FOR UPDATE SKIP LOCKED, so concurrent claimers never wait for, nor share,
 -- a row. Hot path: one statement, no extra queries.
 --
--- Plan notes (docs/design.md §10): the candidates are collected into an
+-- Plan notes (docs/design.md#plans): the candidates are collected into an
 -- array (an InitPlan) and the UPDATE finds them with id = ANY(array) on the
 -- primary key. The usual id IN (SELECT ... LIMIT p_limit FOR UPDATE SKIP
 -- LOCKED) can get a generic plan that hash-joins a sequential scan of the

@@ -1,4 +1,4 @@
--- backoff.compute_delay(...): the backoff delay of DESIGN §5 for explicit
+-- backoff.compute_delay(...): the backoff delay of docs/design.md#backoff-math for explicit
 -- policy parameters, no table involved: pure and IMMUTABLE, so it can be
 -- used in indexes, generated columns, and by callers that keep their policy
 -- elsewhere. Parameters a strategy or jitter does not use are ignored.

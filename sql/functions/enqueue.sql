@@ -3,7 +3,7 @@
 -- else the policy of its queue at this moment
 -- (docs/adr/0008-single-retry-decision.md). p_policy follows p_now, against
 -- the p_now-last convention, so that positional calls written before it
--- existed keep their meaning (DESIGN §4: optional parameters at the end). A dedupe
+-- existed keep their meaning (docs/design.md#functions: optional parameters at the end). A dedupe
 -- key that matches an unfinished job of the same queue returns that job's
 -- id and inserts nothing. A job due now wakes listeners of channel
 -- 'backoff_jobs' (payload: the queue name) when a worker has registered

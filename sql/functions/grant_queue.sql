@@ -5,7 +5,7 @@
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
 -- grants acts on no queue when backoff.settings.require_queue_grants is on,
--- on every queue when it is off (DESIGN §11.3,
+-- on every queue when it is off (
 -- docs/adr/0038-queue-scoped-privileges.md, docs/adr/0058). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(

@@ -1,5 +1,5 @@
 // Database errors become the package's error classes here, and nowhere
-// else: one class per SQLSTATE of the SQL API (docs/design.md §4). Each
+// else: one class per SQLSTATE of the SQL API (docs/design.md#errors). Each
 // keeps the driver's error as `cause` and the SQLSTATE as `code`, and its
 // message starts with the operation ("claim jobs in \"emails\": ...").
 

@@ -604,7 +604,7 @@ func TestBreakerFailNeverWaits(t *testing.T) {
 	}
 
 	for round, base := range []time.Time{t0, at(time.Hour)} {
-		// Round 0: no state row yet (the opener creates it); round 1: a
+		// Pass 0: no state row yet (the opener creates it); pass 1: a
 		// closed row (the opener updates it).
 		for i := 1; i <= 2; i++ {
 			now := base.Add(time.Duration(i) * time.Second)

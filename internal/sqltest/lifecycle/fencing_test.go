@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Fencing across every transition (DESIGN §11.1,
+// Fencing across every transition (
 // docs/adr/0020-tokens-that-never-repeat.md): attempts counts every claim
 // and never goes down, so a token that no longer holds its job never
 // matches a later claim. Each test below holds an old token and throws it
@@ -137,7 +137,7 @@ func TestStaleCallWaitsOnReplayAndReclaim(t *testing.T) {
 }
 
 // TestSnoozeThenReclaimThenStale: a snooze whose reply was lost is sent
-// again after another worker claimed the job (the bug of issue 13: the
+// again after another worker claimed the job (a bug fixed by ADR 0020: the
 // repeat used to snooze the other worker's attempt). Every stale call is
 // refused, first while the snooze is uncommitted (the repeat waits and then
 // finds the job pending), then after the re-claim.

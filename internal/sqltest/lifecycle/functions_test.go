@@ -103,7 +103,7 @@ func TestEnqueueWithPolicy(t *testing.T) {
 	for _, bad := range []string{"nope", ""} {
 		pgErr := requireCode(t, execErr(db, `SELECT backoff.enqueue('mail', p_policy => $1)`, bad), "22023")
 		if bad == "" {
-			// Not a name at all (DESIGN §11.4).
+			// Not a name at all (ADR 0039).
 			require.Equal(t, `policy must be 1 to 128 bytes without control or format characters, got "" (0 bytes)`, pgErr.Message)
 			continue
 		}
@@ -185,7 +185,7 @@ func notificationsUntilSentinel(t *testing.T, conn *pgx.Conn) []string {
 	}
 }
 
-// TestEnqueueNotifiesOnlyWaitingWorkers: DESIGN §11.6. Without a live
+// TestEnqueueNotifiesOnlyWaitingWorkers: ADR 0027. Without a live
 // registration (none, expired, or ended with stop_waiting) neither form of
 // enqueue notifies, so committing enqueuers never take the notify lock; a
 // registration makes both notify.
@@ -792,7 +792,7 @@ func TestInfiniteNowIsNamed(t *testing.T) {
 }
 
 // TestNullNowIsTheDatabaseClock: p_now NULL means now() in every function
-// that takes it (DESIGN §11.2), so that clients send one SQL text whether
+// that takes it (ADR 0035), so that clients send one SQL text whether
 // or not they have a clock of their own.
 func TestNullNowIsTheDatabaseClock(t *testing.T) {
 	t.Parallel()

@@ -17,7 +17,7 @@ import (
 // finished rows and checks, through auto_explain, the generic plans that
 // PL/pgSQL caches for the statements inside claim, reap, acquire, complete,
 // complete_many and fail: index scans, never a sequential scan of jobs
-// (docs/design.md §10).
+// (docs/design.md#plans).
 func TestHotStatementPlansAtAMillionRows(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {

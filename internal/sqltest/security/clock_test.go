@@ -39,7 +39,7 @@ func newClockDB(t *testing.T) clockDB {
 	return db
 }
 
-// The attack (issue 16): a worker login passes its own p_now to claim a job
+// The attack: a worker login passes its own p_now to claim a job
 // hours before it is due, to reap other workers' live leases, or to snooze
 // a job for a century; a producer backdates created_at. Outside
 // backoff_admin, a p_now further than max_clock_skew from now() is refused

@@ -20,7 +20,7 @@ import (
 
 // The SQLSTATEs a call of a public function may answer with, when every
 // argument is a valid value of its type (docs/reliability.md):
-// invalid_parameter_value and the BK codes of DESIGN §4.
+// invalid_parameter_value and the BK codes of docs/design.md#errors.
 var functionCodes = []string{"22023", "BK001", "BK002", "BK003", "BK004"}
 
 // The SQLSTATEs PostgreSQL itself raises when the text a caller sends is
@@ -49,7 +49,7 @@ var tolerated = map[string][]string{
 	// microsecond count (the policies table refuses such a schedule).
 	"compute_delay": {"22003"},
 	// (A dedupe key longer than about 2.7 kB no longer reaches the btree:
-	// names are at most 128 bytes, DESIGN §11.4.)
+	// names are at most 128 bytes, ADR 0039.)
 }
 
 // fuzzFn is one public function: its name and parameter types, in order.
@@ -202,7 +202,7 @@ SELECT id, rule FROM (
     ('run_at finite', isfinite(j.run_at)),
     ('created_at finite', isfinite(j.created_at)),
     ('lease finite', j.lease_until IS NULL OR isfinite(j.lease_until)),
-    -- Bounded input (DESIGN §11.4).
+    -- Bounded input (ADR 0039).
     ('queue a name', octet_length(j.queue) BETWEEN 1 AND 128 AND j.queue !~ backoff._bad_name_chars()),
     ('worker a name', j.locked_by IS NULL OR (octet_length(j.locked_by) BETWEEN 1 AND 128 AND j.locked_by !~ backoff._bad_name_chars())),
     ('dedupe key a name', j.dedupe_key IS NULL OR (octet_length(j.dedupe_key) BETWEEN 1 AND 128 AND j.dedupe_key !~ backoff._bad_name_chars())),

@@ -52,7 +52,7 @@ func makeQueueFixtures(t *testing.T, pool *pgxpool.Pool, queue string) queueFixt
 // it; docs/adr/0058); a role without grants keeps acting on every queue
 // while require_queue_grants is off (the test template's setting).
 //
-// Against round 1 (no grants) this reproduced "every worker owns every
+// Against version 3 (no grants) this reproduced "every worker owns every
 // queue": worker A completed, failed, snoozed and dead-lettered queue B's
 // jobs and read its payloads.
 func TestQueueGrantsMatrix(t *testing.T) {
@@ -91,7 +91,7 @@ func TestQueueGrantsMatrix(t *testing.T) {
 		{"fail", `SELECT * FROM backoff.fail($1, 1, 'boom', NULL, false, $2)`, func(q string) []any { return []any{fx[q].running, now} }},
 		{"heartbeat", `SELECT backoff.heartbeat($1, 1, NULL, $2)`, func(q string) []any { return []any{fx[q].running, now} }},
 		{"snooze", `SELECT * FROM backoff.snooze($1, 1, '1 minute', $2)`, func(q string) []any { return []any{fx[q].running, now} }},
-		// Queue controls (issue 19): a scoped caller reads its queues' state only.
+		// Queue controls: a scoped caller reads its queues' state only.
 		{"queue_state", `SELECT * FROM backoff.queue_state($1, $2)`, func(q string) []any { return []any{q, now} }},
 		// Stale attempt: the fencing error must not describe another
 		// queue's job either.

@@ -21,7 +21,7 @@ import (
 // TestNameLimits: queue, policy, worker and dedupe key are names of 1 to
 // 128 bytes without control characters, everywhere they come in (also the
 // operator's pause_queue, resume_queue and replay_dead_letters); anything
-// else is 22023 naming the value (DESIGN §11.4). Round 1 stored an
+// else is 22023 naming the value (ADR 0039). Version 3 stored an
 // 8,000-byte queue name that could never be notified or replayed, and
 // escape sequences that reached the operator's terminal.
 func TestNameLimits(t *testing.T) {
@@ -261,7 +261,7 @@ func TestPayloadLimit(t *testing.T) {
 
 // TestErrorHistoryBounded: a worker that fails a job 30 times with 1 MB
 // errors leaves at most 8 KiB per history entry and in last_error
-// (DESIGN §11.4). Round 1 kept the whole text: one job held 200 MB.
+// (ADR 0039). Version 3 kept the whole text: one job held 200 MB.
 func TestErrorHistoryBounded(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
@@ -289,7 +289,7 @@ FROM backoff.jobs WHERE id = $1`, id).Scan(&lastLen, &histBytes, &entries, &maxE
 }
 
 // TestTimeBounds: run_at and every time computed as a time plus an interval
-// stay inside years 1 to 9999 (DESIGN §11.4). Round 1 stored a run_at in
+// stay inside years 1 to 9999 (ADR 0039). Version 3 stored a run_at in
 // year 10000+, which broke `backoffctl jobs list -o json`.
 func TestTimeBounds(t *testing.T) {
 	ctx := context.Background()

@@ -140,7 +140,7 @@ func runCLI(t *testing.T, args ...string) {
 	require.Equal(t, exitOK, code, "%v: %s%s", args, out, errOut)
 }
 
-// The attack (issue 16): in a database where a stranger may create in
+// The attack: in a database where a stranger may create in
 // public, `backoffctl migrate up` ran the stranger's array_position as the
 // installing superuser and left it bound to backoff.policies' CHECK.
 func TestInstallRouteMigrateUp(t *testing.T) {
@@ -193,7 +193,7 @@ func TestInstallRouteCreateExtension(t *testing.T) {
 	requireNoPlantRan(t, super, "CREATE EXTENSION")
 }
 
-// migrate down, to 2 (round 1's functions with the version 2 privileges)
+// migrate down, to 2 (migration 002's functions with the version 2 privileges)
 // and then to 0, with the plants set after the install.
 func TestInstallRouteMigrateDown(t *testing.T) {
 	t.Parallel()

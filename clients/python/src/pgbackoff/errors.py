@@ -15,7 +15,7 @@ import psycopg
 
 from .types import Duration, as_interval
 
-# The SQLSTATEs of the SQL API (docs/design.md §4).
+# The SQLSTATEs of the SQL API (docs/design.md#errors).
 INVALID_ARGUMENT = "22023"
 JOB_NOT_FOUND = "BK001"
 STALE_ATTEMPT = "BK002"

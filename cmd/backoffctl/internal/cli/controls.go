@@ -11,7 +11,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/config"
 )
 
-// A queue's controls (DESIGN §11.5, docs/concepts.md "Queues as
+// A queue's controls (ADR 0045, docs/concepts.md "Queues as
 // controls") as `queue list`, `queue show` and `stats` print them: the
 // settings from client.QueueInfo, the live state from client.QueueState.
 

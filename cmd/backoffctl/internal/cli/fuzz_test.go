@@ -57,7 +57,7 @@ func runArgs(t *testing.T, args []string) int {
 			t.Fatalf("backoffctl %q panicked: %v", args, r.panic)
 		}
 		// Whatever the arguments carry, nothing a terminal acts on is
-		// printed raw (DESIGN §11.4): the error line is escaped.
+		// printed raw (ADR 0039): the error line is escaped.
 		for _, bad := range []string{"\x1b", "\u009b", "\r", "\x07"} {
 			if strings.Contains(r.out, bad) {
 				t.Fatalf("backoffctl %q printed a raw %q:\n%s", args, bad, r.out)
@@ -88,7 +88,7 @@ var (
 		"moderate", "test", "production", "emails", "'", `"`, `\`, "{}", `{"a":1}`, "{", "null", "[]",
 		"1s", "-1s", "1h", "999999h", "2026-01-01T00:00:00Z", "yesterday", "ünï🙂", "\x01\x7f", "\n",
 		"../../../../examples/backoff.toml", "testdata", "missing.toml", strings.Repeat("x", 10000),
-		// Bounded input (DESIGN §11.4): escapes, C1 CSI, names over 128
+		// Bounded input (ADR 0039): escapes, C1 CSI, names over 128
 		// bytes, a year past 9999.
 		"\x1b[2J", "q\u009b31m", "\r\x07", strings.Repeat("q", 129), "10000-01-01T00:00:00Z", "--\x1b[2J",
 	}

@@ -30,7 +30,7 @@ func requireInert(t *testing.T, out string) {
 
 // TestOutputEscapesControlCharacters: jobs show/list, dlq list and stats
 // escape control characters of producer and worker data in text output;
-// JSON output is still the exact value (DESIGN §11.4). The rows are
+// JSON output is still the exact value (ADR 0039). The rows are
 // written as the owner would have found them before names were bounded:
 // a queue, worker and dedupe key with escape sequences.
 func TestOutputEscapesControlCharacters(t *testing.T) {
@@ -83,7 +83,7 @@ RETURNING id`, queue, hostileText).Scan(&id))
 }
 
 // TestJobsListYear10000: a run_at beyond year 9999 (stored before the
-// bound, or by hand) still lists as JSON. Round 1 failed the whole
+// bound, or by hand) still lists as JSON. An earlier CLI failed the whole
 // command: Go's time.Time refuses to marshal such a year.
 func TestJobsListYear10000(t *testing.T) {
 	ctx := context.Background()
@@ -101,7 +101,7 @@ func TestJobsListYear10000(t *testing.T) {
 
 // TestDLQReplayAllPartial: one dead letter whose dedupe key is taken by a
 // live job cannot be replayed; --all replays the others, names the one it
-// could not and why, and exits 1. Round 1 rolled the whole queue back, so
+// could not and why, and exits 1. An earlier CLI rolled the whole queue back, so
 // one conflict blocked the queue's replay forever.
 func TestDLQReplayAllPartial(t *testing.T) {
 	ctx := context.Background()

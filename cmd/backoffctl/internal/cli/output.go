@@ -37,7 +37,7 @@ func wantJSON(cmd *cobra.Command) (bool, error) {
 // encoding/json leaves raw inside strings (DEL, C1 controls such as CSI,
 // and the format characters: bidi overrides, zero-width characters) are
 // written as \uXXXX escapes (a surrogate pair above U+FFFF), which mean
-// the same string (DESIGN §11.4).
+// the same string (ADR 0039).
 func writeJSON(w io.Writer, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -43,7 +43,7 @@ type dbState struct {
 	Policies map[string]policy.Policy
 	Queues   map[string]string // queue → policy
 	// Controls are the queues' rows with their controls (rate, breaker;
-	// DESIGN §11.5), by name; Policy as in Queues.
+	// ADR 0045), by name; Policy as in Queues.
 	Controls map[string]config.Queue
 	// Paused: the queues an operator paused (backoff.pause_queue), by name.
 	Paused   map[string]bool

@@ -1,7 +1,7 @@
 // Package demo is `backoffctl demo`: a throwaway PostgreSQL (or a
 // database it creates on a given server), failing workers, retries and dead
 // letters. It lives apart from the operator commands (package cli) so that
-// only the demo pulls in the server tooling (issue 18, ADR 0042).
+// only the demo pulls in the server tooling (ADR 0042).
 package demo
 
 import (
@@ -172,7 +172,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	// 2. A fresh database, migrated and configured. The demo switches
 	// databases on the parsed connection settings, never on the URL text: in
 	// a URL such as postgres://host/postgres?dbname=prod the query parameter
-	// names the database, whatever the path says (issue 16).
+	// names the database, whatever the path says.
 	server, err := cli.ParseConnConfig(srv.URL)
 	if err != nil {
 		return err

@@ -189,7 +189,7 @@ func TestDemoLimiter(t *testing.T) {
 	require.True(t, ok)
 }
 
-// The attack (issue 16): `demo --database-url 'postgres://…/postgres?dbname=prod'`
+// The attack: `demo --database-url 'postgres://…/postgres?dbname=prod'`
 // worked in prod, because the query parameter wins over the path the demo
 // rewrote. With ?dbname= and ?database=, the named database is untouched:
 // its policies, its queues and a real pending job of a queue the demo also

@@ -1,14 +1,15 @@
--- Round 2: the schema changes of DESIGN §11, then the working copy of every
--- function (snapshot "unreleased", sql/functions), then their privileges.
--- Round 1's functions stay frozen in snapshots/002 (migration 002), so this
--- is the only migration that installs "unreleased" (docs/adr/0003).
+-- Version 4: fencing tokens that never repeat, queue-scoped privileges,
+-- queue controls and the other schema changes below, then the functions of
+-- version 4 (frozen in snapshots/004) with their privileges. The functions
+-- of migration 002 stay frozen in snapshots/002, which the down part
+-- installs again (docs/adr/0003).
 --
 -- Each section below belongs to one change; its down counterpart is in the
 -- same order, reversed, after the marker.
 
--- == Schema changes (one section per change; added by the round-2 work) ==
+-- == Schema changes (one section per change) ==
 
--- == Install hygiene (install; DESIGN §11.4, docs/adr/0036) ==
+-- == Install hygiene (install; docs/adr/0036) ==
 -- Migration 001 (released, frozen) wrote CHECK constraints of
 -- backoff.policies that an install run with a search_path where others may
 -- CREATE could bind to planted look-alikes: array_position and cardinality
@@ -33,7 +34,7 @@ ALTER TABLE backoff.policies
     ADD CONSTRAINT policies_jitter_ratio_check
         CHECK (jitter_ratio = 0::float8 OR (jitter_ratio >= 0.000001::float8 AND jitter_ratio <= 1::float8));
 
--- == Time is not a privilege (install; DESIGN §11.2, docs/adr/0035) ==
+-- == Time is not a privilege (install; docs/adr/0035) ==
 -- One row of database-wide settings, read by backoff._now when a caller
 -- passes a p_now other than now(); written by `backoffctl config apply`
 -- from the [settings] table of the TOML.
@@ -51,13 +52,13 @@ GRANT SELECT ON backoff.settings TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE ON backoff.settings TO backoff_admin;
 -- ---- throughput: backoff._retry_decision becomes an inlinable set-returning
 -- SQL function (docs/adr/0041); CREATE OR REPLACE cannot change a
--- function's return type, so round 1's PL/pgSQL version is dropped first
+-- function's return type, so migration 002's PL/pgSQL version is dropped first
 -- (no object depends on it: fail and reap call it by name at run time and
 -- are replaced below).
 DROP FUNCTION IF EXISTS backoff._retry_decision(
     backoff.policies, bigint, integer, integer, timestamptz, timestamptz, interval, boolean, timestamptz);
 
--- == Fencing tokens that never repeat (fence; DESIGN §11.1, docs/adr/0020) ==
+-- == Fencing tokens that never repeat (fence; docs/adr/0020) ==
 -- attempts now counts every claim over a job's life and never goes down
 -- (snooze and replay no longer give numbers back), so the value a claim
 -- returns is a token no later claim of the job can share.
@@ -81,7 +82,7 @@ ALTER TABLE backoff.jobs
 -- six-argument form so that it does not linger as an unused overload.
 DROP FUNCTION backoff._push_error(jsonb, integer, timestamptz, text, text, text);
 
--- == Queue-scoped privileges (grants; DESIGN §11.3, docs/adr/0038) ==
+-- == Queue-scoped privileges (grants; docs/adr/0038) ==
 -- One row per grant of backoff.grant_queue: role (an oid, so that a renamed
 -- role keeps its grants; a dropped role's rows match nobody), the queue or
 -- prefix as written ('mail.*'), the privilege, and the LIKE pattern the
@@ -99,7 +100,7 @@ CREATE TABLE backoff.queue_grants (
 ALTER TABLE backoff.queue_grants OWNER TO backoff_owner;
 REVOKE ALL ON backoff.queue_grants FROM PUBLIC;
 GRANT SELECT, DELETE ON backoff.queue_grants TO backoff_admin;
--- == Wake-ups only for waiting workers (worker; DESIGN §11.6, docs/adr/0027) ==
+-- == Wake-ups only for waiting workers (worker; docs/adr/0027) ==
 -- A worker whose claim found a queue empty registers here that it waits
 -- for that queue (backoff.wait_for_jobs); backoff.enqueue notifies only when
 -- a live registration exists (one index probe), so a busy system, whose
@@ -116,7 +117,7 @@ REVOKE ALL ON backoff.waiting_workers FROM PUBLIC;
 GRANT SELECT ON backoff.waiting_workers TO backoff_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.waiting_workers TO backoff_admin;
 
--- == Queue controls (queues-sql; DESIGN §11.5, docs/adr/0045, docs/adr/0046) ==
+-- == Queue controls (queues-sql; docs/adr/0045, docs/adr/0046) ==
 -- Settings of a queue's downstream, written by `backoffctl config apply` (or
 -- an admin's INSERT/UPDATE) like policy: a rate limit (token bucket) and a
 -- circuit breaker. All NULL (the default of every existing row) = off, so
@@ -205,7 +206,7 @@ ALTER TABLE backoff.jobs
     ADD CONSTRAINT jobs_dead_letter_reason_check
         CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries'));
 
--- == Operator overview at a million rows (ui; issue 22, docs/adr/0048) ==
+-- == Operator overview at a million rows (ui; docs/adr/0048) ==
 -- The web UI's overview counted every status, due jobs and the last hour's
 -- activity with whole-table scans (backoff.stats, the activity chart and the
 -- queue list: ~1 s at 1M rows). backoff.overview and backoff.activity read
@@ -214,7 +215,7 @@ ALTER TABLE backoff.jobs
 --   retrying are counted, with due and the oldest due, by an index-only scan
 --   of the live rows; claim's walk is unchanged (same key, same predicate).
 --   Rebuilt here: CREATE INDEX reads the whole table under a SHARE lock
---   (writes wait, as for the other round-2 DDL); on a big table create the
+--   (writes wait, as for the other DDL of this migration); on a big table create the
 --   new index CONCURRENTLY under another name beforehand and rename it.
 -- * jobs_finished_idx: the finished rows by queue and completion time, for
 --   the per-minute chart, the queue list (a loose scan over queue) and
@@ -245,7 +246,7 @@ CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id)
 CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
 ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
--- == Dead letters page at a million rows (deadpage; issue 22, docs/adr/0055) ==
+-- == Dead letters page at a million rows (deadpage; docs/adr/0055) ==
 -- The web UI's dead-letters page grouped every dead letter by error
 -- signature (a read of each dead letter's row: ~400 ms at 50,000). It now
 -- groups only the most recent ones (by completed_at, when they were
@@ -285,7 +286,7 @@ DROP POLICY IF EXISTS jobs_admin ON backoff.jobs;
 ALTER TABLE backoff.jobs DISABLE ROW LEVEL SECURITY;
 
 -- Back to version 3: drop every function, undo the schema changes, then
--- install round 1's functions with migration 003's privileges.
+-- install migration 002's functions with migration 003's privileges.
 DO $$
 DECLARE
     v_fn pg_catalog.regprocedure;
@@ -341,9 +342,9 @@ DROP TABLE backoff.queue_grants;
 DROP TABLE backoff.waiting_workers;
 
 -- Fencing tokens that never repeat (fence).
--- Round 1's functions read attempts as the counted attempt: take the
+-- Migration 002's functions read attempts as the counted attempt: take the
 -- uncounted claims off so that every job keeps the budget it had. The
--- tokens of running jobs change (and round 1's tokens repeat again), so
+-- tokens of running jobs change (and their tokens repeat again), so
 -- downgrade with no worker running.
 UPDATE backoff.jobs SET attempts = attempts - uncounted_attempts WHERE uncounted_attempts > 0;
 ALTER TABLE backoff.jobs DROP COLUMN uncounted_attempts;
