@@ -5,15 +5,23 @@
 -- require_queue_grants (a missing row counts as on). When false the
 -- functions skip backoff._check_queue: they call it as
 --   PERFORM backoff._check_queue(...) WHERE backoff._scope_in_force()
--- so that the hot path pays a GUC read and two probes of one-row or empty
--- tables, not two PL/pgSQL calls (docs/adr/0058-queue-scope-fails-closed.md).
--- An SQL function that PostgreSQL inlines. Private.
+-- (docs/adr/0058-queue-scope-fails-closed.md). Private.
+--
+-- PL/pgSQL, not SQL: an SQL function whose body holds sub-selects is never
+-- inlined, so every call ran the SQL-function executor (31 µs a call in the
+-- RETURNING of enqueue's INSERT, half of enqueue's time); here a superuser
+-- costs one GUC read, anyone else two probes of one-row or empty tables
+-- through cached plans.
 CREATE OR REPLACE FUNCTION backoff._scope_in_force()
 RETURNS boolean
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 AS $$
-    SELECT pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.<>) 'on'
-           AND (EXISTS (SELECT FROM backoff.queue_grants)
-                OR NOT EXISTS (SELECT FROM backoff.settings AS s WHERE NOT s.require_queue_grants))
+BEGIN
+    IF pg_catalog.current_setting('is_superuser') = 'on' THEN
+        RETURN false;
+    END IF;
+    RETURN EXISTS (SELECT FROM backoff.queue_grants)
+        OR NOT EXISTS (SELECT FROM backoff.settings AS s WHERE NOT s.require_queue_grants);
+END
 $$;
