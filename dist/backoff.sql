@@ -10557,14 +10557,48 @@ BEGIN
 END
 $$;
 
+-- backoff._is_zone_name(name): whether name is a time zone of the IANA
+-- database that PostgreSQL has, such as 'UTC', 'Europe/Berlin' or
+-- 'EST5EDT'. Not by reading pg_timezone_names: that view walks the whole
+-- zone directory and fails on any broken link in it (a dangling
+-- 'localtime' link is common), so the check would break a server for
+-- something unrelated. Instead the name is set as the transaction's
+-- TimeZone, which takes zone files and POSIX strings but refuses
+-- abbreviations ('CEST') and unknown names ('Mars/Olympus'), and POSIX
+-- strings are refused by their shape: an offset written in digits
+-- ('UTC+3', 'EST5'), which no zone file name has but the four legacy US
+-- zones and Etc/GMT±N. Private (docs/adr/0063).
+CREATE OR REPLACE FUNCTION backoff._is_zone_name(p_name text)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_saved text := pg_catalog.current_setting('timezone');
+BEGIN
+    IF p_name !~ '^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$'
+       OR (p_name ~ '^[A-Za-z]+[+-]?[0-9]' AND p_name NOT IN ('EST5EDT', 'CST6CDT', 'MST7MDT', 'PST8PDT'))
+       OR (p_name ~ '[+-][0-9]' AND p_name !~ '^Etc/GMT[+-][0-9]+$') THEN
+        RETURN false;
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.set_config('timezone', p_name, true);
+    EXCEPTION WHEN invalid_parameter_value THEN
+        RETURN false;
+    END;
+    PERFORM pg_catalog.set_config('timezone', v_saved, true);
+    RETURN true;
+END
+$$;
+
 -- backoff._schedule_timing(cron, every, time_zone, anchor): a
 -- backoff.schedules row with only its timing filled in (cron and its
 -- parsed sets, or every and anchor; the time zone), checked; 22023 naming
 -- the value otherwise (docs/adr/0063). Exactly one of p_cron and p_every.
 -- The time zone must be a name of the IANA database as PostgreSQL knows it
--- (pg_timezone_names): a POSIX string such as 'UTC+3' (three hours WEST of
--- Greenwich) or an abbreviation such as 'CEST' (no daylight saving rules)
--- is refused. p_anchor NULL is 1970-01-01 00:00 UTC, so that an interval
+-- (backoff._is_zone_name): a POSIX string such as 'UTC+3' (three hours WEST
+-- of Greenwich) or an abbreviation such as 'CEST' (no daylight saving
+-- rules) is refused. p_anchor NULL is 1970-01-01 00:00 UTC, so that an interval
 -- that divides a day fires on round times ('1 hour' on the hour). Private;
 -- put_schedule and schedule_fires share it, so a preview is the schedule.
 CREATE OR REPLACE FUNCTION backoff._schedule_timing(
@@ -10586,7 +10620,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_time_zone IS NULL OR octet_length(p_time_zone) > 64
-       OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z WHERE z.name = p_time_zone) THEN
+       OR NOT backoff._is_zone_name(p_time_zone) THEN
         RAISE EXCEPTION 'time zone "%" is not a name of the IANA time zone database (such as UTC or Europe/Berlin)',
             coalesce(pg_catalog.left(p_time_zone, 64), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';

@@ -3,9 +3,9 @@
 -- parsed sets, or every and anchor; the time zone), checked; 22023 naming
 -- the value otherwise (docs/adr/0063). Exactly one of p_cron and p_every.
 -- The time zone must be a name of the IANA database as PostgreSQL knows it
--- (pg_timezone_names): a POSIX string such as 'UTC+3' (three hours WEST of
--- Greenwich) or an abbreviation such as 'CEST' (no daylight saving rules)
--- is refused. p_anchor NULL is 1970-01-01 00:00 UTC, so that an interval
+-- (backoff._is_zone_name): a POSIX string such as 'UTC+3' (three hours WEST
+-- of Greenwich) or an abbreviation such as 'CEST' (no daylight saving
+-- rules) is refused. p_anchor NULL is 1970-01-01 00:00 UTC, so that an interval
 -- that divides a day fires on round times ('1 hour' on the hour). Private;
 -- put_schedule and schedule_fires share it, so a preview is the schedule.
 CREATE OR REPLACE FUNCTION backoff._schedule_timing(
@@ -27,7 +27,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_time_zone IS NULL OR octet_length(p_time_zone) > 64
-       OR NOT EXISTS (SELECT FROM pg_catalog.pg_timezone_names AS z WHERE z.name = p_time_zone) THEN
+       OR NOT backoff._is_zone_name(p_time_zone) THEN
         RAISE EXCEPTION 'time zone "%" is not a name of the IANA time zone database (such as UTC or Europe/Berlin)',
             coalesce(pg_catalog.left(p_time_zone, 64), 'NULL')
             USING ERRCODE = 'invalid_parameter_value';

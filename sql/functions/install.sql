@@ -70,6 +70,7 @@
 {{ template "_wall_instants.sql" . }}
 {{ template "_next_fire.sql" . }}
 {{ template "_latest_fire.sql" . }}
+{{ template "_is_zone_name.sql" . }}
 {{ template "_schedule_timing.sql" . }}
 {{ template "put_schedule.sql" . }}
 {{ template "pause_schedule.sql" . }}

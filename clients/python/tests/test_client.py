@@ -218,11 +218,13 @@ def test_wait_for_jobs_and_stop_waiting(client: Client, conn: psycopg.Connection
         client.wait_for_jobs("emails", ttl=dt.timedelta(days=2))
 
 
-def test_time_is_not_a_privilege_without_time_injection(client: Client, conn: psycopg.Connection[Any], clock: FakeClock) -> None:
+def test_time_is_not_a_privilege_without_time_injection(
+    client: Client, conn: psycopg.Connection[Any], clock: FakeClock, db_url: str
+) -> None:
     conn.execute("UPDATE backoff.settings SET time_injection = false")
     conn.execute("CREATE ROLE py_worker_role NOLOGIN IN ROLE backoff_worker, backoff_producer")
     try:
-        with psycopg.connect(conn.info.dsn, autocommit=True) as own:
+        with psycopg.connect(db_url, autocommit=True) as own:  # conn.info.dsn hides the password
             own.execute("SET ROLE py_worker_role")
             c = Client(own, now=lambda: clock() + dt.timedelta(hours=1))
             with pytest.raises(pgbackoff.InvalidArgument, match="max_clock_skew"):
@@ -231,10 +233,10 @@ def test_time_is_not_a_privilege_without_time_injection(client: Client, conn: ps
         conn.execute("DROP ROLE py_worker_role")
 
 
-def test_permission_denied(client: Client, conn: psycopg.Connection[Any]) -> None:
+def test_permission_denied(client: Client, conn: psycopg.Connection[Any], db_url: str) -> None:
     conn.execute("CREATE ROLE py_outsider NOLOGIN")
     try:
-        with psycopg.connect(conn.info.dsn, autocommit=True) as own:
+        with psycopg.connect(db_url, autocommit=True) as own:  # conn.info.dsn hides the password
             own.execute("SET ROLE py_outsider")
             with pytest.raises(pgbackoff.PermissionDenied):
                 Client(own).enqueue("emails")
