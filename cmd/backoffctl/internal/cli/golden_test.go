@@ -301,6 +301,14 @@ SELECT backoff.fail(6, 1, 'POST https://hooks.example.com/in: 503', NULL, true, 
 	s.run("jobs", "list", "--limit", "2")
 	s.run("jobs", "list", "--limit", "2", "--after", "4")
 	s.run("jobs", "list", "--error", "SMTP", "--policy", "square")
+	// Cancel one job by id; a second cancel, an unknown id and a missing id
+	// are errors.
+	s.run("jobs", "cancel", "4", "--reason", "customer asked to stop")
+	s.run("jobs", "show", "4")
+	s.run("jobs", "cancel", "4")
+	s.run("jobs", "cancel", "2", "--output", "json")
+	s.run("jobs", "cancel", "99")
+	s.run("jobs", "cancel")
 	s.check("operator")
 }
 
