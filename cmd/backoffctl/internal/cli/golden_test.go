@@ -109,6 +109,9 @@ func TestGoldenConfig(t *testing.T) {
 	s.run("config", "validate", "--config", example)
 	s.run("config", "validate", "--config", "../../../../internal/config/testdata/bad.toml", "--env", "test")
 	s.run("config", "validate", "--config", "testdata/missing.toml")
+	// The file as an argument: the message says how to pass it.
+	s.run("config", "validate", "my.toml")
+	s.run("jobs", "list", "emails", "retrying")
 	s.run("config", "show", "--config", example, "--env", "test")
 	s.run("config", "diff", "--config", example, "--env", "test")
 	code, _ := s.run("config", "apply", "--config", example, "--env", "test")
