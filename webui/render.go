@@ -127,20 +127,10 @@ func formatTimePtr(t *time.Time) string {
 	return formatTime(*t)
 }
 
-func formatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0s"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Hour:
-		return d.Round(time.Second).String()
-	case d < 48*time.Hour:
-		return d.Round(time.Minute).String()
-	default:
-		return fmt.Sprintf("%.1fd", d.Hours()/24)
-	}
-}
+// formatDuration renders a duration for people by the CLI's rule
+// (visible.Duration: "250ms", "1.18s", "1m2s", "2.5d"); a negative one,
+// the age of a time that the clock has not reached, is "0s".
+func formatDuration(d time.Duration) string { return visible.Duration(max(d, 0)) }
 
 // page renders a full page with status.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {
