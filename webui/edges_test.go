@@ -28,3 +28,15 @@ func TestDurationsRoundedForPeople(t *testing.T) {
 	require.NotContains(t, body, "1.182429s")
 	require.NotContains(t, body, "1h30m0s", "no zero units at the end")
 }
+
+// A queue that is not paused is "active": "running" is a job's status.
+func TestQueueBadgeSaysActive(t *testing.T) {
+	url := testdb.NewURL(t)
+	srv, c := serve(t, url, webui.Options{})
+	_, err := c.Enqueue(context.Background(), "emails", map[string]string{"to": "ada@example.com"})
+	require.NoError(t, err)
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/")
+	require.Equal(t, 200, code)
+	require.Contains(t, body, `<span class="tag ok">active</span>`)
+	require.NotContains(t, body, `<span class="tag ok">running</span>`)
+}
