@@ -40,3 +40,34 @@ func TestQueueBadgeSaysActive(t *testing.T) {
 	require.Contains(t, body, `<span class="tag ok">active</span>`)
 	require.NotContains(t, body, `<span class="tag ok">running</span>`)
 }
+
+// Dead-letter reasons read as words where they are text; the jobs filter
+// keeps the raw value in its option and its URL.
+func TestReasonsForPeople(t *testing.T) {
+	url := testdb.NewURL(t)
+	admin := testdb.Pool(t, url)
+	_, err := admin.Exec(context.Background(), `
+INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
+SELECT 'mail', 'dead_lettered', 1, now(), now(), now(), 'failed ' || r, r
+FROM unnest(ARRAY['non_retryable', 'max_attempts', 'lease_expiries', 'deadline']) AS r`)
+	require.NoError(t, err)
+	srv, _ := serve(t, url, webui.Options{})
+	words := []string{"not retryable", "attempts used up", "leases expired too often", "past its deadline"}
+	for _, page := range []string{"/dead-letters", "/jobs"} {
+		code, body, _ := get(t, http.DefaultClient, srv.URL+page)
+		require.Equal(t, 200, code, body)
+		for _, w := range words {
+			require.Contains(t, body, w, page)
+		}
+		require.NotRegexp(t, `>\s*(non_retryable|max_attempts|lease_expiries)\s*<`, body, "%s: a raw reason as text", page)
+	}
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/jobs?reason=lease_expiries")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `<option value="lease_expiries" selected>leases expired too often</option>`)
+	require.Contains(t, body, "failed lease_expiries")
+	require.NotContains(t, body, "failed deadline", "the filter still filters")
+	code, body, _ = get(t, http.DefaultClient, srv.URL+"/jobs/3")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, "<dd>leases expired too often</dd>")
+	require.Contains(t, body, "dead-lettered: leases expired too often")
+}

@@ -54,6 +54,7 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		// A running job's lease against the clock: stranded work stands out.
 		"expired": func(t *time.Time) bool { return t != nil && t.Before(time.Now()) },
 		"lease":   leaseText,
+		"reason":  reasonText,
 	}
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
@@ -125,6 +126,24 @@ func formatTimePtr(t *time.Time) string {
 		return "—"
 	}
 	return formatTime(*t)
+}
+
+// reasonWords are the dead-letter reasons (backoff.jobs.dead_letter_reason)
+// as the pages say them; filters and URLs keep the raw value.
+var reasonWords = map[string]string{
+	"non_retryable":  "not retryable",
+	"max_attempts":   "attempts used up",
+	"lease_expiries": "leases expired too often",
+	"deadline":       "past its deadline",
+}
+
+// reasonText is a dead-letter reason for people; one the UI does not know
+// (a newer schema's) is shown as stored, escaped.
+func reasonText(r string) string {
+	if w, ok := reasonWords[r]; ok {
+		return w
+	}
+	return text(r)
 }
 
 // formatDuration renders a duration for people by the CLI's rule
