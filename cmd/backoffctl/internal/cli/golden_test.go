@@ -338,3 +338,29 @@ func TestHelpHasExamples(t *testing.T) {
 		walk(c)
 	}
 }
+
+// config diff lists only the keys a policy's strategy and jitter use: a
+// polynomial policy has no multiplier to add or to drift.
+func TestConfigDiffOnlyStrategyKeys(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	code, out, errOut := run(t, "config", "diff", "--config", example, "--database-url", url)
+	require.Equal(t, ExitOK, code, errOut)
+	square := out[strings.Index(out, "+ policy square"):strings.Index(out, "+ policy stepped")]
+	require.Contains(t, square, "exponent = 2")
+	require.NotContains(t, square, "multiplier")
+	require.NotContains(t, square, "schedule")
+	require.NotContains(t, square, "jitter_ratio", "jitter none")
+	code, _, errOut = run(t, "config", "apply", "--config", example, "--database-url", url)
+	require.Equal(t, ExitOK, code, errOut)
+	// A multiplier the polynomial strategy does not read changes nothing.
+	sqlExec(t, url, `UPDATE backoff.policies SET multiplier = 3 WHERE name = 'square'`)
+	code, out, errOut = run(t, "config", "diff", "--config", example, "--database-url", url, "--exit-code")
+	require.Equal(t, ExitOK, code, out+errOut)
+	// A strategy change shows the keys of both strategies that differ.
+	sqlExec(t, url, `UPDATE backoff.policies SET strategy = 'exponential' WHERE name = 'square'`)
+	code, out, _ = run(t, "config", "diff", "--config", example, "--database-url", url)
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "strategy: exponential -> polynomial")
+	require.Contains(t, out, "multiplier: 3.0 -> 2.0")
+}
