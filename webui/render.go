@@ -54,6 +54,7 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		// A running job's lease against the clock: stranded work stands out.
 		"expired": func(t *time.Time) bool { return t != nil && t.Before(time.Now()) },
 		"lease":   leaseText,
+		"reason":  reasonText,
 	}
 	out := map[string]*pageTemplate{}
 	for _, name := range pageNames {
@@ -127,20 +128,28 @@ func formatTimePtr(t *time.Time) string {
 	return formatTime(*t)
 }
 
-func formatDuration(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "0s"
-	case d < time.Second:
-		return d.Round(time.Millisecond).String()
-	case d < time.Hour:
-		return d.Round(time.Second).String()
-	case d < 48*time.Hour:
-		return d.Round(time.Minute).String()
-	default:
-		return fmt.Sprintf("%.1fd", d.Hours()/24)
-	}
+// reasonWords are the dead-letter reasons (backoff.jobs.dead_letter_reason)
+// as the pages say them; filters and URLs keep the raw value.
+var reasonWords = map[string]string{
+	"non_retryable":  "not retryable",
+	"max_attempts":   "attempts used up",
+	"lease_expiries": "leases expired too often",
+	"deadline":       "past its deadline",
 }
+
+// reasonText is a dead-letter reason for people; one the UI does not know
+// (a newer schema's) is shown as stored, escaped.
+func reasonText(r string) string {
+	if w, ok := reasonWords[r]; ok {
+		return w
+	}
+	return text(r)
+}
+
+// formatDuration renders a duration for people by the CLI's rule
+// (visible.Duration: "250ms", "1.18s", "1m2s", "2.5d"); a negative one,
+// the age of a time that the clock has not reached, is "0s".
+func formatDuration(d time.Duration) string { return visible.Duration(max(d, 0)) }
 
 // page renders a full page with status.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, v view) {

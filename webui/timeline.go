@@ -116,7 +116,7 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		}
 		kind, detail := "completed", fmt.Sprintf("completed on attempt %d", j.Token)
 		if j.Status == client.StatusDeadLettered {
-			kind, detail = "dead", "dead-lettered: "+j.DeadLetterReason
+			kind, detail = "dead", "dead-lettered: "+reasonText(j.DeadLetterReason)
 		} else if j.Status == client.StatusCancelled {
 			kind, detail = "cancelled", "cancelled"
 		}

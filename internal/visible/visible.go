@@ -3,7 +3,9 @@
 // operator: characters that act instead of showing themselves are written
 // as escapes. The CLI uses it for the terminal, the web UI for the page
 // (docs/adr/0040-operator-output-and-partial-replay.md,
-// docs/adr/0060-ui-hosts-token-and-bounded-reads.md).
+// docs/adr/0060-ui-hosts-token-and-bounded-reads.md). Durations shown to
+// an operator are rounded by one rule here too (Duration), so that the CLI
+// and the web UI read the same.
 package visible
 
 import (

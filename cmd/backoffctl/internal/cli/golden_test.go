@@ -109,6 +109,9 @@ func TestGoldenConfig(t *testing.T) {
 	s.run("config", "validate", "--config", example)
 	s.run("config", "validate", "--config", "../../../../internal/config/testdata/bad.toml", "--env", "test")
 	s.run("config", "validate", "--config", "testdata/missing.toml")
+	// The file as an argument: the message says how to pass it.
+	s.run("config", "validate", "my.toml")
+	s.run("jobs", "list", "emails", "retrying")
 	s.run("config", "show", "--config", example, "--env", "test")
 	s.run("config", "diff", "--config", example, "--env", "test")
 	code, _ := s.run("config", "apply", "--config", example, "--env", "test")
@@ -301,6 +304,14 @@ SELECT backoff.fail(6, 1, 'POST https://hooks.example.com/in: 503', NULL, true, 
 	s.run("jobs", "list", "--limit", "2")
 	s.run("jobs", "list", "--limit", "2", "--after", "4")
 	s.run("jobs", "list", "--error", "SMTP", "--policy", "square")
+	// Cancel one job by id; a second cancel, an unknown id and a missing id
+	// are errors.
+	s.run("jobs", "cancel", "4", "--reason", "customer asked to stop")
+	s.run("jobs", "show", "4")
+	s.run("jobs", "cancel", "4")
+	s.run("jobs", "cancel", "2", "--output", "json")
+	s.run("jobs", "cancel", "99")
+	s.run("jobs", "cancel")
 	s.check("operator")
 }
 
@@ -326,4 +337,30 @@ func TestHelpHasExamples(t *testing.T) {
 	for _, c := range root.Commands() {
 		walk(c)
 	}
+}
+
+// config diff lists only the keys a policy's strategy and jitter use: a
+// polynomial policy has no multiplier to add or to drift.
+func TestConfigDiffOnlyStrategyKeys(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	code, out, errOut := run(t, "config", "diff", "--config", example, "--database-url", url)
+	require.Equal(t, ExitOK, code, errOut)
+	square := out[strings.Index(out, "+ policy square"):strings.Index(out, "+ policy stepped")]
+	require.Contains(t, square, "exponent = 2")
+	require.NotContains(t, square, "multiplier")
+	require.NotContains(t, square, "schedule")
+	require.NotContains(t, square, "jitter_ratio", "jitter none")
+	code, _, errOut = run(t, "config", "apply", "--config", example, "--database-url", url)
+	require.Equal(t, ExitOK, code, errOut)
+	// A multiplier the polynomial strategy does not read changes nothing.
+	sqlExec(t, url, `UPDATE backoff.policies SET multiplier = 3 WHERE name = 'square'`)
+	code, out, errOut = run(t, "config", "diff", "--config", example, "--database-url", url, "--exit-code")
+	require.Equal(t, ExitOK, code, out+errOut)
+	// A strategy change shows the keys of both strategies that differ.
+	sqlExec(t, url, `UPDATE backoff.policies SET strategy = 'exponential' WHERE name = 'square'`)
+	code, out, _ = run(t, "config", "diff", "--config", example, "--database-url", url)
+	require.Equal(t, ExitOK, code)
+	require.Contains(t, out, "strategy: exponential -> polynomial")
+	require.Contains(t, out, "multiplier: 3.0 -> 2.0")
 }

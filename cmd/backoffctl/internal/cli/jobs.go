@@ -124,11 +124,12 @@ func jobRowsOf(ds []client.JobDetail) []jobRow {
 func newJobsCommand() *cobra.Command {
 	cmd := groupCommand(&cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs and show one job with its error history",
+		Short: "List jobs, show one job with its error history, cancel one",
 		Example: `  backoffctl jobs list --queue emails --status retrying
-  backoffctl jobs show 42`,
+  backoffctl jobs show 42
+  backoffctl jobs cancel 42 --reason "sent by hand"`,
 	})
-	cmd.AddCommand(newJobsListCommand(), newJobsShowCommand())
+	cmd.AddCommand(newJobsListCommand(), newJobsShowCommand(), newJobsCancelCommand())
 	return cmd
 }
 
@@ -263,6 +264,54 @@ func newJobsShowCommand() *cobra.Command {
 			return nil
 		},
 	}
+	return cmd
+}
+
+// newJobsCancelCommand cancels one job by id, as the web UI's cancel
+// button does. One named job needs no --yes, like `dlq replay ID`: the id
+// is the confirmation, and `dlq replay ID` undoes it.
+func newJobsCancelCommand() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel one job that has not finished",
+		Long: `Cancel one pending, retrying or running job by id: it will not run again
+(a worker still running it cannot settle it). The reason goes into its error
+history. "dlq replay ID" brings a cancelled job back.`,
+		Example: `  backoffctl jobs cancel 42
+  backoffctl jobs cancel 42 --reason "customer asked to stop"`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			jsonOut, err := wantJSON(cmd)
+			if err != nil {
+				return err
+			}
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, done, err := openClient(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			j, err := c.Cancel(ctx, id, reason)
+			if errors.Is(err, client.ErrJobNotFound) {
+				return fmt.Errorf("no job %d", id)
+			}
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status})
+			}
+			fmt.Fprintf(w, "cancelled job %d (queue %s); dlq replay %d brings it back\n", j.ID, esc(j.Queue), j.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why: becomes its last error and goes into its error history (none: the last error stays)")
 	return cmd
 }
 

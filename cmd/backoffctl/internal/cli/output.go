@@ -16,7 +16,7 @@ import (
 )
 
 // Output conventions (docs/adr/0012): text is for people (aligned columns,
-// times in UTC RFC 3339, durations in Go syntax); --output json is for
+// times in UTC RFC 3339, durations in Go syntax rounded for people); --output json is for
 // scripts (one JSON document, durations in microseconds).
 
 // wantJSON reports whether --output json was given; any value other than
@@ -123,18 +123,9 @@ func formatTime(t *time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// formatDelay renders a duration for people: Go syntax without trailing
-// zero units ("1.5s", "2m", "1h30m").
-func formatDelay(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+// formatDelay renders a duration for people, rounded (visible.Duration:
+// "250ms", "1.18s", "1m2s"), the web UI's rule too.
+func formatDelay(d time.Duration) string { return visible.Duration(d) }
 
 // truncate shortens s to n runes with an ellipsis, on one line, with its
 // control characters escaped (esc).

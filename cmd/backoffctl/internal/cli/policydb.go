@@ -244,6 +244,25 @@ func policyFields(p policy.Policy) [][2]string {
 	}
 }
 
+// policyUses reports whether key means anything for p: multiplier,
+// exponent and schedule belong to one strategy each, jitter_ratio to
+// proportional jitter (the keys config show writes and config validate
+// accepts). A diff lists only these, so that adding a polynomial policy
+// does not read as if it had a multiplier.
+func policyUses(p policy.Policy, key string) bool {
+	switch key {
+	case "multiplier":
+		return p.Strategy == policy.StrategyExponential
+	case "exponent":
+		return p.Strategy == policy.StrategyPolynomial
+	case "schedule":
+		return p.Strategy == policy.StrategySchedule
+	case "jitter_ratio":
+		return p.Jitter == policy.JitterProportional
+	}
+	return true
+}
+
 // optInt renders a setting where 0 means off as "none".
 func optInt(n int) string {
 	if n == 0 {
@@ -311,7 +330,9 @@ func planChanges(c *config.Config, st *dbState) []change {
 		if !ok {
 			ch := change{Kind: changeAdd, Object: "policy", Name: p.Name, Note: note, policy: p}
 			for _, f := range newF {
-				ch.Fields = append(ch.Fields, fieldChange{Field: f[0], New: f[1]})
+				if policyUses(p, f[0]) {
+					ch.Fields = append(ch.Fields, fieldChange{Field: f[0], New: f[1]})
+				}
 			}
 			out = append(out, ch)
 			continue
@@ -319,7 +340,9 @@ func planChanges(c *config.Config, st *dbState) []change {
 		oldF := policyFields(cur)
 		ch := change{Kind: changeUpdate, Object: "policy", Name: p.Name, Note: note, policy: p}
 		for i := range newF {
-			if oldF[i][1] != newF[i][1] {
+			// A key neither the row's strategy nor the file's uses changes
+			// nothing about the delays.
+			if oldF[i][1] != newF[i][1] && (policyUses(p, newF[i][0]) || policyUses(cur, newF[i][0])) {
 				ch.Fields = append(ch.Fields, fieldChange{Field: newF[i][0], Old: oldF[i][1], New: newF[i][1]})
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -120,13 +121,30 @@ func groupCommand(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// exactArgs is cobra.ExactArgs with a usage-error result.
+// exactArgs is cobra.ExactArgs with a usage-error result. A command that
+// takes no argument but has --config, given one, was most likely given
+// its file the way most tools take one: the message says how to pass it.
 func exactArgs(n int, names string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		if len(args) != n {
-			return usagef("expected %d argument(s) %s, got %d", n, names, len(args))
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == n {
+			return nil
 		}
-		return nil
+		if n == 0 {
+			hint := ""
+			if len(args) == 1 && cmd.Flags().Lookup("config") != nil {
+				hint = fmt.Sprintf("; use --config %s", args[0])
+			}
+			quoted := make([]string, len(args))
+			for i, a := range args {
+				quoted[i] = strconv.Quote(a)
+			}
+			name := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+			return usagef("%s takes no arguments, got %s%s", name, strings.Join(quoted, " "), hint)
+		}
+		if names != "" {
+			names = " " + names
+		}
+		return usagef("expected %d argument(s)%s, got %d", n, names, len(args))
 	}
 }
 
