@@ -135,6 +135,13 @@ type mvccCounts struct {
 	p50, p99                     time.Duration // claim calls since the last reading
 }
 
+// backlog is what was enqueued and not yet claimed. An enqueuer counts its
+// batch after the commit, so a claimer can count the same jobs first: the
+// difference can dip below zero for a moment, and then no job is waiting.
+func (c mvccCounts) backlog() int64 {
+	return max(0, c.enqueued-c.claimed)
+}
+
 // mvccRow is one printed interval.
 type mvccRow struct {
 	end       time.Duration // since the load started
@@ -153,7 +160,7 @@ type mvccRow struct {
 // was enqueued and not yet claimed.
 func intervalRow(start time.Time, prev, cur mvccCounts) mvccRow {
 	secs := cur.at.Sub(prev.at).Seconds()
-	r := mvccRow{end: cur.at.Sub(start), backlog: cur.enqueued - cur.claimed, p50: cur.p50, p99: cur.p99,
+	r := mvccRow{end: cur.at.Sub(start), backlog: cur.backlog(), p50: cur.p50, p99: cur.p99,
 		live: cur.live, dead: cur.dead, size: cur.size, xminAge: cur.xminAge}
 	if secs > 0 {
 		r.done = float64(cur.completed-prev.completed) / secs
@@ -505,7 +512,7 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 			return mvccResult{}, err
 		}
 	}
-	res.completed, res.backlog, res.maintained = prev.completed-first.completed, prev.enqueued-prev.claimed, load.maintained.Load()
+	res.completed, res.backlog, res.maintained = prev.completed-first.completed, prev.backlog(), load.maintained.Load()
 	if res.completed > 0 {
 		res.walPerJob = float64(prev.wal-first.wal) / float64(res.completed)
 	}
