@@ -117,6 +117,8 @@ var Rules = map[string][]Rule{
 	"resume_schedule": {{Kind: AllOr}},
 	"drop_schedule":   {{Kind: AllOr}},
 	"fire_schedules":  {{Kind: AllUnion}},
+	// Only the shard that holds the schedule returns a row.
+	"trigger_schedule": {{Kind: AllUnion}},
 	// By name: the holder's rows; of an expression: a computation.
 	"schedule_fires": {{Kind: AllUnion, Arg: "p_name"}, {Kind: Any}},
 

@@ -78,4 +78,5 @@
 {{ template "drop_schedule.sql" . }}
 {{ template "schedule_fires.sql" . }}
 {{ template "fire_schedules.sql" . }}
+{{ template "trigger_schedule.sql" . }}
 {{ template "privileges.sql" . }}
