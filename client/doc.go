@@ -60,8 +60,17 @@
 //	log.Fatal(w.Run(ctx))
 //
 // The pool must allow ConnectionsNeeded(cfg) connections (one claim per
-// queue, the completer, the reaper; LISTEN takes one more from the server,
-// outside the pool); NewWorker refuses a smaller pool, naming the count.
+// queue, the completer, the maintenance loop that reaps and fires
+// schedules; LISTEN takes one more from the server, outside the pool);
+// NewWorker refuses a smaller pool, naming the count.
+//
+// # Periodic jobs
+//
+// Every Worker fires the schedules that came due (backoff.put_schedule, or
+// [schedules.NAME] in backoff.toml) every ScheduleInterval (default 1s),
+// with no leader: any number of workers may, and each slot is enqueued
+// once. Set ScheduleInterval negative when pg_cron fires them instead
+// (docs/schedules.md). Client.FireSchedules does the same from any loop.
 //
 // # Typed handlers
 //

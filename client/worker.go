@@ -92,6 +92,12 @@ type WorkerConfig struct {
 	// ReapInterval is how often this worker reaps expired leases (default
 	// 5s; negative: never, when something else runs backoff.reap).
 	ReapInterval time.Duration
+	// ScheduleInterval is how often this worker fires the periodic jobs
+	// that came due (backoff.fire_schedules, docs/schedules.md; default 1s;
+	// negative: never, when pg_cron or another process fires them). Any
+	// number of workers may fire: each slot is enqueued once. It bounds how
+	// late a slot's job is enqueued. It shares the reaper's connection.
+	ScheduleInterval time.Duration
 	// ShutdownTimeout is how long shutdown waits for running handlers
 	// before cancelling them (default 30s). See Run.
 	ShutdownTimeout time.Duration
@@ -124,7 +130,7 @@ type Worker struct {
 
 // ConnectionsNeeded is how many connections of its pool a Worker with this
 // configuration uses at once at most: one claim per queue, the completer
-// and the reaper. Settle calls and heartbeats share them and wait for a
+// and the maintenance loop (reaping and firing schedules, one at a time). Settle calls and heartbeats share them and wait for a
 // free one. The LISTEN connection is not counted: it is taken from the pool
 // once and leaves it for good (the pool may open another in its place), so
 // the server sees one connection more than the pool's.
@@ -134,7 +140,7 @@ func ConnectionsNeeded(cfg WorkerConfig) int {
 		n = 1
 	}
 	n++ // completer
-	if cfg.ReapInterval >= 0 {
+	if cfg.ReapInterval >= 0 || cfg.ScheduleInterval >= 0 {
 		n++
 	}
 	return n
@@ -186,6 +192,9 @@ func NewWorker(pool *pgxpool.Pool, cfg WorkerConfig, opts ...Option) (*Worker, e
 	if cfg.ReapInterval == 0 {
 		cfg.ReapInterval = 5 * time.Second
 	}
+	if cfg.ScheduleInterval == 0 {
+		cfg.ScheduleInterval = time.Second
+	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = 30 * time.Second
 	}
@@ -193,7 +202,8 @@ func NewWorker(pool *pgxpool.Pool, cfg WorkerConfig, opts ...Option) (*Worker, e
 		if need, have := ConnectionsNeeded(cfg), int(pool.Config().MaxConns); have < need {
 			return nil, fmt.Errorf("new worker: %w: the pool allows %d connections, this worker needs at least %d "+
 				"(%d queues' claims, the completer%s); raise MaxConns (pool_max_conns)",
-				ErrInvalidArgument, have, need, len(norm), map[bool]string{true: ", the reaper"}[cfg.ReapInterval > 0])
+				ErrInvalidArgument, have, need, len(norm),
+				map[bool]string{true: ", the reaper"}[cfg.ReapInterval > 0 || cfg.ScheduleInterval > 0])
 		}
 	}
 	return &Worker{pool: pool, cfg: cfg, opts: opts, queue: norm, attempts: map[int64]*attempt{},
@@ -232,9 +242,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		background.Add(1)
 		go func() { defer background.Done(); w.notifier.listen(bg) }()
 	}
-	if w.cfg.ReapInterval > 0 {
+	if w.cfg.ReapInterval > 0 || w.cfg.ScheduleInterval > 0 {
 		background.Add(1)
-		go func() { defer background.Done(); w.reapLoop(bg) }()
+		go func() { defer background.Done(); w.maintain(bg) }()
 	}
 	background.Add(1)
 	go func() { defer background.Done(); w.summarizeFailures(bg) }()

@@ -1,0 +1,195 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Periodic jobs (docs/adr/0063, docs/schedules.md): schedules are written by
+// an admin (backoff.put_schedule, or `backoffctl config apply`), fired by
+// any caller of backoff.fire_schedules (the Worker, pg_cron, a script), and
+// read here for operators.
+
+// ScheduleFire is one job a schedule enqueued: the schedule, the slot it
+// fired for and the job's id.
+type ScheduleFire struct {
+	Schedule string
+	Slot     time.Time
+	JobID    int64
+}
+
+// FireSchedules enqueues one job for every slot due now, at most limit (0:
+// the function's default, 1000) in one call, and returns them
+// (backoff.fire_schedules). Any number of callers may run it at once: a
+// slot is enqueued once. With nothing due it is one index probe. Scoped
+// callers (backoff.grant_queue) fire only their queues' schedules.
+func (c *Client) FireSchedules(ctx context.Context, limit int) ([]ScheduleFire, error) {
+	op := "fire schedules"
+	args := []arg{}
+	if limit > 0 {
+		args = append(args, arg{"p_limit", "integer", limit})
+	}
+	call, values := c.fn("fire_schedules", args...)
+	rows, err := c.db.Query(ctx, "SELECT schedule, slot, job_id FROM "+call, values...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ScheduleFire, error) {
+		var f ScheduleFire
+		err := r.Scan(&f.Schedule, &f.Slot, &f.JobID)
+		return f, err
+	})
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
+// TriggerSchedule enqueues one job of the schedule name now, out of turn
+// (backoff.trigger_schedule): the job a slot would enqueue, recorded as a
+// manual fire (the job names the schedule, with no slot). The schedule does
+// not move and a paused one can be triggered. found is false when no
+// schedule has that name. Admin only.
+func (c *Client) TriggerSchedule(ctx context.Context, name string) (jobID int64, found bool, err error) {
+	op := fmt.Sprintf("trigger schedule %q", name)
+	call, values := c.fn("trigger_schedule", arg{"p_name", "text", name})
+	err = c.db.QueryRow(ctx, "SELECT job_id FROM "+call, values...).Scan(&jobID)
+	if err == pgx.ErrNoRows {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, translate(op, 0, err)
+	}
+	return jobID, true, nil
+}
+
+// PauseSchedule stops the schedule name from firing until ResumeSchedule
+// (backoff.pause_schedule). It reports whether it was running; false also
+// when no schedule has that name. Admin only.
+func (c *Client) PauseSchedule(ctx context.Context, name string) (bool, error) {
+	return c.switchSchedule(ctx, "pause_schedule", fmt.Sprintf("pause schedule %q", name), name)
+}
+
+// ResumeSchedule lets a paused schedule fire again from its first slot
+// after now (backoff.resume_schedule): the slots it was paused for are
+// skipped, not missed. It reports whether it was paused. Admin only.
+func (c *Client) ResumeSchedule(ctx context.Context, name string) (bool, error) {
+	return c.switchSchedule(ctx, "resume_schedule", fmt.Sprintf("resume schedule %q", name), name)
+}
+
+func (c *Client) switchSchedule(ctx context.Context, fn, op, name string) (bool, error) {
+	call, values := c.fn(fn, arg{"p_name", "text", name})
+	var changed bool
+	if err := c.db.QueryRow(ctx, "SELECT "+call, values...).Scan(&changed); err != nil {
+		return false, translate(op, 0, err)
+	}
+	return changed, nil
+}
+
+// Schedule is a periodic job as an operator reads it (backoff.schedules).
+type Schedule struct {
+	Name     string
+	Queue    string
+	Payload  []byte // JSON
+	Cron     string // one of Cron and Every
+	Every    time.Duration
+	TimeZone string
+	Policy   string // "": the queue's or the default rule
+	Priority int
+	// MaxAttempts is 0 when the policy decides.
+	MaxAttempts   int
+	Paused        bool
+	CatchUp       string // "latest" or "all"
+	CatchUpWindow time.Duration
+	CatchUpLimit  int
+	SkipIfRunning bool
+	// NextFireAt is the next slot (zero: the expression never fires again).
+	NextFireAt time.Time
+	// LastSlot is the latest slot fired or skipped (zero: none yet);
+	// LastJobID is the job of the latest slot fired and LastJobSlot its
+	// slot (0 and zero: none, or pruned).
+	LastSlot        time.Time
+	LastJobID       int64
+	LastJobSlot     time.Time
+	Fired           int64
+	Skipped         int64
+	LastSkippedSlot time.Time
+	LastMissedAt    time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// scheduleColumns reads backoff.schedules with the job of its latest slot
+// (one backward step of jobs_schedule_slot_idx; manual fires, with no slot,
+// are not slots; a pruned job leaves none).
+const scheduleColumns = `s.name, s.queue, s.payload::text, coalesce(s.cron, ''),
+	coalesce((extract(epoch FROM s.every) * 1000000)::bigint, 0), s.time_zone, coalesce(s.policy, ''), s.priority,
+	coalesce(s.max_attempts, 0), s.paused, s.catch_up,
+	coalesce((extract(epoch FROM s.catch_up_window) * 1000000)::bigint, 0), s.catch_up_limit, s.skip_if_running,
+	s.next_fire_at, s.last_slot, l.id, l.schedule_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at,
+	s.created_at, s.updated_at
+	FROM backoff.schedules AS s
+	LEFT JOIN LATERAL (SELECT j.id, j.schedule_slot FROM backoff.jobs AS j WHERE j.schedule = s.name
+	                   AND j.schedule_slot IS NOT NULL ORDER BY j.schedule_slot DESC LIMIT 1) AS l ON true`
+
+func scanSchedule(r pgx.CollectableRow) (Schedule, error) {
+	var s Schedule
+	var payload string
+	var every, window int64
+	var next, last, lastJobSlot, lastSkipped, lastMissed *time.Time
+	var lastJob *int64
+	err := r.Scan(&s.Name, &s.Queue, &payload, &s.Cron, &every, &s.TimeZone, &s.Policy, &s.Priority,
+		&s.MaxAttempts, &s.Paused, &s.CatchUp, &window, &s.CatchUpLimit, &s.SkipIfRunning,
+		&next, &last, &lastJob, &lastJobSlot, &s.Fired, &s.Skipped, &lastSkipped, &lastMissed,
+		&s.CreatedAt, &s.UpdatedAt)
+	s.Payload = []byte(payload)
+	s.Every = time.Duration(every) * time.Microsecond
+	s.CatchUpWindow = time.Duration(window) * time.Microsecond
+	deref := func(p *time.Time) time.Time {
+		if p == nil {
+			return time.Time{}
+		}
+		return *p
+	}
+	s.NextFireAt, s.LastSlot, s.LastJobSlot = deref(next), deref(last), deref(lastJobSlot)
+	s.LastSkippedSlot, s.LastMissedAt = deref(lastSkipped), deref(lastMissed)
+	if lastJob != nil {
+		s.LastJobID = *lastJob
+	}
+	return s, err
+}
+
+// Schedules lists every schedule, by name. Admin only (workers cannot read
+// backoff.schedules).
+func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
+	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" ORDER BY s.name")
+	if err != nil {
+		return nil, translate("list schedules", 0, err)
+	}
+	out, err := pgx.CollectRows(rows, scanSchedule)
+	if err != nil {
+		return nil, translate("list schedules", 0, err)
+	}
+	return out, nil
+}
+
+// ScheduleByName reads one schedule; found is false when none has that
+// name. Admin only.
+func (c *Client) ScheduleByName(ctx context.Context, name string) (s Schedule, found bool, err error) {
+	op := fmt.Sprintf("read schedule %q", name)
+	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" WHERE s.name = $1", name)
+	if err != nil {
+		return Schedule{}, false, translate(op, 0, err)
+	}
+	out, err := pgx.CollectRows(rows, scanSchedule)
+	if err != nil {
+		return Schedule{}, false, translate(op, 0, err)
+	}
+	if len(out) == 0 {
+		return Schedule{}, false, nil
+	}
+	return out[0], true, nil
+}

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// lockedBuffer collects the log lines of several workers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestWorkersFireSchedules: two Workers on a shared simulated clock fire an
+// every-minute schedule as the clock moves; each slot gets exactly one job
+// (the two race for every slot: they fire every 5ms), each job runs once,
+// and a slot missed while the clock jumped follows the schedule's catch-up
+// ('latest': only the latest missed slot fires). Nothing sleeps until a
+// slot: the test moves the clock and waits for the job.
+func TestWorkersFireSchedules(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var clock atomic.Int64
+	clock.Store(t0.UnixMicro())
+	now := func() time.Time { return time.UnixMicro(clock.Load()) }
+	_, err := pool.Exec(ctx, "SELECT backoff.put_schedule('minutely', 'ticks', p_every => '1 minute', p_payload => '{\"n\": 1}', p_now => $1)", t0)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	ran := map[int64]int{}
+	var logs lockedBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for i := range 2 {
+		w, err := NewWorker(pool, WorkerConfig{
+			Queue: "ticks", Concurrency: 2, PollInterval: 10 * time.Millisecond, ReapInterval: -1,
+			ScheduleInterval: 5 * time.Millisecond,
+			Handler: func(ctx context.Context, job *Job) error {
+				mu.Lock()
+				ran[job.ID]++
+				mu.Unlock()
+				return nil
+			},
+		}, WithLogger(log), WithClock(now), WithWorkerID([]string{"w1", "w2"}[i]))
+		require.NoError(t, err)
+		startWorker(t, w)
+	}
+
+	completed := func(n int) func() bool {
+		return func() bool {
+			var c int
+			require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM backoff.jobs WHERE status = 'completed'").Scan(&c))
+			return c >= n
+		}
+	}
+	// Minute by minute for ten minutes, then a jump of an hour and a half.
+	for m := 1; m <= 10; m++ {
+		clock.Store(t0.Add(time.Duration(m) * time.Minute).UnixMicro())
+		eventually(t, 10*time.Second, "the slot's job ran", completed(m))
+	}
+	clock.Store(t0.Add(100*time.Minute + 30*time.Second).UnixMicro())
+	eventually(t, 10*time.Second, "the latest missed slot's job ran", completed(11))
+	// Let both workers race over the same due time a while longer.
+	time.Sleep(50 * time.Millisecond)
+
+	rows, err := pool.Query(ctx, "SELECT schedule_slot, count(*) FROM backoff.jobs WHERE schedule = 'minutely' GROUP BY 1 ORDER BY 1")
+	require.NoError(t, err)
+	var slots []time.Time
+	for rows.Next() {
+		var slot time.Time
+		var n int
+		require.NoError(t, rows.Scan(&slot, &n))
+		require.Equal(t, 1, n, "jobs for slot %s", slot)
+		slots = append(slots, slot.UTC())
+	}
+	require.NoError(t, rows.Err())
+	want := []time.Time{}
+	for m := 1; m <= 10; m++ {
+		want = append(want, t0.Add(time.Duration(m)*time.Minute))
+	}
+	want = append(want, t0.Add(100*time.Minute))
+	require.Equal(t, want, slots)
+	mu.Lock()
+	require.Len(t, ran, 11)
+	for id, n := range ran {
+		require.Equal(t, 1, n, "job %d ran %d times", id, n)
+	}
+	mu.Unlock()
+	require.Contains(t, logs.String(), `schedule=minutely slot=2026-03-01T13:40:00.000Z job=`, "fired jobs are logged at DEBUG")
+	requireNoneRunning(t, pool)
+}
+
+// TestScheduleIntervalNegativeNeverFires: a worker told not to fire leaves
+// a due schedule alone (pg_cron or another process fires it).
+func TestScheduleIntervalNegativeNeverFires(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	_, err := pool.Exec(ctx, "SELECT backoff.put_schedule('off', 'idle', p_every => '1 minute', p_now => $1)", t0)
+	require.NoError(t, err)
+	var calls atomic.Int64
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "idle", PollInterval: 10 * time.Millisecond, ReapInterval: -1, ScheduleInterval: -1,
+		Handler: func(context.Context, *Job) error { return nil },
+	}, WithLogger(testLogger(t)), WithClock(func() time.Time { calls.Add(1); return t0.Add(time.Hour) }))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, 10*time.Second, "the worker polled a few times", func() bool { return calls.Load() > 5 })
+	stop()
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM backoff.jobs").Scan(&n))
+	require.Zero(t, n)
+	require.Equal(t, 3, ConnectionsNeeded(WorkerConfig{Queue: "a", ReapInterval: -1}), "the schedule loop needs the maintenance connection")
+	require.Equal(t, 2, ConnectionsNeeded(WorkerConfig{Queue: "a", ReapInterval: -1, ScheduleInterval: -1}))
+}
