@@ -14,9 +14,15 @@ import (
 
 func init() { register(newCronCommand) }
 
-// cronJobName is the pg_cron job of a database: one per database, so that
-// several databases on one server each reap their own jobs.
-func cronJobName(database string) string { return "backoff-reap:" + database }
+// cronJobName is the pg_cron job of a database: one per database and
+// purpose, so that several databases on one server each reap their own
+// jobs, and fire their own schedules (--schedules) on a job of its own.
+func cronJobName(database string, schedules bool) string {
+	if schedules {
+		return "backoff-fire-schedules:" + database
+	}
+	return "backoff-reap:" + database
+}
 
 func newCronCommand() *cobra.Command {
 	cmd := groupCommand(&cobra.Command{
@@ -51,6 +57,7 @@ type cronTarget struct {
 	cronDB         string
 	cron           *pgx.Conn // to cron.database_name
 	app            *pgx.Conn // to the database of --database-url
+	name           string    // our job's name (cronJobName)
 }
 
 func (t *cronTarget) close(ctx context.Context) {
@@ -65,6 +72,7 @@ func (t *cronTarget) close(ctx context.Context) {
 // openCron connects to the application database and to pg_cron's, after
 // checking that pg_cron is installed and loaded.
 func openCron(ctx context.Context, cmd *cobra.Command, createExtension bool) (*cronTarget, error) {
+	schedules, _ := cmd.Flags().GetBool("schedules")
 	cfg, err := connConfig(cmd)
 	if err != nil {
 		return nil, err
@@ -94,6 +102,7 @@ SELECT current_database(), current_user,
 		t.close(ctx)
 		return nil, fmt.Errorf("pg_cron is installed but not loaded: add it to shared_preload_libraries (now %q) and restart PostgreSQL", preload)
 	}
+	t.name = cronJobName(t.database, schedules)
 	t.cronDB = "postgres"
 	if cronDB != nil && *cronDB != "" {
 		t.cronDB = *cronDB
@@ -149,13 +158,13 @@ type cronJob struct {
 func (t *cronTarget) job(ctx context.Context) (*cronJob, error) {
 	var j cronJob
 	err := t.cron.QueryRow(ctx, `SELECT jobid, schedule, command, database, username, active
-		FROM cron.job WHERE jobname = $1 ORDER BY jobid LIMIT 1`, cronJobName(t.database)).
+		FROM cron.job WHERE jobname = $1 ORDER BY jobid LIMIT 1`, t.name).
 		Scan(&j.ID, &j.Schedule, &j.Command, &j.Database, &j.User, &j.Active)
 	if err == pgx.ErrNoRows {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read pg_cron job %s: %w", cronJobName(t.database), err)
+		return nil, fmt.Errorf("read pg_cron job %s: %w", t.name, err)
 	}
 	return &j, nil
 }
@@ -163,22 +172,30 @@ func (t *cronTarget) job(ctx context.Context) (*cronJob, error) {
 func newCronInstallCommand() *cobra.Command {
 	var schedule string
 	var limit int
+	var schedules bool
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Schedule backoff.reap() in this database with pg_cron",
 		Long: `Schedule SELECT backoff.reap(p_limit => N) with pg_cron, to run in the
 database of --database-url on --schedule (cron syntax, or pg_cron's
 'N seconds'). Installing again with other settings updates the job; with the
-same settings it prints "no change".`,
+same settings it prints "no change".
+
+With --schedules, the job fires the periodic jobs instead
+(SELECT count(*) FROM backoff.fire_schedules(p_limit => N), docs/schedules.md),
+named backoff-fire-schedules:DATABASE, beside the reaper's: for deployments
+whose workers run with ScheduleInterval negative, or in a language without a
+schedule loop. Every minute fires each slot within a minute of its time.`,
 		Example: `  backoffctl cron install
-  backoffctl cron install --schedule '*/5 * * * *'`,
+  backoffctl cron install --schedule '*/5 * * * *'
+  backoffctl cron install --schedules`,
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := wantJSON(cmd); err != nil {
 				return err
 			}
-			if limit < 1 {
-				return usagef("--limit %d: want at least 1", limit)
+			if limit < 1 || (schedules && limit > 100000) {
+				return usagef("--limit %d: want at least 1%s", limit, map[bool]string{true: " and at most 100000"}[schedules])
 			}
 			if strings.TrimSpace(schedule) == "" {
 				return usagef("--schedule must not be empty")
@@ -189,20 +206,25 @@ same settings it prints "no change".`,
 				return err
 			}
 			defer t.close(ctx)
+			fn, sig := "backoff.reap", "backoff.reap(timestamptz, integer)"
+			command := "SELECT backoff.reap(p_limit => " + strconv.Itoa(limit) + ")"
+			if schedules {
+				fn, sig = "backoff.fire_schedules", "backoff.fire_schedules(integer, timestamptz)"
+				command = "SELECT count(*) FROM backoff.fire_schedules(p_limit => " + strconv.Itoa(limit) + ")"
+			}
 			var migrated bool
-			if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.reap(timestamptz, integer)') IS NOT NULL`).Scan(&migrated); err != nil {
-				return fmt.Errorf("check backoff.reap: %w", err)
+			if err := t.app.QueryRow(ctx, `SELECT to_regprocedure($1) IS NOT NULL`, sig).Scan(&migrated); err != nil {
+				return fmt.Errorf("check %s: %w", fn, err)
 			}
 			if !migrated {
-				return fmt.Errorf("database %q has no backoff.reap: run `backoffctl migrate up` first", t.database)
+				return fmt.Errorf("database %q has no %s: run `backoffctl migrate up` first", t.database, fn)
 			}
-			command := "SELECT backoff.reap(p_limit => " + strconv.Itoa(limit) + ")"
 			cur, err := t.job(ctx)
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			name := cronJobName(t.database)
+			name := t.name
 			switch {
 			case cur != nil && cur.Schedule == schedule && cur.Command == command && cur.Database == t.database && cur.Active:
 				fmt.Fprintf(w, "no change: pg_cron job %d (%s) already runs %q on %q\n", cur.ID, name, command, schedule)
@@ -230,14 +252,16 @@ same settings it prints "no change".`,
 	}
 	cmd.Flags().StringVar(&schedule, "schedule", "* * * * *", "when to reap: cron syntax, or '1-59 seconds'")
 	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many jobs per run")
+	cmd.Flags().BoolVar(&schedules, "schedules", false, "the job that fires periodic jobs (backoff.fire_schedules), not the reaper")
 	return cmd
 }
 
 func newCronUninstallCommand() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove the pg_cron job that reaps this database",
-		Long: `Unschedule the pg_cron job backoff-reap:DATABASE. The pg_cron extension
+		Long: `Unschedule the pg_cron job backoff-reap:DATABASE (with --schedules:
+backoff-fire-schedules:DATABASE). The pg_cron extension
 itself stays: other jobs may use it. Without such a job it prints
 "no change".`,
 		Example: `  backoffctl cron uninstall --database-url postgres://postgres@db/app`,
@@ -262,16 +286,18 @@ itself stays: other jobs may use it. Without such a job it prints
 				return err
 			}
 			if cur == nil {
-				fmt.Fprintf(w, "no change: no pg_cron job %s\n", cronJobName(t.database))
+				fmt.Fprintf(w, "no change: no pg_cron job %s\n", t.name)
 				return nil
 			}
 			if _, err := t.cron.Exec(ctx, `SELECT cron.unschedule($1::bigint)`, cur.ID); err != nil {
 				return fmt.Errorf("unschedule pg_cron job %d: %w", cur.ID, err)
 			}
-			fmt.Fprintf(w, "unscheduled pg_cron job %d (%s)\n", cur.ID, cronJobName(t.database))
+			fmt.Fprintf(w, "unscheduled pg_cron job %d (%s)\n", cur.ID, t.name)
 			return nil
 		},
 	}
+	cmd.Flags().Bool("schedules", false, "the job that fires periodic jobs, not the reaper")
+	return cmd
 }
 
 func newCronStatusCommand() *cobra.Command {
@@ -301,11 +327,11 @@ func newCronStatusCommand() *cobra.Command {
 			}
 			w := cmd.OutOrStdout()
 			if cur == nil {
-				fmt.Fprintf(w, "no pg_cron job %s: `backoffctl cron install` schedules one\n", cronJobName(t.database))
+				fmt.Fprintf(w, "no pg_cron job %s: `backoffctl cron install` schedules one\n", t.name)
 				return nil
 			}
 			fmt.Fprintf(w, "pg_cron job %d (%s): %q on %q in database %s as %s, active %t\n",
-				cur.ID, cronJobName(t.database), cur.Command, cur.Schedule, cur.Database, cur.User, cur.Active)
+				cur.ID, t.name, cur.Command, cur.Schedule, cur.Database, cur.User, cur.Active)
 			if runs == 0 {
 				return nil
 			}
@@ -341,6 +367,7 @@ func newCronStatusCommand() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().Bool("schedules", false, "the job that fires periodic jobs, not the reaper")
 	cmd.Flags().IntVar(&runs, "runs", 5, "show this many of the last runs")
 	return cmd
 }
