@@ -1,0 +1,37 @@
+package cli
+
+import (
+	"testing"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// TestGoldenSchedules: the schedules commands on a database whose
+// schedules fired at fixed times; --now makes the transcript exact.
+func TestGoldenSchedules(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	s := newTranscript(t, url)
+	s.run("schedules", "list")
+	sqlExec(t, url, `SELECT backoff.put_schedule('nightly-report', 'reports', p_cron => '30 2 * * *',
+		p_time_zone => 'America/New_York', p_payload => '{"format": "pdf"}', p_max_attempts => 3,
+		p_now => '2029-12-30 00:00+00')`)
+	sqlExec(t, url, `SELECT backoff.put_schedule('heartbeat', 'pings', p_every => '5 minutes', p_catch_up => 'all',
+		p_catch_up_limit => 10, p_skip_if_running => true, p_now => '2029-12-31 23:40+00')`)
+	sqlExec(t, url, `SELECT count(*) FROM backoff.fire_schedules(p_now => '2029-12-31 23:59+00')`)
+	s.run("schedules", "list")
+	s.run("schedules", "show", "nightly-report")
+	s.run("schedules", "show", "heartbeat", "--output", "json")
+	s.run("schedules", "pause", "heartbeat")
+	s.run("schedules", "pause", "heartbeat")
+	s.run("schedules", "list", "--output", "json")
+	s.run("schedules", "trigger", "heartbeat")
+	s.run("schedules", "resume", "heartbeat")
+	s.run("schedules", "resume", "heartbeat", "--output", "json")
+	s.run("schedules", "show", "heartbeat")
+	s.run("schedules", "show", "nope")
+	s.run("schedules", "trigger", "nope")
+	s.run("schedules", "pause")
+	s.run("jobs", "list", "--queue", "pings")
+	s.check("schedules")
+}
