@@ -130,6 +130,7 @@ type Config struct {
 	Policies      []policy.Policy // sorted by name; never contains DefaultPolicyRow
 	Queues        []Queue         // sorted by name
 	Grants        []Grant         // sorted by role, privilege, queue
+	Schedules     []Schedule      // sorted by name (schedules.go)
 	Settings      Settings        // Settings.Set when the file has [settings]
 	Shipped       map[string]bool // names in Policies that come from the shipped profiles, not the file
 	Envs          []string        // environments the file defines, sorted
@@ -187,7 +188,7 @@ func Parse(file string, data []byte, env string) (*Config, error) {
 			default:
 				version = int(v)
 			}
-		case "default_policy", "policies", "queues", "settings", "grants":
+		case "default_policy", "policies", "queues", "settings", "grants", "schedules":
 			base[k] = n
 		case "env":
 			t, ok := n.table()
@@ -204,20 +205,20 @@ func Parse(file string, data []byte, env string) (*Config, error) {
 				}
 				for _, ek := range sortedKeys(et) {
 					switch ek {
-					case "default_policy", "policies", "queues", "settings", "grants":
+					case "default_policy", "policies", "queues", "settings", "grants", "schedules":
 					case "version", "env":
 						ps.add(et[ek].line, et[ek].key, "cannot be set in an environment overlay")
 						delete(et, ek)
 					default:
-						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies, queues, settings and grants",
-							suggest(ek, []string{"default_policy", "policies", "queues", "settings", "grants"}))
+						ps.add(et[ek].line, et[ek].key, "unknown key%s; an overlay may set default_policy, policies, queues, settings, grants and schedules",
+							suggest(ek, []string{"default_policy", "policies", "queues", "settings", "grants", "schedules"}))
 						delete(et, ek)
 					}
 				}
 				envs[name] = e
 			}
 		default:
-			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "settings", "grants", "env"}))
+			ps.add(n.line, n.key, "unknown key%s", suggest(k, []string{"version", "default_policy", "policies", "queues", "settings", "grants", "schedules", "env"}))
 		}
 	}
 	if _, ok := top["version"]; !ok {
@@ -356,6 +357,9 @@ func decode(root *node, ps *problems) *Config {
 	c.Settings = decodeSettings(top["settings"], ps)
 	if n, ok := top["grants"]; ok {
 		c.Grants = decodeGrants(n, ps)
+	}
+	if n, ok := top["schedules"]; ok {
+		c.Schedules = decodeSchedules(n, defined, names, ps)
 	}
 
 	return c

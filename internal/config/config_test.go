@@ -247,7 +247,7 @@ func TestProblems(t *testing.T) {
 			`backoff.toml:2: env: no environment "tset" (--env) (did you mean "test"?); the file defines test`}},
 		{"env overlay unknown key", "version = 1\n[env.test]\nversion = 2\npolicy = 1\n", "", []string{
 			`backoff.toml:3: env.test.version: cannot be set in an environment overlay`,
-			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues, settings and grants`}},
+			`backoff.toml:4: env.test.policy: unknown key; an overlay may set default_policy, policies, queues, settings, grants and schedules`}},
 		{"settings unknown key", "version = 1\n[settings]\nmax_clock_skw = \"1m\"\n", "", []string{
 			`backoff.toml:3: settings.max_clock_skw: unknown key (did you mean "max_clock_skew"?); settings has max_clock_skew, time_injection, max_payload_bytes and require_queue_grants`}},
 		{"settings bad skew", "version = 1\n[settings]\nmax_clock_skew = \"-1m\"\ntime_injection = \"yes\"\n", "", []string{

@@ -54,6 +54,7 @@ func Write(w io.Writer, c *Config) error {
 			fmt.Fprintf(&b, "%s = [%s]\n", g.Privilege, strings.Join(qs, ", "))
 		}
 	}
+	writeSchedules(&b, c.Schedules)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
