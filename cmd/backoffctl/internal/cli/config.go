@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -140,10 +141,13 @@ policy it uses). A paused queue is marked "paused". Nothing is written.`,
 			// that drifted shows under its own heading.
 			total := 0
 			var perShard []map[string]any
-			for _, tg := range targets {
+			for i, tg := range targets {
 				st, err := readState(ctx, tg.conn)
 				if err != nil {
 					return fmt.Errorf("%s: %w", tg.label, err)
+				}
+				if tg.label != "" {
+					st.shard, st.shards = i, len(targets)
 				}
 				changes := planChanges(c, st)
 				total += pending(changes)
@@ -202,7 +206,12 @@ config"), and exits 0.
 
 A [settings] table (max_clock_skew, time_injection, max_payload_bytes,
 require_queue_grants) is written into the one row of backoff.settings;
-without [settings] that row is left as it is. When --prune revokes the last
+without [settings] that row is left as it is. [schedules.NAME] tables are
+written with backoff.put_schedule (docs/schedules.md): a schedule whose
+timing is unchanged keeps its next fire time and counters; one whose queue
+changed is dropped and put again; enabled = true or false resumes or pauses
+it, and without enabled an operator's pause stays; --prune drops the
+schedules the file does not list. When --prune revokes the last
 queue grant of a role, apply warns what the role may then do: every queue,
 or none with require_queue_grants on (the default).`,
 		Example: `  backoffctl config apply --env production
@@ -223,7 +232,11 @@ or none with require_queue_grants on (the default).`,
 				return err
 			}
 			defer closeTargets(ctx, targets)
-			results, err := applyAll(ctx, targets, c, prune)
+			now, err := nowFlag(cmd)
+			if err != nil {
+				return err
+			}
+			results, err := applyAll(ctx, targets, c, prune, now)
 			if err != nil {
 				return fmt.Errorf("apply %s: %w", c.File, err)
 			}
@@ -255,7 +268,7 @@ or none with require_queue_grants on (the default).`,
 		},
 	}
 	configFlags(cmd, &file, &env)
-	cmd.Flags().BoolVar(&prune, "prune", false, "delete policies and queues that are not in the configuration")
+	cmd.Flags().BoolVar(&prune, "prune", false, "delete policies, queues and schedules that are not in the configuration")
 	return cmd
 }
 
@@ -263,7 +276,9 @@ or none with require_queue_grants on (the default).`,
 // commits them only once every target has applied: an error anywhere rolls
 // every target back. (A failure between two commits leaves the shards
 // apart; config diff then shows which one drifted.)
-func applyAll(ctx context.Context, targets []target, c *config.Config, prune bool) ([][]change, error) {
+// now (--now, nil: the database's clock) is when a new or retimed schedule
+// starts counting its slots.
+func applyAll(ctx context.Context, targets []target, c *config.Config, prune bool, now *time.Time) ([][]change, error) {
 	var txs []pgx.Tx
 	rollback := func() {
 		for _, tx := range txs {
@@ -292,6 +307,10 @@ func applyAll(ctx context.Context, targets []target, c *config.Config, prune boo
 			rollback()
 			return nil, fmt.Errorf("%s%w", where, err)
 		}
+		if tg.label != "" {
+			st.shard, st.shards = i, len(targets)
+		}
+		st.now = now
 		results[i] = planChanges(c, st)
 		if err := applyChanges(ctx, tx, results[i], prune); err != nil {
 			rollback()

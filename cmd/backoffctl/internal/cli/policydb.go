@@ -49,6 +49,12 @@ type dbState struct {
 	Paused   map[string]bool
 	Grants   map[config.Grant]bool
 	Settings *config.Settings // the row of backoff.settings; nil when there is none
+	// Schedules and whether each is paused (schedulesdb.go); shard and
+	// shards say which shard of how many this is (shards 0: no router).
+	Schedules      map[string]config.Schedule
+	SchedulePaused map[string]bool
+	shard, shards  int
+	now            *time.Time // apply's --now, for put_schedule
 }
 
 func readState(ctx context.Context, q client.DB) (*dbState, error) {
@@ -131,6 +137,9 @@ WHERE pg_catalog.to_regclass('backoff.queue_grants') IS NOT NULL`)
 				TimeInjection: injection, MaxPayloadBytes: maxPayload, RequireQueueGrants: require}
 		}
 	}
+	if err := readSchedules(ctx, q, st); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
@@ -181,6 +190,8 @@ type change struct {
 	queue    config.Queue    // desired row, for add/update of a queue
 	settings config.Settings // desired row, for add/update of the settings
 	grant    config.Grant    // the grant, for add/extra of a grant
+	schedule config.Schedule // desired schedule, for add/update of a schedule
+	at       *time.Time      // apply's --now for put_schedule (nil: the database's clock)
 	keptFor  []string        // the paused queues that keep an extra policy
 }
 
@@ -457,7 +468,7 @@ func planChanges(c *config.Config, st *dbState) []change {
 			}
 		}
 	}
-	return out
+	return append(out, planSchedules(c, st)...)
 }
 
 // unscopedEffect says what a worker or producer role without any queue
@@ -584,6 +595,9 @@ ON CONFLICT (singleton) DO UPDATE SET
 		if _, err := tx.Exec(ctx, `SELECT backoff.grant_queue($1, $2, $3)`, ch.grant.Role, ch.grant.Queue, ch.grant.Privilege); err != nil {
 			return fmt.Errorf("grant %s: %w", ch.Name, err)
 		}
+	}
+	if err := applySchedules(ctx, tx, changes, prune); err != nil {
+		return err
 	}
 	if !prune {
 		return nil
