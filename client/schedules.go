@@ -193,3 +193,25 @@ func (c *Client) ScheduleByName(ctx context.Context, name string) (s Schedule, f
 	}
 	return out[0], true, nil
 }
+
+// JobSchedule tells which schedule enqueued the job jobID, and for which
+// slot: schedule "" for a job no schedule enqueued; a zero slot for a
+// manual fire (TriggerSchedule). Read through backoff.job, as workers may.
+func (c *Client) JobSchedule(ctx context.Context, jobID int64) (schedule string, slot time.Time, err error) {
+	var name *string
+	var at *time.Time
+	err = c.db.QueryRow(ctx, "SELECT schedule, schedule_slot FROM backoff.job($1)", jobID).Scan(&name, &at)
+	if err == pgx.ErrNoRows {
+		return "", time.Time{}, fmt.Errorf("read the schedule of job %d: %w", jobID, ErrJobNotFound)
+	}
+	if err != nil {
+		return "", time.Time{}, translate(fmt.Sprintf("read the schedule of job %d", jobID), jobID, err)
+	}
+	if name != nil {
+		schedule = *name
+	}
+	if at != nil {
+		slot = *at
+	}
+	return schedule, slot, nil
+}

@@ -297,9 +297,10 @@ type jobData struct {
 	PreviewChars int64
 	Policy       *policy.Policy
 	Timeline     timeline
-	CanRetry     bool // replay allowed
-	CanStop      bool // cancel allowed
-	Counted      int  // J.AttemptNumber()
+	CanRetry     bool         // replay allowed
+	CanStop      bool         // cancel allowed
+	Counted      int          // J.AttemptNumber()
+	Schedule     *jobSchedule // the schedule that enqueued the job (nil: none)
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
@@ -330,6 +331,14 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		if ps[i].Name == j.EffectivePolicy {
 			d.Policy = &ps[i]
 		}
+	}
+	name, slot, err := h.c.JobSchedule(ctx, id)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	if name != "" {
+		d.Schedule = &jobSchedule{Name: name, Slot: slot}
 	}
 	d.Timeline = buildTimeline(j, d.Policy, time.Now())
 	d.CanRetry = j.Status == client.StatusDeadLettered || j.Status == client.StatusCancelled

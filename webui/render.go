@@ -37,7 +37,7 @@ type view struct {
 	Data         any
 }
 
-var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "bulk", "enqueue", "result", "error"}
+var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "schedules", "bulk", "enqueue", "result", "error"}
 
 func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 	funcs := template.FuncMap{
