@@ -39,8 +39,10 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "schedules", view{Title: "Schedules", Nav: "schedules", Data: rows})
 }
 
-func (h *Handler) pauseSchedule(w http.ResponseWriter, r *http.Request)  { h.switchSchedule(w, r, true) }
-func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) { h.switchSchedule(w, r, false) }
+func (h *Handler) pauseSchedule(w http.ResponseWriter, r *http.Request) { h.switchSchedule(w, r, true) }
+func (h *Handler) resumeSchedule(w http.ResponseWriter, r *http.Request) {
+	h.switchSchedule(w, r, false)
+}
 
 func (h *Handler) switchSchedule(w http.ResponseWriter, r *http.Request, pause bool) {
 	name := r.PostForm.Get("schedule")
