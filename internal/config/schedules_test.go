@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -104,4 +106,22 @@ func TestScheduleProblems(t *testing.T) {
 			require.Equal(t, tc.want, problemsOf(t, tc.src, ""))
 		})
 	}
+}
+
+// TestSchedulesDocExample: the backoff.toml example of docs/schedules.md
+// is valid and says what the page says of it.
+func TestSchedulesDocExample(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/schedules.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)<!-- example: parsed by internal/config \\(TestSchedulesDocExample\\) -->\n```toml\n(.*?)```").FindSubmatch(page)
+	require.NotNil(t, m, "docs/schedules.md has no tested backoff.toml example")
+	c, err := Parse("schedules.md", m[1], "")
+	require.NoError(t, err)
+	require.Len(t, c.Schedules, 2)
+	require.Equal(t, "heartbeat", c.Schedules[0].Name)
+	require.Equal(t, 5*time.Minute, c.Schedules[0].Every)
+	require.Equal(t, "all", c.Schedules[0].CatchUp)
+	require.Equal(t, `{"format":"pdf"}`, c.Schedules[1].Payload)
+	require.Equal(t, "America/New_York", c.Schedules[1].TimeZone)
 }
