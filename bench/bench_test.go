@@ -48,6 +48,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"pgbackoff Worker: from commit p50 ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ", "target ui-dead-letters-1m: ",
 		"target ui-refresh-throughput-1m: ",
+		"== periodic jobs: ", "target schedules-probe-us: ", "target schedules-fire-50-ms: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 		"== held snapshot: ", "target mvcc-held-vs-free: ", "target mvcc-held-xid-vs-free: ", "target mvcc-held-backlog-s: ",
 		"target mvcc-held-claim-p99-ratio: ", "wal mvcc-free: ours ", "wal mvcc-held: ours ", "wal mvcc-held-xid: ours ",
@@ -69,6 +70,20 @@ func TestEveryScenarioRuns(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(block), "\n")[1:] {
 		require.Regexp(t, `^(target [a-z0-9-]+: [0-9.]+ \(goal (>=|<=) [0-9.]+\) (met|MISS)|wal [a-z0-9-]+: ours [0-9]+ B/job, limit [0-9]+ B/job \(ratio [0-9.]+\))$`, l)
 	}
+}
+
+// TestSchedulesSection runs only the periodic jobs' lines at tiny sizes.
+func TestSchedulesSection(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Only: "schedules"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	require.Contains(t, text, "nothing due, per call (round trip included): fire_schedules() ")
+	require.Contains(t, text, "fire 50 due schedules in one call: ")
+	require.Regexp(t, `(?m)^target schedules-probe-us: [0-9.]+ \(goal <= 500.00\) (met|MISS)$`, text)
+	require.NotContains(t, text, "mvcc", "another section's targets")
 }
 
 // TestControlsSection runs only the queue-controls lines at

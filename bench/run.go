@@ -80,6 +80,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.wants("schedules") {
+		if err := b.schedules(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.Sustained > 0 && b.cfg.wants("sustained") {
 		if err := b.sustained(ctx); err != nil {
 			return err
