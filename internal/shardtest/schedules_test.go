@@ -70,6 +70,18 @@ func TestSchedulesThroughRouter(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_schedule($1)`, names[1]).Scan(&changed))
 	require.False(t, changed)
 	require.Equal(t, len(queues)-1, count(start.Add(4*time.Minute)), "the paused schedule fires nothing")
+	// A manual fire through the router: only the holder answers, with one
+	// job on its own shard; an unknown name gets no row from any shard.
+	var triggered int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM backoff.trigger_schedule($1, $2)`, names[1], start.Add(4*time.Minute)).Scan(&triggered))
+	require.Equal(t, 1, triggered)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM backoff.trigger_schedule('router-schedule-none', $1)`, start).Scan(&triggered))
+	require.Zero(t, triggered)
+	holder, err := pgx.Connect(ctx, env.shardURLs[1])
+	require.NoError(t, err)
+	require.NoError(t, holder.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE schedule = $1 AND schedule_slot IS NULL`, names[1]).Scan(&triggered))
+	holder.Close(ctx)
+	require.Equal(t, 1, triggered, "the manual fire is on the schedule's shard")
 	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.drop_schedule($1)`, names[2]).Scan(&changed))
 	require.True(t, changed)
 	require.Equal(t, len(queues)-2, count(start.Add(5*time.Minute)))
