@@ -82,8 +82,6 @@ func TestWorkersFireSchedules(t *testing.T) {
 	}
 	clock.Store(t0.Add(100*time.Minute + 30*time.Second).UnixMicro())
 	eventually(t, 10*time.Second, "the latest missed slot's job ran", completed(11))
-	// Let both workers race over the same due time a while longer.
-	time.Sleep(50 * time.Millisecond)
 
 	rows, err := pool.Query(ctx, "SELECT schedule_slot, count(*) FROM backoff.jobs WHERE schedule = 'minutely' GROUP BY 1 ORDER BY 1")
 	require.NoError(t, err)
@@ -135,4 +133,73 @@ func TestScheduleIntervalNegativeNeverFires(t *testing.T) {
 	require.Zero(t, n)
 	require.Equal(t, 3, ConnectionsNeeded(WorkerConfig{Queue: "a", ReapInterval: -1}), "the schedule loop needs the maintenance connection")
 	require.Equal(t, 2, ConnectionsNeeded(WorkerConfig{Queue: "a", ReapInterval: -1, ScheduleInterval: -1}))
+}
+
+// TestScheduleCalls: the operator's calls on a real database: the reads
+// (with the job of the latest slot), pause and resume, a manual fire and
+// what a job says of its schedule.
+func TestScheduleCalls(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return t0.Add(61 * time.Minute) }))
+	_, err := pool.Exec(ctx, `SELECT backoff.put_schedule('hourly', 'reports', p_cron => '0 * * * *', p_time_zone => 'Europe/Berlin',
+		p_payload => '{"kind": "hourly"}', p_max_attempts => 2, p_now => $1)`, t0)
+	require.NoError(t, err)
+
+	fired, err := c.FireSchedules(ctx, 0)
+	require.NoError(t, err)
+	require.Len(t, fired, 1, "13:00 is due at 13:01")
+	require.Equal(t, "hourly", fired[0].Schedule)
+	require.Equal(t, t0.Add(time.Hour), fired[0].Slot.UTC())
+	require.Positive(t, fired[0].JobID)
+	again, err := c.FireSchedules(ctx, 0)
+	require.NoError(t, err)
+	require.Empty(t, again)
+
+	list, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	s := list[0]
+	require.Equal(t, "hourly", s.Name)
+	require.Equal(t, "0 * * * *", s.Cron)
+	require.Equal(t, "Europe/Berlin", s.TimeZone)
+	require.JSONEq(t, `{"kind": "hourly"}`, string(s.Payload))
+	require.Equal(t, 2, s.MaxAttempts)
+	require.Equal(t, fired[0].JobID, s.LastJobID)
+	require.Equal(t, t0.Add(time.Hour), s.LastJobSlot.UTC())
+	require.Equal(t, t0.Add(2*time.Hour), s.NextFireAt.UTC())
+	require.EqualValues(t, 1, s.Fired)
+
+	changed, err := c.PauseSchedule(ctx, "hourly")
+	require.NoError(t, err)
+	require.True(t, changed)
+	got, found, err := c.ScheduleByName(ctx, "hourly")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, got.Paused)
+	changed, err = c.ResumeSchedule(ctx, "hourly")
+	require.NoError(t, err)
+	require.True(t, changed)
+	_, found, err = c.ScheduleByName(ctx, "nope")
+	require.NoError(t, err)
+	require.False(t, found)
+
+	id, found, err := c.TriggerSchedule(ctx, "hourly")
+	require.NoError(t, err)
+	require.True(t, found)
+	name, slot, err := c.JobSchedule(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "hourly", name)
+	require.True(t, slot.IsZero(), "a manual fire has no slot")
+	name, slot, err = c.JobSchedule(ctx, fired[0].JobID)
+	require.NoError(t, err)
+	require.Equal(t, "hourly", name)
+	require.Equal(t, t0.Add(time.Hour), slot.UTC())
+	_, found, err = c.TriggerSchedule(ctx, "nope")
+	require.NoError(t, err)
+	require.False(t, found)
+	_, _, err = c.JobSchedule(ctx, 999999)
+	require.ErrorIs(t, err, ErrJobNotFound)
 }

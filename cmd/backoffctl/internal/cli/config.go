@@ -73,8 +73,12 @@ is printed on its own line as FILE:LINE: key: message, and the exit code is 1.`,
 			if len(c.Envs) > 0 {
 				envs = strings.Join(c.Envs, ", ")
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (version %d, %d policies, %d queues, environments: %s)\n",
-				c.File, c.Version, len(c.Policies), len(c.Queues), envs)
+			schedules := ""
+			if len(c.Schedules) > 0 {
+				schedules = fmt.Sprintf(", %d schedules", len(c.Schedules))
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (version %d, %d policies, %d queues%s, environments: %s)\n",
+				c.File, c.Version, len(c.Policies), len(c.Queues), schedules, envs)
 			return nil
 		},
 	}
