@@ -10052,9 +10052,8 @@ $$;
 -- loose index scan over jobs_finished_idx) rather than sorting every
 -- finished job. Text in the last error has no index: with p_error_contains
 -- the page examines at most p_scan_limit jobs, and when that bound stopped
--- it short of p_limit matches a last row with scan_end true (its id and
--- completed_at only) says where the search stopped, to continue from
--- there. No JIT: many small index probes whose estimated cost passes
+-- it short of p_limit matches a last row with scan_end true, the last job
+-- it examined (which does not match), says where to continue from. No JIT: many small index probes whose estimated cost passes
 -- jit_above_cost (docs/adr/0053). Admin only: it shows every queue's jobs
 -- and their payloads (docs/adr/0072).
 CREATE OR REPLACE FUNCTION backoff.list_jobs(
@@ -10114,7 +10113,6 @@ DECLARE
     v_from    text;
     v_n       bigint;
     v_last_id bigint;
-    v_last_at timestamptz;
     v_seen    bigint;
 BEGIN
     -- Each order's ORDER BY, its reverse, and its cursor condition ($8:
@@ -10168,24 +10166,25 @@ BEGIN
     END IF;
     -- A value that is not selected is never detoasted nor sent: without
     -- payloads the rows weigh a few hundred bytes whatever the payloads.
-    v_from := v_with || 'SELECT j.id, j.queue, '
+    -- %1$s: the jobs, %2$s: scan_end.
+    v_from := 'SELECT j.id, j.queue, '
         || CASE WHEN p_payloads THEN 'j.payload' ELSE 'NULL::jsonb' END
         || ', j.status, j.priority, j.attempts, j.uncounted_attempts, j.max_attempts, j.policy, j.run_at, '
         || 'j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error, '
         || CASE WHEN p_payloads THEN 'j.errors' ELSE 'NULL::jsonb' END
         || ', j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, '
-        || 'gp.name, coalesce(j.max_attempts, p.max_attempts, 0), false '
-        || 'FROM (' || v_source || ') AS j '
+        || 'gp.name, coalesce(j.max_attempts, p.max_attempts, 0), %2$s '
+        || 'FROM (%1$s) AS j '
         || 'CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp '
         || 'LEFT JOIN backoff.policies AS p ON p.name = gp.name ';
     IF p_error_contains IS NULL THEN
-        RETURN QUERY EXECUTE v_from || 'ORDER BY ' || v_order[1]
+        RETURN QUERY EXECUTE v_with || pg_catalog.format(v_from, v_source, 'false') || 'ORDER BY ' || v_order[1]
             USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
                   p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound;
         RETURN;
     END IF;
     -- $11: the text, $12: the page's limit.
-    RETURN QUERY EXECUTE v_from
+    RETURN QUERY EXECUTE v_with || pg_catalog.format(v_from, v_source, 'false')
         || 'WHERE pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($11)) > 0 ORDER BY '
         || v_order[1] || ' LIMIT $12'
         USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
@@ -10194,23 +10193,22 @@ BEGIN
     IF v_n >= p_limit THEN
         RETURN;
     END IF;
-    -- Fewer matches than the page: did the search stop at its bound?
-    EXECUTE v_with || 'SELECT j.id, j.completed_at, count(*) OVER () FROM (' || v_source || ') AS j ORDER BY '
+    -- Fewer matches than the page: did the search stop at its bound? Then
+    -- the last job it examined follows, marked, as the cursor to go on.
+    EXECUTE v_with || 'SELECT j.id, count(*) OVER () FROM (' || v_source || ') AS j ORDER BY '
         || v_order[2] || ' LIMIT 1'
-        INTO v_last_id, v_last_at, v_seen
+        INTO v_last_id, v_seen
         USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
               p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound;
     IF v_seen >= p_scan_limit THEN
-        id := v_last_id;
-        completed_at := v_last_at;
-        scan_end := true;
-        RETURN NEXT;
+        RETURN QUERY EXECUTE pg_catalog.format(v_from, 'SELECT j.* FROM backoff.jobs AS j WHERE j.id = $1', 'true')
+            USING v_last_id;
     END IF;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.list_jobs(text, text[], text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, text, bigint, timestamptz, integer, boolean, integer) IS
-'One page of jobs, at most p_limit (default 100), for an operator: the columns of backoff.jobs, effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0). NULL filters do not filter: p_queue; p_statuses (an empty array matches nothing); p_policy, the effective policy; p_dead_letter_reason; p_error_contains, case-insensitive text in last_error; created_at in [p_created_from, p_created_to); completed_at in [p_finished_from, p_finished_to). p_order: ''oldest'' (id ascending, the default), ''newest'' (id descending) or ''finished'' (finished jobs only, completed_at descending then id). Keyset pages: the next page passes the last row''s id as p_after_id (and its completed_at as p_after_completed_at for ''finished''); ask for one row more than shown to learn whether there is a next page. p_payloads false returns payload and errors NULL (light rows for a listing). p_error_contains has no index: the page examines at most p_scan_limit (default 5000) jobs, and when it stopped there with fewer than p_limit matches a last row with scan_end true carries only the id and completed_at of the last job examined (the cursor to continue the search); every other row has scan_end false. An index serves each other filter, so a page reads about as many rows as it returns. Admin only.
+'One page of jobs, at most p_limit (default 100), for an operator: the columns of backoff.jobs, effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0). NULL filters do not filter: p_queue; p_statuses (an empty array matches nothing); p_policy, the effective policy; p_dead_letter_reason; p_error_contains, case-insensitive text in last_error; created_at in [p_created_from, p_created_to); completed_at in [p_finished_from, p_finished_to). p_order: ''oldest'' (id ascending, the default), ''newest'' (id descending) or ''finished'' (finished jobs only, completed_at descending then id). Keyset pages: the next page passes the last row''s id as p_after_id (and its completed_at as p_after_completed_at for ''finished''); ask for one row more than shown to learn whether there is a next page. p_payloads false returns payload and errors NULL (light rows for a listing). p_error_contains has no index: the page examines at most p_scan_limit (default 5000) jobs, and when it stopped there with fewer than p_limit matches a last row with scan_end true is the last job examined, which does not match: the cursor to continue the search from. Every other row has scan_end false. An index serves each other filter, so a page reads about as many rows as it returns. Admin only.
 Errors: 22023 for an unknown order or status, a p_limit or p_scan_limit below 1, or the order finished with only one of p_after_id and p_after_completed_at.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -10278,7 +10276,7 @@ SELECT backoff.count_jobs(p_queue => ''emails'', p_statuses => ''{pending, retry
 -- the attempts allowed). With p_payload_chars the payload comes as the
 -- start of its text only, with its size, so that a payload of many
 -- megabytes neither travels nor sits in a page's memory. One primary-key
--- probe. Admin only: it shows any queue's payload (docs/adr/0072).
+-- probe, never worth compiling (no JIT, as for the other reads). Admin only: it shows any queue's payload (docs/adr/0072).
 CREATE OR REPLACE FUNCTION backoff.job_detail(p_job_id bigint, p_payload_chars integer DEFAULT NULL)
 RETURNS TABLE (
     id                     bigint,
@@ -10311,6 +10309,7 @@ LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF p_payload_chars < 1 THEN
@@ -10523,7 +10522,10 @@ $$;
 -- to their limit, not with the dead letters beyond them. No JIT: many
 -- small index probes whose estimated cost passes jit_above_cost (compiled,
 -- this read took three times as long at 1,000,000 jobs, and a server
--- whose llvmjit cannot load fails it; docs/adr/0053). Admin only.
+-- whose llvmjit cannot load fails it; docs/adr/0053). A custom plan at
+-- every call: the count's bound is then a known LIMIT, for which the
+-- planner reads the index in order; as a parameter of a generic plan it
+-- guessed a few rows and sorted a bitmap scan's. Admin only.
 CREATE OR REPLACE FUNCTION backoff.dead_letter_reasons(
     p_queue       text DEFAULT NULL,
     p_count_limit integer DEFAULT 100000,
@@ -10542,6 +10544,7 @@ STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
+SET plan_cache_mode = force_custom_plan
 AS $$
 BEGIN
     IF p_count_limit IS NULL OR p_count_limit < 1 OR p_pairs IS NULL OR p_pairs < 1 THEN
@@ -10574,6 +10577,9 @@ BEGIN
                         AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
                         ORDER BY j.dead_letter_reason DESC, j.completed_at DESC LIMIT 1)) AS last_seen
         FROM backoff._dead_letter_pairs(p_queue, p_pairs) AS p
+        -- Once per pair: without the fence the count's subquery is copied
+        -- into each expression that reads it, and runs twice.
+        OFFSET 0
     ) AS c
     ORDER BY c.queue, c.reason;
 END

@@ -7,7 +7,10 @@
 -- to their limit, not with the dead letters beyond them. No JIT: many
 -- small index probes whose estimated cost passes jit_above_cost (compiled,
 -- this read took three times as long at 1,000,000 jobs, and a server
--- whose llvmjit cannot load fails it; docs/adr/0053). Admin only.
+-- whose llvmjit cannot load fails it; docs/adr/0053). A custom plan at
+-- every call: the count's bound is then a known LIMIT, for which the
+-- planner reads the index in order; as a parameter of a generic plan it
+-- guessed a few rows and sorted a bitmap scan's. Admin only.
 CREATE OR REPLACE FUNCTION backoff.dead_letter_reasons(
     p_queue       text DEFAULT NULL,
     p_count_limit integer DEFAULT 100000,
@@ -26,6 +29,7 @@ STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
+SET plan_cache_mode = force_custom_plan
 AS $$
 BEGIN
     IF p_count_limit IS NULL OR p_count_limit < 1 OR p_pairs IS NULL OR p_pairs < 1 THEN
@@ -58,6 +62,9 @@ BEGIN
                         AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
                         ORDER BY j.dead_letter_reason DESC, j.completed_at DESC LIMIT 1)) AS last_seen
         FROM backoff._dead_letter_pairs(p_queue, p_pairs) AS p
+        -- Once per pair: without the fence the count's subquery is copied
+        -- into each expression that reads it, and runs twice.
+        OFFSET 0
     ) AS c
     ORDER BY c.queue, c.reason;
 END

@@ -4,7 +4,7 @@
 -- the attempts allowed). With p_payload_chars the payload comes as the
 -- start of its text only, with its size, so that a payload of many
 -- megabytes neither travels nor sits in a page's memory. One primary-key
--- probe. Admin only: it shows any queue's payload (docs/adr/0072).
+-- probe, never worth compiling (no JIT, as for the other reads). Admin only: it shows any queue's payload (docs/adr/0072).
 CREATE OR REPLACE FUNCTION backoff.job_detail(p_job_id bigint, p_payload_chars integer DEFAULT NULL)
 RETURNS TABLE (
     id                     bigint,
@@ -37,6 +37,7 @@ LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET jit = off
 AS $$
 BEGIN
     IF p_payload_chars < 1 THEN
