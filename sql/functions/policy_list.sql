@@ -1,7 +1,9 @@
 -- backoff.policy_list(): every retry policy, with its durations as whole
 -- microseconds (the resolution of an interval), the shape the clients
--- compute delays with (client/policy in Go). Workers and admins, who read
--- backoff.policies anyway.
+-- compute delays with (client/policy in Go). PL/pgSQL, whose plan a
+-- session keeps: a SQL function that cannot be inlined (a definer) is
+-- planned at every call. Workers and admins, who read backoff.policies
+-- anyway.
 CREATE OR REPLACE FUNCTION backoff.policy_list()
 RETURNS TABLE (
     name               text,
@@ -18,11 +20,13 @@ RETURNS TABLE (
     deadline_us        bigint,
     max_lease_expiries integer
 )
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    RETURN QUERY
     SELECT p.name, p.strategy,
            (extract(epoch FROM p.base) * 1000000)::bigint,
            p.multiplier, p.exponent,
@@ -34,7 +38,8 @@ AS $$
            (extract(epoch FROM p.deadline) * 1000000)::bigint,
            p.max_lease_expiries
     FROM backoff.policies AS p
-    ORDER BY p.name
+    ORDER BY p.name;
+END
 $$;
 
 COMMENT ON FUNCTION backoff.policy_list() IS
