@@ -371,11 +371,11 @@ func TestReadCallsSQL(t *testing.T) {
 	}
 	listed := ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying},
 		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2}
-	mock.ExpectQuery("SELECT " + detailColumns + ", scan_end FROM backoff.list_jobs(p_queue => $1::text, " +
-		"p_statuses => $2::text[], p_policy => $3::text, p_dead_letter_reason => $4::text, p_error_contains => $5::text, " +
-		"p_created_from => $6::timestamptz, p_created_to => $7::timestamptz, p_finished_from => $8::timestamptz, " +
-		"p_finished_to => $9::timestamptz, p_order => $10::text, p_after_id => $11::bigint, " +
-		"p_after_completed_at => $12::timestamptz, p_limit => $13::integer, p_payloads => $14::boolean, " +
+	mock.ExpectQuery("SELECT "+detailColumns+", scan_end FROM backoff.list_jobs(p_queue => $1::text, "+
+		"p_statuses => $2::text[], p_policy => $3::text, p_dead_letter_reason => $4::text, p_error_contains => $5::text, "+
+		"p_created_from => $6::timestamptz, p_created_to => $7::timestamptz, p_finished_from => $8::timestamptz, "+
+		"p_finished_to => $9::timestamptz, p_order => $10::text, p_after_id => $11::bigint, "+
+		"p_after_completed_at => $12::timestamptz, p_limit => $13::integer, p_payloads => $14::boolean, "+
 		"p_scan_limit => $15::integer)").
 		WithArgs("emails", []string{"pending", "retrying"}, nil, nil, "boom", nil, nil, nil, nil, "newest", int64(9), nil, 3, true, ErrorScanLimit).
 		WillReturnRows(detailRows(8, 6, 5)).RowsWillBeClosed()
