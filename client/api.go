@@ -26,7 +26,12 @@ type arg struct {
 // whether or not a clock is set: the clock's time with WithClock, else NULL,
 // which the functions read as the database's now() (ADR 0035).
 func (c *Client) fn(name string, args ...arg) (string, []any) {
-	args = append(args, arg{"p_now", "timestamptz", c.nowArg()})
+	return sqlCall(name, append(args, arg{"p_now", "timestamptz", c.nowArg()})...)
+}
+
+// sqlCall writes a call of backoff.name with named, typed arguments, for
+// the functions that take no time.
+func sqlCall(name string, args ...arg) (string, []any) {
 	var b strings.Builder
 	b.WriteString("backoff.")
 	b.WriteString(name)

@@ -3,18 +3,16 @@ package client
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
+	"sort"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // This file holds the dead-letters summary of the web UI: exact counts per
 // queue and reason, and the most recent dead letters grouped by error
-// signature, read from the partial index jobs_dead_letters_idx so that its
-// cost does not grow with the number of dead letters
-// (docs/adr/0055-dead-letters-page-bounded.md).
+// signature, read by backoff.dead_letter_reasons and
+// backoff.dead_letter_sample from the partial index jobs_dead_letters_idx
+// so that its cost does not grow with the number of dead letters
+// (docs/adr/0055-dead-letters-page-bounded.md, docs/adr/0072).
 
 // Defaults of DeadLetterOptions.
 const (
@@ -78,114 +76,6 @@ type DeadLetterSummary struct {
 	PairsCapped bool
 }
 
-// deadLetterReasonsSQL finds the (queue, reason) pairs of the dead letters
-// by a loose scan of jobs_dead_letters_idx (reason may be NULL: the next
-// pair is a greater reason, else the queue's NULL reason, else the next
-// queue), the first $3 of them (the scan stops there: a recursive query is
-// evaluated as far as it is read), then counts each pair, at most $2 + 1,
-// and finds its first and last completed_at, all index-only. Every probe orders by the index's
-// columns: with a bare LIMIT the planner may take a heap or sequential
-// scan (PostgreSQL 14-18 did, estimating the reason's NULLs from the whole
-// table), and the NULL reason's probes order by the reason too (IS NULL is
-// no equality for the planner's orderings).
-const deadLetterReasonsSQL = `WITH RECURSIVE pairs (queue, reason) AS (
-    (SELECT j.queue, j.dead_letter_reason FROM backoff.jobs AS j
-     WHERE j.status = 'dead_lettered' AND ($1::text IS NULL OR j.queue = $1::text)
-     ORDER BY j.queue, j.dead_letter_reason LIMIT 1)
-    UNION ALL
-    SELECT n.queue, n.reason FROM pairs AS p CROSS JOIN LATERAL (
-        SELECT u.queue, u.reason FROM (
-            (SELECT j.queue, j.dead_letter_reason AS reason FROM backoff.jobs AS j
-             WHERE j.status = 'dead_lettered' AND p.reason IS NOT NULL
-               AND j.queue = p.queue AND j.dead_letter_reason > p.reason
-             ORDER BY j.dead_letter_reason LIMIT 1)
-            UNION ALL
-            (SELECT j.queue, j.dead_letter_reason FROM backoff.jobs AS j
-             WHERE j.status = 'dead_lettered' AND p.reason IS NOT NULL
-               AND j.queue = p.queue AND j.dead_letter_reason IS NULL
-             ORDER BY j.dead_letter_reason LIMIT 1)
-            UNION ALL
-            (SELECT j.queue, j.dead_letter_reason FROM backoff.jobs AS j
-             WHERE j.status = 'dead_lettered' AND $1::text IS NULL AND j.queue > p.queue
-             ORDER BY j.queue, j.dead_letter_reason LIMIT 1)) AS u
-        ORDER BY u.queue, u.reason LIMIT 1) AS n
-)
-SELECT p.queue, p.reason,
-    (SELECT count(*) FROM (
-        (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
-           AND j.queue = p.queue AND j.dead_letter_reason = p.reason
-           ORDER BY j.completed_at LIMIT $2::bigint + 1)
-        UNION ALL
-        (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
-           AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL
-           ORDER BY j.dead_letter_reason, j.completed_at LIMIT $2::bigint + 1)) AS c),
-    coalesce((SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
-                AND j.queue = p.queue AND j.dead_letter_reason = p.reason AND j.completed_at IS NOT NULL
-                ORDER BY j.completed_at LIMIT 1),
-             (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
-                AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
-                ORDER BY j.dead_letter_reason, j.completed_at LIMIT 1)),
-    coalesce((SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
-                AND j.queue = p.queue AND j.dead_letter_reason = p.reason AND j.completed_at IS NOT NULL
-                ORDER BY j.completed_at DESC LIMIT 1),
-             (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
-                AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
-                ORDER BY j.dead_letter_reason DESC, j.completed_at DESC LIMIT 1))
-FROM (SELECT f.queue, f.reason FROM pairs AS f WHERE f.queue IS NOT NULL LIMIT $3::bigint) AS p
-ORDER BY p.queue, p.reason`
-
-// deadLetterSampleSQL groups the most recent dead letters: sample, the ids
-// of the most recent $1 over every pair (a merge of each pair's backward
-// index-only scan, written by deadLetterSample), then their rows (one
-// primary-key probe each: OFFSET 0 keeps the planner from hashing the
-// whole table for them) grouped by signature, at most $2 groups, each
-// with its newest job's error.
-const deadLetterSampleSQL = `WITH sample AS MATERIALIZED (%s),
-groups AS (
-    SELECT j.queue, j.dead_letter_reason AS reason, backoff.error_signature(j.last_error) AS sig, count(*) AS n,
-        min(coalesce(j.completed_at, j.created_at)) AS first_seen, max(coalesce(j.completed_at, j.created_at)) AS last_seen,
-        (array_agg(j.id ORDER BY s.completed_at DESC, s.id DESC))[1] AS newest
-    FROM sample AS s
-    CROSS JOIN LATERAL (SELECT j.id, j.queue, j.dead_letter_reason, j.last_error, j.completed_at, j.created_at
-                        FROM backoff.jobs AS j WHERE j.id = s.id OFFSET 0) AS j
-    GROUP BY 1, 2, 3
-    ORDER BY 4 DESC, 1, 2, 3
-    LIMIT $2::bigint
-)
-SELECT g.queue, coalesce(g.reason, ''), g.sig, g.n, g.first_seen, g.last_seen, coalesce(e.last_error, ''),
-    (SELECT count(*) FROM sample)
-FROM groups AS g LEFT JOIN backoff.jobs AS e ON e.id = g.newest
-ORDER BY g.n DESC, g.queue, g.reason, g.sig`
-
-// deadLetterSample writes the sample's statement over the pairs: one
-// backward scan per pair, merged by completed_at (the planner's Merge
-// Append reads about $1 entries in all, not $1 per pair).
-func deadLetterSample(pairs []DeadLetterReason, args *[]any) string {
-	parts := make([]string, 0, len(pairs))
-	for _, p := range pairs {
-		*args = append(*args, p.Queue)
-		queue := "j.queue = $" + strconv.Itoa(len(*args)) + "::text"
-		if p.Reason == "" {
-			// The queue's NULL reasons come first in the index read
-			// backward: take the queue's first $1 entries and keep the
-			// NULL ones (a WHERE ... IS NULL lets the planner guess that
-			// most dead letters have no reason and sort them all). Merge
-			// Append then sorts this part by completed_at.
-			parts = append(parts, "(SELECT n.completed_at, n.id FROM (SELECT j.completed_at, j.id, j.dead_letter_reason"+
-				" FROM backoff.jobs AS j WHERE j.status = 'dead_lettered' AND "+queue+
-				" ORDER BY j.dead_letter_reason DESC, j.completed_at DESC, j.id DESC LIMIT $1::bigint) AS n"+
-				" WHERE n.dead_letter_reason IS NULL)")
-			continue
-		}
-		*args = append(*args, p.Reason)
-		parts = append(parts, "(SELECT j.completed_at, j.id FROM backoff.jobs AS j WHERE j.status = 'dead_lettered' AND "+
-			queue+" AND j.dead_letter_reason = $"+strconv.Itoa(len(*args))+"::text"+
-			" ORDER BY j.completed_at DESC, j.id DESC LIMIT $1::bigint)")
-	}
-	return "SELECT u.completed_at, u.id FROM (\n    " + strings.Join(parts, "\n    UNION ALL\n    ") +
-		") AS u\n    ORDER BY u.completed_at DESC, u.id DESC LIMIT $1::bigint"
-}
-
 // DeadLetters summarizes the dead letters (of o.Queue, or every queue) for
 // an operator: exact counts per queue and reason (up to o.CountLimit each)
 // with when each was first and last seen, and the most recent o.Sample
@@ -193,8 +83,9 @@ func deadLetterSample(pairs []DeadLetterReason, args *[]any) string {
 // (backoff.error_signature of the last error). It reads the index
 // jobs_dead_letters_idx and o.Sample rows: its cost grows with the sample,
 // the (queue, reason) pairs and the counts up to their limit, not with the
-// dead letters beyond them. Two statements: under concurrent changes the
-// counts and the sample may differ by what happened between them.
+// dead letters beyond them (backoff.dead_letter_reasons, then
+// backoff.dead_letter_sample). Two statements: under concurrent changes
+// the counts and the sample may differ by what happened between them.
 func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLetterSummary, error) {
 	op := "summarize dead letters"
 	if o.Sample < 0 || o.CountLimit < 0 || o.Groups < 0 || o.Pairs < 0 {
@@ -206,100 +97,114 @@ func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLett
 	o.Groups = nullIntDefault(o.Groups, DefaultDeadLetterGroups)
 	o.Pairs = nullIntDefault(o.Pairs, DefaultDeadLetterPairs)
 	out := DeadLetterSummary{Reasons: []DeadLetterReason{}, Groups: []DeadLetterGroup{}}
-	err := c.withoutJIT(ctx, func(db DB) error { return summarizeDeadLetters(ctx, db, o, &out) })
-	if err != nil {
+	if err := summarizeDeadLetters(ctx, c.db, o, &out); err != nil {
 		return out, translate(op, 0, err)
 	}
 	return out, nil
 }
 
 // summarizeDeadLetters fills out for DeadLetters (o with its defaults).
+// Behind a router every shard answers for its own dead letters: the rows of
+// one (queue, reason) or one group are added up, and Sampled is the
+// largest shard's sample.
 func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *DeadLetterSummary) error {
 	// One pair more than asked for says that there are more.
-	rows, err := db.Query(ctx, deadLetterReasonsSQL, nullString(o.Queue), o.CountLimit, o.Pairs+1)
+	call, args := sqlCall("dead_letter_reasons", arg{"p_queue", "text", nullString(o.Queue)},
+		arg{"p_count_limit", "integer", o.CountLimit}, arg{"p_pairs", "integer", o.Pairs + 1})
+	rows, err := db.Query(ctx, "SELECT queue, coalesce(reason, ''), count, count_exact, first_seen, last_seen FROM "+call, args...)
 	if err != nil {
 		return err
 	}
-	var total int64
-	exact := true
+	var reasons []DeadLetterReason
 	for rows.Next() {
 		var r DeadLetterReason
-		var reason *string
 		var first, last *time.Time // NULL for dead letters without completed_at (written by hand)
-		if err := rows.Scan(&r.Queue, &reason, &r.Count, &first, &last); err != nil {
+		if err := rows.Scan(&r.Queue, &r.Reason, &r.Count, &r.CountExact, &first, &last); err != nil {
 			rows.Close()
 			return err
-		}
-		if len(out.Reasons) == o.Pairs {
-			out.PairsCapped = true
-			continue
-		}
-		if reason != nil {
-			r.Reason = *reason
 		}
 		if first != nil {
 			r.FirstSeen, r.LastSeen = *first, *last
 		}
-		total += r.Count
-		r.CountExact = r.Count <= int64(o.CountLimit)
-		exact = exact && r.CountExact
-		r.Count = min(r.Count, int64(o.CountLimit))
-		out.Reasons = append(out.Reasons, r)
+		reasons = append(reasons, r)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	reasons = mergeReasons(reasons)
+	if len(reasons) > o.Pairs {
+		reasons, out.PairsCapped = reasons[:o.Pairs], true
+	}
+	var total int64
+	exact := true
+	for _, r := range reasons {
+		total += r.Count
+		r.CountExact = r.CountExact && r.Count <= int64(o.CountLimit)
+		exact = exact && r.CountExact
+		r.Count = min(r.Count, int64(o.CountLimit))
+		out.Reasons = append(out.Reasons, r)
+	}
 	if len(out.Reasons) == 0 {
 		out.Complete = true
 		return nil
 	}
-	args := []any{o.Sample, o.Groups}
-	sql := fmt.Sprintf(deadLetterSampleSQL, deadLetterSample(out.Reasons, &args))
-	rows, err = db.Query(ctx, sql, args...)
+	call, args = sqlCall("dead_letter_sample", arg{"p_queue", "text", nullString(o.Queue)},
+		arg{"p_sample", "integer", o.Sample}, arg{"p_groups", "integer", o.Groups}, arg{"p_pairs", "integer", o.Pairs})
+	rows, err = db.Query(ctx, "SELECT queue, reason, signature, count, first_seen, last_seen, example, sampled FROM "+call, args...)
 	if err != nil {
 		return err
 	}
 	defer rows.Close()
+	var groups []DeadLetterGroup
 	for rows.Next() {
 		var g DeadLetterGroup
-		if err := rows.Scan(&g.Queue, &g.Reason, &g.Signature, &g.Count, &g.FirstSeen, &g.LastSeen, &g.Example, &out.Sampled); err != nil {
+		var sampled int64
+		if err := rows.Scan(&g.Queue, &g.Reason, &g.Signature, &g.Count, &g.FirstSeen, &g.LastSeen, &g.Example, &sampled); err != nil {
 			return err
 		}
-		out.Groups = append(out.Groups, g)
+		out.Sampled = max(out.Sampled, sampled)
+		groups = append(groups, g)
 	}
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	out.Groups = append(out.Groups, mergeGroups(groups, o.Groups)...)
 	out.Complete = exact && total <= int64(o.Sample) && !out.PairsCapped
 	return nil
 }
 
-// withoutJIT runs fn's statements with JIT compilation off, in a
-// transaction it rolls back (a savepoint when the client's DB is a
-// transaction, so its setting comes back too). The dead-letters summary is
-// many small index probes whose estimated cost passes jit_above_cost:
-// compiled, its first statement took 43-48 ms instead of 15 ms at
-// 1,000,000 jobs (50,000 dead letters), and a server whose llvmjit cannot
-// load libLLVM fails it (SQLSTATE 58P01), as ADR 0053 found for the
-// lifecycle functions. A DB that cannot begin a transaction runs fn as it
-// is.
-func (c *Client) withoutJIT(ctx context.Context, fn func(DB) error) error {
-	b, ok := c.db.(interface {
-		Begin(context.Context) (pgx.Tx, error)
+// mergeReasons adds up the counts of one (queue, reason), in (queue,
+// reason) order, a dead letter without a reason ("") last in its queue as
+// in the index. A count above the limit stays above it.
+func mergeReasons(rs []DeadLetterReason) []DeadLetterReason {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		if (a.Reason == "") != (b.Reason == "") {
+			return b.Reason == ""
+		}
+		return a.Reason < b.Reason
 	})
-	if !ok {
-		return fn(c.db)
+	out := rs[:0]
+	for _, r := range rs {
+		if n := len(out); n > 0 && out[n-1].Queue == r.Queue && out[n-1].Reason == r.Reason {
+			m := &out[n-1]
+			m.Count += r.Count
+			m.CountExact = m.CountExact && r.CountExact
+			if !r.FirstSeen.IsZero() && (m.FirstSeen.IsZero() || r.FirstSeen.Before(m.FirstSeen)) {
+				m.FirstSeen = r.FirstSeen
+			}
+			if r.LastSeen.After(m.LastSeen) {
+				m.LastSeen = r.LastSeen
+			}
+			continue
+		}
+		out = append(out, r)
 	}
-	tx, err := b.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
-		return err
-	}
-	return fn(tx)
+	return out
 }
 
 // CountBulk counts the jobs Bulk would act on for f, up to limit (0: no

@@ -86,205 +86,155 @@ type JobPage struct {
 // size, and a search far back takes several pages.
 const ErrorScanLimit = 5000
 
-// detailFrom selects JobDetail columns: jobColumns of j, then the
-// effective policy, max_attempts and the error history.
-var detailFrom = "SELECT j." + strings.ReplaceAll(jobColumns, ", ", ", j.") + ", gp.name, coalesce(j.max_attempts, p.max_attempts, 0), j.errors " +
-	"FROM backoff.jobs AS j " +
-	"CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp " +
-	"LEFT JOIN backoff.policies AS p ON p.name = gp.name "
+// detailColumns selects JobDetail's columns from backoff.list_jobs or
+// backoff.job_detail: jobColumns, then the effective policy, max_attempts
+// and the error history (again, for ErrorsJSON).
+const detailColumns = jobColumns + ", effective_policy, effective_max_attempts, errors"
 
-// detailFromWithoutPayloads is detailFrom with NULL for the payload and
-// the error history: a value that is not selected is never detoasted nor
-// sent.
-var detailFromWithoutPayloads = strings.NewReplacer("j.payload,", "NULL::jsonb,", "j.errors,", "NULL::jsonb,",
-	"j.errors ", "NULL::jsonb ").Replace(detailFrom)
+// orderNames are the orders' names in backoff.list_jobs.
+var orderNames = map[JobOrder]string{OldestFirst: "oldest", NewestFirst: "newest", RecentlyFinishedFirst: "finished"}
 
-// listOrder is each order's ORDER BY, its reverse, and its cursor
-// condition ($C: the cursor's id, $A: its completion time).
-var listOrder = map[JobOrder][3]string{
-	OldestFirst:           {"j.id", "j.id DESC", "j.id > $C"},
-	NewestFirst:           {"j.id DESC", "j.id", "j.id < $C"},
-	RecentlyFinishedFirst: {"j.completed_at DESC, j.id DESC", "j.completed_at, j.id", "(j.completed_at, j.id) < ($A, $C)"},
-}
-
-var knownStatuses = map[Status]bool{StatusPending: true, StatusRunning: true, StatusRetrying: true,
-	StatusCompleted: true, StatusDeadLettered: true, StatusCancelled: true}
-
-// listFilter is the WHERE condition of p's filters over backoff.jobs AS j
-// (without ErrorContains and the cursor), appending its arguments to args.
-// Only the filters p sets appear, and statuses are literals (six known
-// names), so that the planner can prove the predicates of the partial
-// indexes: dead letters and cancelled jobs (and a dead-letter reason) read
-// jobs_dead_idx, finished ones jobs_finished_idx, running jobs_lease_idx.
-func listFilter(p ListParams, args *[]any) (string, error) {
-	w := []string{"true"}
-	add := func(cond string, v any) {
-		*args = append(*args, v)
-		w = append(w, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(*args))))
-	}
-	if p.Queue != "" {
-		add("j.queue = $?::text", p.Queue)
-	}
-	if p.Statuses != nil {
-		lits := []string{}
-		finished, running := true, true
-		for _, s := range p.Statuses {
-			if !knownStatuses[s] {
-				return "", fmt.Errorf("unknown status %q", s)
-			}
-			lits = append(lits, "'"+string(s)+"'")
-			finished = finished && (s == StatusCompleted || s == StatusDeadLettered || s == StatusCancelled)
-			running = running && s == StatusRunning
-		}
-		switch {
-		case len(lits) == 0:
-			w = append(w, "false")
-		default:
-			w = append(w, "j.status IN ("+strings.Join(lits, ", ")+")")
-			if finished {
-				w = append(w, "j.completed_at IS NOT NULL")
-			}
-			if running {
-				w = append(w, "j.lease_until IS NOT NULL")
-			}
-		}
-	}
-	if p.Policy != "" {
-		add("backoff.job_policy(j.policy, j.queue) = $?::text", p.Policy)
-	}
-	if p.DeadLetterReason != "" {
-		// Only dead letters have a reason: say so, for jobs_dead_idx.
-		add("j.dead_letter_reason = $?::text", p.DeadLetterReason)
-		w = append(w, "j.status = 'dead_lettered'", "j.completed_at IS NOT NULL")
-	}
-	if !p.CreatedFrom.IsZero() {
-		add("j.created_at >= $?::timestamptz", p.CreatedFrom)
-	}
-	if !p.CreatedTo.IsZero() {
-		add("j.created_at < $?::timestamptz", p.CreatedTo)
-	}
-	if !p.FinishedFrom.IsZero() {
-		add("j.completed_at >= $?::timestamptz", p.FinishedFrom)
-	}
-	if !p.FinishedTo.IsZero() {
-		add("j.completed_at < $?::timestamptz", p.FinishedTo)
-	}
-	return strings.Join(w, " AND "), nil
-}
-
-// listQuery builds List's statement for p: the jobs of the filters after
-// the cursor in p.Order, limit rows. With ErrorContains the filters and
-// the cursor select at most ErrorScanLimit jobs, which the text is looked
-// for in (scanSQL selects the last of them). RecentlyFinishedFirst over
-// every queue merges each queue's newest finished jobs (a loose index scan
-// over jobs_finished_idx), so it never sorts every finished job.
-func listQuery(p ListParams, limit int, afterID int64, afterAt time.Time, cursor bool) (sql, scanSQL string, args []any, err error) {
-	ord := listOrder[p.Order]
-	cond, err := listFilter(p, &args)
-	if err != nil {
-		return "", "", nil, err
-	}
-	if p.Order == RecentlyFinishedFirst {
-		cond += " AND j.completed_at IS NOT NULL"
-	}
-	if cursor {
-		args = append(args, afterID)
-		c := strings.ReplaceAll(ord[2], "$C", "$"+strconv.Itoa(len(args))+"::bigint")
-		if p.Order == RecentlyFinishedFirst {
-			args = append(args, afterAt)
-			c = strings.ReplaceAll(c, "$A", "$"+strconv.Itoa(len(args))+"::timestamptz")
-		}
-		cond += " AND " + c
-	}
-	bound := limit
-	if p.ErrorContains != "" {
-		bound = ErrorScanLimit
-	}
-	args = append(args, bound)
-	boundArg := "$" + strconv.Itoa(len(args))
-	source := "SELECT j.* FROM backoff.jobs AS j WHERE " + cond + " ORDER BY " + ord[0] + " LIMIT " + boundArg
-	with := ""
-	if p.Order == RecentlyFinishedFirst && p.Queue == "" {
-		with = `WITH RECURSIVE qs (name) AS (
-    (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL AND j.queue > qs.name
-            ORDER BY j.queue LIMIT 1)
-    FROM qs WHERE qs.name IS NOT NULL
-) `
-		source = "SELECT m.* FROM qs CROSS JOIN LATERAL (SELECT j.* FROM backoff.jobs AS j WHERE j.queue = qs.name AND " +
-			cond + " ORDER BY " + ord[0] + " LIMIT " + boundArg + ") AS m WHERE qs.name IS NOT NULL ORDER BY " +
-			strings.ReplaceAll(ord[0], "j.", "m.") + " LIMIT " + boundArg
-	}
-	from := detailFrom
-	if p.WithoutPayloads {
-		from = detailFromWithoutPayloads
-	}
-	from = strings.Replace(from, "FROM backoff.jobs AS j ", "FROM ("+source+") AS j ", 1)
-	if p.ErrorContains == "" {
-		return with + from + "ORDER BY " + ord[0], "", args, nil
-	}
-	scanSQL = with + "SELECT j.id, j.completed_at, count(*) OVER () FROM (" + source + ") AS j ORDER BY " + ord[1] + " LIMIT 1"
-	scanArgs := len(args)
-	args = append(args, p.ErrorContains, limit)
-	sql = with + from + "WHERE strpos(lower(j.last_error), lower($" + strconv.Itoa(scanArgs+1) + "::text)) > 0 ORDER BY " +
-		ord[0] + " LIMIT $" + strconv.Itoa(scanArgs+2)
-	return sql, scanSQL, args, nil
-}
-
-// List returns one page of jobs filtered by p, in p.Order. A page reads
-// about as many rows as it returns when an index serves its filters (the
-// default view, a queue, statuses, a dead-letter reason, the finished
-// order); ErrorContains, which no index serves, examines at most
-// ErrorScanLimit jobs per page (JobPage.Searched).
+// List returns one page of jobs filtered by p, in p.Order
+// (backoff.list_jobs). A page reads about as many rows as it returns when
+// an index serves its filters (the default view, a queue, statuses, a
+// dead-letter reason, the finished order); ErrorContains, which no index
+// serves, examines at most ErrorScanLimit jobs per page (JobPage.Searched).
 func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 	op := "list jobs"
 	if p.Queue != "" {
 		op = fmt.Sprintf("list jobs in %q", p.Queue)
 	}
-	if _, ok := listOrder[p.Order]; !ok {
+	order, ok := orderNames[p.Order]
+	if !ok {
 		return JobPage{}, fmt.Errorf("%s: %w: unknown order %d", op, ErrInvalidArgument, p.Order)
 	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
-	var afterID int64
-	var afterAt time.Time
+	var afterID, afterAt any
 	if p.Cursor != "" {
-		var err error
-		if afterID, afterAt, err = parseCursor(p.Cursor, p.Order); err != nil {
+		id, at, err := parseCursor(p.Cursor, p.Order)
+		if err != nil {
 			return JobPage{}, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
 		}
+		afterID = id
+		if p.Order == RecentlyFinishedFirst {
+			afterAt = at
+		}
 	}
-	sql, scanSQL, args, err := listQuery(p, limit+1, afterID, afterAt, p.Cursor != "")
-	if err != nil {
-		return JobPage{}, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
-	}
-	jobs, err := c.queryDetails(ctx, sql, args)
+	// One row more than the page says whether there is a next one.
+	call, args := sqlCall("list_jobs",
+		arg{"p_queue", "text", nullString(p.Queue)},
+		arg{"p_statuses", "text[]", statusNames(p.Statuses)},
+		arg{"p_policy", "text", nullString(p.Policy)},
+		arg{"p_dead_letter_reason", "text", nullString(p.DeadLetterReason)},
+		arg{"p_error_contains", "text", nullString(p.ErrorContains)},
+		arg{"p_created_from", "timestamptz", nullTime(p.CreatedFrom)},
+		arg{"p_created_to", "timestamptz", nullTime(p.CreatedTo)},
+		arg{"p_finished_from", "timestamptz", nullTime(p.FinishedFrom)},
+		arg{"p_finished_to", "timestamptz", nullTime(p.FinishedTo)},
+		arg{"p_order", "text", order},
+		arg{"p_after_id", "bigint", afterID},
+		arg{"p_after_completed_at", "timestamptz", afterAt},
+		arg{"p_limit", "integer", limit + 1},
+		arg{"p_payloads", "boolean", !p.WithoutPayloads},
+		arg{"p_scan_limit", "integer", ErrorScanLimit},
+	)
+	rows, err := c.db.Query(ctx, "SELECT "+detailColumns+", scan_end FROM "+call, args...)
 	if err != nil {
 		return JobPage{}, translate(op, 0, err)
 	}
-	page := JobPage{Jobs: jobs}
-	if len(jobs) > limit {
-		page.Jobs = jobs[:limit]
-		page.Next = cursorOf(page.Jobs[limit-1].ID, page.Jobs[limit-1].CompletedAt, p.Order)
-		return page, nil
-	}
-	if scanSQL != "" {
-		// Fewer matches than a page: did the scan stop at its bound?
-		var id int64
-		var at *time.Time
-		var n int64
-		err := c.db.QueryRow(ctx, scanSQL, args[:len(args)-2]...).Scan(&id, &at, &n)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	defer rows.Close()
+	var jobs []JobDetail
+	var ends []Job // where a search stopped: one per shard that stopped
+	for rows.Next() {
+		var d JobDetail
+		var maxAttempts int32
+		var history []byte
+		var scanEnd bool
+		j, err := scanJob(rows, &d.EffectivePolicy, &maxAttempts, &history, &scanEnd)
+		if err != nil {
 			return JobPage{}, translate(op, 0, err)
 		}
-		if err == nil && n >= ErrorScanLimit {
-			page.Next, page.Searched = cursorOf(id, at, p.Order), true
+		if scanEnd {
+			ends = append(ends, j)
+			continue
+		}
+		d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
+		jobs = append(jobs, d)
+	}
+	if err := rows.Err(); err != nil {
+		return JobPage{}, translate(op, 0, err)
+	}
+	return pageOf(jobs, ends, p.Order, limit), nil
+}
+
+// pageOf makes the page from what every shard answered (one answer
+// without a router): the jobs in the order, cut at limit with a cursor
+// after the last one. Where a search stopped at its bound (ends), the
+// page ends at the earliest such stop in the order, as jobs past it were
+// not examined on that shard and would come again on the next page.
+func pageOf(jobs []JobDetail, ends []Job, order JobOrder, limit int) JobPage {
+	before := func(a, b Job) bool {
+		switch order {
+		case NewestFirst:
+			return a.ID > b.ID
+		case RecentlyFinishedFirst:
+			at, bt := timeOrZero(a.CompletedAt), timeOrZero(b.CompletedAt)
+			if !at.Equal(bt) {
+				return at.After(bt)
+			}
+			return a.ID > b.ID
+		}
+		return a.ID < b.ID
+	}
+	sort.SliceStable(jobs, func(i, j int) bool { return before(jobs[i].Job, jobs[j].Job) })
+	var stop *Job
+	for i := range ends {
+		if stop == nil || before(ends[i], *stop) {
+			stop = &ends[i]
 		}
 	}
-	return page, nil
+	if stop != nil {
+		n := 0
+		for n < len(jobs) && !before(*stop, jobs[n].Job) {
+			n++
+		}
+		jobs = jobs[:n]
+	}
+	page := JobPage{Jobs: jobs}
+	if page.Jobs == nil {
+		page.Jobs = []JobDetail{}
+	}
+	if len(jobs) > limit {
+		page.Jobs = jobs[:limit]
+		page.Next = cursorOf(page.Jobs[limit-1].ID, page.Jobs[limit-1].CompletedAt, order)
+		return page
+	}
+	if stop != nil {
+		page.Next, page.Searched = cursorOf(stop.ID, stop.CompletedAt, order), true
+	}
+	return page
+}
+func timeOrZero(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// statusNames passes statuses as text[]: nil (no filter) stays NULL, an
+// empty list an empty array (nothing matches).
+func statusNames(statuses []Status) any {
+	if statuses == nil {
+		return nil
+	}
+	names := make([]string, len(statuses))
+	for i, s := range statuses {
+		names[i] = string(s)
+	}
+	return names
 }
 
 func cursorOf(id int64, completedAt *time.Time, order JobOrder) string {
@@ -318,21 +268,11 @@ func parseCursor(s string, order JobOrder) (int64, time.Time, error) {
 	return id, at, nil
 }
 
-// Details reads one job with its error history and what governs it; an
-// unknown id gives ErrJobNotFound.
+// Details reads one job with its error history and what governs it
+// (backoff.job_detail); an unknown id gives ErrJobNotFound.
 func (c *Client) Details(ctx context.Context, jobID int64) (JobDetail, error) {
-	op := fmt.Sprintf("show job %d", jobID)
-	jobs, err := c.queryDetails(ctx, detailFrom+"WHERE j.id = $1", []any{jobID})
-	if err == nil && len(jobs) == 0 {
-		err = ErrJobNotFound
-	}
-	if err != nil {
-		if err == ErrJobNotFound {
-			return JobDetail{}, fmt.Errorf("%s: %w", op, err)
-		}
-		return JobDetail{}, translate(op, jobID, err)
-	}
-	return jobs[0], nil
+	d, _, err := c.detail(ctx, fmt.Sprintf("show job %d", jobID), jobID, nil)
+	return d, err
 }
 
 // PayloadPreview is the start of a job's payload, for a page that shows a
@@ -358,46 +298,34 @@ func (c *Client) Preview(ctx context.Context, jobID int64, maxChars int) (JobDet
 		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w: payload preview of %d characters: want at least 1",
 			op, ErrInvalidArgument, maxChars)
 	}
-	// The error history is read whole: it is bounded (20 entries of at
-	// most 8 KiB) and the page shows all of it.
-	sql := strings.Replace(strings.Replace(detailFrom, "j.payload,", "NULL::jsonb,", 1), " FROM backoff.jobs AS j ",
-		", pg_catalog.left(pt.text, $2), pg_catalog.octet_length(pt.text), pg_catalog.length(pt.text) > $2 "+
-			"FROM backoff.jobs AS j CROSS JOIN LATERAL (SELECT j.payload::text AS text) AS pt ", 1)
+	return c.detail(ctx, op, jobID, maxChars)
+}
+
+// detail reads backoff.job_detail: the whole payload (chars nil) or the
+// start of its text. The error history is read whole: it is bounded (20
+// entries of at most 8 KiB) and a job's page shows all of it.
+func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) (JobDetail, PayloadPreview, error) {
+	call, args := sqlCall("job_detail", arg{"p_job_id", "bigint", jobID}, arg{"p_payload_chars", "integer", chars})
 	var pv PayloadPreview
+	var text *string
+	var size *int64
+	var truncated *bool
 	var d JobDetail
 	var maxAttempts int32
 	var history []byte
-	j, err := scanJob(c.db.QueryRow(ctx, sql+"WHERE j.id = $1", jobID, maxChars),
-		&d.EffectivePolicy, &maxAttempts, &history, &pv.Text, &pv.Bytes, &pv.Truncated)
+	j, err := scanJob(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated FROM "+call, args...),
+		&d.EffectivePolicy, &maxAttempts, &history, &text, &size, &truncated)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w", op, ErrJobNotFound)
 	}
 	if err != nil {
 		return JobDetail{}, PayloadPreview{}, translate(op, jobID, err)
 	}
+	if text != nil {
+		pv = PayloadPreview{Text: *text, Bytes: *size, Truncated: *truncated}
+	}
 	d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
 	return d, pv, nil
-}
-
-func (c *Client) queryDetails(ctx context.Context, sql string, args []any) ([]JobDetail, error) {
-	rows, err := c.db.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	jobs := []JobDetail{}
-	for rows.Next() {
-		var d JobDetail
-		var maxAttempts int32
-		var history []byte
-		j, err := scanJob(rows, &d.EffectivePolicy, &maxAttempts, &history)
-		if err != nil {
-			return nil, err
-		}
-		d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
-		jobs = append(jobs, d)
-	}
-	return jobs, rows.Err()
 }
 
 // QueueInfo is a queue as an operator sees it: its policy, its pause
@@ -590,12 +518,12 @@ type QueueEvent struct {
 }
 
 // QueueEvents returns the newest limit (0: 20) pauses and resumes of queue
-// ("" for every queue), newest first. prune drops them with the finished
+// ("" for every queue), newest first (backoff.queue_history). prune drops them with the finished
 // jobs' retention.
 func (c *Client) QueueEvents(ctx context.Context, queue string, limit int) ([]QueueEvent, error) {
 	op := "read queue history"
-	rows, err := c.db.Query(ctx, `SELECT queue, action, role, at FROM backoff.queue_events
-WHERE $1::text IS NULL OR queue = $1 ORDER BY at DESC, id DESC LIMIT $2`, nullString(queue), nullIntDefault(limit, 20))
+	call, args := sqlCall("queue_history", arg{"p_queue", "text", nullString(queue)}, arg{"p_limit", "integer", nullIntDefault(limit, 20)})
+	rows, err := c.db.Query(ctx, "SELECT queue, action, role, at FROM "+call, args...)
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}

@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"sort"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
@@ -13,23 +13,13 @@ import (
 // the policies, the dead letters grouped by cause, a count for a filter,
 // and bulk actions on everything a filter matches.
 
-// policyColumns reads a backoff.policies row with durations as whole
-// microseconds, the resolution of an interval.
-const policyColumns = `name, strategy,
-	(extract(epoch FROM base) * 1000000)::bigint,
-	multiplier, exponent,
-	ARRAY(SELECT (extract(epoch FROM s) * 1000000)::bigint FROM unnest(schedule) WITH ORDINALITY AS u(s, i) ORDER BY i),
-	(extract(epoch FROM max_delay) * 1000000)::bigint,
-	jitter, jitter_ratio, max_attempts,
-	(extract(epoch FROM lease) * 1000000)::bigint,
-	coalesce((extract(epoch FROM deadline) * 1000000)::bigint, 0),
-	coalesce(max_lease_expiries, 0)`
-
 // Policies returns every row of backoff.policies, by name, as the values
-// client/policy computes delays with.
+// client/policy computes delays with (backoff.policy_list).
 func (c *Client) Policies(ctx context.Context) ([]policy.Policy, error) {
 	op := "list policies"
-	rows, err := c.db.Query(ctx, "SELECT "+policyColumns+" FROM backoff.policies ORDER BY name")
+	rows, err := c.db.Query(ctx, `SELECT name, strategy, base_us, multiplier, exponent, schedule_us, max_delay_us,
+	jitter, jitter_ratio, max_attempts, lease_us, coalesce(deadline_us, 0), coalesce(max_lease_expiries, 0)
+FROM backoff.policy_list()`)
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
@@ -71,25 +61,18 @@ type DeadLetterGroup struct {
 	Example string
 }
 
-const deadLetterGroupsSQL = `SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff.error_signature(j.last_error) AS sig,
-	count(*), min(coalesce(j.completed_at, j.created_at)), max(coalesce(j.completed_at, j.created_at)),
-	coalesce((array_agg(j.last_error ORDER BY j.id DESC))[1], '')
-FROM backoff.jobs AS j
-WHERE j.status = 'dead_lettered' AND ($1::text IS NULL OR j.queue = $1)
-GROUP BY 1, 2, 3
-ORDER BY 4 DESC, 1, 2, 3
-LIMIT $2`
-
 // DeadLetterGroups groups the dead letters of queue ("" for every queue) by
 // queue, reason and error signature, largest group first, at most limit
 // groups (0: 200). It reads every dead letter, so its cost grows with
-// them: DeadLetters is the bounded summary the web UI shows.
+// them: DeadLetters is the bounded summary the web UI shows
+// (backoff.dead_letter_groups).
 func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) ([]DeadLetterGroup, error) {
 	op := "group dead letters"
 	if limit <= 0 {
 		limit = 200
 	}
-	rows, err := c.db.Query(ctx, deadLetterGroupsSQL, nullString(queue), limit)
+	call, args := sqlCall("dead_letter_groups", arg{"p_queue", "text", nullString(queue)}, arg{"p_limit", "integer", limit})
+	rows, err := c.db.Query(ctx, "SELECT queue, reason, signature, count, first_seen, last_seen, example FROM "+call, args...)
 	if err != nil {
 		return nil, translate(op, 0, err)
 	}
@@ -105,7 +88,50 @@ func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) 
 	if err := rows.Err(); err != nil {
 		return nil, translate(op, 0, err)
 	}
-	return out, nil
+	return mergeGroups(out, limit), nil
+}
+
+// mergeGroups adds up the groups of one queue, reason and signature,
+// largest first, and keeps limit: behind a router every shard answers with
+// its own groups, and a queue that spans shards has its part on each.
+func mergeGroups(gs []DeadLetterGroup, limit int) []DeadLetterGroup {
+	type key struct{ queue, reason, sig string }
+	at := map[key]int{}
+	out := gs[:0]
+	for _, g := range gs {
+		k := key{g.Queue, g.Reason, g.Signature}
+		i, ok := at[k]
+		if !ok {
+			at[k] = len(out)
+			out = append(out, g)
+			continue
+		}
+		m := &out[i]
+		m.Count += g.Count
+		if g.FirstSeen.Before(m.FirstSeen) {
+			m.FirstSeen = g.FirstSeen
+		}
+		if g.LastSeen.After(m.LastSeen) {
+			m.LastSeen, m.Example = g.LastSeen, g.Example
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Count != b.Count {
+			return a.Count > b.Count
+		}
+		if a.Queue != b.Queue {
+			return a.Queue < b.Queue
+		}
+		if a.Reason != b.Reason {
+			return a.Reason < b.Reason
+		}
+		return a.Signature < b.Signature
+	})
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
 }
 
 // CountJobs counts the jobs List would return for p's filters (its Order,
@@ -120,29 +146,26 @@ func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64,
 // is set, whose last error has that error signature, up to limit (0: no
 // bound).
 func (c *Client) countMatching(ctx context.Context, op string, p ListParams, signature string, limit int) (int64, error) {
-	var args []any
-	cond, err := listFilter(p, &args)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
-	}
-	if p.ErrorContains != "" {
-		args = append(args, p.ErrorContains)
-		cond += " AND strpos(lower(j.last_error), lower($" + strconv.Itoa(len(args)) + "::text)) > 0"
-	}
-	if signature != "" {
-		args = append(args, signature)
-		cond += " AND backoff.error_signature(j.last_error) = $" + strconv.Itoa(len(args)) + "::text"
-	}
-	var lim any
-	if limit > 0 {
-		lim = limit
-	}
-	args = append(args, lim)
-	sql := "SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE " + cond +
-		" LIMIT $" + strconv.Itoa(len(args)) + "::bigint) AS m"
+	call, args := sqlCall("count_jobs",
+		arg{"p_queue", "text", nullString(p.Queue)},
+		arg{"p_statuses", "text[]", statusNames(p.Statuses)},
+		arg{"p_policy", "text", nullString(p.Policy)},
+		arg{"p_dead_letter_reason", "text", nullString(p.DeadLetterReason)},
+		arg{"p_error_contains", "text", nullString(p.ErrorContains)},
+		arg{"p_error_signature", "text", nullString(signature)},
+		arg{"p_created_from", "timestamptz", nullTime(p.CreatedFrom)},
+		arg{"p_created_to", "timestamptz", nullTime(p.CreatedTo)},
+		arg{"p_finished_from", "timestamptz", nullTime(p.FinishedFrom)},
+		arg{"p_finished_to", "timestamptz", nullTime(p.FinishedTo)},
+		arg{"p_limit", "bigint", nullInt(max(limit, 0))},
+	)
 	var n int64
-	if err := c.db.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+	if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&n); err != nil {
 		return 0, translate(op, 0, err)
+	}
+	if limit > 0 {
+		// Behind a router every shard counts up to the bound.
+		n = min(n, int64(limit))
 	}
 	return n, nil
 }

@@ -9955,6 +9955,753 @@ COMMENT ON FUNCTION backoff.queue_list() IS
 Example:
 SELECT name, policy, paused, configured FROM backoff.queue_list();';
 
+-- backoff._job_filter(filters): the WHERE condition over backoff.jobs AS j
+-- of the operator's job filters, for the statements that list_jobs and
+-- count_jobs run with EXECUTE. Only the filters that are set appear, and
+-- statuses are literals (six known names), so that each statement is
+-- planned for its own filters and the planner can prove the predicates of
+-- the partial indexes: dead letters and cancelled jobs (and a dead-letter
+-- reason) read jobs_dead_idx or jobs_dead_letters_idx, finished jobs
+-- jobs_finished_idx, running ones jobs_lease_idx. A single statement with
+-- "p IS NULL OR ..." for every filter would be one plan for all of them,
+-- and a cached generic plan loses those indexes. The values are not
+-- written in: the condition names the statement's parameters $1 (queue),
+-- $2 (effective policy), $3 (dead-letter reason), $4 and $5 (created_at
+-- range) and $6 and $7 (completed_at range), which the caller passes in
+-- that order with USING.
+CREATE OR REPLACE FUNCTION backoff._job_filter(
+    p_queue              text,
+    p_statuses           text[],
+    p_policy             text,
+    p_dead_letter_reason text,
+    p_created_from       timestamptz,
+    p_created_to         timestamptz,
+    p_finished_from      timestamptz,
+    p_finished_to        timestamptz
+)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_where    text[] := ARRAY['true'];
+    v_status   text;
+    v_lits     text[] := '{}';
+    v_finished boolean := true;
+    v_running  boolean := true;
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        v_where := v_where || 'j.queue = $1'::text;
+    END IF;
+    IF p_statuses IS NOT NULL THEN
+        FOREACH v_status IN ARRAY p_statuses LOOP
+            IF v_status IS NULL OR v_status NOT IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled') THEN
+                RAISE EXCEPTION 'unknown status "%"', coalesce(v_status, 'NULL')
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            v_lits := v_lits || pg_catalog.quote_literal(v_status);
+            v_finished := v_finished AND v_status IN ('completed', 'dead_lettered', 'cancelled');
+            v_running := v_running AND v_status = 'running';
+        END LOOP;
+        IF pg_catalog.cardinality(v_lits) = 0 THEN
+            v_where := v_where || 'false'::text;
+        ELSE
+            v_where := v_where || ('j.status IN (' || pg_catalog.array_to_string(v_lits, ', ') || ')');
+            IF v_finished THEN
+                v_where := v_where || 'j.completed_at IS NOT NULL'::text;
+            END IF;
+            IF v_running THEN
+                v_where := v_where || 'j.lease_until IS NOT NULL'::text;
+            END IF;
+        END IF;
+    END IF;
+    IF p_policy IS NOT NULL THEN
+        v_where := v_where || 'backoff.job_policy(j.policy, j.queue) = $2'::text;
+    END IF;
+    IF p_dead_letter_reason IS NOT NULL THEN
+        -- Only dead letters have a reason: say so, for the partial indexes.
+        v_where := v_where || ARRAY['j.dead_letter_reason = $3', 'j.status = ''dead_lettered''', 'j.completed_at IS NOT NULL'];
+    END IF;
+    IF p_created_from IS NOT NULL THEN
+        v_where := v_where || 'j.created_at >= $4'::text;
+    END IF;
+    IF p_created_to IS NOT NULL THEN
+        v_where := v_where || 'j.created_at < $5'::text;
+    END IF;
+    IF p_finished_from IS NOT NULL THEN
+        v_where := v_where || 'j.completed_at >= $6'::text;
+    END IF;
+    IF p_finished_to IS NOT NULL THEN
+        v_where := v_where || 'j.completed_at < $7'::text;
+    END IF;
+    RETURN pg_catalog.array_to_string(v_where, ' AND ');
+END
+$$;
+
+-- backoff.list_jobs(filters, order, cursor, limit): one page of jobs for an
+-- operator (backoffctl jobs list, the web UI's job pages, psql), with what
+-- governs each job now (its effective policy and attempts allowed). Pages
+-- are keyset pages: the cursor is the last job of the previous page (its
+-- id, and its completed_at for the order 'finished'), never an OFFSET, so
+-- a page costs the same wherever it is. The statement is written for the
+-- filters that are set (backoff._job_filter) and run with EXECUTE, which
+-- plans it with the values at every call: each filter keeps the partial
+-- index it needs, as a cached generic plan would not. The order
+-- 'finished' over every queue merges each queue's newest finished jobs (a
+-- loose index scan over jobs_finished_idx) rather than sorting every
+-- finished job. Text in the last error has no index: with p_error_contains
+-- the page examines at most p_scan_limit jobs, and when that bound stopped
+-- it short of p_limit matches a last row with scan_end true, the last job
+-- it examined (which does not match), says where to continue from. No JIT: many small index probes whose estimated cost passes
+-- jit_above_cost (docs/adr/0053). Admin only: it shows every queue's jobs
+-- and their payloads (docs/adr/0072).
+CREATE OR REPLACE FUNCTION backoff.list_jobs(
+    p_queue               text DEFAULT NULL,
+    p_statuses            text[] DEFAULT NULL,
+    p_policy              text DEFAULT NULL,
+    p_dead_letter_reason  text DEFAULT NULL,
+    p_error_contains      text DEFAULT NULL,
+    p_created_from        timestamptz DEFAULT NULL,
+    p_created_to          timestamptz DEFAULT NULL,
+    p_finished_from       timestamptz DEFAULT NULL,
+    p_finished_to         timestamptz DEFAULT NULL,
+    p_order               text DEFAULT 'oldest',
+    p_after_id            bigint DEFAULT NULL,
+    p_after_completed_at  timestamptz DEFAULT NULL,
+    p_limit               integer DEFAULT 100,
+    p_payloads            boolean DEFAULT true,
+    p_scan_limit          integer DEFAULT 5000
+)
+RETURNS TABLE (
+    id                     bigint,
+    queue                  text,
+    payload                jsonb,
+    status                 text,
+    priority               integer,
+    attempts               integer,
+    uncounted_attempts     integer,
+    max_attempts           integer,
+    policy                 text,
+    run_at                 timestamptz,
+    lease_until            timestamptz,
+    locked_by              text,
+    last_attempted_at      timestamptz,
+    last_failed_at         timestamptz,
+    last_error             text,
+    errors                 jsonb,
+    dead_letter_reason     text,
+    dedupe_key             text,
+    created_at             timestamptz,
+    completed_at           timestamptz,
+    effective_policy       text,
+    effective_max_attempts integer,
+    scan_end               boolean
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_order   text[];
+    v_cond    text;
+    v_bound   integer := p_limit;
+    v_source  text;
+    v_with    text := '';
+    v_from    text;
+    v_n       bigint;
+    v_last_id bigint;
+    v_seen    bigint;
+BEGIN
+    -- Each order's ORDER BY, its reverse, and its cursor condition ($8:
+    -- the cursor's id, $9: its completion time).
+    v_order := CASE p_order
+        WHEN 'oldest' THEN ARRAY['j.id', 'j.id DESC', 'j.id > $8']
+        WHEN 'newest' THEN ARRAY['j.id DESC', 'j.id', 'j.id < $8']
+        WHEN 'finished' THEN ARRAY['j.completed_at DESC, j.id DESC', 'j.completed_at, j.id', '(j.completed_at, j.id) < ($9, $8)']
+    END;
+    IF v_order IS NULL THEN
+        RAISE EXCEPTION 'list jobs: order must be oldest, newest or finished, got "%"', coalesce(p_order, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'list jobs: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_scan_limit IS NULL OR p_scan_limit < 1 THEN
+        RAISE EXCEPTION 'list jobs: scan limit must be at least 1, got "%"', coalesce(p_scan_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_order = 'finished' AND (p_after_id IS NULL) <> (p_after_completed_at IS NULL) THEN
+        RAISE EXCEPTION 'list jobs: the order finished continues after an id and a completion time, got "%" and "%"',
+            coalesce(p_after_id::text, 'NULL'), coalesce(p_after_completed_at::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_cond := backoff._job_filter(p_queue, p_statuses, p_policy, p_dead_letter_reason,
+                                  p_created_from, p_created_to, p_finished_from, p_finished_to);
+    IF p_order = 'finished' THEN
+        v_cond := v_cond || ' AND j.completed_at IS NOT NULL';
+    END IF;
+    IF p_after_id IS NOT NULL THEN
+        v_cond := v_cond || ' AND ' || v_order[3];
+    END IF;
+    IF p_error_contains IS NOT NULL THEN
+        v_bound := p_scan_limit;
+    END IF;
+    -- $10: the bound of the jobs the filters select.
+    v_source := 'SELECT j.* FROM backoff.jobs AS j WHERE ' || v_cond || ' ORDER BY ' || v_order[1] || ' LIMIT $10';
+    IF p_order = 'finished' AND p_queue IS NULL THEN
+        v_with := 'WITH RECURSIVE qs (name) AS (
+    (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL AND j.queue > qs.name
+            ORDER BY j.queue LIMIT 1)
+    FROM qs WHERE qs.name IS NOT NULL
+) ';
+        v_source := 'SELECT m.* FROM qs CROSS JOIN LATERAL (SELECT j.* FROM backoff.jobs AS j WHERE j.queue = qs.name AND '
+            || v_cond || ' ORDER BY ' || v_order[1] || ' LIMIT $10) AS m WHERE qs.name IS NOT NULL ORDER BY '
+            || pg_catalog.replace(v_order[1], 'j.', 'm.') || ' LIMIT $10';
+    END IF;
+    -- A value that is not selected is never detoasted nor sent: without
+    -- payloads the rows weigh a few hundred bytes whatever the payloads.
+    -- %1$s: the jobs, %2$s: scan_end.
+    v_from := 'SELECT j.id, j.queue, '
+        || CASE WHEN p_payloads THEN 'j.payload' ELSE 'NULL::jsonb' END
+        || ', j.status, j.priority, j.attempts, j.uncounted_attempts, j.max_attempts, j.policy, j.run_at, '
+        || 'j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error, '
+        || CASE WHEN p_payloads THEN 'j.errors' ELSE 'NULL::jsonb' END
+        || ', j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, '
+        || 'gp.name, coalesce(j.max_attempts, p.max_attempts, 0), %2$s '
+        || 'FROM (%1$s) AS j '
+        || 'CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp '
+        || 'LEFT JOIN backoff.policies AS p ON p.name = gp.name ';
+    IF p_error_contains IS NULL THEN
+        RETURN QUERY EXECUTE v_with || pg_catalog.format(v_from, v_source, 'false') || 'ORDER BY ' || v_order[1]
+            USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
+                  p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound;
+        RETURN;
+    END IF;
+    -- $11: the text, $12: the page's limit.
+    RETURN QUERY EXECUTE v_with || pg_catalog.format(v_from, v_source, 'false')
+        || 'WHERE pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($11)) > 0 ORDER BY '
+        || v_order[1] || ' LIMIT $12'
+        USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
+              p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound, p_error_contains, p_limit;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n >= p_limit THEN
+        RETURN;
+    END IF;
+    -- Fewer matches than the page: did the search stop at its bound? Then
+    -- the last job it examined follows, marked, as the cursor to go on.
+    EXECUTE v_with || 'SELECT j.id, count(*) OVER () FROM (' || v_source || ') AS j ORDER BY '
+        || v_order[2] || ' LIMIT 1'
+        INTO v_last_id, v_seen
+        USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
+              p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound;
+    IF v_seen >= p_scan_limit THEN
+        RETURN QUERY EXECUTE pg_catalog.format(v_from, 'SELECT j.* FROM backoff.jobs AS j WHERE j.id = $1', 'true')
+            USING v_last_id;
+    END IF;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.list_jobs(text, text[], text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, text, bigint, timestamptz, integer, boolean, integer) IS
+'One page of jobs, at most p_limit (default 100), for an operator: the columns of backoff.jobs, effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0). NULL filters do not filter: p_queue; p_statuses (an empty array matches nothing); p_policy, the effective policy; p_dead_letter_reason; p_error_contains, case-insensitive text in last_error; created_at in [p_created_from, p_created_to); completed_at in [p_finished_from, p_finished_to). p_order: ''oldest'' (id ascending, the default), ''newest'' (id descending) or ''finished'' (finished jobs only, completed_at descending then id). Keyset pages: the next page passes the last row''s id as p_after_id (and its completed_at as p_after_completed_at for ''finished''); ask for one row more than shown to learn whether there is a next page. p_payloads false returns payload and errors NULL (light rows for a listing). p_error_contains has no index: the page examines at most p_scan_limit (default 5000) jobs, and when it stopped there with fewer than p_limit matches a last row with scan_end true is the last job examined, which does not match: the cursor to continue the search from. Every other row has scan_end false. An index serves each other filter, so a page reads about as many rows as it returns. Admin only.
+Errors: 22023 for an unknown order or status, a p_limit or p_scan_limit below 1, or the order finished with only one of p_after_id and p_after_completed_at.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, queue, status, effective_policy FROM backoff.list_jobs(p_queue => ''emails'', p_statuses => ''{pending}'', p_limit => 20);';
+
+-- backoff.count_jobs(filters, limit): how many jobs the operator's filters
+-- match, up to a bound: the number a confirmation of a bulk action names
+-- (backoff.bulk_jobs takes the same filters). Written for the filters
+-- that are set and run with EXECUTE, as backoff.list_jobs is, so that the
+-- partial indexes serve them. No JIT (docs/adr/0053). Admin only.
+CREATE OR REPLACE FUNCTION backoff.count_jobs(
+    p_queue              text DEFAULT NULL,
+    p_statuses           text[] DEFAULT NULL,
+    p_policy             text DEFAULT NULL,
+    p_dead_letter_reason text DEFAULT NULL,
+    p_error_contains     text DEFAULT NULL,
+    p_error_signature    text DEFAULT NULL,
+    p_created_from       timestamptz DEFAULT NULL,
+    p_created_to         timestamptz DEFAULT NULL,
+    p_finished_from      timestamptz DEFAULT NULL,
+    p_finished_to        timestamptz DEFAULT NULL,
+    p_limit              bigint DEFAULT NULL
+)
+RETURNS bigint
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_cond text;
+    v_n    bigint;
+BEGIN
+    IF p_limit < 0 THEN
+        RAISE EXCEPTION 'count jobs: limit must be 0 or more, got "%"', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_cond := backoff._job_filter(p_queue, p_statuses, p_policy, p_dead_letter_reason,
+                                  p_created_from, p_created_to, p_finished_from, p_finished_to);
+    IF p_error_contains IS NOT NULL THEN
+        v_cond := v_cond || ' AND pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($8)) > 0';
+    END IF;
+    IF p_error_signature IS NOT NULL THEN
+        v_cond := v_cond || ' AND backoff.error_signature(j.last_error) = $9';
+    END IF;
+    EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE ' || v_cond || ' LIMIT $10) AS m'
+        INTO v_n
+        USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
+              p_finished_from, p_finished_to, p_error_contains, p_error_signature, nullif(p_limit, 0);
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.count_jobs(text, text[], text, text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, bigint) IS
+'How many jobs match the filter, counting at most p_limit (NULL or 0: no bound): the filters of backoff.list_jobs (NULL filters do not filter) and p_error_signature, which compares backoff.error_signature(last_error) (no index: it reads each job the other filters select). The number a confirmation of backoff.bulk_jobs names. Admin only.
+Errors: 22023 for an unknown status or a negative p_limit.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT backoff.count_jobs(p_queue => ''emails'', p_statuses => ''{pending, retrying}'', p_limit => 1000);';
+
+-- backoff.job_detail(job id, payload chars): one job as an operator sees
+-- it (backoffctl jobs show, the web UI's job page): the row, its error
+-- history, and what governs it now (the policy backoff.job_policy names,
+-- the attempts allowed). With p_payload_chars the payload comes as the
+-- start of its text only, with its size, so that a payload of many
+-- megabytes neither travels nor sits in a page's memory. One primary-key
+-- probe, never worth compiling (no JIT, as for the other reads). Admin only: it shows any queue's payload (docs/adr/0072).
+CREATE OR REPLACE FUNCTION backoff.job_detail(p_job_id bigint, p_payload_chars integer DEFAULT NULL)
+RETURNS TABLE (
+    id                     bigint,
+    queue                  text,
+    payload                jsonb,
+    status                 text,
+    priority               integer,
+    attempts               integer,
+    uncounted_attempts     integer,
+    max_attempts           integer,
+    policy                 text,
+    run_at                 timestamptz,
+    lease_until            timestamptz,
+    locked_by              text,
+    last_attempted_at      timestamptz,
+    last_failed_at         timestamptz,
+    last_error             text,
+    errors                 jsonb,
+    dead_letter_reason     text,
+    dedupe_key             text,
+    created_at             timestamptz,
+    completed_at           timestamptz,
+    effective_policy       text,
+    effective_max_attempts integer,
+    payload_text           text,
+    payload_bytes          bigint,
+    payload_truncated      boolean
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF p_payload_chars < 1 THEN
+        RAISE EXCEPTION 'show job %: payload preview of % characters: want at least 1', p_job_id, p_payload_chars
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT j.id, j.queue, CASE WHEN p_payload_chars IS NULL THEN j.payload END, j.status, j.priority, j.attempts,
+           j.uncounted_attempts, j.max_attempts, j.policy, j.run_at, j.lease_until, j.locked_by,
+           j.last_attempted_at, j.last_failed_at, j.last_error, j.errors, j.dead_letter_reason, j.dedupe_key,
+           j.created_at, j.completed_at, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
+           pg_catalog.left(pt.text, p_payload_chars), pg_catalog.octet_length(pt.text)::bigint,
+           pg_catalog.length(pt.text) > p_payload_chars
+    FROM backoff.jobs AS j
+    CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp
+    LEFT JOIN backoff.policies AS p ON p.name = gp.name
+    -- The payload's text only when a preview is asked for.
+    CROSS JOIN LATERAL (SELECT CASE WHEN p_payload_chars IS NOT NULL THEN j.payload::text END AS text) AS pt
+    WHERE j.id = p_job_id;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.job_detail(bigint, integer) IS
+'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
+Errors: 22023 for a p_payload_chars below 1.
+Example:
+SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
+SELECT id, status, effective_policy, payload_text, payload_bytes FROM backoff.job_detail(1, 200);';
+
+-- backoff.queue_history(queue, limit): the newest pauses and resumes of a
+-- queue, or of every queue, from backoff.queue_events (which pause_queue
+-- and resume_queue write with the role that asked). A custom plan at every
+-- call: with the queue the read walks queue_events_queue_idx backward,
+-- without it the table in time order. Admin only, as the table is.
+CREATE OR REPLACE FUNCTION backoff.queue_history(p_queue text DEFAULT NULL, p_limit integer DEFAULT 20)
+RETURNS TABLE (queue text, action text, role text, at timestamptz)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'queue history: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT e.queue, e.action, e.role, e.at
+    FROM backoff.queue_events AS e
+    WHERE p_queue IS NULL OR e.queue = p_queue
+    ORDER BY e.at DESC, e.id DESC
+    LIMIT p_limit;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.queue_history(text, integer) IS
+'The newest p_limit (default 20) pauses and resumes of queue p_queue (NULL: every queue), newest first: the queue, the action (pause or resume), the database role that asked and when. backoff.prune drops them with the finished jobs'' retention. Admin only.
+Errors: 22023 for a p_limit below 1.
+Example:
+SELECT backoff.pause_queue(''emails'', p_create => true);
+SELECT queue, action FROM backoff.queue_history(''emails'');';
+
+-- backoff.policy_list(): every retry policy, with its durations as whole
+-- microseconds (the resolution of an interval), the shape the clients
+-- compute delays with (client/policy in Go). PL/pgSQL, whose plan a
+-- session keeps: a SQL function that cannot be inlined (a definer) is
+-- planned at every call. Workers and admins, who read backoff.policies
+-- anyway.
+CREATE OR REPLACE FUNCTION backoff.policy_list()
+RETURNS TABLE (
+    name               text,
+    strategy           text,
+    base_us            bigint,
+    multiplier         double precision,
+    exponent           integer,
+    schedule_us        bigint[],
+    max_delay_us       bigint,
+    jitter             text,
+    jitter_ratio       double precision,
+    max_attempts       integer,
+    lease_us           bigint,
+    deadline_us        bigint,
+    max_lease_expiries integer
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT p.name, p.strategy,
+           (extract(epoch FROM p.base) * 1000000)::bigint,
+           p.multiplier, p.exponent,
+           ARRAY(SELECT (extract(epoch FROM s) * 1000000)::bigint
+                 FROM pg_catalog.unnest(p.schedule) WITH ORDINALITY AS u(s, i) ORDER BY i),
+           (extract(epoch FROM p.max_delay) * 1000000)::bigint,
+           p.jitter, p.jitter_ratio, p.max_attempts,
+           (extract(epoch FROM p.lease) * 1000000)::bigint,
+           (extract(epoch FROM p.deadline) * 1000000)::bigint,
+           p.max_lease_expiries
+    FROM backoff.policies AS p
+    ORDER BY p.name;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.policy_list() IS
+'Every row of backoff.policies by name, durations in microseconds: base_us, schedule_us (in order), max_delay_us, lease_us, and deadline_us (NULL: no deadline); max_lease_expiries NULL: the default. Workers and admins.
+Example:
+SELECT name, strategy, base_us, max_delay_us, max_attempts FROM backoff.policy_list();';
+
+-- backoff.dead_letter_groups(queue, limit): every dead letter grouped by
+-- queue, reason and error signature (backoff.error_signature of the last
+-- error), largest group first. It reads every dead letter of the queue,
+-- so its cost grows with them: backoff.dead_letter_reasons and
+-- backoff.dead_letter_sample are the bounded summary a page that refreshes
+-- shows (docs/adr/0055). A custom plan at every call, so that a queue
+-- reads only its part of jobs_dead_letters_idx. Admin only.
+CREATE OR REPLACE FUNCTION backoff.dead_letter_groups(p_queue text DEFAULT NULL, p_limit integer DEFAULT 200)
+RETURNS TABLE (
+    queue      text,
+    reason     text,
+    signature  text,
+    count      bigint,
+    first_seen timestamptz,
+    last_seen  timestamptz,
+    example    text
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+SET jit = off
+AS $$
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'dead letter groups: limit must be at least 1, got "%"', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff.error_signature(j.last_error) AS sig,
+           pg_catalog.count(*), min(coalesce(j.completed_at, j.created_at)), max(coalesce(j.completed_at, j.created_at)),
+           coalesce((pg_catalog.array_agg(j.last_error ORDER BY j.id DESC))[1], '')
+    FROM backoff.jobs AS j
+    WHERE j.status = 'dead_lettered' AND (p_queue IS NULL OR j.queue = p_queue)
+    GROUP BY 1, 2, 3
+    ORDER BY 4 DESC, 1, 2, 3
+    LIMIT p_limit;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.dead_letter_groups(text, integer) IS
+'The dead letters of queue p_queue (NULL: every queue) grouped by queue, reason ('''' for none) and signature (backoff.error_signature of last_error), largest group first, at most p_limit groups (default 200): count, first_seen and last_seen (when they were dead-lettered) and example, the last error of the group''s newest job, unmasked. Reads every dead letter: backoff.dead_letter_sample is the bounded summary. Admin only.
+Errors: 22023 for a p_limit below 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT status FROM backoff.fail(1, 1, ''SMTP 550: mailbox 1234 unknown'', p_retryable => false);
+SELECT queue, reason, signature, count FROM backoff.dead_letter_groups(''emails'');';
+
+-- backoff._dead_letter_pairs(queue, limit): the first p_limit (queue,
+-- reason) pairs of the dead letters, in (queue, reason) order, by a loose
+-- scan of jobs_dead_letters_idx: one probe per pair, not a read of every
+-- dead letter (reason may be NULL: the next pair is a greater reason, else
+-- the queue's NULL reason, else the next queue). The scan stops at the
+-- limit, as a recursive query is evaluated only as far as it is read.
+-- Every probe orders by the index's columns: with a bare LIMIT the planner
+-- may take a heap or sequential scan (PostgreSQL 14-18 did, estimating the
+-- reason's NULLs from the whole table), and the NULL reason's probes order
+-- by the reason too (IS NULL is no equality for the planner's orderings).
+-- Written with the queue condition only when there is a queue (EXECUTE),
+-- so that the probes of one queue start at that queue.
+CREATE OR REPLACE FUNCTION backoff._dead_letter_pairs(p_queue text, p_limit bigint)
+RETURNS TABLE (queue text, reason text)
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE 'WITH RECURSIVE pairs (queue, reason) AS (
+    (SELECT j.queue, j.dead_letter_reason FROM backoff.jobs AS j
+     WHERE j.status = ''dead_lettered''' || CASE WHEN p_queue IS NOT NULL THEN ' AND j.queue = $1' ELSE '' END || '
+     ORDER BY j.queue, j.dead_letter_reason LIMIT 1)
+    UNION ALL
+    SELECT n.queue, n.reason FROM pairs AS p CROSS JOIN LATERAL (
+        SELECT u.queue, u.reason FROM (
+            (SELECT j.queue, j.dead_letter_reason AS reason FROM backoff.jobs AS j
+             WHERE j.status = ''dead_lettered'' AND p.reason IS NOT NULL
+               AND j.queue = p.queue AND j.dead_letter_reason > p.reason
+             ORDER BY j.dead_letter_reason LIMIT 1)
+            UNION ALL
+            (SELECT j.queue, j.dead_letter_reason FROM backoff.jobs AS j
+             WHERE j.status = ''dead_lettered'' AND p.reason IS NOT NULL
+               AND j.queue = p.queue AND j.dead_letter_reason IS NULL
+             ORDER BY j.dead_letter_reason LIMIT 1)' || CASE WHEN p_queue IS NULL THEN '
+            UNION ALL
+            (SELECT j.queue, j.dead_letter_reason FROM backoff.jobs AS j
+             WHERE j.status = ''dead_lettered'' AND j.queue > p.queue
+             ORDER BY j.queue, j.dead_letter_reason LIMIT 1)' ELSE '' END || ') AS u
+        ORDER BY u.queue, u.reason LIMIT 1) AS n
+)
+SELECT f.queue, f.reason FROM pairs AS f WHERE f.queue IS NOT NULL LIMIT $2'
+    USING p_queue, p_limit;
+END
+$$;
+
+-- backoff.dead_letter_reasons(queue, count limit, pairs): the dead letters
+-- counted per queue and reason, the first half of the web UI's
+-- dead-letters summary (docs/adr/0055): the pairs by a loose index scan
+-- (backoff._dead_letter_pairs), then for each pair its count up to the
+-- limit and its first and last completed_at, all index-only reads of
+-- jobs_dead_letters_idx. Its cost grows with the pairs and the counts up
+-- to their limit, not with the dead letters beyond them. No JIT: many
+-- small index probes whose estimated cost passes jit_above_cost (compiled,
+-- this read took three times as long at 1,000,000 jobs, and a server
+-- whose llvmjit cannot load fails it; docs/adr/0053). A custom plan at
+-- every call: the count's bound is then a known LIMIT, for which the
+-- planner reads the index in order; as a parameter of a generic plan it
+-- guessed a few rows and sorted a bitmap scan's. Admin only.
+CREATE OR REPLACE FUNCTION backoff.dead_letter_reasons(
+    p_queue       text DEFAULT NULL,
+    p_count_limit integer DEFAULT 100000,
+    p_pairs       integer DEFAULT 500
+)
+RETURNS TABLE (
+    queue       text,
+    reason      text,
+    count       bigint,
+    count_exact boolean,
+    first_seen  timestamptz,
+    last_seen   timestamptz
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET plan_cache_mode = force_custom_plan
+AS $$
+BEGIN
+    IF p_count_limit IS NULL OR p_count_limit < 1 OR p_pairs IS NULL OR p_pairs < 1 THEN
+        RAISE EXCEPTION 'dead letter reasons: count limit and pairs must be at least 1, got "%" and "%"',
+            coalesce(p_count_limit::text, 'NULL'), coalesce(p_pairs::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN QUERY
+    SELECT c.queue, c.reason, least(c.n, p_count_limit::bigint), c.n <= p_count_limit, c.first_seen, c.last_seen
+    FROM (
+        SELECT p.queue, p.reason,
+            (SELECT pg_catalog.count(*) FROM (
+                (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
+                   AND j.queue = p.queue AND j.dead_letter_reason = p.reason
+                   ORDER BY j.completed_at LIMIT p_count_limit::bigint + 1)
+                UNION ALL
+                (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
+                   AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL
+                   ORDER BY j.dead_letter_reason, j.completed_at LIMIT p_count_limit::bigint + 1)) AS m) AS n,
+            coalesce((SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
+                        AND j.queue = p.queue AND j.dead_letter_reason = p.reason AND j.completed_at IS NOT NULL
+                        ORDER BY j.completed_at LIMIT 1),
+                     (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
+                        AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
+                        ORDER BY j.dead_letter_reason, j.completed_at LIMIT 1)) AS first_seen,
+            coalesce((SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
+                        AND j.queue = p.queue AND j.dead_letter_reason = p.reason AND j.completed_at IS NOT NULL
+                        ORDER BY j.completed_at DESC LIMIT 1),
+                     (SELECT j.completed_at FROM backoff.jobs AS j WHERE j.status = 'dead_lettered'
+                        AND j.queue = p.queue AND p.reason IS NULL AND j.dead_letter_reason IS NULL AND j.completed_at IS NOT NULL
+                        ORDER BY j.dead_letter_reason DESC, j.completed_at DESC LIMIT 1)) AS last_seen
+        FROM backoff._dead_letter_pairs(p_queue, p_pairs) AS p
+        -- Once per pair: without the fence the count's subquery is copied
+        -- into each expression that reads it, and runs twice.
+        OFFSET 0
+    ) AS c
+    ORDER BY c.queue, c.reason;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.dead_letter_reasons(text, integer, integer) IS
+'The dead letters of queue p_queue (NULL: every queue) counted per queue and reason (NULL: dead-lettered without one, by hand), by queue and reason: count, exact up to p_count_limit (default 100000; above it count is p_count_limit and count_exact false), and first_seen and last_seen, when they were dead-lettered (exact whatever the count; NULL when none has a completion time). At most p_pairs pairs (default 500), the first in (queue, reason) order: ask for one more than shown to learn whether there are more. Index reads only: its cost grows with the pairs and the counts up to their limit, not with the dead letters beyond. Admin only.
+Errors: 22023 for a p_count_limit or p_pairs below 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT status FROM backoff.fail(1, 1, ''SMTP 550: mailbox unknown'', p_retryable => false);
+SELECT queue, reason, count, count_exact FROM backoff.dead_letter_reasons();';
+
+-- backoff.dead_letter_sample(queue, sample, groups, pairs): the most recent
+-- dead letters grouped by error signature, the second half of the web
+-- UI's dead-letters summary (docs/adr/0055). The sample is the ids of the
+-- most recent p_sample dead letters over every (queue, reason) pair
+-- (backoff._dead_letter_pairs): one backward index-only scan of
+-- jobs_dead_letters_idx per pair, merged by completed_at (the planner's
+-- Merge Append reads about p_sample entries in all, not p_sample per
+-- pair). The statement has one branch per pair, so it is written for the
+-- pairs and run with EXECUTE. Then the sample's rows (one primary-key
+-- probe each: OFFSET 0 keeps the planner from hashing the whole table for
+-- them) are grouped by signature, each group with its newest job's error.
+-- No JIT (docs/adr/0053). Admin only.
+CREATE OR REPLACE FUNCTION backoff.dead_letter_sample(
+    p_queue  text DEFAULT NULL,
+    p_sample integer DEFAULT 10000,
+    p_groups integer DEFAULT 200,
+    p_pairs  integer DEFAULT 500
+)
+RETURNS TABLE (
+    queue      text,
+    reason     text,
+    signature  text,
+    count      bigint,
+    first_seen timestamptz,
+    last_seen  timestamptz,
+    example    text,
+    sampled    bigint
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_queues  text[];
+    v_reasons text[];
+    v_parts   text[] := '{}';
+    v_i       integer;
+BEGIN
+    IF p_sample IS NULL OR p_sample < 1 OR p_groups IS NULL OR p_groups < 1 OR p_pairs IS NULL OR p_pairs < 1 THEN
+        RAISE EXCEPTION 'dead letter sample: sample, groups and pairs must be at least 1, got "%", "%" and "%"',
+            coalesce(p_sample::text, 'NULL'), coalesce(p_groups::text, 'NULL'), coalesce(p_pairs::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT pg_catalog.array_agg(d.queue ORDER BY d.queue, d.reason), pg_catalog.array_agg(d.reason ORDER BY d.queue, d.reason)
+    INTO v_queues, v_reasons
+    FROM backoff._dead_letter_pairs(p_queue, p_pairs) AS d;
+    IF v_queues IS NULL THEN
+        RETURN;
+    END IF;
+    -- $1: the sample's size, $2: the groups, $3 and $4: the pairs' queues
+    -- and reasons, indexed by the branch.
+    FOR v_i IN 1 .. pg_catalog.cardinality(v_queues) LOOP
+        IF v_reasons[v_i] IS NULL THEN
+            -- The queue's NULL reasons come first in the index read
+            -- backward: take the queue's first $1 entries and keep the NULL
+            -- ones (a WHERE ... IS NULL lets the planner guess that most dead
+            -- letters have no reason and sort them all). Merge Append then
+            -- sorts this part by completed_at.
+            v_parts := v_parts || pg_catalog.format(
+                '(SELECT n.completed_at, n.id FROM (SELECT j.completed_at, j.id, j.dead_letter_reason'
+                ' FROM backoff.jobs AS j WHERE j.status = ''dead_lettered'' AND j.queue = $3[%s]'
+                ' ORDER BY j.dead_letter_reason DESC, j.completed_at DESC, j.id DESC LIMIT $1) AS n'
+                ' WHERE n.dead_letter_reason IS NULL)', v_i);
+        ELSE
+            v_parts := v_parts || pg_catalog.format(
+                '(SELECT j.completed_at, j.id FROM backoff.jobs AS j WHERE j.status = ''dead_lettered'''
+                ' AND j.queue = $3[%s] AND j.dead_letter_reason = $4[%s]'
+                ' ORDER BY j.completed_at DESC, j.id DESC LIMIT $1)', v_i, v_i);
+        END IF;
+    END LOOP;
+    RETURN QUERY EXECUTE 'WITH sample AS MATERIALIZED (SELECT u.completed_at, u.id FROM ('
+        || pg_catalog.array_to_string(v_parts, ' UNION ALL ')
+        || ') AS u ORDER BY u.completed_at DESC, u.id DESC LIMIT $1),
+groups AS (
+    SELECT j.queue, j.dead_letter_reason AS reason, backoff.error_signature(j.last_error) AS sig, pg_catalog.count(*) AS n,
+        min(coalesce(j.completed_at, j.created_at)) AS first_seen, max(coalesce(j.completed_at, j.created_at)) AS last_seen,
+        (pg_catalog.array_agg(j.id ORDER BY s.completed_at DESC, s.id DESC))[1] AS newest
+    FROM sample AS s
+    CROSS JOIN LATERAL (SELECT j.id, j.queue, j.dead_letter_reason, j.last_error, j.completed_at, j.created_at
+                        FROM backoff.jobs AS j WHERE j.id = s.id OFFSET 0) AS j
+    GROUP BY 1, 2, 3
+    ORDER BY 4 DESC, 1, 2, 3
+    LIMIT $2
+)
+SELECT g.queue, coalesce(g.reason, ''''), g.sig, g.n, g.first_seen, g.last_seen, coalesce(e.last_error, ''''),
+    (SELECT pg_catalog.count(*) FROM sample)
+FROM groups AS g LEFT JOIN backoff.jobs AS e ON e.id = g.newest
+ORDER BY g.n DESC, g.queue, g.reason, g.sig'
+        USING p_sample, p_groups, v_queues, v_reasons;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.dead_letter_sample(text, integer, integer, integer) IS
+'The most recent p_sample dead letters (default 10000, by when they were dead-lettered) of queue p_queue (NULL: every queue) grouped by queue, reason ('''' for none) and signature (backoff.error_signature of last_error), largest group first, at most p_groups groups (default 200): count, first_seen and last_seen within the sample, example (the last error of the group''s newest job, unmasked), and sampled, how many dead letters the sample holds. Only the first p_pairs (queue, reason) pairs (default 500) are sampled, as backoff.dead_letter_reasons counts them: with that function''s counts, the groups are whole when every count is exact and their sum is at most sampled. Reads the index and p_sample rows: its cost does not grow with the dead letters beyond the sample. Admin only.
+Errors: 22023 for a p_sample, p_groups or p_pairs below 1.
+Example:
+SELECT backoff.enqueue(''emails'');
+SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
+SELECT status FROM backoff.fail(1, 1, ''SMTP 550: mailbox 1234 unknown'', p_retryable => false);
+SELECT queue, reason, signature, count, sampled FROM backoff.dead_letter_sample();';
+
 -- backoff.pause_queue(queue, create, now): stop claims from a queue (claim
 -- skips a paused queue; acquire, settling and heartbeats go on, so running
 -- jobs finish). A queue without a row in backoff.queues gets one, with the
@@ -11169,7 +11916,7 @@ BEGIN
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
-                       'fire_schedules', 'schedule_fires',
+                       'fire_schedules', 'schedule_fires', 'policy_list',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN

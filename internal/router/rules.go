@@ -95,6 +95,19 @@ var Rules = map[string][]Rule{
 	// Each shard lists its queues; the client merges a queue configured on
 	// every shard (as for overview).
 	"queue_list": {{Kind: AllUnion}},
+	// Operator reads of jobs (docs/adr/0072): each shard answers for its
+	// own jobs and the client merges the rows (a page: sorted by its
+	// order and cut at its limit; groups of one key: added up).
+	"list_jobs":           {{Kind: AllUnion}},
+	"count_jobs":          {{Kind: AllSum}},
+	"job_detail":          {{Kind: ByJob, Arg: "p_job_id"}},
+	"dead_letter_groups":  {{Kind: AllUnion}},
+	"dead_letter_reasons": {{Kind: AllUnion}},
+	"dead_letter_sample":  {{Kind: AllUnion}},
+	// Reads of the configuration and its history, which every shard holds
+	// alike (pause_queue writes the event on every shard).
+	"policy_list":   {{Kind: Any}},
+	"queue_history": {{Kind: Any}},
 	// A queue's controls and their runtime state live on the queue's shard
 	// (each shard runs its own breaker and bucket for its part of a queue).
 	"queue_state": {{Kind: ByQueue, Arg: "p_queue"}},

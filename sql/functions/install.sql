@@ -60,6 +60,16 @@
 {{ template "health.sql" . }}
 {{ template "unfinished_job.sql" . }}
 {{ template "queue_list.sql" . }}
+{{ template "_job_filter.sql" . }}
+{{ template "list_jobs.sql" . }}
+{{ template "count_jobs.sql" . }}
+{{ template "job_detail.sql" . }}
+{{ template "queue_history.sql" . }}
+{{ template "policy_list.sql" . }}
+{{ template "dead_letter_groups.sql" . }}
+{{ template "_dead_letter_pairs.sql" . }}
+{{ template "dead_letter_reasons.sql" . }}
+{{ template "dead_letter_sample.sql" . }}
 {{ template "pause_queue.sql" . }}
 {{ template "resume_queue.sql" . }}
 {{ template "grant_queue.sql" . }}

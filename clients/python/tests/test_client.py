@@ -199,6 +199,37 @@ def test_stats_and_replay_dead_letters(client: Client) -> None:
     assert sorted(ids) == sorted([j.id for j in client.claim("emails", 3)])
 
 
+def test_operator_reads(client: Client) -> None:
+    ids = client.enqueue_many([NewJob("emails", {"n": i}) for i in range(5)] + [NewJob("sms")])
+    (job,) = client.claim("emails")
+    client.fail(job.id, job.attempt, "order 42 refused", retryable=False)
+    # Keyset pages of two, to the end.
+    seen: list[int] = []
+    after = None
+    while True:
+        page = client.list_jobs("emails", after_id=after, limit=2, payloads=False)
+        seen += [j.id for j in page]
+        if len(page) < 2:
+            break
+        after = page[-1].id
+    assert seen == sorted(ids[:5]) and all(j.payload is None for j in page)
+    newest = client.list_jobs(order="newest", statuses=["pending"], limit=10)
+    assert [j.id for j in newest] == sorted(set(ids) - {job.id}, reverse=True)
+    (dead,) = client.list_jobs(dead_letter_reason="non_retryable")
+    assert dead.id == job.id and dead.status == "dead_lettered"
+
+    detail = client.job_detail(job.id)
+    assert detail is not None and detail.job.id == job.id and detail.effective_policy == "default"
+    assert detail.effective_max_attempts > 0 and detail.job.last_error == "order 42 refused"
+    assert client.job_detail(max(ids) + 1) is None
+
+    (group,) = client.dead_letter_groups("emails")
+    assert (group.queue, group.reason, group.signature, group.count) == ("emails", "non_retryable", "order N refused", 1)
+    assert group.example == "order 42 refused"
+    with pytest.raises(pgbackoff.InvalidArgument):
+        client.list_jobs(order="sideways")
+
+
 def test_queue_state_and_pause(client: Client) -> None:
     st = client.queue_state("emails")
     assert st.state == "closed" and st.next_claim_at is None and st.rate is None

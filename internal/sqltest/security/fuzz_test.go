@@ -78,6 +78,16 @@ var fuzzFns = []fuzzFn{
 	{"stats", []string{"interval", "timestamptz"}},
 	{"grant_queue", []string{"role", "text", "privilege"}},
 	{"revoke_queue", []string{"role", "text", "privilege"}},
+	// The operator reads, whose statements are written from their filters.
+	{"list_jobs", []string{"text", "text[]", "policy", "text", "text", "timestamptz", "timestamptz", "timestamptz", "timestamptz",
+		"order", "bigint", "timestamptz", "integer", "boolean", "integer"}},
+	{"count_jobs", []string{"text", "text[]", "policy", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz",
+		"timestamptz", "bigint"}},
+	{"job_detail", []string{"bigint", "integer"}},
+	{"queue_history", []string{"text", "integer"}},
+	{"dead_letter_groups", []string{"text", "integer"}},
+	{"dead_letter_reasons", []string{"text", "integer", "integer"}},
+	{"dead_letter_sample", []string{"text", "integer", "integer", "integer"}},
 }
 
 // gen makes hostile but NUL-free argument text for one parameter type;
@@ -176,6 +186,14 @@ func (g *gen) value(typ string) *string {
 		return g.pick("{}", "{1}", "{1,2,3}", "{NULL}", "{1,NULL}", "{-1}", "{9223372036854775807}", "{{1},{2}}", "{", "{x}")
 	case "integer[]":
 		return g.pick("{}", "{1}", "{1,1,1}", "{NULL}", "{0}", "{-1}", "{2147483647}", "{{1},{2}}", "{")
+	case "text[]":
+		return g.pick("{}", "{pending}", "{dead_lettered,cancelled}", "{running}", "{completed,bogus}", "{NULL}",
+			`{"'); DROP TABLE backoff.jobs; --"}`, "{")
+	case "order":
+		if g.r.IntN(4) == 0 {
+			return g.text()
+		}
+		return g.pick("oldest", "newest", "finished")
 	case "interval[]":
 		return g.pick("{}", "{1s}", "{1s,2s,4s}", "{NULL}", "{-1s}", "{\"178000000 years\"}", "{x}")
 	}
@@ -248,7 +266,7 @@ func TestFuzzFunctionArguments(t *testing.T) {
 				args[k] = *v
 			}
 			sqlType := typ
-			if typ == "policy" || typ == "strategy" || typ == "jitter" || typ == "role" || typ == "privilege" {
+			if typ == "policy" || typ == "strategy" || typ == "jitter" || typ == "role" || typ == "privilege" || typ == "order" {
 				sqlType = "text"
 			}
 			casts[k] = fmt.Sprintf("$%d::%s", k+1, sqlType)

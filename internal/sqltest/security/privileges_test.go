@@ -89,6 +89,16 @@ func checks() []check {
 			func(f fixtures) []any { return []any{f.dead, f.now} }, []string{admin}},
 		{"prune", `SELECT backoff.prune('0 seconds', 10, $1)`, now, []string{admin}},
 		{"stats", `SELECT * FROM backoff.stats('1 hour', $1)`, now, []string{admin}},
+		// The operator reads show every queue's jobs and payloads: admin
+		// only; the policies are no secret from workers (docs/adr/0072).
+		{"list_jobs", `SELECT * FROM backoff.list_jobs()`, nil, []string{admin}},
+		{"count_jobs", `SELECT backoff.count_jobs()`, nil, []string{admin}},
+		{"job_detail", `SELECT * FROM backoff.job_detail($1)`, func(f fixtures) []any { return []any{f.dead} }, []string{admin}},
+		{"queue_history", `SELECT * FROM backoff.queue_history()`, nil, []string{admin}},
+		{"dead_letter_groups", `SELECT * FROM backoff.dead_letter_groups()`, nil, []string{admin}},
+		{"dead_letter_reasons", `SELECT * FROM backoff.dead_letter_reasons()`, nil, []string{admin}},
+		{"dead_letter_sample", `SELECT * FROM backoff.dead_letter_sample()`, nil, []string{admin}},
+		{"policy_list", `SELECT * FROM backoff.policy_list()`, nil, []string{worker, admin}},
 		{"grant_queue", `SELECT backoff.grant_queue('backoff_worker', 'q*', 'work')`, nil, []string{admin}},
 		{"revoke_queue", `SELECT backoff.revoke_queue('backoff_worker', 'q*', 'work')`, nil, []string{admin}},
 		{"write queue_grants", `INSERT INTO backoff.queue_grants VALUES ('backoff_worker'::regrole, 'q', 'work', 'q')`, nil, nil},

@@ -28,7 +28,7 @@ from .errors import (
     StaleAttempt,
     WorkerShutdown,
 )
-from .types import AttemptError, Job, NewJob, QueueState, QueueStats, ReplayOutcome
+from .types import AttemptError, DeadLetterGroup, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome
 from .worker import Handler, Queue, Worker
 
 __all__ = [
@@ -42,10 +42,12 @@ __all__ = [
     "Client",
     "Clock",
     "Context",
+    "DeadLetterGroup",
     "Handler",
     "InvalidArgument",
     "InvalidTransition",
     "Job",
+    "JobDetail",
     "JobNotFound",
     "LeaseExpired",
     "LeaseLost",

@@ -22,8 +22,10 @@ from psycopg.types.json import Jsonb
 
 from .types import (
     AttemptError,
+    DeadLetterGroup,
     Duration,
     Job,
+    JobDetail,
     NewJob,
     QueueState,
     QueueStats,
@@ -353,4 +355,46 @@ def stop_waiting(queue: str, worker: str) -> Call[bool]:
         "SELECT backoff.stop_waiting(p_queue => %s::text, p_worker => %s::text)",
         (queue, worker),
         _scalar,
+    )
+
+
+# The operator's reads (docs/adr/0072): admin only.
+
+
+def list_jobs(
+    queue: str | None,
+    statuses: Sequence[str] | None,
+    dead_letter_reason: str | None,
+    order: str,
+    after_id: int | None,
+    after_completed_at: dt.datetime | None,
+    limit: int,
+    payloads: bool,
+) -> Call[list[Job]]:
+    return Call(
+        "list jobs",
+        f"SELECT {_JOB_COLUMNS} FROM backoff.list_jobs(p_queue => %s::text, p_statuses => %s::text[], "
+        "p_dead_letter_reason => %s::text, p_order => %s::text, p_after_id => %s::bigint, "
+        "p_after_completed_at => %s::timestamptz, p_limit => %s::integer, p_payloads => %s::boolean)",
+        (queue, None if statuses is None else list(statuses), dead_letter_reason, order, after_id, after_completed_at, limit, payloads),
+        _jobs,
+    )
+
+
+def job_detail(job_id: int) -> Call[JobDetail | None]:
+    return Call(
+        f"show job {job_id}",
+        f"SELECT {_JOB_COLUMNS}, effective_policy, effective_max_attempts FROM backoff.job_detail(p_job_id => %s::bigint)",
+        (job_id,),
+        lambda rows: JobDetail(_job(rows[0][:20]), rows[0][20], rows[0][21]) if rows else None,
+    )
+
+
+def dead_letter_groups(queue: str | None, limit: int) -> Call[list[DeadLetterGroup]]:
+    return Call(
+        "group dead letters",
+        "SELECT queue, reason, signature, count, first_seen, last_seen, example "
+        "FROM backoff.dead_letter_groups(p_queue => %s::text, p_limit => %s::integer)",
+        (queue, limit),
+        lambda rows: [DeadLetterGroup(*r) for r in rows],
     )

@@ -22,7 +22,7 @@ from . import _pacing, _sql
 from ._outcome import Context, Outcome, read_outcome
 from .client import MISSING_SCHEMA, Clock, default_worker_id, missing_schema, schema_too_old
 from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient, translate
-from .types import Duration, Job, NewJob, QueueState, QueueStats, ReplayOutcome
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome
 from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, is_lost
 
 log = logging.getLogger("pgbackoff")
@@ -149,6 +149,35 @@ class AsyncClient:
 
     async def replay_dead_letters(self, queue: str) -> list[ReplayOutcome]:
         return await self._run(_sql.replay_dead_letters(queue, self.now()))
+
+    async def list_jobs(
+        self,
+        queue: str | None = None,
+        *,
+        statuses: Sequence[str] | None = None,
+        dead_letter_reason: str | None = None,
+        order: str = "oldest",
+        after_id: int | None = None,
+        after_completed_at: dt.datetime | None = None,
+        limit: int = 100,
+        payloads: bool = True,
+    ) -> list[Job]:
+        """One keyset page of jobs (``backoff.list_jobs``): the next page passes
+        the last job's id as ``after_id`` (and its ``completed_at`` as
+        ``after_completed_at`` for the order ``finished``). Admin only."""
+        return await self._run(
+            _sql.list_jobs(queue, statuses, dead_letter_reason, order, after_id, after_completed_at, limit, payloads)
+        )
+
+    async def job_detail(self, job_id: int) -> JobDetail | None:
+        """A job with its effective policy (``backoff.job_detail``); None when
+        there is no such job. Admin only."""
+        return await self._run(_sql.job_detail(job_id))
+
+    async def dead_letter_groups(self, queue: str | None = None, limit: int = 200) -> list[DeadLetterGroup]:
+        """Dead letters grouped by queue, reason and error signature, largest
+        first (``backoff.dead_letter_groups``). Admin only."""
+        return await self._run(_sql.dead_letter_groups(queue, limit))
 
     async def stats(self, window: Duration | None = None) -> list[QueueStats]:
         return await self._run(_sql.stats(window, self.now()))

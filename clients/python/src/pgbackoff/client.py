@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from . import _sql
 from .errors import SchemaTooOld, translate
-from .types import Duration, Job, NewJob, QueueState, QueueStats, ReplayOutcome
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome
 
 T = TypeVar("T")
 
@@ -195,6 +195,35 @@ class Client:
     def replay_dead_letters(self, queue: str) -> list[ReplayOutcome]:
         """Replay every dead letter of the queue; one outcome each."""
         return self._run(_sql.replay_dead_letters(queue, self.now()))
+
+    def list_jobs(
+        self,
+        queue: str | None = None,
+        *,
+        statuses: Sequence[str] | None = None,
+        dead_letter_reason: str | None = None,
+        order: str = "oldest",
+        after_id: int | None = None,
+        after_completed_at: dt.datetime | None = None,
+        limit: int = 100,
+        payloads: bool = True,
+    ) -> list[Job]:
+        """One keyset page of jobs (``backoff.list_jobs``): the next page passes
+        the last job's id as ``after_id`` (and its ``completed_at`` as
+        ``after_completed_at`` for the order ``finished``). Admin only."""
+        return self._run(
+            _sql.list_jobs(queue, statuses, dead_letter_reason, order, after_id, after_completed_at, limit, payloads)
+        )
+
+    def job_detail(self, job_id: int) -> JobDetail | None:
+        """A job with its effective policy (``backoff.job_detail``); None when
+        there is no such job. Admin only."""
+        return self._run(_sql.job_detail(job_id))
+
+    def dead_letter_groups(self, queue: str | None = None, limit: int = 200) -> list[DeadLetterGroup]:
+        """Dead letters grouped by queue, reason and error signature, largest
+        first (``backoff.dead_letter_groups``). Admin only."""
+        return self._run(_sql.dead_letter_groups(queue, limit))
 
     def stats(self, window: Duration | None = None) -> list[QueueStats]:
         """Per queue: jobs by status, the due backlog, and the retries and

@@ -166,3 +166,32 @@ class ReplayOutcome:
     replayed: bool
     #: Why it was left dead-lettered (e.g. a dedupe key now held).
     reason: str | None
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """A job as an operator sees it (``backoff.job_detail``): the row and
+    what governs it now."""
+
+    job: Job
+    #: The policy that governs the job (``backoff.job_policy``).
+    effective_policy: str
+    #: The job's max_attempts, else its policy's (0 when neither is known).
+    effective_max_attempts: int
+
+
+@dataclass(frozen=True)
+class DeadLetterGroup:
+    """The dead letters of one queue with one reason and one error signature
+    (``backoff.dead_letter_groups``)."""
+
+    queue: str
+    #: '' for a dead letter without a reason.
+    reason: str
+    #: ``backoff.error_signature`` of the last error.
+    signature: str
+    count: int
+    first_seen: dt.datetime
+    last_seen: dt.datetime
+    #: The last error of the group's newest job, unmasked.
+    example: str
