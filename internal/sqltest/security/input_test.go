@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -124,7 +124,7 @@ func TestNameFormatCharacters(t *testing.T) {
 			}
 			assert.Contains(t, err.Error(), "format characters", "%s with a %s", call, what)
 			for _, r := range v {
-				if !config.ValidName(string(r)) {
+				if !client.ValidName(string(r)) {
 					assert.NotContains(t, err.Error(), string(r), "%s with a %s: the message names it escaped", call, what)
 				}
 			}
@@ -147,7 +147,7 @@ func TestNameFormatCharacters(t *testing.T) {
 }
 
 // TestNameCharactersAgreeWithConfig: the characters backoff._check_name
-// refuses are exactly those internal/config.ValidName refuses, over every
+// refuses are exactly those internal/client.ValidName refuses, over every
 // code point, so a name `config validate` accepts is never refused by
 // `config apply`, and the other way round; and they include every format
 // character (Cf) of the Unicode tables of this Go.
@@ -164,11 +164,11 @@ ORDER BY c`)
 	require.NoError(t, err)
 	var goRefused []int32
 	for r := rune(1); r <= unicode.MaxRune; r++ {
-		if utf8.ValidRune(r) && !config.ValidName(string(r)) {
+		if utf8.ValidRune(r) && !client.ValidName(string(r)) {
 			goRefused = append(goRefused, r)
 		}
 		if unicode.Is(unicode.Cf, r) {
-			require.False(t, config.ValidName("a"+string(r)), "format character U+%04X", r)
+			require.False(t, client.ValidName("a"+string(r)), "format character U+%04X", r)
 		}
 	}
 	require.Equal(t, goRefused, sqlRefused)

@@ -30,8 +30,8 @@ import (
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 	"github.com/pgbackoff/pgbackoff/examples"
-	"github.com/pgbackoff/pgbackoff/internal/config"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 )
