@@ -668,8 +668,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be a number such as 2.0, got %s", describeValue(n.val))
-			case math.IsNaN(f) || math.IsInf(f, 0) || f < 1 || f > 1000:
-				fail(n, "must be between 1 and 1000, got %v", f)
+			case math.IsNaN(f) || math.IsInf(f, 0) || f < policy.MinMultiplier || f > policy.MaxMultiplier:
+				fail(n, "must be between %g and %g, got %v", policy.MinMultiplier, policy.MaxMultiplier, f)
 			default:
 				p.Multiplier = f
 			}
@@ -678,8 +678,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be an integer such as 2, got %s", describeValue(n.val))
-			case i < 1 || i > 10:
-				fail(n, "must be between 1 and 10, got %d", i)
+			case i < policy.MinExponent || i > policy.MaxExponent:
+				fail(n, "must be between %d and %d, got %d", policy.MinExponent, policy.MaxExponent, i)
 			default:
 				p.Exponent = int(i)
 			}
@@ -688,8 +688,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be a number between 0 and 1, got %s", describeValue(n.val))
-			case math.IsNaN(f) || f < 0 || f > 1:
-				fail(n, "must be between 0 and 1, got %v", f)
+			case math.IsNaN(f) || f < 0 || f > policy.MaxJitterRatio:
+				fail(n, "must be between 0 and %g, got %v", policy.MaxJitterRatio, f)
 			case f > 0 && f < policy.MinJitterRatio:
 				fail(n, "must be 0 or at least %v (a smaller ratio underflows in PostgreSQL), got %v", policy.MinJitterRatio, f)
 			default:
@@ -700,8 +700,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be an integer such as 5, got %s", describeValue(n.val))
-			case i < 1 || i > math.MaxInt32:
-				fail(n, "must be between 1 and %d, got %d", math.MaxInt32, i)
+			case i < 1 || i > policy.MaxCount:
+				fail(n, "must be between 1 and %d, got %d", policy.MaxCount, i)
 			default:
 				p.MaxAttempts = int(i)
 			}
@@ -710,8 +710,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be an integer such as 3, got %s", describeValue(n.val))
-			case i < 1 || i > math.MaxInt32:
-				fail(n, "must be between 1 and %d; omit the key for no budget, got %d", math.MaxInt32, i)
+			case i < 1 || i > policy.MaxCount:
+				fail(n, "must be between 1 and %d; omit the key for no budget, got %d", policy.MaxCount, i)
 			default:
 				p.MaxLeaseExpiries = int(i)
 			}
