@@ -29,6 +29,18 @@ func isRouter(ctx context.Context, conn *pgx.Conn) (bool, error) {
 	return ok, nil
 }
 
+// withTargets is the preamble of the commands that write or compare every
+// shard (config apply, config diff): connectTargets, fn, closeTargets.
+func withTargets(cmd *cobra.Command, fn func(ctx context.Context, targets []target) error) error {
+	ctx := cmd.Context()
+	targets, err := connectTargets(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer closeTargets(ctx, targets)
+	return fn(ctx, targets)
+}
+
 // connectTargets connects to the database of the command, or to every shard
 // behind it when it is a router: a shard is reached at the address and
 // database the router lists, with the user, password and TLS settings of
