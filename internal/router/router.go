@@ -9,8 +9,6 @@ package router
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	sqlfiles "github.com/pgbackoff/pgbackoff/sql"
 )
@@ -42,13 +41,9 @@ func IDRange(k int) (lo, hi int64) {
 // ShardOfJob is the shard that holds job id.
 func ShardOfJob(id int64) int { return int(id >> ShardBits) }
 
-// QueueShard is the shard that holds queue among n shards: the first four
-// bytes of the MD5 of its name, as a non-negative int32, modulo n. It is the
-// Go twin of the router's backoff._queue_shard (a test compares them).
-func QueueShard(queue string, n int) int {
-	sum := md5.Sum([]byte(queue))
-	return int(binary.BigEndian.Uint32(sum[:4])&0x7fffffff) % n
-}
+// QueueShard is the shard that holds queue among n shards
+// (sharding.QueueShard, the Go twin of the router's backoff._queue_shard).
+func QueueShard(queue string, n int) int { return sharding.QueueShard(queue, n) }
 
 // Shard is one shard database as the router reaches it.
 type Shard struct {

@@ -7,8 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
-	"github.com/pgbackoff/pgbackoff/internal/router"
+	"github.com/pgbackoff/pgbackoff/migrations"
 )
 
 func newMigrateCommand() *cobra.Command {
@@ -99,11 +98,7 @@ func installRouter(cmd *cobra.Command, shards []string) error {
 		return usagef("migrate up --router: give the shards with --shard URL (in shard order)")
 	}
 	return withConn(cmd, func(ctx context.Context, conn *pgx.Conn) error {
-		var ss []router.Shard
-		for _, u := range shards {
-			ss = append(ss, router.Shard{URL: u})
-		}
-		if err := router.Install(ctx, conn, ss); err != nil {
+		if err := migrations.InstallRouter(ctx, conn, shards); err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "router installed over %d shard(s), each migrated to version %d\n", len(shards), migrations.Latest())

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client/sharding"
-	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
 // target is one database a configuration command reads or writes: the
@@ -116,7 +115,7 @@ func connectForQueue(ctx context.Context, cmd *cobra.Command, queue string) (*pg
 	if len(targets) == 1 && targets[0].label == "" {
 		return targets[0].conn, nil
 	}
-	k := router.QueueShard(queue, len(targets))
+	k := sharding.QueueShard(queue, len(targets))
 	for i, t := range targets {
 		if i != k {
 			t.conn.Close(ctx)

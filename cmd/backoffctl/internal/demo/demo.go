@@ -32,8 +32,8 @@ import (
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 	"github.com/pgbackoff/pgbackoff/examples"
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+	"github.com/pgbackoff/pgbackoff/migrations"
 )
 
 // demoOptions are the demo's flags.
