@@ -9,7 +9,6 @@ require (
 	github.com/jackc/tern/v2 v2.3.4
 	github.com/moby/moby/api v1.56.1
 	github.com/pashagolub/pgxmock/v3 v3.4.0
-	github.com/pelletier/go-toml/v2 v2.4.3
 	github.com/stretchr/testify v1.12.1
 	github.com/testcontainers/testcontainers-go v0.45.0
 	github.com/testcontainers/testcontainers-go/modules/postgres v0.44.0
