@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -131,21 +134,52 @@ func notReady(jobID int64, pgErr *pgconn.PgError) *NotReadyError {
 }
 
 // transient reports whether err may go away by itself: anything but an
-// answer of the database about the call (its SQLSTATE), except the classes
-// that mean the connection or the transaction, not the call, failed:
-// 08 connection exception, 40 transaction rollback (deadlock,
+// answer of the database about the call (its SQLSTATE), except the answers
+// that mean the connection or the transaction, not the call, failed: those
+// of [IsConnectionError], and 40 transaction rollback (deadlock,
 // serialization), 53 insufficient resources, 57 operator intervention
-// (server shutting down or starting). The Worker repeats settle calls that
-// fail with it.
+// (a statement cancelled or timed out, the server shutting down). The
+// Worker repeats settle calls that fail with it.
 func transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return !errors.Is(err, ErrInvalidArgument) && !errors.Is(err, context.Canceled) &&
 			!errors.Is(err, context.DeadlineExceeded)
 	}
+	if IsConnectionError(err) {
+		return true
+	}
 	switch pgErr.Code[:2] {
-	case "08", "40", "53", "57":
+	case "40", "53", "57":
 		return true
 	}
 	return false
+}
+
+// IsConnectionError reports whether err says that reaching the database
+// failed, not the call: the server could not be dialled or the connection
+// broke (a network error, EOF, reset, refused, broken pipe, a timeout, a
+// closed connection or pool, an error pgx marks safe to retry because
+// nothing was sent), or the server answered with SQLSTATE class 08
+// (connection exception) or 57P (shutting down, crashed, not accepting
+// connections yet). Such a call may succeed once the database is back; any
+// other answer of the database is about the call itself. The client's
+// Worker, the web UI's "cannot be reached" banner and backoffctl all
+// decide with it.
+func IsConnectionError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
+	}
+	var netErr net.Error
+	var connErr *pgconn.ConnectError
+	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		// pgxpool and pgx say these with errors of their own, not exported.
+		strings.Contains(err.Error(), "closed pool") || strings.Contains(err.Error(), "conn closed")
 }

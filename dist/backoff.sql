@@ -6940,7 +6940,7 @@ $$;
 
 -- backoff._bad_name_chars(): the characters a name may not hold, as one
 -- bracket expression: C0 but NUL (which text cannot hold), DEL, C1, and
--- every Cf character of Unicode 15 (internal/config.ValidName refuses the
+-- every Cf character of Unicode 15 (client.ValidName refuses the
 -- same set; a test compares the two over every code point). A constant,
 -- folded into the callers' plans.
 CREATE OR REPLACE FUNCTION backoff._bad_name_chars()
@@ -7174,6 +7174,30 @@ BEGIN
 END
 $$;
 
+-- backoff._work_scope(): the queues the caller may work on, as LIKE
+-- patterns, or NULL when no queue scope is in force (backoff._scope_in_force
+-- is false: a superuser, or no grant exists and require_queue_grants is
+-- off). The functions that read or settle jobs filter with
+--   (v_scope IS NULL OR queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+-- and call this once per call, so that the rule "scoped only when a scope
+-- is in force" is written here and nowhere else
+-- (docs/adr/0058-queue-scope-fails-closed.md). Private.
+--
+-- PL/pgSQL like backoff._scope_in_force, for the same reason: cached plans,
+-- no SQL-function executor per call.
+CREATE OR REPLACE FUNCTION backoff._work_scope()
+RETURNS text[]
+LANGUAGE plpgsql
+STABLE
+AS $$
+BEGIN
+    IF backoff._scope_in_force() THEN
+        RETURN backoff._queue_scope('work');
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- backoff._check_queue(queues, privilege): raise 42501
 -- (insufficient_privilege) naming the first queue of p_queues the caller may
 -- not act on with p_privilege (backoff._queue_scope; ADR 0038). Nothing
@@ -7284,9 +7308,7 @@ AS $$
 DECLARE
     v_scope text[];
 BEGIN
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     RETURN QUERY
     SELECT j.* FROM backoff.jobs AS j
     WHERE j.id = p_job_id
@@ -8309,9 +8331,7 @@ BEGIN
     -- A scoped caller completes only jobs of its queues: another queue's
     -- job is left alone and not returned, as an unknown id is
     -- (docs/adr/0058-queue-scope-fails-closed.md).
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     -- A success closes its queue's breaker if it is half open
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
     -- the distinct queues of the batch, in the same statement.
@@ -9859,9 +9879,7 @@ AS $$
 DECLARE
     v_scope text[];
 BEGIN
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     RETURN QUERY
     SELECT u.queue, u.status
     FROM ((SELECT j.queue, j.status FROM backoff.jobs AS j
@@ -9916,9 +9934,7 @@ AS $$
 DECLARE
     v_scope text[];
 BEGIN
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     RETURN QUERY
     WITH RECURSIVE live (name) AS (
         (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)

@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -208,7 +205,7 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid input: " + detail
 	case errors.Is(err, client.ErrInvalidTransition), errors.Is(err, client.ErrStaleAttempt):
 		return http.StatusConflict, "not possible in the job's current state: " + detail
-	case unreachable(err):
+	case client.IsConnectionError(err):
 		return http.StatusServiceUnavailable, "the database cannot be reached: " + err.Error() +
 			". The page recovers by itself when it is back."
 	}
@@ -216,23 +213,6 @@ func classify(err error) (int, string) {
 		return http.StatusInternalServerError, fmt.Sprintf("database error SQLSTATE %s: %s", pgErr.Code, pgErr.Message)
 	}
 	return http.StatusInternalServerError, err.Error()
-}
-
-// unreachable: the error is about reaching the database, not the query.
-func unreachable(err error) bool {
-	var netErr net.Error
-	var connErr *pgconn.ConnectError
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		// 57P01 admin shutdown, 57P02/57P03 crash/cannot connect now, 08*
-		// connection exceptions.
-		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "57P")
-	}
-	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		pgconn.SafeToRetry(err) || pgconn.Timeout(err) || strings.Contains(err.Error(), "closed pool") ||
-		strings.Contains(err.Error(), "conn closed")
 }
 
 // leaseText says where a lease stands: "lease expired 33s ago" once it

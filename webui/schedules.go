@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/internal/visible"
 )
 
 // The Schedules page: every periodic job (docs/schedules.md) with its
@@ -33,7 +33,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 		if s.Cron != "" {
 			rows[i].Zone = s.TimeZone
 		} else {
-			rows[i].Timing = "every " + config.FormatDuration(s.Every)
+			rows[i].Timing = "every " + visible.Duration(s.Every)
 		}
 	}
 	h.render(w, r, http.StatusOK, "schedules", view{Title: "Schedules", Nav: "schedules", Data: rows})

@@ -42,19 +42,28 @@ func Jitters() []Jitter {
 }
 
 // Limits shared with the SQL (backoff._delay_us and the CHECKs of
-// backoff.policies).
+// backoff.policies). They are the one Go copy of the bounds: Validate and
+// backoffctl's config check with them, and a test writes policies at and
+// past each of them into backoff.policies to prove the table agrees.
 const (
 	// MaxDuration bounds Base, Max and every Schedule entry: 100 years of
 	// 365.25 days (PostgreSQL's interval '100 years'). Every microsecond
 	// count up to it is exact in a float64.
 	MaxDuration = 876600 * time.Hour
-	// MaxMultiplier bounds Multiplier (its minimum is 1).
+	// MinMultiplier and MaxMultiplier bound Multiplier.
+	MinMultiplier = 1.0
 	MaxMultiplier = 1000.0
-	// MaxExponent bounds Exponent (its minimum is 1).
+	// MinExponent and MaxExponent bound Exponent.
+	MinExponent = 1
 	MaxExponent = 10
 	// MinJitterRatio is the smallest non-zero JitterRatio: a smaller one
 	// underflows float8 in 2·r·u, which PostgreSQL raises as an error.
 	MinJitterRatio = 0.000001
+	// MaxJitterRatio is the largest JitterRatio.
+	MaxJitterRatio = 1.0
+	// MaxCount bounds MaxAttempts and MaxLeaseExpiries (their minimum is
+	// 1; 0 for MaxLeaseExpiries means no budget): PostgreSQL's integer.
+	MaxCount = math.MaxInt32
 	// MaxAttempt is the largest attempt number: PostgreSQL's integer.
 	// Larger attempts are computed as MaxAttempt.
 	MaxAttempt = math.MaxInt32
@@ -193,11 +202,11 @@ func (p Policy) Validate() error {
 	if p.Base < 0 || p.Base > MaxDuration {
 		return bad("base", p.Base, "must be between 0 and 100 years")
 	}
-	if !(p.Multiplier >= 1 && p.Multiplier <= MaxMultiplier) {
-		return bad("multiplier", p.Multiplier, "must be between 1 and 1000")
+	if !(p.Multiplier >= MinMultiplier && p.Multiplier <= MaxMultiplier) {
+		return bad("multiplier", p.Multiplier, fmt.Sprintf("must be between %g and %g", MinMultiplier, MaxMultiplier))
 	}
-	if p.Exponent < 1 || p.Exponent > MaxExponent {
-		return bad("exponent", p.Exponent, "must be between 1 and 10")
+	if p.Exponent < MinExponent || p.Exponent > MaxExponent {
+		return bad("exponent", p.Exponent, fmt.Sprintf("must be between %d and %d", MinExponent, MaxExponent))
 	}
 	for _, s := range p.Schedule {
 		if s < 0 || s > MaxDuration {
@@ -215,11 +224,11 @@ func (p Policy) Validate() error {
 	default:
 		return bad("jitter", p.Jitter, "must be none, full, equal or proportional")
 	}
-	if !(p.JitterRatio == 0 || (p.JitterRatio >= MinJitterRatio && p.JitterRatio <= 1)) {
-		return bad("jitter_ratio", p.JitterRatio, "must be 0 or between 0.000001 and 1")
+	if !(p.JitterRatio == 0 || (p.JitterRatio >= MinJitterRatio && p.JitterRatio <= MaxJitterRatio)) {
+		return bad("jitter_ratio", p.JitterRatio, fmt.Sprintf("must be 0 or between %f and %g", MinJitterRatio, MaxJitterRatio))
 	}
-	if p.MaxAttempts < 1 || p.MaxAttempts > math.MaxInt32 {
-		return bad("max_attempts", p.MaxAttempts, "must be between 1 and 2147483647")
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxCount {
+		return bad("max_attempts", p.MaxAttempts, fmt.Sprintf("must be between 1 and %d", MaxCount))
 	}
 	if p.Lease < time.Microsecond {
 		return bad("lease", p.Lease, "must be at least 1µs")
@@ -227,8 +236,8 @@ func (p Policy) Validate() error {
 	if p.Deadline != 0 && p.Deadline < time.Microsecond {
 		return bad("deadline", p.Deadline, "must be at least 1µs, or 0 for no deadline")
 	}
-	if p.MaxLeaseExpiries < 0 || p.MaxLeaseExpiries > math.MaxInt32 {
-		return bad("max_lease_expiries", p.MaxLeaseExpiries, "must be between 1 and 2147483647, or 0 for no budget")
+	if p.MaxLeaseExpiries < 0 || p.MaxLeaseExpiries > MaxCount {
+		return bad("max_lease_expiries", p.MaxLeaseExpiries, fmt.Sprintf("must be between 1 and %d, or 0 for no budget", MaxCount))
 	}
 	return nil
 }

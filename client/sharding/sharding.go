@@ -18,6 +18,8 @@ package sharding
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -30,6 +32,16 @@ import (
 // transaction on the router database).
 type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// QueueShard is the number of the shard that holds queue among n shards:
+// the first four bytes of the MD5 of its name, as a non-negative int32,
+// modulo n. It is the Go twin of the router's backoff._queue_shard (a test
+// compares them), for a program that knows its shards without asking the
+// router (Lookup asks it).
+func QueueShard(queue string, n int) int {
+	sum := md5.Sum([]byte(queue))
+	return int(binary.BigEndian.Uint32(sum[:4])&0x7fffffff) % n
 }
 
 // Shard is one shard database behind a router.

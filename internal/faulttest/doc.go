@@ -1,5 +1,5 @@
 // Package faulttest holds pgbackoff's fault tests: real worker processes
-// and a real PostgreSQL in a Testcontainers container that the tests kill,
+// and a real PostgreSQL in a Docker container that the tests kill,
 // restart, pause and cut off (docs/reliability.md,
 // docs/adr/0018-fault-tests.md). Each test ends by accounting for every
 // job: lost = 0 and double completions = 0.

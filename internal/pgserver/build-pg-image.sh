@@ -3,7 +3,7 @@
 # binaries, for machines that cannot pull images from a registry.
 #
 # The image behaves like the official postgres image as far as the
-# testcontainers-go postgres module needs: it honours POSTGRES_USER,
+# container start of pgserver needs: it honours POSTGRES_USER,
 # POSTGRES_PASSWORD and POSTGRES_DB, runs initdb on first start, accepts a
 # leading "postgres" argument and passes the rest (e.g. "-c fsync=off") to
 # the server.

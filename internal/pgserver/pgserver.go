@@ -4,8 +4,8 @@
 //
 //  1. a server given by URL (the caller's flag, else TEST_DATABASE_URL, else
 //     DATABASE_URL: see URLFromEnv);
-//  2. a container started by Testcontainers, when a Docker engine answers and
-//     an image can be had: BACKOFF_TEST_PG_IMAGE when set; else
+//  2. a container started with the docker command, when a Docker engine
+//     answers and an image can be had: BACKOFF_TEST_PG_IMAGE when set; else
 //     postgres:17-alpine when present or pullable; else the image
 //     pgbackoff/postgres:<major>-local, built in seconds from this machine's
 //     Debian PostgreSQL binaries (build-pg-image.sh) and kept (see
@@ -34,11 +34,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver for the container's wait strategy
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // DefaultImage is the image tried first when BACKOFF_TEST_PG_IMAGE is not
@@ -52,24 +47,24 @@ const InstallHint = "install PostgreSQL's server binaries (Debian/Ubuntu: apt-ge
 
 // Kinds of server.
 const (
-	KindURL            = "url"
-	KindTestcontainers = "testcontainers"
-	KindLocal          = "local"
+	KindURL    = "url"
+	KindDocker = "docker"
+	KindLocal  = "local"
 )
 
 // Server is a running PostgreSQL and how to stop it.
 type Server struct {
 	// URL connects as a superuser to the maintenance database.
 	URL string
-	// Kind says where the server came from: KindURL, KindTestcontainers or
+	// Kind says where the server came from: KindURL, KindDocker or
 	// KindLocal.
 	Kind string
 	// Source names the environment variable or flag a KindURL server came
 	// from, the image of a container, the binary directory of a local
 	// cluster.
 	Source string
-	// Container is set when Kind is KindTestcontainers.
-	Container *tcpostgres.PostgresContainer
+	// ContainerID is the container's id when Kind is KindDocker.
+	ContainerID string
 	// Skipped says, for a server Start chose, why it did not take the
 	// earlier choices (e.g. "no Docker engine answers"), so a caller can
 	// tell its user.
@@ -92,8 +87,8 @@ func (s *Server) Stop(ctx context.Context) error {
 // "a temporary local cluster from /usr/lib/postgresql/15/bin".
 func (s *Server) Describe() string {
 	switch s.Kind {
-	case KindTestcontainers:
-		return "a Testcontainers container from image " + s.Source
+	case KindDocker:
+		return "a Docker container from image " + s.Source
 	case KindLocal:
 		return "a temporary local cluster from " + s.Source
 	default:
@@ -120,7 +115,7 @@ func (s *Server) Version(ctx context.Context) (string, error) {
 
 // Controllable reports whether Restart, Pause and Resume work: for a server
 // this package started, not for one given by URL.
-func (s *Server) Controllable() bool { return s.Kind == KindTestcontainers || s.Kind == KindLocal }
+func (s *Server) Controllable() bool { return s.Kind == KindDocker || s.Kind == KindLocal }
 
 // Restart stops the server with PostgreSQL's fast shutdown (SIGINT: sessions
 // are cut, a checkpoint is written) and starts it again. A container's
@@ -129,20 +124,20 @@ func (s *Server) Restart(ctx context.Context) error {
 	switch s.Kind {
 	case KindLocal:
 		return s.local.restart(ctx)
-	case KindTestcontainers:
-		id := s.Container.GetContainerID()
+	case KindDocker:
+		id := s.ContainerID
 		if err := dockerCLI(ctx, "kill", "--signal=INT", id); err != nil {
 			return err
 		}
 		if err := dockerCLI(ctx, "wait", id); err != nil {
 			return err
 		}
-		if err := s.Container.Start(ctx); err != nil {
+		if err := dockerCLI(ctx, "start", id); err != nil {
 			return fmt.Errorf("start the container again: %w", err)
 		}
-		u, err := s.Container.ConnectionString(ctx, "sslmode=disable")
+		u, err := containerReady(ctx, id)
 		if err != nil {
-			return fmt.Errorf("container connection string after restart: %w", err)
+			return fmt.Errorf("after restart: %w", err)
 		}
 		s.URL = u
 		return nil
@@ -156,12 +151,12 @@ func (s *Server) Pause(ctx context.Context) error {
 	switch s.Kind {
 	case KindLocal:
 		return s.local.signalAll(stopSignal)
-	case KindTestcontainers:
+	case KindDocker:
 		// runc's cgroup freezer gives up ("unable to freeze") when the
 		// machine is busy; a retry a moment later succeeds.
 		var err error
 		for try := 0; try < 5; try++ {
-			if err = dockerCLI(ctx, "pause", s.Container.GetContainerID()); err == nil {
+			if err = dockerCLI(ctx, "pause", s.ContainerID); err == nil {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -176,8 +171,8 @@ func (s *Server) Resume(ctx context.Context) error {
 	switch s.Kind {
 	case KindLocal:
 		return s.local.signalAll(contSignal)
-	case KindTestcontainers:
-		return dockerCLI(ctx, "unpause", s.Container.GetContainerID())
+	case KindDocker:
+		return dockerCLI(ctx, "unpause", s.ContainerID)
 	}
 	return errors.New("resume: a server given by URL is not this package's to resume")
 }
@@ -198,7 +193,7 @@ func URLFromEnv() (string, string) {
 func FromURL(u, source string) *Server { return &Server{URL: u, Kind: KindURL, Source: source} }
 
 // Start picks a server: url when given (source names where it came from);
-// else Testcontainers when a Docker engine answers and an image can be had;
+// else a Docker container when an engine answers and an image can be had;
 // else a temporary local cluster; else an error whose first line says what
 // to install. settings ("name=value") apply to servers it starts.
 func Start(ctx context.Context, url, source string, settings ...string) (*Server, error) {
@@ -247,7 +242,7 @@ func startDocker(ctx context.Context, settings []string) (*Server, error) {
 	return StartContainer(ctx, image, settings...)
 }
 
-// ChooseImage picks the image for Testcontainers: BACKOFF_TEST_PG_IMAGE when
+// ChooseImage picks the container's image: BACKOFF_TEST_PG_IMAGE when
 // set; else DefaultImage when present; else pgbackoff/postgres:<major>-local
 // when built before; else DefaultImage when it can be pulled (20 s at most);
 // else pgbackoff/postgres:<major>-local, built from this machine's Debian
@@ -255,9 +250,6 @@ func startDocker(ctx context.Context, settings []string) (*Server, error) {
 func ChooseImage(ctx context.Context) (string, error) {
 	if img := os.Getenv("BACKOFF_TEST_PG_IMAGE"); img != "" {
 		return img, nil
-	}
-	if _, err := exec.LookPath("docker"); err != nil {
-		return DefaultImage, nil // Testcontainers pulls it if it can
 	}
 	if dockerCLI(ctx, "image", "inspect", DefaultImage) == nil {
 		return DefaultImage, nil
@@ -323,56 +315,96 @@ func BuildImage(ctx context.Context, tag, major string) error {
 	return nil
 }
 
-// StartContainer starts PostgreSQL from image with Testcontainers; extra
-// server settings are given as "name=value".
+// StartContainer starts PostgreSQL from image with the docker command, its
+// port published on 127.0.0.1, and waits until it answers SQL; extra server
+// settings are given as "name=value". The docker command (not a Go client
+// of the engine) keeps the Docker libraries out of the library's module
+// graph, which every importer of client would otherwise download.
 func StartContainer(ctx context.Context, image string, settings ...string) (*Server, error) {
-	containerDefaults()
-	var args []string
+	args := []string{"run", "--detach",
+		"--env", "POSTGRES_USER=postgres", "--env", "POSTGRES_PASSWORD=postgres", "--env", "POSTGRES_DB=postgres",
+		"--publish", "127.0.0.1::5432", image, "postgres", "-c", "fsync=off"}
 	for _, s := range settings {
 		args = append(args, "-c", s)
 	}
-	c, err := tcpostgres.Run(ctx, image,
-		tcpostgres.WithDatabase("postgres"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		testcontainers.WithCmdArgs(args...),
-		// A SQL probe works for the official images (whose init server
-		// listens on no TCP port) and for images without nc or cat.
-		testcontainers.WithWaitStrategy(wait.ForSQL("5432/tcp", "pgx", func(host string, port network.Port) string {
-			return fmt.Sprintf("postgres://postgres:postgres@%s:%s/postgres?sslmode=disable", host, port.Port())
-		}).WithStartupTimeout(2*time.Minute).WithPollInterval(200*time.Millisecond)),
-	)
+	out, err := exec.CommandContext(ctx, "docker", args...).Output()
 	if err != nil {
-		if c != nil {
-			_ = testcontainers.TerminateContainer(c)
-		}
-		return nil, fmt.Errorf("start %s with Testcontainers: %w", image, err)
+		return nil, fmt.Errorf("start %s: docker run: %w%s", image, err, stderrOf(err))
 	}
-	u, err := c.ConnectionString(ctx, "sslmode=disable")
+	id := strings.TrimSpace(string(out))
+	remove := func(ctx context.Context) error { return dockerCLI(ctx, "rm", "--force", "--volumes", id) }
+	u, err := containerReady(ctx, id)
 	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return nil, fmt.Errorf("container connection string: %w", err)
+		_ = remove(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("start %s: %w", image, err)
 	}
-	return &Server{URL: u, Kind: KindTestcontainers, Source: image, Container: c, stop: func(context.Context) error {
-		return testcontainers.TerminateContainer(c)
-	}}, nil
+	return &Server{URL: u, Kind: KindDocker, Source: image, ContainerID: id, stop: remove}, nil
 }
 
-// dockerAnswers is DockerAvailable; a test replaces it (Testcontainers reads
-// its configuration once per process, so DOCKER_HOST cannot be changed).
+// containerReady waits (2 minutes at most) until the container's server
+// answers SQL on its published port and returns its URL. A SQL probe works
+// for the official images, whose init server listens on no TCP port, and
+// for images without nc or cat.
+func containerReady(ctx context.Context, id string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var last error
+	for {
+		u, err := containerURL(ctx, id)
+		if err == nil {
+			var conn *pgx.Conn
+			if conn, err = pgx.Connect(ctx, u); err == nil {
+				err = conn.Ping(ctx)
+				conn.Close(ctx)
+				if err == nil {
+					return u, nil
+				}
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("container %.12s does not answer SQL: %w", id, last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// containerURL is the superuser URL of the container's published port.
+func containerURL(ctx context.Context, id string) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "port", id, "5432/tcp").Output()
+	if err != nil {
+		return "", fmt.Errorf("docker port: %w%s", err, stderrOf(err))
+	}
+	// One line per address family, e.g. "127.0.0.1:32768".
+	addr, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	if addr == "" {
+		return "", errors.New("docker port: the container publishes no port yet")
+	}
+	return "postgres://postgres:postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=5", nil
+}
+
+// stderrOf is ": <stderr>" of a failed command, or "".
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return ": " + strings.TrimSpace(string(ee.Stderr))
+	}
+	return ""
+}
+
+// dockerAnswers is DockerAvailable; a test replaces it.
 var dockerAnswers = DockerAvailable
 
-// DockerAvailable reports whether a Docker engine answers.
+// DockerAvailable reports whether the docker command is installed and a
+// Docker engine answers it (DOCKER_HOST and the docker contexts apply).
 func DockerAvailable(ctx context.Context) bool {
-	containerDefaults() // before Testcontainers reads its configuration, once per process
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	p, err := testcontainers.NewDockerProvider()
-	if err != nil {
+	if _, err := exec.LookPath("docker"); err != nil {
 		return false
 	}
-	defer p.Close()
-	return p.Health(ctx) == nil
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return dockerCLI(ctx, "info", "--format", "{{.ServerVersion}}") == nil
 }
 
 func dockerCLI(ctx context.Context, args ...string) error {
@@ -381,20 +413,6 @@ func dockerCLI(ctx context.Context, args ...string) error {
 		return fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// containerDefaults sets Testcontainers' defaults for machines without an
-// image registry or a routable gateway; an explicit setting in the
-// environment wins. Testcontainers reads them once, at its first use.
-func containerDefaults() {
-	setDefaultEnv("TESTCONTAINERS_RYUK_DISABLED", "true")
-	setDefaultEnv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
-}
-
-func setDefaultEnv(key, value string) {
-	if _, ok := os.LookupEnv(key); !ok {
-		os.Setenv(key, value)
-	}
 }
 
 // hostOf is the host:port of a URL or keyword/value connection string,
@@ -434,8 +452,8 @@ func (s *Server) InstallExtensionFiles(ctx context.Context, files map[string][]b
 	}
 	dir := sharedir + "/extension/"
 	for name, body := range files {
-		if s.Kind == KindTestcontainers {
-			if err := s.Container.CopyToContainer(ctx, body, dir+name, 0o644); err != nil {
+		if s.Kind == KindDocker {
+			if err := copyToContainer(ctx, s.ContainerID, body, dir+name); err != nil {
 				return fmt.Errorf("install extension file %s: %w", name, err)
 			}
 			continue
@@ -453,4 +471,24 @@ func (s *Server) InstallExtensionFiles(ctx context.Context, files map[string][]b
 		s.stop = func(ctx context.Context) error { return errors.Join(stop(ctx), restore()) }
 	}
 	return nil
+}
+
+// copyToContainer writes body to path in the container, readable by all.
+func copyToContainer(ctx context.Context, id string, body []byte, path string) error {
+	f, err := os.CreateTemp("", "pgserver-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(body); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	return dockerCLI(ctx, "cp", f.Name(), id+":"+path)
 }

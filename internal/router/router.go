@@ -9,16 +9,17 @@ package router
 
 import (
 	"context"
-	"crypto/md5"
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
+	sqlfiles "github.com/pgbackoff/pgbackoff/sql"
 )
 
 // ServerName is the SQL/MED server (FOREIGN DATA WRAPPER plproxy) that
@@ -40,13 +41,9 @@ func IDRange(k int) (lo, hi int64) {
 // ShardOfJob is the shard that holds job id.
 func ShardOfJob(id int64) int { return int(id >> ShardBits) }
 
-// QueueShard is the shard that holds queue among n shards: the first four
-// bytes of the MD5 of its name, as a non-negative int32, modulo n. It is the
-// Go twin of the router's backoff._queue_shard (a test compares them).
-func QueueShard(queue string, n int) int {
-	sum := md5.Sum([]byte(queue))
-	return int(binary.BigEndian.Uint32(sum[:4])&0x7fffffff) % n
-}
+// QueueShard is the shard that holds queue among n shards
+// (sharding.QueueShard, the Go twin of the router's backoff._queue_shard).
+func QueueShard(queue string, n int) int { return sharding.QueueShard(queue, n) }
 
 // Shard is one shard database as the router reaches it.
 type Shard struct {
@@ -160,22 +157,28 @@ func conninfo(cfg *pgx.ConnConfig) string {
 func quoteLit(s string) string { return strings.ReplaceAll(s, "'", "''") }
 
 // rolesSQL creates pgbackoff's four roles on the router's server when they
-// are missing (as migration 003 does on a shard).
-const rolesSQL = `DO $$
-DECLARE
-    v_role text;
-BEGIN
-    FOREACH v_role IN ARRAY ARRAY['backoff_owner', 'backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
-        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
-            BEGIN
-                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS', v_role);
-            EXCEPTION WHEN duplicate_object OR unique_violation THEN
-                NULL;
-            END;
-        END IF;
-    END LOOP;
-END
-$$`
+// are missing: the loop of migration 003's first block, read from the same
+// embedded file, so the router and a shard create the roles with one text.
+// The rest of that block (granting backoff_owner to the installer) stays a
+// shard's: the router's objects belong to the installing login.
+var rolesSQL = func() string {
+	body, err := fs.ReadFile(sqlfiles.Files, rolesMigration)
+	if err != nil {
+		// Embedded at build time: a missing file is a build defect that
+		// TestRolesFromMigration catches.
+		panic(err)
+	}
+	s := string(body)
+	from := strings.Index(s, "DO $$")
+	loopEnd := strings.Index(s, "    END LOOP;\n")
+	if from < 0 || loopEnd < from {
+		panic(rolesMigration + ": no role-creating DO block")
+	}
+	return s[from:loopEnd] + "    END LOOP;\nEND\n$$"
+}()
+
+// rolesMigration is the migration that creates the roles on a shard.
+const rolesMigration = "migrations/003_roles.sql"
 
 // prepareShard migrates a shard, registers its id range and reads its
 // catalog.

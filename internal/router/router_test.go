@@ -103,3 +103,30 @@ func TestIDRange(t *testing.T) {
 		}
 	}
 }
+
+// TestRolesFromMigration: the router creates the roles with migration
+// 003's own loop (no second copy to drift), and that loop creates exactly
+// the four roles, with nothing of the shard-only part (the grant to the
+// installer).
+func TestRolesFromMigration(t *testing.T) {
+	for _, role := range []string{"backoff_owner", "backoff_producer", "backoff_worker", "backoff_admin"} {
+		if !strings.Contains(rolesSQL, "'"+role+"'") {
+			t.Errorf("rolesSQL does not create %s:\n%s", role, rolesSQL)
+		}
+	}
+	if strings.Contains(rolesSQL, "GRANT") {
+		t.Errorf("rolesSQL grants something; the router only creates roles:\n%s", rolesSQL)
+	}
+	if !strings.HasPrefix(rolesSQL, "DO $$") || !strings.HasSuffix(rolesSQL, "END LOOP;\nEND\n$$") {
+		t.Errorf("rolesSQL is not one DO block:\n%s", rolesSQL)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, rolesSQL); err != nil {
+		t.Fatalf("run rolesSQL: %v", err)
+	}
+}

@@ -19,7 +19,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/router"
 )
@@ -54,7 +53,6 @@ func TestMain(m *testing.M) {
 	env = c
 	code := m.Run()
 	c.stop()
-	backoffctltest.Cleanup()
 	os.Exit(code)
 }
 

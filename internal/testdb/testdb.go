@@ -3,7 +3,7 @@
 //
 // The server comes from pgserver.Start, the one place that finds a
 // PostgreSQL: TEST_DATABASE_URL or DATABASE_URL (testdb creates and drops its
-// own databases there and never touches others); else one Testcontainers
+// own databases there and never touches others); else one Docker
 // container per test package; else one temporary local cluster per test
 // package from the machine's PostgreSQL binaries. Servers testdb starts run
 // with fsync off. Each package prints which server it uses, once, on

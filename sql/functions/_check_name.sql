@@ -17,7 +17,7 @@
 
 -- backoff._bad_name_chars(): the characters a name may not hold, as one
 -- bracket expression: C0 but NUL (which text cannot hold), DEL, C1, and
--- every Cf character of Unicode 15 (internal/config.ValidName refuses the
+-- every Cf character of Unicode 15 (client.ValidName refuses the
 -- same set; a test compares the two over every code point). A constant,
 -- folded into the callers' plans.
 CREATE OR REPLACE FUNCTION backoff._bad_name_chars()

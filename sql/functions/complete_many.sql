@@ -39,9 +39,7 @@ BEGIN
     -- A scoped caller completes only jobs of its queues: another queue's
     -- job is left alone and not returned, as an unknown id is
     -- (docs/adr/0058-queue-scope-fails-closed.md).
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     -- A success closes its queue's breaker if it is half open
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
     -- the distinct queues of the batch, in the same statement.

@@ -27,6 +27,7 @@
 {{ template "_check_payload.sql" . }}
 {{ template "_queue_scope.sql" . }}
 {{ template "_scope_in_force.sql" . }}
+{{ template "_work_scope.sql" . }}
 {{ template "_check_queue.sql" . }}
 {{ template "_check_job_scope.sql" . }}
 {{ template "_visible_queues.sql" . }}

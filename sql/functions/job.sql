@@ -15,9 +15,7 @@ AS $$
 DECLARE
     v_scope text[];
 BEGIN
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     RETURN QUERY
     SELECT j.* FROM backoff.jobs AS j
     WHERE j.id = p_job_id

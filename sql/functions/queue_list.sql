@@ -30,9 +30,7 @@ AS $$
 DECLARE
     v_scope text[];
 BEGIN
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     RETURN QUERY
     WITH RECURSIVE live (name) AS (
         (SELECT j.queue FROM backoff.jobs AS j WHERE j.status IN ('pending', 'retrying') ORDER BY j.queue LIMIT 1)

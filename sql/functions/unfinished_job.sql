@@ -17,9 +17,7 @@ AS $$
 DECLARE
     v_scope text[];
 BEGIN
-    IF backoff._scope_in_force() THEN
-        v_scope := backoff._queue_scope('work');
-    END IF;
+    v_scope := backoff._work_scope();
     RETURN QUERY
     SELECT u.queue, u.status
     FROM ((SELECT j.queue, j.status FROM backoff.jobs AS j

@@ -14,17 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m, backoffctltest.Cleanup) }
-
-// backoffctl's exit codes (cmd/backoffctl/internal/cli: ExitOK, ExitFailure).
-const (
-	exitOK      = 0
-	exitFailure = 1
-)
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // t0 is the clock of every test; functions get p_now explicitly.
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // TestNameLimits: queue, policy, worker and dedupe key are names of 1 to
 // 128 bytes without control characters, everywhere they come in (also the
-// operator's pause_queue, resume_queue and replay_dead_letters); anything
+// operator's pause_queue, resume_queue and replay_dead_letters, and a
+// worker's wait_for_jobs and stop_waiting); anything
 // else is 22023 naming the value (ADR 0039). Version 3 stored an
 // 8,000-byte queue name that could never be notified or replayed, and
 // escape sequences that reached the operator's terminal.
@@ -51,9 +52,13 @@ func TestNameLimits(t *testing.T) {
 		"grant_queue queue":  `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
 		// The operator's queue switches: a name enqueue refuses is no queue
 		// to pause, resume or replay.
-		"pause_queue":         `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"resume_queue":        `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"replay_dead_letters": `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
+		"pause_queue":          `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"resume_queue":         `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"replay_dead_letters":  `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
+		"stop_waiting queue":   `SELECT backoff.stop_waiting($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
+		"stop_waiting worker":  `SELECT backoff.stop_waiting('q', $1) WHERE $2::timestamptz IS NOT NULL`,
+		"wait_for_jobs queue":  `SELECT backoff.wait_for_jobs($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
+		"wait_for_jobs worker": `SELECT backoff.wait_for_jobs('q', $1) WHERE $2::timestamptz IS NOT NULL`,
 	}
 	for call, sql := range calls {
 		for what, v := range bad {
@@ -102,19 +107,23 @@ func TestNameFormatCharacters(t *testing.T) {
 		"tag":                "emails\U000e0041",
 	}
 	calls := map[string]string{
-		"enqueue queue":       `SELECT backoff.enqueue($1, p_now => $2)`,
-		"enqueue dedupe key":  `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
-		"enqueue policy":      `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
-		"bulk queue":          `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
-		"bulk dedupe key":     `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
-		"bulk policy":         `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
-		"claim queue":         `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
-		"claim worker":        `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
-		"acquire worker":      `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
-		"grant_queue queue":   `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
-		"pause_queue":         `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"resume_queue":        `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"replay_dead_letters": `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
+		"enqueue queue":        `SELECT backoff.enqueue($1, p_now => $2)`,
+		"enqueue dedupe key":   `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
+		"enqueue policy":       `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
+		"bulk queue":           `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
+		"bulk dedupe key":      `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
+		"bulk policy":          `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
+		"claim queue":          `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
+		"claim worker":         `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
+		"acquire worker":       `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
+		"grant_queue queue":    `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
+		"pause_queue":          `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"resume_queue":         `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+		"replay_dead_letters":  `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
+		"stop_waiting queue":   `SELECT backoff.stop_waiting($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
+		"stop_waiting worker":  `SELECT backoff.stop_waiting('q', $1) WHERE $2::timestamptz IS NOT NULL`,
+		"wait_for_jobs queue":  `SELECT backoff.wait_for_jobs($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
+		"wait_for_jobs worker": `SELECT backoff.wait_for_jobs('q', $1) WHERE $2::timestamptz IS NOT NULL`,
 	}
 	for call, sql := range calls {
 		for what, v := range bad {
@@ -124,7 +133,7 @@ func TestNameFormatCharacters(t *testing.T) {
 			}
 			assert.Contains(t, err.Error(), "format characters", "%s with a %s", call, what)
 			for _, r := range v {
-				if !config.ValidName(string(r)) {
+				if !client.ValidName(string(r)) {
 					assert.NotContains(t, err.Error(), string(r), "%s with a %s: the message names it escaped", call, what)
 				}
 			}
@@ -147,7 +156,7 @@ func TestNameFormatCharacters(t *testing.T) {
 }
 
 // TestNameCharactersAgreeWithConfig: the characters backoff._check_name
-// refuses are exactly those internal/config.ValidName refuses, over every
+// refuses are exactly those client.ValidName refuses, over every
 // code point, so a name `config validate` accepts is never refused by
 // `config apply`, and the other way round; and they include every format
 // character (Cf) of the Unicode tables of this Go.
@@ -164,11 +173,11 @@ ORDER BY c`)
 	require.NoError(t, err)
 	var goRefused []int32
 	for r := rune(1); r <= unicode.MaxRune; r++ {
-		if utf8.ValidRune(r) && !config.ValidName(string(r)) {
+		if utf8.ValidRune(r) && !client.ValidName(string(r)) {
 			goRefused = append(goRefused, r)
 		}
 		if unicode.Is(unicode.Cf, r) {
-			require.False(t, config.ValidName("a"+string(r)), "format character U+%04X", r)
+			require.False(t, client.ValidName("a"+string(r)), "format character U+%04X", r)
 		}
 	}
 	require.Equal(t, goRefused, sqlRefused)

@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
 	"github.com/pgbackoff/pgbackoff/internal/distribution"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
+	"github.com/pgbackoff/pgbackoff/internal/router"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -134,10 +134,19 @@ func requireNoPlantRan(t *testing.T, super *pgx.Conn, route string) {
 	require.Equal(t, []string{"array_position", "float8 = integer"}, calls, "the plants must be live for the installer's unqualified SQL")
 }
 
-func runCLI(t *testing.T, args ...string) {
+// migrateTo is `backoffctl migrate up` / `migrate down --target N` without
+// the CLI: the migrator it runs, on a connection of its own with the
+// database's default search_path, as the CLI's.
+func migrateTo(t *testing.T, dbURL string, target int32) {
 	t.Helper()
-	out, errOut, code := backoffctltest.Run(t, args...)
-	require.Equal(t, exitOK, code, "%v: %s%s", args, out, errOut)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	m, err := migrations.New(ctx, conn)
+	require.NoError(t, err)
+	_, _, err = m.MigrateTo(ctx, target)
+	require.NoError(t, err, "migrate to %d", target)
 }
 
 // The attack: in a database where a stranger may create in
@@ -146,7 +155,7 @@ func runCLI(t *testing.T, args ...string) {
 func TestInstallRouteMigrateUp(t *testing.T) {
 	t.Parallel()
 	dbURL, super := plantedDB(t)
-	runCLI(t, "migrate", "up", "--database-url", dbURL)
+	migrateTo(t, dbURL, migrations.Latest())
 	requireNoPlantRan(t, super, "migrate up")
 }
 
@@ -202,13 +211,13 @@ func TestInstallRouteMigrateDown(t *testing.T) {
 	super, err := pgx.Connect(ctx, dbURL)
 	require.NoError(t, err)
 	defer super.Close(ctx)
-	runCLI(t, "migrate", "up", "--database-url", dbURL)
+	migrateTo(t, dbURL, migrations.Latest())
 	_, err = super.Exec(ctx, `GRANT USAGE, CREATE ON SCHEMA public TO PUBLIC`)
 	require.NoError(t, err)
 	plant(t, dbURL)
-	runCLI(t, "migrate", "down", "--target", "2", "--database-url", dbURL)
+	migrateTo(t, dbURL, 2)
 	requireNoPlantRan(t, super, "migrate down")
-	runCLI(t, "migrate", "down", "--target", "0", "--database-url", dbURL)
+	migrateTo(t, dbURL, 0)
 	requireNoPlantRan(t, super, "migrate down")
 }
 
@@ -245,7 +254,7 @@ func TestMigration004RepairsAHijackedInstall(t *testing.T) {
 	_, err = super.Exec(ctx, `DELETE FROM public.calls`)
 	require.NoError(t, err)
 
-	runCLI(t, "migrate", "up", "--database-url", dbURL)
+	migrateTo(t, dbURL, migrations.Latest())
 	requireNoPlantRan(t, super, "migrate up from a hijacked version 3")
 }
 
@@ -366,11 +375,11 @@ func TestInstallRouteRouter(t *testing.T) {
 	requirePlProxy(t)
 	routerURL := publicFirstDB(t)
 	shardURL := publicFirstDB(t)
-	runCLI(t, "migrate", "up", "--router", "--database-url", routerURL, "--shard", shardURL)
-
 	ctx := context.Background()
 	super, err := pgx.Connect(ctx, routerURL)
 	require.NoError(t, err)
+	// migrate up --router
+	require.NoError(t, router.Install(ctx, super, []router.Shard{{URL: shardURL}}))
 	var shard int
 	require.NoError(t, super.QueryRow(ctx, `SELECT backoff.router_queue_shard('mail')`).Scan(&shard))
 	require.Zero(t, shard)

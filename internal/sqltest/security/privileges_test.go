@@ -2,17 +2,17 @@ package security
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/backoffctltest"
+	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -156,30 +156,6 @@ func TestRolePrivileges(t *testing.T) {
 	require.Equal(t, []string{"pending", "running", "running", "dead_lettered"}, statuses)
 }
 
-// TestConfigApplyByRole runs `backoffctl config apply` logged in as a
-// worker (refused, nothing written) and as an admin (applied).
-func TestConfigApplyByRole(t *testing.T) {
-	ctx := context.Background()
-	dbURL := testdb.NewURL(t)
-	apply := func(u string) (int, string) {
-		out, errOut, code := backoffctltest.Run(t, "config", "apply", "--config", "../../../examples/backoff.toml", "--database-url", u)
-		return code, out + errOut
-	}
-	code, out := apply(loginRole(t, dbURL, worker))
-	require.Equal(t, exitFailure, code, out)
-	require.Contains(t, out, "permission denied")
-	code, out = apply(loginRole(t, dbURL, producer))
-	require.Equal(t, exitFailure, code, out)
-	code, out = apply(loginRole(t, dbURL, admin))
-	require.Equal(t, exitOK, code, out)
-	// The worker's attempt wrote nothing that the admin then had to
-	// overwrite: the admin's apply is what the table holds now.
-	pool := testdb.Pool(t, dbURL)
-	var n int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.queues`).Scan(&n))
-	require.Positive(t, n, "admin's apply wrote the queues of examples/backoff.toml")
-}
-
 // TestClientUnderRoles runs the Go client logged in as a producer (enqueue
 // works, claim is refused) and as a worker (a Worker processes the job;
 // enqueue and replay are refused).
@@ -302,13 +278,19 @@ func TestMigrationIdempotentAcrossDatabases(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		urls = append(urls, testdb.NewEmptyURL(t))
 	}
-	bin := backoffctltest.Path(t)
+	// Each migrates as `backoffctl migrate up` does, at the same time.
 	errs := make(chan error, len(urls))
 	for _, u := range urls {
 		go func() {
-			_, errOut, code, err := backoffctltest.Exec(ctx, bin, "migrate", "up", "--database-url", u)
-			if err == nil && code != exitOK {
-				err = fmt.Errorf("migrate up: exit %d: %s", code, errOut)
+			conn, err := pgx.Connect(ctx, u)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close(ctx)
+			m, err := migrations.New(ctx, conn)
+			if err == nil {
+				_, _, err = m.MigrateTo(ctx, migrations.Latest())
 			}
 			errs <- err
 		}()
@@ -316,8 +298,7 @@ func TestMigrationIdempotentAcrossDatabases(t *testing.T) {
 	for range urls {
 		require.NoError(t, <-errs)
 	}
-	_, errOut, code := backoffctltest.Run(t, "migrate", "down", "--target", "2", "--database-url", urls[0])
-	require.Equal(t, exitOK, code, errOut)
+	migrateTo(t, urls[0], 2)
 	for i, u := range urls {
 		pool := testdb.Pool(t, u)
 		var owner string
@@ -335,8 +316,7 @@ func TestMigrationIdempotentAcrossDatabases(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, asRole(ctx, pool, worker, `SELECT * FROM backoff.claim('q', 'w')`), "database %d", i)
 	}
-	_, errOut, code = backoffctltest.Run(t, "migrate", "up", "--database-url", urls[0])
-	require.Equal(t, exitOK, code, errOut)
+	migrateTo(t, urls[0], migrations.Latest())
 	_, err := testdb.Pool(t, urls[0]).Exec(ctx, `SELECT backoff.grant_queue('backoff_worker', '*', 'work')`)
 	require.NoError(t, err)
 	require.NoError(t, asRole(ctx, testdb.Pool(t, urls[0]), worker, `SELECT * FROM backoff.claim('q', 'w')`))

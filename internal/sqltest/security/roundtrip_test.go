@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -41,7 +40,7 @@ func hostile() map[string]string {
 // control or format characters or over 128 bytes are refused, see
 // TestNameLimits and TestNameFormatCharacters).
 func nameFor(prefix, s string) string {
-	if config.ValidName(prefix + s) {
+	if client.ValidName(prefix + s) {
 		return prefix + s
 	}
 	return prefix + "stand-in"

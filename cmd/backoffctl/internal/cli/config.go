@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 func init() { register(newConfigCommand) }
@@ -135,52 +135,48 @@ policy it uses). A paused queue is marked "paused". Nothing is written.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			targets, err := connectTargets(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeTargets(ctx, targets)
-			// Behind a router, each shard is compared on its own: a shard
-			// that drifted shows under its own heading.
-			total := 0
-			var perShard []map[string]any
-			for i, tg := range targets {
-				st, err := readState(ctx, tg.conn)
-				if err != nil {
-					return fmt.Errorf("%s: %w", tg.label, err)
+			return withTargets(cmd, func(ctx context.Context, targets []target) error {
+				// Behind a router, each shard is compared on its own: a shard
+				// that drifted shows under its own heading.
+				total := 0
+				var perShard []map[string]any
+				for i, tg := range targets {
+					st, err := readState(ctx, tg.conn)
+					if err != nil {
+						return fmt.Errorf("%s: %w", tg.label, err)
+					}
+					if tg.label != "" {
+						st.shard, st.shards = i, len(targets)
+					}
+					changes := planChanges(c, st)
+					total += pending(changes)
+					if changes == nil {
+						changes = []change{}
+					}
+					switch {
+					case jsonOut && tg.label != "":
+						perShard = append(perShard, map[string]any{"shard": tg.label, "changes": changes})
+					case jsonOut:
+						if err := writeJSON(cmd.OutOrStdout(), changes); err != nil {
+							return err
+						}
+					default:
+						if tg.label != "" {
+							fmt.Fprintf(cmd.OutOrStdout(), "%s:\n", tg.label)
+						}
+						writeChanges(cmd.OutOrStdout(), changes, false)
+					}
 				}
-				if tg.label != "" {
-					st.shard, st.shards = i, len(targets)
-				}
-				changes := planChanges(c, st)
-				total += pending(changes)
-				if changes == nil {
-					changes = []change{}
-				}
-				switch {
-				case jsonOut && tg.label != "":
-					perShard = append(perShard, map[string]any{"shard": tg.label, "changes": changes})
-				case jsonOut:
-					if err := writeJSON(cmd.OutOrStdout(), changes); err != nil {
+				if perShard != nil {
+					if err := writeJSON(cmd.OutOrStdout(), perShard); err != nil {
 						return err
 					}
-				default:
-					if tg.label != "" {
-						fmt.Fprintf(cmd.OutOrStdout(), "%s:\n", tg.label)
-					}
-					writeChanges(cmd.OutOrStdout(), changes, false)
 				}
-			}
-			if perShard != nil {
-				if err := writeJSON(cmd.OutOrStdout(), perShard); err != nil {
-					return err
+				if exitCode && total > 0 {
+					return fmt.Errorf("the database differs from %s in %d row(s)", c.File, total)
 				}
-			}
-			if exitCode && total > 0 {
-				return fmt.Errorf("the database differs from %s in %d row(s)", c.File, total)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	configFlags(cmd, &file, &env)
@@ -230,45 +226,41 @@ or none with require_queue_grants on (the default).`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			targets, err := connectTargets(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeTargets(ctx, targets)
 			now, err := nowFlag(cmd)
 			if err != nil {
 				return err
 			}
-			results, err := applyAll(ctx, targets, c, prune, now)
-			if err != nil {
-				return fmt.Errorf("apply %s: %w", c.File, err)
-			}
-			w := cmd.OutOrStdout()
-			var perShard []map[string]any
-			for i, changes := range results {
-				label := targets[i].label
-				if jsonOut {
-					if changes == nil {
-						changes = []change{}
-					}
-					out := map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && deletable(changes) > 0, "changes": changes, "pruned": prune}
-					if label == "" {
-						return writeJSON(w, out)
-					}
-					out["shard"] = label
-					perShard = append(perShard, out)
-					continue
+			return withTargets(cmd, func(ctx context.Context, targets []target) error {
+				results, err := applyAll(ctx, targets, c, prune, now)
+				if err != nil {
+					return fmt.Errorf("apply %s: %w", c.File, err)
 				}
-				if label != "" {
-					fmt.Fprintf(w, "%s:\n", label)
+				w := cmd.OutOrStdout()
+				var perShard []map[string]any
+				for i, changes := range results {
+					label := targets[i].label
+					if jsonOut {
+						if changes == nil {
+							changes = []change{}
+						}
+						out := map[string]any{"file": c.File, "env": c.Env, "changed": pending(changes) > 0 || prune && deletable(changes) > 0, "changes": changes, "pruned": prune}
+						if label == "" {
+							return writeJSON(w, out)
+						}
+						out["shard"] = label
+						perShard = append(perShard, out)
+						continue
+					}
+					if label != "" {
+						fmt.Fprintf(w, "%s:\n", label)
+					}
+					writeApplied(w, c, changes, prune)
 				}
-				writeApplied(w, c, changes, prune)
-			}
-			if perShard != nil {
-				return writeJSON(w, perShard)
-			}
-			return nil
+				if perShard != nil {
+					return writeJSON(w, perShard)
+				}
+				return nil
+			})
 		},
 	}
 	configFlags(cmd, &file, &env)

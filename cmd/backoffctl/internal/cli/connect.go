@@ -121,6 +121,46 @@ func openClientForQueue(ctx context.Context, cmd *cobra.Command, queue string) (
 	return clientOn(ctx, cmd, func() (*pgx.Conn, error) { return connectForQueue(ctx, cmd, queue) })
 }
 
+// withClient is the preamble of every command that reads or changes jobs
+// and queues, in one place: it reads --now and the database URL, connects,
+// builds the client (which checks the schema version), runs fn with it and
+// closes the connection whatever fn returns. Errors go back to Main, which
+// prints them as one line with their exit code.
+func withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	ctx := cmd.Context()
+	c, done, err := openClient(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, c)
+}
+
+// withClientForQueue is withClient on the database that holds queue's jobs
+// (openClientForQueue).
+func withClientForQueue(cmd *cobra.Command, queue string, fn func(ctx context.Context, c *client.Client) error) error {
+	ctx := cmd.Context()
+	c, done, err := openClientForQueue(ctx, cmd, queue)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, c)
+}
+
+// withConn is withClient for the commands that work below the client (the
+// migrator, shard discovery, schedules' SQL): one connection, closed after
+// fn.
+func withConn(cmd *cobra.Command, fn func(ctx context.Context, conn *pgx.Conn) error) error {
+	ctx := cmd.Context()
+	conn, err := connect(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	return fn(ctx, conn)
+}
+
 func clientOn(ctx context.Context, cmd *cobra.Command, dial func() (*pgx.Conn, error)) (*client.Client, func(), error) {
 	now, err := nowFlag(cmd)
 	if err != nil {

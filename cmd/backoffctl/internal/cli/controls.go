@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 // A queue's controls (ADR 0045, docs/concepts.md "Queues as

@@ -46,39 +46,35 @@ func newDLQListCommand() *cobra.Command {
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			page, err := c.List(ctx, client.ListParams{Queue: queue, Statuses: []client.Status{client.StatusDeadLettered},
-				Order: client.RecentlyFinishedFirst, Cursor: after, Limit: limit})
-			if err != nil {
-				return err
-			}
-			jobs := jobRowsOf(page.Jobs)
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, jobs)
-			}
-			if len(jobs) == 0 {
-				fmt.Fprintln(w, "no dead-lettered jobs")
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				page, err := c.List(ctx, client.ListParams{Queue: queue, Statuses: []client.Status{client.StatusDeadLettered},
+					Order: client.RecentlyFinishedFirst, Cursor: after, Limit: limit})
+				if err != nil {
+					return err
+				}
+				jobs := jobRowsOf(page.Jobs)
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, jobs)
+				}
+				if len(jobs) == 0 {
+					fmt.Fprintln(w, "no dead-lettered jobs")
+					return nil
+				}
+				tw := newTable(w)
+				row(tw, "ID", "QUEUE", "ATTEMPTS", "REASON", "DEAD_SINCE", "LAST_ERROR")
+				for _, j := range jobs {
+					row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
+						orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(orDash(j.LastError), 50))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if page.Next != "" {
+					fmt.Fprintf(w, "more: --after %s\n", page.Next)
+				}
 				return nil
-			}
-			tw := newTable(w)
-			row(tw, "ID", "QUEUE", "ATTEMPTS", "REASON", "DEAD_SINCE", "LAST_ERROR")
-			for _, j := range jobs {
-				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
-					orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(orDash(j.LastError), 50))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if page.Next != "" {
-				fmt.Fprintf(w, "more: --after %s\n", page.Next)
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only dead letters of this queue")
@@ -122,77 +118,70 @@ replay.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
 			w := cmd.OutOrStdout()
 			if !all {
 				id, err := parseID(args[0])
 				if err != nil {
 					return err
 				}
-				c, done, err := openClient(ctx, cmd)
-				if err != nil {
-					return err
-				}
-				defer done()
-				j, err := c.Replay(ctx, id)
-				if err != nil {
-					return err
-				}
-				if jsonOut {
-					return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status, "run_at": j.RunAt})
-				}
-				fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, esc(j.Queue), j.Status, formatTime(&j.RunAt))
-				return nil
+				return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+					j, err := c.Replay(ctx, id)
+					if err != nil {
+						return err
+					}
+					if jsonOut {
+						return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status, "run_at": j.RunAt})
+					}
+					fmt.Fprintf(w, "replayed job %d (queue %s): %s, runs at %s\n", j.ID, esc(j.Queue), j.Status, formatTime(&j.RunAt))
+					return nil
+				})
 			}
 
 			// Behind a router, the queue's shard: its rows are locked there.
-			c, done, err := openClientForQueue(ctx, cmd, queue)
-			if err != nil {
-				return err
-			}
-			defer done()
-			if !yes {
-				n, err := deadLetters(ctx, c, queue)
+			return withClientForQueue(cmd, queue, func(ctx context.Context, c *client.Client) error {
+				if !yes {
+					n, err := deadLetters(ctx, c, queue)
+					if err != nil {
+						return err
+					}
+					if n == 0 {
+						fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", esc(queue))
+						return nil
+					}
+					return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", n, esc(queue))
+				}
+				outcomes, err := c.ReplayDeadLetters(ctx, queue)
 				if err != nil {
 					return err
 				}
-				if n == 0 {
-					fmt.Fprintf(w, "no dead-lettered jobs in queue %s\n", esc(queue))
-					return nil
+				replayed := []int64{}
+				type left struct {
+					ID     int64  `json:"id"`
+					Reason string `json:"reason"`
 				}
-				return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", n, esc(queue))
-			}
-			outcomes, err := c.ReplayDeadLetters(ctx, queue)
-			if err != nil {
-				return err
-			}
-			replayed := []int64{}
-			type left struct {
-				ID     int64  `json:"id"`
-				Reason string `json:"reason"`
-			}
-			failed := []left{}
-			for _, o := range outcomes {
-				if o.Replayed {
-					replayed = append(replayed, o.JobID)
+				failed := []left{}
+				for _, o := range outcomes {
+					if o.Replayed {
+						replayed = append(replayed, o.JobID)
+					} else {
+						failed = append(failed, left{o.JobID, o.Reason})
+					}
+				}
+				if jsonOut {
+					if err := writeJSON(w, map[string]any{"queue": queue, "replayed": replayed, "not_replayed": failed}); err != nil {
+						return err
+					}
 				} else {
-					failed = append(failed, left{o.JobID, o.Reason})
+					fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(replayed), esc(queue))
+					for _, f := range failed {
+						fmt.Fprintf(w, "not replayed: job %d: %s\n", f.ID, esc(f.Reason))
+					}
 				}
-			}
-			if jsonOut {
-				if err := writeJSON(w, map[string]any{"queue": queue, "replayed": replayed, "not_replayed": failed}); err != nil {
-					return err
+				if len(failed) > 0 {
+					return fmt.Errorf("%d dead-lettered job(s) of queue %s could not be replayed", len(failed), queue)
 				}
-			} else {
-				fmt.Fprintf(w, "replayed %d dead-lettered job(s) of queue %s\n", len(replayed), esc(queue))
-				for _, f := range failed {
-					fmt.Fprintf(w, "not replayed: job %d: %s\n", f.ID, esc(f.Reason))
-				}
-			}
-			if len(failed) > 0 {
-				return fmt.Errorf("%d dead-lettered job(s) of queue %s could not be replayed", len(failed), queue)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "queue whose dead letters --all replays")

@@ -107,7 +107,7 @@ func TestGoldenConfig(t *testing.T) {
 	url := testdb.NewURL(t)
 	s := newTranscript(t, url)
 	s.run("config", "validate", "--config", example)
-	s.run("config", "validate", "--config", "../../../../internal/config/testdata/bad.toml", "--env", "test")
+	s.run("config", "validate", "--config", "../config/testdata/bad.toml", "--env", "test")
 	s.run("config", "validate", "--config", "testdata/missing.toml")
 	// The file as an argument: the message says how to pass it.
 	s.run("config", "validate", "my.toml")

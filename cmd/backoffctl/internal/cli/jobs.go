@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,51 +166,47 @@ fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			params := client.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
-				ErrorContains: errorText, Order: client.NewestFirst, Cursor: after, Limit: limit}
-			if status != "" {
-				params.Statuses = []client.Status{client.Status(status)}
-			}
-			page, err := c.List(ctx, params)
-			if err != nil {
-				return err
-			}
-			jobs := jobRowsOf(page.Jobs)
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, jobs)
-			}
-			if len(jobs) == 0 {
-				fmt.Fprintln(w, "no jobs")
-				return nil
-			}
-			now, err := clock(cmd)
-			if err != nil {
-				return err
-			}
-			tw := newTable(w)
-			row(tw, "ID", "QUEUE", "STATUS", "ATTEMPTS", "PRIORITY", "NEXT_RUN", "WORKER", "LEASE", "LAST_ERROR")
-			for _, j := range jobs {
-				next := "-"
-				if j.Status == "pending" || j.Status == "retrying" {
-					next = formatTime(&j.RunAt)
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				params := client.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
+					ErrorContains: errorText, Order: client.NewestFirst, Cursor: after, Limit: limit}
+				if status != "" {
+					params.Statuses = []client.Status{client.Status(status)}
 				}
-				row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
-					strconv.Itoa(j.Priority), next, truncate(orDash(j.LockedBy), 24), leaseCell(j, now), truncate(orDash(j.LastError), 50))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if page.Next != "" {
-				fmt.Fprintf(w, "more: --after %s\n", page.Next)
-			}
-			return nil
+				page, err := c.List(ctx, params)
+				if err != nil {
+					return err
+				}
+				jobs := jobRowsOf(page.Jobs)
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, jobs)
+				}
+				if len(jobs) == 0 {
+					fmt.Fprintln(w, "no jobs")
+					return nil
+				}
+				now, err := clock(cmd)
+				if err != nil {
+					return err
+				}
+				tw := newTable(w)
+				row(tw, "ID", "QUEUE", "STATUS", "ATTEMPTS", "PRIORITY", "NEXT_RUN", "WORKER", "LEASE", "LAST_ERROR")
+				for _, j := range jobs {
+					next := "-"
+					if j.Status == "pending" || j.Status == "retrying" {
+						next = formatTime(&j.RunAt)
+					}
+					row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
+						strconv.Itoa(j.Priority), next, truncate(orDash(j.LockedBy), 24), leaseCell(j, now), truncate(orDash(j.LastError), 50))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if page.Next != "" {
+					fmt.Fprintf(w, "more: --after %s\n", page.Next)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
@@ -238,30 +235,26 @@ func newJobsShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			d, err := c.Details(ctx, id)
-			if errors.Is(err, client.ErrJobNotFound) {
-				return fmt.Errorf("no job %d", id)
-			}
-			if err != nil {
-				return err
-			}
-			j := jobRowOf(d)
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, j)
-			}
-			now, err := clock(cmd)
-			if err != nil {
-				return err
-			}
-			writeJob(w, j, now)
-			return nil
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := c.Details(ctx, id)
+				if errors.Is(err, client.ErrJobNotFound) {
+					return fmt.Errorf("no job %d", id)
+				}
+				if err != nil {
+					return err
+				}
+				j := jobRowOf(d)
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, j)
+				}
+				now, err := clock(cmd)
+				if err != nil {
+					return err
+				}
+				writeJob(w, j, now)
+				return nil
+			})
 		},
 	}
 	return cmd
@@ -290,25 +283,21 @@ history. "dlq replay ID" brings a cancelled job back.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			j, err := c.Cancel(ctx, id, reason)
-			if errors.Is(err, client.ErrJobNotFound) {
-				return fmt.Errorf("no job %d", id)
-			}
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status})
-			}
-			fmt.Fprintf(w, "cancelled job %d (queue %s); dlq replay %d brings it back\n", j.ID, esc(j.Queue), j.ID)
-			return nil
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				j, err := c.Cancel(ctx, id, reason)
+				if errors.Is(err, client.ErrJobNotFound) {
+					return fmt.Errorf("no job %d", id)
+				}
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, map[string]any{"id": j.ID, "queue": j.Queue, "status": j.Status})
+				}
+				fmt.Fprintf(w, "cancelled job %d (queue %s); dlq replay %d brings it back\n", j.ID, esc(j.Queue), j.ID)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why: becomes its last error and goes into its error history (none: the last error stays)")

@@ -1,13 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
-	"github.com/pgbackoff/pgbackoff/internal/router"
+	"github.com/pgbackoff/pgbackoff/migrations"
 )
 
 func newMigrateCommand() *cobra.Command {
@@ -45,49 +45,41 @@ func newMigrateMoveCommand(direction, short string) *cobra.Command {
 		}[direction],
 		Args: exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
 			if !asRouter && len(shards) > 0 {
 				return usagef("migrate %s: --shard needs --router", direction)
 			}
 			if asRouter {
 				return installRouter(cmd, shards)
 			}
-			conn, err := connectShard(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(ctx)
-			m, err := migrations.New(ctx, conn)
-			if err != nil {
-				return err
-			}
-			current, err := m.Current(ctx)
-			if err != nil {
-				return err
-			}
-			to := target
-			if !cmd.Flags().Changed("target") {
-				to = m.Latest()
-				if direction == "down" {
-					to = max(current-1, 0)
+			return withMigrator(cmd, func(ctx context.Context, m *migrations.Migrator) error {
+				current, err := m.Current(ctx)
+				if err != nil {
+					return err
 				}
-			}
-			if direction == "up" && to < current {
-				return usagef("migrate up --target %d: the database is already at version %d; use migrate down", to, current)
-			}
-			if direction == "down" && to > current {
-				return usagef("migrate down --target %d: the database is only at version %d; use migrate up", to, current)
-			}
-			from, reached, err := m.MigrateTo(ctx, to)
-			if err != nil {
-				return err
-			}
-			if from == reached {
-				fmt.Fprintf(cmd.OutOrStdout(), "no change: schema is at version %d\n", reached)
+				to := target
+				if !cmd.Flags().Changed("target") {
+					to = m.Latest()
+					if direction == "down" {
+						to = max(current-1, 0)
+					}
+				}
+				if direction == "up" && to < current {
+					return usagef("migrate up --target %d: the database is already at version %d; use migrate down", to, current)
+				}
+				if direction == "down" && to > current {
+					return usagef("migrate down --target %d: the database is only at version %d; use migrate up", to, current)
+				}
+				from, reached, err := m.MigrateTo(ctx, to)
+				if err != nil {
+					return err
+				}
+				if from == reached {
+					fmt.Fprintf(cmd.OutOrStdout(), "no change: schema is at version %d\n", reached)
+					return nil
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "migrated %s from version %d to %d\n", direction, from, reached)
 				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "migrated %s from version %d to %d\n", direction, from, reached)
-			return nil
+			})
 		},
 	}
 	cmd.Flags().Int32Var(&target, "target", 0, "version to migrate to")
@@ -102,24 +94,33 @@ func newMigrateMoveCommand(direction, short string) *cobra.Command {
 // latest version and given its range of job ids, then the router's schema
 // is (re)generated from theirs.
 func installRouter(cmd *cobra.Command, shards []string) error {
-	ctx := cmd.Context()
 	if len(shards) == 0 {
 		return usagef("migrate up --router: give the shards with --shard URL (in shard order)")
 	}
-	conn, err := connect(ctx, cmd)
+	return withConn(cmd, func(ctx context.Context, conn *pgx.Conn) error {
+		if err := migrations.InstallRouter(ctx, conn, shards); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "router installed over %d shard(s), each migrated to version %d\n", len(shards), migrations.Latest())
+		return nil
+	})
+}
+
+// withMigrator is the preamble of the migration commands: a connection
+// that is not a router's (connectShard) and the migrator over it, closed
+// after fn.
+func withMigrator(cmd *cobra.Command, fn func(ctx context.Context, m *migrations.Migrator) error) error {
+	ctx := cmd.Context()
+	conn, err := connectShard(cmd)
 	if err != nil {
 		return err
 	}
 	defer conn.Close(ctx)
-	var ss []router.Shard
-	for _, u := range shards {
-		ss = append(ss, router.Shard{URL: u})
-	}
-	if err := router.Install(ctx, conn, ss); err != nil {
+	m, err := migrations.New(ctx, conn)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "router installed over %d shard(s), each migrated to version %d\n", len(shards), migrations.Latest())
-	return nil
+	return fn(ctx, m)
 }
 
 // connectShard connects for a migration command, refusing a router
@@ -148,30 +149,22 @@ func newMigrateStatusCommand() *cobra.Command {
 		Short:   "Show the installed version and every migration",
 		Args:    exactArgs(0, ""),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			conn, err := connectShard(cmd)
-			if err != nil {
-				return err
-			}
-			defer conn.Close(ctx)
-			m, err := migrations.New(ctx, conn)
-			if err != nil {
-				return err
-			}
-			st, err := m.Status(ctx)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "version %d of %d\n", st.Current, st.Latest)
-			for _, mig := range st.Migrations {
-				state := "pending"
-				if mig.Applied {
-					state = "applied"
+			return withMigrator(cmd, func(ctx context.Context, m *migrations.Migrator) error {
+				st, err := m.Status(ctx)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(out, "  %3d  %-8s %s\n", mig.Version, state, mig.Name)
-			}
-			return nil
+				out := cmd.OutOrStdout()
+				fmt.Fprintf(out, "version %d of %d\n", st.Current, st.Latest)
+				for _, mig := range st.Migrations {
+					state := "pending"
+					if mig.Applied {
+						state = "applied"
+					}
+					fmt.Fprintf(out, "  %3d  %-8s %s\n", mig.Version, state, mig.Name)
+				}
+				return nil
+			})
 		},
 	}
 }

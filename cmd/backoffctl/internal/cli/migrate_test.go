@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
+	"github.com/pgbackoff/pgbackoff/migrations"
 )
 
 func TestMigrateUpStatusDownUp(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 func init() {
@@ -42,21 +42,17 @@ command is for a cron job or an operator.`,
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			n, err := c.Reap(ctx, limit)
-			if err != nil {
-				return err
-			}
-			if jsonOut {
-				return writeJSON(cmd.OutOrStdout(), map[string]int{"reaped": n})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "reaped %d job(s) whose lease expired\n", n)
-			return nil
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				n, err := c.Reap(ctx, limit)
+				if err != nil {
+					return err
+				}
+				if jsonOut {
+					return writeJSON(cmd.OutOrStdout(), map[string]int{"reaped": n})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "reaped %d job(s) whose lease expired\n", n)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many jobs")
@@ -120,43 +116,39 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 			if watch < 0 {
 				return usagef("--watch %d: want a number of seconds", watch)
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			w := cmd.OutOrStdout()
-			draw := func() error {
-				stats, err := readStats(ctx, c, win)
-				if err != nil {
-					return err
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				w := cmd.OutOrStdout()
+				draw := func() error {
+					stats, err := readStats(ctx, c, win)
+					if err != nil {
+						return err
+					}
+					if jsonOut {
+						return writeJSON(w, stats)
+					}
+					writeStats(w, stats, win)
+					return writeVacuumWarning(ctx, w, c)
 				}
-				if jsonOut {
-					return writeJSON(w, stats)
+				if watch == 0 {
+					return draw()
 				}
-				writeStats(w, stats, win)
-				return writeVacuumWarning(ctx, w, c)
-			}
-			if watch == 0 {
-				return draw()
-			}
-			tick := time.NewTicker(time.Duration(watch) * time.Second)
-			defer tick.Stop()
-			for {
-				if !jsonOut {
-					fmt.Fprint(w, "\033[H\033[2J") // clear the terminal
-					fmt.Fprintf(w, "every %ds, %s (Ctrl-C to stop)\n\n", watch, time.Now().UTC().Format(time.RFC3339))
+				tick := time.NewTicker(time.Duration(watch) * time.Second)
+				defer tick.Stop()
+				for {
+					if !jsonOut {
+						fmt.Fprint(w, "\033[H\033[2J") // clear the terminal
+						fmt.Fprintf(w, "every %ds, %s (Ctrl-C to stop)\n\n", watch, time.Now().UTC().Format(time.RFC3339))
+					}
+					if err := draw(); err != nil {
+						return err
+					}
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-tick.C:
+					}
 				}
-				if err := draw(); err != nil {
-					return err
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-tick.C:
-				}
-			}
+			})
 		},
 	}
 	cmd.Flags().StringVar(&window, "window", "1h", "period for the RETRIES and DEAD_LETTERS columns")
@@ -302,21 +294,17 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 				}
 				opts = append(opts, client.RunAt(now.Add(after)))
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			id, err := c.Enqueue(ctx, queue, json.RawMessage(payload), opts...)
-			if err != nil {
-				return err
-			}
-			if jsonOut {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "queue": queue})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, esc(queue))
-			return nil
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				id, err := c.Enqueue(ctx, queue, json.RawMessage(payload), opts...)
+				if err != nil {
+					return err
+				}
+				if jsonOut {
+					return writeJSON(cmd.OutOrStdout(), map[string]any{"id": id, "queue": queue})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, esc(queue))
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&runAt, "run-at", "", "when the job becomes due: RFC 3339 time or delay from now (default now)")

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 // readPolicy reads one policy row by name, as the client reads policies.

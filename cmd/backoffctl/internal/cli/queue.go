@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -62,41 +63,37 @@ func newQueueListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			queues, err := c.Queues(ctx)
-			if err != nil {
-				return err
-			}
-			states, err := queueStates(ctx, c, queues)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				rows := make([]queueRow, len(queues))
-				for i, q := range queues {
-					st, ok := states[q.Name]
-					rows[i] = queueRowOf(q, st, ok)
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				queues, err := c.Queues(ctx)
+				if err != nil {
+					return err
 				}
-				return writeJSON(w, rows)
-			}
-			if len(queues) == 0 {
-				fmt.Fprintln(w, "no queues")
-				return nil
-			}
-			tw := newTable(w)
-			row(tw, "QUEUE", "POLICY", "PAUSED", "CONFIGURED", "RATE", "BREAKER", "STATE")
-			for _, q := range queues {
-				st, ok := states[q.Name]
-				row(tw, q.Name, q.Policy, yesNo(q.Paused), yesNo(q.Configured), rateCell(q.Rate, q.Burst),
-					breakerCell(q), stateCell(q, st, ok))
-			}
-			return tw.Flush()
+				states, err := queueStates(ctx, c, queues)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					rows := make([]queueRow, len(queues))
+					for i, q := range queues {
+						st, ok := states[q.Name]
+						rows[i] = queueRowOf(q, st, ok)
+					}
+					return writeJSON(w, rows)
+				}
+				if len(queues) == 0 {
+					fmt.Fprintln(w, "no queues")
+					return nil
+				}
+				tw := newTable(w)
+				row(tw, "QUEUE", "POLICY", "PAUSED", "CONFIGURED", "RATE", "BREAKER", "STATE")
+				for _, q := range queues {
+					st, ok := states[q.Name]
+					row(tw, q.Name, q.Policy, yesNo(q.Paused), yesNo(q.Configured), rateCell(q.Rate, q.Burst),
+						breakerCell(q), stateCell(q, st, ok))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }
@@ -124,44 +121,40 @@ does not know has every control off.`,
 			if name == "" {
 				return usagef("queue name must not be empty")
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			st, err := c.QueueState(ctx, name)
-			if err != nil {
-				return err
-			}
-			queues, err := c.Queues(ctx)
-			if err != nil {
-				return err
-			}
-			q := client.QueueInfo{Name: name, Policy: "default", BreakerProbes: 1}
-			for _, x := range queues {
-				if x.Name == name {
-					q = x
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				st, err := c.QueueState(ctx, name)
+				if err != nil {
+					return err
 				}
-			}
-			now, err := clock(cmd)
-			if err != nil {
-				return err
-			}
-			events, err := c.QueueEvents(ctx, name, 10)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, struct {
-					queueRow
-					History []queueEventRow `json:"history"`
-				}{queueRowOf(q, st, true), queueEventRows(events)})
-			}
-			writeQueue(w, q, st, now)
-			writeQueueEvents(w, events)
-			return nil
+				queues, err := c.Queues(ctx)
+				if err != nil {
+					return err
+				}
+				q := client.QueueInfo{Name: name, Policy: "default", BreakerProbes: 1}
+				for _, x := range queues {
+					if x.Name == name {
+						q = x
+					}
+				}
+				now, err := clock(cmd)
+				if err != nil {
+					return err
+				}
+				events, err := c.QueueEvents(ctx, name, 10)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, struct {
+						queueRow
+						History []queueEventRow `json:"history"`
+					}{queueRowOf(q, st, true), queueEventRows(events)})
+				}
+				writeQueue(w, q, st, now)
+				writeQueueEvents(w, events)
+				return nil
+			})
 		},
 	}
 }
@@ -236,26 +229,22 @@ history ("queue show").`,
 			if queue == "" {
 				return usagef("queue name must not be empty")
 			}
-			ctx := cmd.Context()
-			c, closeClient, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeClient()
-			changed, err := c.SwitchQueue(ctx, queue, pause, create)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, map[string]any{"queue": queue, "paused": pause, "changed": changed})
-			}
-			if changed {
-				fmt.Fprintf(w, "%s queue %s\n", done, queue)
-			} else {
-				fmt.Fprintf(w, "queue %s %s\n", queue, already)
-			}
-			return nil
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				changed, err := c.SwitchQueue(ctx, queue, pause, create)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, map[string]any{"queue": queue, "paused": pause, "changed": changed})
+				}
+				if changed {
+					fmt.Fprintf(w, "%s queue %s\n", done, queue)
+				} else {
+					fmt.Fprintf(w, "queue %s %s\n", queue, already)
+				}
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&create, "create", false, "create the queue if it has no configuration and no jobs")

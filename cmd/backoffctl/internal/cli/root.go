@@ -15,7 +15,7 @@ import (
 
 	"github.com/pgbackoff/pgbackoff"
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 // Exit codes.

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 func init() { register(newSchedulesCommand) }

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/config"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client/sharding"
-	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
 // target is one database a configuration command reads or writes: the
@@ -27,6 +26,18 @@ func isRouter(ctx context.Context, conn *pgx.Conn) (bool, error) {
 		return false, fmt.Errorf("detect a router: %w", err)
 	}
 	return ok, nil
+}
+
+// withTargets is the preamble of the commands that write or compare every
+// shard (config apply, config diff): connectTargets, fn, closeTargets.
+func withTargets(cmd *cobra.Command, fn func(ctx context.Context, targets []target) error) error {
+	ctx := cmd.Context()
+	targets, err := connectTargets(ctx, cmd)
+	if err != nil {
+		return err
+	}
+	defer closeTargets(ctx, targets)
+	return fn(ctx, targets)
 }
 
 // connectTargets connects to the database of the command, or to every shard
@@ -104,7 +115,7 @@ func connectForQueue(ctx context.Context, cmd *cobra.Command, queue string) (*pg
 	if len(targets) == 1 && targets[0].label == "" {
 		return targets[0].conn, nil
 	}
-	k := router.QueueShard(queue, len(targets))
+	k := sharding.QueueShard(queue, len(targets))
 	for i, t := range targets {
 		if i != k {
 			t.conn.Close(ctx)

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 func init() { register(newWorkersCommand) }
@@ -38,48 +41,44 @@ heartbeat moves forward: in the past, the worker renews nothing any more.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ws, err := c.Workers(ctx)
-			if err != nil {
-				return err
-			}
-			now, err := clock(cmd)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				rows := make([]workerRow, len(ws))
-				for i, x := range ws {
-					rows[i] = workerRow{Worker: x.Name, Queues: x.Queues, Jobs: x.Jobs, Expired: x.Expired,
-						OldestStarted: formatTime(&x.OldestStarted), LatestLease: formatTime(&x.LatestLease)}
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				ws, err := c.Workers(ctx)
+				if err != nil {
+					return err
 				}
-				return writeJSON(w, rows)
-			}
-			if len(ws) == 0 {
-				fmt.Fprintln(w, "no worker holds a job")
-				return nil
-			}
-			tw := newTable(w)
-			row(tw, "WORKER", "QUEUES", "JOBS", "EXPIRED", "OLDEST_ATTEMPT", "LATEST_LEASE")
-			for _, x := range ws {
-				expired := strconv.FormatInt(x.Expired, 10)
-				if x.Expired > 0 {
-					expired += "!"
+				now, err := clock(cmd)
+				if err != nil {
+					return err
 				}
-				name := x.Name
-				if name == "" {
-					name = "-"
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					rows := make([]workerRow, len(ws))
+					for i, x := range ws {
+						rows[i] = workerRow{Worker: x.Name, Queues: x.Queues, Jobs: x.Jobs, Expired: x.Expired,
+							OldestStarted: formatTime(&x.OldestStarted), LatestLease: formatTime(&x.LatestLease)}
+					}
+					return writeJSON(w, rows)
 				}
-				row(tw, truncate(name, 40), truncate(strings.Join(x.Queues, ","), 40), strconv.FormatInt(x.Jobs, 10), expired,
-					"started "+relative(x.OldestStarted, now), formatTime(&x.LatestLease)+" ("+relative(x.LatestLease, now)+")")
-			}
-			return tw.Flush()
+				if len(ws) == 0 {
+					fmt.Fprintln(w, "no worker holds a job")
+					return nil
+				}
+				tw := newTable(w)
+				row(tw, "WORKER", "QUEUES", "JOBS", "EXPIRED", "OLDEST_ATTEMPT", "LATEST_LEASE")
+				for _, x := range ws {
+					expired := strconv.FormatInt(x.Expired, 10)
+					if x.Expired > 0 {
+						expired += "!"
+					}
+					name := x.Name
+					if name == "" {
+						name = "-"
+					}
+					row(tw, truncate(name, 40), truncate(strings.Join(x.Queues, ","), 40), strconv.FormatInt(x.Jobs, 10), expired,
+						"started "+relative(x.OldestStarted, now), formatTime(&x.LatestLease)+" ("+relative(x.LatestLease, now)+")")
+				}
+				return tw.Flush()
+			})
 		},
 	}
 }

@@ -25,15 +25,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
-	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
+	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 	"github.com/pgbackoff/pgbackoff/examples"
-	"github.com/pgbackoff/pgbackoff/internal/config"
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+	"github.com/pgbackoff/pgbackoff/migrations"
 )
 
 // demoOptions are the demo's flags.
@@ -59,7 +58,7 @@ func NewCommand() *cobra.Command {
 
   1. gets a PostgreSQL the way the tests and the benchmarks do: with
      --database-url, TEST_DATABASE_URL or DATABASE_URL, that server; else a
-     container started by Testcontainers when Docker answers and an image
+     container started with docker when an engine answers and an image
      can be had ($BACKOFF_TEST_PG_IMAGE; postgres:17-alpine; else an image
      built from the machine's Debian PostgreSQL binaries); else a temporary
      cluster made with the machine's PostgreSQL server binaries (initdb in a
@@ -285,7 +284,6 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 	}
 	fmt.Fprintln(w, "server:   none given (--database-url, TEST_DATABASE_URL, DATABASE_URL): starting a throwaway PostgreSQL")
 	t0 := time.Now()
-	tclog.SetDefault(tclog.NewNoopLogger()) // Testcontainers' banner is not the demo's output
 	// A throwaway server need not survive a crash.
 	srv, err := pgserver.Start(ctx, "", "", "fsync=off", "synchronous_commit=off", "full_page_writes=off", "max_connections=200")
 	if err != nil {
@@ -295,8 +293,8 @@ func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 		fmt.Fprintf(w, "          skipped: %s\n", briefError(cli.OneLine(why)))
 	}
 	switch srv.Kind {
-	case "testcontainers":
-		fmt.Fprintf(w, "server:   Testcontainers, image %s, started in %s\n", srv.Source, time.Since(t0).Round(10*time.Millisecond))
+	case pgserver.KindDocker:
+		fmt.Fprintf(w, "server:   a Docker container, image %s, started in %s\n", srv.Source, time.Since(t0).Round(10*time.Millisecond))
 	default:
 		fmt.Fprintf(w, "server:   a temporary local cluster (initdb with the PostgreSQL binaries in %s), started in %s\n", srv.Source, time.Since(t0).Round(10*time.Millisecond))
 	}
@@ -314,8 +312,8 @@ func briefError(s string) string {
 }
 
 func kindName(kind string) string {
-	if kind == "testcontainers" {
-		return "Testcontainers"
+	if kind == pgserver.KindDocker {
+		return "Docker"
 	}
 	return "temporary local"
 }

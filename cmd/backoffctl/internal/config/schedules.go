@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 // Schedule is one [schedules.NAME] table: a periodic job that `config
@@ -63,7 +65,7 @@ func decodeSchedules(n *node, defined map[string]bool, names []string, ps *probl
 	var out []Schedule
 	for _, name := range sortedKeys(t) {
 		sn := t[name]
-		if strings.TrimSpace(name) == "" || !ValidName(name) {
+		if strings.TrimSpace(name) == "" || !client.ValidName(name) {
 			ps.add(sn.line, sn.key, "a schedule name must be 1 to 128 bytes without control or format characters")
 			continue
 		}
@@ -122,7 +124,7 @@ func decodeSchedule(name string, sn *node, st map[string]*node, defined map[stri
 			switch {
 			case !ok:
 				fail(v, "must be a queue name (a string), got %s", describeValue(v.val))
-			case !ValidName(q):
+			case !client.ValidName(q):
 				fail(v, "a queue name must be 1 to 128 bytes without control or format characters")
 			default:
 				s.Queue = q
@@ -147,7 +149,7 @@ func decodeSchedule(name string, sn *node, st map[string]*node, defined map[stri
 			switch {
 			case !ok:
 				fail(v, "must be an IANA time zone name (a string) such as \"Europe/Berlin\", got %s", describeValue(v.val))
-			case z == "" || len(z) > 64 || !ValidName(z):
+			case z == "" || len(z) > 64 || !client.ValidName(z):
 				fail(v, "must be an IANA time zone name such as \"Europe/Berlin\", got %q", z)
 			default:
 				// The database decides which names it knows (apply); a

@@ -449,7 +449,7 @@ max_payload_bytes = 65536
 // show's output is a valid file that loads back to the same configuration.
 func TestWriteRoundTrip(t *testing.T) {
 	for _, env := range []string{"", "test", "demo"} {
-		c, err := Load("../../examples/backoff.toml", env)
+		c, err := Load("../../../../examples/backoff.toml", env)
 		require.NoError(t, err)
 		var b strings.Builder
 		require.NoError(t, Write(&b, c))
@@ -463,7 +463,7 @@ func TestWriteRoundTrip(t *testing.T) {
 }
 
 func TestExampleFileIsValid(t *testing.T) {
-	c, err := Load("../../examples/backoff.toml", "")
+	c, err := Load("../../../../examples/backoff.toml", "")
 	require.NoError(t, err)
 	for _, name := range []string{"aggressive", "moderate", "conservative"} {
 		p, ok := c.Policy(name)
@@ -474,7 +474,7 @@ func TestExampleFileIsValid(t *testing.T) {
 		require.Equal(t, shipped, p, "the example's %s equals the shipped profile", name)
 	}
 	for _, env := range []string{"test", "demo"} {
-		_, err = Load("../../examples/backoff.toml", env)
+		_, err = Load("../../../../examples/backoff.toml", env)
 		require.NoError(t, err, env)
 	}
 }
@@ -516,7 +516,7 @@ func FuzzLoad(f *testing.F) {
 	if data, err := os.ReadFile("testdata/bad.toml"); err == nil {
 		f.Add(data, "test")
 	}
-	if data, err := os.ReadFile("../../examples/backoff.toml"); err == nil {
+	if data, err := os.ReadFile("../../../../examples/backoff.toml"); err == nil {
 		f.Add(data, "test")
 	}
 	f.Add([]byte("version = 1\n[policies.a]\nschedule = [1, \"2s\", [3]]\n"), "")
@@ -546,7 +546,7 @@ func FuzzLoad(f *testing.F) {
 
 // The example of docs/concepts.md "Queues as controls" is a valid file.
 func TestConceptsQueueExample(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/concepts.md")
+	doc, err := os.ReadFile("../../../../docs/concepts.md")
 	require.NoError(t, err)
 	_, rest, ok := strings.Cut(string(doc), "## Queues as controls")
 	require.True(t, ok)

@@ -5,16 +5,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
-// maxDuration bounds every duration in a file: 36,000 days, which is what
-// the CHECK "<= interval '100 years'" of backoff.policies accepts (interval
-// comparison counts a month as 30 days). Larger values are certainly
-// mistakes.
-const maxDuration = 36000 * 24 * time.Hour
+// maxDuration bounds every duration in a file: policy.MaxDuration, the
+// 876,600 hours (100 years of 365.25 days) that the CHECKs of
+// backoff.policies and every interval the functions take accept. Larger
+// values are certainly mistakes.
+const maxDuration = policy.MaxDuration
 
 // ParseDuration parses a configuration duration: Go syntax ("500ms", "30s",
-// "1m", "1h30m", "1.5s"), non-negative, at most 36,000 days, and a whole
+// "1m", "1h30m", "1.5s"), non-negative, at most 876,600 hours, and a whole
 // number of microseconds (PostgreSQL's interval resolution, so a value
 // survives a round trip through the database unchanged). There is no day
 // unit: write "48h".
@@ -37,7 +39,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("duration %q must not be negative", s)
 	}
 	if d > maxDuration {
-		return 0, fmt.Errorf("duration %q is longer than 36000 days (100 years of 360 days, the limit of backoff.policies)", s)
+		return 0, fmt.Errorf("duration %q is longer than %.0f hours (100 years of 365.25 days, the limit of backoff.policies)", s, maxDuration.Hours())
 	}
 	if d%time.Microsecond != 0 {
 		return 0, fmt.Errorf("duration %q is finer than a microsecond, PostgreSQL's resolution", s)

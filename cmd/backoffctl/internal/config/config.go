@@ -22,9 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
@@ -288,7 +287,7 @@ func decode(root *node, ps *problems) *Config {
 			case strings.TrimSpace(name) == "":
 				ps.add(pn.line, pn.key, "a policy needs a non-empty name")
 				continue
-			case !ValidName(name):
+			case !client.ValidName(name):
 				ps.add(pn.line, pn.key, "a policy name must be 1 to 128 bytes without control or format characters")
 				continue
 			}
@@ -337,7 +336,7 @@ func decode(root *node, ps *problems) *Config {
 				ps.add(qn.line, qn.key, "a queue needs a non-empty name")
 				continue
 			}
-			if !ValidName(name) {
+			if !client.ValidName(name) {
 				ps.add(qn.line, qn.key, "a queue name must be 1 to 128 bytes without control or format characters")
 				continue
 			}
@@ -535,57 +534,6 @@ func decodeSettings(n *node, ps *problems) Settings {
 	return st
 }
 
-// ValidName reports whether s is a name the database accepts for a queue,
-// policy, worker or dedupe key (backoff._check_name, ADR 0039,
-// docs/adr/0059): 1 to 128 bytes without C0, DEL or C1 control characters
-// or Unicode format characters (formatChars).
-func ValidName(s string) bool {
-	if len(s) < 1 || len(s) > 128 || !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) || unicode.Is(formatChars, r) {
-			return false
-		}
-	}
-	return true
-}
-
-// formatChars are the format characters (general category Cf) of Unicode
-// 15 that backoff._bad_name_chars refuses in names: zero-width characters,
-// bidi marks, embeddings, overrides and isolates, the byte order mark and
-// tags, which make one name look like another or reorder the text around
-// it. Written out rather than unicode.Cf so that the file and the database
-// agree whatever Unicode version Go has; a test checks it still covers
-// unicode.Cf.
-var formatChars = &unicode.RangeTable{
-	R16: []unicode.Range16{
-		{Lo: 0x00ad, Hi: 0x00ad, Stride: 1},
-		{Lo: 0x0600, Hi: 0x0605, Stride: 1},
-		{Lo: 0x061c, Hi: 0x061c, Stride: 1},
-		{Lo: 0x06dd, Hi: 0x06dd, Stride: 1},
-		{Lo: 0x070f, Hi: 0x070f, Stride: 1},
-		{Lo: 0x0890, Hi: 0x0891, Stride: 1},
-		{Lo: 0x08e2, Hi: 0x08e2, Stride: 1},
-		{Lo: 0x180e, Hi: 0x180e, Stride: 1},
-		{Lo: 0x200b, Hi: 0x200f, Stride: 1},
-		{Lo: 0x202a, Hi: 0x202e, Stride: 1},
-		{Lo: 0x2060, Hi: 0x2064, Stride: 1},
-		{Lo: 0x2066, Hi: 0x206f, Stride: 1},
-		{Lo: 0xfeff, Hi: 0xfeff, Stride: 1},
-		{Lo: 0xfff9, Hi: 0xfffb, Stride: 1},
-	},
-	R32: []unicode.Range32{
-		{Lo: 0x110bd, Hi: 0x110bd, Stride: 1},
-		{Lo: 0x110cd, Hi: 0x110cd, Stride: 1},
-		{Lo: 0x13430, Hi: 0x1343f, Stride: 1},
-		{Lo: 0x1bca0, Hi: 0x1bca3, Stride: 1},
-		{Lo: 0x1d173, Hi: 0x1d17a, Stride: 1},
-		{Lo: 0xe0001, Hi: 0xe0001, Stride: 1},
-		{Lo: 0xe0020, Hi: 0xe007f, Stride: 1},
-	},
-}
-
 // decodeGrants reads [grants.ROLE] tables: work = [...] and produce =
 // [...], lists of queue names or prefixes ending in "*".
 func decodeGrants(n *node, ps *problems) []Grant {
@@ -598,7 +546,7 @@ func decodeGrants(n *node, ps *problems) []Grant {
 	for _, role := range sortedKeys(t) {
 		rn := t[role]
 		// PostgreSQL role names are at most 63 bytes.
-		if len(role) > 63 || !ValidName(role) {
+		if len(role) > 63 || !client.ValidName(role) {
 			ps.add(rn.line, rn.key, "a role name must be 1 to 63 bytes without control or format characters")
 			continue
 		}
@@ -627,7 +575,7 @@ func decodeGrants(n *node, ps *problems) []Grant {
 				switch {
 				case !ok:
 					ps.add(el.line, v.key, "must be a queue name (a string), got %s", describeValue(el.val))
-				case !ValidName(q):
+				case !client.ValidName(q):
 					ps.add(el.line, v.key, "%s: a queue name or prefix must be 1 to 128 bytes without control or format characters", strconv.Quote(q))
 				default:
 					g := Grant{Role: role, Privilege: k, Queue: q}
@@ -724,8 +672,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be a number such as 2.0, got %s", describeValue(n.val))
-			case math.IsNaN(f) || math.IsInf(f, 0) || f < 1 || f > 1000:
-				fail(n, "must be between 1 and 1000, got %v", f)
+			case math.IsNaN(f) || math.IsInf(f, 0) || f < policy.MinMultiplier || f > policy.MaxMultiplier:
+				fail(n, "must be between %g and %g, got %v", policy.MinMultiplier, policy.MaxMultiplier, f)
 			default:
 				p.Multiplier = f
 			}
@@ -734,8 +682,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be an integer such as 2, got %s", describeValue(n.val))
-			case i < 1 || i > 10:
-				fail(n, "must be between 1 and 10, got %d", i)
+			case i < policy.MinExponent || i > policy.MaxExponent:
+				fail(n, "must be between %d and %d, got %d", policy.MinExponent, policy.MaxExponent, i)
 			default:
 				p.Exponent = int(i)
 			}
@@ -744,8 +692,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be a number between 0 and 1, got %s", describeValue(n.val))
-			case math.IsNaN(f) || f < 0 || f > 1:
-				fail(n, "must be between 0 and 1, got %v", f)
+			case math.IsNaN(f) || f < 0 || f > policy.MaxJitterRatio:
+				fail(n, "must be between 0 and %g, got %v", policy.MaxJitterRatio, f)
 			case f > 0 && f < policy.MinJitterRatio:
 				fail(n, "must be 0 or at least %v (a smaller ratio underflows in PostgreSQL), got %v", policy.MinJitterRatio, f)
 			default:
@@ -756,8 +704,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be an integer such as 5, got %s", describeValue(n.val))
-			case i < 1 || i > math.MaxInt32:
-				fail(n, "must be between 1 and %d, got %d", math.MaxInt32, i)
+			case i < 1 || i > policy.MaxCount:
+				fail(n, "must be between 1 and %d, got %d", policy.MaxCount, i)
 			default:
 				p.MaxAttempts = int(i)
 			}
@@ -766,8 +714,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 			switch {
 			case !ok:
 				fail(n, "must be an integer such as 3, got %s", describeValue(n.val))
-			case i < 1 || i > math.MaxInt32:
-				fail(n, "must be between 1 and %d; omit the key for no budget, got %d", math.MaxInt32, i)
+			case i < 1 || i > policy.MaxCount:
+				fail(n, "must be between 1 and %d; omit the key for no budget, got %d", policy.MaxCount, i)
 			default:
 				p.MaxLeaseExpiries = int(i)
 			}
