@@ -173,10 +173,19 @@ func TestBrowser(t *testing.T) {
 		for _, q := range queues {
 			require.Equal(t, "emails/completed", q)
 		}
-		// The filter form writes the URL: status retrying only.
-		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs"),
-			chromedp.SetValue(chromedp.CSS(`input[name=queue]`), "reports"),
-			chromedp.Click(chromedp.CSS(`input[name=status][value=retrying]`)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("shown"))), "1–40 of 40")
+		// The filters are choices from the database, in words; the form
+		// writes the stored values into the URL: status retrying only.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs"))
+		opts := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#queue-filter option")).map(o => o.value)`))
+		require.Equal(t, []string{"", "emails", "hostile", "reports", "webhooks"}, opts)
+		words := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#status-filter option, #reason-filter option")).map(o => o.textContent)`))
+		require.Contains(t, words, "retrying: failed, waiting to retry")
+		require.Contains(t, words, "leases expired too often")
+		pols := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#policy-filter option")).map(o => o.value)`))
+		require.Contains(t, pols, "conservative")
+		do(t, ctx, chromedp.SetValue(chromedp.ID("queue-filter"), "reports"),
+			chromedp.SetValue(chromedp.ID("status-filter"), "retrying"))
 		_, err := chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("apply"))))
 		require.NoError(t, err)
 		loc := run(t, ctx, chromedp.Location())
@@ -193,6 +202,7 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		second := run(t, ctx, chromedp.Evaluate[[]int64](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(r => +r.dataset.id)`))
 		require.NotEmpty(t, second)
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("shown"))), fmt.Sprintf("51–%d of %d", 50+len(second), seeded.Total))
 		require.Less(t, second[0], first[len(first)-1], "the next page continues after the last id")
 		require.Empty(t, console())
 	})
@@ -248,6 +258,19 @@ func TestBrowser(t *testing.T) {
 		require.Equal(t, "0", run(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-queue=webhooks] td:nth-child(5)`))))
 		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Stranded)))
 		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("errors"))), "lease_expired")
+		// The timeline: an axis with labels, a legend for every mark, the
+		// stuck interval from the attempt's recorded start to the expiry.
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("timeline-axis"))), "time (UTC)")
+		ticks := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#timeline .ticklabel")).map(e => e.textContent)`))
+		require.Len(t, ticks, 5)
+		require.Regexp(t, `^\d\d:\d\d`, ticks[0])
+		legend := run(t, ctx, chromedp.Text(chromedp.ID("timeline-legend")))
+		for _, w := range []string{"attempt", "failed", "retry wait", "lease expired", "snoozed", "replay", "cancel", "dead letter"} {
+			require.Contains(t, legend, w)
+		}
+		stuck := run(t, ctx, chromedp.Evaluate[[]float64](`(() => { const s = document.querySelector("#timeline line.seg.stuck"); const p = document.querySelector("#timeline g.pt.expired circle"); return [+s.getAttribute("x1"), +s.getAttribute("x2"), +p.getAttribute("cx")]; })()`))
+		require.Less(t, stuck[0], stuck[1], "drawn from the start")
+		require.InDelta(t, stuck[1], stuck[2], 0.01, "to the lease expiry's mark")
 		shot("job-reaped")
 		require.Empty(t, console())
 	})

@@ -3,6 +3,7 @@ package webui
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
@@ -367,6 +368,9 @@ type schedulePlot struct {
 	Bars                []plotBar
 	MaxLabel            string
 	Truncated           bool
+	// Caption says in words what the chart shows: the waits, where the
+	// job is dead-lettered and why.
+	Caption string
 }
 
 type plotBar struct {
@@ -415,7 +419,45 @@ func buildSchedulePlot(p policy.Policy) schedulePlot {
 		}
 		sp.Bars = append(sp.Bars, b)
 	}
+	sp.Caption = scheduleCaption(p)
 	return sp
+}
+
+// scheduleCaption is a policy's chart in words, from policy.Timeline
+// (before jitter: the seed 0 of a policy without jitter): the waits, and
+// the attempt whose failure dead-letters a job that keeps failing.
+func scheduleCaption(p policy.Policy) string {
+	tl := policy.Timeline(p, policy.TimelineStart{})
+	last := tl[len(tl)-1]
+	var total time.Duration
+	for _, st := range tl[:len(tl)-1] {
+		total += st.Unjittered
+	}
+	var b strings.Builder
+	switch n := len(tl) - 1; {
+	case n == 0:
+		b.WriteString("No retry: ")
+	case n <= 6:
+		b.WriteString("Waits ")
+		for i, st := range tl[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(formatDuration(st.Unjittered))
+		}
+		fmt.Fprintf(&b, " after attempts 1 to %d (before jitter, %s in all); ", n, formatDuration(total))
+	default:
+		fmt.Fprintf(&b, "Waits from %s to %s after attempts 1 to %d (before jitter, %s in all); ",
+			formatDuration(tl[0].Unjittered), formatDuration(tl[n-1].Unjittered), n, formatDuration(total))
+	}
+	fmt.Fprintf(&b, "a job whose attempt %d fails is dead-lettered (red bar): %s.", last.Attempt, reasonText(last.DeadLetter))
+	if last.DeadLetter == policy.ReasonMaxAttempts && p.Deadline > 0 {
+		fmt.Fprintf(&b, " Its deadline, %s after creation, can end it sooner.", formatDuration(p.Deadline))
+	}
+	if p.MaxLeaseExpiries > 0 {
+		fmt.Fprintf(&b, " A job whose lease expires %d times (its worker crashing on it) is dead-lettered too.", p.MaxLeaseExpiries)
+	}
+	return b.String()
 }
 
 // sparkline is a queue's last hour on the overview: completed, failed
