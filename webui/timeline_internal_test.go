@@ -105,7 +105,9 @@ func TestRunningStrandedJobIsDrawnFromItsStart(t *testing.T) {
 		}
 	}
 	require.Len(t, stuck, 1)
-	x := func(t time.Time) float64 { return tlPad + float64(t.Sub(created))/float64(10*time.Minute)*float64(tlWidth-2*tlPad) }
+	x := func(t time.Time) float64 {
+		return tlPad + float64(t.Sub(created))/float64(10*time.Minute)*float64(tlWidth-2*tlPad)
+	}
 	require.InDelta(t, x(started), stuck[0].X1, 0.001)
 	require.InDelta(t, x(created.Add(10*time.Minute)), stuck[0].X2, 0.001)
 	var expired []tlPoint
@@ -117,4 +119,3 @@ func TestRunningStrandedJobIsDrawnFromItsStart(t *testing.T) {
 	require.Len(t, expired, 1)
 	require.InDelta(t, x(until), expired[0].X, 0.001)
 }
-
