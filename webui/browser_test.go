@@ -1,11 +1,16 @@
 package webui_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -45,13 +50,13 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Conte
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
+		chromedp.WindowSize(1200, 800),
 	}
 	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1200, 800)))
 	var mu sync.Mutex
 	var msgs []string
 	go func() {
@@ -113,6 +118,66 @@ func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.V
 	require.NoError(t, chromedp.Do(ctx, actions...))
 }
 
+// paletted is img in 256 of its colors, each pixel the nearest of them:
+// a page is mostly a few flat colors, and the rest is the antialiasing of
+// text.
+func paletted(img image.Image) *image.Paletted {
+	b := img.Bounds()
+	counts := map[color.RGBA]int{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			counts[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	colors := make([]color.RGBA, 0, len(counts))
+	for c := range counts {
+		colors = append(colors, c)
+	}
+	sort.Slice(colors, func(i, j int) bool {
+		if counts[colors[i]] != counts[colors[j]] {
+			return counts[colors[i]] > counts[colors[j]]
+		}
+		a, b := colors[i], colors[j]
+		return uint32(a.R)<<24|uint32(a.G)<<16|uint32(a.B)<<8|uint32(a.A) < uint32(b.R)<<24|uint32(b.G)<<16|uint32(b.B)<<8|uint32(b.A)
+	})
+	// The most frequent first, each one kept only when no kept color is
+	// close to it: the small swatches of the legends keep their hue.
+	pal := color.Palette{}
+	for _, minDist := range []int{400, 100, 0} {
+		for _, c := range colors {
+			if len(pal) == 256 {
+				break
+			}
+			far := true
+			for _, k := range pal {
+				kr, kg, kb, _ := k.RGBA()
+				dr, dg, db := int(kr>>8)-int(c.R), int(kg>>8)-int(c.G), int(kb>>8)-int(c.B)
+				if dr*dr+dg*dg+db*db <= minDist {
+					far = false
+					break
+				}
+			}
+			if far {
+				pal = append(pal, c)
+			}
+		}
+	}
+	out := image.NewPaletted(b, pal)
+	index := map[color.RGBA]uint8{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			i, ok := index[c]
+			if !ok {
+				i = uint8(pal.Index(c))
+				index[c] = i
+			}
+			out.SetColorIndex(x, y, i)
+		}
+	}
+	return out
+}
+
 // TestBrowser drives every page in a real browser against a database with
 // jobs in every state, with actions enabled.
 func TestBrowser(t *testing.T) {
@@ -125,13 +190,19 @@ func TestBrowser(t *testing.T) {
 			return
 		}
 		buf := run(t, ctx, chromedp.CaptureScreenshot())
-		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644))
+		// Re-encoded with 256 colors at the best compression: the
+		// pictures live in git.
+		img, err := png.Decode(bytes.NewReader(buf))
+		require.NoError(t, err)
+		var out bytes.Buffer
+		require.NoError(t, (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&out, paletted(img)))
+		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), out.Bytes(), 0o644))
 	}
 
 	t.Run("every page loads without console errors", func(t *testing.T) {
 		pages := []struct{ name, path, want string }{
 			{"overview", "/", "Queues"},
-			{"jobs", "/jobs", "Jobs"},
+			{"jobs", "/jobs?queue=webhooks&status=dead_lettered", "Jobs"},
 			{"job", fmt.Sprintf("/jobs/%d", seeded.Retrying), "Job"},
 			{"dead-letters", "/dead-letters", "Dead letters"},
 			{"policies", "/policies", "Policies"},
@@ -319,6 +390,14 @@ func TestBrowser(t *testing.T) {
 		var paused bool
 		require.NoError(t, pool.QueryRow(context.Background(), "SELECT paused FROM backoff.queues WHERE name = 'emails'").Scan(&paused))
 		require.True(t, paused)
+		// The queue's view ends with its history: the pause just made,
+		// and a resume and a pause after it.
+		_, err = pool.Exec(context.Background(), "SELECT backoff.resume_queue('emails'); SELECT backoff.pause_queue('emails')")
+		require.NoError(t, err)
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs?queue=emails&status=running"))
+		require.Equal(t, 3, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#queue-events tbody tr").length`)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("queue-events"))), "pause")
+		shot("queue")
 
 		// Enqueue: invalid JSON is caught before sending; valid JSON lands.
 		do(t, ctx, chromedp.Navigate(srv.URL+"/enqueue"),

@@ -275,6 +275,20 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 			tl.Rows = append(tl.Rows, tlRow{At: e.at, Event: eventNames[e.kind], Detail: e.detail, Planned: e.ahead})
 		}
 	}
+	// Labels closer than a label's width would overprint each other: the
+	// later ones stay in the tooltip and the table.
+	sort.SliceStable(tl.Points, func(a, b int) bool { return tl.Points[a].X < tl.Points[b].X })
+	lastLabel := -1e9
+	for i := range tl.Points {
+		if tl.Points[i].Label == "" {
+			continue
+		}
+		if tl.Points[i].X-lastLabel < 14 {
+			tl.Points[i].Label = ""
+			continue
+		}
+		lastLabel = tl.Points[i].X
+	}
 	layout := tickLayout(span)
 	for i := 0; i <= 4; i++ {
 		t := lo.Add(time.Duration(float64(span) * float64(i) / 4))
