@@ -381,4 +381,17 @@ func TestDeadLettersManyPairs(t *testing.T) {
 	require.Equal(t, 200, code, body)
 	require.NotContains(t, body, `id="pairs-capped"`)
 	require.Contains(t, section(t, body, `id="groups"`), "tenant N failed")
+
+	// The Jobs page offers the first 200 queues as suggestions of a text
+	// field, not 33,000 options, and says so; the chosen queue stays.
+	code, body, _ = get(t, http.DefaultClient, srv.URL+"/jobs?queue=tenant-20000")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `id="choices-note"`)
+	require.Contains(t, body, `<input name="queue" list="queues" value="tenant-20000"`)
+	_, list, ok := strings.Cut(body, `<datalist id="queues">`)
+	require.True(t, ok)
+	list, _, _ = strings.Cut(list, "</datalist>")
+	require.Equal(t, 200, strings.Count(list, "<option"))
+	require.Less(t, len(body), 100_000, "the page stays small")
+	require.Contains(t, body, `id="shown">1–1 of 1<`)
 }

@@ -1,11 +1,16 @@
 package webui_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -45,13 +50,13 @@ func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Conte
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
+		chromedp.WindowSize(1200, 800),
 	}
 	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelCtx(); cancelAlloc() })
-	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)))
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1200, 800)))
 	var mu sync.Mutex
 	var msgs []string
 	go func() {
@@ -113,6 +118,66 @@ func do(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.V
 	require.NoError(t, chromedp.Do(ctx, actions...))
 }
 
+// paletted is img in 256 of its colors, each pixel the nearest of them:
+// a page is mostly a few flat colors, and the rest is the antialiasing of
+// text.
+func paletted(img image.Image) *image.Paletted {
+	b := img.Bounds()
+	counts := map[color.RGBA]int{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			counts[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	colors := make([]color.RGBA, 0, len(counts))
+	for c := range counts {
+		colors = append(colors, c)
+	}
+	sort.Slice(colors, func(i, j int) bool {
+		if counts[colors[i]] != counts[colors[j]] {
+			return counts[colors[i]] > counts[colors[j]]
+		}
+		a, b := colors[i], colors[j]
+		return uint32(a.R)<<24|uint32(a.G)<<16|uint32(a.B)<<8|uint32(a.A) < uint32(b.R)<<24|uint32(b.G)<<16|uint32(b.B)<<8|uint32(b.A)
+	})
+	// The most frequent first, each one kept only when no kept color is
+	// close to it: the small swatches of the legends keep their hue.
+	pal := color.Palette{}
+	for _, minDist := range []int{400, 100, 0} {
+		for _, c := range colors {
+			if len(pal) == 256 {
+				break
+			}
+			far := true
+			for _, k := range pal {
+				kr, kg, kb, _ := k.RGBA()
+				dr, dg, db := int(kr>>8)-int(c.R), int(kg>>8)-int(c.G), int(kb>>8)-int(c.B)
+				if dr*dr+dg*dg+db*db <= minDist {
+					far = false
+					break
+				}
+			}
+			if far {
+				pal = append(pal, c)
+			}
+		}
+	}
+	out := image.NewPaletted(b, pal)
+	index := map[color.RGBA]uint8{}
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			c := color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)
+			i, ok := index[c]
+			if !ok {
+				i = uint8(pal.Index(c))
+				index[c] = i
+			}
+			out.SetColorIndex(x, y, i)
+		}
+	}
+	return out
+}
+
 // TestBrowser drives every page in a real browser against a database with
 // jobs in every state, with actions enabled.
 func TestBrowser(t *testing.T) {
@@ -125,13 +190,19 @@ func TestBrowser(t *testing.T) {
 			return
 		}
 		buf := run(t, ctx, chromedp.CaptureScreenshot())
-		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), buf, 0o644))
+		// Re-encoded with 256 colors at the best compression: the
+		// pictures live in git.
+		img, err := png.Decode(bytes.NewReader(buf))
+		require.NoError(t, err)
+		var out bytes.Buffer
+		require.NoError(t, (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&out, paletted(img)))
+		require.NoError(t, os.WriteFile(filepath.Join(shots, name+".png"), out.Bytes(), 0o644))
 	}
 
 	t.Run("every page loads without console errors", func(t *testing.T) {
 		pages := []struct{ name, path, want string }{
 			{"overview", "/", "Queues"},
-			{"jobs", "/jobs", "Jobs"},
+			{"jobs", "/jobs?queue=webhooks&status=dead_lettered", "Jobs"},
 			{"job", fmt.Sprintf("/jobs/%d", seeded.Retrying), "Job"},
 			{"dead-letters", "/dead-letters", "Dead letters"},
 			{"policies", "/policies", "Policies"},
@@ -173,10 +244,19 @@ func TestBrowser(t *testing.T) {
 		for _, q := range queues {
 			require.Equal(t, "emails/completed", q)
 		}
-		// The filter form writes the URL: status retrying only.
-		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs"),
-			chromedp.SetValue(chromedp.CSS(`input[name=queue]`), "reports"),
-			chromedp.Click(chromedp.CSS(`input[name=status][value=retrying]`)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("shown"))), "1–40 of 40")
+		// The filters are choices from the database, in words; the form
+		// writes the stored values into the URL: status retrying only.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs"))
+		opts := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#queue-filter option")).map(o => o.value)`))
+		require.Equal(t, []string{"", "emails", "hostile", "reports", "webhooks"}, opts)
+		words := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#status-filter option, #reason-filter option")).map(o => o.textContent)`))
+		require.Contains(t, words, "retrying: failed, waiting to retry")
+		require.Contains(t, words, "leases expired too often")
+		pols := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#policy-filter option")).map(o => o.value)`))
+		require.Contains(t, pols, "conservative")
+		do(t, ctx, chromedp.SetValue(chromedp.ID("queue-filter"), "reports"),
+			chromedp.SetValue(chromedp.ID("status-filter"), "retrying"))
 		_, err := chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("apply"))))
 		require.NoError(t, err)
 		loc := run(t, ctx, chromedp.Location())
@@ -193,6 +273,7 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		second := run(t, ctx, chromedp.Evaluate[[]int64](`Array.from(document.querySelectorAll("#jobs tbody tr")).map(r => +r.dataset.id)`))
 		require.NotEmpty(t, second)
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("shown"))), fmt.Sprintf("51–%d of %d", 50+len(second), seeded.Total))
 		require.Less(t, second[0], first[len(first)-1], "the next page continues after the last id")
 		require.Empty(t, console())
 	})
@@ -248,6 +329,19 @@ func TestBrowser(t *testing.T) {
 		require.Equal(t, "0", run(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-queue=webhooks] td:nth-child(5)`))))
 		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Stranded)))
 		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("errors"))), "lease_expired")
+		// The timeline: an axis with labels, a legend for every mark, the
+		// stuck interval from the attempt's recorded start to the expiry.
+		require.Contains(t, run(t, ctx, chromedp.Evaluate[string](`document.getElementById("timeline-axis").textContent`)), "time (UTC)")
+		ticks := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#timeline .ticklabel")).map(e => e.textContent)`))
+		require.Len(t, ticks, 5)
+		require.Regexp(t, `^\d\d:\d\d`, ticks[0])
+		legend := run(t, ctx, chromedp.Text(chromedp.ID("timeline-legend")))
+		for _, w := range []string{"attempt", "failed", "retry wait", "lease expired", "snoozed", "replay", "cancel", "dead letter"} {
+			require.Contains(t, legend, w)
+		}
+		stuck := run(t, ctx, chromedp.Evaluate[[]float64](`(() => { const s = document.querySelector("#timeline line.seg.stuck"); const p = document.querySelector("#timeline g.pt.expired circle"); return [+s.getAttribute("x1"), +s.getAttribute("x2"), +p.getAttribute("cx")]; })()`))
+		require.Less(t, stuck[0], stuck[1], "drawn from the start")
+		require.InDelta(t, stuck[1], stuck[2], 0.01, "to the lease expiry's mark")
 		shot("job-reaped")
 		require.Empty(t, console())
 	})
@@ -296,6 +390,14 @@ func TestBrowser(t *testing.T) {
 		var paused bool
 		require.NoError(t, pool.QueryRow(context.Background(), "SELECT paused FROM backoff.queues WHERE name = 'emails'").Scan(&paused))
 		require.True(t, paused)
+		// The queue's view ends with its history: the pause just made,
+		// and a resume and a pause after it.
+		_, err = pool.Exec(context.Background(), "SELECT backoff.resume_queue('emails'); SELECT backoff.pause_queue('emails')")
+		require.NoError(t, err)
+		do(t, ctx, chromedp.Navigate(srv.URL+"/jobs?queue=emails&status=running"))
+		require.Equal(t, 3, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#queue-events tbody tr").length`)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("queue-events"))), "pause")
+		shot("queue")
 
 		// Enqueue: invalid JSON is caught before sending; valid JSON lands.
 		do(t, ctx, chromedp.Navigate(srv.URL+"/enqueue"),

@@ -127,6 +127,9 @@ type filter struct {
 	From, To                                string // created_at bounds, RFC 3339 or 2006-01-02T15:04 (UTC)
 	Order                                   string // oldest, newest, finished
 	Cursor                                  string
+	// At is the position of the page's first job in the listing (0 for
+	// the first page), carried in the next page's URL for "51–100 of N".
+	At int64
 }
 
 var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
@@ -172,6 +175,13 @@ func parseFilter(q url.Values) (filter, client.ListParams, error) {
 	if f.Cursor != "" && strings.Trim(f.Cursor, "0123456789:") != "" {
 		return f, p, fmt.Errorf("cursor %q: not a cursor", f.Cursor)
 	}
+	if s := q.Get("at"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return f, p, fmt.Errorf("at %q: not a position (a whole number from 0)", s)
+		}
+		f.At = n
+	}
 	return f, p, nil
 }
 
@@ -211,6 +221,48 @@ func (f filter) values() url.Values {
 	return v
 }
 
+// filterChoices bounds the queues and policies a filter offers as
+// choices: with more, the field is a text input with the first ones as
+// suggestions, so that a page stays small with thousands of queues.
+const filterChoices = 200
+
+// countBound is how far the Jobs page counts the jobs its filter matches:
+// "1–50 of 734", or "of more than 1,000" (a bounded count reads at most
+// that many index entries).
+const countBound = 1000
+
+// choice is one option of a filter's select: the stored value (what the
+// URL carries) and the words shown for it.
+type choice struct {
+	Value, Words string
+	Selected     bool
+}
+
+// statusWords are the statuses as the filter offers them.
+var statusWords = map[string]string{
+	"pending":       "pending: waiting for its first run",
+	"running":       "running: claimed by a worker",
+	"retrying":      "retrying: failed, waiting to retry",
+	"completed":     "completed",
+	"dead_lettered": "dead-lettered: given up",
+	"cancelled":     "cancelled",
+}
+
+// nameChoices are names as choices, the chosen one kept (and offered)
+// when the list does not hold it.
+func nameChoices(names []string, chosen string) []choice {
+	out := make([]choice, 0, len(names)+1)
+	found := chosen == ""
+	for _, n := range names {
+		out = append(out, choice{Value: n, Words: text(n), Selected: n == chosen})
+		found = found || n == chosen
+	}
+	if !found {
+		out = append(out, choice{Value: chosen, Words: text(chosen) + " (not in the list)", Selected: true})
+	}
+	return out
+}
+
 type jobsData struct {
 	F        filter
 	Jobs     []client.JobDetail
@@ -219,15 +271,53 @@ type jobsData struct {
 	Query    string // the filter as a query string
 	Replay   string // URL of the bulk replay confirmation for this filter
 	Cancel   string // URL of the bulk cancel confirmation
-	Queues   []string
-	Policies []string
-	Statuses []string
-	Reasons  []string
+	Queues   []choice
+	Policies []choice
+	Statuses []choice
+	Reasons  []choice
+	// QueuesMore and PoliciesMore: there are more than filterChoices, so
+	// the field is a text input and the choices only suggestions.
+	QueuesMore, PoliciesMore bool
+	// MultiStatus: the URL chose several statuses (a multiple select).
+	MultiStatus bool
+	Choices     int
+	// Shown is "1–50 of 734", "51–100 of more than 1,000" or "50 shown,
+	// more on the next page" when no index serves a count of the filter.
+	Shown string
 	// Searched: the error-text filter stopped at ScanLimit jobs examined.
 	Searched  bool
 	ScanLimit int
 	// Events are the chosen queue's newest pauses and resumes.
 	Events []client.QueueEvent
+}
+
+// countable: an index serves every filter set, so that a count bounded
+// by countBound reads at most that many entries (a queue, statuses, a
+// dead-letter reason). The effective policy and the error text are
+// computed per row, and no index leads with created_at.
+func (f filter) countable() bool {
+	return f.Policy == "" && f.Error == "" && f.From == "" && f.To == ""
+}
+
+// shown is the page's place in the listing for people.
+func shown(f filter, n int, next bool, total int64, more, counted bool) string {
+	if n == 0 {
+		return ""
+	}
+	if !counted {
+		if next {
+			return fmt.Sprintf("%s shown, more on the next page", thousands(int64(n)))
+		}
+		return fmt.Sprintf("%s shown, the last of this filter", thousands(int64(n)))
+	}
+	of := "of " + thousands(total)
+	if more {
+		of = "of more than " + thousands(total)
+	}
+	if f.Cursor != "" && f.At == 0 {
+		return fmt.Sprintf("%s shown %s", thousands(int64(n)), of)
+	}
+	return fmt.Sprintf("%s–%s %s", thousands(f.At+1), thousands(f.At+int64(n)), of)
 }
 
 func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
@@ -248,8 +338,23 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobsData{F: f, Jobs: page.Jobs, Statuses: statuses, Reasons: reasons,
-		Searched: page.Searched, ScanLimit: client.ErrorScanLimit}
+	d := jobsData{F: f, Jobs: page.Jobs, Searched: page.Searched, ScanLimit: client.ErrorScanLimit, Choices: filterChoices,
+		MultiStatus: len(f.Statuses) > 1}
+	for _, s := range statuses {
+		d.Statuses = append(d.Statuses, choice{Value: s, Words: statusWords[s], Selected: contains(f.Statuses, s)})
+	}
+	for _, s := range reasons {
+		d.Reasons = append(d.Reasons, choice{Value: s, Words: reasonText(s), Selected: s == f.Reason})
+	}
+	var total int64
+	var more, counted bool
+	if f.countable() && len(page.Jobs) > 0 {
+		if total, err = h.c.CountJobs(ctx, p, countBound+1); err == nil {
+			counted, more = true, total > countBound
+			total = min(total, countBound)
+		}
+	}
+	d.Shown = shown(f, len(page.Jobs), page.Next != "", total, more, counted)
 	q := f.values()
 	d.Query = q.Encode()
 	q.Set("action", "replay")
@@ -259,20 +364,33 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	if page.Next != "" {
 		n := f.values()
 		n.Set("cursor", page.Next)
+		if f.Cursor == "" || f.At > 0 {
+			n.Set("at", strconv.FormatInt(f.At+int64(len(page.Jobs)), 10))
+		}
 		d.Next = h.opts.Prefix + "/jobs?" + n.Encode()
 	}
 	if f.Cursor != "" {
 		d.First = h.opts.Prefix + "/jobs?" + d.Query
 	}
-	if qs, err := h.c.Queues(ctx); err == nil {
-		for _, q := range qs {
-			d.Queues = append(d.Queues, q.Name)
-		}
+	// A text field keeps its value itself: its suggestions are only the
+	// names read.
+	if names, more, err := h.c.QueueNames(ctx, filterChoices); err == nil && !more {
+		d.Queues = nameChoices(names, f.Queue)
+	} else {
+		d.Queues, d.QueuesMore = nameChoices(names, ""), true
 	}
 	if ps, err := h.c.Policies(ctx); err == nil {
+		var names []string
 		for _, p := range ps {
-			d.Policies = append(d.Policies, p.Name)
+			names = append(names, p.Name)
 		}
+		if len(names) > filterChoices {
+			d.Policies, d.PoliciesMore = nameChoices(names[:filterChoices], ""), true
+		} else {
+			d.Policies = nameChoices(names, f.Policy)
+		}
+	} else {
+		d.PoliciesMore = true
 	}
 	if f.Queue != "" {
 		// The queue's own history, on its view: who paused or resumed it.

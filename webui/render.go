@@ -47,6 +47,7 @@ func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 		"join":     strings.Join,
 		"contains": func(list []string, s string) bool { return contains(list, s) },
 		"add":      func(a, b int) int { return a + b },
+		"divide":   func(a, b int) int { return a / b },
 		"count":    thousands,
 		// A running job's lease against the clock: stranded work stands out.
 		"expired": func(t *time.Time) bool { return t != nil && t.Before(time.Now()) },

@@ -3,22 +3,27 @@ package webui
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
-// The retry timeline of the Job page: what happened (each attempt that
-// failed, the wait the policy set after it, how the job ended) and what
-// the policy has ahead (the next run, then each further attempt if every
-// one fails, up to the attempt limit and the deadline), on one time axis.
-// Delays come from client/policy, the Go mirror of the SQL math, with the
-// job id as the jitter seed, as backoff.fail computes them.
+// The retry timeline of the Job page: what happened (each attempt from
+// its recorded start, how it ended, the wait the retry decision set after
+// it, lease expiries, snoozes, an operator's replay or cancel) and what the
+// policy has ahead (the next run, then each further attempt if every one
+// fails, up to the attempt whose failure dead-letters the job), on one
+// time axis. The decision and the schedule ahead are client/policy's
+// (policy.Decide and policy.Timeline, the Go mirror of
+// backoff._retry_decision that backoffctl schedule and the demo print),
+// with the job id as the jitter seed and the job's lease expiries counted,
+// as backoff.fail and backoff.reap decide.
 
 const (
 	tlWidth  = 1000
-	tlHeight = 120
+	tlHeight = 130
 	tlPad    = 40
 	tlLine   = 60
 	// maxProjected bounds the attempts drawn ahead.
@@ -27,14 +32,14 @@ const (
 
 type tlPoint struct {
 	X     float64
-	Kind  string // created, failed, completed, dead, cancelled, running, next, projected, last, deadline
+	Kind  string // created, failed, expired, snoozed, operator, completed, dead, cancelled, running, next, projected, last, deadline, now
 	Label string // the attempt number above the dot
 	Title string // the tooltip: what happened, as text
 }
 
 type tlSeg struct {
 	X1, X2 float64
-	Kind   string // wait, ahead, run (a failed attempt, from its start), stuck (an attempt whose lease expired)
+	Kind   string // wait, ahead, run (an attempt, from its start), stuck (an attempt whose lease expired)
 }
 
 type tlTick struct {
@@ -56,6 +61,11 @@ type timeline struct {
 	Ticks               []tlTick
 	Rows                []tlRow
 	Note                string
+	// Axis says what the tick labels are: UTC times, and their span.
+	Axis string
+	// LeaseExpiries is the job's lease expiries since its last replay (as
+	// far as its history shows), against the policy's budget (0: none).
+	LeaseExpiries, LeaseBudget int
 }
 
 type event struct {
@@ -76,38 +86,100 @@ func orUnknown(s string) string {
 	return s
 }
 
+// eventNames are the table's words for the kinds of the axis.
+var eventNames = map[string]string{
+	"created": "created", "failed": "attempt failed", "expired": "lease expired", "snoozed": "snoozed",
+	"operator": "operator", "completed": "completed", "dead": "dead-lettered", "cancelled": "cancelled",
+	"running": "attempt running", "next": "next run", "projected": "ahead", "last": "last attempt",
+	"deadline": "deadline", "now": "now",
+}
+
 func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline {
 	tl := timeline{Width: tlWidth, Height: tlHeight, Line: tlLine}
+	if p != nil {
+		tl.LeaseBudget = p.MaxLeaseExpiries
+	}
 	var evs []event
 	evs = append(evs, event{at: j.CreatedAt, kind: "created", detail: "enqueued in " + j.Queue})
 	errs := append([]client.AttemptError(nil), j.Errors...)
 	// By time: an operator's entries (replayed, cancelled) repeat the
 	// token of the attempt before them.
 	sort.SliceStable(errs, func(a, b int) bool { return errs[a].At.Before(errs[b].At) })
-	for _, e := range errs {
+	// Claims given back by a snooze are not in the history: they show as
+	// uncounted claims (token - counted) growing between two entries.
+	uncounted, known := 0, true
+	expiries := 0 // lease expiries since the last replay, as reap counts them
+	for i, e := range errs {
 		if e.Kind == "replayed" || e.Kind == "cancelled" {
 			detail := e.Kind + " by " + orUnknown(e.Role)
 			if e.Error != "" {
 				detail += ": " + e.Error
 			}
-			ev := event{at: e.At, kind: "operator", detail: detail}
+			label := "R"
+			if e.Kind == "cancelled" {
+				label = "C"
+			}
+			ev := event{at: e.At, kind: "operator", label: label, detail: detail}
 			if e.Started != nil {
 				ev.from = *e.Started
 			}
 			evs = append(evs, ev)
+			if e.Kind == "replayed" {
+				expiries, uncounted, known = 0, e.Token, true
+			}
 			continue
 		}
-		ev := event{at: e.At, kind: "failed", label: fmt.Sprint(e.Token),
+		if e.AttemptNumber > 0 {
+			if u := e.Token - e.AttemptNumber; known && u > uncounted {
+				prev := j.CreatedAt
+				if i > 0 {
+					prev = errs[i-1].At
+				}
+				at := prev.Add(e.At.Sub(prev) / 2)
+				if e.Started != nil {
+					at = *e.Started
+				}
+				evs = append(evs, event{at: at, kind: "snoozed", label: "S",
+					detail: fmt.Sprintf("%d claim(s) snoozed before attempt %d (when is not recorded: drawn at the next claim)", u-uncounted, e.Token)})
+			}
+			uncounted, known = e.Token-e.AttemptNumber, true
+		}
+		kind := "failed"
+		if e.Kind == "lease_expired" {
+			kind = "expired"
+			expiries++
+		}
+		ev := event{at: e.At, kind: kind, label: fmt.Sprint(e.Token),
 			detail: fmt.Sprintf("attempt %d failed (%s): %s", e.Token, e.Kind, e.Error), stuck: e.Kind == "lease_expired"}
 		if e.Started != nil {
 			ev.from = *e.Started
 			ev.detail += fmt.Sprintf(" (started %s, ran %s)", formatTime(*e.Started), formatDuration(e.At.Sub(*e.Started)))
 		}
-		if p != nil && e.AttemptNumber > 0 && (j.EffectiveMaxAttempts == 0 || e.AttemptNumber < j.EffectiveMaxAttempts) {
-			ev.wait = e.At.Add(p.Delay(e.AttemptNumber, j.ID))
+		if p != nil && e.AttemptNumber > 0 {
+			wait, reason := p.Decide(policy.Failure{Attempt: e.AttemptNumber, MaxAttempts: j.MaxAttempts,
+				LeaseExpiries: expiries, Elapsed: e.At.Sub(j.CreatedAt), Seed: j.ID})
+			if reason == "" {
+				ev.wait = e.At.Add(wait)
+				ev.detail += "; the policy's wait: " + formatDuration(wait)
+			}
 		}
 		evs = append(evs, ev)
 	}
+	// The latest wait ends when the job is due: a Retry-After or an
+	// operator may have set it other than the policy.
+	if j.Status == client.StatusRetrying {
+		for i := len(evs) - 1; i > 0; i-- {
+			if !evs[i].wait.IsZero() {
+				evs[i].wait = j.RunAt
+				break
+			}
+		}
+	}
+	if u := j.UncountedAttempts; known && u > uncounted && j.LastAttemptedAt != nil && j.Status != client.StatusRunning {
+		evs = append(evs, event{at: *j.LastAttemptedAt, kind: "snoozed", label: "S",
+			detail: fmt.Sprintf("%d claim(s) snoozed since the last entry of the history (drawn at the last claim)", u-uncounted)})
+	}
+	tl.LeaseExpiries = expiries
 	switch j.Status {
 	case client.StatusCompleted, client.StatusDeadLettered, client.StatusCancelled:
 		at := j.CreatedAt
@@ -120,29 +192,40 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		} else if j.Status == client.StatusCancelled {
 			kind, detail = "cancelled", "cancelled"
 		}
-		evs = append(evs, event{at: at, kind: kind, detail: detail})
+		ev := event{at: at, kind: kind, detail: detail}
+		if j.Status == client.StatusCompleted && j.LastAttemptedAt != nil {
+			ev.from = *j.LastAttemptedAt // the attempt that succeeded
+		}
+		evs = append(evs, ev)
 		tl.Note = "The job is finished: nothing is scheduled ahead."
 	case client.StatusRunning:
 		at := j.RunAt
 		if j.LastAttemptedAt != nil {
 			at = *j.LastAttemptedAt
 		}
-		ev := event{at: at, kind: "running", label: fmt.Sprint(j.Token),
-			detail: fmt.Sprintf("attempt %d running on %s, lease until %s", j.Token, j.LockedBy, formatTimePtr(j.LeaseUntil))}
+		ev := event{at: at, kind: "running", label: fmt.Sprint(j.Token), wait: now,
+			detail: fmt.Sprintf("attempt %d running on %s since %s, lease until %s", j.Token, j.LockedBy, formatTime(at), formatTimePtr(j.LeaseUntil))}
 		tl.Note = "The job is running: its outcome decides what comes next."
 		if j.LeaseUntil != nil && j.LeaseUntil.Before(now) {
-			// Stranded: drawn from the attempt's start to now.
-			ev.wait, ev.stuck = now, true
+			// Stranded: from the attempt's recorded start to now, with
+			// the moment the lease ran out marked on it.
+			ev.stuck = true
 			ev.detail += fmt.Sprintf("; the lease expired %s ago: its worker stopped, and a reap retries the job", formatDuration(now.Sub(*j.LeaseUntil)))
 			tl.Note = "The job's lease has expired: its worker stopped renewing it. A reap (backoffctl reap, a worker's reaper, or Reap on the overview) retries it."
+			evs = append(evs, ev, event{at: *j.LeaseUntil, kind: "expired",
+				detail: fmt.Sprintf("lease of attempt %d expired: nothing has reaped it yet", j.Token)})
+		} else {
+			evs = append(evs, ev)
 		}
-		evs = append(evs, ev)
 	default:
-		evs = append(evs, project(j, p)...)
+		evs = append(evs, project(j, p, expiries)...)
 	}
 	if p != nil && p.Deadline > 0 {
 		evs = append(evs, event{at: j.CreatedAt.Add(p.Deadline), kind: "deadline", ahead: true,
-			detail: fmt.Sprintf("deadline: created + %s; a failure after it dead-letters the job", p.Deadline)})
+			detail: fmt.Sprintf("deadline: created + %s; a failure whose retry would come after it dead-letters the job", formatDuration(p.Deadline))})
+	}
+	if tl.LeaseBudget > 0 {
+		tl.Note += fmt.Sprintf(" Lease expiries: %d of the %d the policy allows (the %s dead-letters the job).", expiries, tl.LeaseBudget, ordinal(tl.LeaseBudget))
 	}
 
 	lo, hi := evs[0].at, evs[0].at
@@ -154,6 +237,9 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		if !e.from.IsZero() {
 			lo = minTime(lo, e.from)
 		}
+	}
+	if !now.Before(lo) && !now.After(hi) {
+		evs = append(evs, event{at: now, kind: "now", detail: "now (when the page was made)"})
 	}
 	span := hi.Sub(lo)
 	if span <= 0 {
@@ -172,8 +258,11 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		}
 		if !e.wait.IsZero() {
 			kind := "wait"
-			if e.kind == "running" && e.stuck {
-				kind = "stuck"
+			if e.kind == "running" {
+				kind = "run"
+				if e.stuck {
+					kind = "stuck"
+				}
 			}
 			tl.Segs = append(tl.Segs, tlSeg{X1: x(e.at), X2: x(e.wait), Kind: kind})
 		}
@@ -182,49 +271,91 @@ func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline
 		}
 		tl.Points = append(tl.Points, tlPoint{X: x(e.at), Kind: e.kind, Label: e.label,
 			Title: formatTime(e.at) + " " + e.detail})
-		tl.Rows = append(tl.Rows, tlRow{At: e.at, Event: e.kind, Detail: e.detail, Planned: e.ahead})
+		if e.kind != "now" {
+			tl.Rows = append(tl.Rows, tlRow{At: e.at, Event: eventNames[e.kind], Detail: e.detail, Planned: e.ahead})
+		}
 	}
+	// Labels closer than a label's width would overprint each other: the
+	// later ones stay in the tooltip and the table.
+	sort.SliceStable(tl.Points, func(a, b int) bool { return tl.Points[a].X < tl.Points[b].X })
+	lastLabel := -1e9
+	for i := range tl.Points {
+		if tl.Points[i].Label == "" {
+			continue
+		}
+		if tl.Points[i].X-lastLabel < 14 {
+			tl.Points[i].Label = ""
+			continue
+		}
+		lastLabel = tl.Points[i].X
+	}
+	layout := tickLayout(span)
 	for i := 0; i <= 4; i++ {
 		t := lo.Add(time.Duration(float64(span) * float64(i) / 4))
-		tl.Ticks = append(tl.Ticks, tlTick{X: x(t), Label: t.UTC().Format("01-02 15:04:05")})
+		tl.Ticks = append(tl.Ticks, tlTick{X: x(t), Label: t.UTC().Format(layout)})
 	}
+	tl.Axis = fmt.Sprintf("time (UTC), %s to %s: %s in all", lo.UTC().Format("2006-01-02 15:04:05"), hi.UTC().Format("2006-01-02 15:04:05"), formatDuration(span))
 	sort.SliceStable(tl.Rows, func(a, b int) bool { return tl.Rows[a].At.Before(tl.Rows[b].At) })
 	return tl
 }
 
-// project lists what lies ahead of a pending or retrying job: its next
-// run, then, if every attempt fails, each retry at the policy's delay up
-// to the attempt limit (the last one dead-letters) or the deadline.
-func project(j client.JobDetail, p *policy.Policy) []event {
-	var out []event
-	next := j.AttemptNumber() + 1
-	limit := j.EffectiveMaxAttempts
-	var deadline time.Time
-	if p != nil && p.Deadline > 0 {
-		deadline = j.CreatedAt.Add(p.Deadline)
+// tickLayout labels the axis as finely as its span needs.
+func tickLayout(span time.Duration) string {
+	switch {
+	case span < 10*time.Second:
+		return "15:04:05.000"
+	case span < 24*time.Hour:
+		return "15:04:05"
+	default:
+		return "01-02 15:04"
 	}
-	t := j.RunAt
-	for k := next; len(out) < maxProjected; k++ {
-		kind, detail := "projected", fmt.Sprintf("attempt %d if the ones before fail", k)
-		if k == next {
-			kind, detail = "next", fmt.Sprintf("next run: attempt %d of %d", k, limit)
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return fmt.Sprintf("%dth", n)
+	case n%10 == 1:
+		return fmt.Sprintf("%dst", n)
+	case n%10 == 2:
+		return fmt.Sprintf("%dnd", n)
+	case n%10 == 3:
+		return fmt.Sprintf("%drd", n)
+	}
+	return fmt.Sprintf("%dth", n)
+}
+
+// project lists what lies ahead of a pending or retrying job: its next
+// run, then, if every attempt fails, each retry policy.Timeline gives, up
+// to the attempt whose failure dead-letters the job (its attempt limit,
+// the deadline or the lease-expiry budget spent).
+func project(j client.JobDetail, p *policy.Policy, expiries int) []event {
+	next := j.AttemptNumber() + 1
+	if p == nil {
+		return []event{{at: j.RunAt, kind: "next", ahead: true, label: fmt.Sprint(next),
+			detail: fmt.Sprintf("next run: attempt %d (its policy is unknown: nothing further is drawn)", next)}}
+	}
+	steps := policy.Timeline(*p, policy.TimelineStart{Seed: j.ID, Attempt: next, Elapsed: j.RunAt.Sub(j.CreatedAt),
+		MaxAttempts: j.MaxAttempts, LeaseExpiries: expiries})
+	var out []event
+	for i, st := range steps {
+		if i == maxProjected {
+			break
 		}
-		if limit > 0 && k >= limit {
-			detail += "; if it fails the job is dead-lettered (max_attempts)"
-			if k != next {
+		at := j.CreatedAt.Add(st.Start)
+		kind, detail := "projected", fmt.Sprintf("attempt %d if the ones before fail", st.Attempt)
+		if i == 0 {
+			kind, detail = "next", fmt.Sprintf("next run: attempt %d of %d", st.Attempt, j.EffectiveMaxAttempts)
+		}
+		if st.DeadLetter != "" {
+			if i > 0 {
 				kind = "last"
 			}
+			detail += "; if it fails the job is dead-lettered (" + reasonText(st.DeadLetter) + ")"
+		} else {
+			detail += "; if it fails, the next in " + formatDuration(st.Delay)
 		}
-		if !deadline.IsZero() && t.After(deadline) {
-			out = append(out, event{at: t, kind: "last", ahead: true, label: fmt.Sprint(k),
-				detail: fmt.Sprintf("attempt %d would start after the deadline: the failure before it dead-letters the job", k)})
-			break
-		}
-		out = append(out, event{at: t, kind: kind, ahead: true, label: fmt.Sprint(k), detail: detail})
-		if p == nil || (limit > 0 && k >= limit) {
-			break
-		}
-		t = t.Add(p.Delay(k, j.ID))
+		out = append(out, event{at: at, kind: kind, ahead: true, label: fmt.Sprint(st.Attempt), detail: detail})
 	}
 	return out
 }
@@ -251,6 +382,9 @@ type schedulePlot struct {
 	Bars                []plotBar
 	MaxLabel            string
 	Truncated           bool
+	// Caption says in words what the chart shows: the waits, where the
+	// job is dead-lettered and why.
+	Caption string
 }
 
 type plotBar struct {
@@ -299,7 +433,45 @@ func buildSchedulePlot(p policy.Policy) schedulePlot {
 		}
 		sp.Bars = append(sp.Bars, b)
 	}
+	sp.Caption = scheduleCaption(p)
 	return sp
+}
+
+// scheduleCaption is a policy's chart in words, from policy.Timeline
+// (before jitter: the seed 0 of a policy without jitter): the waits, and
+// the attempt whose failure dead-letters a job that keeps failing.
+func scheduleCaption(p policy.Policy) string {
+	tl := policy.Timeline(p, policy.TimelineStart{})
+	last := tl[len(tl)-1]
+	var total time.Duration
+	for _, st := range tl[:len(tl)-1] {
+		total += st.Unjittered
+	}
+	var b strings.Builder
+	switch n := len(tl) - 1; {
+	case n == 0:
+		b.WriteString("No retry: ")
+	case n <= 6:
+		b.WriteString("Waits ")
+		for i, st := range tl[:n] {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(formatDuration(st.Unjittered))
+		}
+		fmt.Fprintf(&b, " after attempts 1 to %d (before jitter, %s in all); ", n, formatDuration(total))
+	default:
+		fmt.Fprintf(&b, "Waits from %s to %s after attempts 1 to %d (before jitter, %s in all); ",
+			formatDuration(tl[0].Unjittered), formatDuration(tl[n-1].Unjittered), n, formatDuration(total))
+	}
+	fmt.Fprintf(&b, "a job whose attempt %d fails is dead-lettered (red bar): %s.", last.Attempt, reasonText(last.DeadLetter))
+	if last.DeadLetter == policy.ReasonMaxAttempts && p.Deadline > 0 {
+		fmt.Fprintf(&b, " Its deadline, %s after creation, can end it sooner.", formatDuration(p.Deadline))
+	}
+	if p.MaxLeaseExpiries > 0 {
+		fmt.Fprintf(&b, " A job whose lease expires %d times (its worker crashing on it) is dead-lettered too.", p.MaxLeaseExpiries)
+	}
+	return b.String()
 }
 
 // sparkline is a queue's last hour on the overview: completed, failed

@@ -470,7 +470,11 @@ func ruleFor(f function) (Rule, error) {
 		return Rule{}, fmt.Errorf("backoff.%s(%s) has no routing rule: add one to internal/router/rules.go", f.name, f.identity)
 	}
 	for _, r := range rules {
-		if r.Arg == "" || hasAll(f.inputs, append([]string{r.Arg}, r.Split...)) {
+		want := append([]string{r.Arg}, r.Split...)
+		if r.Create != "" {
+			want = append(want, r.Create)
+		}
+		if r.Arg == "" || hasAll(f.inputs, want) {
 			return r, nil
 		}
 	}
@@ -618,8 +622,35 @@ func forward(f function, r Rule) []string {
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ALL;"))
 	case Any:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ANY;"))
-	case AllSum, AllMin, AllOr:
-		agg := map[Kind]string{AllSum: "sum", AllMin: "min", AllOr: "bool_or"}[r.Kind]
+	case AllOr:
+		if r.Create == "" {
+			out = append(out, internal("RUN ON ALL;"), wrapper("sql", fmt.Sprintf("SELECT bool_or(r)::%s FROM %s AS r", f.retType, call)))
+			break
+		}
+		created := make([]string, len(f.inputs))
+		for i, in := range f.inputs {
+			created[i] = in
+			if in == r.Create {
+				created[i] = "true"
+			}
+		}
+		home := "backoff._route1_" + f.name + "(" + strings.Join(f.inputs, ", ") + ")"
+		everywhere := "backoff._route_" + f.name + "(" + strings.Join(created, ", ") + ")"
+		out = append(out, internal("RUN ON ALL;"),
+			plproxy("backoff._route1_"+f.name, f.identity, "SETOF "+f.retType, "RUN ON backoff._queue_shard("+r.Arg+");\nTARGET backoff."+f.name+";"),
+			wrapper("plpgsql", fmt.Sprintf(`DECLARE
+    v_home %[1]s;
+    v_all  %[1]s;
+BEGIN
+    -- The queue's shard decides whether the queue exists; then every
+    -- shard gets the row (created where missing). Two statements: an OR
+    -- of both calls could skip the second.
+    v_home := (SELECT bool_or(r) FROM %[2]s AS r);
+    v_all := (SELECT bool_or(r) FROM %[3]s AS r);
+    RETURN coalesce(v_all, false) OR coalesce(v_home, false);
+END`, f.retType, home, everywhere)))
+	case AllSum, AllMin:
+		agg := map[Kind]string{AllSum: "sum", AllMin: "min"}[r.Kind]
 		out = append(out, internal("RUN ON ALL;"),
 			wrapper("sql", fmt.Sprintf("SELECT %s(r)::%s FROM %s AS r", agg, f.retType, call)))
 	case ByQueueSplit:
@@ -667,8 +698,8 @@ END`, r.Arg, call, strings.Join(check, " OR "), call0, strings.Join(fill, "\n"))
 	}
 	out = append(out, "ALTER FUNCTION "+sig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC")
 	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == AllOr || r.Kind == ByQueueSplit {
-		for _, prefix := range []string{"_route_", "_route0_"} {
-			if prefix == "_route0_" && r.Kind != ByQueueSplit {
+		for _, prefix := range []string{"_route_", "_route0_", "_route1_"} {
+			if (prefix == "_route0_" && r.Kind != ByQueueSplit) || (prefix == "_route1_" && r.Create == "") {
 				continue
 			}
 			isig := fmt.Sprintf("backoff.%s%s(%s)", prefix, f.name, f.identity)

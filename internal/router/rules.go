@@ -41,6 +41,14 @@ type Rule struct {
 	Arg string
 	// Split are the array arguments split alongside Arg (Arg included).
 	Split []string
+	// Create (AllOr with Arg a queue): the boolean argument that lets the
+	// call create what it acts on. The call runs first, as given, on Arg's
+	// shard, which refuses a queue it does not know; then on every shard
+	// with Create true, so that the shards that do not hold the queue's
+	// jobs get its row too. A queue is refused only when its own shard,
+	// the one that holds its jobs and, like every shard, the configured
+	// queues, does not know it.
+	Create string
 }
 
 // Rules routes every public function of a shard's backoff schema, by name.
@@ -115,7 +123,7 @@ var Rules = map[string][]Rule{
 	// Administrative writes to the configuration every shard holds alike
 	// (backoff.queues, backoff.queue_grants): every shard, so that the rows
 	// stay equal (a shard that missed one shows in config diff).
-	"pause_queue":  {{Kind: AllOr}},
+	"pause_queue":  {{Kind: AllOr, Arg: "p_queue", Create: "p_create"}},
 	"resume_queue": {{Kind: AllOr}},
 	"grant_queue":  {{Kind: AllOr}},
 	"revoke_queue": {{Kind: AllOr}},

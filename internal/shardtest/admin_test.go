@@ -5,12 +5,15 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 )
 
 // TestPauseQueueThroughRouter: pause_queue and resume_queue write every
 // shard's backoff.queues (the configuration stays equal everywhere) and the
-// queue's shard stops and restarts handing out its jobs.
+// queue's shard stops and restarts handing out its jobs. A queue whose
+// jobs live on one shard is paused without p_create; one that no shard
+// knows is refused.
 func TestPauseQueueThroughRouter(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, env.routerURL)
@@ -25,15 +28,29 @@ func TestPauseQueueThroughRouter(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT backoff.enqueue($1)`, q)
 	require.NoError(t, err)
 
-	// The queue's jobs live on one shard: the others do not know it, and
-	// refuse a pause of an unknown queue unless asked to create it.
-	_, err = conn.Exec(ctx, `SELECT backoff.pause_queue($1)`, q)
-	require.Error(t, err, "a shard without the queue's jobs refuses it")
+	// The queue's jobs live on one shard, which knows the queue: the
+	// router pauses it there and creates its row on the other shards, so
+	// no --create is needed. A queue no shard knows is refused, naming it.
 	var changed bool
-	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_queue($1, p_create => true)`, q).Scan(&changed))
+	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_queue($1)`, q).Scan(&changed))
 	require.True(t, changed)
 	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.pause_queue($1)`, q).Scan(&changed))
 	require.False(t, changed, "already paused on every shard")
+	unknown := q + "-unknown"
+	_, err = conn.Exec(ctx, `SELECT backoff.pause_queue($1)`, unknown)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "22023", pgErr.Code)
+	require.Contains(t, pgErr.Message, `cannot pause queue "`+unknown+`": no such queue`)
+	for k := range NShards {
+		sc, err := pgx.Connect(ctx, env.shardURLs[k])
+		require.NoError(t, err)
+		var rows int
+		err = sc.QueryRow(ctx, `SELECT count(*) FROM backoff.queues WHERE name = $1`, unknown).Scan(&rows)
+		sc.Close(ctx)
+		require.NoError(t, err)
+		require.Zero(t, rows, "a refused pause leaves no row on shard %d", k)
+	}
 	for k := range NShards {
 		sc, err := pgx.Connect(ctx, env.shardURLs[k])
 		require.NoError(t, err)

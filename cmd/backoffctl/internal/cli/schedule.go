@@ -27,23 +27,23 @@ type timelineRow struct {
 	SpreadMin    time.Duration `json:"spread_min_us"`
 	SpreadMax    time.Duration `json:"spread_max_us"`
 	DeadLettered bool          `json:"dead_lettered_after"`
+	// Reason is why a failure of this attempt dead-letters the job.
+	Reason string `json:"dead_letter_reason,omitempty"`
 }
 
-// timeline computes attempts 1..n of p with the Go mirror of the SQL math:
+// timeline computes attempts 1..n of a new job under p with
+// policy.Timeline (the retry timeline the web UI and the demo show too):
 // the delay for seed, and the least and greatest delay over seeds 1..seeds.
 func timeline(p policy.Policy, attempts int, seed int64, seeds int) []timelineRow {
 	rows := make([]timelineRow, 0, attempts)
-	var cum time.Duration
-	for n := 1; n <= attempts; n++ {
-		d := p.Delay(n, seed)
-		cum += d
+	for _, st := range policy.Timeline(p, policy.TimelineStart{Seed: seed, Steps: attempts}) {
 		lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
 		for s := 1; s <= seeds; s++ {
-			v := p.Delay(n, int64(s))
+			v := p.Delay(st.Attempt, int64(s))
 			lo, hi = min(lo, v), max(hi, v)
 		}
-		rows = append(rows, timelineRow{Attempt: n, Delay: d, Cumulative: cum, Unjittered: p.BaseDelay(n),
-			SpreadMin: lo, SpreadMax: hi, DeadLettered: n >= p.MaxAttempts})
+		rows = append(rows, timelineRow{Attempt: st.Attempt, Delay: st.Delay, Cumulative: st.Next, Unjittered: st.Unjittered,
+			SpreadMin: lo, SpreadMax: hi, DeadLettered: st.DeadLetter != "", Reason: st.DeadLetter})
 	}
 	return rows
 }
@@ -233,8 +233,13 @@ func writeTimeline(w io.Writer, p policy.Policy, source string, rows []timelineR
 		row(tw, attempt, formatDelay(r.Delay), formatDelay(r.Cumulative), formatDelay(r.Unjittered), spread)
 	}
 	_ = tw.Flush()
-	if last := rows[len(rows)-1]; last.DeadLettered {
-		fmt.Fprintf(w, "\n* attempt %d is the last (max_attempts = %d): a job that fails it is dead-lettered, not retried\n", p.MaxAttempts, p.MaxAttempts)
+	if i := slices.IndexFunc(rows, func(r timelineRow) bool { return r.DeadLettered }); i >= 0 {
+		if r := rows[i]; r.Reason == policy.ReasonDeadline {
+			fmt.Fprintf(w, "\n* attempt %d is the last (deadline %s): a job that fails it would run again after the deadline, so it is dead-lettered\n",
+				r.Attempt, formatDelay(p.Deadline))
+		} else {
+			fmt.Fprintf(w, "\n* attempt %d is the last (max_attempts = %d): a job that fails it is dead-lettered, not retried\n", r.Attempt, p.MaxAttempts)
+		}
 	} else {
 		fmt.Fprintf(w, "\nafter attempt %d (max_attempts) a job is dead-lettered\n", p.MaxAttempts)
 	}

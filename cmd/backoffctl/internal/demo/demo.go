@@ -756,30 +756,35 @@ func (d *demo) writeTimelines(ctx context.Context, w io.Writer, cfg *config.Conf
 	return tw.Flush()
 }
 
-// compactTimeline renders a policy on one line: "20ms, 80ms → dead letter
-// after attempt 3 (jitter none)".
+// compactTimeline renders a policy on one line from policy.Timeline (the
+// timeline of backoffctl schedule and of the web UI's job page), delays
+// before jitter: "20ms, 80ms → dead letter after attempt 3 (jitter none)".
 func compactTimeline(p policy.Policy) string {
 	const show = 8
-	n := p.MaxAttempts - 1
+	tl := policy.Timeline(p, policy.TimelineStart{})
+	last := tl[len(tl)-1]
 	var delays []string
 	var total time.Duration
-	for a := 1; a <= n; a++ {
-		d := p.BaseDelay(a)
-		total += d
-		if a <= show {
-			delays = append(delays, cli.FormatDelay(d))
+	for _, st := range tl[:len(tl)-1] {
+		total += st.Unjittered
+		if len(delays) < show {
+			delays = append(delays, cli.FormatDelay(st.Unjittered))
 		}
 	}
-	if n > show {
+	if n := len(tl) - 1; n > show {
 		delays = append(delays, fmt.Sprintf("… (%d more)", n-show))
 	}
 	jitter := string(p.Jitter)
 	if p.Jitter == policy.JitterProportional {
 		jitter += " ±" + config.FormatFloat(p.JitterRatio)
 	}
-	if len(delays) == 0 {
-		return fmt.Sprintf("no retry: dead letter after attempt %d", p.MaxAttempts)
+	dead := "dead letter"
+	if last.DeadLetter != policy.ReasonMaxAttempts {
+		dead += " (" + last.DeadLetter + ")"
 	}
-	return fmt.Sprintf("%s → dead letter after attempt %d (%s in all; jitter %s)",
-		strings.Join(delays, ", "), p.MaxAttempts, cli.FormatDelay(total), jitter)
+	if len(delays) == 0 {
+		return fmt.Sprintf("no retry: %s after attempt %d", dead, last.Attempt)
+	}
+	return fmt.Sprintf("%s → %s after attempt %d (%s in all; jitter %s)",
+		strings.Join(delays, ", "), dead, last.Attempt, cli.FormatDelay(total), jitter)
 }
