@@ -16,7 +16,7 @@ import (
 func TestCronVectorsInSQL(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	data, err := os.ReadFile("../../config/testdata/cron_vectors.json")
+	data, err := os.ReadFile("../../../cmd/backoffctl/internal/config/testdata/cron_vectors.json")
 	require.NoError(t, err)
 	var f struct {
 		Vectors []struct {
