@@ -1,0 +1,352 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// registry is conformance/scenarios.json.
+type registry struct {
+	Steps     map[string]string `json:"steps"`
+	Scenarios []scenario        `json:"scenarios"`
+}
+
+type scenario struct {
+	Name   string         `json:"name"`
+	About  string         `json:"about"`
+	Policy policy         `json:"policy"`
+	Worker map[string]int `json:"worker"`
+	Jobs   []struct {
+		Name  string   `json:"name"`
+		Steps []string `json:"steps"`
+	} `json:"jobs"`
+	// StopWhenRunning: the worker is told to stop as soon as every job
+	// runs, instead of when every job is finished.
+	StopWhenRunning bool                `json:"stop_when_running"`
+	Expect          map[string]endState `json:"expect"`
+}
+
+type policy struct {
+	Strategy         string `json:"strategy"`
+	BaseMS           int    `json:"base_ms"`
+	MaxDelayMS       int    `json:"max_delay_ms"`
+	MaxAttempts      int    `json:"max_attempts"`
+	LeaseMS          int    `json:"lease_ms"`
+	MaxLeaseExpiries *int   `json:"max_lease_expiries"`
+}
+
+// endState is what a job must look like when the worker has stopped.
+// Pointers are checked only when the scenario gives them.
+type endState struct {
+	Status        string  `json:"status"`
+	Reason        *string `json:"reason,omitempty"`
+	Attempts      int     `json:"attempts"`
+	Counted       int     `json:"counted"`
+	Errors        int     `json:"errors"`
+	LeaseExpiries *int    `json:"lease_expiries,omitempty"`
+	// LastError must be contained in the job's last_error: each language
+	// words an error its own way around the handler's message.
+	LastError string `json:"last_error,omitempty"`
+	// DueNow: the job's run_at is not in the future.
+	DueNow bool `json:"due_now,omitempty"`
+}
+
+func loadRegistry(t *testing.T) registry {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "conformance", "scenarios.json"))
+	require.NoError(t, err)
+	var r registry
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&r), "conformance/scenarios.json")
+	return r
+}
+
+// TestRegistryIsWellFormed: names are unique, every job has an expected
+// end state and every step is one the adapters know.
+func TestRegistryIsWellFormed(t *testing.T) {
+	r := loadRegistry(t)
+	require.NotEmpty(t, r.Scenarios)
+	seen := map[string]bool{}
+	for _, s := range r.Scenarios {
+		require.False(t, seen[s.Name], "scenario %q twice", s.Name)
+		seen[s.Name] = true
+		require.NotEmpty(t, s.About, s.Name)
+		require.Len(t, s.Expect, len(s.Jobs), "scenario %q: one expected end state per job", s.Name)
+		for _, j := range s.Jobs {
+			_, ok := s.Expect[j.Name]
+			require.True(t, ok, "scenario %q: job %q has no expected end state", s.Name, j.Name)
+			require.NotEmpty(t, j.Steps, "scenario %q: job %q", s.Name, j.Name)
+			for _, st := range j.Steps {
+				kind, _, hasArg := strings.Cut(st, ":")
+				key := kind
+				if hasArg {
+					key += ":MS"
+				}
+				_, ok := r.Steps[key]
+				require.True(t, ok, "scenario %q: unknown step %q", s.Name, st)
+			}
+		}
+	}
+}
+
+// TestScenarios runs every scenario against every language, each on a
+// fresh database; a language fails a scenario when a job's end state
+// differs from the expectation or a fencing invariant breaks.
+func TestScenarios(t *testing.T) {
+	r := loadRegistry(t)
+	langs := languages(t)
+	for _, s := range r.Scenarios {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			for _, l := range langs {
+				t.Run(l.name, func(t *testing.T) {
+					t.Parallel()
+					runScenario(t, s, l)
+				})
+			}
+		})
+	}
+}
+
+func runScenario(t *testing.T, s scenario, l language) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dbURL := testdb.NewURL(t)
+	pool := testdb.Pool(t, dbURL)
+	setUpRecording(ctx, t, pool)
+	queue := "conformance_" + s.Name
+	setUpPolicy(ctx, t, pool, queue, s.Policy)
+
+	ids := map[string]int64{}
+	for _, j := range s.Jobs {
+		p, err := json.Marshal(map[string]any{"steps": j.Steps})
+		require.NoError(t, err)
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => $1, p_payload => $2::jsonb)`, queue, string(p)).Scan(&id))
+		ids[j.Name] = id
+	}
+
+	settings := map[string]any{"queue": queue, "language": l.name}
+	for k, v := range s.Worker {
+		settings[k] = v
+	}
+	w := startWorker(t, l, dbURL, settings)
+
+	want := "status IN ('completed', 'dead_lettered', 'cancelled')"
+	if s.StopWhenRunning {
+		want = "status = 'running'"
+	}
+	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0 FROM backoff.jobs WHERE queue = $1`, want), queue)
+	w.stop(t)
+
+	for name, id := range ids {
+		checkEndState(ctx, t, pool, name, id, s.Expect[name])
+	}
+	checkFencing(ctx, t, pool)
+}
+
+// setUpRecording creates the tables where the handlers record their side
+// effects (one row per attempt that ran) and a trigger records every
+// transition of a job to completed: the evidence for "done twice".
+func setUpRecording(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(ctx, `
+CREATE TABLE public.conformance_effects (
+    job_id   bigint NOT NULL,
+    attempt  integer NOT NULL,
+    language text NOT NULL,
+    step     text NOT NULL,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE public.conformance_completions (
+    job_id  bigint NOT NULL,
+    attempt integer NOT NULL,
+    at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- SECURITY DEFINER: the settle functions run as backoff_owner, which may
+-- not write here.
+CREATE FUNCTION public.conformance_completed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    IF NEW.status = 'completed' AND (TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM 'completed') THEN
+        INSERT INTO public.conformance_completions (job_id, attempt) VALUES (NEW.id, NEW.attempts);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER conformance_completed AFTER INSERT OR UPDATE ON backoff.jobs
+    FOR EACH ROW EXECUTE FUNCTION public.conformance_completed();
+GRANT INSERT ON public.conformance_effects TO PUBLIC;`)
+	require.NoError(t, err)
+}
+
+func setUpPolicy(ctx context.Context, t *testing.T, pool *pgxpool.Pool, queue string, p policy) {
+	t.Helper()
+	ms := func(n, def int) string {
+		if n == 0 {
+			n = def
+		}
+		return fmt.Sprintf("%d milliseconds", n)
+	}
+	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, strategy, base, max_delay, max_attempts, lease, max_lease_expiries)
+		VALUES ($1, $2, $3::interval, $4::interval, $5, $6::interval, $7)`,
+		queue, p.Strategy, ms(p.BaseMS, 1), ms(p.MaxDelayMS, 60000), p.MaxAttempts, ms(p.LeaseMS, 30000), p.MaxLeaseExpiries)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO backoff.queues (name, policy) VALUES ($1, $1)`, queue)
+	require.NoError(t, err)
+}
+
+// waitFor polls a condition (a query returning one boolean) every 20 ms.
+// It waits for the workers, not for a backoff: the policies' delays are
+// milliseconds.
+func waitFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
+	t.Helper()
+	for {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, query, args...).Scan(&ok), "waiting for %s", query)
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gave up waiting for %s: %v", query, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// worker is a running adapter process.
+type worker struct {
+	lang   string
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	exited chan error
+}
+
+func startWorker(t *testing.T, l language, dbURL string, settings map[string]any) *worker {
+	t.Helper()
+	b, err := json.Marshal(settings)
+	require.NoError(t, err)
+	cmd := l.start(t, dbURL, string(b))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start(), "start the %s worker", l.name)
+	w := &worker{lang: l.name, cmd: cmd, out: out, exited: make(chan error, 1)}
+	go func() { w.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-w.exited
+		if t.Failed() {
+			t.Logf("%s worker's output:\n%s", l.name, out.String())
+		}
+		w.exited <- nil
+	})
+	return w
+}
+
+// stop asks for the graceful shutdown (SIGTERM) and requires exit 0.
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-w.exited:
+		w.exited <- err // for the cleanup
+		require.NoError(t, err, "the %s worker's exit after SIGTERM:\n%s", w.lang, w.out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the %s worker did not stop within 30s of SIGTERM:\n%s", w.lang, w.out.String())
+	}
+}
+
+// kill ends the worker with SIGKILL: no shutdown, no settle call.
+func (w *worker) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, w.cmd.Process.Kill())
+	err := <-w.exited
+	w.exited <- err
+}
+
+func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name string, id int64, want endState) {
+	t.Helper()
+	var (
+		got       endState
+		reason    *string
+		expiries  int
+		lastError *string
+		dueNow    bool
+	)
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT status, dead_letter_reason, attempts, attempts - uncounted_attempts,
+		       jsonb_array_length(errors), lease_expiries, last_error, run_at <= now()
+		FROM backoff.jobs WHERE id = $1`, id).
+		Scan(&got.Status, &reason, &got.Attempts, &got.Counted, &got.Errors, &expiries, &lastError, &dueNow))
+	got.Reason, got.LeaseExpiries, got.DueNow = reason, &expiries, dueNow
+	if lastError != nil {
+		got.LastError = *lastError
+	}
+	desc := func(e endState) string {
+		s := fmt.Sprintf("status=%s attempts=%d counted=%d errors=%d", e.Status, e.Attempts, e.Counted, e.Errors)
+		if e.Reason != nil {
+			s += " reason=" + *e.Reason
+		}
+		if e.LeaseExpiries != nil {
+			s += fmt.Sprintf(" lease_expiries=%d", *e.LeaseExpiries)
+		}
+		return s
+	}
+	compare := got
+	if want.Reason == nil {
+		compare.Reason = nil
+	}
+	if want.LeaseExpiries == nil {
+		compare.LeaseExpiries = nil
+	}
+	require.Equal(t, desc(want), desc(compare), "job %q (id %d): end state", name, id)
+	if want.LastError != "" {
+		require.Contains(t, got.LastError, want.LastError, "job %q (id %d): last_error", name, id)
+	}
+	if want.DueNow {
+		require.True(t, got.DueNow, "job %q (id %d): due at once", name, id)
+	}
+}
+
+// checkFencing: no attempt's token ran twice, no job was completed twice,
+// and every completion was made by an attempt that ran its handler.
+func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `
+		SELECT 'token ' || job_id || '/' || attempt || ' ran ' || count(*) || ' times'
+		FROM public.conformance_effects GROUP BY job_id, attempt HAVING count(*) > 1
+		UNION ALL
+		SELECT 'job ' || job_id || ' completed ' || count(*) || ' times'
+		FROM public.conformance_completions GROUP BY job_id HAVING count(*) > 1
+		UNION ALL
+		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', which never ran'
+		FROM public.conformance_completions AS c
+		WHERE NOT EXISTS (SELECT FROM public.conformance_effects AS e WHERE e.job_id = c.job_id AND e.attempt = c.attempt)`)
+	require.NoError(t, err)
+	var broken []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		broken = append(broken, s)
+	}
+	require.NoError(t, rows.Err())
+	sort.Strings(broken)
+	require.Empty(t, broken, "fencing")
+}
