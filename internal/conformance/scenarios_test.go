@@ -325,9 +325,19 @@ func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name s
 	}
 }
 
-// checkFencing: no attempt's token ran twice, no job was completed twice,
-// and every completion was made by an attempt that ran its handler.
+// checkFencing finds what counts as done twice (docs/adr/0069): a token
+// whose handler ran twice, a job completed twice, a completion by a token
+// that never ran or that was not the job's last claim, and an attempt
+// whose handler started after another attempt had completed the job. A
+// handler that ran again after its attempt was lost (a crash, an expired
+// lease) before the job was completed is at-least-once delivery, not a
+// double.
 func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	require.Empty(t, fencingViolations(ctx, t, pool), "done twice")
+}
+
+func fencingViolations(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []string {
 	t.Helper()
 	rows, err := pool.Query(ctx, `
 		SELECT 'token ' || job_id || '/' || attempt || ' ran ' || count(*) || ' times'
@@ -338,7 +348,15 @@ func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 		UNION ALL
 		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', which never ran'
 		FROM public.conformance_completions AS c
-		WHERE NOT EXISTS (SELECT FROM public.conformance_effects AS e WHERE e.job_id = c.job_id AND e.attempt = c.attempt)`)
+		WHERE NOT EXISTS (SELECT FROM public.conformance_effects AS e WHERE e.job_id = c.job_id AND e.attempt = c.attempt)
+		UNION ALL
+		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', not by its last claim ' || j.attempts
+		FROM public.conformance_completions AS c JOIN backoff.jobs AS j ON j.id = c.job_id
+		WHERE j.attempts <> c.attempt
+		UNION ALL
+		SELECT 'job ' || c.job_id || ': attempt ' || e.attempt || ' ran after attempt ' || c.attempt || ' completed it'
+		FROM public.conformance_completions AS c
+		JOIN public.conformance_effects AS e ON e.job_id = c.job_id AND e.attempt <> c.attempt AND e.at > c.at`)
 	require.NoError(t, err)
 	var broken []string
 	for rows.Next() {
@@ -348,5 +366,66 @@ func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
 	}
 	require.NoError(t, rows.Err())
 	sort.Strings(broken)
-	require.Empty(t, broken, "fencing")
+	return broken
+}
+
+// TestFencingViolationsAreFound: the check of "done twice" finds each kind
+// in recorded evidence, and nothing in a clean record.
+func TestFencingViolationsAreFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.NewURL(t))
+	setUpRecording(ctx, t, pool)
+	var ids []int64
+	for range 5 {
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => 'fencing')`).Scan(&id))
+		ids = append(ids, id)
+	}
+	// Claimed, failed and claimed again: every job's last claim is token 2.
+	_, err := pool.Exec(ctx, `SELECT backoff.claim(p_queue => 'fencing', p_worker => 'w', p_limit => 5)`)
+	require.NoError(t, err)
+	for _, id := range ids {
+		_, err = pool.Exec(ctx, `SELECT backoff.fail(p_job_id => $1, p_attempt => 1, p_error => 'crash')`, id)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `SELECT backoff.claim(p_queue => 'fencing', p_worker => 'w', p_limit => 5, p_now => now() + interval '1 hour')`)
+	require.NoError(t, err)
+	// A clean record: job 0's token 1 crashed, token 2 completed it.
+	effect := func(id int64, attempt int, at string) {
+		_, err := pool.Exec(ctx, `INSERT INTO public.conformance_effects (job_id, attempt, language, step, at) VALUES ($1, $2, 'test', 'ok', now() + $3::interval)`, id, attempt, at)
+		require.NoError(t, err)
+	}
+	complete := func(id int64, attempt int) {
+		_, err := pool.Exec(ctx, `SELECT backoff.complete(p_job_id => $1, p_attempt => $2, p_now => now() + interval '1 hour')`, id, attempt)
+		require.NoError(t, err)
+	}
+	effect(ids[0], 1, "-2 seconds")
+	effect(ids[0], 2, "-1 second")
+	complete(ids[0], 2)
+	require.Empty(t, fencingViolations(ctx, t, pool))
+
+	effect(ids[1], 2, "0")
+	effect(ids[1], 2, "0") // token 2 ran twice
+	complete(ids[1], 2)
+	complete(ids[2], 2) // token 2 never ran
+	effect(ids[3], 2, "-1 second")
+	complete(ids[3], 2)
+	effect(ids[3], 1, "1 minute") // a stale attempt ran after the completion
+	effect(ids[4], 2, "-1 second")
+	complete(ids[4], 2)
+	_, err = pool.Exec(ctx, `INSERT INTO public.conformance_completions (job_id, attempt) VALUES ($1, 1)`, ids[4]) // completed again, by a token that was not the last
+	require.NoError(t, err)
+
+	got := strings.Join(fencingViolations(ctx, t, pool), "\n")
+	for _, want := range []string{
+		fmt.Sprintf("token %d/2 ran 2 times", ids[1]),
+		fmt.Sprintf("job %d completed by attempt 2, which never ran", ids[2]),
+		fmt.Sprintf("job %d: attempt 1 ran after attempt 2 completed it", ids[3]),
+		fmt.Sprintf("job %d completed 2 times", ids[4]),
+		fmt.Sprintf("job %d completed by attempt 1, not by its last claim 2", ids[4]),
+	} {
+		require.Contains(t, got, want)
+	}
+	require.NotContains(t, got, fmt.Sprintf("job %d ", ids[0]))
 }
