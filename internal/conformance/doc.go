@@ -4,5 +4,6 @@
 // adapters, each on a fresh database, with the end state of every job
 // checked from SQL; and the mixed run, where workers of the three languages
 // share queues, are killed and restarted, and no job may be lost or done
-// twice. It has no non-test code.
+// twice. Its one non-test file builds the adapters, for the tests and the
+// per-language lines of the benchmarks (bench/).
 package conformance

@@ -89,7 +89,7 @@ func TestMixedRun(t *testing.T) {
 	}
 	workers := map[string]*worker{}
 	for _, l := range langs {
-		workers[l.name] = startWorker(t, l, dbURL, settings(l.name+"#1"))
+		workers[l.Language] = startWorker(t, l, dbURL, settings(l.Language+"#1"))
 	}
 	start := time.Now()
 	finished := `SELECT count(*) FILTER (WHERE status IN ('completed', 'dead_lettered')) >= $1 FROM backoff.jobs WHERE queue = 'mixed'`
@@ -98,14 +98,14 @@ func TestMixedRun(t *testing.T) {
 		// three fifths of the run, while it runs a handler.
 		waitFor(ctx, t, pool, finished, n*(i+1)/5)
 		waitFor(ctx, t, pool, `SELECT EXISTS (SELECT FROM public.conformance_effects AS e JOIN backoff.jobs AS j
-			ON j.id = e.job_id AND j.attempts = e.attempt AND j.status = 'running' WHERE e.language = $1)`, l.name+"#1")
-		workers[l.name].kill(t)
-		workers[l.name] = startWorker(t, l, dbURL, settings(l.name+"#2"))
+			ON j.id = e.job_id AND j.attempts = e.attempt AND j.status = 'running' WHERE e.language = $1)`, l.Language+"#1")
+		workers[l.Language].kill(t)
+		workers[l.Language] = startWorker(t, l, dbURL, settings(l.Language+"#2"))
 	}
 	waitFor(ctx, t, pool, finished, n)
 	elapsed := time.Since(start)
 	for _, l := range langs {
-		workers[l.name].stop(t)
+		workers[l.Language].stop(t)
 	}
 
 	// Lost: a job not in the state its payload demands.
@@ -128,15 +128,12 @@ func TestMixedRun(t *testing.T) {
 	checkFencing(ctx, t, pool)
 
 	// The kills cut attempts off: their jobs came back through the reaper.
-	var cut, expiries int
-	var byLang []byte
+	var expiries int
+	var byWorker []byte
 	require.NoError(t, pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM public.conformance_effects AS e JOIN backoff.jobs AS j ON j.id = e.job_id
-		 WHERE e.language LIKE '%#1' AND e.attempt < j.attempts AND e.language IN
-		   (SELECT language FROM public.conformance_effects GROUP BY language)),
 		(SELECT coalesce(sum(lease_expiries), 0) FROM backoff.jobs WHERE queue = 'mixed'),
 		(SELECT jsonb_object_agg(language, n) FROM (SELECT language, count(*) AS n FROM public.conformance_effects GROUP BY language) AS c)`).
-		Scan(&cut, &expiries, &byLang))
-	t.Logf("mixed run: %d jobs in %v (%.0f jobs/s); attempts by worker %s; %d leases expired after the kills", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), byLang, expiries)
+		Scan(&expiries, &byWorker))
+	t.Logf("mixed run: %d jobs in %v (%.0f jobs/s); attempts by worker %s; %d leases expired after the kills", n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), byWorker, expiries)
 	require.Positive(t, expiries, "the kills cut no attempt off: nothing was proven")
 }

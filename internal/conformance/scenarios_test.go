@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/internal/conformance"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -115,7 +116,7 @@ func TestScenarios(t *testing.T) {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
 			for _, l := range langs {
-				t.Run(l.name, func(t *testing.T) {
+				t.Run(l.Language, func(t *testing.T) {
 					t.Parallel()
 					runScenario(t, s, l)
 				})
@@ -124,7 +125,7 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-func runScenario(t *testing.T, s scenario, l language) {
+func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	dbURL := testdb.NewURL(t)
@@ -142,7 +143,7 @@ func runScenario(t *testing.T, s scenario, l language) {
 		ids[j.Name] = id
 	}
 
-	settings := map[string]any{"queue": queue, "language": l.name}
+	settings := map[string]any{"queue": queue, "language": l.Language}
 	for k, v := range s.Worker {
 		settings[k] = v
 	}
@@ -239,21 +240,21 @@ type worker struct {
 	exited chan error
 }
 
-func startWorker(t *testing.T, l language, dbURL string, settings map[string]any) *worker {
+func startWorker(t *testing.T, l conformance.Adapter, dbURL string, settings map[string]any) *worker {
 	t.Helper()
 	b, err := json.Marshal(settings)
 	require.NoError(t, err)
-	cmd := l.start(t, dbURL, string(b))
+	cmd := l.Command(dbURL, string(b))
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start(), "start the %s worker", l.name)
-	w := &worker{lang: l.name, cmd: cmd, out: out, exited: make(chan error, 1)}
+	require.NoError(t, cmd.Start(), "start the %s worker", l.Language)
+	w := &worker{lang: l.Language, cmd: cmd, out: out, exited: make(chan error, 1)}
 	go func() { w.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-w.exited
 		if t.Failed() {
-			t.Logf("%s worker's output:\n%s", l.name, out.String())
+			t.Logf("%s worker's output:\n%s", l.Language, out.String())
 		}
 		w.exited <- nil
 	})
