@@ -124,7 +124,8 @@ func (h handler) handle(ctx context.Context, job *client.Job) error {
 	case "wait_cancel":
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", msg, context.Cause(ctx))
+			// Not the cause's text: the worker must say "worker shutdown" itself.
+			return errors.New(msg + ": cancelled")
 		case <-time.After(10 * time.Second):
 			return errors.New(msg + ": never cancelled")
 		}

@@ -64,7 +64,8 @@ class Handler:
             return
         if kind == "wait_cancel":
             if ctx.wait(10):
-                raise RuntimeError(f"{msg}: {ctx.cause}")
+                # Not the cause's text: the worker must say "worker shutdown" itself.
+                raise RuntimeError(f"{msg}: cancelled")
             raise RuntimeError(f"{msg}: never cancelled")
         raise pgbackoff.Permanent(f"conformance: unknown step {step!r}")
 

@@ -70,7 +70,8 @@ async function handle(job, signal) {
           resolve(true);
         });
       });
-      throw new Error(cancelled ? `${msg}: ${signal.reason?.message ?? signal.reason}` : `${msg}: never cancelled`);
+      // Not the reason's text: the worker must say "worker shutdown" itself.
+      throw new Error(cancelled ? `${msg}: cancelled` : `${msg}: never cancelled`);
     }
   }
   throw new PermanentError(`conformance: unknown step ${step}`);
