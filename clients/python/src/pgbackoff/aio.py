@@ -21,16 +21,7 @@ from psycopg_pool import AsyncConnectionPool
 from . import _pacing, _sql
 from ._outcome import Context, Outcome, read_outcome
 from .client import MISSING_SCHEMA, Clock, default_worker_id, missing_schema, schema_too_old
-from .errors import (
-    InvalidArgument,
-    InvalidTransition,
-    LeaseExpired,
-    LeaseLost,
-    StaleAttempt,
-    WorkerShutdown,
-    transient,
-    translate,
-)
+from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient, translate
 from .types import Duration, Job, NewJob, QueueState, QueueStats, ReplayOutcome
 from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, is_lost
 
@@ -496,8 +487,8 @@ class AsyncWorker:
 
         try:
             await retry_transient(call)
-        except (StaleAttempt, InvalidTransition):
-            if calls == 1 or not await self._confirm([(job.id, job.attempt)]):
+        except Exception as e:
+            if not is_lost(e) or calls == 1 or not await self._confirm([(job.id, job.attempt)]):
                 raise
 
     async def _confirm(self, refused: Sequence[tuple[int, int]]) -> set[int]:

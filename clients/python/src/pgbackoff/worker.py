@@ -483,8 +483,8 @@ class Worker:
 
         try:
             retry_transient(call)
-        except (StaleAttempt, InvalidTransition):
-            if calls == 1 or not self._confirm([(job.id, job.attempt)]):
+        except Exception as e:
+            if not is_lost(e) or calls == 1 or not self._confirm([(job.id, job.attempt)]):
                 raise
 
     def _confirm(self, refused: Sequence[tuple[int, int]]) -> set[int]:
