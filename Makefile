@@ -20,6 +20,10 @@ build: ## Build bin/backoffctl (the cmd/backoffctl module)
 test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which)
 	set -o pipefail; { rc=0; $(GO) test -count=1 -v $(PKGS) || rc=1; $(GO) -C $(CLI) test -count=1 -v ./... || rc=1; exit $$rc; } 2>&1 | scripts/quiet-test-output
 
+.PHONY: conformance
+conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
+	set -o pipefail; BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
+
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters (needs postgresql-15-plproxy)
 	set -o pipefail; BACKOFF_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output

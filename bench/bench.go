@@ -55,6 +55,9 @@ type Config struct {
 	// section runs, or a longer one to profile it).
 	ClientsOverride []int
 	RunForOverride  time.Duration
+	// LanguageJobsOverride, when positive, replaces the mode's LanguageJobs
+	// (-language-jobs).
+	LanguageJobsOverride int
 	// MVCCOverride, when positive, replaces the mode's MVCC run length
 	// (-mvcc-duration: a short smoke run of the held-snapshot section).
 	MVCCOverride time.Duration
@@ -73,6 +76,9 @@ type Config struct {
 	SampleEvery time.Duration // sustained-run sampling period
 	MVCC        time.Duration // length of each held-snapshot run (mvcc.go); 0: none
 	MVCCEvery   time.Duration // held-snapshot sampling interval
+	// LanguageJobs is the no-op jobs per run of each language's worker in
+	// the per-language lines (languages.go; -language-jobs).
+	LanguageJobs int
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
 	// LatencyWindow is the shortest insert time of the enqueue -> handler
@@ -107,6 +113,7 @@ func (c *Config) setDefaults() error {
 		c.SampleEvery = 10 * time.Second
 		c.MVCC, c.MVCCEvery = 3*time.Minute, 30*time.Second
 		c.WakeupSamples = 100
+		c.LanguageJobs = 10_000
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
 		c.Trim = true
@@ -123,6 +130,7 @@ func (c *Config) setDefaults() error {
 		c.SampleEvery = time.Minute
 		c.MVCC, c.MVCCEvery = 10*time.Minute, time.Minute
 		c.WakeupSamples = 300
+		c.LanguageJobs = 40_000
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
 	case "test":
@@ -139,6 +147,7 @@ func (c *Config) setDefaults() error {
 		c.SampleEvery = 300 * time.Millisecond
 		c.MVCC, c.MVCCEvery = 900*time.Millisecond, 300*time.Millisecond
 		c.WakeupSamples = 5
+		c.LanguageJobs = 200
 		c.UIRefresh = 50 * time.Millisecond
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
@@ -151,6 +160,9 @@ func (c *Config) setDefaults() error {
 	}
 	if c.JobsOverride > 0 {
 		c.WorkerJobs = c.JobsOverride
+	}
+	if c.LanguageJobsOverride > 0 {
+		c.LanguageJobs = c.LanguageJobsOverride
 	}
 	if len(c.ClientsOverride) > 0 {
 		c.Clients = c.ClientsOverride

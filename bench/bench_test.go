@@ -55,6 +55,15 @@ func TestEveryScenarioRuns(t *testing.T) {
 	} {
 		require.Contains(t, text, want)
 	}
+	// The per-language lines: skipped only on a machine without Node.js or
+	// psycopg, never in CI.
+	require.Contains(t, text, "== one worker per language, one process each (")
+	if os.Getenv("CI") != "" || !strings.Contains(text, "skipped: conformance: a language's runtime is missing") {
+		for _, want := range []string{"target python-vs-go: ", "target typescript-vs-go: "} {
+			require.Regexp(t, `(?m)^`+want+`[0-9.]+ \(goal >= 0\.50\) (met|MISS)$`, text)
+		}
+		require.Regexp(t, `(?m)^python +[0-9]+ jobs/s`, text)
+	}
 	// One line per scenario, path and client count, with both rates set.
 	lines := 0
 	for _, l := range strings.Split(text, "\n") {

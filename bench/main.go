@@ -33,6 +33,7 @@ func main() {
 	flag.IntVar(&cfg.WorkerConcurrency, "worker-concurrency", 1000, "Concurrency of the Go Worker (River side: MaxWorkers 10000)")
 	flag.IntVar(&cfg.WorkerBatch, "worker-batch", 500, "BatchSize of the Go Worker")
 	flag.IntVar(&cfg.JobsOverride, "worker-jobs", 0, "jobs per run of the Worker and River lines (0: the mode's; a small number checks that the lines run)")
+	flag.IntVar(&cfg.LanguageJobsOverride, "language-jobs", 0, "no-op jobs per run of each language's worker in the per-language lines (0: the mode's, quick 10000, full 40000)")
 	flag.IntVar(&cfg.RoundsOverride, "rounds", 0, "alternating rounds per line, medians reported (0: the mode's, quick 2, full 3); the River comparison and the latency target ask for at least 3")
 	flag.Float64Var(&cfg.ContinuousRate, "continuous-rate", 2000, "jobs per second inserted during the continuous-mode window, the same on both sides (one both inserters sustain; docs/benchmarks.md)")
 	flag.Float64Var(&cfg.LatencyRate, "latency-rate", 0, "insert rate (jobs/s) of the enqueue -> handler start line (0: half of our continuous rate in the same run); with -only=latency the River modes are skipped and this rate is required")

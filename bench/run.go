@@ -60,6 +60,11 @@ func (b *bench) runAll(ctx context.Context) error {
 		}
 		lines = append(lines, ls...)
 	}
+	if b.cfg.wants("languages") {
+		if err := b.languages(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("profile") {
 		if err := b.profile(ctx); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -81,6 +82,11 @@ func npmCI(ctx context.Context, t *testing.T, npm, dir string) {
 	sum := sha256.Sum256(lock)
 	want := hex.EncodeToString(sum[:])
 	stamp := filepath.Join(dir, "node_modules", ".pgbackoff-lockfile-sha256")
+	// internal/conformance installs under the same lock: never two at once.
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
 	if have, err := os.ReadFile(stamp); err == nil && string(bytes.TrimSpace(have)) == want {
 		return
 	}

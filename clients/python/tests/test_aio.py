@@ -176,3 +176,41 @@ def test_async_heartbeat_keeps_the_lease(db_url: str, clock: FakeClock, conn: ps
         assert job_row(conn, job_id)["status"] == "completed"
 
     with_pool(db_url, body)
+
+
+def test_async_completion_whose_reply_was_lost_is_confirmed(
+    db_url: str, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """AsyncWorker: a repeated completion refused because the first call,
+    whose reply was lost, completed the job counts as a completion."""
+    caplog.set_level("INFO", logger="pgbackoff")
+
+    async def body(pool: AsyncConnectionPool) -> None:
+        client = AsyncClient(pool)
+        await client.enqueue_many([NewJob("lost", {"n": n}) for n in range(2)])
+        batched, alone = await client.claim("lost", 2)
+        worker = AsyncWorker(pool, [Queue("lost", lambda job, ctx: None)], poll_interval=0.05)
+
+        def lost_reply(real: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+            calls = 0
+
+            async def call(*args: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                result = await real(*args)
+                if calls == 1:
+                    raise psycopg.OperationalError("server closed the connection unexpectedly")
+                return result
+
+            return call
+
+        worker.client.complete_many = lost_reply(worker.client.complete_many)  # type: ignore[method-assign]
+        worker.client.complete = lost_reply(worker.client.complete)  # type: ignore[method-assign]
+        await worker._flush([(batched.id, batched.attempt, "lost")])
+        await worker._complete_one(alone)
+        for j in (batched, alone):
+            assert job_row(conn, j.id)["status"] == "completed"
+
+    with_pool(db_url, body)
+    assert not [r for r in caplog.records if "refused" in r.getMessage()], caplog.text
+    assert len([r for r in caplog.records if "confirmed" in r.getMessage()]) == 2, caplog.text

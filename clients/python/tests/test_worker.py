@@ -221,3 +221,66 @@ def test_a_pool_too_small_is_refused(pool: ConnectionPool) -> None:
         Worker(pool, [Queue("q", lambda job, ctx: None), Queue("q", lambda job, ctx: None)])
     with pytest.raises(pgbackoff.InvalidArgument, match="shorter than the lease"):
         Worker(pool, [Queue("q", lambda job, ctx: None, lease=10, heartbeat_interval=10)])
+
+
+def lost_reply(real: Any) -> Any:
+    """A call whose first run takes effect but whose reply is lost: the
+    connection fails after the statement committed."""
+    calls = 0
+
+    def call(*args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        result = real(*args)
+        if calls == 1:
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return result
+
+    return call
+
+
+def test_a_completion_whose_reply_was_lost_is_confirmed(
+    pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The repeat of a completion whose reply was lost is refused (the job
+    is completed); backoff.job tells that this very attempt completed it,
+    so it is counted as a completion, not logged as a refusal, both in a
+    batch and alone."""
+    client = Client(pool)  # the worker's clock: the database's
+    client.enqueue_many([NewJob("lost", {"n": n}) for n in range(2)])
+    worker = Worker(pool, [Queue("lost", lambda job, ctx: None)], poll_interval=0.05)
+    batched, alone = client.claim("lost", 2)
+    monkeypatch.setattr(worker.client, "complete_many", lost_reply(worker.client.complete_many))
+    monkeypatch.setattr(worker.client, "complete", lost_reply(worker.client.complete))
+    caplog.set_level("INFO", logger="pgbackoff")
+
+    worker._flush([(batched.id, batched.attempt, "lost")])
+    worker._complete_one(alone)  # raised InvalidTransition before the check
+
+    assert job_row(conn, batched.id)["status"] == "completed"
+    assert job_row(conn, alone.id)["status"] == "completed"
+    assert not [r for r in caplog.records if "refused" in r.getMessage()], caplog.text
+    assert [r.getMessage() for r in caplog.records if "confirmed" in r.getMessage()] == [
+        "1 completions confirmed: the reply of an earlier call was lost"
+    ] * 2
+
+
+def test_a_refused_completion_stays_refused(
+    pool: ConnectionPool, client: Client, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check confirms only what the attempt did: a completion refused
+    because another attempt holds the job stays a refusal."""
+    client = Client(pool)
+    client.enqueue("stale", {})
+    (old,) = client.claim("stale", 1)
+    client.fail(old.id, old.attempt, "crash", retry_in=0)
+    (new,) = client.claim("stale", 1)
+    worker = Worker(pool, [Queue("stale", lambda job, ctx: None)], poll_interval=0.05)
+    monkeypatch.setattr(worker.client, "complete_many", lost_reply(worker.client.complete_many))
+    caplog.set_level("INFO", logger="pgbackoff")
+
+    worker._flush([(old.id, old.attempt, "stale")])
+
+    assert job_row(conn, new.id)["status"] == "running"
+    assert [r for r in caplog.records if "refused" in r.getMessage()], caplog.text
+    assert not [r for r in caplog.records if "confirmed" in r.getMessage()], caplog.text

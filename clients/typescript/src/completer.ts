@@ -55,18 +55,23 @@ export class Completer {
 
   private async flush(batch: Completion[]): Promise<void> {
     let done: JobId[];
+    let calls = 0;
     try {
-      done = await this.repeat(() =>
-        this.client.completeMany(
+      done = await this.repeat(() => {
+        calls++;
+        return this.client.completeMany(
           batch.map((c) => c.id),
           batch.map((c) => c.attempt),
-        ),
-      );
+        );
+      });
     } catch (err) {
       this.log.error("could not record completions; the reaper will retry the jobs", { jobs: batch.length, err });
       return;
     }
     const ok = new Set(done);
+    if (calls > 1 && ok.size < batch.length) {
+      for (const id of await confirmCompletions(this.client, this.log, batch.filter((c) => !ok.has(c.id)))) ok.add(id);
+    }
     const queues = new Set<string>();
     for (const c of batch) {
       if (ok.has(c.id)) {
@@ -76,5 +81,29 @@ export class Completer {
       }
     }
     if (queues.size > 0) this.committed(queues);
+  }
+}
+
+/**
+ * confirmCompletions returns those of the refused completions that an
+ * earlier, repeated call made: its reply was lost, so the repeat found the
+ * job completed already. Without the check such a completion is logged as
+ * refused. If the check itself fails, the refusals stand.
+ */
+export async function confirmCompletions(
+  client: Client,
+  log: Logger,
+  refused: { id: JobId; attempt: number }[],
+): Promise<JobId[]> {
+  try {
+    const mine = await client.completedBy(
+      refused.map((c) => c.id),
+      refused.map((c) => c.attempt),
+    );
+    if (mine.length > 0) log.info("completions confirmed: the reply of an earlier call was lost", { jobs: mine.length });
+    return mine;
+  } catch (err) {
+    log.warn("could not check whether refused completions were made by a call whose reply was lost", { jobs: refused.length, err });
+    return [];
   }
 }

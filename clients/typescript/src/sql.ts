@@ -208,6 +208,30 @@ export class Client {
   }
 
   /**
+   * completedBy returns those of the jobs that their given attempt
+   * (jobIds[i] with attempts[i]) completed: after a completion whose reply
+   * was lost, whether it landed. A job completed with attempts equal to
+   * the token was completed by that attempt and no other, since a token
+   * never repeats (docs/adr/0020). Through backoff.job, which applies the
+   * caller's queue scope.
+   */
+  async completedBy(jobIds: JobId[], attempts: number[]): Promise<JobId[]> {
+    const op = `check ${jobIds.length} completions`;
+    if (jobIds.length !== attempts.length) {
+      throw new InvalidArgumentError(`${op}: ${jobIds.length} ids but ${attempts.length} attempts`);
+    }
+    if (jobIds.length === 0) return [];
+    const rows = await this.run(
+      op,
+      "SELECT j.id FROM unnest($1::bigint[], $2::integer[]) AS t(id, attempt) " +
+        "CROSS JOIN LATERAL backoff.job(p_job_id => t.id) AS j " +
+        "WHERE j.attempts = t.attempt AND j.status = 'completed'",
+      [jobIds, attempts],
+    );
+    return rows.map((r) => String(r.id));
+  }
+
+  /**
    * fail reports that running attempt `attempt` failed with `error`. The
    * database decides in one guarded update whether the job is retried
    * (retrying, at the policy's delay or retryIn) or dead-lettered; the

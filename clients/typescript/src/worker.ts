@@ -7,7 +7,7 @@
 
 import type pg from "pg";
 
-import { Completer } from "./completer.js";
+import { Completer, confirmCompletions } from "./completer.js";
 import { InvalidArgumentError, InvalidTransitionError, JobNotFoundError, StaleAttemptError, transient } from "./errors.js";
 import { Notifier } from "./notifier.js";
 import {
@@ -377,9 +377,21 @@ export class Worker {
     if (o.kind === "completed" && this.completer.add(job.id, job.attempt, job.queue)) return;
     try {
       switch (o.kind) {
-        case "completed":
-          await this.repeat(() => this.client.complete(job.id, job.attempt));
+        case "completed": {
+          let calls = 0;
+          try {
+            await this.repeat(() => {
+              calls++;
+              return this.client.complete(job.id, job.attempt);
+            });
+          } catch (err) {
+            // A repeat refused because the first call, whose reply was
+            // lost, completed the job: that is this attempt's completion.
+            const refused = err instanceof StaleAttemptError || err instanceof InvalidTransitionError;
+            if (!refused || calls === 1 || (await confirmCompletions(this.client, this.log, [job])).length !== 1) throw err;
+          }
           break;
+        }
         case "snoozed":
           await this.repeat(() => this.client.snooze(job.id, job.attempt, o.delayMs));
           break;

@@ -173,6 +173,19 @@ describe("claim and settle", () => {
     await assert.rejects(c.completeMany(["1"], []), InvalidArgumentError);
   });
 
+  test("completedBy names the jobs their given attempt completed, and no other", async () => {
+    const c = await connect(pool);
+    const q = queueName("completed-by");
+    const [a, b, d] = await c.enqueueMany([{ queue: q }, { queue: q }, { queue: q }]);
+    await c.claim(q, 3);
+    await c.complete(a!, 1);
+    await c.fail(b!, 1, "x", { retryable: false });
+    assert.deepEqual(await c.completedBy([a!, b!, d!], [1, 1, 1]), [a], "b is dead-lettered, d still running");
+    assert.deepEqual(await c.completedBy([a!], [2]), [], "another token did not complete a");
+    assert.deepEqual(await c.completedBy([], []), []);
+    await assert.rejects(c.completedBy([a!], []), InvalidArgumentError);
+  });
+
   test("fail: retried at the policy's delay, then dead-lettered at max_attempts", async () => {
     const clock = new TestClock();
     const c = await connect(pool, { now: clock.now });
@@ -453,6 +466,7 @@ describe("thin by design", () => {
     await c.acquire(d!);
     await c.complete(d!, 1);
     await c.completeMany([a!], [1]);
+    await c.completedBy([a!], [1]);
     await c.cancel(b!);
     await c.replayDeadLetters(q);
     await c.reap();

@@ -376,4 +376,33 @@ describe("Worker", () => {
     }
     assert.equal(await registered(), false, "the registration ends at shutdown");
   });
+
+  test("a completion whose reply was lost is confirmed through backoff.job, not logged as refused", opts, async () => {
+    const q = queueName("lost-reply");
+    const lossy = newPool(12);
+    const query = lossy.query.bind(lossy) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
+    let lost = 0;
+    (lossy as any).query = async (text: string, values?: unknown[]) => {
+      const r = await query(text, values);
+      if (text.includes("backoff.complete_many(") && lost === 0) {
+        // The statement committed; its reply never arrives.
+        lost++;
+        throw Object.assign(new Error("Connection terminated unexpectedly"), { code: "08006" });
+      }
+      return r;
+    };
+    const c = await connect(pool);
+    const [id] = await c.enqueueMany([{ queue: q }]);
+    const logger = new MemoryLogger();
+    const w = start({ queues: [{ queue: q, handler: async () => {} }], pollIntervalMs: 50, logger }, lossy);
+    try {
+      await until(() => logger.lines.some((l) => l.message.startsWith("completions confirmed")), 10_000, "the confirmation");
+    } finally {
+      await w.stop();
+      await lossy.end();
+    }
+    assert.equal(lost, 1);
+    assert.equal((await readJob(pool, id!)).status, "completed");
+    assert.ok(!logger.lines.some((l) => l.message.startsWith("completion refused")), JSON.stringify(logger.lines));
+  });
 });

@@ -223,6 +223,21 @@ def complete_many(job_ids: Sequence[int], attempts: Sequence[int], now: dt.datet
     )
 
 
+def completed_by(job_ids: Sequence[int], attempts: Sequence[int]) -> Call[list[int]]:
+    """Which of these (job, attempt) tokens completed their job: a job
+    completed with attempts equal to the token was completed by that
+    attempt and no other, since a token never repeats (docs/adr/0020).
+    Through backoff.job, which applies the caller's queue scope."""
+    return Call(
+        f"check {len(job_ids)} completions",
+        "SELECT j.id FROM unnest(%s::bigint[], %s::integer[]) AS t(id, attempt) "
+        "CROSS JOIN LATERAL backoff.job(p_job_id => t.id) AS j "
+        "WHERE j.attempts = t.attempt AND j.status = 'completed'",
+        (list(job_ids), list(attempts)),
+        _ids,
+    )
+
+
 def fail(
     job_id: int,
     attempt: int,

@@ -110,6 +110,9 @@ class AsyncClient:
     async def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
         return await self._run(_sql.complete_many(job_ids, attempts, self.now()))
 
+    async def completed_by(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
+        return await self._run(_sql.completed_by(job_ids, attempts))
+
     async def fail(
         self,
         job_id: int,
@@ -485,7 +488,7 @@ class AsyncWorker:
             return
         try:
             if o.kind == "completed":
-                await retry_transient(lambda: self.client.complete(job.id, job.attempt))
+                await self._complete_one(job)
             elif o.kind == "snoozed":
                 delay = o.delay if o.delay is not None else dt.timedelta(0)
                 await retry_transient(lambda: self.client.snooze(job.id, job.attempt, delay))
@@ -501,6 +504,33 @@ class AsyncWorker:
                 log.warning("job %d is no longer attempt %d's; outcome %s dropped: %s", job.id, job.attempt, o.kind, e)
             else:
                 log.error("could not record job %d's outcome %s; the reaper will retry it: %s", job.id, o.kind, e)
+
+    async def _complete_one(self, job: Job) -> None:
+        """Worker._complete_one, awaited."""
+        calls = 0
+
+        def call() -> Awaitable[Job]:
+            nonlocal calls
+            calls += 1
+            return self.client.complete(job.id, job.attempt)
+
+        try:
+            await retry_transient(call)
+        except Exception as e:
+            if not is_lost(e) or calls == 1 or not await self._confirm([(job.id, job.attempt)]):
+                raise
+
+    async def _confirm(self, refused: Sequence[tuple[int, int]]) -> set[int]:
+        """Worker._confirm, awaited: those refused completions that an
+        earlier call, whose reply was lost, made."""
+        try:
+            mine = set(await self.client.completed_by([r[0] for r in refused], [r[1] for r in refused]))
+        except Exception as e:
+            log.warning("could not check whether %d refused completions were made by a call whose reply was lost: %s", len(refused), e)
+            return set()
+        if mine:
+            log.info("%d completions confirmed: the reply of an earlier call was lost", len(mine))
+        return mine
 
     async def _shutdown(self) -> None:
         if self._handlers:
@@ -533,11 +563,20 @@ class AsyncWorker:
 
     async def _flush(self, batch: list[tuple[int, int, str]]) -> None:
         ids = [b[0] for b in batch]
+        calls = 0
+
+        def call() -> Awaitable[list[int]]:
+            nonlocal calls
+            calls += 1
+            return self.client.complete_many(ids, [b[1] for b in batch])
+
         try:
-            done = set(await retry_transient(lambda: self.client.complete_many(ids, [b[1] for b in batch])))
+            done = set(await retry_transient(call))
         except Exception as e:
             log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
             return
+        if calls > 1 and len(done) < len(batch):
+            done |= await self._confirm([(b[0], b[1]) for b in batch if b[0] not in done])
         queues = set()
         for job_id, attempt, queue in batch:
             if job_id in done:

@@ -141,6 +141,11 @@ class Client:
         statement; returns the ids completed (a stale entry is skipped)."""
         return self._run(_sql.complete_many(job_ids, attempts, self.now()))
 
+    def completed_by(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
+        """The ids of those jobs that their given attempt completed: after a
+        completion whose reply was lost, whether it landed."""
+        return self._run(_sql.completed_by(job_ids, attempts))
+
     def fail(
         self,
         job_id: int,

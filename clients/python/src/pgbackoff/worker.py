@@ -453,7 +453,7 @@ class Worker:
             return
         try:
             if o.kind == "completed":
-                retry_transient(lambda: self.client.complete(job.id, job.attempt))
+                self._complete_one(job)
             elif o.kind == "snoozed":
                 delay = o.delay if o.delay is not None else dt.timedelta(0)
                 retry_transient(lambda: self.client.snooze(job.id, job.attempt, delay))
@@ -469,6 +469,38 @@ class Worker:
                 log.warning("job %d is no longer attempt %d's; outcome %s dropped: %s", job.id, job.attempt, o.kind, e)
             else:
                 log.error("could not record job %d's outcome %s; the reaper will retry it: %s", job.id, o.kind, e)
+
+    def _complete_one(self, job: Job) -> None:
+        """Complete a job with one call, repeated on the connection's
+        failures; a repeat refused because an earlier call whose reply was
+        lost completed the job is the job's completion, not a refusal."""
+        calls = 0
+
+        def call() -> Job:
+            nonlocal calls
+            calls += 1
+            return self.client.complete(job.id, job.attempt)
+
+        try:
+            retry_transient(call)
+        except Exception as e:
+            if not is_lost(e) or calls == 1 or not self._confirm([(job.id, job.attempt)]):
+                raise
+
+    def _confirm(self, refused: Sequence[tuple[int, int]]) -> set[int]:
+        """Those of the refused completions (job, attempt) that an earlier,
+        repeated call made: its reply was lost, so the repeat found the job
+        completed. A token never repeats (docs/adr/0020), so a completed job
+        whose attempts equal the token was completed by that attempt. If the
+        check fails, the refusals stand."""
+        try:
+            mine = set(self.client.completed_by([r[0] for r in refused], [r[1] for r in refused]))
+        except Exception as e:
+            log.warning("could not check whether %d refused completions were made by a call whose reply was lost: %s", len(refused), e)
+            return set()
+        if mine:
+            log.info("%d completions confirmed: the reply of an earlier call was lost", len(mine))
+        return mine
 
     def _shutdown(self) -> None:
         """Wait for running handlers, cancel those left after the grace
@@ -560,11 +592,20 @@ class Worker:
 
     def _flush(self, batch: list[tuple[int, int, str]]) -> None:
         ids = [b[0] for b in batch]
+        calls = 0
+
+        def call() -> list[int]:
+            nonlocal calls
+            calls += 1
+            return self.client.complete_many(ids, [b[1] for b in batch])
+
         try:
-            done = set(retry_transient(lambda: self.client.complete_many(ids, [b[1] for b in batch])))
+            done = set(retry_transient(call))
         except Exception as e:
             log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
             return
+        if calls > 1 and len(done) < len(batch):
+            done |= self._confirm([(b[0], b[1]) for b in batch if b[0] not in done])
         queues = set()
         for job_id, attempt, queue in batch:
             if job_id in done:

@@ -1,0 +1,146 @@
+// Command goworker is the Go adapter of the conformance suite
+// (conformance/README.md): a client.Worker on one queue whose handler does
+// what each job's payload says. It runs until SIGTERM or SIGINT, shuts
+// down as the Worker does and exits 0.
+//
+//	goworker DATABASE_URL SETTINGS_JSON
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgbackoff/pgbackoff/client"
+)
+
+// settings are a scenario's worker settings (conformance/scenarios.json);
+// 0 leaves the Worker's default.
+type settings struct {
+	Queue       string `json:"queue"`
+	Language    string `json:"language"`
+	Concurrency int    `json:"concurrency"`
+	LeaseMS     int    `json:"lease_ms"`
+	HeartbeatMS int    `json:"heartbeat_ms"`
+	PollMS      int    `json:"poll_ms"`
+	ReapMS      int    `json:"reap_ms"`
+	ShutdownMS  int    `json:"shutdown_ms"`
+}
+
+type payload struct {
+	Steps []string `json:"steps"`
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: goworker DATABASE_URL SETTINGS_JSON")
+		return 2
+	}
+	var s settings
+	if err := json.Unmarshal([]byte(os.Args[2]), &s); err != nil {
+		fmt.Fprintf(os.Stderr, "goworker: settings: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	pool, err := pgxpool.New(context.Background(), os.Args[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
+		return 1
+	}
+	defer pool.Close()
+
+	h := handler{pool: pool, language: s.Language}
+	w, err := client.NewWorker(pool, client.WorkerConfig{
+		Queue:             s.Queue,
+		Handler:           h.handle,
+		Concurrency:       s.Concurrency,
+		Lease:             ms(s.LeaseMS),
+		HeartbeatInterval: ms(s.HeartbeatMS),
+		PollInterval:      ms(s.PollMS),
+		ReapInterval:      ms(s.ReapMS),
+		ShutdownTimeout:   ms(s.ShutdownMS),
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
+		return 1
+	}
+	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+type handler struct {
+	pool     *pgxpool.Pool
+	language string
+}
+
+// handle records its side effect, then does the payload's step for this
+// attempt: the step at index token-1, the last one past the end.
+func (h handler) handle(ctx context.Context, job *client.Job) error {
+	var p payload
+	if err := json.Unmarshal(job.Payload, &p); err != nil || len(p.Steps) == 0 {
+		return client.Permanent(fmt.Errorf("conformance: bad payload %s", job.Payload))
+	}
+	step := p.Steps[min(job.Token, len(p.Steps))-1]
+	if step == "noop" {
+		return nil // the benchmarks' handler: no side effect to record
+	}
+	if _, err := h.pool.Exec(ctx, `INSERT INTO conformance_effects (job_id, attempt, language, step) VALUES ($1, $2, $3, $4)`,
+		job.ID, job.Token, h.language, step); err != nil {
+		return fmt.Errorf("conformance: record side effect: %w", err)
+	}
+	kind, arg := splitStep(step)
+	msg := fmt.Sprintf("conformance: %s at attempt %d", kind, job.Token)
+	switch kind {
+	case "ok":
+		return nil
+	case "fail":
+		return errors.New(msg)
+	case "permanent":
+		return client.Permanent(errors.New(msg))
+	case "retry_after":
+		return client.RetryAfter(errors.New(msg), ms(arg))
+	case "snooze":
+		return client.Snooze(ms(arg))
+	case "throw":
+		panic(msg)
+	case "hang":
+		time.Sleep(ms(arg)) // ignores ctx on purpose: the scenario is a handler that does
+		return nil
+	case "wait_cancel":
+		select {
+		case <-ctx.Done():
+			// Not the cause's text: the worker must say "worker shutdown" itself.
+			return errors.New(msg + ": cancelled")
+		case <-time.After(10 * time.Second):
+			return errors.New(msg + ": never cancelled")
+		}
+	}
+	return client.Permanent(fmt.Errorf("conformance: unknown step %q", step))
+}
+
+// splitStep splits "retry_after:50" into ("retry_after", 50).
+func splitStep(step string) (string, int) {
+	for i := 0; i < len(step); i++ {
+		if step[i] == ':' {
+			var n int
+			_, _ = fmt.Sscanf(step[i+1:], "%d", &n)
+			return step[:i], n
+		}
+	}
+	return step, 0
+}

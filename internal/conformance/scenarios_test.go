@@ -1,0 +1,432 @@
+package conformance_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/conformance"
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// registry is conformance/scenarios.json.
+type registry struct {
+	Steps     map[string]string `json:"steps"`
+	Scenarios []scenario        `json:"scenarios"`
+}
+
+type scenario struct {
+	Name   string         `json:"name"`
+	About  string         `json:"about"`
+	Policy policy         `json:"policy"`
+	Worker map[string]int `json:"worker"`
+	Jobs   []struct {
+		Name  string   `json:"name"`
+		Steps []string `json:"steps"`
+	} `json:"jobs"`
+	// StopWhenRunning: the worker is told to stop as soon as every job
+	// runs, instead of when every job is finished.
+	StopWhenRunning bool                `json:"stop_when_running"`
+	Expect          map[string]endState `json:"expect"`
+}
+
+type policy struct {
+	Strategy         string `json:"strategy"`
+	BaseMS           int    `json:"base_ms"`
+	MaxDelayMS       int    `json:"max_delay_ms"`
+	MaxAttempts      int    `json:"max_attempts"`
+	LeaseMS          int    `json:"lease_ms"`
+	MaxLeaseExpiries *int   `json:"max_lease_expiries"`
+}
+
+// endState is what a job must look like when the worker has stopped.
+// Pointers are checked only when the scenario gives them.
+type endState struct {
+	Status        string  `json:"status"`
+	Reason        *string `json:"reason,omitempty"`
+	Attempts      int     `json:"attempts"`
+	Counted       int     `json:"counted"`
+	Errors        int     `json:"errors"`
+	LeaseExpiries *int    `json:"lease_expiries,omitempty"`
+	// LastError must be contained in the job's last_error: each language
+	// words an error its own way around the handler's message.
+	LastError string `json:"last_error,omitempty"`
+	// DueNow: the job's run_at is not in the future.
+	DueNow bool `json:"due_now,omitempty"`
+}
+
+func loadRegistry(t *testing.T) registry {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "conformance", "scenarios.json"))
+	require.NoError(t, err)
+	var r registry
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&r), "conformance/scenarios.json")
+	return r
+}
+
+// TestRegistryIsWellFormed: names are unique, every job has an expected
+// end state and every step is one the adapters know.
+func TestRegistryIsWellFormed(t *testing.T) {
+	r := loadRegistry(t)
+	require.NotEmpty(t, r.Scenarios)
+	seen := map[string]bool{}
+	for _, s := range r.Scenarios {
+		require.False(t, seen[s.Name], "scenario %q twice", s.Name)
+		seen[s.Name] = true
+		require.NotEmpty(t, s.About, s.Name)
+		require.Len(t, s.Expect, len(s.Jobs), "scenario %q: one expected end state per job", s.Name)
+		for _, j := range s.Jobs {
+			_, ok := s.Expect[j.Name]
+			require.True(t, ok, "scenario %q: job %q has no expected end state", s.Name, j.Name)
+			require.NotEmpty(t, j.Steps, "scenario %q: job %q", s.Name, j.Name)
+			for _, st := range j.Steps {
+				kind, _, hasArg := strings.Cut(st, ":")
+				key := kind
+				if hasArg {
+					key += ":MS"
+				}
+				_, ok := r.Steps[key]
+				require.True(t, ok, "scenario %q: unknown step %q", s.Name, st)
+			}
+		}
+	}
+}
+
+// TestScenarios runs every scenario against every language, each on a
+// fresh database; a language fails a scenario when a job's end state
+// differs from the expectation or a fencing invariant breaks.
+func TestScenarios(t *testing.T) {
+	r := loadRegistry(t)
+	langs := languages(t)
+	for _, s := range r.Scenarios {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			for _, l := range langs {
+				t.Run(l.Language, func(t *testing.T) {
+					t.Parallel()
+					runScenario(t, s, l)
+				})
+			}
+		})
+	}
+}
+
+func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dbURL := testdb.NewURL(t)
+	pool := testdb.Pool(t, dbURL)
+	setUpRecording(ctx, t, pool)
+	queue := "conformance_" + s.Name
+	setUpPolicy(ctx, t, pool, queue, s.Policy)
+
+	ids := map[string]int64{}
+	for _, j := range s.Jobs {
+		p, err := json.Marshal(map[string]any{"steps": j.Steps})
+		require.NoError(t, err)
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => $1, p_payload => $2::jsonb)`, queue, string(p)).Scan(&id))
+		ids[j.Name] = id
+	}
+
+	settings := map[string]any{"queue": queue, "language": l.Language}
+	for k, v := range s.Worker {
+		settings[k] = v
+	}
+	w := startWorker(t, l, dbURL, settings)
+
+	want := "status IN ('completed', 'dead_lettered', 'cancelled')"
+	if s.StopWhenRunning {
+		want = "status = 'running'"
+	}
+	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0 FROM backoff.jobs WHERE queue = $1`, want), queue)
+	w.stop(t)
+
+	for name, id := range ids {
+		checkEndState(ctx, t, pool, name, id, s.Expect[name])
+	}
+	checkFencing(ctx, t, pool)
+}
+
+// setUpRecording creates the tables where the handlers record their side
+// effects (one row per attempt that ran) and a trigger records every
+// transition of a job to completed: the evidence for "done twice".
+func setUpRecording(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(ctx, `
+CREATE TABLE public.conformance_effects (
+    job_id   bigint NOT NULL,
+    attempt  integer NOT NULL,
+    language text NOT NULL,
+    step     text NOT NULL,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE public.conformance_completions (
+    job_id  bigint NOT NULL,
+    attempt integer NOT NULL,
+    at      timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- SECURITY DEFINER: the settle functions run as backoff_owner, which may
+-- not write here.
+CREATE FUNCTION public.conformance_completed() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    IF NEW.status = 'completed' AND (TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM 'completed') THEN
+        INSERT INTO public.conformance_completions (job_id, attempt) VALUES (NEW.id, NEW.attempts);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER conformance_completed AFTER INSERT OR UPDATE ON backoff.jobs
+    FOR EACH ROW EXECUTE FUNCTION public.conformance_completed();
+GRANT INSERT ON public.conformance_effects TO PUBLIC;`)
+	require.NoError(t, err)
+}
+
+func setUpPolicy(ctx context.Context, t *testing.T, pool *pgxpool.Pool, queue string, p policy) {
+	t.Helper()
+	ms := func(n, def int) string {
+		if n == 0 {
+			n = def
+		}
+		return fmt.Sprintf("%d milliseconds", n)
+	}
+	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, strategy, base, max_delay, max_attempts, lease, max_lease_expiries)
+		VALUES ($1, $2, $3::interval, $4::interval, $5, $6::interval, $7)`,
+		queue, p.Strategy, ms(p.BaseMS, 1), ms(p.MaxDelayMS, 60000), p.MaxAttempts, ms(p.LeaseMS, 30000), p.MaxLeaseExpiries)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO backoff.queues (name, policy) VALUES ($1, $1)`, queue)
+	require.NoError(t, err)
+}
+
+// waitFor polls a condition (a query returning one boolean) every 20 ms.
+// It waits for the workers, not for a backoff: the policies' delays are
+// milliseconds.
+func waitFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
+	t.Helper()
+	for {
+		var ok bool
+		require.NoError(t, pool.QueryRow(ctx, query, args...).Scan(&ok), "waiting for %s", query)
+		if ok {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("gave up waiting for %s: %v", query, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// worker is a running adapter process.
+type worker struct {
+	lang   string
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	exited chan error
+}
+
+func startWorker(t *testing.T, l conformance.Adapter, dbURL string, settings map[string]any) *worker {
+	t.Helper()
+	b, err := json.Marshal(settings)
+	require.NoError(t, err)
+	cmd := l.Command(dbURL, string(b))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start(), "start the %s worker", l.Language)
+	w := &worker{lang: l.Language, cmd: cmd, out: out, exited: make(chan error, 1)}
+	go func() { w.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-w.exited
+		if t.Failed() {
+			t.Logf("%s worker's output:\n%s", l.Language, out.String())
+		}
+		w.exited <- nil
+	})
+	return w
+}
+
+// stop asks for the graceful shutdown (SIGTERM) and requires exit 0.
+func (w *worker) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-w.exited:
+		w.exited <- err // for the cleanup
+		require.NoError(t, err, "the %s worker's exit after SIGTERM:\n%s", w.lang, w.out.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the %s worker did not stop within 30s of SIGTERM:\n%s", w.lang, w.out.String())
+	}
+}
+
+// kill ends the worker with SIGKILL: no shutdown, no settle call.
+func (w *worker) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, w.cmd.Process.Kill())
+	err := <-w.exited
+	w.exited <- err
+}
+
+func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name string, id int64, want endState) {
+	t.Helper()
+	var (
+		got       endState
+		reason    *string
+		expiries  int
+		lastError *string
+		dueNow    bool
+	)
+	require.NoError(t, pool.QueryRow(ctx, `
+		SELECT status, dead_letter_reason, attempts, attempts - uncounted_attempts,
+		       jsonb_array_length(errors), lease_expiries, last_error, run_at <= now()
+		FROM backoff.jobs WHERE id = $1`, id).
+		Scan(&got.Status, &reason, &got.Attempts, &got.Counted, &got.Errors, &expiries, &lastError, &dueNow))
+	got.Reason, got.LeaseExpiries, got.DueNow = reason, &expiries, dueNow
+	if lastError != nil {
+		got.LastError = *lastError
+	}
+	desc := func(e endState) string {
+		s := fmt.Sprintf("status=%s attempts=%d counted=%d errors=%d", e.Status, e.Attempts, e.Counted, e.Errors)
+		if e.Reason != nil {
+			s += " reason=" + *e.Reason
+		}
+		if e.LeaseExpiries != nil {
+			s += fmt.Sprintf(" lease_expiries=%d", *e.LeaseExpiries)
+		}
+		return s
+	}
+	compare := got
+	if want.Reason == nil {
+		compare.Reason = nil
+	}
+	if want.LeaseExpiries == nil {
+		compare.LeaseExpiries = nil
+	}
+	require.Equal(t, desc(want), desc(compare), "job %q (id %d): end state", name, id)
+	if want.LastError != "" {
+		require.Contains(t, got.LastError, want.LastError, "job %q (id %d): last_error", name, id)
+	}
+	if want.DueNow {
+		require.True(t, got.DueNow, "job %q (id %d): due at once", name, id)
+	}
+}
+
+// checkFencing finds what counts as done twice (docs/adr/0069): a token
+// whose handler ran twice, a job completed twice, a completion by a token
+// that never ran or that was not the job's last claim, and an attempt
+// whose handler started after another attempt had completed the job. A
+// handler that ran again after its attempt was lost (a crash, an expired
+// lease) before the job was completed is at-least-once delivery, not a
+// double.
+func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	require.Empty(t, fencingViolations(ctx, t, pool), "done twice")
+}
+
+func fencingViolations(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(ctx, `
+		SELECT 'token ' || job_id || '/' || attempt || ' ran ' || count(*) || ' times'
+		FROM public.conformance_effects GROUP BY job_id, attempt HAVING count(*) > 1
+		UNION ALL
+		SELECT 'job ' || job_id || ' completed ' || count(*) || ' times'
+		FROM public.conformance_completions GROUP BY job_id HAVING count(*) > 1
+		UNION ALL
+		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', which never ran'
+		FROM public.conformance_completions AS c
+		WHERE NOT EXISTS (SELECT FROM public.conformance_effects AS e WHERE e.job_id = c.job_id AND e.attempt = c.attempt)
+		UNION ALL
+		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', not by its last claim ' || j.attempts
+		FROM public.conformance_completions AS c JOIN backoff.jobs AS j ON j.id = c.job_id
+		WHERE j.attempts <> c.attempt
+		UNION ALL
+		SELECT 'job ' || c.job_id || ': attempt ' || e.attempt || ' ran after attempt ' || c.attempt || ' completed it'
+		FROM public.conformance_completions AS c
+		JOIN public.conformance_effects AS e ON e.job_id = c.job_id AND e.attempt <> c.attempt AND e.at > c.at`)
+	require.NoError(t, err)
+	var broken []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		broken = append(broken, s)
+	}
+	require.NoError(t, rows.Err())
+	sort.Strings(broken)
+	return broken
+}
+
+// TestFencingViolationsAreFound: the check of "done twice" finds each kind
+// in recorded evidence, and nothing in a clean record.
+func TestFencingViolationsAreFound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t, testdb.NewURL(t))
+	setUpRecording(ctx, t, pool)
+	var ids []int64
+	for range 5 {
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => 'fencing')`).Scan(&id))
+		ids = append(ids, id)
+	}
+	// Claimed, failed and claimed again: every job's last claim is token 2.
+	_, err := pool.Exec(ctx, `SELECT backoff.claim(p_queue => 'fencing', p_worker => 'w', p_limit => 5)`)
+	require.NoError(t, err)
+	for _, id := range ids {
+		_, err = pool.Exec(ctx, `SELECT backoff.fail(p_job_id => $1, p_attempt => 1, p_error => 'crash')`, id)
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `SELECT backoff.claim(p_queue => 'fencing', p_worker => 'w', p_limit => 5, p_now => now() + interval '1 hour')`)
+	require.NoError(t, err)
+	// A clean record: job 0's token 1 crashed, token 2 completed it.
+	effect := func(id int64, attempt int, at string) {
+		_, err := pool.Exec(ctx, `INSERT INTO public.conformance_effects (job_id, attempt, language, step, at) VALUES ($1, $2, 'test', 'ok', now() + $3::interval)`, id, attempt, at)
+		require.NoError(t, err)
+	}
+	complete := func(id int64, attempt int) {
+		_, err := pool.Exec(ctx, `SELECT backoff.complete(p_job_id => $1, p_attempt => $2, p_now => now() + interval '1 hour')`, id, attempt)
+		require.NoError(t, err)
+	}
+	effect(ids[0], 1, "-2 seconds")
+	effect(ids[0], 2, "-1 second")
+	complete(ids[0], 2)
+	require.Empty(t, fencingViolations(ctx, t, pool))
+
+	effect(ids[1], 2, "0")
+	effect(ids[1], 2, "0") // token 2 ran twice
+	complete(ids[1], 2)
+	complete(ids[2], 2) // token 2 never ran
+	effect(ids[3], 2, "-1 second")
+	complete(ids[3], 2)
+	effect(ids[3], 1, "1 minute") // a stale attempt ran after the completion
+	effect(ids[4], 2, "-1 second")
+	complete(ids[4], 2)
+	_, err = pool.Exec(ctx, `INSERT INTO public.conformance_completions (job_id, attempt) VALUES ($1, 1)`, ids[4]) // completed again, by a token that was not the last
+	require.NoError(t, err)
+
+	got := strings.Join(fencingViolations(ctx, t, pool), "\n")
+	for _, want := range []string{
+		fmt.Sprintf("token %d/2 ran 2 times", ids[1]),
+		fmt.Sprintf("job %d completed by attempt 2, which never ran", ids[2]),
+		fmt.Sprintf("job %d: attempt 1 ran after attempt 2 completed it", ids[3]),
+		fmt.Sprintf("job %d completed 2 times", ids[4]),
+		fmt.Sprintf("job %d completed by attempt 1, not by its last claim 2", ids[4]),
+	} {
+		require.Contains(t, got, want)
+	}
+	require.NotContains(t, got, fmt.Sprintf("job %d ", ids[0]))
+}
