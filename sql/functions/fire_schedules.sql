@@ -127,14 +127,21 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH ins AS (
+        -- Into the current segment (docs/adr/0061). Each partition's unique
+        -- index on (schedule, schedule_slot) refuses a second job of a slot
+        -- in that partition, and NOT EXISTS one in another partition (the
+        -- schedule's row lock, held until commit, keeps a concurrent caller
+        -- from firing the same slot in between).
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
-                                       schedule, schedule_slot)
-        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at
+                                       schedule, schedule_slot, segment)
+        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
+               (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
+        WHERE NOT EXISTS (SELECT FROM backoff.jobs AS o WHERE o.schedule = s.name AND o.schedule_slot = f.at)
         ORDER BY f.ord
-        ON CONFLICT (schedule, schedule_slot) WHERE schedule IS NOT NULL DO NOTHING
+        ON CONFLICT DO NOTHING
         RETURNING j.schedule, j.schedule_slot, j.id
     )
     SELECT ins.schedule, ins.schedule_slot, ins.id FROM ins ORDER BY ins.schedule_slot, ins.id;
