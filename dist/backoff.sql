@@ -9140,8 +9140,8 @@ BEGIN
         FROM (SELECT FROM backoff.jobs AS j WHERE j.segment IN (1, 2, 3) LIMIT v_last - v_first + 1) AS l;
         v_next := v_cur % 3 + 1;
         IF v_live > v_last - v_first THEN
-            note := pg_catalog.format('segment %s keeps taking jobs: more jobs are live (%s) than it has taken (%s)',
-                                      v_cur, v_live, v_last - v_first);
+            note := pg_catalog.format('segment %s keeps taking jobs: more jobs are live than the %s it has taken',
+                                      v_cur, v_last - v_first);
         ELSIF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_next) THEN
             note := pg_catalog.format('segment %s keeps taking jobs: segment %s still holds jobs', v_cur, v_next);
         ELSE

@@ -260,6 +260,12 @@ export class Worker {
       } catch (err) {
         if (!signal.aborted) this.log.error("reap failed", { err });
       }
+      // The live jobs' segments, beside reap (docs/adr/0061).
+      try {
+        await this.client.rotate();
+      } catch (err) {
+        if (!signal.aborted) this.log.error("rotate failed", { err });
+      }
     }
   }
 

@@ -624,7 +624,12 @@ class Worker:
                 n = self.client.reap()
             except Exception as e:
                 log.error("reap failed: %s", e)
-                continue
-            if n:
-                log.info("reaped %d expired leases", n)
-                self._wake_all()
+            else:
+                if n:
+                    log.info("reaped %d expired leases", n)
+                    self._wake_all()
+            # The live jobs' segments, beside reap (docs/adr/0061).
+            try:
+                self.client.rotate()
+            except Exception as e:
+                log.error("rotate failed: %s", e)

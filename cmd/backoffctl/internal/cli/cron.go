@@ -168,7 +168,9 @@ func newCronInstallCommand() *cobra.Command {
 		Short: "Schedule backoff.reap() in this database with pg_cron",
 		Long: `Schedule SELECT backoff.reap(p_limit => N) with pg_cron, to run in the
 database of --database-url on --schedule (cron syntax, or pg_cron's
-'N seconds'). Installing again with other settings updates the job; with the
+'N seconds'), followed by SELECT backoff.rotate(), which keeps the live jobs'
+segments small (docs/adr/0061): a schedule of a few seconds suits a busy
+queue. Installing again with other settings updates the job; with the
 same settings it prints "no change".`,
 		Example: `  backoffctl cron install
   backoffctl cron install --schedule '*/5 * * * *'`,
@@ -197,6 +199,15 @@ same settings it prints "no change".`,
 				return fmt.Errorf("database %q has no backoff.reap: run `backoffctl migrate up` first", t.database)
 			}
 			command := "SELECT backoff.reap(p_limit => " + strconv.Itoa(limit) + ")"
+			// Rotation of the live segments runs beside reap (docs/adr/0061),
+			// where the schema has it (version 5 and later).
+			var rotates bool
+			if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.rotate(timestamptz)') IS NOT NULL`).Scan(&rotates); err != nil {
+				return fmt.Errorf("check backoff.rotate: %w", err)
+			}
+			if rotates {
+				command += "; SELECT backoff.rotate()"
+			}
 			cur, err := t.job(ctx)
 			if err != nil {
 				return err
