@@ -6064,8 +6064,8 @@ CREATE TABLE backoff.jobs_live_3 PARTITION OF backoff.jobs FOR VALUES IN (3);
 -- A partitioned table's unique index must contain the partition key: ids
 -- are unique by their sequence, and each partition checks it for its rows
 -- (the same index serves by-id lookups). The slot of a schedule is unique
--- per partition; across partitions fire_schedules checks it under the
--- schedule's row lock.
+-- per partition; across partitions the schedule's row lock in
+-- fire_schedules is the guarantee.
 ALTER TABLE backoff.jobs_live_1 ADD CONSTRAINT jobs_live_1_pkey PRIMARY KEY (id);
 ALTER TABLE backoff.jobs_live_2 ADD CONSTRAINT jobs_live_2_pkey PRIMARY KEY (id);
 ALTER TABLE backoff.jobs_live_3 ADD CONSTRAINT jobs_live_3_pkey PRIMARY KEY (id);
@@ -7625,8 +7625,7 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 
 -- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
 -- that holds the key (held), or the key taken for job_id (p_job_id, else an
--- id drawn from the job sequence only when the key is free, so that a
--- deduplicated enqueue uses no id). A partitioned backoff.jobs cannot hold a
+-- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
 -- unique index without its segment, so the keys of unfinished jobs live in
 -- backoff.dedupe_keys, unique there (docs/adr/0061). A row whose job is no
 -- longer unfinished (an admin's direct write to backoff.jobs) is taken over.
@@ -7791,8 +7790,11 @@ BEGIN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
     END IF;
     -- The key is held in backoff.dedupe_keys (docs/adr/0061): take it for
-    -- a new id, or return the unfinished job that holds it.
-    SELECT k.held, k.job_id INTO v_held, v_id FROM backoff._take_dedupe_key(p_queue, p_dedupe_key, NULL) AS k;
+    -- a new id, or return the unfinished job that holds it. The id is drawn
+    -- either way, as the INSERT ... ON CONFLICT of one table did, so that
+    -- ids follow as they always have.
+    v_id := pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass);
+    v_held := (SELECT k.held FROM backoff._take_dedupe_key(p_queue, p_dedupe_key, v_id) AS k);
     IF v_held IS NOT NULL THEN
         RETURN v_held;
     END IF;
@@ -11711,11 +11713,11 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH ins AS (
-        -- Into the current segment (docs/adr/0061). Each partition's unique
-        -- index on (schedule, schedule_slot) refuses a second job of a slot
-        -- in that partition, and NOT EXISTS one in another partition (the
-        -- schedule's row lock, held until commit, keeps a concurrent caller
-        -- from firing the same slot in between).
+        -- Into the current segment (docs/adr/0061). A unique index cannot
+        -- span the partitions: each partition's on (schedule,
+        -- schedule_slot) refuses a second job of a slot in that partition;
+        -- across partitions the schedule's row lock, under which the slot
+        -- fires and next_fire_at moves past it, is the guarantee.
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                        schedule, schedule_slot, segment)
         SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
@@ -11723,7 +11725,6 @@ BEGIN
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
-        WHERE NOT EXISTS (SELECT FROM backoff.jobs AS o WHERE o.schedule = s.name AND o.schedule_slot = f.at)
         ORDER BY f.ord
         ON CONFLICT DO NOTHING
         RETURNING j.schedule, j.schedule_slot, j.id

@@ -1,7 +1,6 @@
 -- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
 -- that holds the key (held), or the key taken for job_id (p_job_id, else an
--- id drawn from the job sequence only when the key is free, so that a
--- deduplicated enqueue uses no id). A partitioned backoff.jobs cannot hold a
+-- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
 -- unique index without its segment, so the keys of unfinished jobs live in
 -- backoff.dedupe_keys, unique there (docs/adr/0061). A row whose job is no
 -- longer unfinished (an admin's direct write to backoff.jobs) is taken over.

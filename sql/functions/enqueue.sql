@@ -109,8 +109,11 @@ BEGIN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
     END IF;
     -- The key is held in backoff.dedupe_keys (docs/adr/0061): take it for
-    -- a new id, or return the unfinished job that holds it.
-    SELECT k.held, k.job_id INTO v_held, v_id FROM backoff._take_dedupe_key(p_queue, p_dedupe_key, NULL) AS k;
+    -- a new id, or return the unfinished job that holds it. The id is drawn
+    -- either way, as the INSERT ... ON CONFLICT of one table did, so that
+    -- ids follow as they always have.
+    v_id := pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass);
+    v_held := (SELECT k.held FROM backoff._take_dedupe_key(p_queue, p_dedupe_key, v_id) AS k);
     IF v_held IS NOT NULL THEN
         RETURN v_held;
     END IF;

@@ -127,11 +127,11 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH ins AS (
-        -- Into the current segment (docs/adr/0061). Each partition's unique
-        -- index on (schedule, schedule_slot) refuses a second job of a slot
-        -- in that partition, and NOT EXISTS one in another partition (the
-        -- schedule's row lock, held until commit, keeps a concurrent caller
-        -- from firing the same slot in between).
+        -- Into the current segment (docs/adr/0061). A unique index cannot
+        -- span the partitions: each partition's on (schedule,
+        -- schedule_slot) refuses a second job of a slot in that partition;
+        -- across partitions the schedule's row lock, under which the slot
+        -- fires and next_fire_at moves past it, is the guarantee.
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                        schedule, schedule_slot, segment)
         SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
@@ -139,7 +139,6 @@ BEGIN
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
-        WHERE NOT EXISTS (SELECT FROM backoff.jobs AS o WHERE o.schedule = s.name AND o.schedule_slot = f.at)
         ORDER BY f.ord
         ON CONFLICT DO NOTHING
         RETURNING j.schedule, j.schedule_slot, j.id

@@ -268,8 +268,8 @@ CREATE TABLE backoff.jobs_live_3 PARTITION OF backoff.jobs FOR VALUES IN (3);
 -- A partitioned table's unique index must contain the partition key: ids
 -- are unique by their sequence, and each partition checks it for its rows
 -- (the same index serves by-id lookups). The slot of a schedule is unique
--- per partition; across partitions fire_schedules checks it under the
--- schedule's row lock.
+-- per partition; across partitions the schedule's row lock in
+-- fire_schedules is the guarantee.
 ALTER TABLE backoff.jobs_live_1 ADD CONSTRAINT jobs_live_1_pkey PRIMARY KEY (id);
 ALTER TABLE backoff.jobs_live_2 ADD CONSTRAINT jobs_live_2_pkey PRIMARY KEY (id);
 ALTER TABLE backoff.jobs_live_3 ADD CONSTRAINT jobs_live_3_pkey PRIMARY KEY (id);
