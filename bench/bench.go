@@ -200,7 +200,10 @@ const queue = "bench"
 
 // rawTableSQL makes the limit's table: the same columns, defaults,
 // constraints and indexes as backoff.jobs, with no functions around it.
-const rawTableSQL = `CREATE TABLE public.raw_jobs (LIKE backoff.jobs INCLUDING ALL)`
+// backoff.jobs is partitioned (docs/adr/0061): its copy is one table, and
+// the primary key on id that each partition has is declared here.
+const rawTableSQL = `CREATE TABLE public.raw_jobs (LIKE backoff.jobs INCLUDING ALL);
+ALTER TABLE public.raw_jobs ADD PRIMARY KEY (id)`
 
 func newBench(ctx context.Context, cfg Config, adminURL string, out io.Writer) (*bench, error) {
 	admin, err := pgx.Connect(ctx, adminURL)
@@ -236,7 +239,20 @@ func newBench(ctx context.Context, cfg Config, adminURL string, out io.Writer) (
 		return nil, fmt.Errorf("create raw_jobs: %w", err)
 	}
 	if cfg.JobsReloptions != "" {
-		for _, table := range []string{oursTable, rawTable} {
+		// On every partition of backoff.jobs (a partitioned table has no
+		// storage of its own to set).
+		rows, err := conn.Query(ctx, `SELECT p.relid::regclass::text FROM pg_catalog.pg_partition_tree($1::regclass) AS p
+			WHERE p.isleaf UNION ALL SELECT $2`, oursTable, rawTable)
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("list the job tables: %w", err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			b.close()
+			return nil, fmt.Errorf("list the job tables: %w", err)
+		}
+		for _, table := range tables {
 			if _, err := conn.Exec(ctx, "ALTER TABLE "+table+" SET ("+cfg.JobsReloptions+")"); err != nil {
 				b.close()
 				return nil, fmt.Errorf("set %s (%s): %w", table, cfg.JobsReloptions, err)

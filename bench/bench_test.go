@@ -179,7 +179,8 @@ func TestJobsReloptions(t *testing.T) {
 	db, drop, err := b.freshDatabase(t.Context())
 	require.NoError(t, err)
 	defer drop()
-	for _, table := range []string{oursTable, rawTable} {
+	// backoff.jobs's partitions (docs/adr/0061), and raw_jobs.
+	for _, table := range []string{"backoff.jobs_finished", "backoff.jobs_live_1", "backoff.jobs_live_2", "backoff.jobs_live_3", rawTable} {
 		var opts []string
 		require.NoError(t, db.pool.QueryRow(t.Context(), `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`, table).Scan(&opts))
 		require.Equal(t, []string{"fillfactor=90", "autovacuum_vacuum_scale_factor=0"}, opts, table)

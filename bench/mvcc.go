@@ -67,7 +67,7 @@ func mvccDrivers() []queueDriver {
 	return []queueDriver{
 		{
 			name:  "functions",
-			about: "backoff.enqueue (the array form), backoff.claim, backoff.complete_many on backoff.jobs",
+			about: "backoff.enqueue (the array form), backoff.claim, backoff.complete_many on backoff.jobs, backoff.rotate once a second",
 			table: oursTable,
 			// The array form as the Go client's EnqueueMany calls it.
 			enqueue: `SELECT id FROM backoff.enqueue(p_queues => $1::text[], p_payloads => $2::jsonb[],
@@ -75,6 +75,9 @@ func mvccDrivers() []queueDriver {
 				p_dedupe_keys => NULL::text[]) AS t(id)`,
 			claim:    fmt.Sprintf(`SELECT id, attempts, payload FROM backoff.claim($1::text, $2::text, %d)`, mvccClaimBatch),
 			complete: `SELECT id FROM backoff.complete_many($1::bigint[], $2::integer[]) AS t(id)`,
+			// The live segments' rotation, as a Worker runs it beside reap
+			// (docs/adr/0061).
+			maintenance: `SELECT * FROM backoff.rotate()`,
 		},
 		{
 			name:     "sql",
@@ -455,12 +458,18 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 		// The load's backends send their table statistics at most a second
 		// late (PGSTAT_MIN_INTERVAL), which an interval of seconds absorbs:
 		// live and dead tuples are approximate by that much.
-		err := db.pool.QueryRow(ctx, `SELECT coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
-				pg_catalog.pg_total_relation_size($1::regclass),
+		// Summed over the table's partitions (backoff.jobs: its segments,
+		// docs/adr/0061); a plain table has no partition tree and stands
+		// alone.
+		err := db.pool.QueryRow(ctx, `SELECT coalesce(sum(s.n_live_tup), 0)::bigint, coalesce(sum(s.n_dead_tup), 0)::bigint,
+				sum(pg_catalog.pg_total_relation_size(p.relid))::bigint,
 				(pg_catalog.pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint,
 				(SELECT coalesce(max(greatest(pg_catalog.age(a.backend_xmin), pg_catalog.age(a.backend_xid))), 0)
 				 FROM pg_catalog.pg_stat_activity AS a WHERE a.datname = pg_catalog.current_database())
-			FROM (SELECT) AS one LEFT JOIN pg_catalog.pg_stat_user_tables AS s ON s.relid = $1::regclass`,
+			FROM (SELECT t.relid FROM pg_catalog.pg_partition_tree($1::regclass) AS t WHERE t.isleaf
+			      UNION ALL
+			      SELECT $1::regclass WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_partition_tree($1::regclass))) AS p
+			LEFT JOIN pg_catalog.pg_stat_user_tables AS s ON s.relid = p.relid`,
 			d.table).Scan(&c.live, &c.dead, &c.size, &c.wal, &c.xminAge)
 		if err != nil {
 			return c, fmt.Errorf("sample the table's statistics: %w", err)

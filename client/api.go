@@ -453,6 +453,56 @@ func (c *Client) Reap(ctx context.Context, limit int) (int, error) {
 	return int(n), nil
 }
 
+// Rotation is what one call of backoff.rotate did on one database (one row
+// per shard through a router): the live jobs' segments (docs/adr/0061).
+type Rotation struct {
+	// Segment is the current segment after the call, the one enqueue
+	// inserts into.
+	Segment int
+	// SwitchedFrom is the segment that was current before, when the call
+	// made the next one current; 0 when it did not.
+	SwitchedFrom int
+	// Moved counts the rows moved out of segments that are not current.
+	Moved int64
+	// Truncated lists the segments emptied by TRUNCATE.
+	Truncated []int
+	// Note says why a segment was not switched or not truncated, or is "".
+	Note string
+}
+
+// Rotate maintains the segments the live jobs are stored in: it makes the
+// next segment current when the current one has taken enough jobs, moves
+// the rows left behind, and truncates a segment that holds none. A Worker
+// calls it with every reap; call it yourself, about once a second, where no
+// Worker runs and pg_cron does not (backoffctl cron install).
+func (c *Client) Rotate(ctx context.Context) ([]Rotation, error) {
+	op := "rotate the job segments"
+	call, values := c.fn("rotate")
+	rows, err := c.db.Query(ctx, "SELECT current_segment, coalesce(switched_from, 0), moved, truncated, coalesce(note, '') FROM "+call, values...)
+	if err != nil {
+		return nil, translate(op, 0, err)
+	}
+	defer rows.Close()
+	var out []Rotation
+	for rows.Next() {
+		var r Rotation
+		var seg, from int16
+		var truncated []int16
+		if err := rows.Scan(&seg, &from, &r.Moved, &truncated, &r.Note); err != nil {
+			return nil, translate(op, 0, err)
+		}
+		r.Segment, r.SwitchedFrom = int(seg), int(from)
+		for _, s := range truncated {
+			r.Truncated = append(r.Truncated, int(s))
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, translate(op, 0, err)
+	}
+	return out, nil
+}
+
 // Prune deletes up to limit (0: the function's default) finished jobs
 // older than olderThan and returns how many it deleted.
 func (c *Client) Prune(ctx context.Context, olderThan time.Duration, limit int) (int, error) {

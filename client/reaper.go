@@ -2,23 +2,34 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// maintain is the worker's maintenance loop: it reaps expired leases every
-// ReapInterval and fires due schedules every ScheduleInterval, one call at
-// a time, so that both share one connection of the pool and no leader is
-// needed (backoff.reap and backoff.fire_schedules are safe to run from
-// many workers at once). Each runs once at start: a worker restarted after
-// a crash frees what its predecessor stranded, and fires what came due
-// while none ran, without waiting an interval.
+// maintain is the worker's maintenance loop: it reaps expired leases and
+// rotates the job segments every ReapInterval, and fires due schedules
+// every ScheduleInterval, one call at a time, so that all share one
+// connection of the pool and no leader is needed (backoff.reap,
+// backoff.rotate and backoff.fire_schedules are safe to run from many
+// workers at once). Each runs once at start: a worker restarted after a
+// crash frees what its predecessor stranded, and fires what came due while
+// none ran, without waiting an interval.
 func (w *Worker) maintain(ctx context.Context) {
 	var reapC, fireC <-chan time.Time
+	rotate := true // until the schema turns out to have no backoff.rotate
+	reapAndRotate := func() {
+		w.reap(ctx)
+		if rotate {
+			rotate = w.rotate(ctx)
+		}
+	}
 	if w.cfg.ReapInterval > 0 {
 		t := time.NewTicker(w.cfg.ReapInterval)
 		defer t.Stop()
 		reapC = t.C
-		w.reap(ctx)
+		reapAndRotate()
 	}
 	if w.cfg.ScheduleInterval > 0 {
 		t := time.NewTicker(w.cfg.ScheduleInterval)
@@ -31,7 +42,7 @@ func (w *Worker) maintain(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-reapC:
-			w.reap(ctx)
+			reapAndRotate()
 		case <-fireC:
 			w.fireSchedules(ctx)
 		}
@@ -80,4 +91,27 @@ func (w *Worker) wakeProducers() {
 	for _, p := range w.producers {
 		signal(p.wake)
 	}
+}
+
+// rotate runs backoff.rotate beside reap (docs/adr/0061): it keeps the
+// segments that hold the live jobs small, so that an old snapshot cannot
+// slow the claims. It reports whether to go on: a schema without rotate
+// (before version 5) has nothing to rotate.
+func (w *Worker) rotate(ctx context.Context) bool {
+	rs, err := w.c.Rotate(ctx)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "42883":
+		w.log.Info("the schema has no backoff.rotate: the job segments are not rotated (migrate to version 5)")
+		return false
+	case err != nil && ctx.Err() == nil:
+		w.log.Error("rotate failed", "err", err)
+	}
+	for _, r := range rs {
+		if r.SwitchedFrom != 0 || len(r.Truncated) > 0 || r.Note != "" {
+			w.log.Debug("rotated the job segments", "segment", r.Segment, "switched_from", r.SwitchedFrom,
+				"moved", r.Moved, "truncated", r.Truncated, "note", r.Note)
+		}
+	}
+	return true
 }

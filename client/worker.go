@@ -89,8 +89,10 @@ type WorkerConfig struct {
 	// notification woke it: retries coming due, a missed wake-up
 	// (default 1s). It bounds how late a job can start.
 	PollInterval time.Duration
-	// ReapInterval is how often this worker reaps expired leases (default
-	// 5s; negative: never, when something else runs backoff.reap).
+	// ReapInterval is how often this worker reaps expired leases and
+	// rotates the segments the live jobs are stored in (backoff.rotate,
+	// docs/adr/0061) (default 5s; negative: never, when something else runs
+	// backoff.reap and backoff.rotate, e.g. backoffctl cron install).
 	ReapInterval time.Duration
 	// ScheduleInterval is how often this worker fires the periodic jobs
 	// that came due (backoff.fire_schedules, docs/schedules.md; default 1s;

@@ -5951,6 +5951,247 @@ DROP FUNCTION IF EXISTS backoff._push_error(jsonb, integer, integer, timestamptz
 DROP FUNCTION IF EXISTS backoff.overview(timestamptz, integer);
 DROP FUNCTION IF EXISTS backoff.stats(interval, timestamptz);
 
+-- == Live jobs in rotating segments (docs/adr/0061) ==
+-- backoff.jobs becomes a table partitioned by LIST (segment): the live jobs
+-- (pending, running, retrying) in segments 1, 2 and 3, of which one is
+-- current (backoff.segments: enqueue inserts there), the finished ones in
+-- segment 0 (backoff.jobs_finished), which the hot path only inserts into.
+-- Finishing a job deletes its live row and inserts the finished one in one
+-- statement; backoff.rotate makes the next empty segment current, moves
+-- the few live rows left behind and TRUNCATEs a segment that holds none,
+-- which drops its dead row versions and index entries whatever snapshot is
+-- open. The parent keeps the name, so every read of backoff.jobs (the UI,
+-- the CLI, row-level security, grants) is unchanged.
+--
+-- Today's table becomes segment 0 as it is: a `segment` column with a
+-- constant default (no rewrite), a CHECK validated by one scan so that
+-- ATTACH does not scan again, and its indexes attached to the parent's
+-- partitioned indexes of the same definition (no build). Only the live
+-- rows are moved (found through the claim and lease indexes), so apart
+-- from that scan the cost follows the live jobs, not the history.
+--
+-- The functions whose signature names the row type of backoff.jobs go
+-- first: after the rename they would name the finished partition's.
+DO $$
+DECLARE
+    v_fn pg_catalog.regprocedure;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::pg_catalog.regprocedure
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+          AND ('backoff.jobs'::pg_catalog.regtype = p.prorettype
+               OR 'backoff.jobs'::pg_catalog.regtype = ANY (p.proargtypes::pg_catalog.oid[])
+               OR 'backoff.jobs'::pg_catalog.regtype = ANY (coalesce(p.proallargtypes, '{}')))
+    LOOP
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', v_fn);
+    END LOOP;
+END
+$$;
+ALTER TABLE backoff.jobs RENAME TO jobs_finished;
+ALTER INDEX backoff.jobs_pkey RENAME TO jobs_finished_pkey;
+ALTER INDEX backoff.jobs_claimable_idx RENAME TO jobs_finished_claimable_idx;
+ALTER INDEX backoff.jobs_lease_idx RENAME TO jobs_finished_lease_idx;
+ALTER INDEX backoff.jobs_finished_idx RENAME TO jobs_finished_finished_idx;
+ALTER INDEX backoff.jobs_failed_idx RENAME TO jobs_finished_failed_idx;
+ALTER INDEX backoff.jobs_dead_idx RENAME TO jobs_finished_dead_idx;
+ALTER INDEX backoff.jobs_dead_letters_idx RENAME TO jobs_finished_dead_letters_idx;
+ALTER INDEX backoff.jobs_schedule_live_idx RENAME TO jobs_finished_schedule_live_idx;
+ALTER INDEX backoff.jobs_schedule_slot_idx RENAME TO jobs_finished_schedule_slot_idx;
+ALTER STATISTICS backoff.jobs_queue_status RENAME TO jobs_finished_queue_status;
+
+CREATE TABLE backoff.jobs (
+    id                 bigint GENERATED ALWAYS AS IDENTITY,
+    queue              text NOT NULL CONSTRAINT jobs_queue_check CHECK (queue <> ''),
+    payload            jsonb NOT NULL DEFAULT '{}',
+    status             text NOT NULL DEFAULT 'pending'
+                       CONSTRAINT jobs_status_check
+                       CHECK (status IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')),
+    priority           integer NOT NULL DEFAULT 0,
+    attempts           integer NOT NULL DEFAULT 0 CONSTRAINT jobs_attempts_check CHECK (attempts >= 0),
+    max_attempts       integer CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
+    policy             text,
+    run_at             timestamptz NOT NULL,
+    lease_until        timestamptz,
+    locked_by          text,
+    last_attempted_at  timestamptz,
+    last_failed_at     timestamptz,
+    last_error         text,
+    errors             jsonb NOT NULL DEFAULT '[]',
+    dead_letter_reason text CONSTRAINT jobs_dead_letter_reason_check
+                       CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries')),
+    dedupe_key         text,
+    created_at         timestamptz NOT NULL,
+    completed_at       timestamptz,
+    uncounted_attempts integer NOT NULL DEFAULT 0,
+    lease_expiries     integer NOT NULL DEFAULT 0,
+    schedule           text,
+    schedule_slot      timestamptz,
+    -- 0: finished jobs; 1-3: live jobs, one segment current. The functions
+    -- always name it. An admin's INSERT without it lands in 0, whatever its
+    -- status: every function finds a job in any segment, and backoff.rotate
+    -- moves a live one out of 0.
+    segment            smallint NOT NULL DEFAULT 0,
+    CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL)),
+    CONSTRAINT jobs_uncounted_attempts_check CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts)
+) PARTITION BY LIST (segment);
+-- The identity continues the old table's sequence (its range too: a shard's
+-- ids carry the shard, docs/adr/0034); the old identity then goes, and the
+-- sequence takes its name.
+DO $$
+DECLARE
+    v_old  pg_catalog.regclass := pg_catalog.pg_get_serial_sequence('backoff.jobs_finished', 'id')::pg_catalog.regclass;
+    v_new  pg_catalog.regclass := pg_catalog.pg_get_serial_sequence('backoff.jobs', 'id')::pg_catalog.regclass;
+    v_seq  record;
+    v_last bigint := pg_catalog.pg_sequence_last_value(v_old);
+BEGIN
+    SELECT s.seqstart, s.seqmin, s.seqmax, s.seqincrement, s.seqcache, s.seqcycle INTO v_seq
+    FROM pg_catalog.pg_sequence AS s WHERE s.seqrelid = v_old;
+    EXECUTE pg_catalog.format(
+        'ALTER TABLE backoff.jobs ALTER COLUMN id SET INCREMENT BY %s SET MINVALUE %s SET MAXVALUE %s SET START WITH %s SET CACHE %s SET %s',
+        v_seq.seqincrement, v_seq.seqmin, v_seq.seqmax, v_seq.seqstart, v_seq.seqcache,
+        CASE WHEN v_seq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
+    IF v_last IS NOT NULL THEN
+        PERFORM pg_catalog.setval(v_new, v_last, true);
+    END IF;
+    ALTER TABLE backoff.jobs_finished ALTER COLUMN id DROP IDENTITY;
+    EXECUTE pg_catalog.format('ALTER SEQUENCE %s RENAME TO jobs_id_seq', v_new);
+END
+$$;
+CREATE TABLE backoff.jobs_live_1 PARTITION OF backoff.jobs FOR VALUES IN (1);
+CREATE TABLE backoff.jobs_live_2 PARTITION OF backoff.jobs FOR VALUES IN (2);
+CREATE TABLE backoff.jobs_live_3 PARTITION OF backoff.jobs FOR VALUES IN (3);
+-- A partitioned table's unique index must contain the partition key: ids
+-- are unique by their sequence, and each partition checks it for its rows
+-- (the same index serves by-id lookups). The slot of a schedule is unique
+-- per partition; across partitions the schedule's row lock in
+-- fire_schedules is the guarantee.
+ALTER TABLE backoff.jobs_live_1 ADD CONSTRAINT jobs_live_1_pkey PRIMARY KEY (id);
+ALTER TABLE backoff.jobs_live_2 ADD CONSTRAINT jobs_live_2_pkey PRIMARY KEY (id);
+ALTER TABLE backoff.jobs_live_3 ADD CONSTRAINT jobs_live_3_pkey PRIMARY KEY (id);
+CREATE UNIQUE INDEX jobs_live_1_schedule_slot_idx ON backoff.jobs_live_1 (schedule, schedule_slot) WHERE schedule IS NOT NULL;
+CREATE UNIQUE INDEX jobs_live_2_schedule_slot_idx ON backoff.jobs_live_2 (schedule, schedule_slot) WHERE schedule IS NOT NULL;
+CREATE UNIQUE INDEX jobs_live_3_schedule_slot_idx ON backoff.jobs_live_3 (schedule, schedule_slot) WHERE schedule IS NOT NULL;
+-- The indexes of migrations 001 and 004, partitioned (same definitions, so
+-- ATTACH below adopts the old table's). Each segment's are created first,
+-- under names that say what they are, and the parent's adopt them.
+DO $$
+DECLARE
+    v_seg integer;
+BEGIN
+    FOR v_seg IN 1..3 LOOP
+        EXECUTE pg_catalog.format($i$
+            CREATE INDEX jobs_live_%1$s_claimable_idx ON backoff.jobs_live_%1$s (queue, priority DESC, run_at, id) INCLUDE (status)
+                WHERE status IN ('pending', 'retrying');
+            CREATE INDEX jobs_live_%1$s_lease_idx ON backoff.jobs_live_%1$s (lease_until) WHERE lease_until IS NOT NULL;
+            CREATE INDEX jobs_live_%1$s_finished_idx ON backoff.jobs_live_%1$s (queue, completed_at, id) INCLUDE (status)
+                WHERE completed_at IS NOT NULL;
+            CREATE INDEX jobs_live_%1$s_failed_idx ON backoff.jobs_live_%1$s (last_failed_at) WHERE last_failed_at IS NOT NULL;
+            CREATE INDEX jobs_live_%1$s_dead_idx ON backoff.jobs_live_%1$s (status, queue, id)
+                WHERE status IN ('dead_lettered', 'cancelled');
+            CREATE INDEX jobs_live_%1$s_dead_letters_idx ON backoff.jobs_live_%1$s (queue, dead_letter_reason, completed_at, id)
+                WHERE status = 'dead_lettered';
+            CREATE INDEX jobs_live_%1$s_schedule_live_idx ON backoff.jobs_live_%1$s (schedule)
+                WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+            $i$, v_seg);
+    END LOOP;
+END
+$$;
+CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id) INCLUDE (status)
+    WHERE status IN ('pending', 'retrying');
+CREATE INDEX jobs_lease_idx ON backoff.jobs (lease_until) WHERE lease_until IS NOT NULL;
+CREATE INDEX jobs_finished_idx ON backoff.jobs (queue, completed_at, id) INCLUDE (status)
+    WHERE completed_at IS NOT NULL;
+CREATE INDEX jobs_failed_idx ON backoff.jobs (last_failed_at) WHERE last_failed_at IS NOT NULL;
+CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id) WHERE status IN ('dead_lettered', 'cancelled');
+CREATE INDEX jobs_dead_letters_idx ON backoff.jobs (queue, dead_letter_reason, completed_at, id)
+    WHERE status = 'dead_lettered';
+CREATE INDEX jobs_schedule_live_idx ON backoff.jobs (schedule)
+    WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
+ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
+
+-- Which segment is current, and the id sequence's value when it became
+-- current (backoff.rotate counts the jobs it took from that). Written by
+-- backoff.rotate only.
+CREATE TABLE backoff.segments (
+    segment     smallint PRIMARY KEY CONSTRAINT segments_segment_check CHECK (segment BETWEEN 1 AND 3),
+    current     boolean NOT NULL,
+    first_id    bigint NOT NULL,
+    switched_at timestamptz NOT NULL
+);
+CREATE UNIQUE INDEX segments_one_current ON backoff.segments (current) WHERE current;
+INSERT INTO backoff.segments (segment, current, first_id, switched_at)
+SELECT g, g = 1, coalesce(pg_catalog.pg_sequence_last_value('backoff.jobs_id_seq'), 0), pg_catalog.now()
+FROM pg_catalog.generate_series(1, 3) AS g;
+-- How many jobs the current segment takes before the next one becomes
+-- current (at least: never fewer than the live jobs, docs/adr/0061). Under
+-- an old snapshot a claim walks the dead entries of about that many
+-- claims: the prototype held the offered rate with segments of 10,000 to
+-- 12,500 jobs, and the benchmark's smoke run fell behind with 50,000.
+ALTER TABLE backoff.settings
+    ADD COLUMN segment_jobs bigint NOT NULL DEFAULT 10000
+        CONSTRAINT settings_segment_jobs_check CHECK (segment_jobs >= 1);
+
+-- One row per unfinished job that carries a dedupe key: the key is unique
+-- here, as the partial unique index of migration 001 made it among the
+-- unfinished jobs of one table. Written by enqueue, removed when the job
+-- finishes, written again by replay.
+CREATE TABLE backoff.dedupe_keys (
+    queue      text NOT NULL,
+    dedupe_key text NOT NULL,
+    job_id     bigint NOT NULL,
+    CONSTRAINT dedupe_keys_pkey PRIMARY KEY (queue, dedupe_key)
+);
+DROP INDEX backoff.jobs_dedupe_key_idx;
+
+-- Move the live rows, then attach what is left as segment 0.
+WITH d AS (
+    DELETE FROM backoff.jobs_finished AS j
+    WHERE j.status IN ('pending', 'retrying') OR j.lease_until IS NOT NULL
+    RETURNING j.*
+), k AS (
+    INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+    SELECT d.queue, d.dedupe_key, d.id FROM d WHERE d.dedupe_key IS NOT NULL
+)
+INSERT INTO backoff.jobs (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                          lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                          dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                          lease_expiries, schedule, schedule_slot, segment)
+OVERRIDING SYSTEM VALUE
+SELECT d.id, d.queue, d.payload, d.status, d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+       d.lease_until, d.locked_by, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+       d.dead_letter_reason, d.dedupe_key, d.created_at, d.completed_at, d.uncounted_attempts,
+       d.lease_expiries, d.schedule, d.schedule_slot, 1
+FROM d;
+ALTER TABLE backoff.jobs_finished
+    ADD COLUMN segment smallint NOT NULL DEFAULT 0,
+    ADD CONSTRAINT jobs_finished_segment_check CHECK (segment = 0) NOT VALID;
+ALTER TABLE backoff.jobs_finished VALIDATE CONSTRAINT jobs_finished_segment_check;
+ALTER TABLE backoff.jobs ATTACH PARTITION backoff.jobs_finished FOR VALUES IN (0);
+-- The partition constraint says the same from now on.
+ALTER TABLE backoff.jobs_finished DROP CONSTRAINT jobs_finished_segment_check;
+
+-- Owner, grants and row-level security of migrations 003, 004 and this
+-- one, on the parent (the partitions are reached through it; the old
+-- table keeps its own, which apply to it alone).
+-- (The owner truncates the segments in backoff.rotate; ALTER TABLE ... OWNER
+-- does not recurse to partitions.)
+ALTER TABLE backoff.jobs OWNER TO backoff_owner;
+ALTER TABLE backoff.jobs_live_1 OWNER TO backoff_owner;
+ALTER TABLE backoff.jobs_live_2 OWNER TO backoff_owner;
+ALTER TABLE backoff.jobs_live_3 OWNER TO backoff_owner;
+ALTER TABLE backoff.segments OWNER TO backoff_owner;
+ALTER TABLE backoff.dedupe_keys OWNER TO backoff_owner;
+REVOKE ALL ON backoff.jobs, backoff.segments, backoff.dedupe_keys FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.jobs TO backoff_admin;
+GRANT SELECT ON backoff.segments, backoff.dedupe_keys TO backoff_admin;
+ALTER TABLE backoff.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY jobs_admin ON backoff.jobs TO backoff_admin USING (true) WITH CHECK (true);
+CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
+    USING ((SELECT backoff._visible_queues()) IS NULL
+           OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -7404,6 +7645,62 @@ Example:
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
 SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 
+-- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
+-- that holds the key (held), or the key taken for job_id (p_job_id, else an
+-- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
+-- unique index without its segment, so the keys of unfinished jobs live in
+-- backoff.dedupe_keys, unique there (docs/adr/0061). A row whose job is no
+-- longer unfinished (an admin's direct write to backoff.jobs) is taken over.
+-- Private; enqueue and replay use it.
+CREATE OR REPLACE FUNCTION backoff._take_dedupe_key(
+    p_queue      text,
+    p_dedupe_key text,
+    p_job_id     bigint,
+    OUT held     bigint,
+    OUT job_id   bigint
+)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_holder bigint;
+BEGIN
+    FOR v_try IN 1..10 LOOP
+        SELECT k.job_id INTO v_holder
+        FROM backoff.dedupe_keys AS k
+        WHERE k.queue = p_queue AND k.dedupe_key = p_dedupe_key;
+        IF FOUND THEN
+            IF v_holder = p_job_id
+               OR EXISTS (SELECT FROM backoff.jobs AS j
+                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying')) THEN
+                held := CASE WHEN v_holder IS DISTINCT FROM p_job_id THEN v_holder END;
+                job_id := CASE WHEN v_holder = p_job_id THEN p_job_id END;
+                RETURN;
+            END IF;
+            job_id := coalesce(p_job_id, job_id, pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass));
+            UPDATE backoff.dedupe_keys AS k
+            SET job_id = _take_dedupe_key.job_id
+            WHERE k.queue = p_queue AND k.dedupe_key = p_dedupe_key AND k.job_id = v_holder;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+        ELSE
+            job_id := coalesce(p_job_id, job_id, pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass));
+            INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+            VALUES (p_queue, p_dedupe_key, _take_dedupe_key.job_id)
+            ON CONFLICT (queue, dedupe_key) DO NOTHING;
+            IF FOUND THEN
+                RETURN;
+            END IF;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
+        USING ERRCODE = 'serialization_failure';
+END
+$$;
+
 -- backoff.enqueue(queue, payload, run_at, max_attempts, priority, dedupe_key,
 -- now, policy): insert a job and return its id. The job records p_policy,
 -- else the policy of its queue at this moment
@@ -7438,6 +7735,7 @@ DECLARE
     v_run_at  timestamptz;
     v_scoped  boolean;
     v_waiting boolean;
+    v_held    bigint;
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
@@ -7483,8 +7781,10 @@ BEGIN
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
         -- any caller scoped by queue, and does a worker wait for this
         -- queue (then a job due now notifies it at commit, docs/adr/0027).
-        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
-        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
+        -- Into the current segment (docs/adr/0061), read in the statement.
+        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
+        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+               (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
                   backoff._scope_in_force(),
@@ -7511,33 +7811,24 @@ BEGIN
     IF v_scoped THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
     END IF;
-    FOR v_try IN 1..10 LOOP
-        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
-        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-               p_dedupe_key
-        FROM backoff._governing_policy(p_policy, p_queue) AS g
-        ON CONFLICT (queue, dedupe_key)
-            WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
-            DO NOTHING
-        RETURNING id INTO v_id;
-        IF v_id IS NOT NULL THEN
-            IF v_waiting THEN
-                PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
-            END IF;
-            RETURN v_id;
-        END IF;
-        -- The key is taken by an unfinished job: return it. If that job
-        -- finished between the INSERT and this SELECT, insert again.
-        SELECT j.id INTO v_id
-        FROM backoff.jobs AS j
-        WHERE j.queue = p_queue AND j.dedupe_key = p_dedupe_key
-          AND j.status IN ('pending', 'running', 'retrying');
-        IF v_id IS NOT NULL THEN
-            RETURN v_id;
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
-        USING ERRCODE = 'serialization_failure';
+    -- The key is held in backoff.dedupe_keys (docs/adr/0061): take it for
+    -- a new id, or return the unfinished job that holds it. The id is drawn
+    -- either way, as the INSERT ... ON CONFLICT of one table did, so that
+    -- ids follow as they always have.
+    v_id := pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass);
+    v_held := (SELECT k.held FROM backoff._take_dedupe_key(p_queue, p_dedupe_key, v_id) AS k);
+    IF v_held IS NOT NULL THEN
+        RETURN v_held;
+    END IF;
+    INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key, segment)
+    OVERRIDING SYSTEM VALUE
+    SELECT v_id, p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+           p_dedupe_key, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+    FROM backoff._governing_policy(p_policy, p_queue) AS g;
+    IF v_waiting THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+    END IF;
+    RETURN v_id;
 END
 $$;
 
@@ -7673,10 +7964,10 @@ BEGIN
         FROM (SELECT DISTINCT s.queue, s.policy FROM src AS s) AS d
         CROSS JOIN LATERAL backoff._governing_policy(nullif(d.policy, ''), d.queue) AS g
     ), ins AS (
-        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
+        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               g.name, s.run_at, p_now
+               g.name, s.run_at, p_now, (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
         FROM src AS s
         JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )
@@ -8173,25 +8464,29 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    UPDATE backoff.jobs AS j
-    SET status = 'running',
-        attempts = j.attempts + 1,
-        lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
-        locked_by = p_worker,
-        last_attempted_at = p_now
-    WHERE j.id = p_job_id
-      -- "pending or retrying", spelled so that it does not imply the
-      -- predicate of jobs_claimable_idx: a generic plan would otherwise
-      -- scan every due job of that index for this one id.
-      AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
-      AND j.run_at <= p_now
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
-        -- A scoped caller that acquired another queue's job: it looks
-        -- missing, and the error undoes the UPDATE (docs/adr/0058).
-        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
-        RETURN v_job;
-    END IF;
+    -- Twice when backoff.rotate moved the row while the first waited for it
+    -- (docs/adr/0061): the second statement's snapshot sees it moved.
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = p_job_id
+          -- "pending or retrying", spelled so that it does not imply the
+          -- predicate of jobs_claimable_idx: a generic plan would otherwise
+          -- scan every due job of that index for this one id.
+          AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+          AND j.run_at <= p_now
+        RETURNING j.* INTO v_job;
+        IF FOUND THEN
+            -- A scoped caller that acquired another queue's job: it looks
+            -- missing, and the error undoes the UPDATE (docs/adr/0058).
+            PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+            RETURN v_job;
+        END IF;
+    END LOOP;
 
     SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
     IF NOT FOUND THEN
@@ -8222,9 +8517,49 @@ Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
 
+-- backoff._move_finished(ids): move the finished jobs among p_ids that are
+-- still in a live segment to the finished partition (segment 0) in one
+-- statement, a DELETE feeding an INSERT, never a cross-partition UPDATE (a
+-- concurrent locker of a row moved by UPDATE gets a serialization error; of
+-- a deleted row it skips it), and release their dedupe keys. fail and reap
+-- decide a dead letter with the UPDATE that also decides a retry, then move
+-- it with this (docs/adr/0061). Returns the moved rows. Private.
+CREATE OR REPLACE FUNCTION backoff._move_finished(p_ids bigint[])
+RETURNS SETOF backoff.jobs
+LANGUAGE sql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH d AS (
+        DELETE FROM backoff.jobs AS j
+        WHERE j.id = ANY (p_ids)
+          AND j.segment <> 0
+          AND j.status IN ('completed', 'dead_lettered', 'cancelled')
+        RETURNING j.*
+    ), k AS (
+        DELETE FROM backoff.dedupe_keys AS k
+        WHERE k.queue = ANY (ARRAY(SELECT d.queue FROM d WHERE d.dedupe_key IS NOT NULL))
+          AND k.dedupe_key = ANY (ARRAY(SELECT d.dedupe_key FROM d WHERE d.dedupe_key IS NOT NULL))
+          AND k.job_id = ANY (ARRAY(SELECT d.id FROM d WHERE d.dedupe_key IS NOT NULL))
+    )
+    INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                   lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                   dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                   lease_expiries, schedule, schedule_slot, segment)
+    OVERRIDING SYSTEM VALUE
+    SELECT d.id, d.queue, d.payload, d.status, d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+           d.lease_until, d.locked_by, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+           d.dead_letter_reason, d.dedupe_key, d.created_at, d.completed_at, d.uncounted_attempts,
+           d.lease_expiries, d.schedule, d.schedule_slot, 0
+    FROM d
+    RETURNING j.*
+$$;
+
 -- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
--- of a job completed. One guarded UPDATE; the error path reads the row only
--- when it matched nothing (backoff._raise_fencing_error).
+-- of a job completed. One guarded statement moves it to the finished
+-- partition; the error path reads the row only when it matched nothing
+-- (backoff._raise_fencing_error).
 CREATE OR REPLACE FUNCTION backoff.complete(
     p_job_id  bigint,
     p_attempt integer,
@@ -8245,18 +8580,40 @@ DECLARE
     v_job       backoff.jobs;
     v_scoped    boolean;
     v_half_open boolean;
+    v_found     boolean;
 BEGIN
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'completed',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
-    IF NOT FOUND THEN
+    -- The live row is deleted and the finished one inserted into segment 0
+    -- in one statement (docs/adr/0061), with the dedupe key released. A row
+    -- that backoff.rotate moved while this statement waited for it is gone
+    -- from its snapshot: a second statement, with a new snapshot, finds it.
+    FOR v_try IN 1..2 LOOP
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = p_job_id
+              AND j.status = 'running'
+              AND j.attempts = p_attempt
+            RETURNING j.*
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            USING d
+            WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
+        )
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                              lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+               d.dead_letter_reason, d.dedupe_key, d.created_at, p_now, d.uncounted_attempts,
+               d.lease_expiries, d.schedule, d.schedule_slot, 0
+        FROM d
+        RETURNING j.* INTO v_job;
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
     END IF;
     -- Probes in one statement, of tables that are empty or one row unless
@@ -8291,7 +8648,8 @@ SELECT id FROM backoff.claim(''emails'', ''worker-1'');
 SELECT status, attempts FROM backoff.complete(1, 1);';
 
 -- backoff.complete_many(job ids, attempts, now): complete a batch in one
--- UPDATE joined to the unnested arrays. Fenced per entry: a job not running
+-- statement (DELETE of the live rows joined to the unnested arrays, INSERT
+-- of the finished ones). Fenced per entry: a job not running
 -- the given attempt is left alone and its id not returned.
 --
 -- Plan notes: jobs are found with id = ANY(p_job_ids) (the primary key) and
@@ -8320,6 +8678,8 @@ SET enable_nestloop = off
 AS $$
 DECLARE
     v_scope text[];
+    v_n     bigint;
+    v_total bigint := 0;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -8335,29 +8695,56 @@ BEGIN
     -- A success closes its queue's breaker if it is half open
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
     -- the distinct queues of the batch, in the same statement.
-    RETURN QUERY
-    WITH done AS (
-        UPDATE backoff.jobs AS j
-        SET status = 'completed',
-            completed_at = p_now,
-            lease_until = NULL,
-            locked_by = NULL
-        FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
-        WHERE j.id = ANY (p_job_ids)
-          AND j.id = t.id
-          AND j.attempts = t.attempt
-          AND j.status = 'running'
-          AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
-        RETURNING j.id, j.queue
-    ), closed AS (
-        UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
-        -- An array, so that the primary key finds the rows (with
-        -- enable_nestloop off an IN would hash a scan of every breaker).
-        WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
-          AND b.half_open_at <= p_now
-    )
-    SELECT d.id FROM done AS d;
+    --
+    -- Each job moves to the finished partition: its live row deleted and
+    -- the finished one inserted in one statement, its dedupe key released
+    -- (docs/adr/0061). When fewer jobs than ids were completed the same
+    -- statement runs once more: a row backoff.rotate moved while the first
+    -- waited for it is gone from the first's snapshot and found by the
+    -- second; rows already completed are no longer running.
+    FOR v_try IN 1..2 LOOP
+        RETURN QUERY
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
+            WHERE j.id = ANY (p_job_ids)
+              AND j.id = t.id
+              AND j.attempts = t.attempt
+              AND j.status = 'running'
+              AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+            RETURNING j.*
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            -- Arrays, so that the primary key finds the few keys (with
+            -- enable_nestloop off a join would hash a scan of every key).
+            WHERE k.queue = ANY (ARRAY(SELECT d.queue FROM d WHERE d.dedupe_key IS NOT NULL))
+              AND k.dedupe_key = ANY (ARRAY(SELECT d.dedupe_key FROM d WHERE d.dedupe_key IS NOT NULL))
+              AND k.job_id = ANY (ARRAY(SELECT d.id FROM d WHERE d.dedupe_key IS NOT NULL))
+        ), done AS (
+            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                           lease_expiries, schedule, schedule_slot, segment)
+            OVERRIDING SYSTEM VALUE
+            SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+                   NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+                   d.dead_letter_reason, d.dedupe_key, d.created_at, p_now, d.uncounted_attempts,
+                   d.lease_expiries, d.schedule, d.schedule_slot, 0
+            FROM d
+            RETURNING j.id, j.queue
+        ), closed AS (
+            UPDATE backoff.queue_breakers AS b
+            SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+            -- An array, so that the primary key finds the rows (with
+            -- enable_nestloop off an IN would hash a scan of every breaker).
+            WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
+              AND b.half_open_at <= p_now
+        )
+        SELECT d.id FROM done AS d;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_total := v_total + v_n;
+        EXIT WHEN v_total >= cardinality(p_job_ids);
+    END LOOP;
 END
 $$;
 
@@ -8488,7 +8875,7 @@ $$;
 -- backoff.fail(job id, attempt, error, retry_in, retryable, now): settle a
 -- failed running attempt with ONE guarded UPDATE whose new status, run_at,
 -- reason and completed_at come from backoff._retry_decision, the same
--- decision reap uses. The error path reads the row only when the UPDATE
+-- decision reap uses; a dead letter then moves to the finished partition. The error path reads the row only when the UPDATE
 -- matched nothing (backoff._raise_fencing_error).
 CREATE OR REPLACE FUNCTION backoff.fail(
     p_job_id    bigint,
@@ -8516,6 +8903,7 @@ DECLARE
     v_failures integer;
     v_window   interval;
     v_cooldown interval;
+    v_found    boolean;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -8531,29 +8919,39 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    UPDATE backoff.jobs AS j
-    SET (status, run_at, dead_letter_reason, completed_at) = (
-            -- The policy is looked up once (OFFSET 0 keeps it a column: the
-            -- inlined decision would otherwise call _job_policy for every
-            -- field it reads), and so is its capped delay for the counted
-            -- attempt (one _clamped_power call at most).
-            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
-            CROSS JOIN LATERAL (
-                SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
-            CROSS JOIN LATERAL backoff._retry_decision(
-                p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
-                j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = v_error,
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET (status, run_at, dead_letter_reason, completed_at) = (
+                -- The policy is looked up once (OFFSET 0 keeps it a column: the
+                -- inlined decision would otherwise call _job_policy for every
+                -- field it reads), and so is its capped delay for the counted
+                -- attempt (one _clamped_power call at most).
+                SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+                FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+                CROSS JOIN LATERAL (
+                    SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
+                CROSS JOIN LATERAL backoff._retry_decision(
+                    p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
+                    j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
+            lease_until = NULL,
+            locked_by = NULL,
+            last_failed_at = p_now,
+            last_error = v_error,
+            errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.* INTO v_job;
+        -- Twice when backoff.rotate moved the row while the first waited for it
+        -- (docs/adr/0061): the second statement's snapshot sees it moved.
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF v_found THEN
+        -- A dead letter goes to the finished partition (docs/adr/0061).
+        IF v_job.status <> 'retrying' AND v_job.segment <> 0 THEN
+            SELECT * INTO v_job FROM backoff._move_finished(ARRAY[v_job.id]);
+        END IF;
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
         -- The queue's circuit breaker counts retryable failures only
@@ -8615,6 +9013,7 @@ SET jit = off
 AS $$
 DECLARE
     v_count integer;
+    v_dead  bigint[];
     -- A caller scoped by backoff.grant_queue reaps its 'work' queues only.
     v_scope text[] := backoff._queue_scope('work');
 BEGIN
@@ -8666,21 +9065,30 @@ BEGIN
         CROSS JOIN LATERAL backoff._retry_decision(
             p.policy_row, p.capped_us, b.id, p.counted, b.max_attempts, b.lease_expiries + 1,
             b.created_at, b.run_at, NULL, true, p_now) AS d
+    ), settled AS (
+        UPDATE backoff.jobs AS j
+        SET status = d.status,
+            run_at = d.run_at,
+            dead_letter_reason = d.dead_letter_reason,
+            completed_at = d.completed_at,
+            lease_expiries = j.lease_expiries + 1,
+            lease_until = NULL,
+            locked_by = NULL,
+            last_failed_at = p_now,
+            last_error = 'lease expired',
+            errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired', j.last_attempted_at)
+        FROM decided AS d
+        WHERE j.id = d.id
+        RETURNING j.id, j.status, j.segment
     )
-    UPDATE backoff.jobs AS j
-    SET status = d.status,
-        run_at = d.run_at,
-        dead_letter_reason = d.dead_letter_reason,
-        completed_at = d.completed_at,
-        lease_expiries = j.lease_expiries + 1,
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired', j.last_attempted_at)
-    FROM decided AS d
-    WHERE j.id = d.id;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    SELECT count(*), pg_catalog.array_agg(s.id) FILTER (WHERE s.status <> 'retrying' AND s.segment <> 0)
+    INTO v_count, v_dead
+    FROM settled AS s;
+    -- Dead letters go to the finished partition (docs/adr/0061); the
+    -- batch's rows are locked by this transaction, so none has moved.
+    IF v_dead IS NOT NULL THEN
+        PERFORM FROM backoff._move_finished(v_dead);
+    END IF;
     RETURN v_count;
 END
 $$;
@@ -8692,6 +9100,152 @@ Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
 SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
+
+-- backoff.rotate(now): the maintenance of the live segments (docs/adr/0061),
+-- called beside reap (the Go Worker's maintenance loop, pg_cron). Each call:
+-- 1. Switch: when the current segment has taken backoff.settings.segment_jobs
+--    jobs (counted from the id sequence) and at least as many as there are
+--    live jobs, and the next segment is empty, the next one becomes current.
+--    "At least the live jobs" keeps the rows moved below at no more than
+--    one per job enqueued, whatever the backlog.
+-- 2. Move: the rows left in the other live segments (and a live row an
+--    admin inserted into segment 0) go to the current segment, a finished
+--    one to segment 0, each in a DELETE feeding an INSERT, locked with FOR
+--    UPDATE SKIP LOCKED: a row a claimer or a completer holds is left for
+--    the next call, nobody waits for rotate. A by-id call that waited for a
+--    row rotate moved runs its statement once more and finds it.
+-- 3. Truncate: a segment that was not current when the call began and holds
+--    no row is truncated, under a lock_timeout of 50 ms: TRUNCATE drops its
+--    dead row versions and index entries whatever snapshot is open, which
+--    vacuum cannot. While the LOCK waits, new statements on backoff.jobs
+--    queue behind it, so the timeout is the longest stall it may cause; a
+--    transaction that has read backoff.jobs holds a lock until it ends, and
+--    the truncate is then tried again at the next call.
+-- One call at a time: a call that finds another one running does nothing.
+CREATE OR REPLACE FUNCTION backoff.rotate(p_now timestamptz DEFAULT now())
+RETURNS TABLE (current_segment smallint, switched_from smallint, moved bigint, truncated smallint[], note text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_cur     smallint;
+    v_first   bigint;
+    v_last    bigint;
+    v_limit   bigint;
+    v_live    bigint;
+    v_next    smallint;
+    v_seg     smallint;
+    v_n       bigint;
+    v_batch   constant integer := 5000;
+    v_was     smallint[];
+    v_timeout text;
+BEGIN
+    p_now := backoff._now(p_now);
+    moved := 0;
+    truncated := '{}';
+    SELECT s.segment, s.first_id INTO v_cur, v_first
+    FROM backoff.segments AS s
+    WHERE s.current
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        current_segment := (SELECT s.segment FROM backoff.segments AS s WHERE s.current);
+        note := 'another rotate is running';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    v_was := ARRAY(SELECT s.segment FROM backoff.segments AS s WHERE NOT s.current ORDER BY s.segment);
+
+    -- 1. Switch.
+    v_last := coalesce(pg_catalog.pg_sequence_last_value('backoff.jobs_id_seq'::pg_catalog.regclass), 0);
+    SELECT coalesce((SELECT st.segment_jobs FROM backoff.settings AS st LIMIT 1), 10000) INTO v_limit;
+    IF v_last - v_first >= v_limit THEN
+        SELECT count(*) INTO v_live
+        FROM (SELECT FROM backoff.jobs AS j WHERE j.segment IN (1, 2, 3) LIMIT v_last - v_first + 1) AS l;
+        v_next := v_cur % 3 + 1;
+        IF v_live > v_last - v_first THEN
+            note := pg_catalog.format('segment %s keeps taking jobs: more jobs are live than the %s it has taken',
+                                      v_cur, v_last - v_first);
+        ELSIF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_next) THEN
+            note := pg_catalog.format('segment %s keeps taking jobs: segment %s still holds jobs', v_cur, v_next);
+        ELSE
+            UPDATE backoff.segments AS s SET current = false WHERE s.segment = v_cur;
+            UPDATE backoff.segments AS s SET current = true, first_id = v_last, switched_at = p_now
+            WHERE s.segment = v_next;
+            switched_from := v_cur;
+            v_cur := v_next;
+        END IF;
+    END IF;
+    current_segment := v_cur;
+
+    -- 2. Move what is left behind, in batches.
+    FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
+        LOOP
+            WITH m AS (
+                DELETE FROM backoff.jobs AS j
+                WHERE j.segment = v_seg
+                  AND j.id = ANY (ARRAY(
+                      SELECT c.id FROM backoff.jobs AS c
+                      WHERE c.segment = v_seg
+                        -- Segment 0: its live rows only, found through the
+                        -- claim and lease indexes.
+                        AND (v_seg <> 0 OR c.status IN ('pending', 'retrying') OR c.lease_until IS NOT NULL)
+                      LIMIT v_batch
+                      FOR UPDATE SKIP LOCKED))
+                RETURNING j.*
+            )
+            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                           lease_expiries, schedule, schedule_slot, segment)
+            OVERRIDING SYSTEM VALUE
+            SELECT m.id, m.queue, m.payload, m.status, m.priority, m.attempts, m.max_attempts, m.policy, m.run_at,
+                   m.lease_until, m.locked_by, m.last_attempted_at, m.last_failed_at, m.last_error, m.errors,
+                   m.dead_letter_reason, m.dedupe_key, m.created_at, m.completed_at, m.uncounted_attempts,
+                   m.lease_expiries, m.schedule, m.schedule_slot,
+                   CASE WHEN m.status IN ('pending', 'running', 'retrying') THEN v_cur ELSE 0 END
+            FROM m;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            moved := moved + v_n;
+            EXIT WHEN v_n < v_batch;
+        END LOOP;
+    END LOOP;
+
+    -- 3. Truncate the segments that were not current when the call began
+    -- (enqueues may still be inserting into the one it switched from) and
+    -- hold no row, unless already empty on disk.
+    v_timeout := pg_catalog.current_setting('lock_timeout');
+    FOREACH v_seg IN ARRAY v_was LOOP
+        CONTINUE WHEN v_seg = v_cur
+            OR pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', v_seg)::pg_catalog.regclass) = 0;
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+            EXECUTE pg_catalog.format('LOCK TABLE backoff.%I IN ACCESS EXCLUSIVE MODE', 'jobs_live_' || v_seg);
+            PERFORM pg_catalog.set_config('lock_timeout', v_timeout, true);
+            -- Under the lock, with a new snapshot: every writer that held
+            -- the segment has ended.
+            IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_seg) THEN
+                note := pg_catalog.concat_ws('; ', note,
+                    pg_catalog.format('segment %s not truncated: it still holds rows that others had locked', v_seg));
+            ELSE
+                EXECUTE pg_catalog.format('TRUNCATE backoff.%I', 'jobs_live_' || v_seg);
+                truncated := truncated || v_seg;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            note := pg_catalog.concat_ws('; ', note,
+                pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends)', v_seg));
+        END;
+    END LOOP;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.rotate(timestamptz) IS
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (10,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms; when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Returns one row: current_segment, switched_from, moved, truncated, note.
+Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();';
 
 -- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
 -- running attempt. One guarded UPDATE; errors chosen only after it matched
@@ -8720,6 +9274,7 @@ AS $$
 DECLARE
     v_lease_until timestamptz;
     v_queue       text;
+    v_found       boolean;
 BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
@@ -8727,13 +9282,19 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
-    IF FOUND THEN
+    -- Twice when backoff.rotate moved the row while the first waited for it
+    -- (docs/adr/0061): the second statement's snapshot sees it moved.
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
     ELSE
@@ -8775,7 +9336,8 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job   backoff.jobs;
+    v_found boolean;
 BEGIN
     IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
         RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
@@ -8783,17 +9345,23 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'pending',
-        uncounted_attempts = j.uncounted_attempts + 1,
-        run_at = backoff._clamp_time(p_now + p_delay),
-        lease_until = NULL,
-        locked_by = NULL
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
+    -- Twice when backoff.rotate moved the row while the first waited for it
+    -- (docs/adr/0061): the second statement's snapshot sees it moved.
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            uncounted_attempts = j.uncounted_attempts + 1,
+            run_at = backoff._clamp_time(p_now + p_delay),
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.* INTO v_job;
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
     ELSE
@@ -8841,24 +9409,41 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'cancelled',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL,
-        last_error = coalesce(backoff._error_text(p_reason), j.last_error),
-        -- Of a running job, the attempt it stopped (its worker and start).
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now,
-                                     backoff._error_text(p_reason),
-                                     CASE WHEN j.status = 'running' THEN j.locked_by END, 'cancelled',
-                                     CASE WHEN j.status = 'running' THEN j.last_attempted_at END,
-                                     session_user::text)
-    WHERE j.id = p_job_id
-      AND j.status IN ('pending', 'running', 'retrying')
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
-        RETURN v_job;
-    END IF;
+    -- One statement moves the job to the finished partition (docs/adr/0061);
+    -- run twice when backoff.rotate moved the row while the first waited.
+    FOR v_try IN 1..2 LOOP
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = p_job_id
+              AND j.status IN ('pending', 'running', 'retrying')
+            RETURNING j.*
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            USING d
+            WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
+        )
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                              lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'cancelled', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at,
+               coalesce(backoff._error_text(p_reason), d.last_error),
+               -- Of a running job, the attempt it stopped (its worker and start).
+               backoff._push_error(d.errors, d.attempts, d.attempts - d.uncounted_attempts, p_now,
+                                   backoff._error_text(p_reason),
+                                   CASE WHEN d.status = 'running' THEN d.locked_by END, 'cancelled',
+                                   CASE WHEN d.status = 'running' THEN d.last_attempted_at END,
+                                   session_user::text),
+               d.dead_letter_reason, d.dedupe_key, d.created_at, p_now, d.uncounted_attempts,
+               d.lease_expiries, d.schedule, d.schedule_slot, 0
+        FROM d
+        RETURNING j.* INTO v_job;
+        IF FOUND THEN
+            RETURN v_job;
+        END IF;
+    END LOOP;
     SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job "%" not found', p_job_id
@@ -8901,33 +9486,51 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job        backoff.jobs;
+    v_queue      text;
+    v_dedupe_key text;
 BEGIN
     IF p_job_id IS NULL THEN
         RAISE EXCEPTION 'cannot replay job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    BEGIN
-        UPDATE backoff.jobs AS j
-        SET status = 'pending',
-            uncounted_attempts = j.attempts,
-            lease_expiries = 0,
-            run_at = p_now,
-            dead_letter_reason = NULL,
-            completed_at = NULL,
-            lease_until = NULL,
-            locked_by = NULL,
-            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
-        WHERE j.id = p_job_id
-          AND j.status IN ('dead_lettered', 'cancelled')
+    -- The finished job, locked, so that it stays where it is; its dedupe
+    -- key is taken again (backoff.dedupe_keys, docs/adr/0061) unless an
+    -- unfinished job holds it.
+    SELECT j.queue, j.dedupe_key INTO v_queue, v_dedupe_key
+    FROM backoff.jobs AS j
+    WHERE j.id = p_job_id
+      AND j.status IN ('dead_lettered', 'cancelled')
+    FOR UPDATE;
+    IF FOUND THEN
+        IF v_dedupe_key IS NOT NULL
+           AND (SELECT k.held FROM backoff._take_dedupe_key(v_queue, v_dedupe_key, p_job_id) AS k) IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
+                p_job_id, v_queue, v_dedupe_key
+                USING ERRCODE = 'BK003';
+        END IF;
+        -- Back to the current segment: the finished row deleted and the
+        -- live one inserted in one statement.
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = p_job_id
+              AND j.status IN ('dead_lettered', 'cancelled')
+            RETURNING j.*
+        )
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'pending', d.priority, d.attempts, d.max_attempts, d.policy, p_now,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
+               backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
+               NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
+               0, d.schedule, d.schedule_slot, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+        FROM d
         RETURNING j.* INTO v_job;
-    EXCEPTION WHEN unique_violation THEN
-        SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
-        RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
-            p_job_id, v_job.queue, v_job.dedupe_key
-            USING ERRCODE = 'BK003';
-    END;
+    END IF;
     IF v_job.id IS NOT NULL THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', v_job.queue);
         RETURN v_job;
@@ -8952,7 +9555,7 @@ SELECT status FROM backoff.fail(1, 1, ''bad address'', p_retryable => false);
 SELECT status, attempts, attempts - uncounted_attempts AS counted, jsonb_array_length(errors) AS history FROM backoff.replay(1);';
 
 -- backoff.replay_dead_letters(queue, now): every dead-lettered job of a
--- queue back to pending, as backoff.replay does it, in one UPDATE. What it
+-- queue back to pending, as backoff.replay does it, in one statement. What it
 -- cannot replay it leaves dead-lettered and reports, one row per job with
 -- the reason, instead of failing the whole batch: today that is a dedupe
 -- key held by an unfinished job of the queue (or by an older dead letter
@@ -8970,12 +9573,24 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_ids      bigint[];
+    v_reasons  text[];
+    v_keys     bigint;
+    v_keyed    bigint;
 BEGIN
     -- The name rule of enqueue (backoff._check_name): a name no job can
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
-    RETURN QUERY
+    -- A key whose job is no longer unfinished (an admin's direct write to
+    -- backoff.jobs) holds nothing (backoff._take_dedupe_key).
+    DELETE FROM backoff.dedupe_keys AS k
+    WHERE k.queue = p_queue
+      AND k.dedupe_key IN (SELECT j.dedupe_key FROM backoff.jobs AS j
+                           WHERE j.queue = p_queue AND j.status = 'dead_lettered' AND j.dedupe_key IS NOT NULL)
+      AND NOT EXISTS (SELECT FROM backoff.jobs AS u
+                      WHERE u.id = k.job_id AND u.status IN ('pending', 'running', 'retrying'));
     WITH locked AS MATERIALIZED (
         SELECT j.id, j.dedupe_key
         FROM backoff.jobs AS j
@@ -8998,35 +9613,52 @@ BEGIN
                END AS reason
         FROM dead AS d
         LEFT JOIN LATERAL (
-            SELECT u.id FROM backoff.jobs AS u
-            WHERE d.dedupe_key IS NOT NULL AND u.queue = p_queue AND u.dedupe_key = d.dedupe_key
-              AND u.status IN ('pending', 'running', 'retrying')
-            LIMIT 1) AS h ON true
-    ), done AS (
-        UPDATE backoff.jobs AS j
-        SET status = 'pending',
-            uncounted_attempts = j.attempts,
-            lease_expiries = 0,
-            run_at = p_now,
-            dead_letter_reason = NULL,
-            completed_at = NULL,
-            lease_until = NULL,
-            locked_by = NULL,
-            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
-        FROM verdict AS v
+            SELECT k.job_id AS id FROM backoff.dedupe_keys AS k
+            WHERE d.dedupe_key IS NOT NULL AND k.queue = p_queue AND k.dedupe_key = d.dedupe_key) AS h ON true
+    ), moved AS (
+        -- Back to the current segment (docs/adr/0061): the finished rows
+        -- deleted and the live ones inserted in one statement.
+        DELETE FROM backoff.jobs AS j
+        USING verdict AS v
         WHERE j.id = v.id AND v.reason IS NULL
-        RETURNING j.id
+        RETURNING j.*
+    ), done AS (
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'pending', d.priority, d.attempts, d.max_attempts, d.policy, p_now,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
+               backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
+               NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
+               0, d.schedule, d.schedule_slot, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+        FROM moved AS d
+        RETURNING j.id, j.queue, j.dedupe_key
+    ), keys AS (
+        -- A key a concurrent enqueue took after the check is not taken
+        -- here: the counts below differ and nothing is replayed.
+        INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+        SELECT d.queue, d.dedupe_key, d.id FROM done AS d WHERE d.dedupe_key IS NOT NULL
+        ON CONFLICT (queue, dedupe_key) DO NOTHING
+        RETURNING 1
     )
-    SELECT v.id, v.reason IS NULL, v.reason
-    FROM verdict AS v
-    ORDER BY v.id;
+    SELECT pg_catalog.array_agg(v.id ORDER BY v.id), pg_catalog.array_agg(v.reason ORDER BY v.id),
+           (SELECT count(*) FROM keys), (SELECT count(*) FROM done AS d WHERE d.dedupe_key IS NOT NULL)
+    INTO v_ids, v_reasons, v_keys, v_keyed
+    FROM verdict AS v;
+    IF v_keys <> v_keyed THEN
+        RAISE EXCEPTION 'cannot replay the dead letters of queue "%": a concurrent enqueue took a dedupe key; nothing was replayed, try again', p_queue
+            USING ERRCODE = 'BK003';
+    END IF;
+
+    RETURN QUERY
+    SELECT t.id, t.reason IS NULL, t.reason
+    FROM unnest(v_ids, v_reasons) AS t(id, reason);
 
     IF FOUND THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
     END IF;
-EXCEPTION WHEN unique_violation THEN
-    RAISE EXCEPTION 'cannot replay the dead letters of queue "%": a concurrent enqueue took a dedupe key; nothing was replayed, try again', p_queue
-        USING ERRCODE = 'BK003';
 END
 $$;
 
@@ -9584,10 +10216,13 @@ BEGIN
         END IF;
         IF NOT finished_exact THEN
             -- The planner's row estimate: most common (queue, status) pairs
-            -- from statistics jobs_queue_status, else per-column statistics.
+            -- from statistics jobs_finished_queue_status, else per-column
+            -- statistics, of the finished partition, where finished jobs
+            -- live (docs/adr/0061; the live segments would each add the
+            -- planner's least estimate, a row).
             FOREACH v_state IN ARRAY ARRAY['completed', 'dead_lettered', 'cancelled'] LOOP
                 EXECUTE pg_catalog.format(
-                    'EXPLAIN (FORMAT JSON) SELECT 1 FROM backoff.jobs WHERE queue = %L AND status = %L',
+                    'EXPLAIN (FORMAT JSON) SELECT 1 FROM backoff.jobs_finished WHERE queue = %L AND status = %L',
                     v_row.name, v_state) INTO v_plan;
                 CASE v_state
                     WHEN 'completed' THEN completed := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;
@@ -9838,7 +10473,9 @@ BEGIN
            sum(pg_catalog.pg_total_relation_size(t.relid))::bigint
     INTO jobs_live_tuples, jobs_dead_tuples, jobs_last_vacuum, jobs_bytes
     FROM pg_catalog.pg_stat_user_tables AS t
-    WHERE t.schemaname = 'backoff' AND t.relname = 'jobs';
+    -- Its partitions (docs/adr/0061): the parent has no rows of its own.
+    WHERE t.relid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree('backoff.jobs'::pg_catalog.regclass) AS p
+                      WHERE p.isleaf);
 
     IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
         warning := pg_catalog.format(
@@ -11839,14 +12476,20 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH ins AS (
+        -- Into the current segment (docs/adr/0061). A unique index cannot
+        -- span the partitions: each partition's on (schedule,
+        -- schedule_slot) refuses a second job of a slot in that partition;
+        -- across partitions the schedule's row lock, under which the slot
+        -- fires and next_fire_at moves past it, is the guarantee.
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
-                                       schedule, schedule_slot)
-        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at
+                                       schedule, schedule_slot, segment)
+        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
+               (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
         ORDER BY f.ord
-        ON CONFLICT (schedule, schedule_slot) WHERE schedule IS NOT NULL DO NOTHING
+        ON CONFLICT DO NOTHING
         RETURNING j.schedule, j.schedule_slot, j.id
     )
     SELECT ins.schedule, ins.schedule_slot, ins.id FROM ins ORDER BY ins.schedule_slot, ins.id;
@@ -11886,9 +12529,11 @@ AS $$
 BEGIN
     p_now := backoff._now(p_now);
     RETURN QUERY
+    -- Into the current segment, as every enqueue (docs/adr/0061).
     INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
-                                   schedule, schedule_slot)
-    SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL
+                                   schedule, schedule_slot, segment)
+    SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL,
+           (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
     FROM backoff.schedules AS s
     CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     WHERE s.name = p_name
@@ -11929,7 +12574,7 @@ BEGIN
             IF v_fn.name = 'schema_version'
                OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state', 'unfinished_job'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
-                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
+                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap', 'rotate',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
                        'fire_schedules', 'schedule_fires', 'policy_list',

@@ -121,7 +121,18 @@ END
 $$;
 CREATE TRIGGER log_completion AFTER UPDATE ON backoff.jobs FOR EACH ROW
     WHEN (NEW.status = 'completed' AND OLD.status IS DISTINCT FROM 'completed')
-    EXECUTE FUNCTION public.log_completion();`)
+    EXECUTE FUNCTION public.log_completion();
+-- Completing a job deletes its live row and inserts the completed one
+-- (docs/adr/0061): the insert is the completion.
+CREATE FUNCTION public.log_completed_row() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.completion_log (job_id, attempt) VALUES (NEW.id, NEW.attempts);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER log_completed_row AFTER INSERT ON backoff.jobs FOR EACH ROW
+    WHEN (NEW.status = 'completed')
+    EXECUTE FUNCTION public.log_completed_row();`)
 	require.NoError(t, err)
 	return dbURL, admin
 }

@@ -309,6 +309,7 @@ SELECT c.relname::text,
        c.relkind::text
 FROM pg_class AS c
 WHERE c.relnamespace = 'backoff'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'c') AND c.relname <> 'schema_migrations'
+  AND NOT c.relispartition
 ORDER BY c.relname`)
 		if err != nil {
 			return err

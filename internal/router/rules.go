@@ -74,6 +74,8 @@ var Rules = map[string][]Rule{
 	"snooze":        {{Kind: ByJob, Arg: "p_job_id"}},
 	"job":           {{Kind: ByJob, Arg: "p_job_id"}},
 	"reap":          {{Kind: AllSum}},
+	// Each shard rotates its own segments (docs/adr/0061): one row each.
+	"rotate": {{Kind: AllUnion}},
 	// A worker's wake-up registration lives where its queue's jobs are
 	// (enqueue reads it there); NOTIFY itself does not cross the router.
 	"wait_for_jobs": {{Kind: ByQueue, Arg: "p_queue"}},
@@ -182,4 +184,9 @@ var Tables = map[string]TableKind{
 	"queue_tokens":   TableAll,
 	// Schedules: each shard holds those of its queues (docs/adr/0063).
 	"schedules": TableAll,
+	// Storage of the jobs (docs/adr/0061): each shard rotates its own
+	// segments and holds the dedupe keys of its queues. A partition of
+	// backoff.jobs is read through it, not routed.
+	"segments":    TableAll,
+	"dedupe_keys": TableAll,
 }

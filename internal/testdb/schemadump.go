@@ -25,7 +25,9 @@ SELECT line FROM (
     SELECT 1, c.relname, a.attnum,
            '  column ' || a.attname || ' ' || pg_catalog.format_type(a.atttypid, a.atttypmod)
            || CASE WHEN a.attnotnull THEN ' not null' ELSE '' END
-           || CASE WHEN a.attidentity <> '' THEN ' identity ' || a.attidentity::text ELSE '' END
+           -- A partition's identity is its parent's: PostgreSQL 17 and later
+           -- mark it on the partitions too, older versions do not.
+           || CASE WHEN a.attidentity <> '' AND NOT c.relispartition THEN ' identity ' || a.attidentity::text ELSE '' END
            || COALESCE(' default ' || pg_catalog.pg_get_expr(d.adbin, d.adrelid), '')
     FROM pg_catalog.pg_attribute a
     JOIN pg_catalog.pg_class c ON c.oid = a.attrelid

@@ -39,25 +39,29 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    UPDATE backoff.jobs AS j
-    SET status = 'running',
-        attempts = j.attempts + 1,
-        lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
-        locked_by = p_worker,
-        last_attempted_at = p_now
-    WHERE j.id = p_job_id
-      -- "pending or retrying", spelled so that it does not imply the
-      -- predicate of jobs_claimable_idx: a generic plan would otherwise
-      -- scan every due job of that index for this one id.
-      AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
-      AND j.run_at <= p_now
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
-        -- A scoped caller that acquired another queue's job: it looks
-        -- missing, and the error undoes the UPDATE (docs/adr/0058).
-        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
-        RETURN v_job;
-    END IF;
+    -- Twice when backoff.rotate moved the row while the first waited for it
+    -- (docs/adr/0061): the second statement's snapshot sees it moved.
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET status = 'running',
+            attempts = j.attempts + 1,
+            lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
+            locked_by = p_worker,
+            last_attempted_at = p_now
+        WHERE j.id = p_job_id
+          -- "pending or retrying", spelled so that it does not imply the
+          -- predicate of jobs_claimable_idx: a generic plan would otherwise
+          -- scan every due job of that index for this one id.
+          AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+          AND j.run_at <= p_now
+        RETURNING j.* INTO v_job;
+        IF FOUND THEN
+            -- A scoped caller that acquired another queue's job: it looks
+            -- missing, and the error undoes the UPDATE (docs/adr/0058).
+            PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+            RETURN v_job;
+        END IF;
+    END LOOP;
 
     SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
     IF NOT FOUND THEN

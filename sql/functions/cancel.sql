@@ -28,24 +28,41 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'cancelled',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL,
-        last_error = coalesce(backoff._error_text(p_reason), j.last_error),
-        -- Of a running job, the attempt it stopped (its worker and start).
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now,
-                                     backoff._error_text(p_reason),
-                                     CASE WHEN j.status = 'running' THEN j.locked_by END, 'cancelled',
-                                     CASE WHEN j.status = 'running' THEN j.last_attempted_at END,
-                                     session_user::text)
-    WHERE j.id = p_job_id
-      AND j.status IN ('pending', 'running', 'retrying')
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
-        RETURN v_job;
-    END IF;
+    -- One statement moves the job to the finished partition (docs/adr/0061);
+    -- run twice when backoff.rotate moved the row while the first waited.
+    FOR v_try IN 1..2 LOOP
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = p_job_id
+              AND j.status IN ('pending', 'running', 'retrying')
+            RETURNING j.*
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            USING d
+            WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
+        )
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                              lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'cancelled', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at,
+               coalesce(backoff._error_text(p_reason), d.last_error),
+               -- Of a running job, the attempt it stopped (its worker and start).
+               backoff._push_error(d.errors, d.attempts, d.attempts - d.uncounted_attempts, p_now,
+                                   backoff._error_text(p_reason),
+                                   CASE WHEN d.status = 'running' THEN d.locked_by END, 'cancelled',
+                                   CASE WHEN d.status = 'running' THEN d.last_attempted_at END,
+                                   session_user::text),
+               d.dead_letter_reason, d.dedupe_key, d.created_at, p_now, d.uncounted_attempts,
+               d.lease_expiries, d.schedule, d.schedule_slot, 0
+        FROM d
+        RETURNING j.* INTO v_job;
+        IF FOUND THEN
+            RETURN v_job;
+        END IF;
+    END LOOP;
     SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job "%" not found', p_job_id

@@ -1,6 +1,7 @@
 -- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
--- of a job completed. One guarded UPDATE; the error path reads the row only
--- when it matched nothing (backoff._raise_fencing_error).
+-- of a job completed. One guarded statement moves it to the finished
+-- partition; the error path reads the row only when it matched nothing
+-- (backoff._raise_fencing_error).
 CREATE OR REPLACE FUNCTION backoff.complete(
     p_job_id  bigint,
     p_attempt integer,
@@ -21,18 +22,40 @@ DECLARE
     v_job       backoff.jobs;
     v_scoped    boolean;
     v_half_open boolean;
+    v_found     boolean;
 BEGIN
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'completed',
-        completed_at = p_now,
-        lease_until = NULL,
-        locked_by = NULL
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
-    IF NOT FOUND THEN
+    -- The live row is deleted and the finished one inserted into segment 0
+    -- in one statement (docs/adr/0061), with the dedupe key released. A row
+    -- that backoff.rotate moved while this statement waited for it is gone
+    -- from its snapshot: a second statement, with a new snapshot, finds it.
+    FOR v_try IN 1..2 LOOP
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = p_job_id
+              AND j.status = 'running'
+              AND j.attempts = p_attempt
+            RETURNING j.*
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            USING d
+            WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
+        )
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                              lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+               d.dead_letter_reason, d.dedupe_key, d.created_at, p_now, d.uncounted_attempts,
+               d.lease_expiries, d.schedule, d.schedule_slot, 0
+        FROM d
+        RETURNING j.* INTO v_job;
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
     END IF;
     -- Probes in one statement, of tables that are empty or one row unless

@@ -1,5 +1,6 @@
 -- backoff.complete_many(job ids, attempts, now): complete a batch in one
--- UPDATE joined to the unnested arrays. Fenced per entry: a job not running
+-- statement (DELETE of the live rows joined to the unnested arrays, INSERT
+-- of the finished ones). Fenced per entry: a job not running
 -- the given attempt is left alone and its id not returned.
 --
 -- Plan notes: jobs are found with id = ANY(p_job_ids) (the primary key) and
@@ -28,6 +29,8 @@ SET enable_nestloop = off
 AS $$
 DECLARE
     v_scope text[];
+    v_n     bigint;
+    v_total bigint := 0;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -43,29 +46,56 @@ BEGIN
     -- A success closes its queue's breaker if it is half open
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
     -- the distinct queues of the batch, in the same statement.
-    RETURN QUERY
-    WITH done AS (
-        UPDATE backoff.jobs AS j
-        SET status = 'completed',
-            completed_at = p_now,
-            lease_until = NULL,
-            locked_by = NULL
-        FROM unnest(p_job_ids, p_attempts) AS t(id, attempt)
-        WHERE j.id = ANY (p_job_ids)
-          AND j.id = t.id
-          AND j.attempts = t.attempt
-          AND j.status = 'running'
-          AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
-        RETURNING j.id, j.queue
-    ), closed AS (
-        UPDATE backoff.queue_breakers AS b
-        SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
-        -- An array, so that the primary key finds the rows (with
-        -- enable_nestloop off an IN would hash a scan of every breaker).
-        WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
-          AND b.half_open_at <= p_now
-    )
-    SELECT d.id FROM done AS d;
+    --
+    -- Each job moves to the finished partition: its live row deleted and
+    -- the finished one inserted in one statement, its dedupe key released
+    -- (docs/adr/0061). When fewer jobs than ids were completed the same
+    -- statement runs once more: a row backoff.rotate moved while the first
+    -- waited for it is gone from the first's snapshot and found by the
+    -- second; rows already completed are no longer running.
+    FOR v_try IN 1..2 LOOP
+        RETURN QUERY
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
+            WHERE j.id = ANY (p_job_ids)
+              AND j.id = t.id
+              AND j.attempts = t.attempt
+              AND j.status = 'running'
+              AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+            RETURNING j.*
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            -- Arrays, so that the primary key finds the few keys (with
+            -- enable_nestloop off a join would hash a scan of every key).
+            WHERE k.queue = ANY (ARRAY(SELECT d.queue FROM d WHERE d.dedupe_key IS NOT NULL))
+              AND k.dedupe_key = ANY (ARRAY(SELECT d.dedupe_key FROM d WHERE d.dedupe_key IS NOT NULL))
+              AND k.job_id = ANY (ARRAY(SELECT d.id FROM d WHERE d.dedupe_key IS NOT NULL))
+        ), done AS (
+            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                           lease_expiries, schedule, schedule_slot, segment)
+            OVERRIDING SYSTEM VALUE
+            SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+                   NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+                   d.dead_letter_reason, d.dedupe_key, d.created_at, p_now, d.uncounted_attempts,
+                   d.lease_expiries, d.schedule, d.schedule_slot, 0
+            FROM d
+            RETURNING j.id, j.queue
+        ), closed AS (
+            UPDATE backoff.queue_breakers AS b
+            SET opened_at = NULL, half_open_at = NULL, probes_left = NULL, probe_ids = NULL, counted_from = p_now
+            -- An array, so that the primary key finds the rows (with
+            -- enable_nestloop off an IN would hash a scan of every breaker).
+            WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
+              AND b.half_open_at <= p_now
+        )
+        SELECT d.id FROM done AS d;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_total := v_total + v_n;
+        EXIT WHEN v_total >= cardinality(p_job_ids);
+    END LOOP;
 END
 $$;
 

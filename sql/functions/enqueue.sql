@@ -32,6 +32,7 @@ DECLARE
     v_run_at  timestamptz;
     v_scoped  boolean;
     v_waiting boolean;
+    v_held    bigint;
 BEGIN
     p_now := backoff._now(p_now);
     v_run_at := coalesce(p_run_at, p_now);
@@ -77,8 +78,10 @@ BEGIN
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
         -- any caller scoped by queue, and does a worker wait for this
         -- queue (then a job due now notifies it at commit, docs/adr/0027).
-        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at)
-        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now
+        -- Into the current segment (docs/adr/0061), read in the statement.
+        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
+        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+               (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
                   backoff._scope_in_force(),
@@ -105,33 +108,24 @@ BEGIN
     IF v_scoped THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'produce');
     END IF;
-    FOR v_try IN 1..10 LOOP
-        INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key)
-        SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-               p_dedupe_key
-        FROM backoff._governing_policy(p_policy, p_queue) AS g
-        ON CONFLICT (queue, dedupe_key)
-            WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying')
-            DO NOTHING
-        RETURNING id INTO v_id;
-        IF v_id IS NOT NULL THEN
-            IF v_waiting THEN
-                PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
-            END IF;
-            RETURN v_id;
-        END IF;
-        -- The key is taken by an unfinished job: return it. If that job
-        -- finished between the INSERT and this SELECT, insert again.
-        SELECT j.id INTO v_id
-        FROM backoff.jobs AS j
-        WHERE j.queue = p_queue AND j.dedupe_key = p_dedupe_key
-          AND j.status IN ('pending', 'running', 'retrying');
-        IF v_id IS NOT NULL THEN
-            RETURN v_id;
-        END IF;
-    END LOOP;
-    RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
-        USING ERRCODE = 'serialization_failure';
+    -- The key is held in backoff.dedupe_keys (docs/adr/0061): take it for
+    -- a new id, or return the unfinished job that holds it. The id is drawn
+    -- either way, as the INSERT ... ON CONFLICT of one table did, so that
+    -- ids follow as they always have.
+    v_id := pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass);
+    v_held := (SELECT k.held FROM backoff._take_dedupe_key(p_queue, p_dedupe_key, v_id) AS k);
+    IF v_held IS NOT NULL THEN
+        RETURN v_held;
+    END IF;
+    INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key, segment)
+    OVERRIDING SYSTEM VALUE
+    SELECT v_id, p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
+           p_dedupe_key, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+    FROM backoff._governing_policy(p_policy, p_queue) AS g;
+    IF v_waiting THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
+    END IF;
+    RETURN v_id;
 END
 $$;
 
@@ -267,10 +261,10 @@ BEGIN
         FROM (SELECT DISTINCT s.queue, s.policy FROM src AS s) AS d
         CROSS JOIN LATERAL backoff._governing_policy(nullif(d.policy, ''), d.queue) AS g
     ), ins AS (
-        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at)
+        INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               g.name, s.run_at, p_now
+               g.name, s.run_at, p_now, (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
         FROM src AS s
         JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )

@@ -1,7 +1,7 @@
 -- backoff.fail(job id, attempt, error, retry_in, retryable, now): settle a
 -- failed running attempt with ONE guarded UPDATE whose new status, run_at,
 -- reason and completed_at come from backoff._retry_decision, the same
--- decision reap uses. The error path reads the row only when the UPDATE
+-- decision reap uses; a dead letter then moves to the finished partition. The error path reads the row only when the UPDATE
 -- matched nothing (backoff._raise_fencing_error).
 CREATE OR REPLACE FUNCTION backoff.fail(
     p_job_id    bigint,
@@ -29,6 +29,7 @@ DECLARE
     v_failures integer;
     v_window   interval;
     v_cooldown interval;
+    v_found    boolean;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -44,29 +45,39 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    UPDATE backoff.jobs AS j
-    SET (status, run_at, dead_letter_reason, completed_at) = (
-            -- The policy is looked up once (OFFSET 0 keeps it a column: the
-            -- inlined decision would otherwise call _job_policy for every
-            -- field it reads), and so is its capped delay for the counted
-            -- attempt (one _clamped_power call at most).
-            SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-            FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
-            CROSS JOIN LATERAL (
-                SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
-            CROSS JOIN LATERAL backoff._retry_decision(
-                p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
-                j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = v_error,
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET (status, run_at, dead_letter_reason, completed_at) = (
+                -- The policy is looked up once (OFFSET 0 keeps it a column: the
+                -- inlined decision would otherwise call _job_policy for every
+                -- field it reads), and so is its capped delay for the counted
+                -- attempt (one _clamped_power call at most).
+                SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
+                FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+                CROSS JOIN LATERAL (
+                    SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
+                CROSS JOIN LATERAL backoff._retry_decision(
+                    p.policy_row, c.capped_us, j.id, j.attempts - j.uncounted_attempts, j.max_attempts, j.lease_expiries,
+                    j.created_at, j.run_at, p_retry_in, p_retryable, p_now) AS d),
+            lease_until = NULL,
+            locked_by = NULL,
+            last_failed_at = p_now,
+            last_error = v_error,
+            errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.* INTO v_job;
+        -- Twice when backoff.rotate moved the row while the first waited for it
+        -- (docs/adr/0061): the second statement's snapshot sees it moved.
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF v_found THEN
+        -- A dead letter goes to the finished partition (docs/adr/0061).
+        IF v_job.status <> 'retrying' AND v_job.segment <> 0 THEN
+            SELECT * INTO v_job FROM backoff._move_finished(ARRAY[v_job.id]);
+        END IF;
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
         -- The queue's circuit breaker counts retryable failures only

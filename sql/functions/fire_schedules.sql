@@ -127,14 +127,20 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH ins AS (
+        -- Into the current segment (docs/adr/0061). A unique index cannot
+        -- span the partitions: each partition's on (schedule,
+        -- schedule_slot) refuses a second job of a slot in that partition;
+        -- across partitions the schedule's row lock, under which the slot
+        -- fires and next_fire_at moves past it, is the guarantee.
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
-                                       schedule, schedule_slot)
-        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at
+                                       schedule, schedule_slot, segment)
+        SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
+               (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
         ORDER BY f.ord
-        ON CONFLICT (schedule, schedule_slot) WHERE schedule IS NOT NULL DO NOTHING
+        ON CONFLICT DO NOTHING
         RETURNING j.schedule, j.schedule_slot, j.id
     )
     SELECT ins.schedule, ins.schedule_slot, ins.id FROM ins ORDER BY ins.schedule_slot, ins.id;

@@ -86,7 +86,9 @@ BEGIN
            sum(pg_catalog.pg_total_relation_size(t.relid))::bigint
     INTO jobs_live_tuples, jobs_dead_tuples, jobs_last_vacuum, jobs_bytes
     FROM pg_catalog.pg_stat_user_tables AS t
-    WHERE t.schemaname = 'backoff' AND t.relname = 'jobs';
+    -- Its partitions (docs/adr/0061): the parent has no rows of its own.
+    WHERE t.relid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree('backoff.jobs'::pg_catalog.regclass) AS p
+                      WHERE p.isleaf);
 
     IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
         warning := pg_catalog.format(

@@ -25,6 +25,7 @@ AS $$
 DECLARE
     v_lease_until timestamptz;
     v_queue       text;
+    v_found       boolean;
 BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
@@ -32,13 +33,19 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
-    IF FOUND THEN
+    -- Twice when backoff.rotate moved the row while the first waited for it
+    -- (docs/adr/0061): the second statement's snapshot sees it moved.
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
     ELSE

@@ -138,10 +138,13 @@ BEGIN
         END IF;
         IF NOT finished_exact THEN
             -- The planner's row estimate: most common (queue, status) pairs
-            -- from statistics jobs_queue_status, else per-column statistics.
+            -- from statistics jobs_finished_queue_status, else per-column
+            -- statistics, of the finished partition, where finished jobs
+            -- live (docs/adr/0061; the live segments would each add the
+            -- planner's least estimate, a row).
             FOREACH v_state IN ARRAY ARRAY['completed', 'dead_lettered', 'cancelled'] LOOP
                 EXECUTE pg_catalog.format(
-                    'EXPLAIN (FORMAT JSON) SELECT 1 FROM backoff.jobs WHERE queue = %L AND status = %L',
+                    'EXPLAIN (FORMAT JSON) SELECT 1 FROM backoff.jobs_finished WHERE queue = %L AND status = %L',
                     v_row.name, v_state) INTO v_plan;
                 CASE v_state
                     WHEN 'completed' THEN completed := ((v_plan -> 0 -> 'Plan' ->> 'Plan Rows')::float8)::bigint;

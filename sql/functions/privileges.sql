@@ -18,7 +18,7 @@ BEGIN
             IF v_fn.name = 'schema_version'
                OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state', 'unfinished_job'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
-                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap',
+                       'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap', 'rotate',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
                        'fire_schedules', 'schedule_fires', 'policy_list',

@@ -31,6 +31,7 @@ SET jit = off
 AS $$
 DECLARE
     v_count integer;
+    v_dead  bigint[];
     -- A caller scoped by backoff.grant_queue reaps its 'work' queues only.
     v_scope text[] := backoff._queue_scope('work');
 BEGIN
@@ -82,21 +83,30 @@ BEGIN
         CROSS JOIN LATERAL backoff._retry_decision(
             p.policy_row, p.capped_us, b.id, p.counted, b.max_attempts, b.lease_expiries + 1,
             b.created_at, b.run_at, NULL, true, p_now) AS d
+    ), settled AS (
+        UPDATE backoff.jobs AS j
+        SET status = d.status,
+            run_at = d.run_at,
+            dead_letter_reason = d.dead_letter_reason,
+            completed_at = d.completed_at,
+            lease_expiries = j.lease_expiries + 1,
+            lease_until = NULL,
+            locked_by = NULL,
+            last_failed_at = p_now,
+            last_error = 'lease expired',
+            errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired', j.last_attempted_at)
+        FROM decided AS d
+        WHERE j.id = d.id
+        RETURNING j.id, j.status, j.segment
     )
-    UPDATE backoff.jobs AS j
-    SET status = d.status,
-        run_at = d.run_at,
-        dead_letter_reason = d.dead_letter_reason,
-        completed_at = d.completed_at,
-        lease_expiries = j.lease_expiries + 1,
-        lease_until = NULL,
-        locked_by = NULL,
-        last_failed_at = p_now,
-        last_error = 'lease expired',
-        errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, 'lease expired', j.locked_by, 'lease_expired', j.last_attempted_at)
-    FROM decided AS d
-    WHERE j.id = d.id;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    SELECT count(*), pg_catalog.array_agg(s.id) FILTER (WHERE s.status <> 'retrying' AND s.segment <> 0)
+    INTO v_count, v_dead
+    FROM settled AS s;
+    -- Dead letters go to the finished partition (docs/adr/0061); the
+    -- batch's rows are locked by this transaction, so none has moved.
+    IF v_dead IS NOT NULL THEN
+        PERFORM FROM backoff._move_finished(v_dead);
+    END IF;
     RETURN v_count;
 END
 $$;

@@ -23,33 +23,51 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job        backoff.jobs;
+    v_queue      text;
+    v_dedupe_key text;
 BEGIN
     IF p_job_id IS NULL THEN
         RAISE EXCEPTION 'cannot replay job "NULL": job id must not be null'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    BEGIN
-        UPDATE backoff.jobs AS j
-        SET status = 'pending',
-            uncounted_attempts = j.attempts,
-            lease_expiries = 0,
-            run_at = p_now,
-            dead_letter_reason = NULL,
-            completed_at = NULL,
-            lease_until = NULL,
-            locked_by = NULL,
-            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
-        WHERE j.id = p_job_id
-          AND j.status IN ('dead_lettered', 'cancelled')
+    -- The finished job, locked, so that it stays where it is; its dedupe
+    -- key is taken again (backoff.dedupe_keys, docs/adr/0061) unless an
+    -- unfinished job holds it.
+    SELECT j.queue, j.dedupe_key INTO v_queue, v_dedupe_key
+    FROM backoff.jobs AS j
+    WHERE j.id = p_job_id
+      AND j.status IN ('dead_lettered', 'cancelled')
+    FOR UPDATE;
+    IF FOUND THEN
+        IF v_dedupe_key IS NOT NULL
+           AND (SELECT k.held FROM backoff._take_dedupe_key(v_queue, v_dedupe_key, p_job_id) AS k) IS NOT NULL THEN
+            RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
+                p_job_id, v_queue, v_dedupe_key
+                USING ERRCODE = 'BK003';
+        END IF;
+        -- Back to the current segment: the finished row deleted and the
+        -- live one inserted in one statement.
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = p_job_id
+              AND j.status IN ('dead_lettered', 'cancelled')
+            RETURNING j.*
+        )
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'pending', d.priority, d.attempts, d.max_attempts, d.policy, p_now,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
+               backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
+               NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
+               0, d.schedule, d.schedule_slot, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+        FROM d
         RETURNING j.* INTO v_job;
-    EXCEPTION WHEN unique_violation THEN
-        SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
-        RAISE EXCEPTION 'cannot replay job "%": an unfinished job of queue "%" holds its dedupe key "%"',
-            p_job_id, v_job.queue, v_job.dedupe_key
-            USING ERRCODE = 'BK003';
-    END;
+    END IF;
     IF v_job.id IS NOT NULL THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', v_job.queue);
         RETURN v_job;

@@ -1,5 +1,5 @@
 -- backoff.replay_dead_letters(queue, now): every dead-lettered job of a
--- queue back to pending, as backoff.replay does it, in one UPDATE. What it
+-- queue back to pending, as backoff.replay does it, in one statement. What it
 -- cannot replay it leaves dead-lettered and reports, one row per job with
 -- the reason, instead of failing the whole batch: today that is a dedupe
 -- key held by an unfinished job of the queue (or by an older dead letter
@@ -17,12 +17,24 @@ VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_ids      bigint[];
+    v_reasons  text[];
+    v_keys     bigint;
+    v_keyed    bigint;
 BEGIN
     -- The name rule of enqueue (backoff._check_name): a name no job can
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
-    RETURN QUERY
+    -- A key whose job is no longer unfinished (an admin's direct write to
+    -- backoff.jobs) holds nothing (backoff._take_dedupe_key).
+    DELETE FROM backoff.dedupe_keys AS k
+    WHERE k.queue = p_queue
+      AND k.dedupe_key IN (SELECT j.dedupe_key FROM backoff.jobs AS j
+                           WHERE j.queue = p_queue AND j.status = 'dead_lettered' AND j.dedupe_key IS NOT NULL)
+      AND NOT EXISTS (SELECT FROM backoff.jobs AS u
+                      WHERE u.id = k.job_id AND u.status IN ('pending', 'running', 'retrying'));
     WITH locked AS MATERIALIZED (
         SELECT j.id, j.dedupe_key
         FROM backoff.jobs AS j
@@ -45,35 +57,52 @@ BEGIN
                END AS reason
         FROM dead AS d
         LEFT JOIN LATERAL (
-            SELECT u.id FROM backoff.jobs AS u
-            WHERE d.dedupe_key IS NOT NULL AND u.queue = p_queue AND u.dedupe_key = d.dedupe_key
-              AND u.status IN ('pending', 'running', 'retrying')
-            LIMIT 1) AS h ON true
-    ), done AS (
-        UPDATE backoff.jobs AS j
-        SET status = 'pending',
-            uncounted_attempts = j.attempts,
-            lease_expiries = 0,
-            run_at = p_now,
-            dead_letter_reason = NULL,
-            completed_at = NULL,
-            lease_until = NULL,
-            locked_by = NULL,
-            errors = backoff._push_error(j.errors, j.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text)
-        FROM verdict AS v
+            SELECT k.job_id AS id FROM backoff.dedupe_keys AS k
+            WHERE d.dedupe_key IS NOT NULL AND k.queue = p_queue AND k.dedupe_key = d.dedupe_key) AS h ON true
+    ), moved AS (
+        -- Back to the current segment (docs/adr/0061): the finished rows
+        -- deleted and the live ones inserted in one statement.
+        DELETE FROM backoff.jobs AS j
+        USING verdict AS v
         WHERE j.id = v.id AND v.reason IS NULL
-        RETURNING j.id
+        RETURNING j.*
+    ), done AS (
+        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
+        OVERRIDING SYSTEM VALUE
+        SELECT d.id, d.queue, d.payload, 'pending', d.priority, d.attempts, d.max_attempts, d.policy, p_now,
+               NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
+               backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
+               NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
+               0, d.schedule, d.schedule_slot, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+        FROM moved AS d
+        RETURNING j.id, j.queue, j.dedupe_key
+    ), keys AS (
+        -- A key a concurrent enqueue took after the check is not taken
+        -- here: the counts below differ and nothing is replayed.
+        INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+        SELECT d.queue, d.dedupe_key, d.id FROM done AS d WHERE d.dedupe_key IS NOT NULL
+        ON CONFLICT (queue, dedupe_key) DO NOTHING
+        RETURNING 1
     )
-    SELECT v.id, v.reason IS NULL, v.reason
-    FROM verdict AS v
-    ORDER BY v.id;
+    SELECT pg_catalog.array_agg(v.id ORDER BY v.id), pg_catalog.array_agg(v.reason ORDER BY v.id),
+           (SELECT count(*) FROM keys), (SELECT count(*) FROM done AS d WHERE d.dedupe_key IS NOT NULL)
+    INTO v_ids, v_reasons, v_keys, v_keyed
+    FROM verdict AS v;
+    IF v_keys <> v_keyed THEN
+        RAISE EXCEPTION 'cannot replay the dead letters of queue "%": a concurrent enqueue took a dedupe key; nothing was replayed, try again', p_queue
+            USING ERRCODE = 'BK003';
+    END IF;
+
+    RETURN QUERY
+    SELECT t.id, t.reason IS NULL, t.reason
+    FROM unnest(v_ids, v_reasons) AS t(id, reason);
 
     IF FOUND THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
     END IF;
-EXCEPTION WHEN unique_violation THEN
-    RAISE EXCEPTION 'cannot replay the dead letters of queue "%": a concurrent enqueue took a dedupe key; nothing was replayed, try again', p_queue
-        USING ERRCODE = 'BK003';
 END
 $$;
 

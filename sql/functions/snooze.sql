@@ -22,7 +22,8 @@ SET enable_seqscan = off
 SET jit = off
 AS $$
 DECLARE
-    v_job backoff.jobs;
+    v_job   backoff.jobs;
+    v_found boolean;
 BEGIN
     IF p_delay IS NULL OR p_delay < interval '0' OR NOT backoff._valid_span(p_delay) THEN
         RAISE EXCEPTION 'cannot snooze job "%": delay must be between 0 and 876600 hours, got "%"',
@@ -30,17 +31,23 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    UPDATE backoff.jobs AS j
-    SET status = 'pending',
-        uncounted_attempts = j.uncounted_attempts + 1,
-        run_at = backoff._clamp_time(p_now + p_delay),
-        lease_until = NULL,
-        locked_by = NULL
-    WHERE j.id = p_job_id
-      AND j.status = 'running'
-      AND j.attempts = p_attempt
-    RETURNING j.* INTO v_job;
-    IF FOUND THEN
+    -- Twice when backoff.rotate moved the row while the first waited for it
+    -- (docs/adr/0061): the second statement's snapshot sees it moved.
+    FOR v_try IN 1..2 LOOP
+        UPDATE backoff.jobs AS j
+        SET status = 'pending',
+            uncounted_attempts = j.uncounted_attempts + 1,
+            run_at = backoff._clamp_time(p_now + p_delay),
+            lease_until = NULL,
+            locked_by = NULL
+        WHERE j.id = p_job_id
+          AND j.status = 'running'
+          AND j.attempts = p_attempt
+        RETURNING j.* INTO v_job;
+        v_found := FOUND;
+        EXIT WHEN v_found;
+    END LOOP;
+    IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
     ELSE

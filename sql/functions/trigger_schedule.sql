@@ -18,9 +18,11 @@ AS $$
 BEGIN
     p_now := backoff._now(p_now);
     RETURN QUERY
+    -- Into the current segment, as every enqueue (docs/adr/0061).
     INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
-                                   schedule, schedule_slot)
-    SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL
+                                   schedule, schedule_slot, segment)
+    SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL,
+           (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
     FROM backoff.schedules AS s
     CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     WHERE s.name = p_name

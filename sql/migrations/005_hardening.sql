@@ -155,6 +155,247 @@ DROP FUNCTION IF EXISTS backoff._push_error(jsonb, integer, integer, timestamptz
 DROP FUNCTION IF EXISTS backoff.overview(timestamptz, integer);
 DROP FUNCTION IF EXISTS backoff.stats(interval, timestamptz);
 
+-- == Live jobs in rotating segments (docs/adr/0061) ==
+-- backoff.jobs becomes a table partitioned by LIST (segment): the live jobs
+-- (pending, running, retrying) in segments 1, 2 and 3, of which one is
+-- current (backoff.segments: enqueue inserts there), the finished ones in
+-- segment 0 (backoff.jobs_finished), which the hot path only inserts into.
+-- Finishing a job deletes its live row and inserts the finished one in one
+-- statement; backoff.rotate makes the next empty segment current, moves
+-- the few live rows left behind and TRUNCATEs a segment that holds none,
+-- which drops its dead row versions and index entries whatever snapshot is
+-- open. The parent keeps the name, so every read of backoff.jobs (the UI,
+-- the CLI, row-level security, grants) is unchanged.
+--
+-- Today's table becomes segment 0 as it is: a `segment` column with a
+-- constant default (no rewrite), a CHECK validated by one scan so that
+-- ATTACH does not scan again, and its indexes attached to the parent's
+-- partitioned indexes of the same definition (no build). Only the live
+-- rows are moved (found through the claim and lease indexes), so apart
+-- from that scan the cost follows the live jobs, not the history.
+--
+-- The functions whose signature names the row type of backoff.jobs go
+-- first: after the rename they would name the finished partition's.
+DO $$
+DECLARE
+    v_fn pg_catalog.regprocedure;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::pg_catalog.regprocedure
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+          AND ('backoff.jobs'::pg_catalog.regtype = p.prorettype
+               OR 'backoff.jobs'::pg_catalog.regtype = ANY (p.proargtypes::pg_catalog.oid[])
+               OR 'backoff.jobs'::pg_catalog.regtype = ANY (coalesce(p.proallargtypes, '{}')))
+    LOOP
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', v_fn);
+    END LOOP;
+END
+$$;
+ALTER TABLE backoff.jobs RENAME TO jobs_finished;
+ALTER INDEX backoff.jobs_pkey RENAME TO jobs_finished_pkey;
+ALTER INDEX backoff.jobs_claimable_idx RENAME TO jobs_finished_claimable_idx;
+ALTER INDEX backoff.jobs_lease_idx RENAME TO jobs_finished_lease_idx;
+ALTER INDEX backoff.jobs_finished_idx RENAME TO jobs_finished_finished_idx;
+ALTER INDEX backoff.jobs_failed_idx RENAME TO jobs_finished_failed_idx;
+ALTER INDEX backoff.jobs_dead_idx RENAME TO jobs_finished_dead_idx;
+ALTER INDEX backoff.jobs_dead_letters_idx RENAME TO jobs_finished_dead_letters_idx;
+ALTER INDEX backoff.jobs_schedule_live_idx RENAME TO jobs_finished_schedule_live_idx;
+ALTER INDEX backoff.jobs_schedule_slot_idx RENAME TO jobs_finished_schedule_slot_idx;
+ALTER STATISTICS backoff.jobs_queue_status RENAME TO jobs_finished_queue_status;
+
+CREATE TABLE backoff.jobs (
+    id                 bigint GENERATED ALWAYS AS IDENTITY,
+    queue              text NOT NULL CONSTRAINT jobs_queue_check CHECK (queue <> ''),
+    payload            jsonb NOT NULL DEFAULT '{}',
+    status             text NOT NULL DEFAULT 'pending'
+                       CONSTRAINT jobs_status_check
+                       CHECK (status IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')),
+    priority           integer NOT NULL DEFAULT 0,
+    attempts           integer NOT NULL DEFAULT 0 CONSTRAINT jobs_attempts_check CHECK (attempts >= 0),
+    max_attempts       integer CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
+    policy             text,
+    run_at             timestamptz NOT NULL,
+    lease_until        timestamptz,
+    locked_by          text,
+    last_attempted_at  timestamptz,
+    last_failed_at     timestamptz,
+    last_error         text,
+    errors             jsonb NOT NULL DEFAULT '[]',
+    dead_letter_reason text CONSTRAINT jobs_dead_letter_reason_check
+                       CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries')),
+    dedupe_key         text,
+    created_at         timestamptz NOT NULL,
+    completed_at       timestamptz,
+    uncounted_attempts integer NOT NULL DEFAULT 0,
+    lease_expiries     integer NOT NULL DEFAULT 0,
+    schedule           text,
+    schedule_slot      timestamptz,
+    -- 0: finished jobs; 1-3: live jobs, one segment current. The functions
+    -- always name it. An admin's INSERT without it lands in 0, whatever its
+    -- status: every function finds a job in any segment, and backoff.rotate
+    -- moves a live one out of 0.
+    segment            smallint NOT NULL DEFAULT 0,
+    CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL)),
+    CONSTRAINT jobs_uncounted_attempts_check CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts)
+) PARTITION BY LIST (segment);
+-- The identity continues the old table's sequence (its range too: a shard's
+-- ids carry the shard, docs/adr/0034); the old identity then goes, and the
+-- sequence takes its name.
+DO $$
+DECLARE
+    v_old  pg_catalog.regclass := pg_catalog.pg_get_serial_sequence('backoff.jobs_finished', 'id')::pg_catalog.regclass;
+    v_new  pg_catalog.regclass := pg_catalog.pg_get_serial_sequence('backoff.jobs', 'id')::pg_catalog.regclass;
+    v_seq  record;
+    v_last bigint := pg_catalog.pg_sequence_last_value(v_old);
+BEGIN
+    SELECT s.seqstart, s.seqmin, s.seqmax, s.seqincrement, s.seqcache, s.seqcycle INTO v_seq
+    FROM pg_catalog.pg_sequence AS s WHERE s.seqrelid = v_old;
+    EXECUTE pg_catalog.format(
+        'ALTER TABLE backoff.jobs ALTER COLUMN id SET INCREMENT BY %s SET MINVALUE %s SET MAXVALUE %s SET START WITH %s SET CACHE %s SET %s',
+        v_seq.seqincrement, v_seq.seqmin, v_seq.seqmax, v_seq.seqstart, v_seq.seqcache,
+        CASE WHEN v_seq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
+    IF v_last IS NOT NULL THEN
+        PERFORM pg_catalog.setval(v_new, v_last, true);
+    END IF;
+    ALTER TABLE backoff.jobs_finished ALTER COLUMN id DROP IDENTITY;
+    EXECUTE pg_catalog.format('ALTER SEQUENCE %s RENAME TO jobs_id_seq', v_new);
+END
+$$;
+CREATE TABLE backoff.jobs_live_1 PARTITION OF backoff.jobs FOR VALUES IN (1);
+CREATE TABLE backoff.jobs_live_2 PARTITION OF backoff.jobs FOR VALUES IN (2);
+CREATE TABLE backoff.jobs_live_3 PARTITION OF backoff.jobs FOR VALUES IN (3);
+-- A partitioned table's unique index must contain the partition key: ids
+-- are unique by their sequence, and each partition checks it for its rows
+-- (the same index serves by-id lookups). The slot of a schedule is unique
+-- per partition; across partitions the schedule's row lock in
+-- fire_schedules is the guarantee.
+ALTER TABLE backoff.jobs_live_1 ADD CONSTRAINT jobs_live_1_pkey PRIMARY KEY (id);
+ALTER TABLE backoff.jobs_live_2 ADD CONSTRAINT jobs_live_2_pkey PRIMARY KEY (id);
+ALTER TABLE backoff.jobs_live_3 ADD CONSTRAINT jobs_live_3_pkey PRIMARY KEY (id);
+CREATE UNIQUE INDEX jobs_live_1_schedule_slot_idx ON backoff.jobs_live_1 (schedule, schedule_slot) WHERE schedule IS NOT NULL;
+CREATE UNIQUE INDEX jobs_live_2_schedule_slot_idx ON backoff.jobs_live_2 (schedule, schedule_slot) WHERE schedule IS NOT NULL;
+CREATE UNIQUE INDEX jobs_live_3_schedule_slot_idx ON backoff.jobs_live_3 (schedule, schedule_slot) WHERE schedule IS NOT NULL;
+-- The indexes of migrations 001 and 004, partitioned (same definitions, so
+-- ATTACH below adopts the old table's). Each segment's are created first,
+-- under names that say what they are, and the parent's adopt them.
+DO $$
+DECLARE
+    v_seg integer;
+BEGIN
+    FOR v_seg IN 1..3 LOOP
+        EXECUTE pg_catalog.format($i$
+            CREATE INDEX jobs_live_%1$s_claimable_idx ON backoff.jobs_live_%1$s (queue, priority DESC, run_at, id) INCLUDE (status)
+                WHERE status IN ('pending', 'retrying');
+            CREATE INDEX jobs_live_%1$s_lease_idx ON backoff.jobs_live_%1$s (lease_until) WHERE lease_until IS NOT NULL;
+            CREATE INDEX jobs_live_%1$s_finished_idx ON backoff.jobs_live_%1$s (queue, completed_at, id) INCLUDE (status)
+                WHERE completed_at IS NOT NULL;
+            CREATE INDEX jobs_live_%1$s_failed_idx ON backoff.jobs_live_%1$s (last_failed_at) WHERE last_failed_at IS NOT NULL;
+            CREATE INDEX jobs_live_%1$s_dead_idx ON backoff.jobs_live_%1$s (status, queue, id)
+                WHERE status IN ('dead_lettered', 'cancelled');
+            CREATE INDEX jobs_live_%1$s_dead_letters_idx ON backoff.jobs_live_%1$s (queue, dead_letter_reason, completed_at, id)
+                WHERE status = 'dead_lettered';
+            CREATE INDEX jobs_live_%1$s_schedule_live_idx ON backoff.jobs_live_%1$s (schedule)
+                WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+            $i$, v_seg);
+    END LOOP;
+END
+$$;
+CREATE INDEX jobs_claimable_idx ON backoff.jobs (queue, priority DESC, run_at, id) INCLUDE (status)
+    WHERE status IN ('pending', 'retrying');
+CREATE INDEX jobs_lease_idx ON backoff.jobs (lease_until) WHERE lease_until IS NOT NULL;
+CREATE INDEX jobs_finished_idx ON backoff.jobs (queue, completed_at, id) INCLUDE (status)
+    WHERE completed_at IS NOT NULL;
+CREATE INDEX jobs_failed_idx ON backoff.jobs (last_failed_at) WHERE last_failed_at IS NOT NULL;
+CREATE INDEX jobs_dead_idx ON backoff.jobs (status, queue, id) WHERE status IN ('dead_lettered', 'cancelled');
+CREATE INDEX jobs_dead_letters_idx ON backoff.jobs (queue, dead_letter_reason, completed_at, id)
+    WHERE status = 'dead_lettered';
+CREATE INDEX jobs_schedule_live_idx ON backoff.jobs (schedule)
+    WHERE schedule IS NOT NULL AND status IN ('pending', 'running', 'retrying');
+CREATE STATISTICS backoff.jobs_queue_status (mcv) ON queue, status FROM backoff.jobs;
+ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
+
+-- Which segment is current, and the id sequence's value when it became
+-- current (backoff.rotate counts the jobs it took from that). Written by
+-- backoff.rotate only.
+CREATE TABLE backoff.segments (
+    segment     smallint PRIMARY KEY CONSTRAINT segments_segment_check CHECK (segment BETWEEN 1 AND 3),
+    current     boolean NOT NULL,
+    first_id    bigint NOT NULL,
+    switched_at timestamptz NOT NULL
+);
+CREATE UNIQUE INDEX segments_one_current ON backoff.segments (current) WHERE current;
+INSERT INTO backoff.segments (segment, current, first_id, switched_at)
+SELECT g, g = 1, coalesce(pg_catalog.pg_sequence_last_value('backoff.jobs_id_seq'), 0), pg_catalog.now()
+FROM pg_catalog.generate_series(1, 3) AS g;
+-- How many jobs the current segment takes before the next one becomes
+-- current (at least: never fewer than the live jobs, docs/adr/0061). Under
+-- an old snapshot a claim walks the dead entries of about that many
+-- claims: the prototype held the offered rate with segments of 10,000 to
+-- 12,500 jobs, and the benchmark's smoke run fell behind with 50,000.
+ALTER TABLE backoff.settings
+    ADD COLUMN segment_jobs bigint NOT NULL DEFAULT 10000
+        CONSTRAINT settings_segment_jobs_check CHECK (segment_jobs >= 1);
+
+-- One row per unfinished job that carries a dedupe key: the key is unique
+-- here, as the partial unique index of migration 001 made it among the
+-- unfinished jobs of one table. Written by enqueue, removed when the job
+-- finishes, written again by replay.
+CREATE TABLE backoff.dedupe_keys (
+    queue      text NOT NULL,
+    dedupe_key text NOT NULL,
+    job_id     bigint NOT NULL,
+    CONSTRAINT dedupe_keys_pkey PRIMARY KEY (queue, dedupe_key)
+);
+DROP INDEX backoff.jobs_dedupe_key_idx;
+
+-- Move the live rows, then attach what is left as segment 0.
+WITH d AS (
+    DELETE FROM backoff.jobs_finished AS j
+    WHERE j.status IN ('pending', 'retrying') OR j.lease_until IS NOT NULL
+    RETURNING j.*
+), k AS (
+    INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+    SELECT d.queue, d.dedupe_key, d.id FROM d WHERE d.dedupe_key IS NOT NULL
+)
+INSERT INTO backoff.jobs (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                          lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                          dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                          lease_expiries, schedule, schedule_slot, segment)
+OVERRIDING SYSTEM VALUE
+SELECT d.id, d.queue, d.payload, d.status, d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
+       d.lease_until, d.locked_by, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
+       d.dead_letter_reason, d.dedupe_key, d.created_at, d.completed_at, d.uncounted_attempts,
+       d.lease_expiries, d.schedule, d.schedule_slot, 1
+FROM d;
+ALTER TABLE backoff.jobs_finished
+    ADD COLUMN segment smallint NOT NULL DEFAULT 0,
+    ADD CONSTRAINT jobs_finished_segment_check CHECK (segment = 0) NOT VALID;
+ALTER TABLE backoff.jobs_finished VALIDATE CONSTRAINT jobs_finished_segment_check;
+ALTER TABLE backoff.jobs ATTACH PARTITION backoff.jobs_finished FOR VALUES IN (0);
+-- The partition constraint says the same from now on.
+ALTER TABLE backoff.jobs_finished DROP CONSTRAINT jobs_finished_segment_check;
+
+-- Owner, grants and row-level security of migrations 003, 004 and this
+-- one, on the parent (the partitions are reached through it; the old
+-- table keeps its own, which apply to it alone).
+-- (The owner truncates the segments in backoff.rotate; ALTER TABLE ... OWNER
+-- does not recurse to partitions.)
+ALTER TABLE backoff.jobs OWNER TO backoff_owner;
+ALTER TABLE backoff.jobs_live_1 OWNER TO backoff_owner;
+ALTER TABLE backoff.jobs_live_2 OWNER TO backoff_owner;
+ALTER TABLE backoff.jobs_live_3 OWNER TO backoff_owner;
+ALTER TABLE backoff.segments OWNER TO backoff_owner;
+ALTER TABLE backoff.dedupe_keys OWNER TO backoff_owner;
+REVOKE ALL ON backoff.jobs, backoff.segments, backoff.dedupe_keys FROM PUBLIC;
+GRANT SELECT, INSERT, UPDATE, DELETE ON backoff.jobs TO backoff_admin;
+GRANT SELECT ON backoff.segments, backoff.dedupe_keys TO backoff_admin;
+ALTER TABLE backoff.jobs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY jobs_admin ON backoff.jobs TO backoff_admin USING (true) WITH CHECK (true);
+CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
+    USING ((SELECT backoff._visible_queues()) IS NULL
+           OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -180,6 +421,59 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == Live jobs in rotating segments (docs/adr/0061) ==
+-- Back to one table: the finished partition is detached, the live rows
+-- return to it, it gets the identity back (continuing the sequence, with
+-- its range), its indexes and statistics their names, and the dedupe index
+-- of migration 001 is built again. The functions that named the row type
+-- are gone already (above); the policies on the old table were kept.
+ALTER TABLE backoff.jobs DETACH PARTITION backoff.jobs_finished;
+INSERT INTO backoff.jobs_finished (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                   lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                   dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                   lease_expiries, schedule, schedule_slot)
+SELECT j.id, j.queue, j.payload, j.status, j.priority, j.attempts, j.max_attempts, j.policy, j.run_at,
+       j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error, j.errors,
+       j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, j.uncounted_attempts,
+       j.lease_expiries, j.schedule, j.schedule_slot
+FROM backoff.jobs AS j;
+ALTER TABLE backoff.jobs_finished DROP COLUMN segment;
+DO $$
+DECLARE
+    v_seq  pg_catalog.regclass := pg_catalog.pg_get_serial_sequence('backoff.jobs', 'id')::pg_catalog.regclass;
+    v_s    record;
+    v_last bigint := pg_catalog.pg_sequence_last_value(v_seq);
+BEGIN
+    SELECT s.seqstart, s.seqmin, s.seqmax, s.seqincrement, s.seqcache, s.seqcycle INTO v_s
+    FROM pg_catalog.pg_sequence AS s WHERE s.seqrelid = v_seq;
+    DROP TABLE backoff.jobs;
+    EXECUTE pg_catalog.format(
+        'ALTER TABLE backoff.jobs_finished ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY '
+        '(SEQUENCE NAME backoff.jobs_id_seq INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s CACHE %s %s)',
+        v_s.seqincrement, v_s.seqmin, v_s.seqmax, v_s.seqstart, v_s.seqcache,
+        CASE WHEN v_s.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END);
+    IF v_last IS NOT NULL THEN
+        PERFORM pg_catalog.setval('backoff.jobs_id_seq', v_last, true);
+    END IF;
+END
+$$;
+DROP TABLE backoff.dedupe_keys;
+DROP TABLE backoff.segments;
+ALTER TABLE backoff.settings DROP COLUMN segment_jobs;
+ALTER TABLE backoff.jobs_finished RENAME TO jobs;
+ALTER INDEX backoff.jobs_finished_pkey RENAME TO jobs_pkey;
+ALTER INDEX backoff.jobs_finished_claimable_idx RENAME TO jobs_claimable_idx;
+ALTER INDEX backoff.jobs_finished_lease_idx RENAME TO jobs_lease_idx;
+ALTER INDEX backoff.jobs_finished_finished_idx RENAME TO jobs_finished_idx;
+ALTER INDEX backoff.jobs_finished_failed_idx RENAME TO jobs_failed_idx;
+ALTER INDEX backoff.jobs_finished_dead_idx RENAME TO jobs_dead_idx;
+ALTER INDEX backoff.jobs_finished_dead_letters_idx RENAME TO jobs_dead_letters_idx;
+ALTER INDEX backoff.jobs_finished_schedule_live_idx RENAME TO jobs_schedule_live_idx;
+ALTER INDEX backoff.jobs_finished_schedule_slot_idx RENAME TO jobs_schedule_slot_idx;
+ALTER STATISTICS backoff.jobs_finished_queue_status RENAME TO jobs_queue_status;
+CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)
+    WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying');
 
 -- == Stranded work and operator history (docs/adr/0066) ==
 DROP TABLE backoff.queue_events;

@@ -323,6 +323,16 @@ export class Client {
     return Number((await this.run("reap expired leases", `SELECT ${sql} AS n`, values))[0]?.n);
   }
 
+  /**
+   * rotate maintains the segments the live jobs are stored in
+   * (backoff.rotate, docs/adr/0061) and returns the rows it moved. The
+   * worker calls it with every reap.
+   */
+  async rotate(): Promise<number> {
+    const [sql, values] = this.fn("rotate", []);
+    return Number((await this.run("rotate the job segments", `SELECT coalesce(sum(moved), 0)::bigint AS n FROM ${sql}`, values))[0]?.n);
+  }
+
   /** prune deletes up to limit finished jobs older than olderThanMs and returns how many. */
   async prune(olderThanMs: number, limit?: number): Promise<number> {
     const op = `prune jobs older than ${olderThanMs}ms`;

@@ -68,7 +68,7 @@ export interface WorkerConfig extends ClientOptions {
   queues: QueueConfig<any>[];
   /** How often an idle queue is looked at without a notification, in ms (default 1000): how late a job can start. */
   pollIntervalMs?: number;
-  /** How often expired leases are reaped, in ms (default 5000; negative: never, when something else runs backoff.reap). */
+  /** How often expired leases are reaped and the live jobs' segments rotated (backoff.rotate), in ms (default 5000; negative: never, when something else runs backoff.reap and backoff.rotate). */
   reapIntervalMs?: number;
   /** How long a shutdown waits for running handlers before aborting their signals, in ms (default 30000). */
   shutdownTimeoutMs?: number;
@@ -259,6 +259,12 @@ export class Worker {
         }
       } catch (err) {
         if (!signal.aborted) this.log.error("reap failed", { err });
+      }
+      // The live jobs' segments, beside reap (docs/adr/0061).
+      try {
+        await this.client.rotate();
+      } catch (err) {
+        if (!signal.aborted) this.log.error("rotate failed", { err });
       }
     }
   }

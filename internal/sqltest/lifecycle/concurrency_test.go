@@ -486,6 +486,12 @@ func operatorStep(ctx context.Context, conn *pgx.Conn, pick string, now time.Tim
 		return err
 	}
 	before, err := oneErr(tx, `SELECT * FROM backoff.jobs WHERE id = $1 FOR UPDATE`, id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// It moved on: finishing a job, or rotate, deletes its row and
+		// inserts another (docs/adr/0061), which a lock taken in between
+		// does not follow.
+		return nil
+	}
 	if err != nil {
 		return err
 	}

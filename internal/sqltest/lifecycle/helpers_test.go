@@ -102,6 +102,7 @@ type job struct {
 	LeaseExpiries    int32          `db:"lease_expiries"`
 	Schedule         *string        `db:"schedule"`      // the schedule that enqueued it
 	ScheduleSlot     *time.Time     `db:"schedule_slot"` // and the slot it fired for
+	Segment          int16          `db:"segment"`       // where it lives: 0 finished, 1-3 live (docs/adr/0061)
 }
 
 // jobs runs a query returning backoff.jobs rows.

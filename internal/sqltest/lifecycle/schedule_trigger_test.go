@@ -32,6 +32,8 @@ func TestTriggerSchedule(t *testing.T) {
 	require.Equal(t, at(10*time.Minute), j.RunAt.UTC())
 	require.Equal(t, "report", *j.Schedule)
 	require.Nil(t, j.ScheduleSlot, "a manual fire has no slot")
+	require.Equal(t, scalar[int16](t, db, "SELECT segment FROM backoff.segments WHERE current"), j.Segment,
+		"a live job lives in the current segment, never among the finished ones")
 
 	// The schedule did not move; its first slot still fires, once.
 	require.Equal(t, next, scalar[time.Time](t, db, "SELECT next_fire_at FROM backoff.schedules WHERE name = 'report'"))

@@ -308,6 +308,16 @@ def reap(limit: int | None, now: dt.datetime | None) -> Call[int]:
     )
 
 
+def rotate(now: dt.datetime | None) -> Call[int]:
+    # One row per database (per shard through a router): the rows moved.
+    return Call(
+        "rotate the job segments",
+        "SELECT coalesce(sum(moved), 0)::bigint FROM backoff.rotate(p_now => %s::timestamptz)",
+        (now,),
+        _scalar,
+    )
+
+
 def prune(older_than: Duration, limit: int | None, now: dt.datetime | None) -> Call[int]:
     if limit is None:
         return Call(

@@ -135,6 +135,9 @@ class AsyncClient:
     async def reap(self, limit: int | None = None) -> int:
         return await self._run(_sql.reap(limit, self.now()))
 
+    async def rotate(self) -> int:
+        return await self._run(_sql.rotate(self.now()))
+
     async def queue_state(self, queue: str) -> QueueState:
         return await self._run(_sql.queue_state(queue, self.now()))
 
@@ -620,7 +623,12 @@ class AsyncWorker:
                 n = await self.client.reap()
             except Exception as e:
                 log.error("reap failed: %s", e)
-                continue
-            if n:
-                log.info("reaped %d expired leases", n)
-                self._wake_all()
+            else:
+                if n:
+                    log.info("reaped %d expired leases", n)
+                    self._wake_all()
+            # The live jobs' segments, beside reap (docs/adr/0061).
+            try:
+                await self.client.rotate()
+            except Exception as e:
+                log.error("rotate failed: %s", e)

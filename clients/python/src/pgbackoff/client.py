@@ -173,6 +173,12 @@ class Client:
         """Settle running jobs whose lease expired as failed attempts."""
         return self._run(_sql.reap(limit, self.now()))
 
+    def rotate(self) -> int:
+        """Maintain the segments the live jobs are stored in (backoff.rotate,
+        docs/adr/0061); returns the rows it moved. The worker calls it with
+        every reap."""
+        return self._run(_sql.rotate(self.now()))
+
     def queue_state(self, queue: str) -> QueueState:
         """The queue's breaker and rate limit now, and when a claim can next
         return a job (next_claim_at)."""

@@ -6,7 +6,8 @@ into free handler slots, paced by :mod:`pgbackoff._pacing`), handler
 threads per queue (its concurrency), the heartbeater (extends the leases of
 running attempts), the completer (completions of every queue batched into
 ``backoff.complete_many``), the listener (one LISTEN connection of its
-own) and the reaper (``backoff.reap`` for crashed workers' leases).
+own) and the reaper (``backoff.reap`` for crashed workers' leases, then
+``backoff.rotate`` for the live jobs' segments).
 """
 
 from __future__ import annotations
@@ -665,7 +666,12 @@ class Worker:
                 n = self.client.reap()
             except Exception as e:
                 log.error("reap failed: %s", e)
-                continue
-            if n:
-                log.info("reaped %d expired leases", n)
-                self._wake_all()
+            else:
+                if n:
+                    log.info("reaped %d expired leases", n)
+                    self._wake_all()
+            # The live jobs' segments, beside reap (docs/adr/0061).
+            try:
+                self.client.rotate()
+            except Exception as e:
+                log.error("rotate failed: %s", e)

@@ -178,7 +178,9 @@ func newCronInstallCommand() *cobra.Command {
 		Short: "Schedule backoff.reap() in this database with pg_cron",
 		Long: `Schedule SELECT backoff.reap(p_limit => N) with pg_cron, to run in the
 database of --database-url on --schedule (cron syntax, or pg_cron's
-'N seconds'). Installing again with other settings updates the job; with the
+'N seconds'), followed by SELECT backoff.rotate(), which keeps the live jobs'
+segments small (docs/adr/0061): a schedule of a few seconds suits a busy
+queue. Installing again with other settings updates the job; with the
 same settings it prints "no change".
 
 With --schedules, the job fires the periodic jobs instead
@@ -218,6 +220,17 @@ schedule loop. Every minute fires each slot within a minute of its time.`,
 			}
 			if !migrated {
 				return fmt.Errorf("database %q has no %s: run `backoffctl migrate up` first", t.database, fn)
+			}
+			// Rotation of the live segments runs beside reap (docs/adr/0061),
+			// where the schema has it (version 5 and later).
+			if !schedules {
+				var rotates bool
+				if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.rotate(timestamptz)') IS NOT NULL`).Scan(&rotates); err != nil {
+					return fmt.Errorf("check backoff.rotate: %w", err)
+				}
+				if rotates {
+					command += "; SELECT backoff.rotate()"
+				}
 			}
 			cur, err := t.job(ctx)
 			if err != nil {

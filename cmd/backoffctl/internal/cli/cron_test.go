@@ -51,7 +51,7 @@ func TestCronInstallStatusUninstall(t *testing.T) {
 
 	code, out, errOut = run(t, "cron", "install", "--database-url", app)
 	require.Equal(t, 0, code, errOut)
-	require.Regexp(t, `^scheduled pg_cron job \d+ \(backoff-reap:app\): "SELECT backoff.reap\(p_limit => 1000\)" on "\* \* \* \* \*" in database app\n`, out)
+	require.Regexp(t, `^scheduled pg_cron job \d+ \(backoff-reap:app\): "SELECT backoff.reap\(p_limit => 1000\); SELECT backoff.rotate\(\)" on "\* \* \* \* \*" in database app\n`, out)
 	require.Contains(t, out, "pg_cron keeps its jobs in database postgres")
 
 	code, out, _ = run(t, "cron", "install", "--database-url", app)
@@ -72,7 +72,7 @@ func TestCronInstallStatusUninstall(t *testing.T) {
 		FROM cron.job WHERE jobname = 'backoff-reap:app'`).Scan(&n, &schedule, &command, &database, &user))
 	require.Equal(t, 1, n)
 	require.Equal(t, "*/5 * * * *", schedule)
-	require.Equal(t, "SELECT backoff.reap(p_limit => 50)", command)
+	require.Equal(t, "SELECT backoff.reap(p_limit => 50); SELECT backoff.rotate()", command)
 	require.Equal(t, "app", database)
 
 	// The command pg_cron will run, run the way it runs it (in the job's

@@ -1,0 +1,363 @@
+package lifecycle_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// Live jobs in rotating segments (docs/adr/0061): enqueue inserts into the
+// current segment, finishing a job moves it to segment 0, backoff.rotate
+// switches segments, moves what is left behind and truncates.
+
+type rotation struct {
+	Current      int16   `db:"current_segment"`
+	SwitchedFrom *int16  `db:"switched_from"`
+	Moved        int64   `db:"moved"`
+	Truncated    []int16 `db:"truncated"`
+	Note         *string `db:"note"`
+}
+
+func rotate(t testing.TB, q querier) rotation {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `SELECT * FROM backoff.rotate()`)
+	require.NoError(t, err)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[rotation])
+	require.NoError(t, err)
+	return r
+}
+
+// segmentJobs sets how many jobs a segment takes before rotate switches.
+func segmentJobs(t testing.TB, q querier, n int) {
+	t.Helper()
+	exec(t, q, `UPDATE backoff.settings SET segment_jobs = $1`, n)
+}
+
+// segmentsOf counts the jobs of each (segment, status).
+func segmentsOf(t testing.TB, q querier) map[string]int64 {
+	t.Helper()
+	rows, err := q.Query(context.Background(), `SELECT segment || ' ' || status, count(*) FROM backoff.jobs GROUP BY 1`)
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		require.NoError(t, rows.Scan(&k, &n))
+		out[k] = n
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func TestRotateSwitchesMovesAndTruncates(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	segmentJobs(t, db, 10)
+	for i := 0; i < 12; i++ {
+		enqueue(t, db, "q", t0)
+	}
+	running := claimOne(t, db, "q", t0)
+	require.EqualValues(t, 1, running.Segment)
+	done := claim(t, db, "q", "w", 5, t0)
+	for _, j := range done {
+		fin := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, j.ID, j.Attempts, t0)
+		require.EqualValues(t, 0, fin.Segment, "a finished job lives in segment 0")
+	}
+	require.Equal(t, map[string]int64{"1 pending": 6, "1 running": 1, "0 completed": 5}, segmentsOf(t, db))
+
+	// 12 jobs taken, 7 live: segment 2 becomes current, the 7 move there.
+	r := rotate(t, db)
+	require.EqualValues(t, 2, r.Current)
+	require.NotNil(t, r.SwitchedFrom)
+	require.EqualValues(t, 1, *r.SwitchedFrom)
+	require.EqualValues(t, 7, r.Moved)
+	require.Empty(t, r.Truncated, "the segment it switched from may still take enqueues in flight")
+	require.Equal(t, map[string]int64{"2 pending": 6, "2 running": 1, "0 completed": 5}, segmentsOf(t, db))
+	require.EqualValues(t, 2, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, enqueue(t, db, "q", t0)))
+
+	// The next call truncates segment 1; then there is nothing to do.
+	r = rotate(t, db)
+	require.Nil(t, r.SwitchedFrom, "segment 2 has taken 1 job")
+	require.Equal(t, []int16{1}, r.Truncated)
+	require.Zero(t, scalar[int64](t, db, `SELECT pg_relation_size('backoff.jobs_live_1')`))
+	r = rotate(t, db)
+	require.Empty(t, r.Truncated)
+	require.Zero(t, r.Moved)
+
+	// The moved running job keeps its lease and token.
+	moved := get(t, db, running.ID)
+	require.Equal(t, "running", moved.Status)
+	require.Equal(t, running.Attempts, moved.Attempts)
+	require.Equal(t, running.LeaseUntil, moved.LeaseUntil)
+	fin := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, running.ID, running.Attempts, t0)
+	require.Equal(t, "completed", fin.Status)
+
+}
+
+// TestRotateKeepsTakingJobsWithABacklog: "enough" is the larger of
+// segment_jobs and the live jobs, so a backlog is not copied at every call.
+func TestRotateKeepsTakingJobsWithABacklog(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	segmentJobs(t, db, 5)
+	exec(t, db, `INSERT INTO backoff.jobs (queue, run_at, created_at, segment) SELECT 'q', $1, $1, 1 FROM generate_series(1, 20)`, t0)
+	// The sequence says 20 taken, and 20 are live: it switches.
+	r := rotate(t, db)
+	require.EqualValues(t, 2, r.Current)
+	require.EqualValues(t, 20, r.Moved)
+	// 6 more taken, 26 live: not enough.
+	for i := 0; i < 6; i++ {
+		enqueue(t, db, "q", t0)
+	}
+	r = rotate(t, db)
+	require.EqualValues(t, 2, r.Current)
+	require.Nil(t, r.SwitchedFrom)
+	require.NotNil(t, r.Note)
+	require.Contains(t, *r.Note, "segment 2 keeps taking jobs: more jobs are live than the 6 it has taken")
+}
+
+// TestRotateNeverBlocksAClaimer: a transaction that has read backoff.jobs
+// holds a lock TRUNCATE must wait for; rotate gives up after its lock
+// timeout, says why, and the claims go on; the next call truncates.
+func TestRotateNeverBlocksAClaimer(t *testing.T) {
+	t.Parallel()
+	url := testdbURL(t)
+	db := poolOn(t, url)
+	ctx := context.Background()
+	segmentJobs(t, db, 3)
+	for i := 0; i < 4; i++ {
+		enqueue(t, db, "q", t0)
+	}
+	require.EqualValues(t, 2, rotate(t, db).Current)
+
+	reader := connOn(t, url)
+	tx := begin(t, reader)
+	require.EqualValues(t, 4, scalar[int64](t, tx, `SELECT count(*) FROM backoff.jobs`))
+
+	r := rotate(t, db)
+	require.Empty(t, r.Truncated)
+	require.NotNil(t, r.Note)
+	require.Contains(t, *r.Note, "segment 1 not truncated: its lock was not granted within 50 ms")
+	// A claim while the reader still holds its lock: not blocked.
+	claimer := connOn(t, url)
+	got := claim(t, claimer, "q", "w", 1, t0)
+	require.Len(t, got, 1)
+	require.EqualValues(t, 2, got[0].Segment)
+
+	require.NoError(t, tx.Rollback(ctx))
+	r = rotate(t, db)
+	require.Equal(t, []int16{1}, r.Truncated)
+}
+
+// TestByIdCallsFindARowRotateMoved provokes the race of the by-id calls:
+// rotate moves a running job (deletes its row, inserts it into the current
+// segment) while the call waits for the row's lock. The call's first
+// statement then finds the row gone; its second, with a new snapshot, finds
+// the moved one, and the call succeeds as if nothing had happened.
+func TestByIdCallsFindARowRotateMoved(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		call string // $1 id, $2 token
+		want string // the job's status after the call
+	}{
+		{"complete", `SELECT status FROM backoff.complete($1, $2, $3)`, "completed"},
+		{"fail", `SELECT status FROM backoff.fail($1, $2, 'boom', p_now => $3)`, "retrying"},
+		{"fail to dead letter", `SELECT status FROM backoff.fail($1, $2, 'bad input', NULL, false, $3)`, "dead_lettered"},
+		{"heartbeat", `SELECT 'running' FROM backoff.heartbeat($1, $2, p_now => $3)`, "running"},
+		{"snooze", `SELECT status FROM backoff.snooze($1, $2, '1 minute', $3)`, "pending"},
+		{"cancel", `SELECT status FROM backoff.cancel($1, 'stop', $3) WHERE $2::integer IS NOT NULL`, "cancelled"},
+		{"complete_many", `SELECT 'completed' FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], $3)`, "completed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			setup, c1, c2 := twoConns(t)
+			ctx := context.Background()
+			segmentJobs(t, setup, 1)
+			enqueue(t, setup, "q", t0)
+			j := claimOne(t, setup, "q", t0)
+			require.EqualValues(t, 1, j.Segment)
+
+			// Rotate moves the job to segment 2 and holds its transaction open.
+			tx := begin(t, c1)
+			r := rotate(t, tx)
+			require.EqualValues(t, 2, r.Current)
+			require.EqualValues(t, 1, r.Moved)
+
+			var status string
+			wait := blocked(t, setup, c2, func() error {
+				return c2.QueryRow(ctx, tc.call, j.ID, j.Attempts, t0.Add(time.Second)).Scan(&status)
+			})
+			require.NoError(t, tx.Commit(ctx))
+			require.NoError(t, wait())
+			require.Equal(t, tc.want, status)
+			after := get(t, setup, j.ID)
+			require.Equal(t, tc.want, after.Status)
+			if tc.want == "completed" || tc.want == "dead_lettered" || tc.want == "cancelled" {
+				require.EqualValues(t, 0, after.Segment)
+			} else {
+				require.EqualValues(t, 2, after.Segment)
+			}
+		})
+	}
+}
+
+// TestAcquireFindsARowRotateMoved: acquire, by id, of a pending job that
+// rotate moved while acquire waited.
+func TestAcquireFindsARowRotateMoved(t *testing.T) {
+	t.Parallel()
+	setup, c1, c2 := twoConns(t)
+	ctx := context.Background()
+	segmentJobs(t, setup, 1)
+	id := enqueue(t, setup, "q", t0)
+	tx := begin(t, c1)
+	require.EqualValues(t, 1, rotate(t, tx).Moved)
+	var status string
+	var token int32
+	wait := blocked(t, setup, c2, func() error {
+		return c2.QueryRow(ctx, `SELECT status, attempts FROM backoff.acquire($1, 'w', p_now => $2)`, id, t0).Scan(&status, &token)
+	})
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, wait())
+	require.Equal(t, "running", status)
+	require.EqualValues(t, 1, token)
+}
+
+// TestFinishedPartitionOnlyGetsInserts: the hot path never updates a row of
+// segment 0 (history adds no dead versions to it): complete, complete_many,
+// fail to dead letter, reap to dead letter and cancel insert the finished
+// row; only replay and prune delete from it.
+func TestFinishedPartitionOnlyGetsInserts(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	ctx := context.Background()
+	exec(t, db, `INSERT INTO backoff.policies (name, max_attempts, lease) VALUES ('once', 1, '30 seconds')`)
+	exec(t, db, `INSERT INTO backoff.queues (name, policy) VALUES ('q', 'once')`)
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	for i := 0; i < 8; i++ {
+		enqueue(t, tx, "q", t0)
+	}
+	js := claim(t, tx, "q", "w", 7, t0)
+	one(t, tx, `SELECT * FROM backoff.complete($1, $2, $3)`, js[0].ID, js[0].Attempts, t0)
+	require.EqualValues(t, 2, scalar[int64](t, tx, `SELECT count(*) FROM backoff.complete_many($1, $2, $3)`,
+		[]int64{js[1].ID, js[2].ID}, []int32{js[1].Attempts, js[2].Attempts}, t0))
+	one(t, tx, `SELECT * FROM backoff.fail($1, $2, 'bad', NULL, false, $3)`, js[3].ID, js[3].Attempts, t0)
+	one(t, tx, `SELECT * FROM backoff.fail($1, $2, 'boom', p_now => $3)`, js[4].ID, js[4].Attempts, t0) // max_attempts 1: dead
+	one(t, tx, `SELECT * FROM backoff.cancel($1, 'stop', $2)`, js[5].ID, t0)
+	require.EqualValues(t, 1, scalar[int32](t, tx, `SELECT backoff.reap($1)`, t0.Add(time.Hour)))
+	rotate(t, tx)
+	require.Equal(t, map[string]int64{"0 completed": 3, "0 dead_lettered": 3, "0 cancelled": 1, "1 pending": 1}, segmentsOf(t, tx))
+
+	var ins, upd, del int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_inserted(c.oid), pg_stat_get_xact_tuples_updated(c.oid),
+		pg_stat_get_xact_tuples_deleted(c.oid) FROM pg_class AS c WHERE c.oid = 'backoff.jobs_finished'::regclass`).Scan(&ins, &upd, &del))
+	require.EqualValues(t, 7, ins)
+	require.Zero(t, upd, "a row of segment 0 was updated")
+	require.Zero(t, del)
+
+	// Replay moves a job back out of segment 0: a delete there, no update.
+	r := one(t, tx, `SELECT * FROM backoff.replay($1, $2)`, js[3].ID, t0)
+	require.Equal(t, "pending", r.Status)
+	require.EqualValues(t, 1, r.Segment)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated('backoff.jobs_finished'::regclass),
+		pg_stat_get_xact_tuples_deleted('backoff.jobs_finished'::regclass)`).Scan(&upd, &del))
+	require.Zero(t, upd)
+	require.EqualValues(t, 1, del)
+}
+
+// TestJobsBehaveAcrossRotations: a job in every state keeps its semantics
+// while rotate switches segments around it several times: fencing tokens
+// never repeat, a dedupe key is honoured in whatever segment its job is,
+// retry, snooze, replay and a stale token work as before, and moving a row
+// loses none of its columns.
+func TestJobsBehaveAcrossRotations(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	segmentJobs(t, db, 1)
+	now := t0
+	// One more job taken (and finished, so that the live jobs stay few):
+	// rotate switches, and truncates at its next call.
+	spin := func() {
+		t.Helper()
+		enqueue(t, db, "filler", now)
+		f := claimOne(t, db, "filler", now)
+		one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, f.ID, f.Attempts, now)
+		rotate(t, db)
+		rotate(t, db)
+	}
+	var keyed int64
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT backoff.enqueue('q', '{"n": 1}', p_dedupe_key => 'k', p_now => $1)`, now).Scan(&keyed))
+	before := scalar[map[string]any](t, db, `SELECT to_jsonb(j) - 'segment' FROM backoff.jobs AS j WHERE id = $1`, keyed)
+	seen := map[int32]bool{}
+	segments := map[int16]bool{}
+	for round := 0; round < 6; round++ {
+		spin()
+		if round%2 == 1 {
+			spin() // so that the claims fall in different segments
+		}
+		// The key is still held, whatever segment the job is in.
+		var again int64
+		require.NoError(t, db.QueryRow(context.Background(),
+			`SELECT backoff.enqueue('q', '{"n": 2}', p_dedupe_key => 'k', p_now => $1)`, now).Scan(&again))
+		require.Equal(t, keyed, again, "round %d", round)
+		if round == 0 {
+			require.Equal(t, before, scalar[map[string]any](t, db, `SELECT to_jsonb(j) - 'segment' FROM backoff.jobs AS j WHERE id = $1`, keyed),
+				"a move keeps every column")
+		}
+		j := claimOne(t, db, "q", now)
+		require.Equal(t, keyed, j.ID)
+		require.False(t, seen[j.Attempts], "token %d repeated", j.Attempts)
+		seen[j.Attempts] = true
+		segments[j.Segment] = true
+		spin()
+		switch round % 3 {
+		case 0:
+			f := one(t, db, `SELECT * FROM backoff.fail($1, $2, 'boom', '1 second', p_now => $3)`, j.ID, j.Attempts, now)
+			require.Equal(t, "retrying", f.Status)
+		case 1:
+			s := one(t, db, `SELECT * FROM backoff.snooze($1, $2, '1 second', $3)`, j.ID, j.Attempts, now)
+			require.Equal(t, "pending", s.Status)
+		case 2:
+			// The job lost its lease: reaped, then claimed again.
+			require.EqualValues(t, 1, scalar[int32](t, db, `SELECT backoff.reap($1)`, now.Add(time.Hour)))
+		}
+		spin()
+		// The old token is refused wherever the job now is.
+		requireCode(t, execErr(db, `SELECT backoff.complete($1, $2, $3)`, j.ID, j.Attempts, now), "BK002")
+		now = now.Add(2 * time.Hour)
+	}
+	require.Greater(t, len(segments), 1, "the job was claimed in more than one segment")
+
+	j := claimOne(t, db, "q", now)
+	spin()
+	c := one(t, db, `SELECT * FROM backoff.complete($1, $2, $3)`, j.ID, j.Attempts, now)
+	require.Equal(t, "completed", c.Status)
+	// Finished: the key is free again, and a new job takes it.
+	var fresh int64
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT backoff.enqueue('q', '{}', p_dedupe_key => 'k', p_now => $1)`, now).Scan(&fresh))
+	require.NotEqual(t, keyed, fresh)
+	// A dead letter with the key cannot be replayed while the new job holds it.
+	d := claimOne(t, db, "q", now)
+	one(t, db, `SELECT * FROM backoff.fail($1, $2, 'bad', NULL, false, $3)`, d.ID, d.Attempts, now)
+	spin()
+	var held int64
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT backoff.enqueue('q', '{}', p_dedupe_key => 'k', p_now => $1)`, now).Scan(&held))
+	spin()
+	requireCode(t, execErr(db, `SELECT backoff.replay($1, $2)`, d.ID, now), "BK003")
+	one(t, db, `SELECT * FROM backoff.cancel($1, NULL, $2)`, held, now)
+	spin()
+	r := one(t, db, `SELECT * FROM backoff.replay($1, $2)`, d.ID, now)
+	require.Equal(t, "pending", r.Status)
+	var again int64
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT backoff.enqueue('q', '{}', p_dedupe_key => 'k', p_now => $1)`, now).Scan(&again))
+	require.Equal(t, d.ID, again, "the replayed job holds its key again")
+}

@@ -1,0 +1,145 @@
+-- backoff.rotate(now): the maintenance of the live segments (docs/adr/0061),
+-- called beside reap (the Go Worker's maintenance loop, pg_cron). Each call:
+-- 1. Switch: when the current segment has taken backoff.settings.segment_jobs
+--    jobs (counted from the id sequence) and at least as many as there are
+--    live jobs, and the next segment is empty, the next one becomes current.
+--    "At least the live jobs" keeps the rows moved below at no more than
+--    one per job enqueued, whatever the backlog.
+-- 2. Move: the rows left in the other live segments (and a live row an
+--    admin inserted into segment 0) go to the current segment, a finished
+--    one to segment 0, each in a DELETE feeding an INSERT, locked with FOR
+--    UPDATE SKIP LOCKED: a row a claimer or a completer holds is left for
+--    the next call, nobody waits for rotate. A by-id call that waited for a
+--    row rotate moved runs its statement once more and finds it.
+-- 3. Truncate: a segment that was not current when the call began and holds
+--    no row is truncated, under a lock_timeout of 50 ms: TRUNCATE drops its
+--    dead row versions and index entries whatever snapshot is open, which
+--    vacuum cannot. While the LOCK waits, new statements on backoff.jobs
+--    queue behind it, so the timeout is the longest stall it may cause; a
+--    transaction that has read backoff.jobs holds a lock until it ends, and
+--    the truncate is then tried again at the next call.
+-- One call at a time: a call that finds another one running does nothing.
+CREATE OR REPLACE FUNCTION backoff.rotate(p_now timestamptz DEFAULT now())
+RETURNS TABLE (current_segment smallint, switched_from smallint, moved bigint, truncated smallint[], note text)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_cur     smallint;
+    v_first   bigint;
+    v_last    bigint;
+    v_limit   bigint;
+    v_live    bigint;
+    v_next    smallint;
+    v_seg     smallint;
+    v_n       bigint;
+    v_batch   constant integer := 5000;
+    v_was     smallint[];
+    v_timeout text;
+BEGIN
+    p_now := backoff._now(p_now);
+    moved := 0;
+    truncated := '{}';
+    SELECT s.segment, s.first_id INTO v_cur, v_first
+    FROM backoff.segments AS s
+    WHERE s.current
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        current_segment := (SELECT s.segment FROM backoff.segments AS s WHERE s.current);
+        note := 'another rotate is running';
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    v_was := ARRAY(SELECT s.segment FROM backoff.segments AS s WHERE NOT s.current ORDER BY s.segment);
+
+    -- 1. Switch.
+    v_last := coalesce(pg_catalog.pg_sequence_last_value('backoff.jobs_id_seq'::pg_catalog.regclass), 0);
+    SELECT coalesce((SELECT st.segment_jobs FROM backoff.settings AS st LIMIT 1), 10000) INTO v_limit;
+    IF v_last - v_first >= v_limit THEN
+        SELECT count(*) INTO v_live
+        FROM (SELECT FROM backoff.jobs AS j WHERE j.segment IN (1, 2, 3) LIMIT v_last - v_first + 1) AS l;
+        v_next := v_cur % 3 + 1;
+        IF v_live > v_last - v_first THEN
+            note := pg_catalog.format('segment %s keeps taking jobs: more jobs are live than the %s it has taken',
+                                      v_cur, v_last - v_first);
+        ELSIF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_next) THEN
+            note := pg_catalog.format('segment %s keeps taking jobs: segment %s still holds jobs', v_cur, v_next);
+        ELSE
+            UPDATE backoff.segments AS s SET current = false WHERE s.segment = v_cur;
+            UPDATE backoff.segments AS s SET current = true, first_id = v_last, switched_at = p_now
+            WHERE s.segment = v_next;
+            switched_from := v_cur;
+            v_cur := v_next;
+        END IF;
+    END IF;
+    current_segment := v_cur;
+
+    -- 2. Move what is left behind, in batches.
+    FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
+        LOOP
+            WITH m AS (
+                DELETE FROM backoff.jobs AS j
+                WHERE j.segment = v_seg
+                  AND j.id = ANY (ARRAY(
+                      SELECT c.id FROM backoff.jobs AS c
+                      WHERE c.segment = v_seg
+                        -- Segment 0: its live rows only, found through the
+                        -- claim and lease indexes.
+                        AND (v_seg <> 0 OR c.status IN ('pending', 'retrying') OR c.lease_until IS NOT NULL)
+                      LIMIT v_batch
+                      FOR UPDATE SKIP LOCKED))
+                RETURNING j.*
+            )
+            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                           lease_expiries, schedule, schedule_slot, segment)
+            OVERRIDING SYSTEM VALUE
+            SELECT m.id, m.queue, m.payload, m.status, m.priority, m.attempts, m.max_attempts, m.policy, m.run_at,
+                   m.lease_until, m.locked_by, m.last_attempted_at, m.last_failed_at, m.last_error, m.errors,
+                   m.dead_letter_reason, m.dedupe_key, m.created_at, m.completed_at, m.uncounted_attempts,
+                   m.lease_expiries, m.schedule, m.schedule_slot,
+                   CASE WHEN m.status IN ('pending', 'running', 'retrying') THEN v_cur ELSE 0 END
+            FROM m;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            moved := moved + v_n;
+            EXIT WHEN v_n < v_batch;
+        END LOOP;
+    END LOOP;
+
+    -- 3. Truncate the segments that were not current when the call began
+    -- (enqueues may still be inserting into the one it switched from) and
+    -- hold no row, unless already empty on disk.
+    v_timeout := pg_catalog.current_setting('lock_timeout');
+    FOREACH v_seg IN ARRAY v_was LOOP
+        CONTINUE WHEN v_seg = v_cur
+            OR pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', v_seg)::pg_catalog.regclass) = 0;
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+            EXECUTE pg_catalog.format('LOCK TABLE backoff.%I IN ACCESS EXCLUSIVE MODE', 'jobs_live_' || v_seg);
+            PERFORM pg_catalog.set_config('lock_timeout', v_timeout, true);
+            -- Under the lock, with a new snapshot: every writer that held
+            -- the segment has ended.
+            IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_seg) THEN
+                note := pg_catalog.concat_ws('; ', note,
+                    pg_catalog.format('segment %s not truncated: it still holds rows that others had locked', v_seg));
+            ELSE
+                EXECUTE pg_catalog.format('TRUNCATE backoff.%I', 'jobs_live_' || v_seg);
+                truncated := truncated || v_seg;
+            END IF;
+        EXCEPTION WHEN lock_not_available THEN
+            note := pg_catalog.concat_ws('; ', note,
+                pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends)', v_seg));
+        END;
+    END LOOP;
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.rotate(timestamptz) IS
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (10,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms; when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Returns one row: current_segment, switched_from, moved, truncated, note.
+Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();';
