@@ -12352,10 +12352,10 @@ SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_t
 -- callers may run it at any moment, with no leader: a due schedule's row
 -- is locked FOR UPDATE SKIP LOCKED, so one caller handles it and the
 -- others pass on to other schedules, and its next fire time moves past
--- the slots handled before the lock is released; a job records its
--- schedule and slot, and a unique index on the two makes a second insert
--- of a slot do nothing, whatever happened to the row (a schedule dropped
--- and put again, a caller whose clock runs behind).
+-- the slots handled before the lock is released, so a slot is enqueued
+-- once; a job records its schedule and slot, and each partition's unique
+-- index on the two refuses a second insert of a slot there (an index
+-- cannot span the partitions of backoff.jobs, docs/adr/0061).
 -- With nothing due it is one probe of schedules_due_idx, so a worker can
 -- call it in its loop. The jobs are inserted by one set-based INSERT with
 -- enqueue's policy rule (backoff._governing_policy) and its wake-ups (a
@@ -12502,7 +12502,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fire_schedules(integer, timestamptz) IS
-'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time: a slot is enqueued once, whoever calls and however often (due schedules are locked with SKIP LOCKED, and a unique index on the job''s schedule and slot refuses a second job). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up (''latest'': the latest fires, the others are skipped; ''all'': each fires, at most catch_up_limit per schedule per call) and catch_up_window; a p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
+'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time: a slot is enqueued once, whoever calls and however often (a due schedule is locked with SKIP LOCKED and moved past the slots it fires before the lock is released). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up (''latest'': the latest fires, the others are skipped; ''all'': each fires, at most catch_up_limit per schedule per call) and catch_up_window; a p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
 Errors: 22023 for a limit outside 1-100000, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_now => ''2026-01-01 00:00+00'');
