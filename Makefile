@@ -25,8 +25,9 @@ conformance: ## The cross-language conformance suite (conformance/): every scena
 	set -o pipefail; BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded
-test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters (needs postgresql-15-plproxy)
+test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
 	set -o pipefail; BACKOFF_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output
+	set -o pipefail; cd cmd/backoffctl && BACKOFF_PG_SERVER=local $(GO) test -count=1 -v -timeout 10m -run TestBackoffctlThroughRouter ./internal/cli 2>&1 | ../../scripts/quiet-test-output
 
 .PHONY: bench-sharded
 bench-sharded: ## Calls per second through the router vs straight to one shard (four local clusters; run on a quiet machine)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -38,6 +39,13 @@ func requirePlProxy(t *testing.T) {
 // a shard that drifted, and the read commands and dlq replay work against
 // the router.
 func TestBackoffctlThroughRouter(t *testing.T) {
+	if testdb.Server(t).Kind == pgserver.KindDocker {
+		// The router connects to its shards with the URLs the CLI migrates
+		// them with; inside a container those name a port that is only
+		// published outside. make test-sharded runs this test on local
+		// clusters (CI runs it on PostgreSQL 15).
+		t.Skip("a router in a container cannot reach its shards at the host's URLs: run make test-sharded")
+	}
 	requirePlProxy(t)
 	const nShards = 3
 	routerURL := testdb.NewEmptyURL(t)
