@@ -639,8 +639,9 @@ func loadDue(ctx context.Context, db *database, n int) error {
 	const chunk = 1_000_000
 	for done := 0; done < n; done += chunk {
 		k := min(chunk, n-done)
-		if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, run_at, created_at)
-			SELECT $1, '{}', 'default', now() - interval '1 minute', now() - interval '1 minute' FROM generate_series(1, $2)`, queue, k); err != nil {
+		if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, run_at, created_at, segment)
+			SELECT $1, '{}', 'default', now() - interval '1 minute', now() - interval '1 minute', `+currentSegment+`
+			FROM generate_series(1, $2)`, queue, k); err != nil {
 			return fmt.Errorf("load %d due jobs: %w", n, err)
 		}
 	}

@@ -20,6 +20,20 @@ const (
 	rawTable  = "public.raw_jobs"
 )
 
+// currentSegment is where enqueue puts a live job in backoff.jobs (the
+// current segment, docs/adr/0061); a seeded live job goes there too, so
+// that a run works on the layout users have.
+const currentSegment = "(SELECT s.segment FROM backoff.segments AS s WHERE s.current)"
+
+// liveSegment is the column and value a seed of live jobs adds for table:
+// the current segment for ours, nothing for the limit's table.
+func liveSegment(table string) (column, value string) {
+	if table != oursTable {
+		return "", ""
+	}
+	return ", segment", ", " + currentSegment
+}
+
 // abScenario is one line family of the table: the same work done by ours
 // and by the limit, alternately, on a fresh database.
 type abScenario struct {
@@ -51,9 +65,10 @@ func seedDue(ctx context.Context, db *database, table string, n, maxAttempts int
 	if maxAttempts > 0 {
 		ma = maxAttempts
 	}
-	_, err := db.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (queue, payload, policy, max_attempts, run_at, created_at)
-		SELECT $1, '{}', 'default', $3::integer, now() - interval '1 minute', now() - interval '1 minute'
-		FROM generate_series(1, $2)`, table), queue, n, ma)
+	col, val := liveSegment(table)
+	_, err := db.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (queue, payload, policy, max_attempts, run_at, created_at%s)
+		SELECT $1, '{}', 'default', $3::integer, now() - interval '1 minute', now() - interval '1 minute'%s
+		FROM generate_series(1, $2)`, table, col, val), queue, n, ma)
 	if err != nil {
 		return fmt.Errorf("seed %d due jobs in %s: %w", n, table, err)
 	}
@@ -62,11 +77,12 @@ func seedDue(ctx context.Context, db *database, table string, n, maxAttempts int
 
 // seedExpired inserts n running jobs whose lease expired a second ago.
 func seedExpired(ctx context.Context, db *database, table string, n int) error {
+	col, val := liveSegment(table)
 	_, err := db.pool.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (queue, payload, policy, status, attempts, run_at, created_at,
-			lease_until, locked_by, last_attempted_at)
+			lease_until, locked_by, last_attempted_at%s)
 		SELECT $1, '{}', 'default', 'running', 1, now() - interval '1 minute', now() - interval '1 minute',
-			now() - interval '1 second', 'crashed-worker', now() - interval '31 seconds'
-		FROM generate_series(1, $2)`, table), queue, n)
+			now() - interval '1 second', 'crashed-worker', now() - interval '31 seconds'%s
+		FROM generate_series(1, $2)`, table, col, val), queue, n)
 	if err != nil {
 		return fmt.Errorf("seed %d expired leases in %s: %w", n, table, err)
 	}

@@ -31,7 +31,7 @@ func (b *bench) uiPages(ctx context.Context) error {
 	}
 	defer drop()
 	if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, attempts, run_at, created_at,
-			last_attempted_at, last_failed_at, last_error, dead_letter_reason, completed_at)
+			last_attempted_at, last_failed_at, last_error, dead_letter_reason, completed_at, segment)
 		SELECT 'q' || (i % 5), jsonb_build_object('order', i), 'default', s.status,
 			CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
 			CASE WHEN s.status = 'retrying' THEN now() + interval '1 minute' ELSE now() - interval '1 hour' END,
@@ -40,7 +40,8 @@ func (b *bench) uiPages(ctx context.Context) error {
 			CASE WHEN s.status IN ('dead_lettered', 'retrying') THEN now() - interval '1 hour' END,
 			CASE WHEN s.status IN ('dead_lettered', 'retrying') THEN 'upstream 503 for order ' || i END,
 			CASE WHEN s.status = 'dead_lettered' THEN 'max_attempts' END,
-			CASE WHEN s.status IN ('completed', 'dead_lettered') THEN now() - interval '1 hour' + i * interval '1 millisecond' END
+			CASE WHEN s.status IN ('completed', 'dead_lettered') THEN now() - interval '1 hour' + i * interval '1 millisecond' END,
+			CASE WHEN s.status IN ('pending', 'retrying') THEN `+currentSegment+` ELSE 0 END
 		FROM generate_series(1, $1) AS i
 		CROSS JOIN LATERAL (SELECT CASE i % 20 WHEN 0 THEN 'dead_lettered' WHEN 1 THEN 'pending' WHEN 2 THEN 'retrying'
 			ELSE 'completed' END AS status) AS s`, n); err != nil {
@@ -122,8 +123,9 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 	// cut their runs short).
 	per := max(200, b.cfg.Finished/20)
 	topUp := func() error {
-		_, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, run_at, created_at)
-			SELECT q.queue, '{}', 'default', 'pending', now() - interval '1 minute', now() - interval '1 minute'
+		_, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, run_at, created_at, segment)
+			SELECT q.queue, '{}', 'default', 'pending', now() - interval '1 minute', now() - interval '1 minute',
+			       `+currentSegment+`
 			FROM (SELECT 'ui-bench-' || k AS queue FROM generate_series(0, $1 - 1) AS k) AS q
 			CROSS JOIN LATERAL generate_series(1, $2 - (SELECT count(*) FROM backoff.jobs AS j
 			                                            WHERE j.queue = q.queue AND j.status = 'pending')::int)`,
@@ -154,9 +156,16 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 			return 0, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, d)
+		// The page's refreshes end before the next round's top-up: a
+		// request cut off at the round's end leaves no cancelled call
+		// behind on a connection the top-up could take.
+		var refresher sync.WaitGroup
+		defer refresher.Wait()
 		defer cancel()
 		if path != "" {
+			refresher.Add(1)
 			go func() {
+				defer refresher.Done()
 				for rctx.Err() == nil {
 					rec := httptest.NewRecorder()
 					h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil).WithContext(rctx))

@@ -32,8 +32,8 @@ func seedQueues(ctx context.Context, db *database, n, queues int) error {
 	if queues <= 1 {
 		return seedDue(ctx, db, oursTable, n, 0)
 	}
-	_, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, run_at, created_at)
-		SELECT $1 || '-' || (g % $3), '{}', 'default', now() - interval '1 minute', now() - interval '1 minute'
+	_, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, run_at, created_at, segment)
+		SELECT $1 || '-' || (g % $3), '{}', 'default', now() - interval '1 minute', now() - interval '1 minute', `+currentSegment+`
 		FROM generate_series(1, $2) AS g`, queue, n, queues)
 	if err != nil {
 		return fmt.Errorf("seed %d due jobs in %d queues: %w", n, queues, err)
