@@ -285,7 +285,10 @@ func TestWorkerHonoursARateLimit(t *testing.T) {
 			"job %d claimed ahead of its token", i)
 	}
 	mu.Unlock()
-	require.LessOrEqual(t, claims, int64(2*n+4), "claims in a tight loop (notifications sent: %d)", sent.Load())
+	// About two claims a job (one that waits for its token, one that takes
+	// it), with room for a wake-up that races a token on a loaded machine;
+	// a loop that claimed on every notification would make hundreds.
+	require.LessOrEqual(t, claims, int64(3*n), "claims in a tight loop (notifications sent: %d)", sent.Load())
 	require.Greater(t, sent.Load(), 2*claims, "the notifications were not frequent enough to tell")
 	requireNoneRunning(t, pool)
 }
