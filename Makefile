@@ -22,7 +22,7 @@ test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker,
 
 .PHONY: conformance
 conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
-	set -o pipefail; BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
+	set -o pipefail; BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
