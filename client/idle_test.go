@@ -15,7 +15,9 @@ import (
 // deadline bounds the test; nothing waits for a backoff.
 func busyFor(t *testing.T, c *Client, queue string, status Status, queues ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	// Long enough for a first look on a loaded machine: before it answers,
+	// WaitIdle knows no queue to name.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := c.WaitIdle(ctx, queues...)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
