@@ -61,6 +61,10 @@ type Config struct {
 	// MVCCOverride, when positive, replaces the mode's MVCC run length
 	// (-mvcc-duration: a short smoke run of the held-snapshot section).
 	MVCCOverride time.Duration
+	// MVCCOursOnly runs the held-snapshot section with pgbackoff's driver
+	// only (-mvcc-ours-only): a full-mode run then takes 30 minutes, not 60,
+	// and prints every target line but the WAL comparison.
+	MVCCOursOnly bool
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios

@@ -52,6 +52,7 @@ func main() {
 	})
 	flag.DurationVar(&cfg.RunForOverride, "run-for", 0, "length of one timed run, e.g. 100ms (default: the mode's)")
 	flag.DurationVar(&cfg.MVCCOverride, "mvcc-duration", 0, "length of each run of the held-snapshot section (-only=mvcc), e.g. 20s for a smoke run (default: the mode's, quick 3m, full 10m)")
+	flag.BoolVar(&cfg.MVCCOursOnly, "mvcc-ours-only", false, "run the held-snapshot section with pgbackoff's functions only, without the same-table SQL beside them (half the time; no wal lines)")
 	flag.Parse()
 	if err := cfg.setDefaults(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

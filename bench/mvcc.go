@@ -195,7 +195,11 @@ func (r mvccResult) last() mvccRow {
 // vacuumed and checkpointed), prints each run's intervals and a summary,
 // and records the targets of the functions driver.
 func (b *bench) mvcc(ctx context.Context) error {
-	return b.mvccWith(ctx, mvccDrivers())
+	drivers := mvccDrivers()
+	if b.cfg.MVCCOursOnly {
+		drivers = drivers[:1]
+	}
+	return b.mvccWith(ctx, drivers)
 }
 
 func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {

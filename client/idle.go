@@ -45,15 +45,25 @@ func (c *Client) WaitIdle(ctx context.Context, queues ...string) error {
 		only = queues
 	}
 	wait := idlePollFirst
+	// The last unfinished job seen, named when ctx ends: also when it ends
+	// during a later look, which a deadline often does.
+	var queue, status string
+	ended := func() error {
+		if queue == "" {
+			return fmt.Errorf("%s: %w", op, context.Cause(ctx))
+		}
+		return fmt.Errorf("%s: %w (queue %q still has a %s job)", op, context.Cause(ctx), queue, status)
+	}
 	for {
-		var queue, status string
-		err := c.db.QueryRow(ctx, "SELECT queue, status FROM backoff.unfinished_job($1::text[]) LIMIT 1", only).Scan(&queue, &status)
+		var q, s string
+		err := c.db.QueryRow(ctx, "SELECT queue, status FROM backoff.unfinished_job($1::text[]) LIMIT 1", only).Scan(&q, &s)
 		switch {
 		case err == nil:
+			queue, status = q, s
 		case errors.Is(err, pgx.ErrNoRows):
 			return nil
 		case ctx.Err() != nil:
-			return fmt.Errorf("%s: %w", op, context.Cause(ctx))
+			return ended()
 		default:
 			return translate(op, 0, err)
 		}
@@ -61,7 +71,7 @@ func (c *Client) WaitIdle(ctx context.Context, queues ...string) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%s: %w (queue %q still has a %s job)", op, context.Cause(ctx), queue, status)
+			return ended()
 		case <-t.C:
 		}
 		wait = min(2*wait, idlePollMax)

@@ -6028,9 +6028,10 @@ CREATE TABLE backoff.jobs (
     schedule           text,
     schedule_slot      timestamptz,
     -- 0: finished jobs; 1-3: live jobs, one segment current. The functions
-    -- always name it. An admin's INSERT without it lands in 0, whatever its
-    -- status: every function finds a job in any segment, and backoff.rotate
-    -- moves a live one out of 0.
+    -- always name it; an INSERT that does not lands in the current segment
+    -- (the DEFAULT set after the functions below, backoff._current_segment).
+    -- A finished job inserted there, or a live one into 0, is moved by
+    -- backoff.rotate, and every by-id function finds a job in any segment.
     segment            smallint NOT NULL DEFAULT 0,
     CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL)),
     CONSTRAINT jobs_uncounted_attempts_check CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts)
@@ -7645,6 +7646,23 @@ Example:
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
 SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 
+-- backoff._current_segment(): the live segment of backoff.jobs that takes
+-- new jobs now (docs/adr/0061), the one rule for "where does a live job
+-- go": the DEFAULT of backoff.jobs.segment (an INSERT that names no
+-- segment, as a user's own SQL, lands there) and, as an InitPlan
+-- `(SELECT backoff._current_segment())` read once per statement, the
+-- segment every enqueue names and the only one a claim reads. Private;
+-- EXECUTE for backoff_admin too, whose own INSERTs evaluate the default.
+CREATE OR REPLACE FUNCTION backoff._current_segment()
+RETURNS smallint
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.segment FROM backoff.segments AS s WHERE s.current
+$$;
+
 -- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
 -- that holds the key (held), or the key taken for job_id (p_job_id, else an
 -- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
@@ -7784,7 +7802,7 @@ BEGIN
         -- Into the current segment (docs/adr/0061), read in the statement.
         INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-               (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+               (SELECT backoff._current_segment())
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
                   backoff._scope_in_force(),
@@ -7823,7 +7841,7 @@ BEGIN
     INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key, segment)
     OVERRIDING SYSTEM VALUE
     SELECT v_id, p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-           p_dedupe_key, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+           p_dedupe_key, (SELECT backoff._current_segment())
     FROM backoff._governing_policy(p_policy, p_queue) AS g;
     IF v_waiting THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
@@ -7967,7 +7985,7 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               g.name, s.run_at, p_now, (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
+               g.name, s.run_at, p_now, (SELECT backoff._current_segment())
         FROM src AS s
         JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )
@@ -8191,7 +8209,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
             ORDER BY c.priority DESC, c.run_at, c.id
@@ -8216,7 +8235,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
             ORDER BY c.priority DESC, c.run_at, c.id
@@ -8289,6 +8309,14 @@ $$;
 -- queue without controls pays nothing more while it has due jobs; the
 -- probe is a one-time filter, so a held queue's fast statement reads no
 -- job.
+--
+-- The candidates come from the current live segment only (docs/adr/0061),
+-- pruned at run time: a segment switched from keeps, until backoff.rotate
+-- truncates it, the index entries of every job it held, which no vacuum
+-- removes while an old snapshot is open, and a claim that read them would
+-- walk them all. A job left in another segment (an enqueue that raced the
+-- switch, a row locked while rotate moved the others) is claimable once the
+-- next rotate has moved it.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -8355,7 +8383,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
               AND NOT EXISTS (SELECT FROM backoff.queues AS q
@@ -8382,7 +8411,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
               AND NOT EXISTS (SELECT FROM backoff.queues AS q
@@ -9527,7 +9557,7 @@ BEGIN
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
                backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
                NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
-               0, d.schedule, d.schedule_slot, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+               0, d.schedule, d.schedule_slot, (SELECT backoff._current_segment())
         FROM d
         RETURNING j.* INTO v_job;
     END IF;
@@ -9632,7 +9662,7 @@ BEGIN
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
                backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
                NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
-               0, d.schedule, d.schedule_slot, (SELECT s.segment FROM backoff.segments AS s WHERE s.current)
+               0, d.schedule, d.schedule_slot, (SELECT backoff._current_segment())
         FROM moved AS d
         RETURNING j.id, j.queue, j.dedupe_key
     ), keys AS (
@@ -12484,7 +12514,7 @@ BEGIN
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                        schedule, schedule_slot, segment)
         SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
-               (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
+               (SELECT backoff._current_segment())
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
@@ -12533,7 +12563,7 @@ BEGIN
     INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                    schedule, schedule_slot, segment)
     SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL,
-           (SELECT c.segment FROM backoff.segments AS c WHERE c.current)
+           (SELECT backoff._current_segment())
     FROM backoff.schedules AS s
     CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     WHERE s.name = p_name
@@ -12580,10 +12610,21 @@ BEGIN
                        'fire_schedules', 'schedule_fires', 'policy_list',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
-               OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
+               OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'
+                                                 -- private, the DEFAULT of backoff.jobs.segment
+                                                 OR v_fn.name = '_current_segment')) THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
         END LOOP;
     END LOOP;
 END
 $$;
+
+
+
+-- == Live jobs in rotating segments: the default segment (docs/adr/0061) ==
+-- Here, after the functions: the default calls one. ONLY: an INSERT through
+-- backoff.jobs takes the parent's default; the finished partition keeps its
+-- own 0, which the undo below relies on once the DROP FUNCTION ... CASCADE
+-- there has dropped this default with the function.
+ALTER TABLE ONLY backoff.jobs ALTER COLUMN segment SET DEFAULT backoff._current_segment();

@@ -183,7 +183,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
             ORDER BY c.priority DESC, c.run_at, c.id
@@ -208,7 +209,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
             ORDER BY c.priority DESC, c.run_at, c.id

@@ -24,6 +24,14 @@
 -- queue without controls pays nothing more while it has due jobs; the
 -- probe is a one-time filter, so a held queue's fast statement reads no
 -- job.
+--
+-- The candidates come from the current live segment only (docs/adr/0061),
+-- pruned at run time: a segment switched from keeps, until backoff.rotate
+-- truncates it, the index entries of every job it held, which no vacuum
+-- removes while an old snapshot is open, and a claim that read them would
+-- walk them all. A job left in another segment (an enqueue that raced the
+-- switch, a row locked while rotate moved the others) is claimable once the
+-- next rotate has moved it.
 CREATE OR REPLACE FUNCTION backoff.claim(
     p_queue  text,
     p_worker text,
@@ -90,7 +98,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
               AND NOT EXISTS (SELECT FROM backoff.queues AS q
@@ -117,7 +126,8 @@ BEGIN
         WHERE j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.queue = p_queue
+            WHERE c.segment = (SELECT backoff._current_segment())
+              AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
               AND NOT EXISTS (SELECT FROM backoff.queues AS q

@@ -35,6 +35,7 @@
 {{ template "job.sql" . }}
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
+{{ template "_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "_queue_burst.sql" . }}

@@ -24,7 +24,9 @@ BEGIN
                        'fire_schedules', 'schedule_fires', 'policy_list',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
-               OR (v_role = 'backoff_admin' AND v_fn.name NOT LIKE '\_%') THEN
+               OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'
+                                                 -- private, the DEFAULT of backoff.jobs.segment
+                                                 OR v_fn.name = '_current_segment')) THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, v_role);
             END IF;
         END LOOP;

@@ -232,9 +232,10 @@ CREATE TABLE backoff.jobs (
     schedule           text,
     schedule_slot      timestamptz,
     -- 0: finished jobs; 1-3: live jobs, one segment current. The functions
-    -- always name it. An admin's INSERT without it lands in 0, whatever its
-    -- status: every function finds a job in any segment, and backoff.rotate
-    -- moves a live one out of 0.
+    -- always name it; an INSERT that does not lands in the current segment
+    -- (the DEFAULT set after the functions below, backoff._current_segment).
+    -- A finished job inserted there, or a live one into 0, is moved by
+    -- backoff.rotate, and every by-id function finds a job in any segment.
     segment            smallint NOT NULL DEFAULT 0,
     CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL)),
     CONSTRAINT jobs_uncounted_attempts_check CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts)
@@ -399,6 +400,13 @@ CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
+
+-- == Live jobs in rotating segments: the default segment (docs/adr/0061) ==
+-- Here, after the functions: the default calls one. ONLY: an INSERT through
+-- backoff.jobs takes the parent's default; the finished partition keeps its
+-- own 0, which the undo below relies on once the DROP FUNCTION ... CASCADE
+-- there has dropped this default with the function.
+ALTER TABLE ONLY backoff.jobs ALTER COLUMN segment SET DEFAULT backoff._current_segment();
 
 ---- create above / drop below ----
 

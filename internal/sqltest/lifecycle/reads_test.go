@@ -359,8 +359,11 @@ func TestOperatorReadPlans(t *testing.T) {
 	}
 	url := testdbURL(t)
 	setup := poolOn(t, url)
-	exec(t, setup, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, lease_until, locked_by, created_at, completed_at, last_error, dead_letter_reason)
-		SELECT 'q' || (i / 10 % 8), s.status, 1, $1::timestamptz, CASE WHEN s.status = 'running' THEN $1::timestamptz END,
+	// Finished jobs where finishing puts them (segment 0), live ones where
+	// enqueue does (the current segment, docs/adr/0061).
+	exec(t, setup, `INSERT INTO backoff.jobs (segment, queue, status, attempts, run_at, lease_until, locked_by, created_at, completed_at, last_error, dead_letter_reason)
+		SELECT CASE WHEN s.status IN ('pending', 'running') THEN (SELECT backoff._current_segment()) ELSE 0 END,
+		       'q' || (i / 10 % 8), s.status, 1, $1::timestamptz, CASE WHEN s.status = 'running' THEN $1::timestamptz END,
 		       CASE WHEN s.status = 'running' THEN 'w' END, $1::timestamptz - i * interval '1 second',
 		       CASE WHEN s.status IN ('completed', 'dead_lettered') THEN $1::timestamptz - i * interval '1 second' END,
 		       CASE WHEN s.status = 'dead_lettered' THEN 'order ' || i || ' failed' END,
@@ -368,9 +371,6 @@ func TestOperatorReadPlans(t *testing.T) {
 		FROM generate_series(1, 200000) AS i
 		CROSS JOIN LATERAL (SELECT CASE WHEN i % 10 = 0 THEN 'dead_lettered' WHEN i % 1000 = 1 THEN 'running'
 		                                WHEN i % 1000 = 2 THEN 'pending' ELSE 'completed' END AS status) AS s`, t0)
-	// Live jobs where enqueue puts them: the current segment (docs/adr/0061).
-	exec(t, setup, `UPDATE backoff.jobs SET segment = (SELECT segment FROM backoff.segments WHERE current)
-		WHERE status IN ('pending', 'running')`)
 	exec(t, setup, `VACUUM (FREEZE, ANALYZE) backoff.jobs`)
 
 	ctx := context.Background()

@@ -97,6 +97,43 @@ func TestRotateSwitchesMovesAndTruncates(t *testing.T) {
 
 }
 
+// TestClaimReadsTheCurrentSegmentOnly: a claim never reads the segment a
+// switch left behind (its dead index entries are what an old snapshot
+// would make every claim walk); a due job left there is claimed once the
+// next rotate has moved it. An INSERT that names no segment lands in the
+// current one, so a user's own SQL needs no rotate to be claimed.
+func TestClaimReadsTheCurrentSegmentOnly(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	segmentJobs(t, db, 1)
+	mine := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at) VALUES ('q', '{}', $1, $1) RETURNING id`, t0)
+	require.EqualValues(t, 1, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, mine))
+	enqueue(t, db, "q", t0)
+	r := rotate(t, db)
+	require.EqualValues(t, 2, r.Current)
+
+	// A job that raced the switch: still in segment 1, as an enqueue that
+	// read the current segment before the switch committed leaves it.
+	raced := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at, segment) VALUES ('q', '{}', $1, $1, 1) RETURNING id`, t0)
+	plain := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at) VALUES ('q', '{}', $1, $1) RETURNING id`, t0)
+	require.EqualValues(t, 2, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, plain), "the default follows the switch")
+
+	var ids []int64
+	for _, j := range claim(t, db, "q", "w", 10, t0) {
+		ids = append(ids, j.ID)
+	}
+	require.NotContains(t, ids, raced, "a claim reads the current segment only")
+	require.Contains(t, ids, mine, "moved by the switch")
+	require.Contains(t, ids, plain)
+	require.Len(t, ids, 3)
+
+	r = rotate(t, db)
+	require.EqualValues(t, 1, r.Moved)
+	got := claim(t, db, "q", "w", 10, t0)
+	require.Len(t, got, 1)
+	require.Equal(t, raced, got[0].ID, "claimable once rotate moved it")
+}
+
 // TestRotateKeepsTakingJobsWithABacklog: "enough" is the larger of
 // segment_jobs and the live jobs, so a backlog is not copied at every call.
 func TestRotateKeepsTakingJobsWithABacklog(t *testing.T) {
