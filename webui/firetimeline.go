@@ -22,7 +22,7 @@ type firesTimeline struct {
 }
 
 func buildFiresTimeline(fires []client.FireTime, now time.Time, zone string) firesTimeline {
-	ft := firesTimeline{Width: tlWidth, Height: 110, Line: 50, Now: tlPad}
+	ft := firesTimeline{Width: 700, Height: 100, Line: 44, Now: tlPad}
 	if len(fires) == 0 {
 		return ft
 	}
@@ -35,7 +35,7 @@ func buildFiresTimeline(fires []client.FireTime, now time.Time, zone string) fir
 		span = time.Second
 	}
 	x := func(t time.Time) float64 {
-		return tlPad + float64(t.Sub(lo))/float64(span)*float64(tlWidth-2*tlPad)
+		return tlPad + float64(t.Sub(lo))/float64(span)*float64(ft.Width-2*tlPad)
 	}
 	ft.Now = x(now)
 	lastLabel := -1e9
