@@ -62,8 +62,8 @@ type ScheduleJob struct {
 	// (TriggerSchedule).
 	Slot   time.Time
 	Status Status
-	// Attempts is the attempts counted; MaxAttempts the job's, else its
-	// policy's (0: neither known).
+	// Attempts is the attempts counted (claims given back by a snooze are
+	// not); MaxAttempts the job's, else its policy's (0: neither known).
 	Attempts, MaxAttempts int
 	DeadLetterReason      string
 	RunAt                 time.Time
@@ -79,7 +79,7 @@ func (c *Client) ScheduleJobs(ctx context.Context, name string, limit int) ([]Sc
 	if limit < 1 {
 		return nil, fmt.Errorf("%s: %w: limit must be at least 1, got %d", op, ErrInvalidArgument, limit)
 	}
-	rows, err := c.db.Query(ctx, `SELECT j.id, j.queue, j.schedule_slot, j.status, j.attempts,
+	rows, err := c.db.Query(ctx, `SELECT j.id, j.queue, j.schedule_slot, j.status, j.attempts - j.uncounted_attempts,
     coalesce(j.max_attempts, p.max_attempts, 0), coalesce(j.dead_letter_reason, ''), j.run_at, j.created_at, j.completed_at
 FROM (SELECT * FROM backoff.jobs AS j WHERE j.schedule = $1 ORDER BY j.id DESC LIMIT $2) AS j
 LEFT JOIN backoff.policies AS p ON p.name = backoff.job_policy(j.policy, j.queue)
