@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +49,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"pgbackoff Worker: from commit p50 ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ", "target ui-dead-letters-1m: ",
 		"target ui-refresh-throughput-1m: ",
-		"== periodic jobs: ", "target schedules-probe-us: ", "target schedules-fire-50-ms: ",
+		"== periodic jobs: ", "target schedules-probe-us: ", "target schedules-fire-50-ms: ", "target schedules-probe-claim-cost-pct-50: ",
 		"wal enqueue-1tx-2c: ours ", "wal claim-complete-1tx-sql-2c: ours ", "wal reap-300: ours ",
 		"== held snapshot: ", "target mvcc-held-vs-free: ", "target mvcc-held-xid-vs-free: ", "target mvcc-held-backlog-s: ",
 		"target mvcc-held-claim-p99-ratio: ", "wal mvcc-free: ours ", "wal mvcc-held: ours ", "wal mvcc-held-xid: ours ",
@@ -92,6 +93,10 @@ func TestSchedulesSection(t *testing.T) {
 	require.Contains(t, text, "nothing due, per call (round trip included): fire_schedules() ")
 	require.Contains(t, text, "fire 50 due schedules in one call: ")
 	require.Regexp(t, `(?m)^target schedules-probe-us: [0-9.]+ \(goal <= 500.00\) (met|MISS)$`, text)
+	for _, defined := range []int{0, 50} {
+		require.Regexp(t, fmt.Sprintf(`(?m)^claim loop, one claimer, batch 10, %d schedules \(none due\): [0-9]+ jobs/s alone, [0-9]+ jobs/s with a fire_schedules\(\) probe between claims \(cost -?[0-9.]+%%\)$`, defined), text)
+	}
+	require.Regexp(t, `(?m)^target schedules-probe-claim-cost-pct-50: -?[0-9.]+ \(goal <= 10.00\) (met|MISS)$`, text)
 	require.NotContains(t, text, "mvcc", "another section's targets")
 }
 

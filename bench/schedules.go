@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // schedules measures periodic jobs (docs/schedules.md, docs/adr/0068):
@@ -16,14 +18,25 @@ import (
 //     function for workers pays SECURITY DEFINER and SET search_path, which
 //     cost about as much as fire_schedules' own work: docs/adr/0068);
 //   - firing 10,000 due schedules in one call (p_limit 10000): goal within
-//     2 s.
+//     2 s;
+//   - the probe's cost on a claim loop: the jobs/s of one claimer calling
+//     backoff.claim (the Worker's default batch, 10), alone and with a
+//     fire_schedules() probe between every two claims, with no schedule
+//     and with 1,000 schedules, none due. The goal: with 1,000 schedules
+//     the probe costs at most 10% of the claim loop's jobs/s. A Worker
+//     probes once a ScheduleInterval (1 s), not between claims: this is the
+//     worst case, a claimer that would probe as often as it claims.
 //
 // Time is a parameter: the schedules are put at t0 and fired at t0 + 1h1m,
 // so every one of them is due whatever the clock says.
 func (b *bench) schedules(ctx context.Context) error {
 	n, probes := 10_000, 2000
+	// The claim loop: claim calls per variant and phase, in rounds of
+	// loopRound, with loopSchedules schedules in its second phase.
+	loopCalls, loopRound, loopSchedules := 1000, 50, 1000
 	if b.cfg.Mode == "test" {
 		n, probes = 50, 20
+		loopCalls, loopRound, loopSchedules = 20, 5, 50
 	}
 	fmt.Fprintf(b.out, "\n== periodic jobs: %d schedules ==\n", n)
 	db, drop, err := b.freshDatabase(ctx)
@@ -32,12 +45,17 @@ func (b *bench) schedules(ctx context.Context) error {
 	}
 	defer drop()
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	if _, err := db.pool.Exec(ctx, `SELECT count(backoff.put_schedule('s' || i, 'q' || (i % 10), p_every => '1 hour',
-		p_payload => jsonb_build_object('i', i), p_now => $2)) FROM generate_series(1, $1) AS i`, n, t0); err != nil {
-		return fmt.Errorf("put schedules: %w", err)
-	}
-	if _, err := db.pool.Exec(ctx, "VACUUM ANALYZE backoff.schedules"); err != nil {
-		return fmt.Errorf("vacuum: %w", err)
+	// Nothing is due at t0 + 30m (every schedule's first slot is t0 + 1h).
+	quiet := t0.Add(30 * time.Minute)
+	put := func(from, to int) error {
+		if _, err := db.pool.Exec(ctx, `SELECT count(backoff.put_schedule('s' || i, 'q' || (i % 10), p_every => '1 hour',
+			p_payload => jsonb_build_object('i', i), p_now => $3)) FROM generate_series($1::integer, $2::integer) AS i`, from, to, t0); err != nil {
+			return fmt.Errorf("put schedules: %w", err)
+		}
+		if _, err := db.pool.Exec(ctx, "VACUUM ANALYZE backoff.schedules"); err != nil {
+			return fmt.Errorf("vacuum: %w", err)
+		}
+		return nil
 	}
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -45,9 +63,33 @@ func (b *bench) schedules(ctx context.Context) error {
 	}
 	defer conn.Release()
 
-	// Nothing is due at t0 + 30m: the probe's cost, alternated with the
-	// hand-written read so both see the same machine.
-	quiet := t0.Add(30 * time.Minute)
+	// The claim loop, with no schedule, then with loopSchedules.
+	if err := seedDue(ctx, db, oursTable, 2*2*loopCalls*claimLoopBatch, 0); err != nil {
+		return err
+	}
+	for _, defined := range []int{0, loopSchedules} {
+		if defined > 0 {
+			if err := put(1, defined); err != nil {
+				return err
+			}
+		}
+		alone, probed, err := claimLoop(ctx, conn, loopCalls, loopRound, quiet)
+		if err != nil {
+			return fmt.Errorf("claim loop with %d schedules: %w", defined, err)
+		}
+		cost := 100 * (1 - ratioOf(probed, alone))
+		fmt.Fprintf(b.out, "claim loop, one claimer, batch %d, %d schedules (none due): %.0f jobs/s alone, %.0f jobs/s with a fire_schedules() probe between claims (cost %.1f%%)\n",
+			claimLoopBatch, defined, alone, probed, cost)
+		if defined > 0 {
+			b.targetAtMost(fmt.Sprintf("schedules-probe-claim-cost-pct-%d", defined), cost, 10)
+		}
+	}
+	if err := put(loopSchedules+1, n); err != nil {
+		return err
+	}
+
+	// The probe's cost, alternated with the hand-written read so both see
+	// the same machine.
 	var fireTotal, minTotal time.Duration
 	for i := range probes {
 		measureFire := func() error {
@@ -116,4 +158,66 @@ func (b *bench) schedules(ctx context.Context) error {
 		b.targetAtMost("schedules-fire-50-ms", float64(took.Milliseconds()), 2000)
 	}
 	return nil
+}
+
+// claimLoopBatch is the claim loop's batch: the Worker's default
+// (BatchSize defaults to Concurrency, 10).
+const claimLoopBatch = 10
+
+// claimLoop runs calls claims of claimLoopBatch jobs of the bench queue
+// alone and calls claims each followed by a fire_schedules() probe at
+// quiet (nothing due), in alternating rounds of round calls so both see
+// the same machine and table, and returns the jobs claimed per second of
+// each. The claimed jobs stay running: each claim takes the next due jobs.
+func claimLoop(ctx context.Context, conn *pgxpool.Conn, calls, round int, quiet time.Time) (alone, probed float64, err error) {
+	var tookAlone, tookProbed time.Duration
+	var jobsAlone, jobsProbed int
+	step := func(probe bool) (int, error) {
+		var k int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM backoff.claim($1, 'bench-claimer', $2)", queue, claimLoopBatch).
+			Scan(&k); err != nil {
+			return 0, err
+		}
+		if k != claimLoopBatch {
+			return 0, fmt.Errorf("claimed %d jobs, want %d: the seed ran out", k, claimLoopBatch)
+		}
+		if probe {
+			var fired int
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM backoff.fire_schedules(p_now => $1)", quiet).Scan(&fired); err != nil {
+				return 0, err
+			}
+			if fired != 0 {
+				return 0, fmt.Errorf("fire_schedules fired %d jobs with nothing due", fired)
+			}
+		}
+		return k, nil
+	}
+	for done, r := 0, 0; done < calls; r++ {
+		m := min(round, calls-done)
+		order := []bool{false, true}
+		if r%2 == 1 {
+			order = []bool{true, false}
+		}
+		for _, probe := range order {
+			start := time.Now()
+			for range m {
+				k, err := step(probe)
+				if err != nil {
+					return 0, 0, err
+				}
+				if probe {
+					jobsProbed += k
+				} else {
+					jobsAlone += k
+				}
+			}
+			if probe {
+				tookProbed += time.Since(start)
+			} else {
+				tookAlone += time.Since(start)
+			}
+		}
+		done += m
+	}
+	return float64(jobsAlone) / tookAlone.Seconds(), float64(jobsProbed) / tookProbed.Seconds(), nil
 }

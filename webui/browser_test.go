@@ -415,6 +415,74 @@ func TestBrowser(t *testing.T) {
 		require.Empty(t, console())
 	})
 
+	t.Run("schedules: the list, a schedule's page with its fires and jobs", func(t *testing.T) {
+		bg := context.Background()
+		// A week of a nightly schedule in a queue of its own, each night
+		// fired and settled on a clock of its own: completed runs, a dead
+		// letter, a retrying run tonight, and a manual fire.
+		now := time.Now()
+		clock := now.Add(-6 * 24 * time.Hour)
+		cc, err := client.New(bg, pool, client.WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		_, err = pool.Exec(bg, `SELECT backoff.put_schedule('nightly-report', 'nightly', p_cron => '30 2 * * *',
+			p_time_zone => 'Europe/Berlin', p_payload => '{"format": "pdf"}', p_max_attempts => 3, p_now => $1)`, clock.Add(-24*time.Hour))
+		require.NoError(t, err)
+		for day := 0; day <= 6; day++ {
+			clock = now.Add(time.Duration(day-6) * 24 * time.Hour)
+			fired, err := cc.FireSchedules(bg, 0)
+			require.NoError(t, err)
+			require.Len(t, fired, 1)
+			jobs, err := cc.Claim(bg, "nightly", 1, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
+			switch day {
+			case 2:
+				_, err = cc.Fail(bg, jobs[0].ID, jobs[0].Token, "report template missing", client.NonRetryable())
+			case 6:
+				_, err = cc.Fail(bg, jobs[0].ID, jobs[0].Token, "report store: connection refused")
+			default:
+				_, err = cc.Complete(bg, jobs[0].ID, jobs[0].Token)
+			}
+			require.NoError(t, err)
+		}
+		_, err = pool.Exec(bg, `SELECT backoff.trigger_schedule('nightly-report');
+			SELECT backoff.put_schedule('heartbeat', 'webhooks', p_every => '15 minutes', p_skip_if_running => true);
+			SELECT backoff.put_schedule('weekly-digest', 'emails', p_cron => '0 8 * * 1', p_time_zone => 'America/New_York');
+			SELECT backoff.pause_schedule('weekly-digest')`)
+		require.NoError(t, err)
+
+		do(t, ctx, chromedp.Navigate(srv.URL+"/schedules"))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.CSS("h1"))), "Schedules")
+		next := run(t, ctx, chromedp.Evaluate[[]int](`Array.from(document.querySelectorAll("#schedules td.fires")).map(td => td.querySelectorAll("br").length + (td.textContent.trim() === "—" ? 0 : 1))`))
+		require.Equal(t, []int{3, 3, 0}, next, "three fires ahead each; none for the paused one")
+		require.Empty(t, console())
+		shot("schedules")
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.CSS(`#schedules a[href="/schedules/nightly-report"]`))))
+		require.NoError(t, err)
+		require.Equal(t, srv.URL+"/schedules/nightly-report", run(t, ctx, chromedp.Location()))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.CSS("h1"))), "Schedule nightly-report")
+		require.Equal(t, 10, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#fires-timeline g.pt circle").length`)))
+		require.Equal(t, 10, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#fires li").length`)))
+		ticks := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#fires-timeline .ticklabel")).map(e => e.textContent)`))
+		require.Len(t, ticks, 5)
+		xs := run(t, ctx, chromedp.Evaluate[[]float64](`Array.from(document.querySelectorAll("#fires-timeline g.pt circle")).map(c => +c.getAttribute("cx"))`))
+		for i := 1; i < len(xs); i++ {
+			require.Greater(t, xs[i], xs[i-1], "the fires in order along the axis")
+		}
+		// The last jobs, newest first: the manual fire, then each night.
+		statuses := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#schedule-jobs tbody tr")).map(r => r.cells[1].textContent.trim() + "/" + r.cells[2].textContent.trim())`))
+		require.Len(t, statuses, 8)
+		require.Equal(t, "manual/pending", statuses[0])
+		require.Contains(t, statuses[1], "/retrying")
+		require.Contains(t, statuses[5], "/dead_lettered")
+		require.Contains(t, statuses[7], "/completed")
+		require.Empty(t, console())
+		// Taller, for the picture to show the jobs too.
+		do(t, ctx, chromedp.EmulateViewport(1200, 1000))
+		shot("schedule")
+		do(t, ctx, chromedp.EmulateViewport(1200, 800))
+	})
+
 	t.Run("bad input gets a page that says what was wrong", func(t *testing.T) {
 		for path, want := range map[string]string{
 			"/jobs/99999999":       "no such job",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -34,17 +35,19 @@ type view struct {
 	Data         any
 }
 
-var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "schedules", "bulk", "enqueue", "result", "error"}
+var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "schedules", "schedule", "bulk", "enqueue", "result", "error"}
 
 func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 	funcs := template.FuncMap{
-		"text":     text,
-		"short":    func(s string, n int) string { return text(truncate(s, n)) },
-		"ts":       formatTime,
-		"tsp":      func(t *time.Time) string { return formatTimePtr(t) },
-		"dur":      formatDuration,
-		"since":    func(t time.Time) string { return formatDuration(time.Since(t)) },
-		"join":     strings.Join,
+		"text":  text,
+		"short": func(s string, n int) string { return text(truncate(s, n)) },
+		"ts":    formatTime,
+		"tsp":   func(t *time.Time) string { return formatTimePtr(t) },
+		"dur":   formatDuration,
+		"since": func(t time.Time) string { return formatDuration(time.Since(t)) },
+		"join":  strings.Join,
+		// A name in a path segment of a link ("/" and "?" escaped too).
+		"path":     url.PathEscape,
 		"contains": func(list []string, s string) bool { return contains(list, s) },
 		"add":      func(a, b int) int { return a + b },
 		"divide":   func(a, b int) int { return a / b },

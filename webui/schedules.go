@@ -1,7 +1,9 @@
 package webui
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
@@ -17,6 +19,24 @@ type scheduleRow struct {
 	S      client.Schedule
 	Timing string
 	Zone   string // the cron expression's zone ("" for an interval)
+	// Fires are the next listFires fires (none for a paused schedule or
+	// an expression with no later time).
+	Fires []client.FireTime
+}
+
+// listFires is how many fires ahead the Schedules list shows a schedule;
+// its page shows pageFires on the timeline and its last pageJobs jobs.
+const (
+	listFires = 3
+	pageFires = 10
+	pageJobs  = 20
+)
+
+func timingOf(s client.Schedule) (timing, zone string) {
+	if s.Cron != "" {
+		return s.Cron, s.TimeZone
+	}
+	return "every " + visible.Duration(s.Every), ""
 }
 
 func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
@@ -27,13 +47,18 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
+	// One statement for every schedule's fires ahead.
+	fires, err := h.c.UpcomingFires(ctx, nil, time.Now(), listFires)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	rows := make([]scheduleRow, len(list))
 	for i, s := range list {
-		rows[i] = scheduleRow{S: s, Timing: s.Cron}
-		if s.Cron != "" {
-			rows[i].Zone = s.TimeZone
-		} else {
-			rows[i].Timing = "every " + visible.Duration(s.Every)
+		rows[i] = scheduleRow{S: s}
+		rows[i].Timing, rows[i].Zone = timingOf(s)
+		if !s.Paused {
+			rows[i].Fires = fires[s.Name]
 		}
 	}
 	h.render(w, r, http.StatusOK, "schedules", view{Title: "Schedules", Nav: "schedules", Data: rows})
@@ -62,7 +87,60 @@ func (h *Handler) switchSchedule(w http.ResponseWriter, r *http.Request, pause b
 		h.failErr(w, r, err)
 		return
 	}
-	http.Redirect(w, r, h.opts.Prefix+"/schedules", http.StatusSeeOther)
+	back := h.opts.Prefix + "/schedules"
+	if r.PostForm.Get("back") == "schedule" { // the form on the schedule's own page
+		back += "/" + url.PathEscape(name)
+	}
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// schedulePage is a schedule's page: its settings, the fires ahead on a
+// time axis and as a list, and its last jobs with their outcome.
+type schedulePage struct {
+	S            client.Schedule
+	Timing, Zone string
+	Fires        []fireRow
+	Timeline     firesTimeline
+	Jobs         []client.ScheduleJob
+}
+
+// fireRow is a fire ahead in the list beside the timeline.
+type fireRow struct {
+	At   time.Time
+	Wall string // the wall-clock time in the schedule's zone
+	In   string // how far ahead of the page's time
+}
+
+func (h *Handler) schedule(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	s, found, err := h.c.ScheduleByName(ctx, name)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	if !found {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("no schedule %q", visible.Escape(name, "")))
+		return
+	}
+	now := time.Now()
+	fires, err := h.c.UpcomingFires(ctx, []string{name}, now, pageFires)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	jobs, err := h.c.ScheduleJobs(ctx, name, pageJobs)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	d := schedulePage{S: s, Jobs: jobs, Timeline: buildFiresTimeline(fires[name], now, s.TimeZone)}
+	d.Timing, d.Zone = timingOf(s)
+	for _, f := range fires[name] {
+		d.Fires = append(d.Fires, fireRow{At: f.At, Wall: f.Wall.Format("2006-01-02 15:04"), In: formatDuration(f.At.Sub(now))})
+	}
+	h.render(w, r, http.StatusOK, "schedule", view{Title: "Schedule " + visible.Escape(name, ""), Nav: "schedules", Data: d})
 }
 
 // jobSchedule is what the job page says of the schedule that enqueued a

@@ -169,6 +169,7 @@ func (h *Handler) routes() {
 	get("/dead-letters", h.deadLetters)
 	get("/policies", h.policies)
 	get("/schedules", h.schedules)
+	get("/schedules/{name}", h.schedule)
 	get("/bulk", h.bulkConfirm)
 	get("/enqueue", h.enqueueForm)
 	post("/jobs/{id}/replay", h.replayJob)

@@ -165,7 +165,7 @@ func newSchedulesListCommand() *cobra.Command {
 func newSchedulesShowCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show NAME",
-		Short: "Show a schedule's settings, next and last fire, and what it skipped",
+		Short: "Show a schedule's settings, its next fires, its last jobs with their outcome, and what it skipped",
 		Example: `  backoffctl schedules show nightly-report
   backoffctl schedules show nightly-report --output json`,
 		Args: exactArgs(1, "NAME"),
@@ -191,11 +191,28 @@ func newSchedulesShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			fires, err := c.UpcomingFires(ctx, []string{s.Name}, now, showFires)
+			if err != nil {
+				return err
+			}
+			jobs, err := c.ScheduleJobs(ctx, s.Name, showJobs)
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			if jsonOut {
-				return writeJSON(w, scheduleRowOf(s))
+				out := scheduleShow{scheduleRow: scheduleRowOf(s), NextFires: []scheduleFireRow{}, LastJobs: []scheduleJobRow{}}
+				for _, f := range fires[s.Name] {
+					out.NextFires = append(out.NextFires, scheduleFireRow{At: f.At.UTC(), WallTime: f.Wall.Format("2006-01-02T15:04:05")})
+				}
+				for _, j := range jobs {
+					out.LastJobs = append(out.LastJobs, scheduleJobRowOf(j))
+				}
+				return writeJSON(w, out)
 			}
 			writeSchedule(w, s, now)
+			writeScheduleFires(w, s, fires[s.Name], now)
+			writeScheduleJobs(w, jobs)
 			return nil
 		},
 	}
@@ -249,6 +266,96 @@ func writeSchedule(w io.Writer, s client.Schedule, now time.Time) {
 	}
 	field("skipped", skipped)
 	field("last missed", formatTime(&s.LastMissedAt))
+	_ = tw.Flush()
+}
+
+// showFires and showJobs are how many fires ahead and jobs back
+// `schedules show` lists.
+const (
+	showFires = 5
+	showJobs  = 10
+)
+
+// scheduleShow is `schedules show --output json`: the schedule, its next
+// fires and its last jobs, newest first.
+type scheduleShow struct {
+	scheduleRow
+	NextFires []scheduleFireRow `json:"next_fires"`
+	LastJobs  []scheduleJobRow  `json:"last_jobs"`
+}
+
+type scheduleFireRow struct {
+	At       time.Time `json:"at"`
+	WallTime string    `json:"wall_time"` // in the schedule's zone
+}
+
+type scheduleJobRow struct {
+	ID               int64     `json:"id"`
+	Slot             jsonTime  `json:"slot"` // null: a manual fire
+	Status           string    `json:"status"`
+	Attempts         int       `json:"attempts"`
+	MaxAttempts      *int      `json:"max_attempts"`
+	DeadLetterReason *string   `json:"dead_letter_reason"`
+	CreatedAt        time.Time `json:"created_at"`
+	FinishedAt       jsonTime  `json:"finished_at"`
+}
+
+func scheduleJobRowOf(j client.ScheduleJob) scheduleJobRow {
+	r := scheduleJobRow{ID: j.ID, Slot: optTime(j.Slot), Status: string(j.Status), Attempts: j.Attempts,
+		CreatedAt: j.CreatedAt.UTC(), FinishedAt: optTime(j.CompletedAt)}
+	if j.MaxAttempts > 0 {
+		r.MaxAttempts = &j.MaxAttempts
+	}
+	if j.DeadLetterReason != "" {
+		r.DeadLetterReason = &j.DeadLetterReason
+	}
+	return r
+}
+
+// writeScheduleFires prints the fires ahead of a schedule, each with its
+// wall-clock time in the schedule's zone; a paused one's are those a
+// resume now would bring.
+func writeScheduleFires(w io.Writer, s client.Schedule, fires []client.FireTime, now time.Time) {
+	if len(fires) == 0 {
+		fmt.Fprintln(w, "next fires: none")
+		return
+	}
+	head := fmt.Sprintf("next fires (%d):", len(fires))
+	if s.Paused {
+		head = fmt.Sprintf("next fires (%d, if resumed now):", len(fires))
+	}
+	fmt.Fprintln(w, head)
+	tw := newTable(w)
+	for _, f := range fires {
+		row(tw, "  "+formatTime(&f.At), f.Wall.Format("2006-01-02 15:04")+" "+s.TimeZone, relative(f.At, now))
+	}
+	_ = tw.Flush()
+}
+
+// writeScheduleJobs prints a schedule's last jobs with their outcome.
+func writeScheduleJobs(w io.Writer, jobs []client.ScheduleJob) {
+	if len(jobs) == 0 {
+		fmt.Fprintln(w, "last jobs: none")
+		return
+	}
+	fmt.Fprintf(w, "last jobs (%d, newest first):\n", len(jobs))
+	tw := newTable(w)
+	row(tw, "  JOB", "SLOT", "STATUS", "ATTEMPTS", "FINISHED")
+	for _, j := range jobs {
+		slot := "manual"
+		if !j.Slot.IsZero() {
+			slot = formatTime(&j.Slot)
+		}
+		status := string(j.Status)
+		if j.DeadLetterReason != "" {
+			status += " (" + j.DeadLetterReason + ")"
+		}
+		attempts := strconv.Itoa(j.Attempts)
+		if j.MaxAttempts > 0 {
+			attempts += "/" + strconv.Itoa(j.MaxAttempts)
+		}
+		row(tw, "  "+strconv.FormatInt(j.ID, 10), slot, status, attempts, formatTime(&j.CompletedAt))
+	}
 	_ = tw.Flush()
 }
 

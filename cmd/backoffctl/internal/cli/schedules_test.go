@@ -19,6 +19,12 @@ func TestGoldenSchedules(t *testing.T) {
 	sqlExec(t, url, `SELECT backoff.put_schedule('heartbeat', 'pings', p_every => '5 minutes', p_catch_up => 'all',
 		p_catch_up_limit => 10, p_skip_if_running => true, p_now => '2029-12-31 23:40+00')`)
 	sqlExec(t, url, `SELECT count(*) FROM backoff.fire_schedules(p_now => '2029-12-31 23:59+00')`)
+	// Outcomes for the last jobs of `show`: the report's slot is
+	// dead-lettered, the heartbeat's completes.
+	sqlExec(t, url, `SELECT backoff.fail(c.id, c.attempts, 'template missing', p_retryable => false, p_now => '2029-12-31 23:59:30+00')
+		FROM backoff.claim('reports', 'w1', p_now => '2029-12-31 23:59:10+00') AS c`)
+	sqlExec(t, url, `SELECT backoff.complete(c.id, c.attempts, p_now => '2029-12-31 23:59:40+00')
+		FROM backoff.claim('pings', 'w1', p_now => '2029-12-31 23:59:20+00') AS c`)
 	s.run("schedules", "list")
 	s.run("schedules", "show", "nightly-report")
 	s.run("schedules", "show", "heartbeat", "--output", "json")
