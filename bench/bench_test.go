@@ -94,9 +94,9 @@ func TestSchedulesSection(t *testing.T) {
 	require.Contains(t, text, "fire 50 due schedules in one call: ")
 	require.Regexp(t, `(?m)^target schedules-probe-us: [0-9.]+ \(goal <= 500.00\) (met|MISS)$`, text)
 	for _, defined := range []int{0, 50} {
-		require.Regexp(t, fmt.Sprintf(`(?m)^claim loop, one claimer, batch 10, %d schedules \(none due\): [0-9]+ jobs/s alone, [0-9]+ jobs/s with a fire_schedules\(\) probe between claims \(cost -?[0-9.]+%%\)$`, defined), text)
+		require.Regexp(t, fmt.Sprintf(`(?m)^claim loop, one claimer, batch 10, %d schedules \(none due\): [0-9]+ jobs/s alone, [0-9]+ jobs/s with a fire_schedules\(\) probe after every claim \(-?[0-9.]+%% fewer; [0-9.]+µs a probe\); at the Worker's one probe a second: [0-9.]+%%$`, defined), text)
 	}
-	require.Regexp(t, `(?m)^target schedules-probe-claim-cost-pct-50: -?[0-9.]+ \(goal <= 10.00\) (met|MISS)$`, text)
+	require.Regexp(t, `(?m)^target schedules-probe-claim-cost-pct-50: -?[0-9.]+ \(goal <= 1.00\) (met|MISS)$`, text)
 	require.NotContains(t, text, "mvcc", "another section's targets")
 }
 
