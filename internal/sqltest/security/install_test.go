@@ -345,25 +345,6 @@ func requirePlantsIdle(t *testing.T, dbURL, what, live string, want []string) {
 	require.Equal(t, want, calls, "%s: the plants must be live for the installer's unqualified SQL", what)
 }
 
-// requirePlProxy skips unless the server under test has PL/Proxy, except
-// under CI on the PostgreSQL major whose Debian package CI installs.
-func requirePlProxy(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var available bool
-	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plproxy')`).Scan(&available))
-	if available {
-		return
-	}
-	if major := testdb.Major(t); major == testdb.DebianOnlyMajor && os.Getenv("CI") != "" {
-		t.Fatalf("PL/Proxy is not installed on the PostgreSQL %d server (CI is set; .ci/run installs postgresql-%d-plproxy)", major, major)
-	}
-	t.Skip("PL/Proxy is not installed on the server under test (apt-get install postgresql-15-plproxy)")
-}
-
 // The attack on the router's install: where the owner of the router's and
 // the shards' databases put public before pg_catalog in their search_path
 // and a stranger planted look-alikes in public, `migrate up --router` bound
@@ -372,7 +353,7 @@ func requirePlProxy(t *testing.T) {
 // ran the stranger's max(bigint) as the installer on each shard.
 func TestInstallRouteRouter(t *testing.T) {
 	t.Parallel()
-	requirePlProxy(t)
+	testdb.RequireServerExtension(t, "plproxy", "postgresql-15-plproxy")
 	routerURL := publicFirstDB(t)
 	shardURL := publicFirstDB(t)
 	ctx := context.Background()
