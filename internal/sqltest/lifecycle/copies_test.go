@@ -1,0 +1,310 @@
+package lifecycle_test
+
+// Rules written more than once in SQL, kept as copies because one copy would
+// cost the hot path a call or a plan (docs/adr/0070), and checked here
+// against each other and the catalog, as installed: the text comes from
+// pg_proc, never from a copy of it in the test.
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// stripSQLComments returns src without its -- and /* */ comments, string
+// literals and quoted identifiers untouched, so that a comment can neither
+// hide a column nor count as a drift.
+func stripSQLComments(src string) string {
+	var b strings.Builder
+	for i := 0; i < len(src); {
+		switch {
+		case src[i] == '\'' || src[i] == '"':
+			q := src[i]
+			j := i + 1
+			for j < len(src) {
+				if src[j] == q {
+					if j+1 < len(src) && src[j+1] == q { // '' or "" inside
+						j += 2
+						continue
+					}
+					break
+				}
+				j++
+			}
+			end := min(j+1, len(src))
+			b.WriteString(src[i:end])
+			i = end
+		case strings.HasPrefix(src[i:], "--"):
+			j := strings.IndexByte(src[i:], '\n')
+			if j < 0 {
+				return b.String()
+			}
+			i += j // keep the newline: it separates words
+		case strings.HasPrefix(src[i:], "/*"):
+			j := strings.Index(src[i+2:], "*/")
+			if j < 0 {
+				return b.String()
+			}
+			b.WriteByte(' ')
+			i += 2 + j + 2
+		default:
+			b.WriteByte(src[i])
+			i++
+		}
+	}
+	return b.String()
+}
+
+// closingParen returns the index of the parenthesis that closes the one at
+// s[open], skipping string literals.
+func closingParen(s string, open int) int {
+	depth := 0
+	for i := open; i < len(s); i++ {
+		switch s[i] {
+		case '\'':
+			for i++; i < len(s) && s[i] != '\''; i++ {
+			}
+		case '(':
+			depth++
+		case ')':
+			depth--
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// splitTopLevel splits s at the commas outside parentheses and literals.
+func splitTopLevel(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\'':
+			for i++; i < len(s) && s[i] != '\''; i++ {
+			}
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(s[start:]))
+}
+
+// topLevelWord returns the index of the first whole word w (upper case) in
+// s outside parentheses and literals, or -1.
+func topLevelWord(s, w string) int {
+	depth := 0
+	isWord := func(c byte) bool {
+		return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\'':
+			for i++; i < len(s) && s[i] != '\''; i++ {
+			}
+		case '(':
+			depth++
+		case ')':
+			depth--
+		default:
+			if depth == 0 && i+len(w) <= len(s) && strings.EqualFold(s[i:i+len(w)], w) &&
+				(i == 0 || !isWord(s[i-1])) && (i+len(w) == len(s) || !isWord(s[i+len(w)])) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+var (
+	insertJobsRe = regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+backoff\.jobs\b(\s+AS\s+\w+)?\s*\(`)
+	deleteJobsRe = regexp.MustCompile(`(?i)\bDELETE\s+FROM\s+backoff\.jobs\b`)
+	overridingRe = regexp.MustCompile(`(?i)^\s*OVERRIDING\s+SYSTEM\s+VALUE\s+SELECT\b`)
+	carriedRe    = regexp.MustCompile(`^\w+\.(\w+)$`)
+)
+
+// jobMove is one INSERT INTO backoff.jobs of a statement that also deletes
+// from backoff.jobs: a job's row moving (finishing, rotating, replayed).
+type jobMove struct {
+	fn      string   // the function, as regprocedure
+	columns []string // the INSERT's column list
+	values  []string // its SELECT list
+}
+
+// jobMoves finds every move in the functions of schema backoff.
+func jobMoves(t *testing.T, db querier) []jobMove {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `
+		SELECT p.oid::pg_catalog.regprocedure::text, p.prosrc
+		FROM pg_catalog.pg_proc AS p
+		WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+		ORDER BY 1`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var moves []jobMove
+	for rows.Next() {
+		var fn, src string
+		require.NoError(t, rows.Scan(&fn, &src))
+		src = stripSQLComments(src)
+		for _, m := range insertJobsRe.FindAllStringIndex(src, -1) {
+			// The statement so far: back to the previous semicolon.
+			stmt := src[strings.LastIndexByte(src[:m[0]], ';')+1 : m[0]]
+			if !deleteJobsRe.MatchString(stmt) {
+				continue // a new job (enqueue, a schedule's fire), not a move
+			}
+			open := m[1] - 1
+			closing := closingParen(src, open)
+			require.Positive(t, closing, "%s: INSERT INTO backoff.jobs without its column list closed", fn)
+			mv := jobMove{fn: fn, columns: splitTopLevel(src[open+1 : closing])}
+			rest := src[closing+1:]
+			sel := overridingRe.FindStringIndex(rest)
+			require.NotNil(t, sel, "%s: a move of a job's row must keep its id: INSERT (…) OVERRIDING SYSTEM VALUE SELECT …", fn)
+			rest = rest[sel[1]:]
+			from := topLevelWord(rest, "FROM")
+			require.Positive(t, from, "%s: the SELECT of a move without FROM", fn)
+			mv.values = splitTopLevel(rest[:from])
+			moves = append(moves, mv)
+		}
+	}
+	require.NoError(t, rows.Err())
+	return moves
+}
+
+// jobColumns is the columns of backoff.jobs from the catalog.
+func jobColumns(t *testing.T, db querier) []string {
+	t.Helper()
+	var cols []string
+	require.NoError(t, db.QueryRow(context.Background(), `
+		SELECT pg_catalog.array_agg(a.attname::text ORDER BY a.attnum)
+		FROM pg_catalog.pg_attribute AS a
+		WHERE a.attrelid = 'backoff.jobs'::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped`).Scan(&cols))
+	return cols
+}
+
+// crossedOnPurpose is the one value a move carries from another column of
+// the old row: a replay's fresh budget, uncounted_attempts = attempts
+// (docs/adr/0020).
+var crossedOnPurpose = map[string]bool{"uncounted_attempts = attempts": true}
+
+// moveProblems says, per move, what it loses or misplaces of a job's row:
+// a column of backoff.jobs missing from its column list, a column the table
+// lacks, a SELECT list of another length, and a value carried from the old
+// row (alias.column) into another column.
+func moveProblems(t *testing.T, db querier) (problems []string, fns []string) {
+	t.Helper()
+	table := jobColumns(t, db)
+	for _, mv := range jobMoves(t, db) {
+		fns = append(fns, mv.fn)
+		for _, c := range table {
+			if !slices.Contains(mv.columns, c) {
+				problems = append(problems, fmt.Sprintf("%s: column %s of backoff.jobs is missing from the INSERT's column list: a job's %s would be lost when it moves", mv.fn, c, c))
+			}
+		}
+		seen := map[string]bool{}
+		for _, c := range mv.columns {
+			if !slices.Contains(table, c) {
+				problems = append(problems, fmt.Sprintf("%s: the INSERT names column %s, which backoff.jobs does not have", mv.fn, c))
+			}
+			if seen[c] {
+				problems = append(problems, fmt.Sprintf("%s: the INSERT names column %s twice", mv.fn, c))
+			}
+			seen[c] = true
+		}
+		if len(mv.values) != len(mv.columns) {
+			problems = append(problems, fmt.Sprintf("%s: %d columns but %d values in the SELECT list", mv.fn, len(mv.columns), len(mv.values)))
+			continue
+		}
+		for i, v := range mv.values {
+			if m := carriedRe.FindStringSubmatch(v); m != nil && m[1] != mv.columns[i] && !crossedOnPurpose[mv.columns[i]+" = "+m[1]] {
+				problems = append(problems, fmt.Sprintf("%s: value %d, %s, goes into column %s", mv.fn, i+1, v, mv.columns[i]))
+			}
+		}
+	}
+	sort.Strings(fns)
+	return problems, fns
+}
+
+// The moves a job's row makes (finishing, rotating, replay) are each a
+// DELETE feeding an INSERT that lists every column (docs/adr/0061), in
+// several functions: one copy would cost the single statement of complete
+// and cancel (they set the finished values in the INSERT), so each copy is
+// checked against the table instead. A column added to backoff.jobs and
+// forgotten in one of them fails here, naming the function and the column.
+func TestJobMovesCarryEveryColumn(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	problems, fns := moveProblems(t, db)
+	require.Empty(t, problems)
+	// The moves as of this writing: a pattern that stopped finding them
+	// would otherwise pass with nothing checked.
+	for _, want := range []string{
+		"backoff._move_finished(bigint[])",
+		"backoff.cancel(bigint,text,timestamp with time zone)",
+		"backoff.complete(bigint,integer,timestamp with time zone)",
+		"backoff.complete_many(bigint[],integer[],timestamp with time zone)",
+		"backoff.replay(bigint,timestamp with time zone)",
+		"backoff.replay_dead_letters(text,timestamp with time zone)",
+		"backoff.rotate(timestamp with time zone)",
+	} {
+		require.Contains(t, fns, want, "no move of a job's row found in %s", want)
+	}
+}
+
+// redefine runs CREATE OR REPLACE of fn (a regprocedure) with its source
+// after edit, which must change it, on db (a transaction the caller rolls
+// back).
+func redefine(t *testing.T, db querier, fn string, edit func(string) string) {
+	t.Helper()
+	ctx := context.Background()
+	var def string
+	require.NoError(t, db.QueryRow(ctx, `SELECT pg_catalog.pg_get_functiondef($1::pg_catalog.regprocedure)`, fn).Scan(&def))
+	drifted := edit(def)
+	require.NotEqual(t, def, drifted, "the edit of %s changed nothing", fn)
+	_, err := db.Exec(ctx, drifted)
+	require.NoError(t, err)
+}
+
+// The check of the moves fails on a copy that drifted: a column dropped from
+// one copy (both lists, so that the statement still runs), and two carried
+// values swapped.
+func TestJobMovesCheckFailsOnADriftedCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newDB(t)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	redefine(t, tx, "backoff._move_finished(bigint[])", func(s string) string {
+		s = strings.Replace(s, "lease_expiries, schedule,", "schedule,", 1)
+		return strings.Replace(s, "d.lease_expiries, d.schedule,", "d.schedule,", 1)
+	})
+	problems, _ := moveProblems(t, tx)
+	require.Equal(t, []string{"backoff._move_finished(bigint[]): column lease_expiries of backoff.jobs is missing from the INSERT's column list: a job's lease_expiries would be lost when it moves"}, problems)
+	require.NoError(t, tx.Rollback(ctx))
+
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	redefine(t, tx, "backoff.rotate(timestamp with time zone)", func(s string) string {
+		return strings.Replace(s, "m.last_attempted_at, m.last_failed_at,", "m.last_failed_at, m.last_attempted_at,", 1)
+	})
+	problems, _ = moveProblems(t, tx)
+	require.Len(t, problems, 2, "%q", problems)
+	require.Contains(t, problems[0], "backoff.rotate(timestamp with time zone): value 12, m.last_failed_at, goes into column last_attempted_at")
+}
