@@ -308,3 +308,161 @@ func TestJobMovesCheckFailsOnADriftedCopy(t *testing.T) {
 	require.Len(t, problems, 2, "%q", problems)
 	require.Contains(t, problems[0], "backoff.rotate(timestamp with time zone): value 12, m.last_failed_at, goes into column last_attempted_at")
 }
+
+var (
+	claimUpdateRe = regexp.MustCompile(`(?i)\bUPDATE\s+backoff\.jobs\s+AS\s+j\s+SET\s+status\s*=\s*'running'`)
+	claimLimitRe  = regexp.MustCompile(`(?i)\bLIMIT\s+(\w+)\s+FOR\s+UPDATE\s+SKIP\s+LOCKED\b`)
+	spacesRe      = regexp.MustCompile(`\s+`)
+	// The fast statement's probe of backoff.queues (docs/adr/0045): claim
+	// leaves a paused queue and a queue under controls to
+	// backoff._claim_controlled, whose copies have no such probe.
+	queueProbeRe = regexp.MustCompile(`(?i)\s*\bAND\s+NOT\s+EXISTS\s*\(\s*SELECT\s+FROM\s+backoff\.queues\s+AS\s+q\b`)
+)
+
+// claimCopy is one copy of the claim statement, normalized: comments gone,
+// whitespace collapsed, its LIMIT written <limit>.
+type claimCopy struct {
+	stmt      string // from UPDATE to RETURNING
+	limit     string // what its LIMIT was
+	returning string // RETURNING …, up to the end of the statement
+}
+
+// normalizeSQL collapses whitespace, none inside parentheses' edges.
+func normalizeSQL(s string) string {
+	s = strings.TrimSpace(spacesRe.ReplaceAllString(s, " "))
+	return strings.NewReplacer("( ", "(", " )", ")").Replace(s)
+}
+
+// claimCopies reads fn's source from pg_proc and returns its copies of the
+// claim statement.
+func claimCopies(t *testing.T, db querier, fn string) []claimCopy {
+	t.Helper()
+	var src string
+	require.NoError(t, db.QueryRow(context.Background(),
+		`SELECT p.prosrc FROM pg_catalog.pg_proc AS p WHERE p.oid = $1::pg_catalog.regprocedure`, fn).Scan(&src))
+	src = stripSQLComments(src)
+	var copies []claimCopy
+	for _, m := range claimUpdateRe.FindAllStringIndex(src, -1) {
+		body := src[m[0]:]
+		ret := topLevelWord(body, "RETURNING")
+		require.Positive(t, ret, "%s: a claim statement without RETURNING", fn)
+		end := strings.IndexAny(body[ret:], ";)")
+		require.Positive(t, end, "%s: a claim statement without its end", fn)
+		c := claimCopy{stmt: normalizeSQL(body[:ret]), returning: normalizeSQL(body[ret : ret+end])}
+		if l := claimLimitRe.FindStringSubmatch(c.stmt); l != nil {
+			c.limit = l[1]
+			c.stmt = claimLimitRe.ReplaceAllString(c.stmt, "LIMIT <limit> FOR UPDATE SKIP LOCKED")
+		}
+		copies = append(copies, c)
+	}
+	return copies
+}
+
+// withoutQueueProbe returns stmt without the fast statement's probe of
+// backoff.queues, and whether it had one.
+func withoutQueueProbe(stmt string) (string, bool) {
+	loc := queueProbeRe.FindStringIndex(stmt)
+	if loc == nil {
+		return stmt, false
+	}
+	open := strings.IndexByte(stmt[loc[0]:], '(') + loc[0]
+	closing := closingParen(stmt, open)
+	if closing < 0 {
+		return stmt, false
+	}
+	return stmt[:loc[0]] + stmt[closing+1:], true
+}
+
+const (
+	claimFn      = "backoff.claim(text,text,integer,interval,timestamp with time zone)"
+	controlledFn = "backoff._claim_controlled(text,text,integer,interval,timestamp with time zone,backoff.queues)"
+)
+
+// claimProblems compares the four copies of the claim statement as
+// installed. What may differ between them, and nothing else:
+//   - the LIMIT: 1 and p_limit in backoff.claim (a constant keeps one
+//     generic plan for the single-job claim), v_allow, the allowance of
+//     the queue's controls, in backoff._claim_controlled;
+//   - the probe of backoff.queues in backoff.claim's two copies (equal to
+//     each other): the fast statement leaves a queue under controls to
+//     backoff._claim_controlled, which has no probe;
+//   - RETURNING j AS job in the copy of backoff._claim_controlled that
+//     keeps the rows of a half-open breaker's claim to record the probes'
+//     ids, RETURNING j.* everywhere else.
+func claimProblems(t *testing.T, db querier) []string {
+	t.Helper()
+	var problems []string
+	fast := claimCopies(t, db, claimFn)
+	controlled := claimCopies(t, db, controlledFn)
+	if len(fast) != 2 || len(controlled) != 2 {
+		return []string{fmt.Sprintf("want 2 claim statements in %s and 2 in %s, found %d and %d", claimFn, controlledFn, len(fast), len(controlled))}
+	}
+	if got := []string{fast[0].limit, fast[1].limit}; !slices.Equal(got, []string{"1", "p_limit"}) {
+		problems = append(problems, fmt.Sprintf("%s: LIMITs %q, want 1 then p_limit", claimFn, got))
+	}
+	if got := []string{controlled[0].limit, controlled[1].limit}; !slices.Equal(got, []string{"v_allow", "v_allow"}) {
+		problems = append(problems, fmt.Sprintf("%s: LIMITs %q, want v_allow in both", controlledFn, got))
+	}
+	if fast[0].stmt != fast[1].stmt {
+		problems = append(problems, fmt.Sprintf("%s: its LIMIT 1 and LIMIT p_limit statements differ:\n%s\n%s", claimFn, fast[0].stmt, fast[1].stmt))
+	}
+	want, probed := withoutQueueProbe(fast[0].stmt)
+	if !probed {
+		problems = append(problems, fmt.Sprintf("%s: no probe of backoff.queues in its statement: %s", claimFn, fast[0].stmt))
+	}
+	for i, c := range controlled {
+		if c.stmt != want {
+			problems = append(problems, fmt.Sprintf("%s: its claim statement %d differs from backoff.claim's:\n%s\n%s", controlledFn, i+1, c.stmt, want))
+		}
+	}
+	for _, c := range fast {
+		if c.returning != "RETURNING j.*" {
+			problems = append(problems, fmt.Sprintf("%s: %s, want RETURNING j.*", claimFn, c.returning))
+		}
+	}
+	if got := []string{controlled[0].returning, controlled[1].returning}; !slices.Equal(got, []string{"RETURNING j.*", "RETURNING j AS job"}) {
+		problems = append(problems, fmt.Sprintf("%s: %q, want RETURNING j.* then RETURNING j AS job", controlledFn, got))
+	}
+	return problems
+}
+
+// The claim statement is written four times (backoff.claim with LIMIT 1 and
+// with LIMIT p_limit, backoff._claim_controlled twice): one copy with a
+// LIMIT parameter would make the single-job claim plan again at every call
+// (docs/adr/0041), and the controlled copies are kept off the hot path. The
+// copies are compared as installed, so a change made to one and not the
+// others fails here.
+func TestClaimCopiesAgree(t *testing.T) {
+	t.Parallel()
+	require.Empty(t, claimProblems(t, newDB(t)))
+}
+
+// The comparison fails on a drifted copy: an ORDER BY changed in one copy of
+// backoff._claim_controlled, and a condition changed in backoff.claim's
+// LIMIT 1 copy only.
+func TestClaimCopiesCheckFailsOnADriftedCopy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newDB(t)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	redefine(t, tx, controlledFn, func(s string) string {
+		return strings.Replace(s, "ORDER BY c.priority DESC, c.run_at, c.id", "ORDER BY c.priority DESC, c.id", 1)
+	})
+	problems := claimProblems(t, tx)
+	require.Len(t, problems, 1, "%q", problems)
+	require.Contains(t, problems[0], controlledFn+": its claim statement 1 differs from backoff.claim's")
+	require.NoError(t, tx.Rollback(ctx))
+
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	redefine(t, tx, claimFn, func(s string) string {
+		return strings.Replace(s, "c.run_at <= p_now", "c.run_at < p_now", 1)
+	})
+	problems = claimProblems(t, tx)
+	require.NotEmpty(t, problems)
+	require.Contains(t, problems[0], claimFn+": its LIMIT 1 and LIMIT p_limit statements differ")
+}
