@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
 
@@ -61,74 +63,80 @@ func stripSQLComments(src string) string {
 	return b.String()
 }
 
-// closingParen returns the index of the parenthesis that closes the one at
-// s[open], skipping string literals.
-func closingParen(s string, open int) int {
+// scanTopLevel calls visit with each byte of s outside string literals and
+// its depth in parentheses (a parenthesis counts inside the pair it opens
+// or closes), until visit returns false.
+func scanTopLevel(s string, visit func(i, depth int) bool) {
 	depth := 0
-	for i := open; i < len(s); i++ {
+	for i := 0; i < len(s); i++ {
 		switch s[i] {
 		case '\'':
 			for i++; i < len(s) && s[i] != '\''; i++ {
 			}
+			continue
 		case '(':
 			depth++
+			if !visit(i, depth) {
+				return
+			}
+			continue
 		case ')':
 			depth--
-			if depth == 0 {
-				return i
+			if !visit(i, depth+1) {
+				return
 			}
+			continue
+		}
+		if !visit(i, depth) {
+			return
 		}
 	}
-	return -1
+}
+
+// closingParen returns the index of the parenthesis that closes the one at
+// s[open], or -1.
+func closingParen(s string, open int) int {
+	end := -1
+	scanTopLevel(s[open:], func(i, depth int) bool {
+		if depth == 1 && s[open+i] == ')' {
+			end = open + i
+			return false
+		}
+		return true
+	})
+	return end
 }
 
 // splitTopLevel splits s at the commas outside parentheses and literals.
 func splitTopLevel(s string) []string {
 	var out []string
-	depth, start := 0, 0
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\'':
-			for i++; i < len(s) && s[i] != '\''; i++ {
-			}
-		case '(':
-			depth++
-		case ')':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, strings.TrimSpace(s[start:i]))
-				start = i + 1
-			}
+	start := 0
+	scanTopLevel(s, func(i, depth int) bool {
+		if depth == 0 && s[i] == ',' {
+			out = append(out, strings.TrimSpace(s[start:i]))
+			start = i + 1
 		}
-	}
+		return true
+	})
 	return append(out, strings.TrimSpace(s[start:]))
 }
 
-// topLevelWord returns the index of the first whole word w (upper case) in
-// s outside parentheses and literals, or -1.
+// topLevelWord returns the index of the first whole word w in s outside
+// parentheses and literals (any case), or -1.
 func topLevelWord(s, w string) int {
-	depth := 0
 	isWord := func(c byte) bool {
 		return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 	}
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\'':
-			for i++; i < len(s) && s[i] != '\''; i++ {
-			}
-		case '(':
-			depth++
-		case ')':
-			depth--
-		default:
-			if depth == 0 && i+len(w) <= len(s) && strings.EqualFold(s[i:i+len(w)], w) &&
-				(i == 0 || !isWord(s[i-1])) && (i+len(w) == len(s) || !isWord(s[i+len(w)])) {
-				return i
-			}
+	at := -1
+	scanTopLevel(s, func(i, depth int) bool {
+		if depth == 0 && i+len(w) <= len(s) && strings.EqualFold(s[i:i+len(w)], w) &&
+			(i == 0 || !isWord(s[i-1])) && (i+len(w) == len(s) || !isWord(s[i+len(w)])) {
+			at = i
+			return false
 		}
-	}
-	return -1
+		return true
+	})
+	return at
 }
 
 var (
@@ -265,18 +273,22 @@ func TestJobMovesCarryEveryColumn(t *testing.T) {
 	}
 }
 
-// redefine runs CREATE OR REPLACE of fn (a regprocedure) with its source
-// after edit, which must change it, on db (a transaction the caller rolls
-// back).
-func redefine(t *testing.T, db querier, fn string, edit func(string) string) {
+// drifted returns a transaction on a copy of pool's database in which fn (a
+// regprocedure) is defined again with its source after edit, which must
+// change it. The transaction is rolled back when the test ends.
+func drifted(t *testing.T, pool *pgxpool.Pool, fn string, edit func(string) string) pgx.Tx {
 	t.Helper()
 	ctx := context.Background()
-	var def string
-	require.NoError(t, db.QueryRow(ctx, `SELECT pg_catalog.pg_get_functiondef($1::pg_catalog.regprocedure)`, fn).Scan(&def))
-	drifted := edit(def)
-	require.NotEqual(t, def, drifted, "the edit of %s changed nothing", fn)
-	_, err := db.Exec(ctx, drifted)
+	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	var def string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_catalog.pg_get_functiondef($1::pg_catalog.regprocedure)`, fn).Scan(&def))
+	changed := edit(def)
+	require.NotEqual(t, def, changed, "the edit of %s changed nothing", fn)
+	_, err = tx.Exec(ctx, changed)
+	require.NoError(t, err)
+	return tx
 }
 
 // The check of the moves fails on a copy that drifted: a column dropped from
@@ -284,27 +296,17 @@ func redefine(t *testing.T, db querier, fn string, edit func(string) string) {
 // values swapped.
 func TestJobMovesCheckFailsOnADriftedCopy(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := newDB(t)
 
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	redefine(t, tx, "backoff._move_finished(bigint[])", func(s string) string {
+	problems, _ := moveProblems(t, drifted(t, pool, "backoff._move_finished(bigint[])", func(s string) string {
 		s = strings.Replace(s, "lease_expiries, schedule,", "schedule,", 1)
 		return strings.Replace(s, "d.lease_expiries, d.schedule,", "d.schedule,", 1)
-	})
-	problems, _ := moveProblems(t, tx)
+	}))
 	require.Equal(t, []string{"backoff._move_finished(bigint[]): column lease_expiries of backoff.jobs is missing from the INSERT's column list: a job's lease_expiries would be lost when it moves"}, problems)
-	require.NoError(t, tx.Rollback(ctx))
 
-	tx, err = pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	redefine(t, tx, "backoff.rotate(timestamp with time zone)", func(s string) string {
+	problems, _ = moveProblems(t, drifted(t, pool, "backoff.rotate(timestamp with time zone)", func(s string) string {
 		return strings.Replace(s, "m.last_attempted_at, m.last_failed_at,", "m.last_failed_at, m.last_attempted_at,", 1)
-	})
-	problems, _ = moveProblems(t, tx)
+	}))
 	require.Len(t, problems, 2, "%q", problems)
 	require.Contains(t, problems[0], "backoff.rotate(timestamp with time zone): value 12, m.last_failed_at, goes into column last_attempted_at")
 }
@@ -442,27 +444,17 @@ func TestClaimCopiesAgree(t *testing.T) {
 // LIMIT 1 copy only.
 func TestClaimCopiesCheckFailsOnADriftedCopy(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	pool := newDB(t)
 
-	tx, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	redefine(t, tx, controlledFn, func(s string) string {
+	problems := claimProblems(t, drifted(t, pool, controlledFn, func(s string) string {
 		return strings.Replace(s, "ORDER BY c.priority DESC, c.run_at, c.id", "ORDER BY c.priority DESC, c.id", 1)
-	})
-	problems := claimProblems(t, tx)
+	}))
 	require.Len(t, problems, 1, "%q", problems)
 	require.Contains(t, problems[0], controlledFn+": its claim statement 1 differs from backoff.claim's")
-	require.NoError(t, tx.Rollback(ctx))
 
-	tx, err = pool.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-	redefine(t, tx, claimFn, func(s string) string {
+	problems = claimProblems(t, drifted(t, pool, claimFn, func(s string) string {
 		return strings.Replace(s, "c.run_at <= p_now", "c.run_at < p_now", 1)
-	})
-	problems = claimProblems(t, tx)
+	}))
 	require.NotEmpty(t, problems)
 	require.Contains(t, problems[0], claimFn+": its LIMIT 1 and LIMIT p_limit statements differ")
 }
