@@ -458,3 +458,45 @@ func TestClaimCopiesCheckFailsOnADriftedCopy(t *testing.T) {
 	require.NotEmpty(t, problems)
 	require.Contains(t, problems[0], claimFn+": its LIMIT 1 and LIMIT p_limit statements differ")
 }
+
+// outputColumns is fn's (a regprocedure) result columns, "name type", in
+// order.
+func outputColumns(t *testing.T, db querier, fn string) []string {
+	t.Helper()
+	var cols []string
+	require.NoError(t, db.QueryRow(context.Background(), `
+		SELECT pg_catalog.array_agg(a.name || ' ' || pg_catalog.format_type(a.type, NULL) ORDER BY a.n)
+		FROM pg_catalog.pg_proc AS p,
+		     unnest(p.proargnames, p.proargmodes, p.proallargtypes) WITH ORDINALITY AS a(name, mode, type, n)
+		WHERE p.oid = $1::pg_catalog.regprocedure AND a.mode = 't'`, fn).Scan(&cols))
+	return cols
+}
+
+// backoff.job_detail and backoff.list_jobs show a job with the same columns,
+// up to effective_max_attempts, then each its own (a payload's preview;
+// scan_end). RETURNS TABLE cannot name a shared list, and a composite type
+// would either give each function the other's columns or nest the job in a
+// column every client reads flat; the two lists are compared instead.
+func TestJobDisplayColumnsAgree(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	upToPolicy := func(cols []string) []string {
+		i := slices.Index(cols, "effective_max_attempts integer")
+		require.Positive(t, i, "no effective_max_attempts in %q", cols)
+		return cols[:i+1]
+	}
+	detail := upToPolicy(outputColumns(t, db, "backoff.job_detail(bigint,integer)"))
+	list := upToPolicy(outputColumns(t, db, "backoff.list_jobs(text,text[],text,text,text,timestamp with time zone,timestamp with time zone,timestamp with time zone,timestamp with time zone,text,bigint,timestamp with time zone,integer,boolean,integer)"))
+	require.Equal(t, detail, list, "the job columns of backoff.job_detail, then of backoff.list_jobs")
+	// Each shown column of the job is the table's, with its type.
+	var table []string
+	require.NoError(t, db.QueryRow(context.Background(), `
+		SELECT pg_catalog.array_agg(a.attname || ' ' || pg_catalog.format_type(a.atttypid, NULL))
+		FROM pg_catalog.pg_attribute AS a
+		WHERE a.attrelid = 'backoff.jobs'::pg_catalog.regclass AND a.attnum > 0 AND NOT a.attisdropped`).Scan(&table))
+	for _, c := range detail {
+		if !strings.HasPrefix(c, "effective_") {
+			require.Contains(t, table, c, "a job column of backoff.job_detail and backoff.list_jobs")
+		}
+	}
+}
