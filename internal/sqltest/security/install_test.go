@@ -64,7 +64,7 @@ func plantedDB(t *testing.T) (string, *pgx.Conn) {
 func plant(t *testing.T, dbURL string) {
 	t.Helper()
 	ctx := context.Background()
-	name := tempRole(t, "backoff_test_stranger_", "LOGIN PASSWORD 'pw'")
+	name := testdb.TempRole(t, "backoff_test_stranger_", "LOGIN PASSWORD 'pw'")
 	// Runs before tempRole's drop: the test database (and the plants in
 	// it) are dropped by testdb after this, so drop what the role owns
 	// there explicitly.
@@ -293,7 +293,7 @@ func publicFirstDB(t *testing.T) string {
 	require.NoError(t, err)
 	_, err = super.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET search_path = public, pg_catalog`)
 	require.NoError(t, err)
-	name := tempRole(t, "backoff_test_mallory_", "LOGIN PASSWORD 'pw'")
+	name := testdb.TempRole(t, "backoff_test_mallory_", "LOGIN PASSWORD 'pw'")
 	t.Cleanup(func() {
 		if d, err := pgx.Connect(ctx, dbURL); err == nil {
 			_, _ = d.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{name}.Sanitize()+" CASCADE")
