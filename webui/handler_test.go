@@ -2,8 +2,6 @@ package webui_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -14,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
@@ -169,7 +166,7 @@ func TestRoleWithoutTheRight(t *testing.T) {
 	_, err = ca.Cancel(ctx, id, "")
 	require.NoError(t, err)
 
-	srv, _ := serve(t, loginRole(t, dbURL, "backoff_worker"), webui.Options{AllowActions: true})
+	srv, _ := serve(t, testdb.LoginRole(t, dbURL, "backoff_worker"), webui.Options{AllowActions: true})
 	hc := noRedirect()
 	// A worker reads no jobs table (docs/adr/0058): the job pages are for
 	// admins, and say what is missing; the policies are not jobs.
@@ -235,37 +232,6 @@ func TestMountedUnderPrefix(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-// loginRole creates a LOGIN role in group, dropped when the test ends, and
-// returns dbURL logging in as it.
-func loginRole(t *testing.T, dbURL, group string) string {
-	t.Helper()
-	ctx := context.Background()
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	name := "backoff_ui_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{name}.Sanitize()+" LOGIN PASSWORD 'pw' IN ROLE "+pgx.Identifier{group}.Sanitize())
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
-		if err != nil {
-			t.Errorf("drop role %s: %v", name, err)
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", name)
-		if _, err := c.Exec(ctx, "DROP ROLE "+pgx.Identifier{name}.Sanitize()); err != nil {
-			t.Errorf("drop role %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	u.User = url.UserPassword(name, "pw")
-	return u.String()
-}
 
 // TestOverviewControlsAndEstimates: the overview shows a queue's open
 // breaker and its rate, marks finished counts above the exact

@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
-	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // TestQueueControlsMigration: version 4's queue controls (
@@ -19,21 +16,12 @@ import (
 func TestQueueControlsMigration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn := connect(t, testdb.NewEmptyURL(t))
-	m, err := migrations.New(ctx, conn)
-	require.NoError(t, err)
-	_, _, err = m.MigrateTo(ctx, 3)
-	require.NoError(t, err)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, sql, args...)
-		require.NoError(t, err, sql)
-	}
+	conn, m, exec, _ := migratedTo(t, 3)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	exec(`INSERT INTO backoff.queues (name, policy) VALUES ('a', 'default')`)
 	exec(`SELECT backoff.enqueue('a', p_now => $1)`, t0)
 
-	_, _, err = m.MigrateTo(ctx, 4)
+	_, _, err := m.MigrateTo(ctx, 4)
 	require.NoError(t, err)
 	var off bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT rate IS NULL AND burst IS NULL AND breaker_failures IS NULL

@@ -6,9 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
-	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // TestFencingMigrationKeepsFates: jobs written by migration 002's functions
@@ -19,24 +16,9 @@ import (
 func TestFencingMigrationKeepsFates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn := connect(t, testdb.NewEmptyURL(t))
-	m, err := migrations.New(ctx, conn)
-	require.NoError(t, err)
-	_, _, err = m.MigrateTo(ctx, 3)
-	require.NoError(t, err)
+	conn, m, exec, id := migratedTo(t, 3)
 
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, sql, args...)
-		require.NoError(t, err, sql)
-	}
-	id := func(sql string, args ...any) int64 {
-		t.Helper()
-		var v int64
-		require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(&v), sql)
-		return v
-	}
 	exec(`INSERT INTO backoff.policies (name, strategy, base, max_delay, jitter, max_attempts, lease)
 		VALUES ('fixed', 'fixed', '10 seconds', '1 minute', 'none', 3, '1 minute')`)
 	exec(`INSERT INTO backoff.queues (name, policy) VALUES ('a', 'fixed'), ('b', 'fixed'), ('c', 'fixed'), ('d', 'fixed')`)
@@ -82,7 +64,7 @@ func TestFencingMigrationKeepsFates(t *testing.T) {
 	require.Equal(t, int32(2), before[b].Attempts)
 	require.Equal(t, int32(0), before[c].Attempts)
 
-	_, _, err = m.MigrateTo(ctx, 4)
+	_, _, err := m.MigrateTo(ctx, 4)
 	require.NoError(t, err)
 	for _, j := range []int64{a, b, c, d} {
 		require.Equal(t, before[j], read(j), "job %d unchanged by the migration", j)

@@ -26,6 +26,33 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	return conn
 }
 
+// migratedTo returns a connection to a fresh database migrated to version,
+// its migrator, and two helpers that fail the test on an error: exec runs
+// a statement, id returns the bigint a query selects.
+func migratedTo(t *testing.T, version int32) (
+	conn *pgx.Conn, m *migrations.Migrator, exec func(sql string, args ...any), id func(sql string, args ...any) int64,
+) {
+	t.Helper()
+	ctx := context.Background()
+	conn = connect(t, testdb.NewEmptyURL(t))
+	m, err := migrations.New(ctx, conn)
+	require.NoError(t, err)
+	_, _, err = m.MigrateTo(ctx, version)
+	require.NoError(t, err)
+	exec = func(sql string, args ...any) {
+		t.Helper()
+		_, err := conn.Exec(ctx, sql, args...)
+		require.NoError(t, err, sql)
+	}
+	id = func(sql string, args ...any) int64 {
+		t.Helper()
+		var v int64
+		require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(&v), sql)
+		return v
+	}
+	return conn, m, exec, id
+}
+
 func TestUpDownUpRoundTrip(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -8,9 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
-
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
-	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // TestSegmentsMigrationKeepsJobs: jobs in every status, with history,
@@ -22,24 +19,9 @@ import (
 func TestSegmentsMigrationKeepsJobs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn := connect(t, testdb.NewEmptyURL(t))
-	m, err := migrations.New(ctx, conn)
-	require.NoError(t, err)
-	_, _, err = m.MigrateTo(ctx, 4)
-	require.NoError(t, err)
+	conn, m, exec, id := migratedTo(t, 4)
 
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		_, err := conn.Exec(ctx, sql, args...)
-		require.NoError(t, err, sql)
-	}
-	id := func(sql string, args ...any) int64 {
-		t.Helper()
-		var v int64
-		require.NoError(t, conn.QueryRow(ctx, sql, args...).Scan(&v), sql)
-		return v
-	}
 	code := func(err error) string {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) {
@@ -90,7 +72,7 @@ func TestSegmentsMigrationKeepsJobs(t *testing.T) {
 	require.NotNil(t, before[running].Lease)
 
 	for round := 0; round < 2; round++ {
-		_, _, err = m.MigrateTo(ctx, 5)
+		_, _, err := m.MigrateTo(ctx, 5)
 		require.NoError(t, err)
 		// The row type of backoff.jobs gained segment: statements prepared
 		// before return another type.
@@ -126,7 +108,7 @@ func TestSegmentsMigrationKeepsJobs(t *testing.T) {
 	require.Greater(t, fresh, cancelled)
 	exec(`SELECT backoff.complete($1, 1, $2)`, running, now)
 	require.Equal(t, "completed", read(running).Status)
-	_, err = conn.Exec(ctx, `SELECT backoff.replay($1, $2)`, dead, now)
+	_, err := conn.Exec(ctx, `SELECT backoff.replay($1, $2)`, dead, now)
 	require.NoError(t, err)
 	require.Equal(t, dead, id(`SELECT backoff.enqueue('q', p_dedupe_key => 'd', p_now => $1)`, now))
 	_, err = conn.Exec(ctx, `SELECT backoff.complete($1, 1, $2)`, completed, now)

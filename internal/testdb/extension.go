@@ -1,8 +1,11 @@
 package testdb
 
 import (
+	"context"
 	"os"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 )
@@ -43,4 +46,30 @@ func LocalBinariesWith(t testing.TB, name, debianPackage string) pgserver.Binari
 	}
 	t.Skipf("testdb: %s is not installed for %s: apt-get install %s to run this test", name, b, debianPackage)
 	return b
+}
+
+// RequireServerExtension skips unless the server under test (not a cluster
+// of the test's own) can create the extension name, packaged by Debian as
+// debianPackage (e.g. "plproxy", "postgresql-15-plproxy"). Under CI on
+// PostgreSQL 15 it fails instead, as LocalBinariesWith does.
+func RequireServerExtension(t testing.TB, name, debianPackage string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, AdminURL(t))
+	if err != nil {
+		t.Fatalf("testdb: connect to look for extension %s: %v", name, err)
+	}
+	defer conn.Close(ctx)
+	var available bool
+	if err := conn.QueryRow(ctx,
+		`SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = $1)`, name).Scan(&available); err != nil {
+		t.Fatalf("testdb: look for extension %s: %v", name, err)
+	}
+	if available {
+		return
+	}
+	if major := Major(t); major == DebianOnlyMajor && os.Getenv("CI") != "" {
+		t.Fatalf("testdb: %s is not installed on the PostgreSQL %d server (CI is set; .ci/run installs %s)", name, major, debianPackage)
+	}
+	t.Skipf("testdb: %s is not installed on the server under test (apt-get install %s)", name, debianPackage)
 }

@@ -61,39 +61,10 @@ func TestHotStatementPlansOnATinyTable(t *testing.T) {
 // due jobs (see TestHotStatementPlansAtAMillionRows).
 func checkHotPlans(t *testing.T, url string, setup *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	var (
-		mu    sync.Mutex
-		plans []string
-	)
-	cfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.RuntimeParams["search_path"] = ""
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message+"\n"+n.Detail)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	for _, s := range []string{
-		"LOAD 'auto_explain'",
-		"SET auto_explain.log_min_duration = 0",
-		"SET auto_explain.log_nested_statements = on",
-		"SET auto_explain.log_level = notice",
-		"SET plan_cache_mode = force_generic_plan",
-	} {
-		exec(t, conn, s)
-	}
+	ec := explaining(t, url, "SET plan_cache_mode = force_generic_plan")
 	planOf := func(call string, args ...any) string {
 		t.Helper()
-		mu.Lock()
-		plans = nil
-		mu.Unlock()
-		require.NoError(t, execErr(conn, call, args...))
-		mu.Lock()
-		defer mu.Unlock()
+		plans := ec.plansOf(t, call, args...)
 		for _, p := range plans {
 			// Sequential scans off price a table without a usable index at
 			// disable_cost (1e10 before PostgreSQL 18): far above
@@ -156,18 +127,15 @@ func checkHotPlans(t *testing.T, url string, setup *pgxpool.Pool) {
 	// index like the fast one.
 	exec(t, setup, `INSERT INTO backoff.queues (name, policy, rate) VALUES ('q1', 'default', 1e9)
 		ON CONFLICT (name) DO UPDATE SET rate = 1e9`)
-	mu.Lock()
-	plans = nil
-	mu.Unlock()
-	require.Len(t, claim(t, conn, "q1", "w", 2, later), 2)
-	mu.Lock()
+	ec.logged()
+	require.Len(t, claim(t, ec.conn, "q1", "w", 2, later), 2)
+	plans := ec.logged()
 	var updates []string
 	for _, p := range plans {
 		if strings.Contains(p, "Update on jobs") {
 			updates = append(updates, p)
 		}
 	}
-	mu.Unlock()
 	require.Len(t, updates, 2, "the fast statement, then the controlled one: %q", plans)
 	for _, u := range updates {
 		noSeqScan("claim of a rate-limited queue", u)
@@ -187,7 +155,6 @@ func TestCompleteManyNeverNestsRunningRows(t *testing.T) {
 	t.Parallel()
 	url := testdbURL(t)
 	setup := poolOn(t, url)
-	ctx := context.Background()
 	exec(t, setup, `INSERT INTO backoff.jobs (queue, policy, run_at, created_at)
 		SELECT 'q', 'default', $1, $1 FROM generate_series(1, 40000)`, t0)
 	exec(t, setup, `VACUUM ANALYZE backoff.jobs`) // nothing runs: 'running' looks rare
@@ -197,20 +164,10 @@ func TestCompleteManyNeverNestsRunningRows(t *testing.T) {
 		ids[i], att[i] = running[i].ID, running[i].Attempts
 	}
 
-	var plans []string
-	cfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.RuntimeParams["search_path"] = ""
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { plans = append(plans, n.Message+"\n"+n.Detail) }
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
-		"SET auto_explain.log_nested_statements = on", "SET auto_explain.log_level = notice"} {
-		exec(t, conn, s)
-	}
-	done := scalar[int64](t, conn, `SELECT count(*) FROM backoff.complete_many($1, $2)`, ids, att)
+	ec := explaining(t, url)
+	done := scalar[int64](t, ec.conn, `SELECT count(*) FROM backoff.complete_many($1, $2)`, ids, att)
 	require.EqualValues(t, 1000, done)
+	plans := ec.logged()
 	var update string
 	for _, p := range plans {
 		// The live rows are deleted and the finished ones inserted
@@ -222,4 +179,58 @@ func TestCompleteManyNeverNestsRunningRows(t *testing.T) {
 	require.NotEmpty(t, update, "no plan of complete_many's UPDATE logged: %q", plans)
 	require.NotContains(t, update, "Nested Loop", "complete_many:\n%s", update)
 	require.Contains(t, update, "Hash Join", "complete_many:\n%s", update)
+}
+
+// explainConn is a connection (empty search_path) on which auto_explain
+// logs the plan of every statement, nested ones too, as a notice, and the
+// notices it got.
+type explainConn struct {
+	conn  *pgx.Conn
+	mu    sync.Mutex
+	plans []string
+}
+
+// explaining opens an explainConn to url, closed when the test ends, and
+// runs settings on it after auto_explain's.
+func explaining(t *testing.T, url string, settings ...string) *explainConn {
+	t.Helper()
+	ctx := context.Background()
+	ec := &explainConn{}
+	cfg, err := pgx.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.RuntimeParams["search_path"] = ""
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		ec.mu.Lock()
+		defer ec.mu.Unlock()
+		ec.plans = append(ec.plans, n.Message+"\n"+n.Detail)
+	}
+	ec.conn, err = pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { ec.conn.Close(ctx) })
+	for _, s := range append([]string{
+		"LOAD 'auto_explain'",
+		"SET auto_explain.log_min_duration = 0",
+		"SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_level = notice",
+	}, settings...) {
+		exec(t, ec.conn, s)
+	}
+	return ec
+}
+
+// logged returns the plans logged so far and forgets them.
+func (ec *explainConn) logged() []string {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	plans := ec.plans
+	ec.plans = nil
+	return plans
+}
+
+// plansOf runs call and returns the plans it logged.
+func (ec *explainConn) plansOf(t *testing.T, call string, args ...any) []string {
+	t.Helper()
+	ec.logged()
+	require.NoError(t, execErr(ec.conn, call, args...))
+	return ec.logged()
 }

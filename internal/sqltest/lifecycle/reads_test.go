@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 )
@@ -373,46 +371,19 @@ func TestOperatorReadPlans(t *testing.T) {
 		                                WHEN i % 1000 = 2 THEN 'pending' ELSE 'completed' END AS status) AS s`, t0)
 	exec(t, setup, `VACUUM (FREEZE, ANALYZE) backoff.jobs`)
 
-	ctx := context.Background()
-	var (
-		mu    sync.Mutex
-		plans []string
-	)
-	cfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.RuntimeParams["search_path"] = ""
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message+"\n"+n.Detail)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	for _, s := range []string{
-		"LOAD 'auto_explain'",
-		"SET auto_explain.log_min_duration = 0",
-		"SET auto_explain.log_nested_statements = on",
-		"SET auto_explain.log_level = notice",
+	ec := explaining(t, url,
 		"SET jit = on",
 		// Above the cost of the call itself (a function scan: about 10),
 		// which this session plans and would compile (and which fails where
 		// llvmjit cannot load, as on CI's PostgreSQL 15 image); below the
 		// statements the functions run.
 		"SET jit_above_cost = 20",
-	} {
-		exec(t, conn, s)
-	}
+	)
 	// planOf calls the read and returns the plans of the statements on
 	// backoff.jobs it ran.
 	planOf := func(call string) string {
 		t.Helper()
-		mu.Lock()
-		plans = nil
-		mu.Unlock()
-		require.NoError(t, execErr(conn, call))
-		mu.Lock()
-		defer mu.Unlock()
+		plans := ec.plansOf(t, call)
 		var onJobs []string
 		for _, p := range plans {
 			if strings.Contains(p, "Query Text: "+call+"\n") {

@@ -33,9 +33,9 @@ func newClockDB(t *testing.T) clockDB {
 	db.super = open(db.url)
 	_, err := db.super.Exec(ctx, `UPDATE backoff.settings SET time_injection = false, max_clock_skew = '5 minutes'`)
 	require.NoError(t, err)
-	db.producer = open(loginRole(t, db.url, producer))
-	db.worker = open(loginRole(t, db.url, worker))
-	db.admin = open(loginRole(t, db.url, admin))
+	db.producer = open(testdb.LoginRole(t, db.url, producer))
+	db.worker = open(testdb.LoginRole(t, db.url, worker))
+	db.admin = open(testdb.LoginRole(t, db.url, admin))
 	return db
 }
 

@@ -18,7 +18,7 @@ import (
 // the test ends. Tests act as it with SET LOCAL ROLE (asRole).
 func groupRole(t *testing.T, group string) string {
 	t.Helper()
-	return tempRole(t, "backoff_test_", "NOLOGIN IN ROLE "+pgx.Identifier{group}.Sanitize())
+	return testdb.TempRole(t, "backoff_test_", "NOLOGIN IN ROLE "+pgx.Identifier{group}.Sanitize())
 }
 
 // queueFixtures are, per queue, one pending job, one running job (attempt
@@ -205,7 +205,7 @@ func TestQueueGrantsFollowTheLogin(t *testing.T) {
 	pool := testdb.Pool(t, dbURL)
 	makeQueueFixtures(t, pool, "mine")
 	makeQueueFixtures(t, pool, "theirs")
-	loginURL := loginRole(t, dbURL, worker)
+	loginURL := testdb.LoginRole(t, dbURL, worker)
 	conn, err := pgx.Connect(ctx, loginURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)

@@ -18,6 +18,30 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
+// nameCalls are the calls that take a name, each with the bad name as $1
+// and p_now as $2: every one must refuse what backoff._check_name refuses.
+var nameCalls = map[string]string{
+	"enqueue queue":      `SELECT backoff.enqueue($1, p_now => $2)`,
+	"enqueue dedupe key": `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
+	"enqueue policy":     `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
+	"bulk queue":         `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
+	"bulk dedupe key":    `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
+	"bulk policy":        `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
+	"claim queue":        `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
+	"claim worker":       `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
+	"acquire worker":     `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
+	"grant_queue queue":  `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
+	// The operator's queue switches: a name enqueue refuses is no queue
+	// to pause, resume or replay.
+	"pause_queue":          `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+	"resume_queue":         `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
+	"replay_dead_letters":  `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
+	"stop_waiting queue":   `SELECT backoff.stop_waiting($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
+	"stop_waiting worker":  `SELECT backoff.stop_waiting('q', $1) WHERE $2::timestamptz IS NOT NULL`,
+	"wait_for_jobs queue":  `SELECT backoff.wait_for_jobs($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
+	"wait_for_jobs worker": `SELECT backoff.wait_for_jobs('q', $1) WHERE $2::timestamptz IS NOT NULL`,
+}
+
 // TestNameLimits: queue, policy, worker and dedupe key are names of 1 to
 // 128 bytes without control characters, everywhere they come in (also the
 // operator's pause_queue, resume_queue and replay_dead_letters, and a
@@ -39,28 +63,7 @@ func TestNameLimits(t *testing.T) {
 		"c1 csi":  "mail\u009b31m",
 		"tab":     "mail\tx",
 	}
-	calls := map[string]string{
-		"enqueue queue":      `SELECT backoff.enqueue($1, p_now => $2)`,
-		"enqueue dedupe key": `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
-		"enqueue policy":     `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
-		"bulk queue":         `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
-		"bulk dedupe key":    `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
-		"bulk policy":        `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
-		"claim queue":        `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
-		"claim worker":       `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
-		"acquire worker":     `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
-		"grant_queue queue":  `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
-		// The operator's queue switches: a name enqueue refuses is no queue
-		// to pause, resume or replay.
-		"pause_queue":          `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"resume_queue":         `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"replay_dead_letters":  `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
-		"stop_waiting queue":   `SELECT backoff.stop_waiting($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
-		"stop_waiting worker":  `SELECT backoff.stop_waiting('q', $1) WHERE $2::timestamptz IS NOT NULL`,
-		"wait_for_jobs queue":  `SELECT backoff.wait_for_jobs($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
-		"wait_for_jobs worker": `SELECT backoff.wait_for_jobs('q', $1) WHERE $2::timestamptz IS NOT NULL`,
-	}
-	for call, sql := range calls {
+	for call, sql := range nameCalls {
 		for what, v := range bad {
 			if what == "empty" && strings.Contains(call, "dedupe") {
 				continue // an empty dedupe key has its own message
@@ -106,26 +109,7 @@ func TestNameFormatCharacters(t *testing.T) {
 		"arabic letter mark": "emails\u061c",
 		"tag":                "emails\U000e0041",
 	}
-	calls := map[string]string{
-		"enqueue queue":        `SELECT backoff.enqueue($1, p_now => $2)`,
-		"enqueue dedupe key":   `SELECT backoff.enqueue('q', p_dedupe_key => $1, p_now => $2)`,
-		"enqueue policy":       `SELECT backoff.enqueue('q', p_policy => $1, p_now => $2)`,
-		"bulk queue":           `SELECT * FROM backoff.enqueue(ARRAY['ok', $1], NULL, NULL, NULL, NULL, NULL, $2)`,
-		"bulk dedupe key":      `SELECT * FROM backoff.enqueue(ARRAY['ok', 'ok'], NULL, NULL, NULL, NULL, ARRAY['k', $1], $2)`,
-		"bulk policy":          `SELECT * FROM backoff.enqueue(ARRAY['ok'], NULL, NULL, NULL, NULL, NULL, $2, ARRAY[$1])`,
-		"claim queue":          `SELECT * FROM backoff.claim($1, 'w', 1, NULL, $2)`,
-		"claim worker":         `SELECT * FROM backoff.claim('q', $1, 1, NULL, $2)`,
-		"acquire worker":       `SELECT * FROM backoff.acquire(1, $1, NULL, $2)`,
-		"grant_queue queue":    `SELECT backoff.grant_queue('backoff_worker', $1, 'work') WHERE $2::timestamptz IS NOT NULL`,
-		"pause_queue":          `SELECT backoff.pause_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"resume_queue":         `SELECT backoff.resume_queue($1) WHERE $2::timestamptz IS NOT NULL`,
-		"replay_dead_letters":  `SELECT * FROM backoff.replay_dead_letters($1, $2)`,
-		"stop_waiting queue":   `SELECT backoff.stop_waiting($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
-		"stop_waiting worker":  `SELECT backoff.stop_waiting('q', $1) WHERE $2::timestamptz IS NOT NULL`,
-		"wait_for_jobs queue":  `SELECT backoff.wait_for_jobs($1, 'w') WHERE $2::timestamptz IS NOT NULL`,
-		"wait_for_jobs worker": `SELECT backoff.wait_for_jobs('q', $1) WHERE $2::timestamptz IS NOT NULL`,
-	}
-	for call, sql := range calls {
+	for call, sql := range nameCalls {
 		for what, v := range bad {
 			_, err := pool.Exec(ctx, sql, v, t0)
 			if !assert.Equal(t, "22023", sqlState(err), "%s with a %s: %v", call, what, err) {

@@ -64,7 +64,7 @@ func plantedDB(t *testing.T) (string, *pgx.Conn) {
 func plant(t *testing.T, dbURL string) {
 	t.Helper()
 	ctx := context.Background()
-	name := tempRole(t, "backoff_test_stranger_", "LOGIN PASSWORD 'pw'")
+	name := testdb.TempRole(t, "backoff_test_stranger_", "LOGIN PASSWORD 'pw'")
 	// Runs before tempRole's drop: the test database (and the plants in
 	// it) are dropped by testdb after this, so drop what the role owns
 	// there explicitly.
@@ -293,7 +293,7 @@ func publicFirstDB(t *testing.T) string {
 	require.NoError(t, err)
 	_, err = super.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET search_path = public, pg_catalog`)
 	require.NoError(t, err)
-	name := tempRole(t, "backoff_test_mallory_", "LOGIN PASSWORD 'pw'")
+	name := testdb.TempRole(t, "backoff_test_mallory_", "LOGIN PASSWORD 'pw'")
 	t.Cleanup(func() {
 		if d, err := pgx.Connect(ctx, dbURL); err == nil {
 			_, _ = d.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{name}.Sanitize()+" CASCADE")
@@ -345,25 +345,6 @@ func requirePlantsIdle(t *testing.T, dbURL, what, live string, want []string) {
 	require.Equal(t, want, calls, "%s: the plants must be live for the installer's unqualified SQL", what)
 }
 
-// requirePlProxy skips unless the server under test has PL/Proxy, except
-// under CI on the PostgreSQL major whose Debian package CI installs.
-func requirePlProxy(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var available bool
-	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plproxy')`).Scan(&available))
-	if available {
-		return
-	}
-	if major := testdb.Major(t); major == testdb.DebianOnlyMajor && os.Getenv("CI") != "" {
-		t.Fatalf("PL/Proxy is not installed on the PostgreSQL %d server (CI is set; .ci/run installs postgresql-%d-plproxy)", major, major)
-	}
-	t.Skip("PL/Proxy is not installed on the server under test (apt-get install postgresql-15-plproxy)")
-}
-
 // The attack on the router's install: where the owner of the router's and
 // the shards' databases put public before pg_catalog in their search_path
 // and a stranger planted look-alikes in public, `migrate up --router` bound
@@ -372,7 +353,7 @@ func requirePlProxy(t *testing.T) {
 // ran the stranger's max(bigint) as the installer on each shard.
 func TestInstallRouteRouter(t *testing.T) {
 	t.Parallel()
-	requirePlProxy(t)
+	testdb.RequireServerExtension(t, "plproxy", "postgresql-15-plproxy")
 	routerURL := publicFirstDB(t)
 	shardURL := publicFirstDB(t)
 	ctx := context.Background()

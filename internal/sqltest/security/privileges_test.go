@@ -164,7 +164,7 @@ func TestClientUnderRoles(t *testing.T) {
 	defer cancel()
 	dbURL := testdb.NewURL(t)
 
-	prodPool := testdb.Pool(t, loginRole(t, dbURL, producer))
+	prodPool := testdb.Pool(t, testdb.LoginRole(t, dbURL, producer))
 	prod, err := client.New(ctx, prodPool)
 	require.NoError(t, err, "a producer can check the schema version")
 	id, err := prod.Enqueue(ctx, "mail", map[string]string{"to": "a@example.com"})
@@ -172,7 +172,7 @@ func TestClientUnderRoles(t *testing.T) {
 	_, err = prod.Claim(ctx, "mail", 1, time.Minute)
 	require.Equal(t, "42501", sqlState(err), "producer claim: %v", err)
 
-	workPool := testdb.Pool(t, loginRole(t, dbURL, worker))
+	workPool := testdb.Pool(t, testdb.LoginRole(t, dbURL, worker))
 	wc, err := client.New(ctx, workPool)
 	require.NoError(t, err)
 	_, err = wc.Enqueue(ctx, "mail", nil)

@@ -18,7 +18,7 @@ import (
 func TestScheduleScope(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
-	role := tempRole(t, "sched_worker_", "IN ROLE backoff_worker")
+	role := testdb.TempRole(t, "sched_worker_", "IN ROLE backoff_worker")
 	_, err := pool.Exec(ctx, `SELECT backoff.grant_queue($1, 'mail.*', 'work')`, role)
 	require.NoError(t, err)
 	for _, s := range [][2]string{{"digest", "mail.digest"}, {"texts", "sms"}} {

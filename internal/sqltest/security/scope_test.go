@@ -260,7 +260,7 @@ func TestForeignJobLooksMissing(t *testing.T) {
 
 	// The Go client of a scoped login: Get reads its own jobs, and a
 	// foreign one is not found.
-	loginURL := loginRole(t, dbURL, worker)
+	loginURL := testdb.LoginRole(t, dbURL, worker)
 	c, err := client.New(ctx, testdb.Pool(t, loginURL))
 	require.NoError(t, err)
 	var login string

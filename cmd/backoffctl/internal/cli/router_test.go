@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -13,25 +12,6 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
-
-// requirePlProxy skips unless the server under test has PL/Proxy, except
-// under CI on the PostgreSQL major whose Debian package CI installs.
-func requirePlProxy(t *testing.T) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var available bool
-	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = 'plproxy')`).Scan(&available))
-	if available {
-		return
-	}
-	if major := testdb.Major(t); major == testdb.DebianOnlyMajor && os.Getenv("CI") != "" {
-		t.Fatalf("PL/Proxy is not installed on the PostgreSQL %d server (CI is set; .ci/run installs postgresql-%d-plproxy)", major, major)
-	}
-	t.Skip("PL/Proxy is not installed on the server under test (apt-get install postgresql-15-plproxy)")
-}
 
 // TestBackoffctlThroughRouter: migrate up --router installs a router over
 // three shards (databases of the test server) and refuses them in another
@@ -46,7 +26,7 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 		// clusters (CI runs it on PostgreSQL 15).
 		t.Skip("a router in a container cannot reach its shards at the host's URLs: run make test-sharded")
 	}
-	requirePlProxy(t)
+	testdb.RequireServerExtension(t, "plproxy", "postgresql-15-plproxy")
 	const nShards = 3
 	routerURL := testdb.NewEmptyURL(t)
 	var shardURLs []string
