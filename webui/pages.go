@@ -65,11 +65,10 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	if err != nil {
 		return d, err
 	}
-	// The vacuum warning is advice: a login that may not read it, or a
-	// schema without it, still gets the overview.
-	if hl, err := h.c.Health(ctx, 0); err == nil {
-		d.Vacuum = hl.Warning
-	}
+	d.Vacuum = h.health.get(d.At, func() (string, error) {
+		hl, err := h.c.Health(ctx, 0)
+		return hl.Warning, err
+	})
 	sparks := buildSparklines(acts, d.At)
 	for _, q := range queues {
 		row := queueRow{QueueOverview: q}

@@ -95,6 +95,8 @@ type Handler struct {
 	assets  string // cache-busting version of the embedded assets
 	// activity keeps the overview chart's ended minutes.
 	activity activityCache
+	// health keeps backoff.health's vacuum warning for a minute.
+	health healthCache
 }
 
 // New returns the UI's handler over c. c should sit on a pool
