@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
-	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
 // Schedules in `config diff` and `config apply` (docs/schedules.md): the
@@ -101,7 +101,7 @@ func scheduleFields(s config.Schedule, paused bool) [][2]string {
 // ownsSchedule reports whether st's database holds s: always, unless st
 // is one shard of several and s's queue lives on another.
 func ownsSchedule(st *dbState, queue string) bool {
-	return st.shards <= 1 || router.QueueShard(queue, st.shards) == st.shard
+	return st.shards <= 1 || sharding.QueueShard(queue, st.shards) == st.shard
 }
 
 // planSchedules compares the file's schedules with the database's.
