@@ -27,6 +27,7 @@ type Config struct {
 	DatabaseURL  string
 	NoDurability bool
 	Only         string
+	Skip         string // sections whose name contains it are not run (-skip)
 	RiverDir     string
 	Grants       string // "none" or "present" (queue grants of another role exist)
 	// JobsReloptions, when set, is applied to backoff.jobs (and the limit's
@@ -184,7 +185,8 @@ func (c *Config) setDefaults() error {
 }
 
 func (c Config) wants(section string) bool {
-	return c.Only == "" || strings.Contains(section, c.Only)
+	return (c.Only == "" || strings.Contains(section, c.Only)) &&
+		(c.Skip == "" || !strings.Contains(section, c.Skip))
 }
 
 // bench holds the server connection and the migrated template every

@@ -253,3 +253,20 @@ func TestRoundsOverride(t *testing.T) {
 	require.Equal(t, 2, cfg.Rounds)
 	require.ErrorContains(t, (&Config{Mode: "quick", RoundsOverride: -1}).setDefaults(), "-rounds -1")
 }
+
+// -only picks the sections whose name contains its word, -skip drops them.
+func TestOnlyAndSkipPickSections(t *testing.T) {
+	for _, c := range []struct {
+		only, skip, section string
+		want                bool
+	}{
+		{"", "", "mvcc", true},
+		{"mvcc", "", "mvcc", true},
+		{"mvcc", "", "ui", false},
+		{"", "mvcc", "mvcc", false},
+		{"", "mvcc", "throughput", true},
+		{"worker", "river", "river", false},
+	} {
+		require.Equal(t, c.want, Config{Only: c.only, Skip: c.skip}.wants(c.section), "%+v", c)
+	}
+}
