@@ -371,7 +371,7 @@ func TestReadCallsSQL(t *testing.T) {
 	}
 	listed := ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying},
 		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2}
-	mock.ExpectQuery("SELECT "+detailColumns+", scan_end FROM backoff.list_jobs(p_queue => $1::text, "+
+	mock.ExpectQuery("SELECT "+jobColumns+", effective_policy, effective_max_attempts, errors"+", scan_end FROM backoff.list_jobs(p_queue => $1::text, "+
 		"p_statuses => $2::text[], p_policy => $3::text, p_dead_letter_reason => $4::text, p_error_contains => $5::text, "+
 		"p_created_from => $6::timestamptz, p_created_to => $7::timestamptz, p_finished_from => $8::timestamptz, "+
 		"p_finished_to => $9::timestamptz, p_order => $10::text, p_after_id => $11::bigint, "+
