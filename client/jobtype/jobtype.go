@@ -32,7 +32,7 @@ const (
 // Two numbers answer "which try is this?" (docs/adr/0020, docs/adr/0065):
 //   - Token, the fencing token: it counts every claim over the job's life
 //     and never goes down. Every call that settles or extends a claimed job
-//     (Complete, CompleteMany, Fail, Heartbeat, Snooze) carries it.
+//     (client.Complete, CompleteMany, Fail, Heartbeat, Snooze) carries it.
 //   - AttemptNumber(), the counted attempt: 1 for the first try, what
 //     MaxAttempts bounds and what the backoff delay grows with. It is Token
 //     minus UncountedAttempts: a snooze and a replay give budget back
@@ -48,8 +48,8 @@ type Job struct {
 	// snooze, replay or cancel. While the job runs it is the running
 	// attempt's token, which no other claim of the job ever has: a call
 	// with a token that no longer holds the job (reaped, snoozed, cancelled
-	// and replayed) is refused, whatever happened since (ErrStaleAttempt,
-	// ErrInvalidTransition). 0 for a job never claimed.
+	// and replayed) is refused, whatever happened since (client.ErrStaleAttempt,
+	// client.ErrInvalidTransition). 0 for a job never claimed.
 	Token int
 	// UncountedAttempts counts the claims that do not count against
 	// MaxAttempts: one per snooze, and every claim before the last replay.
@@ -64,8 +64,8 @@ type Job struct {
 	LastError         string
 	Errors            []AttemptError
 	// DeadLetterReason says why a dead-lettered job was given up:
-	// max_attempts (its counted attempts ran out), non_retryable (Fail with
-	// NonRetryable, a handler's Permanent), deadline (the policy's deadline
+	// max_attempts (its counted attempts ran out), non_retryable (client.Fail with
+	// client.NonRetryable, a handler's client.Permanent), deadline (the policy's deadline
 	// passed) or lease_expiries (its leases expired more often than the
 	// policy's max_lease_expiries: a job that crashes its worker).
 	DeadLetterReason string
