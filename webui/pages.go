@@ -513,7 +513,7 @@ type deadGroup struct {
 
 // deadLetters groups the dead letters: exact counts per queue and reason,
 // and the most recent Options.DeadLetterSample grouped by error signature
-// (client.DeadLetters, docs/adr/0055-dead-letters-page-bounded.md). A
+// (ops.Client.DeadLetters, docs/adr/0055-dead-letters-page-bounded.md). A
 // group's replay acts on every dead letter of the group, sampled or not.
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)

@@ -272,7 +272,7 @@ func parseCursor(s string, order JobOrder) (int64, time.Time, error) {
 }
 
 // Details reads one job with its error history and what governs it
-// (backoff.job_detail); an unknown id gives sqlapi.ErrJobNotFound.
+// (backoff.job_detail); an unknown id gives client.ErrJobNotFound.
 func (c *Client) Details(ctx context.Context, jobID int64) (JobDetail, error) {
 	d, _, err := c.detail(ctx, fmt.Sprintf("show job %d", jobID), jobID, nil)
 	return d, err
@@ -294,7 +294,7 @@ type PayloadPreview struct {
 // Preview reads one job as Details does, but of its payload only the
 // first maxChars characters (JobDetail.Payload stays nil): what the web
 // UI's job page shows, so that a payload of many megabytes neither
-// travels nor sits in the UI's memory. An unknown id gives sqlapi.ErrJobNotFound.
+// travels nor sits in the UI's memory. An unknown id gives client.ErrJobNotFound.
 func (c *Client) Preview(ctx context.Context, jobID int64, maxChars int) (JobDetail, PayloadPreview, error) {
 	op := fmt.Sprintf("show job %d", jobID)
 	if maxChars < 1 {
@@ -334,7 +334,7 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 // QueueInfo is a queue as an operator sees it: its policy, its pause
 // switch and its controls (the settings of backoff.queues that `config
 // apply` writes, ADR 0045). Nil settings are off. Its live breaker and
-// rate state is QueueState's.
+// rate state is client.Client.QueueState's.
 type QueueInfo struct {
 	Name   string
 	Policy string // the policy of its jobs that record none (backoff.job_policy)
@@ -418,7 +418,7 @@ func micros(v *int64) *time.Duration {
 
 // PauseQueue stops claims of queue (backoff.pause_queue); running jobs go
 // on. It reports whether the queue was running before. A name that is no
-// queue (no configuration, no job) is refused with sqlapi.ErrInvalidArgument:
+// queue (no configuration, no job) is refused with client.ErrInvalidArgument:
 // SwitchQueue with create makes a new queue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) (bool, error) {
 	return c.SwitchQueue(ctx, queue, true, false)
@@ -426,7 +426,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) (bool, error) {
 
 // ResumeQueue lets claims of queue start again (backoff.resume_queue). It
 // reports whether the queue was paused before. A name that is no queue is
-// refused with sqlapi.ErrInvalidArgument.
+// refused with client.ErrInvalidArgument.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) (bool, error) {
 	return c.SwitchQueue(ctx, queue, false, false)
 }
@@ -434,7 +434,7 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) (bool, error) {
 // SwitchQueue pauses (pause true) or resumes queue and reports whether it
 // changed. With create, a queue that has neither configuration nor jobs
 // is created (paused, or running); without, it is refused
-// (sqlapi.ErrInvalidArgument). Each change is recorded in the queue's history
+// (client.ErrInvalidArgument). Each change is recorded in the queue's history
 // (QueueEvents) with the database role.
 func (c *Client) SwitchQueue(ctx context.Context, queue string, pause, create bool) (bool, error) {
 	name, op := "resume_queue", fmt.Sprintf("resume queue %q", queue)

@@ -34,7 +34,7 @@ type QueueOverview struct {
 	// last ANALYZE: show them as approximate.
 	Completed, DeadLettered, Cancelled int64
 	FinishedExact                      bool
-	// The queue's controls, as QueueState reads them, for a queue with a
+	// The queue's controls, as client.Client.QueueState reads them, for a queue with a
 	// rate or a circuit breaker: Breaker is "closed", "open" or
 	// "half_open" ("closed" without a breaker); Rate and Tokens are nil
 	// without a rate; NextClaimAt is zero when nothing holds claims back.

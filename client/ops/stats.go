@@ -35,7 +35,7 @@ type QueueStats struct {
 // and its oldest age, and the retries and dead letters of the last window
 // (0: the function's default, one hour). It scans the table: for operators
 // and dashboards, not for a tight loop. To wait until queues are drained,
-// use WaitIdle.
+// use client.Client.WaitIdle.
 func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats, error) {
 	op := "read job stats"
 	var args []sqlapi.Param
