@@ -17,8 +17,9 @@ import (
 )
 
 // Sentinel errors of the SQL API. Every error the client (and package
-// client/ops) returns for one of these conditions matches the sentinel with errors.Is, and still unwraps to
-// the *pgconn.PgError it came from (errors.As) for the server's message.
+// client/ops) returns for one of these conditions matches the sentinel
+// with errors.Is, and still unwraps to the *pgconn.PgError it came from
+// (errors.As) for the server's message.
 var (
 	// ErrInvalidArgument: an argument was refused (SQLSTATE 22023), e.g. an
 	// empty queue, a limit below 1, a negative interval or an unknown policy.
