@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 // Shape of the sustained run: the production shape of docs/benchmarks.md.
@@ -135,7 +136,7 @@ func (b *bench) sustained(ctx context.Context) error {
 			case <-runCtx.Done():
 				return
 			case <-t.C:
-				_, _ = c.Prune(runCtx, 30*time.Second, 100_000)
+				_, _ = ops.New(db.pool).Prune(runCtx, 30*time.Second, 100_000)
 			}
 		}
 	}()

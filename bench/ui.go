@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/webui"
 )
 
@@ -55,12 +56,13 @@ func (b *bench) uiPages(ctx context.Context) error {
 		return err
 	}
 	// In-process requests (httptest.NewRequest) name the host example.com.
-	h, err := webui.New(c, webui.Options{Logger: slog.New(slog.DiscardHandler), Hosts: []string{"example.com"}})
+	o := ops.New(db.pool)
+	h, err := webui.New(c, o, webui.Options{Logger: slog.New(slog.DiscardHandler), Hosts: []string{"example.com"}})
 	if err != nil {
 		return err
 	}
 	// A cursor from the middle of the table, for a page far from the start.
-	page, err := c.List(ctx, client.ListParams{Order: client.NewestFirst, Limit: n / 2})
+	page, err := o.List(ctx, ops.ListParams{Order: ops.NewestFirst, Limit: n / 2})
 	if err != nil {
 		return err
 	}

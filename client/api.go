@@ -5,81 +5,52 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 )
 
-// arg is one named argument of a SQL function call. Naming the parameters
-// (p_queue => $1) keeps calls correct when a function gains optional
-// parameters, and the cast fixes the parameter's type for the planner.
+// arg is one named argument of a SQL function call (sqlapi.Arg): naming the
+// parameters (p_queue => $1) keeps calls correct when a function gains
+// optional parameters, and the cast fixes the parameter's type for the
+// planner.
 type arg struct {
 	name  string
 	cast  string
 	value any
 }
 
+func params(args []arg) []sqlapi.Param {
+	ps := make([]sqlapi.Param, len(args))
+	for i, a := range args {
+		ps[i] = sqlapi.Arg(a.name, a.cast, a.value)
+	}
+	return ps
+}
+
 // fn builds the call "backoff.<name>(p_a => $1::t, ..., p_now => $n)" and
-// its arguments. p_now is always there, so each method sends one SQL text
-// whether or not a clock is set: the clock's time with WithClock, else NULL,
-// which the functions read as the database's now() (ADR 0035).
+// its arguments, with p_now the clock's time with WithClock, else NULL
+// (sqlapi.CallAt).
 func (c *Client) fn(name string, args ...arg) (string, []any) {
-	return sqlCall(name, append(args, arg{"p_now", "timestamptz", c.nowArg()})...)
+	return sqlapi.CallAt(name, c.nowArg(), params(args)...)
 }
 
 // sqlCall writes a call of backoff.name with named, typed arguments, for
 // the functions that take no time.
 func sqlCall(name string, args ...arg) (string, []any) {
-	var b strings.Builder
-	b.WriteString("backoff.")
-	b.WriteString(name)
-	b.WriteByte('(')
-	values := make([]any, len(args))
-	for i, a := range args {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(a.name)
-		b.WriteString(" => $")
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString("::")
-		b.WriteString(a.cast)
-		values[i] = a.value
-	}
-	b.WriteByte(')')
-	return b.String(), values
+	return sqlapi.Call(name, params(args)...)
 }
 
-// nullDuration passes 0 as NULL (the function's default).
-func nullDuration(d time.Duration) any {
-	if d == 0 {
-		return nil
-	}
-	return d
-}
-
-func nullInt(n int) any {
-	if n == 0 {
-		return nil
-	}
-	return n
-}
-
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nullTime(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t
-}
+// The NULLs of the optional arguments: a zero value passes NULL, the
+// function's default.
+var (
+	nullDuration = sqlapi.NullDuration
+	nullInt      = sqlapi.NullInt
+	nullString   = sqlapi.NullString
+	nullTime     = sqlapi.NullTime
+)
 
 // NewJob describes a job to enqueue.
 type NewJob struct {
@@ -407,34 +378,6 @@ func (c *Client) Snooze(ctx context.Context, jobID int64, token int, delay time.
 	return j, nil
 }
 
-// Cancel moves an unfinished job to the terminal status cancelled.
-func (c *Client) Cancel(ctx context.Context, jobID int64, reason string) (Job, error) {
-	op := fmt.Sprintf("cancel job %d", jobID)
-	call, args := c.fn("cancel",
-		arg{"p_job_id", "bigint", jobID},
-		arg{"p_reason", "text", nullString(CleanErrorText(reason))},
-	)
-	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
-	if err != nil {
-		return Job{}, translate(op, jobID, err)
-	}
-	return j, nil
-}
-
-// Replay returns a dead-lettered or cancelled job to pending with a fresh
-// attempt budget (AttemptNumber() 0 until its next claim); its error
-// history is kept. Token keeps counting, so a worker still running an attempt from
-// before the cancel cannot settle the replayed job's next claim.
-func (c *Client) Replay(ctx context.Context, jobID int64) (Job, error) {
-	op := fmt.Sprintf("replay job %d", jobID)
-	call, args := c.fn("replay", arg{"p_job_id", "bigint", jobID})
-	j, err := c.queryJob(ctx, "SELECT "+jobColumns+" FROM "+call, args)
-	if err != nil {
-		return Job{}, translate(op, jobID, err)
-	}
-	return j, nil
-}
-
 // Reap sends up to limit (0: the function's default) running jobs whose
 // lease expired through the same retry-or-dead-letter decision as Fail, and
 // returns how many it moved. Safe to run from many workers at once.
@@ -503,22 +446,6 @@ func (c *Client) Rotate(ctx context.Context) ([]Rotation, error) {
 	return out, nil
 }
 
-// Prune deletes up to limit (0: the function's default) finished jobs
-// older than olderThan and returns how many it deleted.
-func (c *Client) Prune(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
-	op := fmt.Sprintf("prune jobs older than %s", olderThan)
-	args := []arg{{"p_older_than", "interval", olderThan}}
-	if limit > 0 {
-		args = append(args, arg{"p_limit", "integer", limit})
-	}
-	call, values := c.fn("prune", args...)
-	var n int32
-	if err := c.db.QueryRow(ctx, "SELECT "+call, values...).Scan(&n); err != nil {
-		return 0, translate(op, 0, err)
-	}
-	return int(n), nil
-}
-
 // Get reads one job; an unknown id gives ErrJobNotFound, and so does a job
 // of a queue the login may not work on when it is scoped by queue grants.
 // It reads through backoff.job, which applies that scope in the database
@@ -530,63 +457,6 @@ func (c *Client) Get(ctx context.Context, jobID int64) (Job, error) {
 		return Job{}, translate(op, jobID, err)
 	}
 	return j, nil
-}
-
-// QueueStats is one queue's row of backoff.stats.
-type QueueStats struct {
-	Queue   string
-	Pending int64
-	Running int64
-	// Expired counts the running jobs whose lease has ended: work a
-	// stopped worker stranded, until a reap settles it.
-	Expired      int64
-	Retrying     int64
-	Completed    int64
-	DeadLettered int64
-	Cancelled    int64
-	// Due counts claimable jobs whose run_at has passed; OldestDueAge is
-	// how long the oldest of them has waited (0 when none is due).
-	Due          int64
-	OldestDueAge time.Duration
-	// Retries and DeadLetters count what happened within the window (an
-	// operator's replay is no retry).
-	Retries     int64
-	DeadLetters int64
-	// Paused: the queue is paused (PauseQueue).
-	Paused bool
-}
-
-// Stats returns backoff.stats: per queue, jobs by status, the due backlog
-// and its oldest age, and the retries and dead letters of the last window
-// (0: the function's default, one hour). It scans the table: for operators
-// and dashboards, not for a tight loop. To wait until queues are drained,
-// use WaitIdle.
-func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats, error) {
-	op := "read job stats"
-	var args []arg
-	if window > 0 {
-		args = append(args, arg{"p_window", "interval", window})
-	}
-	call, values := c.fn("stats", args...)
-	rows, err := c.db.Query(ctx, "SELECT queue, pending, running, expired, retrying, completed, dead_lettered, cancelled, "+
-		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused FROM "+call, values...)
-	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	defer rows.Close()
-	var out []QueueStats
-	for rows.Next() {
-		var s QueueStats
-		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Expired, &s.Retrying, &s.Completed, &s.DeadLettered,
-			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters, &s.Paused); err != nil {
-			return nil, translate(op, 0, err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
-	}
-	return out, nil
 }
 
 func (c *Client) queryJobs(ctx context.Context, sql string, args []any) ([]Job, error) {

@@ -11,38 +11,23 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pashagolub/pgxmock/v3"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/mockdb"
 )
 
 // These tests pin the SQL text, the arguments (values, types and order) and
 // the error mapping of the typed API with pgxmock. What the SQL does is
 // tested against PostgreSQL (integration_test.go and the SQL tests).
 
-var mockNow = time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
-
-// exactSQL accepts a query only when its text is, byte for byte, the
-// expected one. pgxmock.QueryMatcherEqual alone compares the texts after
-// collapsing whitespace; it runs first for its message.
-var exactSQL = pgxmock.QueryMatcherFunc(func(want, got string) error {
-	if err := pgxmock.QueryMatcherEqual.Match(want, got); err != nil {
-		return err
-	}
-	if want != got {
-		return fmt.Errorf("actual sql %q differs from expected %q in whitespace", got, want)
-	}
-	return nil
-})
-
-// newMockConn returns a strict, ordered pgxmock connection whose
-// expectations must all have been met when the test ends.
-func newMockConn(t *testing.T) pgxmock.PgxConnIface {
-	t.Helper()
-	mock, err := pgxmock.NewConn(pgxmock.QueryMatcherOption(exactSQL))
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		require.NoError(t, mock.ExpectationsWereMet())
-	})
-	return mock
-}
+// The harness (client/internal/mockdb), under the names these tests use.
+var (
+	mockNow     = mockdb.Now
+	exactSQL    = mockdb.ExactSQL
+	newMockConn = mockdb.NewConn
+	jobRows     = mockdb.JobRows
+	addJob      = mockdb.AddJob
+	wantJob     = mockdb.WantJob
+)
 
 // newMock returns a client over a mock on which New's schema check has
 // already run.
@@ -58,34 +43,6 @@ func newMock(t *testing.T, opts ...Option) (*Client, pgxmock.PgxConnIface) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func jobRows() *pgxmock.Rows {
-	return pgxmock.NewRows(strings.Split(jobColumns, ", "))
-}
-
-// addJob adds a row for job id in the given status to rows; wantJob is the
-// Job that scanning it must give.
-func addJob(rows *pgxmock.Rows, id int64, status Status, attempts int32) *pgxmock.Rows {
-	lease := mockNow.Add(30 * time.Second)
-	failed := mockNow
-	return rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(status), int32(0), attempts, attempts/2, (*int32)(nil),
-		(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
-		[]byte(`[{"attempt":1,"counted":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
-		(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil))
-}
-
-// wantJob is the Job a row of addJob scans into. Comparing whole jobs
-// matters with pgxmock: its QueryRow ignores Scan's error, so a column that
-// failed to scan shows up only as a zero field.
-func wantJob(id int64, status Status, attempts int) Job {
-	return Job{
-		ID: id, Queue: "emails", Payload: []byte(`{"to":"a@b"}`), Status: status, Token: attempts, UncountedAttempts: attempts / 2,
-		RunAt: mockNow.Add(4 * time.Second), LeaseUntil: ptr(mockNow.Add(30 * time.Second)), LockedBy: "w1",
-		LastAttemptedAt: ptr(mockNow), LastFailedAt: ptr(mockNow), LastError: "boom",
-		Errors:    []AttemptError{{Token: 1, AttemptNumber: 1, At: mockNow, Error: "boom", Worker: "w1", Kind: "error"}},
-		CreatedAt: mockNow,
-	}
-}
 
 func TestNewChecksSchemaVersion(t *testing.T) {
 	t.Parallel()
@@ -318,29 +275,12 @@ func TestSettleCallsSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wantJob(7, StatusPending, 1), j)
 
-	mock.ExpectQuery(sel+"backoff.cancel(p_job_id => $1::bigint, p_reason => $2::text, p_now => $3::timestamptz)").
-		WithArgs(int64(7), "obsolete", mockNow).WillReturnRows(addJob(jobRows(), 7, StatusCancelled, 1))
-	j, err = c.Cancel(ctx, 7, "obsolete")
-	require.NoError(t, err)
-	require.Equal(t, wantJob(7, StatusCancelled, 1), j)
-
-	mock.ExpectQuery(sel+"backoff.replay(p_job_id => $1::bigint, p_now => $2::timestamptz)").
-		WithArgs(int64(7), mockNow).WillReturnRows(addJob(jobRows(), 7, StatusPending, 0))
-	j, err = c.Replay(ctx, 7)
-	require.NoError(t, err)
-	require.Equal(t, wantJob(7, StatusPending, 0), j)
-
 	mock.ExpectQuery("SELECT backoff.reap(p_now => $1::timestamptz)").WithArgs(mockNow).
 		WillReturnRows(pgxmock.NewRows([]string{"reap"}).AddRow(int32(3)))
 	n, err := c.Reap(ctx, 0)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 
-	mock.ExpectQuery("SELECT backoff.prune(p_older_than => $1::interval, p_limit => $2::integer, p_now => $3::timestamptz)").
-		WithArgs(24*time.Hour, 500, mockNow).WillReturnRows(pgxmock.NewRows([]string{"prune"}).AddRow(int32(9)))
-	n, err = c.Prune(ctx, 24*time.Hour, 500)
-	require.NoError(t, err)
-	require.Equal(t, 9, n)
 	require.NoError(t, mock.ExpectationsWereMet())
 }
 
@@ -355,61 +295,6 @@ func TestReadCallsSQL(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wantJob(7, StatusRetrying, 2), j)
 
-	// List calls backoff.list_jobs with every filter, NULL where unset,
-	// and one row more than the page to know whether there is a next one.
-	detailRows := func(ids ...int64) *pgxmock.Rows {
-		rows := pgxmock.NewRows(append(strings.Split(jobColumns, ", "), "effective_policy", "effective_max_attempts", "errors", "scan_end"))
-		for _, id := range ids {
-			lease := mockNow.Add(30 * time.Second)
-			failed := mockNow
-			rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(StatusRetrying), int32(0), int32(2), int32(1), (*int32)(nil),
-				(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
-				[]byte(`[{"attempt":1,"counted":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
-				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5), []byte(`[]`), false)
-		}
-		return rows
-	}
-	listed := ListParams{Queue: "emails", Statuses: []Status{StatusPending, StatusRetrying},
-		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2}
-	mock.ExpectQuery("SELECT "+detailColumns+", scan_end FROM backoff.list_jobs(p_queue => $1::text, "+
-		"p_statuses => $2::text[], p_policy => $3::text, p_dead_letter_reason => $4::text, p_error_contains => $5::text, "+
-		"p_created_from => $6::timestamptz, p_created_to => $7::timestamptz, p_finished_from => $8::timestamptz, "+
-		"p_finished_to => $9::timestamptz, p_order => $10::text, p_after_id => $11::bigint, "+
-		"p_after_completed_at => $12::timestamptz, p_limit => $13::integer, p_payloads => $14::boolean, "+
-		"p_scan_limit => $15::integer)").
-		WithArgs("emails", []string{"pending", "retrying"}, nil, nil, "boom", nil, nil, nil, nil, "newest", int64(9), nil, 3, true, ErrorScanLimit).
-		WillReturnRows(detailRows(8, 6, 5)).RowsWillBeClosed()
-	page, err := c.List(ctx, listed)
-	require.NoError(t, err)
-	require.Len(t, page.Jobs, 2)
-	require.Equal(t, "6", page.Next)
-	require.Equal(t, JobDetail{Job: wantJob(8, StatusRetrying, 2), EffectivePolicy: "p", EffectiveMaxAttempts: 5,
-		ErrorsJSON: []byte(`[]`)}, page.Jobs[0])
-	_, err = c.List(ctx, ListParams{Order: RecentlyFinishedFirst, Cursor: "7"})
-	require.ErrorIs(t, err, ErrInvalidArgument, "a cursor of another order")
-
-	// Stats reads the SQL function backoff.stats: one source of truth.
-	statsSQL := "SELECT queue, pending, running, expired, retrying, completed, dead_lettered, cancelled, " +
-		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused FROM backoff.stats("
-	statsCols := []string{"queue", "pending", "running", "expired", "retrying", "completed", "dead_lettered", "cancelled",
-		"due", "coalesce", "retries", "dead_letters", "paused"}
-	mock.ExpectQuery(statsSQL+"p_window => $1::interval, p_now => $2::timestamptz)").WithArgs(15*time.Minute, nil).
-		WillReturnRows(pgxmock.NewRows(statsCols).
-			AddRow("emails", int64(1), int64(2), int64(1), int64(3), int64(4), int64(5), int64(6), int64(7), 90*time.Second, int64(8), int64(9), true).
-			AddRow("sms", int64(0), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), time.Duration(0), int64(0), int64(0), false)).
-		RowsWillBeClosed()
-	stats, err := c.Stats(ctx, 15*time.Minute)
-	require.NoError(t, err)
-	require.Equal(t, []QueueStats{
-		{Queue: "emails", Pending: 1, Running: 2, Expired: 1, Retrying: 3, Completed: 4, DeadLettered: 5, Cancelled: 6,
-			Due: 7, OldestDueAge: 90 * time.Second, Retries: 8, DeadLetters: 9, Paused: true},
-		{Queue: "sms", Completed: 1},
-	}, stats)
-	mock.ExpectQuery(statsSQL + "p_now => $1::timestamptz)").WithArgs(nil).
-		WillReturnError(&pgconn.PgError{Code: "22023", Message: `window must not be negative, got "-1 seconds"`})
-	_, err = c.Stats(ctx, 0)
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	require.ErrorContains(t, err, "read job stats: ")
 	require.NoError(t, mock.ExpectationsWereMet())
 }
 

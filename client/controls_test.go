@@ -16,6 +16,7 @@ import (
 	"github.com/pashagolub/pgxmock/v3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -87,7 +88,9 @@ func TestQueueControlsAgainstPostgres(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("it"))
+	clock := func() time.Time { return now }
+	c := newTestClient(t, pool, WithClock(clock), WithWorkerID("it"))
+	o := ops.New(pool, ops.WithClock(clock))
 	ctx := context.Background()
 
 	setControls(t, pool, "hooks", "rate = 2, burst = 3, breaker_failures = 2, breaker_window = '1 minute', "+
@@ -95,10 +98,10 @@ func TestQueueControlsAgainstPostgres(t *testing.T) {
 	setControls(t, pool, "plain", "policy = 'default'")
 	_, err := c.Enqueue(ctx, "seen", nil)
 	require.NoError(t, err)
-	queues, err := c.Queues(ctx)
+	queues, err := o.Queues(ctx)
 	require.NoError(t, err)
 	d := func(v time.Duration) *time.Duration { return &v }
-	require.Equal(t, []QueueInfo{
+	require.Equal(t, []ops.QueueInfo{
 		{Name: "hooks", Policy: "default", Configured: true, Rate: ptr(2.0), Burst: ptr(int32(3)),
 			BreakerFailures: ptr(int32(2)), BreakerWindow: d(time.Minute), BreakerCooldown: d(30 * time.Second), BreakerProbes: 1},
 		{Name: "plain", Policy: "default", Configured: true, BreakerProbes: 1},
@@ -108,7 +111,7 @@ func TestQueueControlsAgainstPostgres(t *testing.T) {
 	// The policies carry their lease-expiry budget (0: none).
 	_, err = pool.Exec(ctx, "UPDATE backoff.policies SET max_lease_expiries = 3 WHERE name = 'moderate'")
 	require.NoError(t, err)
-	policies, err := c.Policies(ctx)
+	policies, err := o.Policies(ctx)
 	require.NoError(t, err)
 	for _, p := range policies {
 		require.Equal(t, map[bool]int{true: 3}[p.Name == "moderate"], p.MaxLeaseExpiries, p.Name)

@@ -134,9 +134,10 @@
 //
 // # The typed API
 //
-// Client exposes every SQL function: Enqueue, EnqueueMany (one statement and
-// one round trip for a batch, ids in input order), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
-// Cancel, Replay, Reap, Prune, plus Get, List and Stats. It runs on any DB: a
+// Client exposes the SQL functions a worker and a producer call: Enqueue,
+// EnqueueMany (one statement and one round trip for a batch, ids in input
+// order), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
+// Reap, Rotate, Get, QueueState and WaitIdle. It runs on any DB: a
 // *pgxpool.Pool, a *pgx.Conn, a pgx.Tx. To enqueue atomically with your own
 // writes, run the call on your transaction:
 //
@@ -144,6 +145,20 @@
 //	// ... your INSERT on tx ...
 //	c.With(tx).Enqueue(ctx, "emails", msg)
 //	tx.Commit(ctx)
+//
+// # The operator's calls are in client/ops
+//
+// Listing, inspecting, cancelling and replaying jobs, pausing queues, the
+// dead letters, the overview, stats, activity, workers and vacuum health
+// are package client/ops, over the same DB (docs/adr/0072):
+//
+//	o := ops.New(pool)
+//	page, err := o.List(ctx, ops.ListParams{Queue: "emails", Statuses: []client.Status{client.StatusDeadLettered}})
+//	_, err = o.Replay(ctx, page.Jobs[0].ID)
+//
+// For one release the old spellings (c.List, client.ListParams, c.Cancel,
+// ...) still compile: they are deprecated aliases and methods that forward
+// to client/ops.
 //
 // # Waiting until the work is done
 //
@@ -164,6 +179,7 @@
 // then records for its whole life.
 //
 // "Which try is this?" has two answers, one name each (docs/adr/0065).
+// Job (a jobtype.Job, which client/ops speaks of too) carries both.
 // Job.Token is the fencing token: every call that settles or extends a
 // claimed job carries the Token it was claimed with, so a stale worker
 // cannot complete someone else's attempt. It counts every claim of the job

@@ -11,50 +11,41 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 )
 
-// The SQLSTATEs of the SQL API (docs/design.md#errors). They are translated to
-// the errors below in one place, [translate], and nowhere else.
-const (
-	codeInvalidArgument   = "22023"
-	codeJobNotFound       = "BK001"
-	codeStaleAttempt      = "BK002"
-	codeInvalidTransition = "BK003"
-	codeNotReady          = "BK004"
-	codePermissionDenied  = "42501"
-)
-
-// Sentinel errors of the SQL API. Every error the client returns for one of
-// these conditions matches the sentinel with errors.Is, and still unwraps to
-// the *pgconn.PgError it came from (errors.As) for the server's message.
+// Sentinel errors of the SQL API. Every error the client (and package
+// client/ops) returns for one of these conditions matches the sentinel
+// with errors.Is, and still unwraps to the *pgconn.PgError it came from
+// (errors.As) for the server's message.
 var (
 	// ErrInvalidArgument: an argument was refused (SQLSTATE 22023), e.g. an
 	// empty queue, a limit below 1, a negative interval or an unknown policy.
-	ErrInvalidArgument = errors.New("pgbackoff: invalid argument")
+	ErrInvalidArgument = sqlapi.ErrInvalidArgument
 	// ErrJobNotFound: no job has that id (SQLSTATE BK001).
-	ErrJobNotFound = errors.New("pgbackoff: job not found")
+	ErrJobNotFound = sqlapi.ErrJobNotFound
 	// ErrStaleAttempt: the fencing token (Job.Token) is not the job's
 	// running attempt's, because the lease was reaped or another attempt
 	// holds the job (SQLSTATE BK002). A worker that gets it has lost the job
 	// and must stop working on it.
-	ErrStaleAttempt = errors.New("pgbackoff: stale attempt")
+	ErrStaleAttempt = sqlapi.ErrStaleAttempt
 	// ErrInvalidTransition: the job's status does not allow the call, e.g.
 	// completing a dead-lettered job or replaying a pending one (SQLSTATE
 	// BK003).
-	ErrInvalidTransition = errors.New("pgbackoff: transition not allowed")
+	ErrInvalidTransition = sqlapi.ErrInvalidTransition
 	// ErrNotReady: Acquire on a job whose run_at is still in the future
 	// (SQLSTATE BK004). The error is a *NotReadyError that says when.
-	ErrNotReady = errors.New("pgbackoff: job not ready")
+	ErrNotReady = sqlapi.ErrNotReady
 	// ErrPermissionDenied: the login may not make this call (SQLSTATE
 	// 42501): its role lacks the function, or it is scoped by
 	// backoff.grant_queue and the queue (of the job) is not one of its
 	// queues. Retrying does not help; the server's message names the queue.
-	ErrPermissionDenied = errors.New("pgbackoff: permission denied")
+	ErrPermissionDenied = sqlapi.ErrPermissionDenied
 	// ErrSchemaTooOld: the database's pgbackoff schema is older than this
 	// client needs; run `backoffctl migrate up`.
-	ErrSchemaTooOld = errors.New("pgbackoff: database schema is older than this client needs")
+	ErrSchemaTooOld = sqlapi.ErrSchemaTooOld
 )
 
 // NotReadyError is what Acquire returns for a job that is not due yet
@@ -84,34 +75,16 @@ func (e *NotReadyError) Unwrap() error {
 }
 
 // translate is the one boundary where database errors become the client's
-// errors: it maps the documented SQLSTATEs to the sentinels above, keeps the
-// *pgconn.PgError reachable with errors.As, and prefixes the operation
-// ("claim jobs in \"emails\": ..."). jobID is used by NotReadyError only.
+// errors: BK004 becomes a NotReadyError for jobID, every other documented
+// SQLSTATE the sentinel above (sqlapi.Translate, which package client/ops
+// calls too), and the *pgconn.PgError stays reachable with errors.As. The
+// operation prefixes the message ("claim jobs in \"emails\": ...").
 func translate(op string, jobID int64, err error) error {
-	if err == nil {
-		return nil
-	}
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case codeInvalidArgument:
-			return fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
-		case codeJobNotFound:
-			return fmt.Errorf("%s: %w: %w", op, ErrJobNotFound, err)
-		case codeStaleAttempt:
-			return fmt.Errorf("%s: %w: %w", op, ErrStaleAttempt, err)
-		case codeInvalidTransition:
-			return fmt.Errorf("%s: %w: %w", op, ErrInvalidTransition, err)
-		case codeNotReady:
-			return fmt.Errorf("%s: %w", op, notReady(jobID, pgErr))
-		case codePermissionDenied:
-			return fmt.Errorf("%s: %w: %w", op, ErrPermissionDenied, err)
-		}
+	if errors.As(err, &pgErr) && pgErr.Code == sqlapi.CodeNotReady {
+		return fmt.Errorf("%s: %w", op, notReady(jobID, pgErr))
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("%s: %w", op, ErrJobNotFound)
-	}
-	return fmt.Errorf("%s: %w", op, err)
+	return sqlapi.Translate(op, err)
 }
 
 // notReadyRunAt is the layout of BK004's DETAIL, backoff._iso8601: run_at

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -21,6 +22,7 @@ func TestFailCleansErrorText(t *testing.T) {
 	pool := testdb.New(t)
 	c, err := New(ctx, pool)
 	require.NoError(t, err)
+	o := ops.New(pool)
 	for _, tc := range []struct{ sent, want string }{
 		{"bad\x00nul", "bad\ufffdnul"},
 		{"bad \xff\xfe utf8", "bad \ufffd utf8"},
@@ -34,7 +36,7 @@ func TestFailCleansErrorText(t *testing.T) {
 		require.NoError(t, err, "%q", tc.sent)
 		require.Equal(t, tc.want, j.LastError)
 		require.Equal(t, tc.want, j.Errors[len(j.Errors)-1].Error)
-		_, err = c.Cancel(ctx, id, tc.sent)
+		_, err = o.Cancel(ctx, id, tc.sent)
 		require.NoError(t, err, "cancel reason %q", tc.sent)
 	}
 	huge := strings.Repeat("x", 1<<20)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -28,7 +29,9 @@ func TestWaitIdleWaitsForEveryUnfinishedJob(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+	clock := func() time.Time { return now }
+	c := newTestClient(t, pool, WithClock(clock))
+	o := ops.New(pool, ops.WithClock(clock))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -41,7 +44,7 @@ func TestWaitIdleWaitsForEveryUnfinishedJob(t *testing.T) {
 	require.NoError(t, err)
 	cancelled, err := c.Enqueue(ctx, "other", nil)
 	require.NoError(t, err)
-	_, err = c.Cancel(ctx, cancelled, "not needed")
+	_, err = o.Cancel(ctx, cancelled, "not needed")
 	require.NoError(t, err)
 	require.NoError(t, c.WaitIdle(ctx), "finished jobs leave their queue idle")
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -18,7 +19,9 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("it"))
+	clock := func() time.Time { return now }
+	c := newTestClient(t, pool, WithClock(clock), WithWorkerID("it"))
+	o := ops.New(pool, ops.WithClock(clock))
 
 	ids, err := c.EnqueueMany(ctx, []NewJob{
 		{Queue: "api", Payload: map[string]int{"n": 1}, DedupeKey: "one"},
@@ -84,7 +87,7 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	dead, err := c.Fail(ctx, ids[3], 1, "bad", NonRetryable())
 	require.NoError(t, err)
 	require.Equal(t, StatusDeadLettered, dead.Status)
-	replayed, err := c.Replay(ctx, ids[3])
+	replayed, err := o.Replay(ctx, ids[3])
 	require.NoError(t, err)
 	require.Equal(t, StatusPending, replayed.Status)
 	require.Equal(t, 1, replayed.Token, "replay keeps the token")
@@ -92,15 +95,15 @@ func TestTypedAPIAgainstPostgres(t *testing.T) {
 	require.Len(t, replayed.Errors, 2, "history kept, and the replay recorded")
 	require.Equal(t, "replayed", replayed.Errors[1].Kind)
 	require.NotEmpty(t, replayed.Errors[1].Role)
-	cancelled, err := c.Cancel(ctx, ids[3], "not needed")
+	cancelled, err := o.Cancel(ctx, ids[3], "not needed")
 	require.NoError(t, err)
 	require.Equal(t, StatusCancelled, cancelled.Status)
 
-	list, err := c.List(ctx, ListParams{Queue: "api", Statuses: []Status{StatusCompleted, StatusCancelled}})
+	list, err := o.List(ctx, ops.ListParams{Queue: "api", Statuses: []Status{StatusCompleted, StatusCancelled}})
 	require.NoError(t, err)
 	require.Len(t, list.Jobs, 2)
 	require.Empty(t, list.Next)
-	stats, err := c.Stats(ctx, 0)
+	stats, err := o.Stats(ctx, 0)
 	require.NoError(t, err)
 	require.Len(t, stats, 1)
 	require.Equal(t, "api", stats[0].Queue)
@@ -125,7 +128,9 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+	clock := func() time.Time { return now }
+	c := newTestClient(t, pool, WithClock(clock))
+	o := ops.New(pool, ops.WithClock(clock))
 	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, strategy, base, max_delay, jitter, max_attempts, lease)
 		VALUES ('slow', 'fixed', '7 minutes', '1 hour', 'none', 2, '2 minutes')`)
 	require.NoError(t, err)
@@ -158,7 +163,7 @@ func TestEnqueueWithPolicyAgainstPostgres(t *testing.T) {
 	require.ErrorContains(t, err, `unknown policy "nope"`)
 	_, err = c.EnqueueMany(ctx, []NewJob{{Queue: "pol"}, {Queue: "pol", Policy: "nope"}})
 	require.ErrorIs(t, err, ErrInvalidArgument)
-	list, err := c.List(ctx, ListParams{Queue: "pol"})
+	list, err := o.List(ctx, ops.ListParams{Queue: "pol"})
 	require.NoError(t, err)
 	require.Len(t, list.Jobs, 4, "the failed batch added nothing")
 }

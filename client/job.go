@@ -1,203 +1,43 @@
 package client
 
 import (
-	"encoding/json"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5"
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
+	"github.com/pgbackoff/pgbackoff/client/jobtype"
 )
 
-// Status is a job's place in its life cycle (backoff.jobs.status).
-type Status string
+// Status is a job's place in its life cycle (backoff.jobs.status):
+// StatusPending and StatusRetrying jobs are claimable once their RunAt has
+// passed; StatusCompleted, StatusDeadLettered and StatusCancelled are
+// terminal.
+type Status = jobtype.Status
 
-// The statuses of a job. Pending and Retrying jobs are claimable once their
-// RunAt has passed; Completed, DeadLettered and Cancelled are terminal.
+// The statuses of a job (jobtype.Status).
 const (
-	StatusPending      Status = "pending"
-	StatusRunning      Status = "running"
-	StatusRetrying     Status = "retrying"
-	StatusCompleted    Status = "completed"
-	StatusDeadLettered Status = "dead_lettered"
-	StatusCancelled    Status = "cancelled"
+	StatusPending      = jobtype.StatusPending
+	StatusRunning      = jobtype.StatusRunning
+	StatusRetrying     = jobtype.StatusRetrying
+	StatusCompleted    = jobtype.StatusCompleted
+	StatusDeadLettered = jobtype.StatusDeadLettered
+	StatusCancelled    = jobtype.StatusCancelled
 )
 
-// Job mirrors a row of backoff.jobs. Nullable columns are pointers or the
-// zero value where the zero value cannot be a real value (an empty
-// LockedBy, LastError, Policy, DedupeKey or DeadLetterReason means NULL;
-// MaxAttempts 0 means "the policy's value").
-//
-// Two numbers answer "which try is this?" (docs/adr/0020, docs/adr/0065):
-//   - Token, the fencing token: it counts every claim over the job's life
-//     and never goes down. Every call that settles or extends a claimed job
-//     (Complete, CompleteMany, Fail, Heartbeat, Snooze) carries it.
-//   - AttemptNumber(), the counted attempt: 1 for the first try, what
-//     MaxAttempts bounds and what the backoff delay grows with. It is Token
-//     minus UncountedAttempts: a snooze and a replay give budget back
-//     (UncountedAttempts grows), never tokens.
-type Job struct {
-	ID       int64
-	Queue    string
-	Payload  json.RawMessage
-	Status   Status
-	Priority int
-	// Token is the fencing token: the count of every claim of the job
-	// (claim, acquire; the column attempts), which never goes down, not on
-	// snooze, replay or cancel. While the job runs it is the running
-	// attempt's token, which no other claim of the job ever has: a call
-	// with a token that no longer holds the job (reaped, snoozed, cancelled
-	// and replayed) is refused, whatever happened since (ErrStaleAttempt,
-	// ErrInvalidTransition). 0 for a job never claimed.
-	Token int
-	// UncountedAttempts counts the claims that do not count against
-	// MaxAttempts: one per snooze, and every claim before the last replay.
-	UncountedAttempts int
-	MaxAttempts       int // 0: the policy's max_attempts
-	Policy            string
-	RunAt             time.Time
-	LeaseUntil        *time.Time
-	LockedBy          string
-	LastAttemptedAt   *time.Time
-	LastFailedAt      *time.Time
-	LastError         string
-	Errors            []AttemptError
-	// DeadLetterReason says why a dead-lettered job was given up:
-	// max_attempts (its counted attempts ran out), non_retryable (Fail with
-	// NonRetryable, a handler's Permanent), deadline (the policy's deadline
-	// passed) or lease_expiries (its leases expired more often than the
-	// policy's max_lease_expiries: a job that crashes its worker).
-	DeadLetterReason string
-	DedupeKey        string
-	CreatedAt        time.Time
-	CompletedAt      *time.Time
-}
+// Job is a claimed (or read) job: a row of backoff.jobs, with its payload
+// (Job.UnmarshalPayload, or HandlerFor to decode it before the handler
+// runs), its fencing token (Job.Token, which Complete, Fail, Heartbeat and
+// Snooze take) and its counted attempt (Job.AttemptNumber). Its fields are
+// documented with jobtype.Job (`go doc github.com/pgbackoff/pgbackoff/client/jobtype.Job`):
+// the type is defined there so that package client/ops can speak of jobs
+// too.
+type Job = jobtype.Job
 
-// AttemptError is one entry of a job's bounded error history. Its JSON
-// keys are the history's, as stored: attempt (the token) and counted.
-type AttemptError struct {
-	// Token is the fencing token of the attempt that failed (Job.Token when
-	// it ran): unique per entry.
-	Token int `json:"attempt"`
-	// AttemptNumber is that attempt's counted number (Job.AttemptNumber()
-	// when it ran), the n of the backoff delay that followed; 0 in entries
-	// written before migration 4.
-	AttemptNumber int       `json:"counted,omitempty"`
-	At            time.Time `json:"at"`
-	Error         string    `json:"error"`
-	Worker        string    `json:"worker,omitempty"`
-	// Kind is "error" (the handler's) or "lease_expired" for a failed
-	// attempt; "replayed" or "cancelled" for an operator's action, which
-	// is no attempt (docs/adr/0066).
-	Kind string `json:"kind"`
-	// Started is when the failed attempt was claimed (nil in entries
-	// written before migration 5, and for a replay).
-	Started *time.Time `json:"started,omitempty"`
-	// Role is the database role of an operator's replay or cancel.
-	Role string `json:"role,omitempty"`
-}
-
-// AttemptNumber is the counted attempt: which try this is, 1 for the
-// first, what MaxAttempts bounds (Token - UncountedAttempts). A snooze does
-// not spend one (the next claim has the same number), and after a replay
-// the first try is 1 again. On the last allowed attempt it equals the
-// max_attempts that applies. It is not a token: settle calls take Token.
-func (j *Job) AttemptNumber() int { return j.Token - j.UncountedAttempts }
-
-// UnmarshalPayload decodes the job's payload into v.
-func (j *Job) UnmarshalPayload(v any) error {
-	if err := json.Unmarshal(j.Payload, v); err != nil {
-		return fmt.Errorf("decode payload of job %d: %w", j.ID, err)
-	}
-	return nil
-}
+// AttemptError is one entry of a job's bounded error history (Job.Errors),
+// documented with jobtype.AttemptError.
+type AttemptError = jobtype.AttemptError
 
 // jobColumns is the column list every query returning jobs selects, in the
-// order scanJob reads them. Naming the columns (rather than *) keeps the
-// client working when a later migration adds one.
-const jobColumns = "id, queue, payload, status, priority, attempts, uncounted_attempts, max_attempts, policy, run_at, " +
-	"lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors, " +
-	"dead_letter_reason, dedupe_key, created_at, completed_at"
+// order scanJob reads them.
+const jobColumns = sqlapi.JobColumns
 
 // scanJob reads one row selected with jobColumns, then into extra the
 // columns that follow them.
-func scanJob(row pgx.Row, extra ...any) (Job, error) {
-	var (
-		j                                           Job
-		status                                      string
-		maxAttempts                                 *int32
-		priority, attempts, uncounted               int32
-		policy, lockedBy, lastError, reason, dedupe *string
-		payload, history                            []byte
-	)
-	dest := append([]any{&j.ID, &j.Queue, &payload, &status, &priority, &attempts, &uncounted, &maxAttempts, &policy, &j.RunAt,
-		&j.LeaseUntil, &lockedBy, &j.LastAttemptedAt, &j.LastFailedAt, &lastError, &history,
-		&reason, &dedupe, &j.CreatedAt, &j.CompletedAt}, extra...)
-	err := row.Scan(dest...)
-	if err != nil {
-		return Job{}, err
-	}
-	j.Payload = json.RawMessage(payload)
-	j.Status = Status(status)
-	j.Priority = int(priority)
-	j.Token = int(attempts)
-	j.UncountedAttempts = int(uncounted)
-	if maxAttempts != nil {
-		j.MaxAttempts = int(*maxAttempts)
-	}
-	j.Policy = deref(policy)
-	j.LockedBy = deref(lockedBy)
-	j.LastError = deref(lastError)
-	j.DeadLetterReason = deref(reason)
-	j.DedupeKey = deref(dedupe)
-	if len(history) > 0 {
-		j.Errors = decodeHistory(history)
-	}
-	return j, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// decodeHistory reads a job's error history. An entry Go cannot read whole
-// (a timestamp past year 9999, which PostgreSQL's jsonb can hold, or a
-// field of an unexpected type) keeps what can be read, with a zero At: a
-// history is for people, and one odd entry must not make the job, or the
-// claim batch it came in, unreadable.
-func decodeHistory(raw []byte) []AttemptError {
-	if string(raw) == "[]" {
-		// Every job claimed for its first attempt: no JSON decoder needed.
-		return []AttemptError{}
-	}
-	var errs []AttemptError
-	if json.Unmarshal(raw, &errs) == nil {
-		return errs
-	}
-	var entries []map[string]json.RawMessage
-	if json.Unmarshal(raw, &entries) != nil {
-		return nil
-	}
-	errs = make([]AttemptError, len(entries))
-	for i, e := range entries {
-		for k, v := range e {
-			switch k {
-			case "attempt":
-				_ = json.Unmarshal(v, &errs[i].Token)
-			case "counted":
-				_ = json.Unmarshal(v, &errs[i].AttemptNumber)
-			case "at":
-				_ = json.Unmarshal(v, &errs[i].At)
-			case "error":
-				_ = json.Unmarshal(v, &errs[i].Error)
-			case "worker":
-				_ = json.Unmarshal(v, &errs[i].Worker)
-			case "kind":
-				_ = json.Unmarshal(v, &errs[i].Kind)
-			}
-		}
-	}
-	return errs
-}
+var scanJob = sqlapi.ScanJob

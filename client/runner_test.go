@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -235,7 +236,7 @@ func TestCleanErrorText(t *testing.T) {
 	require.Equal(t, "a\uFFFDb\uFFFDc", CleanErrorText("a\x00b\xffc"))
 	long := strings.Repeat("é", 1<<16)
 	cut := CleanErrorText(long)
-	require.LessOrEqual(t, len(cut), maxErrorText, "capped as the database caps it")
+	require.LessOrEqual(t, len(cut), sqlapi.MaxErrorText, "capped as the database caps it")
 	require.True(t, strings.HasSuffix(cut, " [truncated: 131072 bytes]"), cut[len(cut)-40:])
 	require.True(t, utf8.ValidString(cut), "cut at a character boundary")
 }

@@ -28,15 +28,3 @@ func TestMetricAttributesBuiltOncePerQueueAndOutcome(t *testing.T) {
 	})
 	require.Zero(t, allocs)
 }
-
-// A job claimed for its first attempt has the history "[]": it reads as an
-// empty history, as json.Unmarshal would give, without running the JSON
-// decoder for every claimed job.
-func TestDecodeEmptyHistoryWithoutTheDecoder(t *testing.T) {
-	raw := []byte("[]")
-	h := decodeHistory(raw)
-	require.NotNil(t, h)
-	require.Empty(t, h)
-	require.Zero(t, testing.AllocsPerRun(100, func() { decodeHistory(raw) }))
-	require.Len(t, decodeHistory([]byte(`[{"attempt": 1, "error": "boom"}]`)), 1)
-}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 // bulkLimit is the most jobs one bulk action touches; the confirmation
@@ -50,7 +51,7 @@ func (h *Handler) replayJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.c.Replay(ctx, id); err != nil {
+	if _, err := h.ops.Replay(ctx, id); err != nil {
 		h.failErr(w, r, err)
 		return
 	}
@@ -64,7 +65,7 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if _, err := h.c.Cancel(ctx, id, "cancelled from the web UI"); err != nil {
+	if _, err := h.ops.Cancel(ctx, id, "cancelled from the web UI"); err != nil {
 		h.failErr(w, r, err)
 		return
 	}
@@ -102,9 +103,9 @@ func (h *Handler) setPaused(w http.ResponseWriter, r *http.Request, pause bool) 
 	defer cancel()
 	var err error
 	if pause {
-		_, err = h.c.PauseQueue(ctx, q)
+		_, err = h.ops.PauseQueue(ctx, q)
 	} else {
-		_, err = h.c.ResumeQueue(ctx, q)
+		_, err = h.ops.ResumeQueue(ctx, q)
 	}
 	if err != nil {
 		h.failErr(w, r, err)
@@ -123,17 +124,17 @@ type bulkData struct {
 }
 
 // bulkRequest reads a bulk action and its filter from values.
-func bulkRequest(v url.Values) (string, filter, client.BulkFilter, error) {
+func bulkRequest(v url.Values) (string, filter, ops.BulkFilter, error) {
 	action := v.Get("action")
 	if action != "replay" && action != "cancel" {
-		return "", filter{}, client.BulkFilter{}, fmt.Errorf("unknown bulk action %q: want replay or cancel", action)
+		return "", filter{}, ops.BulkFilter{}, fmt.Errorf("unknown bulk action %q: want replay or cancel", action)
 	}
 	f, p, err := parseFilter(v)
 	if err != nil {
-		return "", f, client.BulkFilter{}, err
+		return "", f, ops.BulkFilter{}, err
 	}
-	p.Cursor, p.Order = "", client.OldestFirst
-	return action, f, client.BulkFilter{ListParams: p, ErrorSignature: f.Signature}, nil
+	p.Cursor, p.Order = "", ops.OldestFirst
+	return action, f, ops.BulkFilter{ListParams: p, ErrorSignature: f.Signature}, nil
 }
 
 // bulkConfirm counts what the filter matches and asks to confirm.
@@ -152,7 +153,7 @@ func (h *Handler) bulkConfirm(w http.ResponseWriter, r *http.Request) {
 	// With a signature (a dead-letter group) this reads every dead letter
 	// of the group's queue and reason: the whole group, not the page's
 	// sample, is what the replay acts on.
-	n, err := h.c.CountBulk(ctx, bf, bulkLimit+1)
+	n, err := h.ops.CountBulk(ctx, bf, bulkLimit+1)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
@@ -171,7 +172,7 @@ func (h *Handler) bulk(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	out, err := h.c.Bulk(ctx, client.BulkAction(action), bf, bulkLimit)
+	out, err := h.ops.Bulk(ctx, ops.BulkAction(action), bf, bulkLimit)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
@@ -217,7 +218,7 @@ func (h *Handler) enqueueForm(w http.ResponseWriter, r *http.Request) {
 	d := enqueueData{Queue: r.URL.Query().Get("queue"), Payload: "{}", Priority: "0"}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	if qs, err := h.c.Queues(ctx); err == nil {
+	if qs, err := h.ops.Queues(ctx); err == nil {
 		for _, q := range qs {
 			d.Queues = append(d.Queues, q.Name)
 		}

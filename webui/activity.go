@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 // activitySettle is how long after its end a minute of the chart is still
@@ -20,13 +20,13 @@ const activitySettle = 30 * time.Second
 // buckets to whole minutes.
 type activityCache struct {
 	mu     sync.Mutex
-	until  time.Time         // the minutes before until are kept, complete
-	kept   []client.Activity // those minutes, within the last hour
+	until  time.Time      // the minutes before until are kept, complete
+	kept   []ops.Activity // those minutes, within the last hour
 	loaded bool
 }
 
 // get returns the last hour's activity per minute at now.
-func (a *activityCache) get(ctx context.Context, c *client.Client, now time.Time) ([]client.Activity, error) {
+func (a *activityCache) get(ctx context.Context, c *ops.Client, now time.Time) ([]ops.Activity, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	start := now.Truncate(time.Minute).Add(-(sparkBuckets - 1) * time.Minute)
@@ -39,13 +39,13 @@ func (a *activityCache) get(ctx context.Context, c *client.Client, now time.Time
 		return nil, err
 	}
 	settled := now.Add(-activitySettle).Truncate(time.Minute)
-	var kept []client.Activity
+	var kept []ops.Activity
 	for _, x := range a.kept {
 		if !x.Start.Before(start) && x.Start.Before(from) {
 			kept = append(kept, x)
 		}
 	}
-	out := append([]client.Activity(nil), kept...)
+	out := append([]ops.Activity(nil), kept...)
 	for _, x := range fresh {
 		out = append(out, x)
 		if x.Start.Before(settled) {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 	"github.com/pgbackoff/pgbackoff/webui"
 )
@@ -56,7 +57,7 @@ func send(t *testing.T, hc *http.Client, method, u, host string, form url.Values
 
 func paused(t *testing.T, c *client.Client, queue string) bool {
 	t.Helper()
-	qs, err := c.Queues(context.Background())
+	qs, err := opsOf(c).Queues(context.Background())
 	require.NoError(t, err)
 	for _, q := range qs {
 		if q.Name == queue {
@@ -127,7 +128,7 @@ func TestHostsOption(t *testing.T) {
 	srv, _ = serve(t, dbURL, webui.Options{Hosts: []string{"*"}})
 	code, _, _ := send(t, hc, http.MethodGet, srv.URL+"/policies", "anything.example", nil, nil)
 	require.Equal(t, 200, code)
-	_, err := webui.New(c, webui.Options{Hosts: []string{":8080"}})
+	_, err := webui.New(c, opsOf(c), webui.Options{Hosts: []string{":8080"}})
 	require.ErrorContains(t, err, `host ":8080": want a host name or address`)
 }
 
@@ -256,7 +257,7 @@ func TestListsWithoutPayloads(t *testing.T) {
 	require.NoError(t, err)
 	c, err := client.New(ctx, db)
 	require.NoError(t, err)
-	h, err := webui.New(c, webui.Options{})
+	h, err := webui.New(c, ops.New(db), webui.Options{})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

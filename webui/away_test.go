@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 	"github.com/pgbackoff/pgbackoff/webui"
 )
@@ -87,7 +88,7 @@ func TestBrowserDatabaseAway(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Enqueue(ctx, "mail", nil)
 	require.NoError(t, err)
-	h, err := webui.New(c, webui.Options{RefreshEvery: 300 * time.Millisecond})
+	h, err := webui.New(c, ops.New(pool), webui.Options{RefreshEvery: 300 * time.Millisecond})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 	"github.com/pgbackoff/pgbackoff/internal/uiseed"
 	"github.com/pgbackoff/pgbackoff/webui"
@@ -92,7 +93,7 @@ func uiServer(t *testing.T, allow bool) (*httptest.Server, *pgxpool.Pool, uiseed
 	require.NoError(t, err)
 	c, err := client.New(ctx, pool)
 	require.NoError(t, err)
-	h, err := webui.New(c, webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond, BearerToken: uiToken})
+	h, err := webui.New(c, ops.New(pool), webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond, BearerToken: uiToken})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

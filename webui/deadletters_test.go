@@ -90,7 +90,7 @@ FROM generate_series(1, 33) AS i`)
 	require.Equal(t, 2, strings.Count(groups, "smtp down</span>"), groups)
 	require.Equal(t, 1, strings.Count(groups, "Replay group…"), groups)
 
-	_, err = webui.New(c, webui.Options{DeadLetterSample: -1})
+	_, err = webui.New(c, opsOf(c), webui.Options{DeadLetterSample: -1})
 	require.ErrorContains(t, err, "dead-letter sample -1")
 	code, _, _ = get(t, http.DefaultClient, srv.URL+"/dead-letters?queue=nobody")
 	require.Equal(t, 200, code)

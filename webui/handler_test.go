@@ -10,11 +10,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 	"github.com/pgbackoff/pgbackoff/webui"
 )
@@ -25,11 +27,23 @@ func serve(t *testing.T, dbURL string, opts webui.Options) (*httptest.Server, *c
 	pool := testdb.Pool(t, dbURL)
 	c, err := client.New(context.Background(), pool)
 	require.NoError(t, err)
-	h, err := webui.New(c, opts)
+	o := ops.New(pool)
+	operators.Store(c, o)
+	h, err := webui.New(c, o, opts)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, c
+}
+
+// operators holds, for each worker's client serve made, the operator's
+// client on the same pool: the tests' own reads and actions (opsOf).
+var operators sync.Map
+
+// opsOf is the operator's client serve made alongside c.
+func opsOf(c *client.Client) *ops.Client {
+	o, _ := operators.Load(c)
+	return o.(*ops.Client)
 }
 
 func get(t *testing.T, hc *http.Client, u string) (int, string, http.Header) {
@@ -163,7 +177,7 @@ func TestRoleWithoutTheRight(t *testing.T) {
 	require.NoError(t, err)
 	id, err := ca.Enqueue(ctx, "mail", nil)
 	require.NoError(t, err)
-	_, err = ca.Cancel(ctx, id, "")
+	_, err = ops.New(admin).Cancel(ctx, id, "")
 	require.NoError(t, err)
 
 	srv, _ := serve(t, testdb.LoginRole(t, dbURL, "backoff_worker"), webui.Options{AllowActions: true})
@@ -197,7 +211,7 @@ func TestDatabaseAway(t *testing.T) {
 	pool := testdb.Pool(t, dbURL)
 	c, err := client.New(context.Background(), pool)
 	require.NoError(t, err)
-	h, err := webui.New(c, webui.Options{})
+	h, err := webui.New(c, ops.New(pool), webui.Options{})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -216,7 +230,7 @@ func TestMountedUnderPrefix(t *testing.T) {
 	pool := testdb.Pool(t, dbURL)
 	c, err := client.New(context.Background(), pool)
 	require.NoError(t, err)
-	h, err := webui.New(c, webui.Options{Prefix: "/ops"})
+	h, err := webui.New(c, ops.New(pool), webui.Options{Prefix: "/ops"})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/ops/", h)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
@@ -24,7 +25,7 @@ func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 
 // queueRow is one line of the overview.
 type queueRow struct {
-	client.QueueOverview
+	ops.QueueOverview
 	Spark *sparkline // nil: nothing happened in the last hour
 	// FailedHour and DeadHour are the last hour's failed attempts and dead
 	// letters (the chart's sums).
@@ -57,16 +58,16 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 	defer cancel()
 	d := overviewData{At: time.Now().UTC(), RefreshMS: h.opts.RefreshEvery.Milliseconds(),
 		AllowActions: h.opts.AllowActions, Prefix: h.opts.Prefix}
-	queues, err := h.c.Overview(ctx, 0)
+	queues, err := h.ops.Overview(ctx, 0)
 	if err != nil {
 		return d, err
 	}
-	acts, err := h.activity.get(ctx, h.c, d.At)
+	acts, err := h.activity.get(ctx, h.ops, d.At)
 	if err != nil {
 		return d, err
 	}
 	d.Vacuum = h.health.get(d.At, func() (string, error) {
-		hl, err := h.c.Health(ctx, 0)
+		hl, err := h.ops.Health(ctx, 0)
 		return hl.Warning, err
 	})
 	sparks := buildSparklines(acts, d.At)
@@ -135,11 +136,11 @@ var statuses = []string{"pending", "running", "retrying", "completed", "dead_let
 var reasons = []string{"max_attempts", "non_retryable", "deadline", "lease_expiries"}
 
 // parseFilter reads and checks the filter in q.
-func parseFilter(q url.Values) (filter, client.ListParams, error) {
+func parseFilter(q url.Values) (filter, ops.ListParams, error) {
 	f := filter{Queue: strings.TrimSpace(q.Get("queue")), Policy: strings.TrimSpace(q.Get("policy")),
 		Reason: q.Get("reason"), Error: q.Get("error"), Signature: q.Get("signature"),
 		From: q.Get("from"), To: q.Get("to"), Order: q.Get("order"), Cursor: q.Get("cursor")}
-	p := client.ListParams{Queue: f.Queue, Policy: f.Policy, DeadLetterReason: f.Reason, ErrorContains: f.Error,
+	p := ops.ListParams{Queue: f.Queue, Policy: f.Policy, DeadLetterReason: f.Reason, ErrorContains: f.Error,
 		Cursor: f.Cursor, Limit: 50}
 	for _, s := range q["status"] {
 		if s == "" {
@@ -156,11 +157,11 @@ func parseFilter(q url.Values) (filter, client.ListParams, error) {
 	}
 	switch f.Order {
 	case "", "newest":
-		f.Order, p.Order = "newest", client.NewestFirst
+		f.Order, p.Order = "newest", ops.NewestFirst
 	case "oldest":
-		p.Order = client.OldestFirst
+		p.Order = ops.OldestFirst
 	case "finished":
-		p.Order = client.RecentlyFinishedFirst
+		p.Order = ops.RecentlyFinishedFirst
 	default:
 		return f, p, fmt.Errorf("unknown order %q: want newest, oldest or finished", f.Order)
 	}
@@ -264,7 +265,7 @@ func nameChoices(names []string, chosen string) []choice {
 
 type jobsData struct {
 	F        filter
-	Jobs     []client.JobDetail
+	Jobs     []ops.JobDetail
 	Next     string // URL of the next page
 	First    string // URL of the first page (when on a later one)
 	Query    string // the filter as a query string
@@ -287,7 +288,7 @@ type jobsData struct {
 	Searched  bool
 	ScanLimit int
 	// Events are the chosen queue's newest pauses and resumes.
-	Events []client.QueueEvent
+	Events []ops.QueueEvent
 }
 
 // countable: an index serves every filter set, so that a count bounded
@@ -332,12 +333,12 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	p.WithoutPayloads = true // a page of jobs shows no payload: it reads none
-	page, err := h.c.List(ctx, p)
+	page, err := h.ops.List(ctx, p)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
-	d := jobsData{F: f, Jobs: page.Jobs, Searched: page.Searched, ScanLimit: client.ErrorScanLimit, Choices: filterChoices,
+	d := jobsData{F: f, Jobs: page.Jobs, Searched: page.Searched, ScanLimit: ops.ErrorScanLimit, Choices: filterChoices,
 		MultiStatus: len(f.Statuses) > 1}
 	for _, s := range statuses {
 		d.Statuses = append(d.Statuses, choice{Value: s, Words: statusWords[s], Selected: contains(f.Statuses, s)})
@@ -348,7 +349,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	var total int64
 	var more, counted bool
 	if f.countable() && len(page.Jobs) > 0 {
-		if total, err = h.c.CountJobs(ctx, p, countBound+1); err == nil {
+		if total, err = h.ops.CountJobs(ctx, p, countBound+1); err == nil {
 			counted, more = true, total > countBound
 			total = min(total, countBound)
 		}
@@ -373,12 +374,12 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	// A text field keeps its value itself: its suggestions are only the
 	// names read.
-	if names, more, err := h.c.QueueNames(ctx, filterChoices); err == nil && !more {
+	if names, more, err := h.ops.QueueNames(ctx, filterChoices); err == nil && !more {
 		d.Queues = nameChoices(names, f.Queue)
 	} else {
 		d.Queues, d.QueuesMore = nameChoices(names, ""), true
 	}
-	if ps, err := h.c.Policies(ctx); err == nil {
+	if ps, err := h.ops.Policies(ctx); err == nil {
 		var names []string
 		for _, p := range ps {
 			names = append(names, p.Name)
@@ -393,7 +394,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.Queue != "" {
 		// The queue's own history, on its view: who paused or resumed it.
-		if evs, err := h.c.QueueEvents(ctx, f.Queue, 10); err == nil {
+		if evs, err := h.ops.QueueEvents(ctx, f.Queue, 10); err == nil {
 			d.Events = evs
 		}
 	}
@@ -406,7 +407,7 @@ func (h *Handler) jobs(w http.ResponseWriter, r *http.Request) {
 const payloadPreviewChars = 65536
 
 type jobData struct {
-	J       client.JobDetail
+	J       ops.JobDetail
 	Payload string
 	// PayloadBytes is the whole payload's size when Payload is only its
 	// first payloadPreviewChars characters; 0 when it is whole.
@@ -428,7 +429,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	j, pv, err := h.c.Preview(ctx, id, payloadPreviewChars)
+	j, pv, err := h.ops.Preview(ctx, id, payloadPreviewChars)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
@@ -439,7 +440,7 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	} else {
 		d.Payload = indentJSON([]byte(pv.Text))
 	}
-	ps, err := h.c.Policies(ctx)
+	ps, err := h.ops.Policies(ctx)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
@@ -498,32 +499,32 @@ type deadData struct {
 }
 
 type deadReason struct {
-	client.DeadLetterReason
+	ops.DeadLetterReason
 	Replay string // URL of the reason's bulk replay confirmation ("" without a reason: not a filter)
 	List   string // URL of its jobs on the Jobs page
 }
 
 type deadGroup struct {
-	client.DeadLetterGroup
+	ops.DeadLetterGroup
 	Replay string // URL of the group's bulk replay confirmation
 	List   string // URL of the group's jobs on the Jobs page (reason only: signatures are not a List filter)
 }
 
 // deadLetters groups the dead letters: exact counts per queue and reason,
 // and the most recent Options.DeadLetterSample grouped by error signature
-// (client.DeadLetters, docs/adr/0055-dead-letters-page-bounded.md). A
+// (ops.Client.DeadLetters, docs/adr/0055-dead-letters-page-bounded.md). A
 // group's replay acts on every dead letter of the group, sampled or not.
 func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
 	queue := r.URL.Query().Get("queue")
-	s, err := h.c.DeadLetters(ctx, client.DeadLetterOptions{Queue: queue, Sample: h.opts.DeadLetterSample})
+	s, err := h.ops.DeadLetters(ctx, ops.DeadLetterOptions{Queue: queue, Sample: h.opts.DeadLetterSample})
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
 	d := deadData{Queue: queue, Complete: s.Complete, Sampled: s.Sampled, TotalExact: true,
-		PairsCapped: s.PairsCapped, Pairs: client.DefaultDeadLetterPairs}
+		PairsCapped: s.PairsCapped, Pairs: ops.DefaultDeadLetterPairs}
 	replay := func(f filter) string {
 		v := f.values()
 		v.Set("action", "replay")
@@ -552,7 +553,7 @@ func (h *Handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Groups = append(d.Groups, row)
 	}
-	if qs, err := h.c.Queues(ctx); err == nil {
+	if qs, err := h.ops.Queues(ctx); err == nil {
 		for _, q := range qs {
 			d.Queues = append(d.Queues, q.Name)
 		}
@@ -569,12 +570,12 @@ type policyRow struct {
 func (h *Handler) policies(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	ps, err := h.c.Policies(ctx)
+	ps, err := h.ops.Policies(ctx)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
-	qs, err := h.c.Queues(ctx)
+	qs, err := h.ops.Queues(ctx)
 	if err != nil {
 		h.failErr(w, r, err)
 		return

@@ -73,7 +73,7 @@ func TestStrandedWorkAndReap(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, body)
 	require.Contains(t, body[i:], "<td>pause</td>")
 	// A cancel is drawn as an operator's action, with the role.
-	_, err = c.Cancel(ctx, id, "from the test")
+	_, err = opsOf(c).Cancel(ctx, id, "from the test")
 	require.NoError(t, err)
 	_, body, _ = get(t, hc, srv.URL+"/jobs/"+itoa(id))
 	require.Contains(t, body, `class="pt operator"`)

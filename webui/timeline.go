@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
@@ -94,7 +95,7 @@ var eventNames = map[string]string{
 	"deadline": "deadline", "now": "now",
 }
 
-func buildTimeline(j client.JobDetail, p *policy.Policy, now time.Time) timeline {
+func buildTimeline(j ops.JobDetail, p *policy.Policy, now time.Time) timeline {
 	tl := timeline{Width: tlWidth, Height: tlHeight, Line: tlLine}
 	if p != nil {
 		tl.LeaseBudget = p.MaxLeaseExpiries
@@ -329,7 +330,7 @@ func ordinal(n int) string {
 // run, then, if every attempt fails, each retry policy.Timeline gives, up
 // to the attempt whose failure dead-letters the job (its attempt limit,
 // the deadline or the lease-expiry budget spent).
-func project(j client.JobDetail, p *policy.Policy, expiries int) []event {
+func project(j ops.JobDetail, p *policy.Policy, expiries int) []event {
 	next := j.AttemptNumber() + 1
 	if p == nil {
 		return []event{{at: j.RunAt, kind: "next", ahead: true, label: fmt.Sprint(next),
@@ -487,7 +488,7 @@ const (
 	sparkBuckets   = 60
 )
 
-func buildSparklines(acts []client.Activity, now time.Time) map[string]sparkline {
+func buildSparklines(acts []ops.Activity, now time.Time) map[string]sparkline {
 	type series struct{ c, f, d [sparkBuckets]int64 }
 	by := map[string]*series{}
 	start := now.Truncate(time.Minute).Add(-(sparkBuckets - 1) * time.Minute)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
@@ -30,7 +31,7 @@ func TestJobTimelineIsPolicyTimeline(t *testing.T) {
 	p.Name, p.MaxAttempts = "moderate", 8
 	created := at("2026-01-01T00:00:00Z")
 	s1 := created.Add(time.Second)
-	j := client.JobDetail{Job: client.Job{ID: 77, Queue: "q", Status: client.StatusRetrying, Token: 2, CreatedAt: created,
+	j := ops.JobDetail{Job: client.Job{ID: 77, Queue: "q", Status: client.StatusRetrying, Token: 2, CreatedAt: created,
 		RunAt: created.Add(5 * time.Second),
 		Errors: []client.AttemptError{
 			{Token: 1, AttemptNumber: 1, At: created.Add(2 * time.Second), Kind: "error", Error: "boom", Started: &s1},
@@ -94,7 +95,7 @@ func TestJobTimelineIsPolicyTimeline(t *testing.T) {
 func TestRunningStrandedJobIsDrawnFromItsStart(t *testing.T) {
 	created := at("2026-01-01T00:00:00Z")
 	started, until := created.Add(time.Minute), created.Add(2*time.Minute)
-	j := client.JobDetail{Job: client.Job{ID: 5, Queue: "q", Status: client.StatusRunning, Token: 1, CreatedAt: created,
+	j := ops.JobDetail{Job: client.Job{ID: 5, Queue: "q", Status: client.StatusRunning, Token: 1, CreatedAt: created,
 		RunAt: created, LastAttemptedAt: &started, LeaseUntil: &until, LockedBy: "w1"}, EffectivePolicy: "default", EffectiveMaxAttempts: 5}
 	p := policy.Profiles()["default"]
 	tl := buildTimeline(j, &p, created.Add(10*time.Minute))

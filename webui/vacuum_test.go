@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 	"github.com/pgbackoff/pgbackoff/webui"
 )
@@ -31,11 +32,13 @@ func TestOverviewWarnsOfAHeldSnapshot(t *testing.T) {
 	require.NoError(t, err)
 
 	page := func(ahead time.Duration) string {
-		c, err := client.New(ctx, testdb.Pool(t, dbURL), client.WithClock(func() time.Time { return time.Now().Add(ahead) }))
+		clock := func() time.Time { return time.Now().Add(ahead) }
+		p := testdb.Pool(t, dbURL)
+		c, err := client.New(ctx, p, client.WithClock(clock))
 		require.NoError(t, err)
 		_, err = c.Enqueue(ctx, "mail", nil)
 		require.NoError(t, err)
-		h, err := webui.New(c, webui.Options{})
+		h, err := webui.New(c, ops.New(p, ops.WithClock(clock)), webui.Options{})
 		require.NoError(t, err)
 		srv := httptest.NewServer(h)
 		defer srv.Close()

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 //go:embed templates/*.html
@@ -74,14 +75,15 @@ type Options struct {
 	RefreshEvery time.Duration
 	// DeadLetterSample is how many of the most recent dead letters the
 	// Dead letters page groups by error signature (default
-	// client.DefaultDeadLetterSample, 10,000): the page's cost grows with
+	// ops.DefaultDeadLetterSample, 10,000): the page's cost grows with
 	// it, not with the dead letters; above it the page says so.
 	DeadLetterSample int
 }
 
 // Handler serves the UI.
 type Handler struct {
-	c     *client.Client
+	c     *client.Client // enqueue (a schedule's trigger), reap, schedules
+	ops   *ops.Client    // every read and action on jobs and queues
 	opts  Options
 	hosts map[string]bool // Options.Hosts, normalized
 	// session is the value of the session cookie for BearerToken: an HMAC
@@ -99,10 +101,12 @@ type Handler struct {
 	health healthCache
 }
 
-// New returns the UI's handler over c. c should sit on a pool
-// (pgxpool.Pool) so that the UI recovers when the database comes back.
-func New(c *client.Client, opts Options) (*Handler, error) {
-	if c == nil {
+// New returns the UI's handler over c, the worker's client, and o, the
+// operator's (client/ops), normally on the same pool: both should sit on a
+// pool (pgxpool.Pool) so that the UI recovers when the database comes
+// back.
+func New(c *client.Client, o *ops.Client, opts Options) (*Handler, error) {
+	if c == nil || o == nil {
 		return nil, errors.New("webui: nil client")
 	}
 	opts.Prefix = strings.TrimRight(opts.Prefix, "/")
@@ -121,7 +125,7 @@ func New(c *client.Client, opts Options) (*Handler, error) {
 	if opts.RefreshEvery <= 0 {
 		opts.RefreshEvery = 5 * time.Second
 	}
-	h := &Handler{c: c, opts: opts, mux: http.NewServeMux(), secret: make([]byte, 32),
+	h := &Handler{c: c, ops: o, opts: opts, mux: http.NewServeMux(), secret: make([]byte, 32),
 		cop: http.NewCrossOriginProtection(), hosts: map[string]bool{}}
 	for _, host := range opts.Hosts {
 		n := hostName(host)

@@ -93,7 +93,7 @@ var Rules = map[string][]Rule{
 	"prune":           {{Kind: AllSum}},
 	"stats":           {{Kind: AllUnion}},
 	// Each shard counts its own queues; the client adds up the rows of a
-	// queue configured on every shard (Client.Overview).
+	// queue configured on every shard (ops.Client.Overview).
 	"overview": {{Kind: AllUnion}},
 	"activity": {{Kind: AllUnion}},
 	// Each shard knows the workers holding its jobs: one row per shard.

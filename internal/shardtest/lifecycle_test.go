@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
@@ -62,8 +63,11 @@ func shardCount(t *testing.T, k int, where string, args ...any) int {
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	now := t0
-	c, err := client.New(ctx, pool(t, env.routerURL), client.WithClock(func() time.Time { return now }), client.WithWorkerID("w1"))
+	clock := func() time.Time { return now }
+	rp := pool(t, env.routerURL)
+	c, err := client.New(ctx, rp, client.WithClock(clock), client.WithWorkerID("w1"))
 	require.NoError(t, err)
+	o := ops.New(rp, ops.WithClock(clock))
 	queues := queuesOnEveryShard(t, "life")
 
 	for k, q := range queues {
@@ -98,12 +102,12 @@ func TestLifecycle(t *testing.T) {
 			require.Equal(t, client.StatusDeadLettered, f.Status)
 			require.Equal(t, "max_attempts", f.DeadLetterReason)
 		}
-		dead, err := c.List(ctx, client.ListParams{Queue: q, Statuses: []client.Status{client.StatusDeadLettered}})
+		dead, err := o.List(ctx, ops.ListParams{Queue: q, Statuses: []client.Status{client.StatusDeadLettered}})
 		require.NoError(t, err)
 		require.Len(t, dead.Jobs, 1)
 		require.Len(t, dead.Jobs[0].Errors, 3)
 
-		r, err := c.Replay(ctx, id)
+		r, err := o.Replay(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, client.StatusPending, r.Status)
 		jobs, err := c.Claim(ctx, q, 1, time.Minute)
@@ -132,7 +136,7 @@ func TestLifecycle(t *testing.T) {
 
 		cid, err := c.Enqueue(ctx, q, nil)
 		require.NoError(t, err)
-		cj, err := c.Cancel(ctx, cid, "not needed")
+		cj, err := o.Cancel(ctx, cid, "not needed")
 		require.NoError(t, err)
 		require.Equal(t, client.StatusCancelled, cj.Status)
 	}
@@ -179,9 +183,9 @@ func TestLifecycle(t *testing.T) {
 	require.ElementsMatch(t, claimedIDs, completed)
 
 	// Stats merge one row per queue from every shard.
-	stats, err := c.Stats(ctx, 0)
+	stats, err := o.Stats(ctx, 0)
 	require.NoError(t, err)
-	byQueue := map[string]client.QueueStats{}
+	byQueue := map[string]ops.QueueStats{}
 	for _, s := range stats {
 		byQueue[s.Queue] = s
 	}
@@ -205,7 +209,7 @@ func TestLifecycle(t *testing.T) {
 
 	// Prune sums too: everything finished is older than a day by now.
 	now = now.Add(48 * time.Hour)
-	pruned, err := c.Prune(ctx, 24*time.Hour, 0)
+	pruned, err := o.Prune(ctx, 24*time.Hour, 0)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, pruned, NShards*(1+1+10), "every shard's finished jobs (and other tests')")
 	for k := range NShards {

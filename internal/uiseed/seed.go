@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 // Hostile is the text the security tests look for: markup that would run
@@ -36,7 +37,8 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 	// The finished jobs spread over the last hour (the overview's chart).
 	clk := time.Now().Add(-58 * time.Minute)
 	step := 40 * time.Minute / time.Duration(max(n, 1))
-	c, err := client.New(ctx, db, client.WithClock(func() time.Time { return clk }), client.WithWorkerID("seed-worker-1"))
+	clock := func() time.Time { return clk }
+	c, err := client.New(ctx, db, client.WithClock(clock), client.WithWorkerID("seed-worker-1"))
 	if err != nil {
 		return res, err
 	}
@@ -133,7 +135,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		if _, err := c.Cancel(ctx, id, "superseded"); err != nil {
+		if _, err := ops.New(db, ops.WithClock(clock)).Cancel(ctx, id, "superseded"); err != nil {
 			return res, err
 		}
 	}
@@ -188,7 +190,7 @@ func Seed(ctx context.Context, db client.DB, n int) (Result, error) {
 			return res, err
 		}
 	}
-	if _, err := c.PauseQueue(ctx, "reports"); err != nil {
+	if _, err := ops.New(db, ops.WithClock(clock)).PauseQueue(ctx, "reports"); err != nil {
 		return res, err
 	}
 	return res, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
@@ -177,7 +178,7 @@ func TestClientUnderRoles(t *testing.T) {
 	require.NoError(t, err)
 	_, err = wc.Enqueue(ctx, "mail", nil)
 	require.Equal(t, "42501", sqlState(err), "worker enqueue: %v", err)
-	_, err = wc.Replay(ctx, id)
+	_, err = ops.New(workPool).Replay(ctx, id)
 	require.Equal(t, "42501", sqlState(err), "worker replay: %v", err)
 
 	done := make(chan int64, 1)

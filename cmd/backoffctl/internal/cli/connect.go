@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 // statementTimeout bounds every statement backoffctl sends, so an operator's
@@ -162,23 +163,59 @@ func withConn(cmd *cobra.Command, fn func(ctx context.Context, conn *pgx.Conn) e
 }
 
 func clientOn(ctx context.Context, cmd *cobra.Command, dial func() (*pgx.Conn, error)) (*client.Client, func(), error) {
+	c, _, done, err := clientsOn(ctx, cmd, dial)
+	return c, done, err
+}
+
+// clientsOn is clientOn with the operator's client (client/ops) on the
+// same connection and clock: commands that list, inspect and act on jobs
+// and queues use it, and the worker's client only where they enqueue or
+// read a queue's live state.
+func clientsOn(ctx context.Context, cmd *cobra.Command, dial func() (*pgx.Conn, error)) (*client.Client, *ops.Client, func(), error) {
 	now, err := nowFlag(cmd)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	conn, err := dial()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var opts []client.Option
+	var opsOpts []ops.Option
 	if now != nil {
 		t := *now
-		opts = append(opts, client.WithClock(func() time.Time { return t }))
+		clock := func() time.Time { return t }
+		opts = append(opts, client.WithClock(clock))
+		opsOpts = append(opsOpts, ops.WithClock(clock))
 	}
 	c, err := client.New(ctx, conn, opts...)
 	if err != nil {
 		conn.Close(ctx)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return c, func() { conn.Close(ctx) }, nil
+	return c, ops.New(conn, opsOpts...), func() { conn.Close(ctx) }, nil
+}
+
+// withOps is withClient for the operator's calls: fn gets the worker's
+// client and the operator's (clientsOn) on one connection.
+func withOps(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client, o *ops.Client) error) error {
+	ctx := cmd.Context()
+	c, o, done, err := clientsOn(ctx, cmd, func() (*pgx.Conn, error) { return connect(ctx, cmd) })
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, c, o)
+}
+
+// withOpsForQueue is withOps on the database that holds queue's jobs
+// (openClientForQueue).
+func withOpsForQueue(cmd *cobra.Command, queue string, fn func(ctx context.Context, c *client.Client, o *ops.Client) error) error {
+	ctx := cmd.Context()
+	c, o, done, err := clientsOn(ctx, cmd, func() (*pgx.Conn, error) { return connectForQueue(ctx, cmd, queue) })
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, c, o)
 }

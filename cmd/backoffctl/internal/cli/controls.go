@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
 // A queue's controls (ADR 0045, docs/concepts.md "Queues as
 // controls") as `queue list`, `queue show` and `stats` print them: the
-// settings from client.QueueInfo, the live state from client.QueueState.
+// settings from ops.QueueInfo, the live state from client.QueueState.
 
 // controlsRow is a queue's settings for --output json; nil: off.
 type controlsRow struct {
@@ -25,7 +26,7 @@ type controlsRow struct {
 	BreakerProbes   int32    `json:"breaker_probes"`
 }
 
-func controlsOf(q client.QueueInfo) controlsRow {
+func controlsOf(q ops.QueueInfo) controlsRow {
 	dur := func(d *time.Duration) *string {
 		if d == nil {
 			return nil
@@ -59,12 +60,12 @@ func stateOf(st client.QueueState) *stateRow {
 }
 
 // hasControls reports whether a queue has a rate limit or a breaker.
-func hasControls(q client.QueueInfo) bool { return q.Rate != nil || q.BreakerFailures != nil }
+func hasControls(q ops.QueueInfo) bool { return q.Rate != nil || q.BreakerFailures != nil }
 
 // queueStates reads the live state of every queue in qs that has controls
 // (one backoff.queue_state call each; none for the others). A queue the
 // caller's queue grants do not cover has no state in the result.
-func queueStates(ctx context.Context, c *client.Client, qs []client.QueueInfo) (map[string]client.QueueState, error) {
+func queueStates(ctx context.Context, c *client.Client, qs []ops.QueueInfo) (map[string]client.QueueState, error) {
 	out := map[string]client.QueueState{}
 	for _, q := range qs {
 		if !hasControls(q) {
@@ -96,7 +97,7 @@ func rateCell(rate *float64, burst *int32) string {
 
 // breakerCell renders a breaker's settings: "5 in 30s, cooldown 1m", "-"
 // for none; probes are added when more than one.
-func breakerCell(q client.QueueInfo) string {
+func breakerCell(q ops.QueueInfo) string {
 	if q.BreakerFailures == nil || q.BreakerWindow == nil || q.BreakerCooldown == nil {
 		return "-"
 	}
@@ -109,7 +110,7 @@ func breakerCell(q client.QueueInfo) string {
 
 // stateCell renders a breaker's live state: "closed 2/5" (failures in the
 // window of the threshold), "open", "half_open"; "-" without a breaker.
-func stateCell(q client.QueueInfo, st client.QueueState, ok bool) string {
+func stateCell(q ops.QueueInfo, st client.QueueState, ok bool) string {
 	if !ok || q.BreakerFailures == nil {
 		return "-"
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 func init() { register(newDLQCommand) }
@@ -46,9 +47,9 @@ func newDLQListCommand() *cobra.Command {
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				page, err := c.List(ctx, client.ListParams{Queue: queue, Statuses: []client.Status{client.StatusDeadLettered},
-					Order: client.RecentlyFinishedFirst, Cursor: after, Limit: limit})
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				page, err := o.List(ctx, ops.ListParams{Queue: queue, Statuses: []client.Status{client.StatusDeadLettered},
+					Order: ops.RecentlyFinishedFirst, Cursor: after, Limit: limit})
 				if err != nil {
 					return err
 				}
@@ -124,8 +125,8 @@ replay.`,
 				if err != nil {
 					return err
 				}
-				return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-					j, err := c.Replay(ctx, id)
+				return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+					j, err := o.Replay(ctx, id)
 					if err != nil {
 						return err
 					}
@@ -138,9 +139,9 @@ replay.`,
 			}
 
 			// Behind a router, the queue's shard: its rows are locked there.
-			return withClientForQueue(cmd, queue, func(ctx context.Context, c *client.Client) error {
+			return withOpsForQueue(cmd, queue, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				if !yes {
-					n, err := deadLetters(ctx, c, queue)
+					n, err := deadLetters(ctx, o, queue)
 					if err != nil {
 						return err
 					}
@@ -150,7 +151,7 @@ replay.`,
 					}
 					return usagef("replaying %d dead-lettered job(s) of queue %s needs --yes", n, esc(queue))
 				}
-				outcomes, err := c.ReplayDeadLetters(ctx, queue)
+				outcomes, err := o.ReplayDeadLetters(ctx, queue)
 				if err != nil {
 					return err
 				}
@@ -191,8 +192,8 @@ replay.`,
 }
 
 // deadLetters counts the dead-lettered jobs of queue (from backoff.stats).
-func deadLetters(ctx context.Context, c *client.Client, queue string) (int64, error) {
-	stats, err := c.Stats(ctx, 0)
+func deadLetters(ctx context.Context, o *ops.Client, queue string) (int64, error) {
+	stats, err := o.Stats(ctx, 0)
 	if err != nil {
 		return 0, err
 	}

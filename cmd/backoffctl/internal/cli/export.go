@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
@@ -63,15 +64,15 @@ func FormatDelay(d time.Duration) string { return formatDelay(d) }
 type StatsRow = statsRow
 
 // ReadStats reads backoff.stats with a retries/dead-letters window of win.
-func ReadStats(ctx context.Context, c *client.Client, win time.Duration) ([]StatsRow, error) {
-	return readStats(ctx, c, win)
+func ReadStats(ctx context.Context, c *client.Client, o *ops.Client, win time.Duration) ([]StatsRow, error) {
+	return readStats(ctx, c, o, win)
 }
 
 // WriteStats prints stats as `backoffctl stats` does.
 func WriteStats(w io.Writer, stats []StatsRow, window time.Duration) { writeStats(w, stats, window) }
 
 // WriteJobDetail prints a job as `backoffctl jobs show` does.
-func WriteJobDetail(w io.Writer, d client.JobDetail, now time.Time) { writeJob(w, jobRowOf(d), now) }
+func WriteJobDetail(w io.Writer, d ops.JobDetail, now time.Time) { writeJob(w, jobRowOf(d), now) }
 
 // ApplyConfig is `config apply` (without --prune) inside tx.
 func ApplyConfig(ctx context.Context, tx pgx.Tx, cfg *config.Config) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 func init() { register(newJobsCommand) }
@@ -102,7 +103,7 @@ func (j jobRow) MarshalJSON() ([]byte, error) {
 
 // jobRowOf is the CLI's view (and --output json shape) of a job the client
 // read: the policy and max_attempts that govern it, the history as stored.
-func jobRowOf(d client.JobDetail) jobRow {
+func jobRowOf(d ops.JobDetail) jobRow {
 	j := d.Job
 	return jobRow{
 		ID: j.ID, Queue: j.Queue, Status: string(j.Status), Priority: j.Priority, Attempts: j.Token, CountedAttempts: j.AttemptNumber(),
@@ -114,7 +115,7 @@ func jobRowOf(d client.JobDetail) jobRow {
 	}
 }
 
-func jobRowsOf(ds []client.JobDetail) []jobRow {
+func jobRowsOf(ds []ops.JobDetail) []jobRow {
 	out := make([]jobRow, len(ds))
 	for i, d := range ds {
 		out[i] = jobRowOf(d)
@@ -166,13 +167,13 @@ fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				params := client.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
-					ErrorContains: errorText, Order: client.NewestFirst, Cursor: after, Limit: limit}
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				params := ops.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
+					ErrorContains: errorText, Order: ops.NewestFirst, Cursor: after, Limit: limit}
 				if status != "" {
 					params.Statuses = []client.Status{client.Status(status)}
 				}
-				page, err := c.List(ctx, params)
+				page, err := o.List(ctx, params)
 				if err != nil {
 					return err
 				}
@@ -235,8 +236,8 @@ func newJobsShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				d, err := c.Details(ctx, id)
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				d, err := o.Details(ctx, id)
 				if errors.Is(err, client.ErrJobNotFound) {
 					return fmt.Errorf("no job %d", id)
 				}
@@ -283,8 +284,8 @@ history. "dlq replay ID" brings a cancelled job back.`,
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				j, err := c.Cancel(ctx, id, reason)
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				j, err := o.Cancel(ctx, id, reason)
 				if errors.Is(err, client.ErrJobNotFound) {
 					return fmt.Errorf("no job %d", id)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
@@ -42,7 +43,7 @@ command is for a cron job or an operator.`,
 			if limit < 1 {
 				return usagef("--limit %d: want at least 1", limit)
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				n, err := c.Reap(ctx, limit)
 				if err != nil {
 					return err
@@ -116,10 +117,10 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 			if watch < 0 {
 				return usagef("--watch %d: want a number of seconds", watch)
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				w := cmd.OutOrStdout()
 				draw := func() error {
-					stats, err := readStats(ctx, c, win)
+					stats, err := readStats(ctx, c, o, win)
 					if err != nil {
 						return err
 					}
@@ -127,7 +128,7 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 						return writeJSON(w, stats)
 					}
 					writeStats(w, stats, win)
-					return writeVacuumWarning(ctx, w, c)
+					return writeVacuumWarning(ctx, w, o)
 				}
 				if watch == 0 {
 					return draw()
@@ -156,14 +157,15 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 	return cmd
 }
 
-// readStats reads backoff.stats through the client for a window, and the
-// live state of the queues that have controls.
-func readStats(ctx context.Context, c *client.Client, win time.Duration) ([]statsRow, error) {
-	qs, err := c.Stats(ctx, win)
+// readStats reads backoff.stats through the operator's client for a
+// window, and the live state of the queues that have controls through the
+// worker's.
+func readStats(ctx context.Context, c *client.Client, o *ops.Client, win time.Duration) ([]statsRow, error) {
+	qs, err := o.Stats(ctx, win)
 	if err != nil {
 		return nil, err
 	}
-	infos, err := c.Queues(ctx)
+	infos, err := o.Queues(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +173,7 @@ func readStats(ctx context.Context, c *client.Client, win time.Duration) ([]stat
 	if err != nil {
 		return nil, err
 	}
-	info := map[string]client.QueueInfo{}
+	info := map[string]ops.QueueInfo{}
 	for _, q := range infos {
 		info[q.Name] = q
 	}
@@ -227,8 +229,8 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 // there is one: an old snapshot that keeps vacuum from removing finished
 // jobs, which every claim then walks. A login that may not read it (not
 // an admin) gets the table alone.
-func writeVacuumWarning(ctx context.Context, w io.Writer, c *client.Client) error {
-	h, err := c.Health(ctx, 0)
+func writeVacuumWarning(ctx context.Context, w io.Writer, o *ops.Client) error {
+	h, err := o.Health(ctx, 0)
 	if errors.Is(err, client.ErrPermissionDenied) {
 		return nil
 	}
@@ -294,7 +296,7 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 				}
 				opts = append(opts, client.RunAt(now.Add(after)))
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				id, err := c.Enqueue(ctx, queue, json.RawMessage(payload), opts...)
 				if err != nil {
 					return err

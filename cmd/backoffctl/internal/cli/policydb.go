@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
@@ -29,13 +30,13 @@ func readPolicy(ctx context.Context, db client.DB, name string) (policy.Policy, 
 	return policy.Policy{}, false, nil
 }
 
-// readPolicies is client.Policies over a connection or a transaction.
+// readPolicies is ops.Client.Policies over a connection or a
+// transaction, after client.New's check of the schema version.
 func readPolicies(ctx context.Context, db client.DB) ([]policy.Policy, error) {
-	c, err := client.New(ctx, db)
-	if err != nil {
+	if _, err := client.New(ctx, db); err != nil {
 		return nil, err
 	}
-	return c.Policies(ctx)
+	return ops.New(db).Policies(ctx)
 }
 
 // dbState is what the database holds of the configuration.
@@ -649,15 +650,15 @@ ON CONFLICT (singleton) DO UPDATE SET
 // unfinished or dead-lettered (a replay runs them again), through the
 // client.
 func jobsThatMayRunAgain(ctx context.Context, tx pgx.Tx, policy string) (int, error) {
-	c, err := client.New(ctx, tx)
-	if err != nil {
+	if _, err := client.New(ctx, tx); err != nil {
 		return 0, err
 	}
-	params := client.ListParams{Policy: policy, Limit: 1000, Statuses: []client.Status{
+	o := ops.New(tx)
+	params := ops.ListParams{Policy: policy, Limit: 1000, Statuses: []client.Status{
 		client.StatusPending, client.StatusRunning, client.StatusRetrying, client.StatusDeadLettered}}
 	n := 0
 	for {
-		page, err := c.List(ctx, params)
+		page, err := o.List(ctx, params)
 		if err != nil {
 			return 0, err
 		}

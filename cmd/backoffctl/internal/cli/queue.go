@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 func init() { register(newQueueCommand) }
@@ -43,7 +44,7 @@ type queueRow struct {
 	State *stateRow `json:"state"`
 }
 
-func queueRowOf(q client.QueueInfo, st client.QueueState, ok bool) queueRow {
+func queueRowOf(q ops.QueueInfo, st client.QueueState, ok bool) queueRow {
 	r := queueRow{Name: q.Name, Policy: q.Policy, Paused: q.Paused, Configured: q.Configured, controlsRow: controlsOf(q)}
 	if ok {
 		r.State = stateOf(st)
@@ -63,8 +64,8 @@ func newQueueListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				queues, err := c.Queues(ctx)
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				queues, err := o.Queues(ctx)
 				if err != nil {
 					return err
 				}
@@ -121,16 +122,16 @@ does not know has every control off.`,
 			if name == "" {
 				return usagef("queue name must not be empty")
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				st, err := c.QueueState(ctx, name)
 				if err != nil {
 					return err
 				}
-				queues, err := c.Queues(ctx)
+				queues, err := o.Queues(ctx)
 				if err != nil {
 					return err
 				}
-				q := client.QueueInfo{Name: name, Policy: "default", BreakerProbes: 1}
+				q := ops.QueueInfo{Name: name, Policy: "default", BreakerProbes: 1}
 				for _, x := range queues {
 					if x.Name == name {
 						q = x
@@ -140,7 +141,7 @@ does not know has every control off.`,
 				if err != nil {
 					return err
 				}
-				events, err := c.QueueEvents(ctx, name, 10)
+				events, err := o.QueueEvents(ctx, name, 10)
 				if err != nil {
 					return err
 				}
@@ -160,7 +161,7 @@ does not know has every control off.`,
 }
 
 // writeQueue prints one queue for `queue show`.
-func writeQueue(w io.Writer, q client.QueueInfo, st client.QueueState, now time.Time) {
+func writeQueue(w io.Writer, q ops.QueueInfo, st client.QueueState, now time.Time) {
 	tw := newTable(w)
 	field := func(k, v string) { row(tw, k+":", v) }
 	field("queue", q.Name)
@@ -229,8 +230,8 @@ history ("queue show").`,
 			if queue == "" {
 				return usagef("queue name must not be empty")
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				changed, err := c.SwitchQueue(ctx, queue, pause, create)
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				changed, err := o.SwitchQueue(ctx, queue, pause, create)
 				if err != nil {
 					return err
 				}
@@ -258,7 +259,7 @@ type queueEventRow struct {
 	At     time.Time `json:"at"`
 }
 
-func queueEventRows(events []client.QueueEvent) []queueEventRow {
+func queueEventRows(events []ops.QueueEvent) []queueEventRow {
 	out := make([]queueEventRow, len(events))
 	for i, e := range events {
 		out[i] = queueEventRow{Action: e.Action, Role: e.Role, At: e.At.UTC()}
@@ -267,7 +268,7 @@ func queueEventRows(events []client.QueueEvent) []queueEventRow {
 }
 
 // writeQueueEvents prints a queue's newest pauses and resumes.
-func writeQueueEvents(w io.Writer, events []client.QueueEvent) {
+func writeQueueEvents(w io.Writer, events []ops.QueueEvent) {
 	if len(events) == 0 {
 		fmt.Fprintln(w, "history: no pause or resume")
 		return

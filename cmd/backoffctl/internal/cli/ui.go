@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/webui"
 )
 
@@ -104,7 +105,7 @@ rebinding) is refused.`,
 			if err != nil {
 				return err
 			}
-			h, err := webui.New(c, opts)
+			h, err := webui.New(c, ops.New(pool), opts)
 			if err != nil {
 				return err
 			}

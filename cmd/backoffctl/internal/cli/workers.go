@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 func init() { register(newWorkersCommand) }
@@ -41,8 +42,8 @@ heartbeat moves forward: in the past, the worker renews nothing any more.`,
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				ws, err := c.Workers(ctx)
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				ws, err := o.Workers(ctx)
 				if err != nil {
 					return err
 				}

@@ -27,6 +27,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
@@ -143,6 +144,7 @@ type demo struct {
 	queues []*demoQueue
 	pool   *pgxpool.Pool
 	client *client.Client // over pool
+	ops    *ops.Client    // over pool
 }
 
 func (d *demo) run(ctx context.Context) (err error) {
@@ -238,6 +240,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.client = c
+	d.ops = ops.New(d.pool)
 	if err := d.enqueue(ctx, c); err != nil {
 		return err
 	}
@@ -591,7 +594,7 @@ loop:
 			break loop
 		case <-time.After(tick):
 		}
-		stats, err := cli.ReadStats(ctx, d.client, time.Hour)
+		stats, err := cli.ReadStats(ctx, d.client, d.ops, time.Hour)
 		if err != nil {
 			runErr = err
 			if ctx.Err() != nil {
@@ -608,7 +611,7 @@ loop:
 	wg.Wait()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	stats, err := cli.ReadStats(sctx, d.client, time.Hour)
+	stats, err := cli.ReadStats(sctx, d.client, d.ops, time.Hour)
 	if err != nil {
 		return nil, p, errors.Join(runErr, err)
 	}
@@ -683,10 +686,10 @@ func (d *demo) writeOutcomes(w io.Writer, p *progress) {
 // with the longest history, reading them through the client.
 func (d *demo) writeDeadLetter(ctx context.Context, w io.Writer) error {
 	counts := map[string]int64{}
-	var longest *client.JobDetail
-	params := client.ListParams{Statuses: []client.Status{client.StatusDeadLettered}, Limit: 1000}
+	var longest *ops.JobDetail
+	params := ops.ListParams{Statuses: []client.Status{client.StatusDeadLettered}, Limit: 1000}
 	for {
-		page, err := d.client.List(ctx, params)
+		page, err := d.ops.List(ctx, params)
 		if err != nil {
 			return fmt.Errorf("count dead letters: %w", err)
 		}

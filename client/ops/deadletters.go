@@ -1,10 +1,12 @@
-package client
+package ops
 
 import (
 	"context"
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 )
 
 // This file holds the dead-letters summary of the web UI: exact counts per
@@ -90,7 +92,7 @@ func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLett
 	op := "summarize dead letters"
 	if o.Sample < 0 || o.CountLimit < 0 || o.Groups < 0 || o.Pairs < 0 {
 		return DeadLetterSummary{}, fmt.Errorf("%s: %w: sample %d, count limit %d, groups %d and pairs %d must not be negative",
-			op, ErrInvalidArgument, o.Sample, o.CountLimit, o.Groups, o.Pairs)
+			op, sqlapi.ErrInvalidArgument, o.Sample, o.CountLimit, o.Groups, o.Pairs)
 	}
 	o.Sample = nullIntDefault(o.Sample, DefaultDeadLetterSample)
 	o.CountLimit = nullIntDefault(o.CountLimit, DefaultDeadLetterCountLimit)
@@ -98,7 +100,7 @@ func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLett
 	o.Pairs = nullIntDefault(o.Pairs, DefaultDeadLetterPairs)
 	out := DeadLetterSummary{Reasons: []DeadLetterReason{}, Groups: []DeadLetterGroup{}}
 	if err := summarizeDeadLetters(ctx, c.db, o, &out); err != nil {
-		return out, translate(op, 0, err)
+		return out, translate(op, err)
 	}
 	return out, nil
 }
@@ -109,8 +111,8 @@ func (c *Client) DeadLetters(ctx context.Context, o DeadLetterOptions) (DeadLett
 // largest shard's sample.
 func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *DeadLetterSummary) error {
 	// One pair more than asked for says that there are more.
-	call, args := sqlCall("dead_letter_reasons", arg{"p_queue", "text", nullString(o.Queue)},
-		arg{"p_count_limit", "integer", o.CountLimit}, arg{"p_pairs", "integer", o.Pairs + 1})
+	call, args := sqlapi.Call("dead_letter_reasons", sqlapi.Arg("p_queue", "text", sqlapi.NullString(o.Queue)),
+		sqlapi.Arg("p_count_limit", "integer", o.CountLimit), sqlapi.Arg("p_pairs", "integer", o.Pairs+1))
 	rows, err := db.Query(ctx, "SELECT queue, coalesce(reason, ''), count, count_exact, first_seen, last_seen FROM "+call, args...)
 	if err != nil {
 		return err
@@ -149,8 +151,8 @@ func summarizeDeadLetters(ctx context.Context, db DB, o DeadLetterOptions, out *
 		out.Complete = true
 		return nil
 	}
-	call, args = sqlCall("dead_letter_sample", arg{"p_queue", "text", nullString(o.Queue)},
-		arg{"p_sample", "integer", o.Sample}, arg{"p_groups", "integer", o.Groups}, arg{"p_pairs", "integer", o.Pairs})
+	call, args = sqlapi.Call("dead_letter_sample", sqlapi.Arg("p_queue", "text", sqlapi.NullString(o.Queue)),
+		sqlapi.Arg("p_sample", "integer", o.Sample), sqlapi.Arg("p_groups", "integer", o.Groups), sqlapi.Arg("p_pairs", "integer", o.Pairs))
 	rows, err = db.Query(ctx, "SELECT queue, reason, signature, count, first_seen, last_seen, example, sampled FROM "+call, args...)
 	if err != nil {
 		return err

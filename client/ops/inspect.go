@@ -1,4 +1,4 @@
-package client
+package ops
 
 import (
 	"context"
@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
+	"github.com/pgbackoff/pgbackoff/client/jobtype"
 )
 
 // This file holds the operator's calls: listing and inspecting jobs,
@@ -21,7 +24,7 @@ import (
 // JobDetail is a job as an operator sees it: the row, and what governs it
 // now (the policy backoff.job_policy names, and the attempts allowed).
 type JobDetail struct {
-	Job
+	jobtype.Job
 	// EffectivePolicy is the policy that governs the job: its recorded
 	// Policy if that policy still exists, else its queue's, else "default".
 	EffectivePolicy string
@@ -48,7 +51,7 @@ const (
 // ListParams selects jobs for List. Zero fields do not filter.
 type ListParams struct {
 	Queue            string
-	Statuses         []Status
+	Statuses         []jobtype.Status
 	Policy           string // the effective policy (JobDetail.EffectivePolicy)
 	DeadLetterReason string // max_attempts, non_retryable, deadline, ...
 	ErrorContains    string // case-insensitive text in the last error
@@ -87,9 +90,9 @@ type JobPage struct {
 const ErrorScanLimit = 5000
 
 // detailColumns selects JobDetail's columns from backoff.list_jobs or
-// backoff.job_detail: jobColumns, then the effective policy, max_attempts
+// backoff.job_detail: sqlapi.JobColumns, then the effective policy, max_attempts
 // and the error history (again, for ErrorsJSON).
-const detailColumns = jobColumns + ", effective_policy, effective_max_attempts, errors"
+const detailColumns = sqlapi.JobColumns + ", effective_policy, effective_max_attempts, errors"
 
 // orderNames are the orders' names in backoff.list_jobs.
 var orderNames = map[JobOrder]string{OldestFirst: "oldest", NewestFirst: "newest", RecentlyFinishedFirst: "finished"}
@@ -106,7 +109,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 	}
 	order, ok := orderNames[p.Order]
 	if !ok {
-		return JobPage{}, fmt.Errorf("%s: %w: unknown order %d", op, ErrInvalidArgument, p.Order)
+		return JobPage{}, fmt.Errorf("%s: %w: unknown order %d", op, sqlapi.ErrInvalidArgument, p.Order)
 	}
 	limit := p.Limit
 	if limit <= 0 {
@@ -116,7 +119,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 	if p.Cursor != "" {
 		id, at, err := parseCursor(p.Cursor, p.Order)
 		if err != nil {
-			return JobPage{}, fmt.Errorf("%s: %w: %w", op, ErrInvalidArgument, err)
+			return JobPage{}, fmt.Errorf("%s: %w: %w", op, sqlapi.ErrInvalidArgument, err)
 		}
 		afterID = id
 		if p.Order == RecentlyFinishedFirst {
@@ -124,38 +127,38 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 		}
 	}
 	// One row more than the page says whether there is a next one.
-	call, args := sqlCall("list_jobs",
-		arg{"p_queue", "text", nullString(p.Queue)},
-		arg{"p_statuses", "text[]", statusNames(p.Statuses)},
-		arg{"p_policy", "text", nullString(p.Policy)},
-		arg{"p_dead_letter_reason", "text", nullString(p.DeadLetterReason)},
-		arg{"p_error_contains", "text", nullString(p.ErrorContains)},
-		arg{"p_created_from", "timestamptz", nullTime(p.CreatedFrom)},
-		arg{"p_created_to", "timestamptz", nullTime(p.CreatedTo)},
-		arg{"p_finished_from", "timestamptz", nullTime(p.FinishedFrom)},
-		arg{"p_finished_to", "timestamptz", nullTime(p.FinishedTo)},
-		arg{"p_order", "text", order},
-		arg{"p_after_id", "bigint", afterID},
-		arg{"p_after_completed_at", "timestamptz", afterAt},
-		arg{"p_limit", "integer", limit + 1},
-		arg{"p_payloads", "boolean", !p.WithoutPayloads},
-		arg{"p_scan_limit", "integer", ErrorScanLimit},
+	call, args := sqlapi.Call("list_jobs",
+		sqlapi.Arg("p_queue", "text", sqlapi.NullString(p.Queue)),
+		sqlapi.Arg("p_statuses", "text[]", statusNames(p.Statuses)),
+		sqlapi.Arg("p_policy", "text", sqlapi.NullString(p.Policy)),
+		sqlapi.Arg("p_dead_letter_reason", "text", sqlapi.NullString(p.DeadLetterReason)),
+		sqlapi.Arg("p_error_contains", "text", sqlapi.NullString(p.ErrorContains)),
+		sqlapi.Arg("p_created_from", "timestamptz", sqlapi.NullTime(p.CreatedFrom)),
+		sqlapi.Arg("p_created_to", "timestamptz", sqlapi.NullTime(p.CreatedTo)),
+		sqlapi.Arg("p_finished_from", "timestamptz", sqlapi.NullTime(p.FinishedFrom)),
+		sqlapi.Arg("p_finished_to", "timestamptz", sqlapi.NullTime(p.FinishedTo)),
+		sqlapi.Arg("p_order", "text", order),
+		sqlapi.Arg("p_after_id", "bigint", afterID),
+		sqlapi.Arg("p_after_completed_at", "timestamptz", afterAt),
+		sqlapi.Arg("p_limit", "integer", limit+1),
+		sqlapi.Arg("p_payloads", "boolean", !p.WithoutPayloads),
+		sqlapi.Arg("p_scan_limit", "integer", ErrorScanLimit),
 	)
 	rows, err := c.db.Query(ctx, "SELECT "+detailColumns+", scan_end FROM "+call, args...)
 	if err != nil {
-		return JobPage{}, translate(op, 0, err)
+		return JobPage{}, translate(op, err)
 	}
 	defer rows.Close()
 	var jobs []JobDetail
-	var ends []Job // where a search stopped: one per shard that stopped
+	var ends []jobtype.Job // where a search stopped: one per shard that stopped
 	for rows.Next() {
 		var d JobDetail
 		var maxAttempts int32
 		var history []byte
 		var scanEnd bool
-		j, err := scanJob(rows, &d.EffectivePolicy, &maxAttempts, &history, &scanEnd)
+		j, err := sqlapi.ScanJob(rows, &d.EffectivePolicy, &maxAttempts, &history, &scanEnd)
 		if err != nil {
-			return JobPage{}, translate(op, 0, err)
+			return JobPage{}, translate(op, err)
 		}
 		if scanEnd {
 			ends = append(ends, j)
@@ -165,7 +168,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 		jobs = append(jobs, d)
 	}
 	if err := rows.Err(); err != nil {
-		return JobPage{}, translate(op, 0, err)
+		return JobPage{}, translate(op, err)
 	}
 	return pageOf(jobs, ends, p.Order, limit), nil
 }
@@ -175,8 +178,8 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 // after the last one. Where a search stopped at its bound (ends), the
 // page ends at the earliest such stop in the order, as jobs past it were
 // not examined on that shard and would come again on the next page.
-func pageOf(jobs []JobDetail, ends []Job, order JobOrder, limit int) JobPage {
-	before := func(a, b Job) bool {
+func pageOf(jobs []JobDetail, ends []jobtype.Job, order JobOrder, limit int) JobPage {
+	before := func(a, b jobtype.Job) bool {
 		switch order {
 		case NewestFirst:
 			return a.ID > b.ID
@@ -190,7 +193,7 @@ func pageOf(jobs []JobDetail, ends []Job, order JobOrder, limit int) JobPage {
 		return a.ID < b.ID
 	}
 	sort.SliceStable(jobs, func(i, j int) bool { return before(jobs[i].Job, jobs[j].Job) })
-	var stop *Job
+	var stop *jobtype.Job
 	for i := range ends {
 		if stop == nil || before(ends[i], *stop) {
 			stop = &ends[i]
@@ -226,7 +229,7 @@ func timeOrZero(t *time.Time) time.Time {
 
 // statusNames passes statuses as text[]: nil (no filter) stays NULL, an
 // empty list an empty array (nothing matches).
-func statusNames(statuses []Status) any {
+func statusNames(statuses []jobtype.Status) any {
 	if statuses == nil {
 		return nil
 	}
@@ -269,7 +272,7 @@ func parseCursor(s string, order JobOrder) (int64, time.Time, error) {
 }
 
 // Details reads one job with its error history and what governs it
-// (backoff.job_detail); an unknown id gives ErrJobNotFound.
+// (backoff.job_detail); an unknown id gives client.ErrJobNotFound.
 func (c *Client) Details(ctx context.Context, jobID int64) (JobDetail, error) {
 	d, _, err := c.detail(ctx, fmt.Sprintf("show job %d", jobID), jobID, nil)
 	return d, err
@@ -291,12 +294,12 @@ type PayloadPreview struct {
 // Preview reads one job as Details does, but of its payload only the
 // first maxChars characters (JobDetail.Payload stays nil): what the web
 // UI's job page shows, so that a payload of many megabytes neither
-// travels nor sits in the UI's memory. An unknown id gives ErrJobNotFound.
+// travels nor sits in the UI's memory. An unknown id gives client.ErrJobNotFound.
 func (c *Client) Preview(ctx context.Context, jobID int64, maxChars int) (JobDetail, PayloadPreview, error) {
 	op := fmt.Sprintf("show job %d", jobID)
 	if maxChars < 1 {
 		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w: payload preview of %d characters: want at least 1",
-			op, ErrInvalidArgument, maxChars)
+			op, sqlapi.ErrInvalidArgument, maxChars)
 	}
 	return c.detail(ctx, op, jobID, maxChars)
 }
@@ -305,7 +308,7 @@ func (c *Client) Preview(ctx context.Context, jobID int64, maxChars int) (JobDet
 // start of its text. The error history is read whole: it is bounded (20
 // entries of at most 8 KiB) and a job's page shows all of it.
 func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) (JobDetail, PayloadPreview, error) {
-	call, args := sqlCall("job_detail", arg{"p_job_id", "bigint", jobID}, arg{"p_payload_chars", "integer", chars})
+	call, args := sqlapi.Call("job_detail", sqlapi.Arg("p_job_id", "bigint", jobID), sqlapi.Arg("p_payload_chars", "integer", chars))
 	var pv PayloadPreview
 	var text *string
 	var size *int64
@@ -313,13 +316,13 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 	var d JobDetail
 	var maxAttempts int32
 	var history []byte
-	j, err := scanJob(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated FROM "+call, args...),
+	j, err := sqlapi.ScanJob(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated FROM "+call, args...),
 		&d.EffectivePolicy, &maxAttempts, &history, &text, &size, &truncated)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w", op, ErrJobNotFound)
+		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w", op, sqlapi.ErrJobNotFound)
 	}
 	if err != nil {
-		return JobDetail{}, PayloadPreview{}, translate(op, jobID, err)
+		return JobDetail{}, PayloadPreview{}, translate(op, err)
 	}
 	if text != nil {
 		pv = PayloadPreview{Text: *text, Bytes: *size, Truncated: *truncated}
@@ -331,7 +334,7 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 // QueueInfo is a queue as an operator sees it: its policy, its pause
 // switch and its controls (the settings of backoff.queues that `config
 // apply` writes, ADR 0045). Nil settings are off. Its live breaker and
-// rate state is QueueState's.
+// rate state is client.Client.QueueState's.
 type QueueInfo struct {
 	Name   string
 	Policy string // the policy of its jobs that record none (backoff.job_policy)
@@ -364,7 +367,7 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 	op := "list queues"
 	rows, err := c.db.Query(ctx, queuesSQL)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []QueueInfo{}
@@ -373,13 +376,13 @@ func (c *Client) Queues(ctx context.Context) ([]QueueInfo, error) {
 		var window, cooldown *int64
 		if err := rows.Scan(&q.Name, &q.Policy, &q.Paused, &q.Configured, &q.Rate, &q.Burst,
 			&q.BreakerFailures, &window, &cooldown, &q.BreakerProbes); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		q.BreakerWindow, q.BreakerCooldown = micros(window), micros(cooldown)
 		out = append(out, q)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return mergeQueues(out), nil
 }
@@ -413,74 +416,9 @@ func micros(v *int64) *time.Duration {
 	return &d
 }
 
-// QueueState is the live state of a queue's controls at one time
-// (backoff.queue_state): its breaker, its token bucket, and when a claim
-// can next return a job as far as they go.
-type QueueState struct {
-	Queue string
-	// State is "closed" (also without a breaker), "open" or "half_open".
-	State string
-	// OpenedAt is when the breaker last opened; zero when closed.
-	OpenedAt time.Time
-	// Failures is the failures counted in the breaker's window (0 without
-	// a breaker).
-	Failures int64
-	// ProbesLeft is how many probe jobs a half-open breaker still hands
-	// out; nil in the other states.
-	ProbesLeft *int32
-	// Rate and Burst are the queue's rate limit; nil: none.
-	Rate  *float64
-	Burst *int32
-	// Tokens is how many jobs may be claimed now under the rate limit; nil
-	// without one.
-	Tokens *float64
-	// NextClaimAt is when the breaker's cooldown ends or the next token
-	// arrives; zero when nothing holds claims back (a paused queue too:
-	// a pause has no end time).
-	NextClaimAt time.Time
-}
-
-// queueStateColumns are QueueState's, then the time the state was read at
-// (p_now, or the database's now()), which the Worker measures NextClaimAt
-// from so that its wait does not depend on the clocks agreeing.
-const queueStateColumns = "queue, state, opened_at, failures, probes_left, rate, burst, tokens, next_claim_at, "
-
-// QueueState reads the live state of queue's breaker and rate limit
-// (backoff.queue_state). A queue without a row in backoff.queues has
-// every control off. A queue-scoped caller sees only queues it may work on
-// or produce to.
-func (c *Client) QueueState(ctx context.Context, queue string) (QueueState, error) {
-	st, _, err := c.queueState(ctx, queue)
-	return st, err
-}
-
-// queueState is QueueState, and how long from now NextClaimAt is (0 when
-// it is zero or past), measured on the clock the state was read with.
-func (c *Client) queueState(ctx context.Context, queue string) (QueueState, time.Duration, error) {
-	op := fmt.Sprintf("read state of queue %q", queue)
-	call, args := c.fn("queue_state", arg{"p_queue", "text", queue})
-	var st QueueState
-	var openedAt, next *time.Time
-	var at time.Time
-	err := c.db.QueryRow(ctx, "SELECT "+queueStateColumns+"coalesce($2::timestamptz, now()) FROM "+call, args...).
-		Scan(&st.Queue, &st.State, &openedAt, &st.Failures, &st.ProbesLeft, &st.Rate, &st.Burst, &st.Tokens, &next, &at)
-	if err != nil {
-		return QueueState{}, 0, translate(op, 0, err)
-	}
-	var wait time.Duration
-	if openedAt != nil {
-		st.OpenedAt = *openedAt
-	}
-	if next != nil {
-		st.NextClaimAt = *next
-		wait = max(0, next.Sub(at))
-	}
-	return st, wait, nil
-}
-
 // PauseQueue stops claims of queue (backoff.pause_queue); running jobs go
 // on. It reports whether the queue was running before. A name that is no
-// queue (no configuration, no job) is refused with ErrInvalidArgument:
+// queue (no configuration, no job) is refused with client.ErrInvalidArgument:
 // SwitchQueue with create makes a new queue.
 func (c *Client) PauseQueue(ctx context.Context, queue string) (bool, error) {
 	return c.SwitchQueue(ctx, queue, true, false)
@@ -488,7 +426,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) (bool, error) {
 
 // ResumeQueue lets claims of queue start again (backoff.resume_queue). It
 // reports whether the queue was paused before. A name that is no queue is
-// refused with ErrInvalidArgument.
+// refused with client.ErrInvalidArgument.
 func (c *Client) ResumeQueue(ctx context.Context, queue string) (bool, error) {
 	return c.SwitchQueue(ctx, queue, false, false)
 }
@@ -496,17 +434,17 @@ func (c *Client) ResumeQueue(ctx context.Context, queue string) (bool, error) {
 // SwitchQueue pauses (pause true) or resumes queue and reports whether it
 // changed. With create, a queue that has neither configuration nor jobs
 // is created (paused, or running); without, it is refused
-// (ErrInvalidArgument). Each change is recorded in the queue's history
+// (client.ErrInvalidArgument). Each change is recorded in the queue's history
 // (QueueEvents) with the database role.
 func (c *Client) SwitchQueue(ctx context.Context, queue string, pause, create bool) (bool, error) {
 	name, op := "resume_queue", fmt.Sprintf("resume queue %q", queue)
 	if pause {
 		name, op = "pause_queue", fmt.Sprintf("pause queue %q", queue)
 	}
-	call, args := c.fn(name, arg{"p_queue", "text", queue}, arg{"p_create", "boolean", create})
+	call, args := c.fn(name, sqlapi.Arg("p_queue", "text", queue), sqlapi.Arg("p_create", "boolean", create))
 	var changed bool
 	err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&changed)
-	return changed, translate(op, 0, err)
+	return changed, translate(op, err)
 }
 
 // QueueEvent is one operator action on a queue (backoff.queue_events).
@@ -522,22 +460,22 @@ type QueueEvent struct {
 // jobs' retention.
 func (c *Client) QueueEvents(ctx context.Context, queue string, limit int) ([]QueueEvent, error) {
 	op := "read queue history"
-	call, args := sqlCall("queue_history", arg{"p_queue", "text", nullString(queue)}, arg{"p_limit", "integer", nullIntDefault(limit, 20)})
+	call, args := sqlapi.Call("queue_history", sqlapi.Arg("p_queue", "text", sqlapi.NullString(queue)), sqlapi.Arg("p_limit", "integer", nullIntDefault(limit, 20)))
 	rows, err := c.db.Query(ctx, "SELECT queue, action, role, at FROM "+call, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []QueueEvent{}
 	for rows.Next() {
 		var e QueueEvent
 		if err := rows.Scan(&e.Queue, &e.Action, &e.Role, &e.At); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }
@@ -564,19 +502,19 @@ func (c *Client) Workers(ctx context.Context) ([]WorkerInfo, error) {
 	rows, err := c.db.Query(ctx, "SELECT worker, queues, jobs, expired, coalesce(oldest_started, oldest_lease), "+
 		"oldest_lease, latest_lease FROM "+call, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []WorkerInfo{}
 	for rows.Next() {
 		var w WorkerInfo
 		if err := rows.Scan(&w.Name, &w.Queues, &w.Jobs, &w.Expired, &w.OldestStarted, &w.OldestLease, &w.LatestLease); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }
@@ -596,22 +534,22 @@ type ReplayOutcome struct {
 // fresh budget and keeps its token counting, as with Replay.
 func (c *Client) ReplayDeadLetters(ctx context.Context, queue string) ([]ReplayOutcome, error) {
 	op := fmt.Sprintf("replay dead letters of queue %q", queue)
-	call, args := c.fn("replay_dead_letters", arg{"p_queue", "text", queue})
+	call, args := c.fn("replay_dead_letters", sqlapi.Arg("p_queue", "text", queue))
 	rows, err := c.db.Query(ctx, "SELECT job_id, replayed, coalesce(reason, '') FROM "+call, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []ReplayOutcome{}
 	for rows.Next() {
 		var o ReplayOutcome
 		if err := rows.Scan(&o.JobID, &o.Replayed, &o.Reason); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		out = append(out, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }

@@ -1,9 +1,11 @@
-package client
+package ops
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 )
 
 // This file holds the calls of a display that refreshes every few seconds
@@ -32,7 +34,7 @@ type QueueOverview struct {
 	// last ANALYZE: show them as approximate.
 	Completed, DeadLettered, Cancelled int64
 	FinishedExact                      bool
-	// The queue's controls, as QueueState reads them, for a queue with a
+	// The queue's controls, as client.Client.QueueState reads them, for a queue with a
 	// rate or a circuit breaker: Breaker is "closed", "open" or
 	// "half_open" ("closed" without a breaker); Rate and Tokens are nil
 	// without a rate; NextClaimAt is zero when nothing holds claims back.
@@ -51,12 +53,12 @@ type QueueOverview struct {
 // up.
 func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview, error) {
 	op := "read the queue overview"
-	call, args := c.fn("overview", arg{"p_exact_limit", "integer", nullIntDefault(exactLimit, 10000)})
+	call, args := c.fn("overview", sqlapi.Arg("p_exact_limit", "integer", nullIntDefault(exactLimit, 10000)))
 	rows, err := c.db.Query(ctx, "SELECT queue, policy, paused, configured, pending, running, expired, retrying, due, "+
 		"coalesce(oldest_due_age, interval '0'), completed, dead_lettered, cancelled, finished_exact, "+
 		"breaker, rate, tokens, next_claim_at FROM "+call, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []QueueOverview{}
@@ -67,7 +69,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 		if err := rows.Scan(&q.Queue, &q.Policy, &q.Paused, &q.Configured, &q.Pending, &q.Running, &q.Expired, &q.Retrying,
 			&q.Due, &q.OldestDueAge, &q.Completed, &q.DeadLettered, &q.Cancelled, &q.FinishedExact,
 			&q.Breaker, &q.Rate, &q.Tokens, &next); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		if next != nil {
 			q.NextClaimAt = *next
@@ -98,7 +100,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }
@@ -114,29 +116,29 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 func (c *Client) ActivitySince(ctx context.Context, since time.Time, bucket time.Duration) ([]Activity, error) {
 	op := "read job activity"
 	if bucket < 0 {
-		return nil, fmt.Errorf("%s: %w: negative bucket %s", op, ErrInvalidArgument, bucket)
+		return nil, fmt.Errorf("%s: %w: negative bucket %s", op, sqlapi.ErrInvalidArgument, bucket)
 	}
-	call, args := c.fn("activity", arg{"p_since", "timestamptz", since},
-		arg{"p_bucket", "interval", nullDurationDefault(bucket, time.Minute)})
+	call, args := c.fn("activity", sqlapi.Arg("p_since", "timestamptz", since),
+		sqlapi.Arg("p_bucket", "interval", nullDurationDefault(bucket, time.Minute)))
 	return c.queryActivity(ctx, op, "SELECT queue, bucket, completed, failed, dead_lettered, cancelled FROM "+call, args)
 }
 
 func (c *Client) queryActivity(ctx context.Context, op, sql string, args []any) ([]Activity, error) {
 	rows, err := c.db.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []Activity{}
 	for rows.Next() {
 		var a Activity
 		if err := rows.Scan(&a.Queue, &a.Start, &a.Completed, &a.Failed, &a.DeadLettered, &a.Cancelled); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }

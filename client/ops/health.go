@@ -1,8 +1,10 @@
-package client
+package ops
 
 import (
 	"context"
 	"time"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 )
 
 // Health is the row of backoff.health: the oldest holder of the database's
@@ -44,7 +46,7 @@ func (c *Client) Health(ctx context.Context, maxAge time.Duration) (Health, erro
 	if maxAge <= 0 {
 		maxAge = DefaultHealthMaxAge
 	}
-	call, values := c.fn("health", arg{"p_max_age", "interval", maxAge})
+	call, values := c.fn("health", sqlapi.Arg("p_max_age", "interval", maxAge))
 	var h Health
 	var kind, name, user, state, warning *string
 	var dead, live, bytes *int64
@@ -53,10 +55,10 @@ func (c *Client) Health(ctx context.Context, maxAge time.Duration) (Health, erro
 		Scan(&kind, &h.HolderPID, &name, &user, &state, &h.HolderSince, &h.HolderAge, &h.HolderXIDAge,
 			&dead, &live, &h.LastVacuum, &bytes, &warning)
 	if err != nil {
-		return Health{}, translate(op, 0, err)
+		return Health{}, translate(op, err)
 	}
 	h.HolderKind, h.HolderName, h.HolderUser, h.HolderState, h.Warning =
-		deref(kind), deref(name), deref(user), deref(state), deref(warning)
+		sqlapi.Deref(kind), sqlapi.Deref(name), sqlapi.Deref(user), sqlapi.Deref(state), sqlapi.Deref(warning)
 	h.DeadTuples, h.LiveTuples, h.Bytes = derefInt(dead), derefInt(live), derefInt(bytes)
 	return h, nil
 }

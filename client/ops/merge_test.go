@@ -1,10 +1,12 @@
-package client
+package ops
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client/jobtype"
 )
 
 // Behind a router every shard answers a read for its own jobs; these merge
@@ -40,19 +42,19 @@ func TestPageOfMergesShards(t *testing.T) {
 
 	// A search that stopped on one shard at job 5: jobs past it come again
 	// on the next page, so the page ends there and continues after 5.
-	p = pageOf(append(d(2), d(3, 6, 9)...), []Job{{ID: 5}}, OldestFirst, 3)
+	p = pageOf(append(d(2), d(3, 6, 9)...), []jobtype.Job{{ID: 5}}, OldestFirst, 3)
 	require.Equal(t, []int64{2, 3}, ids(p))
 	require.Equal(t, "5", p.Next)
 	require.True(t, p.Searched)
 	// Two stops: the earliest in the order.
-	p = pageOf(d(9, 4), []Job{{ID: 3}, {ID: 6}}, NewestFirst, 5)
+	p = pageOf(d(9, 4), []jobtype.Job{{ID: 3}, {ID: 6}}, NewestFirst, 5)
 	require.Equal(t, []int64{9}, ids(p))
 	require.Equal(t, "6", p.Next)
 
 	// The finished order: completion time, then id, both descending.
 	at := func(m int) *time.Time { v := time.Unix(int64(m)*60, 0).UTC(); return &v }
-	rows := []JobDetail{{Job: Job{ID: 1, CompletedAt: at(5)}}, {Job: Job{ID: 7, CompletedAt: at(3)}},
-		{Job: Job{ID: 2, CompletedAt: at(5)}}, {Job: Job{ID: 3, CompletedAt: at(9)}}}
+	rows := []JobDetail{{Job: jobtype.Job{ID: 1, CompletedAt: at(5)}}, {Job: jobtype.Job{ID: 7, CompletedAt: at(3)}},
+		{Job: jobtype.Job{ID: 2, CompletedAt: at(5)}}, {Job: jobtype.Job{ID: 3, CompletedAt: at(9)}}}
 	p = pageOf(rows, nil, RecentlyFinishedFirst, 3)
 	require.Equal(t, []int64{3, 2, 1}, ids(p))
 	require.Equal(t, cursorOf(1, at(5), RecentlyFinishedFirst), p.Next)

@@ -1,4 +1,4 @@
-package client
+package ops_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -17,9 +19,11 @@ func TestOperatorUICalls(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("ops"))
+	clock := func() time.Time { return now }
+	c := newTestClient(t, pool, client.WithClock(clock), client.WithWorkerID("ops"))
+	o := ops.New(pool, ops.WithClock(clock))
 
-	ps, err := c.Policies(ctx)
+	ps, err := o.Policies(ctx)
 	require.NoError(t, err)
 	names := []string{}
 	for _, p := range ps {
@@ -40,20 +44,20 @@ func TestOperatorUICalls(t *testing.T) {
 		require.NoError(t, err)
 		j, err := c.Acquire(ctx, id, time.Minute)
 		require.NoError(t, err)
-		_, err = c.Fail(ctx, id, j.Token, msg, NonRetryable())
+		_, err = c.Fail(ctx, id, j.Token, msg, client.NonRetryable())
 		require.NoError(t, err)
 		dead = append(dead, id)
 	}
 	pending, err := c.Enqueue(ctx, "mail", nil)
 	require.NoError(t, err)
 
-	act, err := c.Activity(ctx, 0, 0)
+	act, err := o.Activity(ctx, 0, 0)
 	require.NoError(t, err)
-	require.Equal(t, []Activity{{Queue: "mail", Start: now, Failed: 4, DeadLettered: 4}}, normalize(act))
-	_, err = c.Activity(ctx, time.Minute, time.Hour)
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.Equal(t, []ops.Activity{{Queue: "mail", Start: now, Failed: 4, DeadLettered: 4}}, normalize(act))
+	_, err = o.Activity(ctx, time.Minute, time.Hour)
+	require.ErrorIs(t, err, client.ErrInvalidArgument)
 
-	gs, err := c.DeadLetterGroups(ctx, "mail", 0)
+	gs, err := o.DeadLetterGroups(ctx, "mail", 0)
 	require.NoError(t, err)
 	require.Len(t, gs, 3)
 	require.Equal(t, "order N failed: N", gs[0].Signature)
@@ -65,20 +69,20 @@ func TestOperatorUICalls(t *testing.T) {
 	}
 	require.Equal(t, map[string]int64{"order N failed: N": 2, "order N failed: N (req <id>)": 1, "smtp down": 1}, sigs)
 
-	n, err := c.CountJobs(ctx, ListParams{Queue: "mail", Statuses: []Status{StatusDeadLettered}}, 0)
+	n, err := o.CountJobs(ctx, ops.ListParams{Queue: "mail", Statuses: []client.Status{client.StatusDeadLettered}}, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n)
-	n, err = c.CountJobs(ctx, ListParams{Queue: "mail"}, 2)
+	n, err = o.CountJobs(ctx, ops.ListParams{Queue: "mail"}, 2)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n, "bounded by limit")
 
 	// Replay one group by its signature: exactly its two jobs.
-	out, err := c.Bulk(ctx, BulkReplay, BulkFilter{ListParams: ListParams{Queue: "mail"}, ErrorSignature: "order N failed: N"}, 0)
+	out, err := o.Bulk(ctx, ops.BulkReplay, ops.BulkFilter{ListParams: ops.ListParams{Queue: "mail"}, ErrorSignature: "order N failed: N"}, 0)
 	require.NoError(t, err)
-	require.Equal(t, []BulkOutcome{{JobID: dead[0], Done: true}, {JobID: dead[1], Done: true}}, out)
+	require.Equal(t, []ops.BulkOutcome{{JobID: dead[0], Done: true}, {JobID: dead[1], Done: true}}, out)
 	// Cancel everything in mail: the pending ones are cancelled, the dead
 	// letters are reported, not cancelled.
-	out, err = c.Bulk(ctx, BulkCancel, BulkFilter{ListParams: ListParams{Queue: "mail"}}, 0)
+	out, err = o.Bulk(ctx, ops.BulkCancel, ops.BulkFilter{ListParams: ops.ListParams{Queue: "mail"}}, 0)
 	require.NoError(t, err)
 	require.Len(t, out, 5)
 	done := map[int64]bool{}
@@ -90,13 +94,13 @@ func TestOperatorUICalls(t *testing.T) {
 	}
 	require.Equal(t, map[int64]bool{dead[0]: true, dead[1]: true, dead[2]: false, dead[3]: false, pending: true}, done)
 
-	_, err = c.Bulk(ctx, BulkAction("delete"), BulkFilter{}, 0)
-	require.ErrorIs(t, err, ErrInvalidArgument)
-	_, err = c.Bulk(ctx, BulkReplay, BulkFilter{ListParams: ListParams{Cursor: "5"}}, 0)
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = o.Bulk(ctx, ops.BulkAction("delete"), ops.BulkFilter{}, 0)
+	require.ErrorIs(t, err, client.ErrInvalidArgument)
+	_, err = o.Bulk(ctx, ops.BulkReplay, ops.BulkFilter{ListParams: ops.ListParams{Cursor: "5"}}, 0)
+	require.ErrorIs(t, err, client.ErrInvalidArgument)
 }
 
-func normalize(as []Activity) []Activity {
+func normalize(as []ops.Activity) []ops.Activity {
 	for i := range as {
 		as[i].Start = as[i].Start.UTC()
 	}

@@ -1,4 +1,4 @@
-package client
+package ops_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -21,11 +23,12 @@ func TestDeadLetters(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	c := newTestClient(t, pool, WithClock(func() time.Time { return now }))
+	clock := func() time.Time { return now }
+	o := ops.New(pool, ops.WithClock(clock))
 
-	s, err := c.DeadLetters(ctx, DeadLetterOptions{})
+	s, err := o.DeadLetters(ctx, ops.DeadLetterOptions{})
 	require.NoError(t, err)
-	require.Equal(t, DeadLetterSummary{Reasons: []DeadLetterReason{}, Groups: []DeadLetterGroup{}, Complete: true}, s)
+	require.Equal(t, ops.DeadLetterSummary{Reasons: []ops.DeadLetterReason{}, Groups: []ops.DeadLetterGroup{}, Complete: true}, s)
 
 	// mail: 6 "order N failed" (max_attempts), dead-lettered at minutes
 	// 1..6 but inserted newest first (the newest id is the oldest dead
@@ -50,23 +53,23 @@ INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed
 	require.NoError(t, err)
 	at := func(min int) time.Time { return now.Add(time.Duration(min) * time.Minute) }
 
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{})
 	require.NoError(t, err)
 	require.True(t, s.Complete)
 	require.EqualValues(t, 12, s.Sampled)
-	utc := func(rs []DeadLetterReason) []DeadLetterReason {
+	utc := func(rs []ops.DeadLetterReason) []ops.DeadLetterReason {
 		for i := range rs {
 			rs[i].FirstSeen, rs[i].LastSeen = rs[i].FirstSeen.UTC(), rs[i].LastSeen.UTC()
 		}
 		return rs
 	}
-	require.Equal(t, []DeadLetterReason{
+	require.Equal(t, []ops.DeadLetterReason{
 		{Queue: "mail", Reason: "max_attempts", Count: 6, CountExact: true, FirstSeen: at(1), LastSeen: at(6)},
 		{Queue: "mail", Reason: "non_retryable", Count: 2, CountExact: true, FirstSeen: at(10), LastSeen: at(11)},
 		{Queue: "sms", Reason: "deadline", Count: 3, CountExact: true, FirstSeen: at(20), LastSeen: at(22)},
 		{Queue: "sms", Reason: "", Count: 1, CountExact: true, FirstSeen: at(5), LastSeen: at(5)},
 	}, utc(s.Reasons))
-	groups := func(gs []DeadLetterGroup) []string {
+	groups := func(gs []ops.DeadLetterGroup) []string {
 		out := []string{}
 		for _, g := range gs {
 			out = append(out, fmt.Sprintf("%s/%s/%s: %d %s..%s %s", g.Queue, g.Reason, g.Signature, g.Count,
@@ -82,7 +85,7 @@ INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed
 	}, groups(s.Groups))
 
 	// The four most recent: sms' three and mail's smtp at 00:11.
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{Sample: 4})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Sample: 4})
 	require.NoError(t, err)
 	require.False(t, s.Complete)
 	require.EqualValues(t, 4, s.Sampled)
@@ -94,7 +97,7 @@ INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed
 
 	// One queue; the two most recent of mail are the smtp ones; at most
 	// one group.
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "mail", Sample: 3, Groups: 1})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Queue: "mail", Sample: 3, Groups: 1})
 	require.NoError(t, err)
 	require.False(t, s.Complete)
 	require.EqualValues(t, 3, s.Sampled)
@@ -103,43 +106,43 @@ INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed
 
 	// The counts' limit: more than 5 max_attempts in mail; the sample,
 	// large enough for every dead letter, is not known to be complete.
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "mail", CountLimit: 5, Sample: 100})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Queue: "mail", CountLimit: 5, Sample: 100})
 	require.NoError(t, err)
-	require.Equal(t, DeadLetterReason{Queue: "mail", Reason: "max_attempts", Count: 5, CountExact: false,
+	require.Equal(t, ops.DeadLetterReason{Queue: "mail", Reason: "max_attempts", Count: 5, CountExact: false,
 		FirstSeen: at(1), LastSeen: at(6)}, utc(s.Reasons)[0])
 	require.True(t, s.Reasons[1].CountExact)
 	require.False(t, s.Complete)
 	require.EqualValues(t, 8, s.Sampled)
 
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "nobody"})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Queue: "nobody"})
 	require.NoError(t, err)
 	require.Empty(t, s.Reasons)
 	require.True(t, s.Complete)
 
-	_, err = c.DeadLetters(ctx, DeadLetterOptions{Sample: -1})
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Sample: -1})
+	require.ErrorIs(t, err, client.ErrInvalidArgument)
 
 	// A group sampled with one dead letter (Sample 4 above: mail's
 	// "order N failed" was outside it) counts and replays all of its jobs.
-	f := BulkFilter{ListParams: ListParams{Queue: "mail", DeadLetterReason: "max_attempts",
-		Statuses: []Status{StatusDeadLettered}}, ErrorSignature: "order N failed"}
-	n, err := c.CountBulk(ctx, f, 0)
+	f := ops.BulkFilter{ListParams: ops.ListParams{Queue: "mail", DeadLetterReason: "max_attempts",
+		Statuses: []client.Status{client.StatusDeadLettered}}, ErrorSignature: "order N failed"}
+	n, err := o.CountBulk(ctx, f, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 6, n)
-	n, err = c.CountBulk(ctx, f, 4)
+	n, err = o.CountBulk(ctx, f, 4)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n, "bounded by limit")
-	n, err = c.CountBulk(ctx, BulkFilter{ListParams: ListParams{Queue: "sms", Statuses: []Status{StatusDeadLettered}}}, 0)
+	n, err = o.CountBulk(ctx, ops.BulkFilter{ListParams: ops.ListParams{Queue: "sms", Statuses: []client.Status{client.StatusDeadLettered}}}, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 4, n, "without a signature: CountJobs")
-	out, err := c.Bulk(ctx, BulkReplay, f, 0)
+	out, err := o.Bulk(ctx, ops.BulkReplay, f, 0)
 	require.NoError(t, err)
 	require.Len(t, out, 6)
 	var left int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs
 		WHERE queue = 'mail' AND status = 'dead_lettered' AND dead_letter_reason = 'max_attempts'`).Scan(&left))
 	require.Zero(t, left)
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{Queue: "mail"})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Queue: "mail"})
 	require.NoError(t, err)
 	require.Len(t, s.Reasons, 1, "replayed jobs leave the index")
 }
@@ -159,7 +162,7 @@ func TestDeadLettersWithoutJIT(t *testing.T) {
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c := newTestClient(t, pool)
+	o := ops.New(pool)
 	// Enough rows that the statements inside the reads cost more than the
 	// threshold below.
 	_, err = pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
@@ -176,7 +179,7 @@ func TestDeadLettersWithoutJIT(t *testing.T) {
 	_, err = pool.Exec(ctx, "SET jit_above_cost = 20")
 	require.NoError(t, err)
 
-	s, err := c.DeadLetters(ctx, DeadLetterOptions{})
+	s, err := o.DeadLetters(ctx, ops.DeadLetterOptions{})
 	require.NoError(t, err)
 	require.Len(t, s.Groups, 1)
 	// SHOW is not planned, so not compiled either.
@@ -193,12 +196,12 @@ func TestDeadLettersPairsCapped(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
 	ctx := context.Background()
-	c := newTestClient(t, pool)
+	o := ops.New(pool)
 	_, err := pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, status, attempts, run_at, created_at, completed_at, last_error, dead_letter_reason)
 		SELECT 'q' || (i % 5), 'dead_lettered', 1, now(), now(), now() - i * interval '1 second', 'failed', 'max_attempts'
 		FROM generate_series(1, 20) AS i`)
 	require.NoError(t, err)
-	s, err := c.DeadLetters(ctx, DeadLetterOptions{Pairs: 3})
+	s, err := o.DeadLetters(ctx, ops.DeadLetterOptions{Pairs: 3})
 	require.NoError(t, err)
 	require.True(t, s.PairsCapped)
 	require.False(t, s.Complete)
@@ -208,11 +211,11 @@ func TestDeadLettersPairsCapped(t *testing.T) {
 		require.Equal(t, int64(4), r.Count)
 	}
 	require.Equal(t, int64(12), s.Sampled, "the sample is drawn from those pairs")
-	s, err = c.DeadLetters(ctx, DeadLetterOptions{Pairs: 5})
+	s, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Pairs: 5})
 	require.NoError(t, err)
 	require.False(t, s.PairsCapped)
 	require.True(t, s.Complete)
 	require.Len(t, s.Reasons, 5)
-	_, err = c.DeadLetters(ctx, DeadLetterOptions{Pairs: -1})
-	require.ErrorIs(t, err, ErrInvalidArgument)
+	_, err = o.DeadLetters(ctx, ops.DeadLetterOptions{Pairs: -1})
+	require.ErrorIs(t, err, client.ErrInvalidArgument)
 }

@@ -1,4 +1,4 @@
-package client
+package ops
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
+
+	"github.com/pgbackoff/pgbackoff/client/internal/sqlapi"
 )
 
 // This file holds the operator's calls a web UI needs beyond inspect.go:
@@ -21,7 +23,7 @@ func (c *Client) Policies(ctx context.Context) ([]policy.Policy, error) {
 	jitter, jitter_ratio, max_attempts, lease_us, coalesce(deadline_us, 0), coalesce(max_lease_expiries, 0)
 FROM backoff.policy_list()`)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []policy.Policy{}
@@ -32,7 +34,7 @@ FROM backoff.policy_list()`)
 		var schedule []int64
 		if err := rows.Scan(&p.Name, &strategy, &base, &p.Multiplier, &p.Exponent, &schedule, &maxDelay,
 			&jitter, &p.JitterRatio, &p.MaxAttempts, &lease, &deadline, &p.MaxLeaseExpiries); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
 		p.Strategy, p.Jitter = policy.Strategy(strategy), policy.Jitter(jitter)
@@ -43,7 +45,7 @@ FROM backoff.policy_list()`)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }
@@ -71,22 +73,22 @@ func (c *Client) DeadLetterGroups(ctx context.Context, queue string, limit int) 
 	if limit <= 0 {
 		limit = 200
 	}
-	call, args := sqlCall("dead_letter_groups", arg{"p_queue", "text", nullString(queue)}, arg{"p_limit", "integer", limit})
+	call, args := sqlapi.Call("dead_letter_groups", sqlapi.Arg("p_queue", "text", sqlapi.NullString(queue)), sqlapi.Arg("p_limit", "integer", limit))
 	rows, err := c.db.Query(ctx, "SELECT queue, reason, signature, count, first_seen, last_seen, example FROM "+call, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []DeadLetterGroup{}
 	for rows.Next() {
 		var g DeadLetterGroup
 		if err := rows.Scan(&g.Queue, &g.Reason, &g.Signature, &g.Count, &g.FirstSeen, &g.LastSeen, &g.Example); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		out = append(out, g)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return mergeGroups(out, limit), nil
 }
@@ -146,22 +148,22 @@ func (c *Client) CountJobs(ctx context.Context, p ListParams, limit int) (int64,
 // is set, whose last error has that error signature, up to limit (0: no
 // bound).
 func (c *Client) countMatching(ctx context.Context, op string, p ListParams, signature string, limit int) (int64, error) {
-	call, args := sqlCall("count_jobs",
-		arg{"p_queue", "text", nullString(p.Queue)},
-		arg{"p_statuses", "text[]", statusNames(p.Statuses)},
-		arg{"p_policy", "text", nullString(p.Policy)},
-		arg{"p_dead_letter_reason", "text", nullString(p.DeadLetterReason)},
-		arg{"p_error_contains", "text", nullString(p.ErrorContains)},
-		arg{"p_error_signature", "text", nullString(signature)},
-		arg{"p_created_from", "timestamptz", nullTime(p.CreatedFrom)},
-		arg{"p_created_to", "timestamptz", nullTime(p.CreatedTo)},
-		arg{"p_finished_from", "timestamptz", nullTime(p.FinishedFrom)},
-		arg{"p_finished_to", "timestamptz", nullTime(p.FinishedTo)},
-		arg{"p_limit", "bigint", nullInt(max(limit, 0))},
+	call, args := sqlapi.Call("count_jobs",
+		sqlapi.Arg("p_queue", "text", sqlapi.NullString(p.Queue)),
+		sqlapi.Arg("p_statuses", "text[]", statusNames(p.Statuses)),
+		sqlapi.Arg("p_policy", "text", sqlapi.NullString(p.Policy)),
+		sqlapi.Arg("p_dead_letter_reason", "text", sqlapi.NullString(p.DeadLetterReason)),
+		sqlapi.Arg("p_error_contains", "text", sqlapi.NullString(p.ErrorContains)),
+		sqlapi.Arg("p_error_signature", "text", sqlapi.NullString(signature)),
+		sqlapi.Arg("p_created_from", "timestamptz", sqlapi.NullTime(p.CreatedFrom)),
+		sqlapi.Arg("p_created_to", "timestamptz", sqlapi.NullTime(p.CreatedTo)),
+		sqlapi.Arg("p_finished_from", "timestamptz", sqlapi.NullTime(p.FinishedFrom)),
+		sqlapi.Arg("p_finished_to", "timestamptz", sqlapi.NullTime(p.FinishedTo)),
+		sqlapi.Arg("p_limit", "bigint", sqlapi.NullInt(max(limit, 0))),
 	)
 	var n int64
 	if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&n); err != nil {
-		return 0, translate(op, 0, err)
+		return 0, translate(op, err)
 	}
 	if limit > 0 {
 		// Behind a router every shard counts up to the bound.
@@ -202,7 +204,7 @@ type BulkOutcome struct {
 func (c *Client) Bulk(ctx context.Context, action BulkAction, f BulkFilter, limit int) ([]BulkOutcome, error) {
 	op := fmt.Sprintf("bulk %s", action)
 	if !f.FinishedFrom.IsZero() || !f.FinishedTo.IsZero() || f.Cursor != "" {
-		return nil, fmt.Errorf("%s: %w: finished-time bounds and cursors are not bulk filters", op, ErrInvalidArgument)
+		return nil, fmt.Errorf("%s: %w: finished-time bounds and cursors are not bulk filters", op, sqlapi.ErrInvalidArgument)
 	}
 	var statuses any
 	if f.Statuses != nil {
@@ -213,32 +215,32 @@ func (c *Client) Bulk(ctx context.Context, action BulkAction, f BulkFilter, limi
 		statuses = st
 	}
 	call, args := c.fn("bulk_jobs",
-		arg{"p_action", "text", string(action)},
-		arg{"p_queue", "text", nullString(f.Queue)},
-		arg{"p_statuses", "text[]", statuses},
-		arg{"p_policy", "text", nullString(f.Policy)},
-		arg{"p_dead_letter_reason", "text", nullString(f.DeadLetterReason)},
-		arg{"p_error_contains", "text", nullString(f.ErrorContains)},
-		arg{"p_error_signature", "text", nullString(f.ErrorSignature)},
-		arg{"p_created_from", "timestamptz", nullTime(f.CreatedFrom)},
-		arg{"p_created_to", "timestamptz", nullTime(f.CreatedTo)},
-		arg{"p_limit", "integer", nullIntDefault(limit, 10000)},
+		sqlapi.Arg("p_action", "text", string(action)),
+		sqlapi.Arg("p_queue", "text", sqlapi.NullString(f.Queue)),
+		sqlapi.Arg("p_statuses", "text[]", statuses),
+		sqlapi.Arg("p_policy", "text", sqlapi.NullString(f.Policy)),
+		sqlapi.Arg("p_dead_letter_reason", "text", sqlapi.NullString(f.DeadLetterReason)),
+		sqlapi.Arg("p_error_contains", "text", sqlapi.NullString(f.ErrorContains)),
+		sqlapi.Arg("p_error_signature", "text", sqlapi.NullString(f.ErrorSignature)),
+		sqlapi.Arg("p_created_from", "timestamptz", sqlapi.NullTime(f.CreatedFrom)),
+		sqlapi.Arg("p_created_to", "timestamptz", sqlapi.NullTime(f.CreatedTo)),
+		sqlapi.Arg("p_limit", "integer", nullIntDefault(limit, 10000)),
 	)
 	rows, err := c.db.Query(ctx, "SELECT job_id, done, coalesce(reason, '') FROM "+call, args...)
 	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	defer rows.Close()
 	out := []BulkOutcome{}
 	for rows.Next() {
 		var o BulkOutcome
 		if err := rows.Scan(&o.JobID, &o.Done, &o.Reason); err != nil {
-			return nil, translate(op, 0, err)
+			return nil, translate(op, err)
 		}
 		out = append(out, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate(op, err)
 	}
 	return out, nil
 }
@@ -276,7 +278,7 @@ func (c *Client) Activity(ctx context.Context, window, bucket time.Duration) ([]
 		bucket = time.Minute
 	}
 	if bucket > window {
-		return nil, fmt.Errorf("%s: %w: bucket %s is longer than the window %s", op, ErrInvalidArgument, bucket, window)
+		return nil, fmt.Errorf("%s: %w: bucket %s is longer than the window %s", op, sqlapi.ErrInvalidArgument, bucket, window)
 	}
 	return c.queryActivity(ctx, op, activitySQL, []any{c.nowArg(), window, bucket})
 }
