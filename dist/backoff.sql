@@ -2862,7 +2862,7 @@ END
 $$;
 
 -- backoff._clamp_time(timestamptz): the time kept inside years 1 to 9999
--- (UTC), the range every client can represent (DESIGN §11.4; a Go
+-- (UTC), the range every client can represent (docs/reliability.md; a Go
 -- time.Time marshals to JSON only up to year 9999). Private; applied to
 -- every run_at and lease_until computed as a time plus an interval, so that
 -- a long delay near the end of the range means "as late as possible"
@@ -3027,8 +3027,8 @@ AS $$
         OR (pg_catalog.isfinite(p_value) AND p_value <= interval '876600 hours' AND p_value >= interval '-876600 hours')
 $$;
 
--- backoff._now(p_now): the time a function works at (DESIGN §11.2,
--- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
+-- backoff._now(p_now): the time a function works at
+-- (docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
 -- that takes p_now starts with p_now := backoff._now(p_now).
 --   NULL or now()  -> now(), the transaction's clock, without reading any
 --                     table (the hot path of every client without a clock);
@@ -3089,7 +3089,7 @@ $$;
 
 -- backoff._check_name(what, value): value itself when it is a name of 1 to
 -- 128 bytes without control characters (C0, DEL, C1); otherwise 22023
--- naming the value (DESIGN §11.4), raised by backoff._bad_name. Private;
+-- naming the value (docs/reliability.md), raised by backoff._bad_name. Private;
 -- every function that takes a queue, policy, worker or dedupe key checks it
 -- here, so a name can always be notified (NOTIFY payloads are limited to
 -- 8000 bytes), indexed, replayed and printed on one terminal line.
@@ -3127,7 +3127,7 @@ AS $$
 $$;
 
 -- backoff._error_text(text): an error text as it is stored in last_error
--- and in the history (DESIGN §11.4): at most 8192 bytes; a longer text is
+-- and in the history (docs/reliability.md): at most 8192 bytes; a longer text is
 -- cut at a character boundary and ends with the marker
 -- " [truncated: N bytes]" (N = the original size), so that 20 history
 -- entries hold at most about 160 KiB whatever a worker sends. (NUL and
@@ -3159,7 +3159,7 @@ $$;
 
 -- backoff._queue_scope(privilege): the queues the caller may act on with
 -- p_privilege ('produce' or 'work'), as LIKE patterns, or NULL when the
--- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md).
+-- caller is not scoped (docs/adr/0038-queue-scoped-privileges.md).
 --
 -- Who the caller is: inside a SECURITY DEFINER function current_user is the
 -- owner, so the caller is read from session_user (the login, which only a
@@ -3217,7 +3217,7 @@ $$;
 
 -- backoff._check_queue(queues, privilege): raise 42501
 -- (insufficient_privilege) naming the first queue of p_queues the caller may
--- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
+-- not act on with p_privilege (backoff._queue_scope; docs/adr/0038). Nothing
 -- to check for an unscoped caller. Private; enqueue checks the queues it
 -- inserts into ('produce'), claim its queue and the by-id functions the
 -- queue of the job they touch ('work'). They call it as
@@ -4427,7 +4427,7 @@ SET jit = off
 AS $$
 DECLARE
     v_job   backoff.jobs;
-    -- Capped at 8 KiB with a marker (DESIGN §11.4).
+    -- Capped at 8 KiB with a marker (docs/reliability.md).
     v_error text := backoff._error_text(p_error);
     v_failures integer;
     v_window   interval;
@@ -5655,8 +5655,8 @@ SELECT backoff.resume_queue(''emails'');';
 -- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
--- grants keeps acting on every queue (DESIGN §11.3,
--- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- grants keeps acting on every queue
+-- (docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(
     p_role      text,

@@ -14,7 +14,7 @@ import (
 const root = "../.."
 
 // historyWords are citations a reader cannot follow from the repository: a
-// design brief's sections ("DESIGN §11.2", "docs/design.md §4"), work rounds,
+// design brief's sections ("DESIGN §" and a number, "docs/design.md §4"), work rounds,
 // sessions and issue numbers. A rule is cited by the ADR or the document
 // (and its heading) that holds it.
 var historyWords = []*regexp.Regexp{
@@ -120,8 +120,10 @@ func TestNoHistoryWords(t *testing.T) {
 // TestHistoryWordsMatch keeps the patterns honest: each catches what it is
 // for, and none catches ordinary words.
 func TestHistoryWordsMatch(t *testing.T) {
-	caught := []string{"DESIGN §11.2", "docs/design.md §4", "round 2", "Round-2", "round2", "a round2 b",
-		"session 4's quiet run", "issue 19", "issues 14 and 15", "Issue #22", "contract-19",
+	// Spelled in pieces, so that a grep of the tree for these words finds
+	// only what this test has not caught.
+	caught := []string{"DESIGN §1" + "1.2", "docs/design.md §4", "round" + " 2", "Round-2", "round2", "a round2 b",
+		"session" + " 4's quiet run", "issue 19", "issues 14 and 15", "Issue #22", "contract-19",
 		"DESIGN rule 6"}
 	for _, s := range caught {
 		hit := false

@@ -1,6 +1,6 @@
 -- backoff._check_name(what, value): value itself when it is a name of 1 to
 -- 128 bytes without control characters (C0, DEL, C1); otherwise 22023
--- naming the value (DESIGN §11.4), raised by backoff._bad_name. Private;
+-- naming the value (docs/reliability.md), raised by backoff._bad_name. Private;
 -- every function that takes a queue, policy, worker or dedupe key checks it
 -- here, so a name can always be notified (NOTIFY payloads are limited to
 -- 8000 bytes), indexed, replayed and printed on one terminal line.

@@ -1,6 +1,6 @@
 -- backoff._check_queue(queues, privilege): raise 42501
 -- (insufficient_privilege) naming the first queue of p_queues the caller may
--- not act on with p_privilege (backoff._queue_scope; DESIGN §11.3). Nothing
+-- not act on with p_privilege (backoff._queue_scope; docs/adr/0038). Nothing
 -- to check for an unscoped caller. Private; enqueue checks the queues it
 -- inserts into ('produce'), claim its queue and the by-id functions the
 -- queue of the job they touch ('work'). They call it as

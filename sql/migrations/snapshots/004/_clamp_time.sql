@@ -1,5 +1,5 @@
 -- backoff._clamp_time(timestamptz): the time kept inside years 1 to 9999
--- (UTC), the range every client can represent (DESIGN §11.4; a Go
+-- (UTC), the range every client can represent (docs/reliability.md; a Go
 -- time.Time marshals to JSON only up to year 9999). Private; applied to
 -- every run_at and lease_until computed as a time plus an interval, so that
 -- a long delay near the end of the range means "as late as possible"

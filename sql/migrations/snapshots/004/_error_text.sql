@@ -1,5 +1,5 @@
 -- backoff._error_text(text): an error text as it is stored in last_error
--- and in the history (DESIGN §11.4): at most 8192 bytes; a longer text is
+-- and in the history (docs/reliability.md): at most 8192 bytes; a longer text is
 -- cut at a character boundary and ends with the marker
 -- " [truncated: N bytes]" (N = the original size), so that 20 history
 -- entries hold at most about 160 KiB whatever a worker sends. (NUL and

@@ -1,5 +1,5 @@
--- backoff._now(p_now): the time a function works at (DESIGN §11.2,
--- docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
+-- backoff._now(p_now): the time a function works at
+-- (docs/adr/0035-time-is-not-a-privilege.md). Private; every public function
 -- that takes p_now starts with p_now := backoff._now(p_now).
 --   NULL or now()  -> now(), the transaction's clock, without reading any
 --                     table (the hot path of every client without a clock);

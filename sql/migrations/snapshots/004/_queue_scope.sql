@@ -1,6 +1,6 @@
 -- backoff._queue_scope(privilege): the queues the caller may act on with
 -- p_privilege ('produce' or 'work'), as LIKE patterns, or NULL when the
--- caller is not scoped (DESIGN §11.3, docs/adr/0038-queue-scoped-privileges.md).
+-- caller is not scoped (docs/adr/0038-queue-scoped-privileges.md).
 --
 -- Who the caller is: inside a SECURITY DEFINER function current_user is the
 -- owner, so the caller is read from session_user (the login, which only a

@@ -24,7 +24,7 @@ SET jit = off
 AS $$
 DECLARE
     v_job   backoff.jobs;
-    -- Capped at 8 KiB with a marker (DESIGN §11.4).
+    -- Capped at 8 KiB with a marker (docs/reliability.md).
     v_error text := backoff._error_text(p_error);
     v_failures integer;
     v_window   interval;

@@ -4,8 +4,8 @@
 -- queue name or a prefix ending in '*' ('mail.*'; '*' alone is every
 -- queue). A role with at least one grant (its own or one of a role it is a
 -- member of) may act only on the queues granted to it; a role without
--- grants keeps acting on every queue (DESIGN §11.3,
--- docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
+-- grants keeps acting on every queue
+-- (docs/adr/0038-queue-scoped-privileges.md). The grant is stored with its
 -- LIKE pattern, so that the check is one LIKE ANY per call.
 CREATE OR REPLACE FUNCTION backoff.grant_queue(
     p_role      text,
