@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import queue as _queue
 import select
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -215,12 +215,50 @@ class _Attempt:
         self.next_beat = now + every if every is not None else None
 
 
+class _HandlerThreads:
+    """A queue's handler threads, as many as its concurrency, each taking
+    the next attempt from one SimpleQueue. Not a ThreadPoolExecutor: its
+    Future (a Condition and a lock) per job and its lazy thread starts were
+    a good part of a no-op job's cost on the claiming thread."""
+
+    def __init__(self, n: int, name: str) -> None:
+        self._todo: _queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = _queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}_{i}", daemon=True) for i in range(n)]
+        self._started = False
+
+    def start(self) -> None:
+        self._started = True
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        self._todo.put((fn, args))
+
+    def shutdown(self) -> None:
+        """Let each thread finish what it was given, then end it."""
+        if not self._started:
+            return
+        for _ in self._threads:
+            self._todo.put(None)
+        for t in self._threads:
+            t.join()
+        self._started = False
+
+    def _loop(self) -> None:
+        while (item := self._todo.get()) is not None:
+            fn, args = item
+            try:
+                fn(*args)
+            except BaseException:
+                log.exception("handler thread: unexpected error")
+
+
 class _Producer:
-    def __init__(self, queue: Queue, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, queue: Queue, handlers: _HandlerThreads) -> None:
         self.queue = queue
         self.pacer = _pacing.Pacer(queue.batch_size or queue.concurrency)
         self.signals = _Signals()
-        self.handlers = pool
+        self.handlers = handlers
         self.inflight = 0
         self.lock = threading.Lock()
 
@@ -266,7 +304,7 @@ class Worker:
         self.pool = pool
         self.client = Client(pool, worker_id=worker_id, now=now)
         self.producers = [
-            _Producer(q, ThreadPoolExecutor(q.concurrency, thread_name_prefix=f"pgbackoff-{q.name}"))
+            _Producer(q, _HandlerThreads(q.concurrency, f"pgbackoff-{q.name}"))
             for q in self.settings.queues
         ]
         self._stopping = threading.Event()  # stop claiming
@@ -315,6 +353,8 @@ class Worker:
             threading.Thread(target=self._produce, args=(p,), name=f"pgbackoff-claim-{p.queue.name}")
             for p in self.producers
         ]
+        for p in self.producers:
+            p.handlers.start()
         for t in background + producing:
             t.daemon = True
             t.start()
@@ -338,7 +378,7 @@ class Worker:
         for t in background:
             t.join()
         for p in self.producers:
-            p.handlers.shutdown(wait=True)
+            p.handlers.shutdown()
         log.info("worker %s stopped", self.worker_id)
 
     # --- producers ---
@@ -376,9 +416,8 @@ class Worker:
             log.error("claim jobs in %r failed: %s", p.queue.name, e)
             p.pacer.failed()
             return None
-        for job in jobs:
-            self._start(p, job)
         if jobs:
+            self._start(p, jobs)
             return p.pacer.found(len(jobs), want, woken=p.signals.take(_pacing.WAKE))
         read_mono, read_clock = time.monotonic(), self.client.now()
         state: QueueState | None = None
@@ -412,16 +451,23 @@ class Worker:
 
     # --- handlers ---
 
-    def _start(self, p: _Producer, job: Job) -> None:
-        lease, every = self.settings.lease_and_beat(p.queue, job, self.client.now())
-        a = _Attempt(job, p.queue, lease, every)
+    def _start(self, p: _Producer, jobs: list[Job]) -> None:
+        """Register a claim's attempts, then hand them to the handler
+        threads: one lock each per claim, not per job."""
+        clock = self.client.now()
+        started = []
+        for job in jobs:
+            lease, every = self.settings.lease_and_beat(p.queue, job, clock)
+            started.append(_Attempt(job, p.queue, lease, every))
         with self._lock:
-            self._attempts[job.id] = a
+            for a in started:
+                self._attempts[a.job.id] = a
         with p.lock:
-            p.inflight += 1
+            p.inflight += len(started)
         with self._beats:
             self._beats.notify_all()
-        p.handlers.submit(self._run_attempt, p, a)
+        for a in started:
+            p.handlers.submit(self._run_attempt, p, a)
 
     def _run_attempt(self, p: _Producer, a: _Attempt) -> None:
         try:
@@ -525,7 +571,7 @@ class Worker:
                     )
         for p in self.producers:
             # Outcomes are recorded after an attempt leaves the registry.
-            p.handlers.shutdown(wait=True)
+            p.handlers.shutdown()
 
     # --- heartbeats ---
 
