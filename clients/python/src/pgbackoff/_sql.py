@@ -31,6 +31,7 @@ from .types import (
     QueueState,
     QueueStats,
     ReplayOutcome,
+    ScheduleFire,
     as_interval,
     optional_interval,
 )
@@ -338,6 +339,20 @@ def rotate(now: dt.datetime | None) -> Call[int]:
         "SELECT coalesce(sum(moved), 0)::bigint FROM backoff.rotate(p_now => %s::timestamptz)",
         (now,),
         _scalar,
+    )
+
+
+def fire_schedules(limit: int | None, now: dt.datetime | None) -> Call[list[ScheduleFire]]:
+    """Enqueue the jobs of every schedule slot due now (docs/schedules.md):
+    safe from any number of callers, a slot is enqueued once; with nothing
+    due, one index probe."""
+    return Call(
+        "fire schedules",
+        "SELECT schedule, slot, job_id FROM backoff.fire_schedules(p_limit => %s::integer, p_now => %s::timestamptz)"
+        if limit is not None
+        else "SELECT schedule, slot, job_id FROM backoff.fire_schedules(p_now => %s::timestamptz)",
+        (limit, now) if limit is not None else (now,),
+        lambda rows: [ScheduleFire(schedule=r[0], slot=r[1], job_id=r[2]) for r in rows],
     )
 
 

@@ -101,6 +101,8 @@ class Settings:
     reap_interval: float | None
     shutdown_timeout: float
     listen: bool
+    #: How often due schedules are fired (None: never).
+    schedule_interval: float | None = None
 
     @staticmethod
     def of(
@@ -109,6 +111,7 @@ class Settings:
         reap_interval: Duration | None,
         shutdown_timeout: Duration,
         listen: bool,
+        schedule_interval: Duration | None = None,
     ) -> Settings:
         if not queues:
             raise InvalidArgument("new worker", "no queue")
@@ -124,13 +127,22 @@ class Settings:
             reap_interval=None if reap_interval is None else as_seconds(reap_interval),
             shutdown_timeout=as_seconds(shutdown_timeout),
             listen=listen,
+            schedule_interval=(
+                None if schedule_interval is None or as_seconds(schedule_interval) <= 0 else as_seconds(schedule_interval)
+            ),
         )
+
+    @property
+    def maintains(self) -> bool:
+        """Whether the worker runs the maintenance loop (reap, rotate, fire
+        schedules)."""
+        return bool(self.reap_interval) or self.schedule_interval is not None
 
     def connections_needed(self) -> int:
         """One claim per queue, the completer, the heartbeater and the
-        reaper; settle calls share them. LISTEN takes one more, outside the
-        pool."""
-        return len(self.queues) + 2 + (1 if self.reap_interval else 0)
+        maintenance loop (reap, rotate, fire schedules, one call at a time);
+        settle calls share them. LISTEN takes one more, outside the pool."""
+        return len(self.queues) + 2 + (1 if self.maintains else 0)
 
     def registration_ttl(self) -> float:
         """How long a registration lasts: an idle producer renews it at a
@@ -289,12 +301,13 @@ class Worker:
         *,
         poll_interval: Duration = 1.0,
         reap_interval: Duration | None = 5.0,
+        schedule_interval: Duration | None = 1.0,
         shutdown_timeout: Duration = 30.0,
         listen: bool = True,
         worker_id: str | None = None,
         now: Clock | None = None,
     ) -> None:
-        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen)
+        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
         need = self.settings.connections_needed()
         if pool.max_size < need:
             raise InvalidArgument(
@@ -347,8 +360,8 @@ class Worker:
         background.append(threading.Thread(target=self._heartbeat_loop, name="pgbackoff-heartbeats"))
         if self.settings.listen:
             background.append(threading.Thread(target=self._listen_loop, name="pgbackoff-listen"))
-        if self.settings.reap_interval:
-            background.append(threading.Thread(target=self._reap_loop, name="pgbackoff-reaper"))
+        if self.settings.maintains:
+            background.append(threading.Thread(target=self._maintain_loop, name="pgbackoff-maintenance"))
         producing = [
             threading.Thread(target=self._produce, args=(p,), name=f"pgbackoff-claim-{p.queue.name}")
             for p in self.producers
@@ -703,21 +716,57 @@ class Worker:
                     elif not queue:
                         self._wake_all()
 
-    def _reap_loop(self) -> None:
+    def _maintain_loop(self) -> None:
+        """Reap and rotate every reap_interval, fire due schedules every
+        schedule_interval (the first time at start: what came due while no
+        worker ran fires now), one call at a time on one connection, as the
+        Go Worker does; every call is safe from many workers at once, so no
+        leader is needed."""
+        reap_every, fire_every = self.settings.reap_interval, self.settings.schedule_interval
+        now = time.monotonic()
+        next_reap = now + reap_every if reap_every else None
+        next_fire = now if fire_every is not None else None
+        while True:
+            due = min(t for t in (next_reap, next_fire) if t is not None)
+            if self._background_stop.wait(max(0.0, due - time.monotonic())):
+                return
+            now = time.monotonic()
+            if next_fire is not None and fire_every is not None and now >= next_fire:
+                self._fire_schedules()
+                next_fire = max(next_fire + fire_every, time.monotonic())
+            if next_reap is not None and reap_every and now >= next_reap:
+                self._reap()
+                next_reap = max(next_reap + reap_every, time.monotonic())
+
+    def _reap(self) -> None:
         """Send expired leases of crashed workers back through the retry
-        decision; safe from many workers at once."""
-        interval = self.settings.reap_interval or 5.0
-        while not self._background_stop.wait(interval):
-            try:
-                n = self.client.reap()
-            except Exception as e:
-                log.error("reap failed: %s", e)
-            else:
-                if n:
-                    log.info("reaped %d expired leases", n)
-                    self._wake_all()
-            # The live jobs' segments, beside reap (docs/adr/0061).
-            try:
-                self.client.rotate()
-            except Exception as e:
-                log.error("rotate failed: %s", e)
+        decision, then rotate the live jobs' segments (docs/adr/0061)."""
+        try:
+            n = self.client.reap()
+        except Exception as e:
+            log.error("reap failed: %s", e)
+        else:
+            if n:
+                log.info("reaped %d expired leases", n)
+                self._wake_all()
+        try:
+            self.client.rotate()
+        except Exception as e:
+            log.error("rotate failed: %s", e)
+
+    def _fire_schedules(self) -> None:
+        """Enqueue the jobs of the schedules due now (docs/schedules.md).
+        With nothing due it is one index probe, as cheap as a probe of the
+        next fire time would be (docs/adr/0068). A failure is a warning: a
+        slot stays due until a call fires it."""
+        try:
+            fired = self.client.fire_schedules()
+        except Exception as e:
+            log.warning("fire schedules failed: %s", e)
+            return
+        for f in fired:
+            log.debug("fired schedule %s for slot %s: job %d", f.schedule, f.slot, f.job_id)
+        if fired:
+            # A slot is due at once; without LISTEN nothing else tells the
+            # producers before their next poll.
+            self._wake_all()
