@@ -35,6 +35,9 @@ type scenario struct {
 	Jobs   []struct {
 		Name  string   `json:"name"`
 		Steps []string `json:"steps"`
+		// Schedule: the job is not enqueued but left to a schedule whose
+		// slot is due when the worker starts; the worker must fire it.
+		Schedule bool `json:"schedule"`
 	} `json:"jobs"`
 	// StopWhenRunning: the worker is told to stop as soon as every job
 	// runs, instead of when every job is finished.
@@ -135,9 +138,21 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 	setUpPolicy(ctx, t, pool, queue, s.Policy)
 
 	ids := map[string]int64{}
+	var schedules []string // of the jobs left to a schedule, by job name
 	for _, j := range s.Jobs {
 		p, err := json.Marshal(map[string]any{"steps": j.Steps})
 		require.NoError(t, err)
+		if j.Schedule {
+			// Daily slots at now + 12 h + k days, written as of 13 h ago:
+			// the first slot, 12 h ago, is due now (catch_up latest fires
+			// it once) and the next is 12 h away, past any run.
+			_, err := pool.Exec(ctx, `SELECT backoff.put_schedule(p_name => $1, p_queue => $2, p_every => '24 hours',
+				p_payload => $3::jsonb, p_anchor => now() + interval '12 hours', p_now => now() - interval '13 hours')`,
+				j.Name, queue, string(p))
+			require.NoError(t, err)
+			schedules = append(schedules, j.Name)
+			continue
+		}
 		var id int64
 		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => $1, p_payload => $2::jsonb)`, queue, string(p)).Scan(&id))
 		ids[j.Name] = id
@@ -153,8 +168,15 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 	if s.StopWhenRunning {
 		want = "status = 'running'"
 	}
-	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0 FROM backoff.jobs WHERE queue = $1`, want), queue)
+	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0
+		AND count(*) FILTER (WHERE schedule IS NOT NULL) = $2 FROM backoff.jobs WHERE queue = $1`, want), queue, len(schedules))
 	w.stop(t)
+	for _, name := range schedules {
+		var id int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM backoff.jobs WHERE schedule = $1 AND schedule_slot IS NOT NULL`, name).Scan(&id),
+			"the job of schedule %q", name)
+		ids[name] = id
+	}
 
 	for name, id := range ids {
 		checkEndState(ctx, t, pool, name, id, s.Expect[name])

@@ -214,3 +214,36 @@ def test_async_completion_whose_reply_was_lost_is_confirmed(
     with_pool(db_url, body)
     assert not [r for r in caplog.records if "refused" in r.getMessage()], caplog.text
     assert len([r for r in caplog.records if "confirmed" in r.getMessage()]) == 2, caplog.text
+
+
+def test_async_worker_fires_due_schedules(db_url: str, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    """AsyncWorker: the maintenance task fires a due slot at start and the
+    worker runs its job."""
+    conn.execute(
+        "SELECT backoff.put_schedule('tick', 'aticks', p_every => '1 minute', p_now => %s)",
+        (clock() - dt.timedelta(minutes=5),),
+    )
+
+    async def body(pool: AsyncConnectionPool) -> None:
+        ran: list[Job] = []
+
+        async def handle(job: Job, ctx: Context) -> None:
+            ran.append(job)
+
+        worker = AsyncWorker(
+            pool, [Queue("aticks", handle)], poll_interval=0.05, schedule_interval=3600, listen=False, now=clock
+        )
+        run = asyncio.create_task(worker.run())
+
+        async def ran_once() -> bool:
+            return len(ran) == 1
+
+        await until(ran_once, what="the slot's job")
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+        (job,) = ran
+        row = conn.execute("SELECT schedule, schedule_slot FROM backoff.jobs WHERE id = %s", (job.id,)).fetchone()
+        assert row is not None and row[0] == "tick"
+        assert clock() - dt.timedelta(minutes=1) < row[1] <= clock()
+
+    with_pool(db_url, body)

@@ -99,6 +99,24 @@ def test_claim_complete_and_fencing(client: Client) -> None:
         client.claim("emails", 0)
 
 
+def test_a_claimed_job_reads_as_every_other_call_reads_it(client: Client, clock: FakeClock, db_url: str) -> None:
+    """A claim's rows travel as one JSON value each (docs/adr/0067): every
+    field, the timestamps, the history and the payload, equals the same job
+    read through psycopg's loaders, in a session whose time zone is not
+    UTC."""
+    job_id = client.enqueue("emails", UNICODE, max_attempts=5, dedupe_key="order-7", priority=3, policy="default")
+    (first,) = client.claim("emails", lease=60)
+    client.fail(first.id, first.attempt, "smtp: 451 try later", retry_in=0)
+    with psycopg.connect(db_url, autocommit=True, options="-c TimeZone=Asia/Kolkata") as conn:
+        (claimed,) = client.using(conn).claim("emails", lease=60)
+        (read,) = client.using(conn).list_jobs("emails")
+    assert claimed.id == job_id
+    assert claimed == read
+    assert claimed.lease_until is not None and claimed.lease_until.utcoffset() == dt.timedelta(hours=5, minutes=30)
+    assert [e.error for e in claimed.errors] == ["smtp: 451 try later"]
+    assert claimed.last_failed_at is not None and claimed.created_at <= claimed.last_attempted_at  # type: ignore[operator]
+
+
 def test_complete_many_skips_stale_entries(client: Client) -> None:
     client.enqueue_many([NewJob("emails") for _ in range(3)])
     jobs = client.claim("emails", 3)

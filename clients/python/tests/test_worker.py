@@ -284,3 +284,58 @@ def test_a_refused_completion_stays_refused(
     assert job_row(conn, new.id)["status"] == "running"
     assert [r for r in caplog.records if "refused" in r.getMessage()], caplog.text
     assert not [r for r in caplog.records if "confirmed" in r.getMessage()], caplog.text
+
+
+def put_due_schedule(conn: psycopg.Connection[Any], name: str, queue: str, clock: FakeClock) -> None:
+    """A schedule every minute, written five minutes before the clock's
+    now: its slots since then are due, and catch_up 'latest' fires one."""
+    conn.execute(
+        "SELECT backoff.put_schedule(%s, %s, p_every => '1 minute', p_payload => '{\"from\": \"schedule\"}', "
+        "p_now => %s)",
+        (name, queue, clock() - dt.timedelta(minutes=5)),
+    )
+
+
+def scheduled_jobs(conn: psycopg.Connection[Any], name: str) -> list[tuple[str, dt.datetime | None, str]]:
+    rows = conn.execute(
+        "SELECT schedule, schedule_slot, status::text FROM backoff.jobs WHERE schedule = %s ORDER BY id", (name,)
+    )
+    return rows.fetchall()
+
+
+def test_worker_fires_due_schedules(pool: ConnectionPool, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    """The maintenance loop fires a due slot at start (no interval waited)
+    and the worker runs the slot's job; the slot is the latest one due at
+    the clock's now (the worker passes it as p_now)."""
+    put_due_schedule(conn, "tick", "ticks", clock)
+    ran: list[Job] = []
+
+    def handle(job: Job, ctx: Context) -> None:
+        ran.append(job)
+
+    worker = Worker(pool, [Queue("ticks", handle)], poll_interval=0.05, schedule_interval=3600, listen=False, now=clock)
+    with running(worker):
+        eventually(lambda: [j[2] for j in scheduled_jobs(conn, "tick")] == ["completed"], what="the slot's job completed")
+    ((name, slot, _),) = scheduled_jobs(conn, "tick")
+    assert slot is not None and clock() - dt.timedelta(minutes=1) < slot <= clock(), (slot, clock())
+    assert [j.payload for j in ran] == [{"from": "schedule"}]
+
+
+def test_worker_with_schedules_off_fires_nothing(pool: ConnectionPool, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """schedule_interval=None: the maintenance loop reaps but never fires
+    (a fire would come first, at start, before the first reap)."""
+    put_due_schedule(conn, "tick", "ticks", clock)
+    worker = Worker(pool, [Queue("ticks", lambda job, ctx: None)], reap_interval=0.02, schedule_interval=None, listen=False, now=clock)
+    reaps = 0
+    reap = worker.client.reap
+
+    def counted() -> int:
+        nonlocal reaps
+        reaps += 1
+        return reap()
+
+    monkeypatch.setattr(worker.client, "reap", counted)
+    with running(worker):
+        eventually(lambda: reaps >= 2, what="two reaps")
+    assert scheduled_jobs(conn, "tick") == []
+    assert pgbackoff.Client(pool, now=clock).fire_schedules()[0].schedule == "tick", "the slot was due all along"

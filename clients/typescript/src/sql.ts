@@ -19,6 +19,7 @@ import type {
   QueueState,
   QueueStats,
   ReplayOutcome,
+  ScheduleFire,
   Status,
 } from "./types.js";
 
@@ -331,6 +332,20 @@ export class Client {
   async rotate(): Promise<number> {
     const [sql, values] = this.fn("rotate", []);
     return Number((await this.run("rotate the job segments", `SELECT coalesce(sum(moved), 0)::bigint AS n FROM ${sql}`, values))[0]?.n);
+  }
+
+  /**
+   * fireSchedules enqueues one job for every schedule slot due now, at most
+   * limit (undefined: the function's default, 1000) in one call, and returns
+   * them (backoff.fire_schedules, docs/schedules.md). Any number of callers
+   * may run it at once: a slot is enqueued once. With nothing due it is one
+   * index probe. The worker calls it every scheduleIntervalMs.
+   */
+  async fireSchedules(limit?: number): Promise<ScheduleFire[]> {
+    const args: Arg[] = limit === undefined ? [] : [["p_limit", "integer", limit]];
+    const [sql, values] = this.fn("fire_schedules", args);
+    const rows = await this.run("fire schedules", `SELECT schedule, slot, job_id FROM ${sql}`, values);
+    return rows.map((r) => ({ schedule: r.schedule as string, slot: r.slot as Date, jobId: String(r.job_id) }));
   }
 
   /** prune deletes up to limit finished jobs older than olderThanMs and returns how many. */

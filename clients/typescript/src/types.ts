@@ -172,6 +172,14 @@ export interface ReplayOutcome {
   reason: string | null;
 }
 
+/** One job backoff.fire_schedules enqueued for a due slot. */
+export interface ScheduleFire {
+  schedule: string;
+  /** The slot it fired for (the job's run_at). */
+  slot: Date;
+  jobId: JobId;
+}
+
 /** Where the package writes what it does; fields are structured context. */
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;

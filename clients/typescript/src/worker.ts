@@ -64,12 +64,18 @@ export function defineQueue<T>(cfg: QueueConfig<T>): QueueConfig<T> {
 
 /** A Worker's configuration. */
 export interface WorkerConfig extends ClientOptions {
-  /** The queues it serves: they share one LISTEN connection, one reaper and one completer. */
+  /** The queues it serves: they share one LISTEN connection, one maintenance loop and one completer. */
   queues: QueueConfig<any>[];
   /** How often an idle queue is looked at without a notification, in ms (default 1000): how late a job can start. */
   pollIntervalMs?: number;
   /** How often expired leases are reaped and the live jobs' segments rotated (backoff.rotate), in ms (default 5000; negative: never, when something else runs backoff.reap and backoff.rotate). */
   reapIntervalMs?: number;
+  /**
+   * How often due schedules are fired (backoff.fire_schedules, docs/schedules.md), in ms (default 1000, the first
+   * time at start; negative: never, when pg_cron or another process fires them). Any number of workers may fire:
+   * each slot is enqueued once. It shares the reaper's loop and connection, one call at a time.
+   */
+  scheduleIntervalMs?: number;
   /** How long a shutdown waits for running handlers before aborting their signals, in ms (default 30000). */
   shutdownTimeoutMs?: number;
   /** Only poll: no LISTEN connection. */
@@ -78,12 +84,13 @@ export interface WorkerConfig extends ClientOptions {
 
 /**
  * connectionsNeeded is how many connections of its pool a Worker uses at
- * once at most: one claim per queue, the completer, the reaper and the
+ * once at most: one claim per queue, the completer, the maintenance loop and the
  * LISTEN connection (which it holds while it runs). Heartbeats and settle
  * calls share them.
  */
 export function connectionsNeeded(cfg: WorkerConfig): number {
-  return cfg.queues.length + 1 + ((cfg.reapIntervalMs ?? 5000) >= 0 ? 1 : 0) + (cfg.disableListen ? 0 : 1);
+  const maintains = (cfg.reapIntervalMs ?? 5000) >= 0 || (cfg.scheduleIntervalMs ?? 1000) >= 0;
+  return cfg.queues.length + 1 + (maintains ? 1 : 0) + (cfg.disableListen ? 0 : 1);
 }
 
 interface Attempt {
@@ -104,6 +111,7 @@ export class Worker {
   private readonly queues: QueueConfig<any>[];
   private readonly pollIntervalMs: number;
   private readonly reapIntervalMs: number;
+  private readonly scheduleIntervalMs: number;
   private readonly shutdownTimeoutMs: number;
   // Keyed by "id/attempt": a job reaped and claimed again by this worker
   // while its old attempt still runs is two entries.
@@ -147,13 +155,14 @@ export class Worker {
     });
     this.pollIntervalMs = cfg.pollIntervalMs !== undefined && cfg.pollIntervalMs > 0 ? cfg.pollIntervalMs : 1000;
     this.reapIntervalMs = cfg.reapIntervalMs ?? 5000;
+    this.scheduleIntervalMs = cfg.scheduleIntervalMs !== undefined && cfg.scheduleIntervalMs !== 0 ? cfg.scheduleIntervalMs : 1000;
     this.shutdownTimeoutMs = cfg.shutdownTimeoutMs !== undefined && cfg.shutdownTimeoutMs >= 0 ? cfg.shutdownTimeoutMs : 30_000;
     const need = connectionsNeeded(cfg);
     const have = pool.options?.max ?? 10;
     if (have < need) {
       throw new InvalidArgumentError(
         `new worker: the pool allows ${have} connections, this worker needs at least ${need} ` +
-          `(${this.queues.length} queues' claims, the completer, the reaper, LISTEN); raise the pool's max`,
+          `(${this.queues.length} queues' claims, the completer, the maintenance loop, LISTEN); raise the pool's max`,
       );
     }
   }
@@ -201,7 +210,7 @@ export class Worker {
     const background = new AbortController();
     const loops: Promise<void>[] = [];
     if (!this.cfg.disableListen) loops.push(this.notifier.listen(background.signal));
-    if (this.reapIntervalMs > 0) loops.push(this.reapLoop(background.signal));
+    if (this.reapIntervalMs > 0 || this.scheduleIntervalMs > 0) loops.push(this.maintain(background.signal));
     log.info("worker started", { worker: this.client.workerId, queues: this.queues.map((q) => q.queue) });
 
     await Promise.all(this.producers.map((p) => p.run(signal)));
@@ -246,26 +255,66 @@ export class Worker {
     return true;
   }
 
-  /** reapLoop sends expired leases through the retry decision and wakes the producers when it moved any. */
-  private async reapLoop(signal: AbortSignal): Promise<void> {
+  /**
+   * maintain reaps and rotates every reapIntervalMs and fires due schedules
+   * every scheduleIntervalMs (the first time at start: what came due while no
+   * worker ran fires now), one call at a time on one connection, as the Go
+   * Worker does; every call is safe from many workers at once, so no leader
+   * is needed.
+   */
+  private async maintain(signal: AbortSignal): Promise<void> {
+    const start = Date.now();
+    let nextReap = this.reapIntervalMs > 0 ? start + this.reapIntervalMs : Infinity;
+    let nextFire = this.scheduleIntervalMs > 0 ? start : Infinity;
     while (!signal.aborted) {
-      await sleep(this.reapIntervalMs, signal);
+      await sleep(Math.min(nextReap, nextFire) - Date.now(), signal);
       if (signal.aborted) return;
-      try {
-        const n = await this.client.reap();
-        if (n > 0) {
-          this.log.info("reaped expired leases", { jobs: n });
-          for (const p of this.producers) p.wake();
-        }
-      } catch (err) {
-        if (!signal.aborted) this.log.error("reap failed", { err });
+      const now = Date.now();
+      if (now >= nextFire) {
+        await this.fireSchedules(signal);
+        nextFire = Math.max(nextFire + this.scheduleIntervalMs, Date.now());
       }
-      // The live jobs' segments, beside reap (docs/adr/0061).
-      try {
-        await this.client.rotate();
-      } catch (err) {
-        if (!signal.aborted) this.log.error("rotate failed", { err });
+      if (now >= nextReap) {
+        await this.reap(signal);
+        nextReap = Math.max(nextReap + this.reapIntervalMs, Date.now());
       }
+    }
+  }
+
+  /**
+   * fireSchedules enqueues the jobs of the schedules due now. Nothing due
+   * costs one index probe, as cheap as a probe of the next fire time
+   * (docs/adr/0068). A failure is a warning: a slot stays due until a call
+   * fires it.
+   */
+  private async fireSchedules(signal: AbortSignal): Promise<void> {
+    try {
+      const fired = await this.client.fireSchedules();
+      for (const f of fired) this.log.debug("fired schedule", { schedule: f.schedule, slot: f.slot, job: f.jobId });
+      // A slot is due at once; without LISTEN nothing else tells the
+      // producers before their next poll.
+      if (fired.length > 0) for (const p of this.producers) p.wake();
+    } catch (err) {
+      if (!signal.aborted) this.log.warn("fire schedules failed", { err });
+    }
+  }
+
+  /** reap sends expired leases through the retry decision and wakes the producers when it moved any. */
+  private async reap(signal: AbortSignal): Promise<void> {
+    try {
+      const n = await this.client.reap();
+      if (n > 0) {
+        this.log.info("reaped expired leases", { jobs: n });
+        for (const p of this.producers) p.wake();
+      }
+    } catch (err) {
+      if (!signal.aborted) this.log.error("reap failed", { err });
+    }
+    // The live jobs' segments, beside reap (docs/adr/0061).
+    try {
+      await this.client.rotate();
+    } catch (err) {
+      if (!signal.aborted) this.log.error("rotate failed", { err });
     }
   }
 

@@ -18,7 +18,7 @@ import {
   defineQueue,
 } from "../src/index.js";
 import type { Job, WorkerConfig } from "../src/index.js";
-import { MemoryLogger, connect, deferred, newPool, queueName, readJob, until } from "./helpers.js";
+import { MemoryLogger, TestClock, connect, deferred, newPool, queueName, readJob, until } from "./helpers.js";
 
 let pool: pg.Pool;
 before(() => {
@@ -404,5 +404,77 @@ describe("Worker", () => {
     assert.equal(lost, 1);
     assert.equal((await readJob(pool, id!)).status, "completed");
     assert.ok(!logger.lines.some((l) => l.message.startsWith("completion refused")), JSON.stringify(logger.lines));
+  });
+
+  /** putDueSchedule writes a schedule every minute five minutes before the clock's now: its latest slot is due. */
+  async function putDueSchedule(name: string, queue: string, clock: TestClock): Promise<void> {
+    await pool.query(
+      `SELECT backoff.put_schedule($1, $2, p_every => '1 minute', p_payload => '{"from": "schedule"}', p_now => $3)`,
+      [name, queue, new Date(clock.now().getTime() - 5 * 60_000)],
+    );
+  }
+
+  async function scheduledJobs(name: string): Promise<{ id: string; slot: Date | null; status: string }[]> {
+    const r = await pool.query(
+      "SELECT id::text, schedule_slot AS slot, status::text FROM backoff.jobs WHERE schedule = $1 ORDER BY id",
+      [name],
+    );
+    return r.rows;
+  }
+
+  test("fires a due schedule at start and runs the slot's job", opts, async () => {
+    const q = queueName("ticks");
+    const name = queueName("tick");
+    const clock = new TestClock();
+    await putDueSchedule(name, q, clock);
+    const ran: Job[] = [];
+    const w = start({
+      queues: [{ queue: q, handler: async (job) => void ran.push(job) }],
+      pollIntervalMs: 50,
+      reapIntervalMs: -1,
+      scheduleIntervalMs: 3_600_000, // only the fire at start
+      disableListen: true,
+      now: clock.now,
+    });
+    try {
+      await until(async () => (await scheduledJobs(name)).map((j) => j.status).join() === "completed", 10_000, "the slot's job completed");
+    } finally {
+      await w.stop();
+      await pool.query("SELECT backoff.drop_schedule($1)", [name]);
+    }
+    const [job] = await scheduledJobs(name);
+    const slot = job!.slot!.getTime();
+    assert.ok(slot <= clock.now().getTime() && slot > clock.now().getTime() - 60_000, `slot ${job!.slot} is the latest due`);
+    assert.deepEqual(ran.map((j) => j.payload), [{ from: "schedule" }]);
+  });
+
+  test("with scheduleIntervalMs negative fires nothing, and still reaps", opts, async () => {
+    const q = queueName("ticks");
+    const name = queueName("tick");
+    const clock = new TestClock();
+    await putDueSchedule(name, q, clock);
+    // A lease left by a crashed worker: the reap after the first interval
+    // shows the maintenance loop ran, and a fire would have come first.
+    const other = await connect(pool, { now: clock.now });
+    const stranded = (await other.enqueueMany([{ queue: q, payload: {} }]))[0]!;
+    await other.claim(q, 1, 1000);
+    clock.advance(60_000);
+    const w = start({
+      queues: [{ queue: q, handler: async () => {} }],
+      pollIntervalMs: 3_600_000,
+      reapIntervalMs: 20,
+      scheduleIntervalMs: -1,
+      disableListen: true,
+      now: clock.now,
+    });
+    try {
+      await until(async () => (await readJob(pool, stranded)).status !== "running", 10_000, "the stranded lease reaped");
+    } finally {
+      await w.stop();
+    }
+    assert.deepEqual(await scheduledJobs(name), []);
+    const fired = await other.fireSchedules();
+    await pool.query("SELECT backoff.drop_schedule($1)", [name]);
+    assert.deepEqual(fired.filter((f) => f.schedule === name).length, 1, "the slot was due all along");
   });
 });

@@ -28,7 +28,7 @@ from .errors import (
     StaleAttempt,
     WorkerShutdown,
 )
-from .types import AttemptError, DeadLetterGroup, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome
+from .types import AttemptError, DeadLetterGroup, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 from .worker import Handler, Queue, Worker
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "QueueStats",
     "ReplayOutcome",
     "RetryAfter",
+    "ScheduleFire",
     "SchemaTooOld",
     "Snooze",
     "StaleAttempt",

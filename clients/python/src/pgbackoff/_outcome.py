@@ -68,14 +68,18 @@ class Context:
     keeps its job: the worker extends the lease until it returns.
     """
 
+    # One lock for every context: cancelling and waiting are rare, and a
+    # context is made per job, so it holds no lock or event of its own until
+    # a handler waits on it (creating them cost more than a no-op handler).
+    _lock = threading.Lock()
+
     def __init__(self) -> None:
-        self._event = threading.Event()
-        self._lock = threading.Lock()
+        self._event: threading.Event | None = None
         self._cause: Cancelled | None = None
 
     @property
     def cancelled(self) -> bool:
-        return self._event.is_set()
+        return self._cause is not None
 
     @property
     def cause(self) -> Cancelled | None:
@@ -84,7 +88,13 @@ class Context:
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep up to timeout seconds, ending early on cancellation; True
         when cancelled. (Blocking: for the threaded Worker's handlers.)"""
-        return self._event.wait(timeout)
+        with Context._lock:
+            if self._cause is not None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def raise_if_cancelled(self) -> None:
         """Raise the cause if the handler was asked to stop."""
@@ -94,9 +104,11 @@ class Context:
     def cancel(self, cause: Cancelled) -> bool:
         """Ask the handler to stop; the first cause stays. True if this
         call cancelled it."""
-        with self._lock:
+        with Context._lock:
             if self._cause is not None:
                 return False
             self._cause = cause
-        self._event.set()
+            event = self._event
+        if event is not None:
+            event.set()
         return True

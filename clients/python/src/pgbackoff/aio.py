@@ -22,7 +22,7 @@ from . import _pacing, _sql
 from ._outcome import Context, Outcome, read_outcome
 from .client import MISSING_SCHEMA, Clock, default_worker_id, missing_schema, schema_too_old
 from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient, translate
-from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, is_lost
 
 log = logging.getLogger("pgbackoff")
@@ -137,6 +137,9 @@ class AsyncClient:
 
     async def rotate(self) -> int:
         return await self._run(_sql.rotate(self.now()))
+
+    async def fire_schedules(self, limit: int | None = None) -> list[ScheduleFire]:
+        return await self._run(_sql.fire_schedules(limit, self.now()))
 
     async def queue_state(self, queue: str) -> QueueState:
         return await self._run(_sql.queue_state(queue, self.now()))
@@ -283,12 +286,13 @@ class AsyncWorker:
         *,
         poll_interval: Duration = 1.0,
         reap_interval: Duration | None = 5.0,
+        schedule_interval: Duration | None = 1.0,
         shutdown_timeout: Duration = 30.0,
         listen: bool = True,
         worker_id: str | None = None,
         now: Clock | None = None,
     ) -> None:
-        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen)
+        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
         need = self.settings.connections_needed()
         if pool.max_size < need:
             raise InvalidArgument(
@@ -328,8 +332,8 @@ class AsyncWorker:
         background = [asyncio.create_task(self._complete_loop())]
         if self.settings.listen:
             background.append(asyncio.create_task(self._listen_loop()))
-        if self.settings.reap_interval:
-            background.append(asyncio.create_task(self._reap_loop()))
+        if self.settings.maintains:
+            background.append(asyncio.create_task(self._maintain_loop()))
         producing = [asyncio.create_task(self._produce(p)) for p in self.producers]
         log.info("worker %s started: queues %s", self.worker_id, ", ".join(q.name for q in self.settings.queues))
         cancelled = False
@@ -615,20 +619,48 @@ class AsyncWorker:
                 elif not n.payload:
                     self._wake_all()
 
-    async def _reap_loop(self) -> None:
-        interval = self.settings.reap_interval or 5.0
+    async def _maintain_loop(self) -> None:
+        """As Worker._maintain_loop: reap and rotate every reap_interval,
+        fire due schedules every schedule_interval (first at start), one
+        call at a time."""
+        loop = asyncio.get_running_loop()
+        reap_every, fire_every = self.settings.reap_interval, self.settings.schedule_interval
+        now = loop.time()
+        next_reap = now + reap_every if reap_every else None
+        next_fire = now if fire_every is not None else None
         while True:
-            await asyncio.sleep(interval)
-            try:
-                n = await self.client.reap()
-            except Exception as e:
-                log.error("reap failed: %s", e)
-            else:
-                if n:
-                    log.info("reaped %d expired leases", n)
-                    self._wake_all()
-            # The live jobs' segments, beside reap (docs/adr/0061).
-            try:
-                await self.client.rotate()
-            except Exception as e:
-                log.error("rotate failed: %s", e)
+            due = min(t for t in (next_reap, next_fire) if t is not None)
+            await asyncio.sleep(max(0.0, due - loop.time()))
+            now = loop.time()
+            if next_fire is not None and fire_every is not None and now >= next_fire:
+                await self._fire_schedules()
+                next_fire = max(next_fire + fire_every, loop.time())
+            if next_reap is not None and reap_every and now >= next_reap:
+                await self._reap()
+                next_reap = max(next_reap + reap_every, loop.time())
+
+    async def _reap(self) -> None:
+        try:
+            n = await self.client.reap()
+        except Exception as e:
+            log.error("reap failed: %s", e)
+        else:
+            if n:
+                log.info("reaped %d expired leases", n)
+                self._wake_all()
+        # The live jobs' segments, beside reap (docs/adr/0061).
+        try:
+            await self.client.rotate()
+        except Exception as e:
+            log.error("rotate failed: %s", e)
+
+    async def _fire_schedules(self) -> None:
+        try:
+            fired = await self.client.fire_schedules()
+        except Exception as e:
+            log.warning("fire schedules failed: %s", e)
+            return
+        for f in fired:
+            log.debug("fired schedule %s for slot %s: job %d", f.schedule, f.slot, f.job_id)
+        if fired:
+            self._wake_all()

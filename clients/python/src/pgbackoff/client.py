@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 
 from . import _sql
 from .errors import SchemaTooOld, translate
-from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 
 T = TypeVar("T")
 
@@ -178,6 +178,14 @@ class Client:
         docs/adr/0061); returns the rows it moved. The worker calls it with
         every reap."""
         return self._run(_sql.rotate(self.now()))
+
+    def fire_schedules(self, limit: int | None = None) -> list[ScheduleFire]:
+        """Enqueue one job for every schedule slot due now, at most limit
+        (None: the function's default, 1000) in one call, and return them
+        (``backoff.fire_schedules``). Any number of callers may run it at
+        once: a slot is enqueued once. The worker calls it every
+        schedule_interval."""
+        return self._run(_sql.fire_schedules(limit, self.now()))
 
     def queue_state(self, queue: str) -> QueueState:
         """The queue's breaker and rate limit now, and when a claim can next

@@ -169,6 +169,16 @@ class ReplayOutcome:
 
 
 @dataclass(frozen=True)
+class ScheduleFire:
+    """One job ``backoff.fire_schedules`` enqueued for a due slot."""
+
+    schedule: str
+    #: The slot it fired for (the job's run_at).
+    slot: dt.datetime
+    job_id: int
+
+
+@dataclass(frozen=True)
 class JobDetail:
     """A job as an operator sees it (``backoff.job_detail``): the row and
     what governs it now."""

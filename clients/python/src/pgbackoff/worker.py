@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import queue as _queue
 import select
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -101,6 +101,8 @@ class Settings:
     reap_interval: float | None
     shutdown_timeout: float
     listen: bool
+    #: How often due schedules are fired (None: never).
+    schedule_interval: float | None = None
 
     @staticmethod
     def of(
@@ -109,6 +111,7 @@ class Settings:
         reap_interval: Duration | None,
         shutdown_timeout: Duration,
         listen: bool,
+        schedule_interval: Duration | None = None,
     ) -> Settings:
         if not queues:
             raise InvalidArgument("new worker", "no queue")
@@ -124,13 +127,22 @@ class Settings:
             reap_interval=None if reap_interval is None else as_seconds(reap_interval),
             shutdown_timeout=as_seconds(shutdown_timeout),
             listen=listen,
+            schedule_interval=(
+                None if schedule_interval is None or as_seconds(schedule_interval) <= 0 else as_seconds(schedule_interval)
+            ),
         )
+
+    @property
+    def maintains(self) -> bool:
+        """Whether the worker runs the maintenance loop (reap, rotate, fire
+        schedules)."""
+        return bool(self.reap_interval) or self.schedule_interval is not None
 
     def connections_needed(self) -> int:
         """One claim per queue, the completer, the heartbeater and the
-        reaper; settle calls share them. LISTEN takes one more, outside the
-        pool."""
-        return len(self.queues) + 2 + (1 if self.reap_interval else 0)
+        maintenance loop (reap, rotate, fire schedules, one call at a time);
+        settle calls share them. LISTEN takes one more, outside the pool."""
+        return len(self.queues) + 2 + (1 if self.maintains else 0)
 
     def registration_ttl(self) -> float:
         """How long a registration lasts: an idle producer renews it at a
@@ -215,12 +227,50 @@ class _Attempt:
         self.next_beat = now + every if every is not None else None
 
 
+class _HandlerThreads:
+    """A queue's handler threads, as many as its concurrency, each taking
+    the next attempt from one SimpleQueue. Not a ThreadPoolExecutor: its
+    Future (a Condition and a lock) per job and its lazy thread starts were
+    a good part of a no-op job's cost on the claiming thread."""
+
+    def __init__(self, n: int, name: str) -> None:
+        self._todo: _queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = _queue.SimpleQueue()
+        self._threads = [threading.Thread(target=self._loop, name=f"{name}_{i}", daemon=True) for i in range(n)]
+        self._started = False
+
+    def start(self) -> None:
+        self._started = True
+        for t in self._threads:
+            t.start()
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        self._todo.put((fn, args))
+
+    def shutdown(self) -> None:
+        """Let each thread finish what it was given, then end it."""
+        if not self._started:
+            return
+        for _ in self._threads:
+            self._todo.put(None)
+        for t in self._threads:
+            t.join()
+        self._started = False
+
+    def _loop(self) -> None:
+        while (item := self._todo.get()) is not None:
+            fn, args = item
+            try:
+                fn(*args)
+            except BaseException:
+                log.exception("handler thread: unexpected error")
+
+
 class _Producer:
-    def __init__(self, queue: Queue, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, queue: Queue, handlers: _HandlerThreads) -> None:
         self.queue = queue
         self.pacer = _pacing.Pacer(queue.batch_size or queue.concurrency)
         self.signals = _Signals()
-        self.handlers = pool
+        self.handlers = handlers
         self.inflight = 0
         self.lock = threading.Lock()
 
@@ -251,12 +301,13 @@ class Worker:
         *,
         poll_interval: Duration = 1.0,
         reap_interval: Duration | None = 5.0,
+        schedule_interval: Duration | None = 1.0,
         shutdown_timeout: Duration = 30.0,
         listen: bool = True,
         worker_id: str | None = None,
         now: Clock | None = None,
     ) -> None:
-        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen)
+        self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
         need = self.settings.connections_needed()
         if pool.max_size < need:
             raise InvalidArgument(
@@ -266,7 +317,7 @@ class Worker:
         self.pool = pool
         self.client = Client(pool, worker_id=worker_id, now=now)
         self.producers = [
-            _Producer(q, ThreadPoolExecutor(q.concurrency, thread_name_prefix=f"pgbackoff-{q.name}"))
+            _Producer(q, _HandlerThreads(q.concurrency, f"pgbackoff-{q.name}"))
             for q in self.settings.queues
         ]
         self._stopping = threading.Event()  # stop claiming
@@ -309,12 +360,14 @@ class Worker:
         background.append(threading.Thread(target=self._heartbeat_loop, name="pgbackoff-heartbeats"))
         if self.settings.listen:
             background.append(threading.Thread(target=self._listen_loop, name="pgbackoff-listen"))
-        if self.settings.reap_interval:
-            background.append(threading.Thread(target=self._reap_loop, name="pgbackoff-reaper"))
+        if self.settings.maintains:
+            background.append(threading.Thread(target=self._maintain_loop, name="pgbackoff-maintenance"))
         producing = [
             threading.Thread(target=self._produce, args=(p,), name=f"pgbackoff-claim-{p.queue.name}")
             for p in self.producers
         ]
+        for p in self.producers:
+            p.handlers.start()
         for t in background + producing:
             t.daemon = True
             t.start()
@@ -338,7 +391,7 @@ class Worker:
         for t in background:
             t.join()
         for p in self.producers:
-            p.handlers.shutdown(wait=True)
+            p.handlers.shutdown()
         log.info("worker %s stopped", self.worker_id)
 
     # --- producers ---
@@ -376,9 +429,8 @@ class Worker:
             log.error("claim jobs in %r failed: %s", p.queue.name, e)
             p.pacer.failed()
             return None
-        for job in jobs:
-            self._start(p, job)
         if jobs:
+            self._start(p, jobs)
             return p.pacer.found(len(jobs), want, woken=p.signals.take(_pacing.WAKE))
         read_mono, read_clock = time.monotonic(), self.client.now()
         state: QueueState | None = None
@@ -412,16 +464,23 @@ class Worker:
 
     # --- handlers ---
 
-    def _start(self, p: _Producer, job: Job) -> None:
-        lease, every = self.settings.lease_and_beat(p.queue, job, self.client.now())
-        a = _Attempt(job, p.queue, lease, every)
+    def _start(self, p: _Producer, jobs: list[Job]) -> None:
+        """Register a claim's attempts, then hand them to the handler
+        threads: one lock each per claim, not per job."""
+        clock = self.client.now()
+        started = []
+        for job in jobs:
+            lease, every = self.settings.lease_and_beat(p.queue, job, clock)
+            started.append(_Attempt(job, p.queue, lease, every))
         with self._lock:
-            self._attempts[job.id] = a
+            for a in started:
+                self._attempts[a.job.id] = a
         with p.lock:
-            p.inflight += 1
+            p.inflight += len(started)
         with self._beats:
             self._beats.notify_all()
-        p.handlers.submit(self._run_attempt, p, a)
+        for a in started:
+            p.handlers.submit(self._run_attempt, p, a)
 
     def _run_attempt(self, p: _Producer, a: _Attempt) -> None:
         try:
@@ -525,7 +584,7 @@ class Worker:
                     )
         for p in self.producers:
             # Outcomes are recorded after an attempt leaves the registry.
-            p.handlers.shutdown(wait=True)
+            p.handlers.shutdown()
 
     # --- heartbeats ---
 
@@ -657,21 +716,57 @@ class Worker:
                     elif not queue:
                         self._wake_all()
 
-    def _reap_loop(self) -> None:
+    def _maintain_loop(self) -> None:
+        """Reap and rotate every reap_interval, fire due schedules every
+        schedule_interval (the first time at start: what came due while no
+        worker ran fires now), one call at a time on one connection, as the
+        Go Worker does; every call is safe from many workers at once, so no
+        leader is needed."""
+        reap_every, fire_every = self.settings.reap_interval, self.settings.schedule_interval
+        now = time.monotonic()
+        next_reap = now + reap_every if reap_every else None
+        next_fire = now if fire_every is not None else None
+        while True:
+            due = min(t for t in (next_reap, next_fire) if t is not None)
+            if self._background_stop.wait(max(0.0, due - time.monotonic())):
+                return
+            now = time.monotonic()
+            if next_fire is not None and fire_every is not None and now >= next_fire:
+                self._fire_schedules()
+                next_fire = max(next_fire + fire_every, time.monotonic())
+            if next_reap is not None and reap_every and now >= next_reap:
+                self._reap()
+                next_reap = max(next_reap + reap_every, time.monotonic())
+
+    def _reap(self) -> None:
         """Send expired leases of crashed workers back through the retry
-        decision; safe from many workers at once."""
-        interval = self.settings.reap_interval or 5.0
-        while not self._background_stop.wait(interval):
-            try:
-                n = self.client.reap()
-            except Exception as e:
-                log.error("reap failed: %s", e)
-            else:
-                if n:
-                    log.info("reaped %d expired leases", n)
-                    self._wake_all()
-            # The live jobs' segments, beside reap (docs/adr/0061).
-            try:
-                self.client.rotate()
-            except Exception as e:
-                log.error("rotate failed: %s", e)
+        decision, then rotate the live jobs' segments (docs/adr/0061)."""
+        try:
+            n = self.client.reap()
+        except Exception as e:
+            log.error("reap failed: %s", e)
+        else:
+            if n:
+                log.info("reaped %d expired leases", n)
+                self._wake_all()
+        try:
+            self.client.rotate()
+        except Exception as e:
+            log.error("rotate failed: %s", e)
+
+    def _fire_schedules(self) -> None:
+        """Enqueue the jobs of the schedules due now (docs/schedules.md).
+        With nothing due it is one index probe, as cheap as a probe of the
+        next fire time would be (docs/adr/0068). A failure is a warning: a
+        slot stays due until a call fires it."""
+        try:
+            fired = self.client.fire_schedules()
+        except Exception as e:
+            log.warning("fire schedules failed: %s", e)
+            return
+        for f in fired:
+            log.debug("fired schedule %s for slot %s: job %d", f.schedule, f.slot, f.job_id)
+        if fired:
+            # A slot is due at once; without LISTEN nothing else tells the
+            # producers before their next poll.
+            self._wake_all()
