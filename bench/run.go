@@ -605,8 +605,8 @@ func (b *bench) scaling(ctx context.Context) error {
 		}
 		t := time.Now()
 		if p.fin > 0 {
-			if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, attempts, run_at, created_at, last_attempted_at, completed_at)
-				SELECT $1, '{}', 'default', 'completed', 1, now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour'
+			if _, err := db.pool.Exec(ctx, `INSERT INTO backoff.jobs (queue, payload, policy, status, attempts, run_at, created_at, last_attempted_at, completed_at, segment)
+				SELECT $1, '{}', 'default', 'completed', 1, now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', 0
 				FROM generate_series(1, $2)`, queue, p.fin); err != nil {
 				drop()
 				return fmt.Errorf("load finished rows: %w", err)
