@@ -342,8 +342,11 @@ func TestConcurrentWorkersAndReapers(t *testing.T) {
 	// operator is done.
 	start := time.Now()
 	for !done.Load() {
+		// The operator's state first: a replay between the count and a
+		// later look would bring a job back after it was counted finished.
+		operatorFinished := operatorDone.Load()
 		left := scalar[int](t, setup, `SELECT count(*)::int FROM backoff.jobs WHERE status NOT IN ('completed', 'dead_lettered', 'cancelled')`)
-		if left == 0 && operatorDone.Load() {
+		if left == 0 && operatorFinished {
 			done.Store(true)
 			break
 		}
