@@ -30,37 +30,18 @@ func buildFiresTimeline(fires []client.FireTime, now time.Time, zone string) fir
 	if fires[0].At.Before(lo) { // due now: fire_schedules has not run since
 		lo = fires[0].At
 	}
-	span := hi.Sub(lo)
-	if span <= 0 {
-		span = time.Second
-	}
-	x := func(t time.Time) float64 {
-		return tlPad + float64(t.Sub(lo))/float64(span)*float64(ft.Width-2*tlPad)
-	}
-	ft.Now = x(now)
-	lastLabel := -1e9
+	ax := newTLAxis(lo, hi, ft.Width)
+	ft.Now = ax.x(now)
 	for i, f := range fires {
-		p := tlPoint{X: x(f.At), Kind: "next", Label: fmt.Sprint(i + 1),
+		p := tlPoint{X: ax.x(f.At), Kind: "next", Label: fmt.Sprint(i + 1),
 			Title: fmt.Sprintf("fire %d: %s (%s %s), in %s", i+1, formatTime(f.At), f.Wall.Format("2006-01-02 15:04"), zone,
 				formatDuration(f.At.Sub(now)))}
 		if i > 0 {
 			p.Kind = "projected"
 		}
-		// Numbers closer than their width would overprint each other: the
-		// later ones stay in the tooltip and the list.
-		if p.X-lastLabel < 14 {
-			p.Label = ""
-		} else {
-			lastLabel = p.X
-		}
 		ft.Points = append(ft.Points, p)
 	}
-	layout := tickLayout(span)
-	for i := 0; i <= 4; i++ {
-		t := lo.Add(time.Duration(float64(span) * float64(i) / 4))
-		ft.Ticks = append(ft.Ticks, tlTick{X: x(t), Label: t.UTC().Format(layout)})
-	}
-	ft.Axis = fmt.Sprintf("time (UTC), %s to %s: %s in all", lo.UTC().Format("2006-01-02 15:04:05"),
-		hi.UTC().Format("2006-01-02 15:04:05"), formatDuration(span))
+	thinLabels(ft.Points) // fires come in time order
+	ft.Ticks, ft.Axis = ax.ticks(), ax.caption()
 	return ft
 }

@@ -242,13 +242,8 @@ func buildTimeline(j ops.JobDetail, p *policy.Policy, now time.Time) timeline {
 	if !now.Before(lo) && !now.After(hi) {
 		evs = append(evs, event{at: now, kind: "now", detail: "now (when the page was made)"})
 	}
-	span := hi.Sub(lo)
-	if span <= 0 {
-		span = time.Second
-	}
-	x := func(t time.Time) float64 {
-		return tlPad + float64(t.Sub(lo))/float64(span)*float64(tlWidth-2*tlPad)
-	}
+	ax := newTLAxis(lo, hi, tlWidth)
+	x := ax.x
 	for i, e := range evs {
 		if !e.from.IsZero() {
 			kind := "run"
@@ -276,31 +271,69 @@ func buildTimeline(j ops.JobDetail, p *policy.Policy, now time.Time) timeline {
 			tl.Rows = append(tl.Rows, tlRow{At: e.at, Event: eventNames[e.kind], Detail: e.detail, Planned: e.ahead})
 		}
 	}
-	// Labels closer than a label's width would overprint each other: the
-	// later ones stay in the tooltip and the table.
 	sort.SliceStable(tl.Points, func(a, b int) bool { return tl.Points[a].X < tl.Points[b].X })
-	lastLabel := -1e9
-	for i := range tl.Points {
-		if tl.Points[i].Label == "" {
-			continue
-		}
-		if tl.Points[i].X-lastLabel < 14 {
-			tl.Points[i].Label = ""
-			continue
-		}
-		lastLabel = tl.Points[i].X
-	}
-	layout := tickLayout(span)
-	for i := 0; i <= 4; i++ {
-		t := lo.Add(time.Duration(float64(span) * float64(i) / 4))
-		tl.Ticks = append(tl.Ticks, tlTick{X: x(t), Label: t.UTC().Format(layout)})
-	}
-	tl.Axis = fmt.Sprintf("time (UTC), %s to %s: %s in all", lo.UTC().Format("2006-01-02 15:04:05"), hi.UTC().Format("2006-01-02 15:04:05"), formatDuration(span))
+	thinLabels(tl.Points)
+	tl.Ticks, tl.Axis = ax.ticks(), ax.caption()
 	sort.SliceStable(tl.Rows, func(a, b int) bool { return tl.Rows[a].At.Before(tl.Rows[b].At) })
 	return tl
 }
 
 // tickLayout labels the axis as finely as its span needs.
+// tlAxis places times from lo to hi on a plot width wide, inside tlPad
+// on each side: the one axis of the job's retry timeline and of a
+// schedule's fires ahead.
+type tlAxis struct {
+	lo, hi time.Time
+	span   time.Duration // hi - lo, at least a second
+	width  int
+}
+
+func newTLAxis(lo, hi time.Time, width int) tlAxis {
+	span := hi.Sub(lo)
+	if span <= 0 {
+		span = time.Second
+	}
+	return tlAxis{lo: lo, hi: hi, span: span, width: width}
+}
+
+func (a tlAxis) x(t time.Time) float64 {
+	return tlPad + float64(t.Sub(a.lo))/float64(a.span)*float64(a.width-2*tlPad)
+}
+
+// ticks are five labelled times, both ends included.
+func (a tlAxis) ticks() []tlTick {
+	layout := tickLayout(a.span)
+	var ticks []tlTick
+	for i := 0; i <= 4; i++ {
+		t := a.lo.Add(time.Duration(float64(a.span) * float64(i) / 4))
+		ticks = append(ticks, tlTick{X: a.x(t), Label: t.UTC().Format(layout)})
+	}
+	return ticks
+}
+
+// caption says what the axis spans, in UTC.
+func (a tlAxis) caption() string {
+	return fmt.Sprintf("time (UTC), %s to %s: %s in all", a.lo.UTC().Format("2006-01-02 15:04:05"),
+		a.hi.UTC().Format("2006-01-02 15:04:05"), formatDuration(a.span))
+}
+
+// thinLabels clears the labels of points (in order of X) closer to the
+// previous label than a label's width, which would overprint it: they stay
+// in the tooltip and in the text beside the plot.
+func thinLabels(points []tlPoint) {
+	last := -1e9
+	for i := range points {
+		if points[i].Label == "" {
+			continue
+		}
+		if points[i].X-last < 14 {
+			points[i].Label = ""
+			continue
+		}
+		last = points[i].X
+	}
+}
+
 func tickLayout(span time.Duration) string {
 	switch {
 	case span < 10*time.Second:
