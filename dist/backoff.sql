@@ -10472,7 +10472,9 @@ BEGIN
 
     -- The oldest holder of the xmin horizon of this database. Sessions of
     -- other databases do not hold back this database's tables; walsenders
-    -- (no database) do, for hot_standby_feedback.
+    -- (no database) do, for hot_standby_feedback. A backend still starting
+    -- (no database yet either) holds an xmin only while it reads the
+    -- catalogs to log in: no snapshot anyone keeps.
     SELECT h.kind, h.pid, h.name, h.usr, h.state, h.since, h.xid_age
     INTO holder_kind, holder_pid, holder_name, holder_user, holder_state, holder_since, holder_xid_age
     FROM (
@@ -10482,7 +10484,7 @@ BEGIN
         FROM pg_catalog.pg_stat_activity AS a
         WHERE coalesce(a.backend_xmin, a.backend_xid) IS NOT NULL
           AND a.pid <> pg_catalog.pg_backend_pid()
-          AND (a.datid IS NULL OR a.datname = pg_catalog.current_database())
+          AND (a.datname = pg_catalog.current_database() OR a.backend_type = 'walsender')
         UNION ALL
         SELECT 'replication slot', s.active_pid, s.slot_name::text, NULL, CASE WHEN s.active THEN 'active' ELSE 'inactive' END,
                NULL, pg_catalog.age(s.xmin)
