@@ -7649,18 +7649,26 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 -- backoff._current_segment(): the live segment of backoff.jobs that takes
 -- new jobs now (docs/adr/0061), the one rule for "where does a live job
 -- go": the DEFAULT of backoff.jobs.segment (an INSERT that names no
--- segment, as a user's own SQL, lands there) and, as an InitPlan
--- `(SELECT backoff._current_segment())` read once per statement, the
--- segment every enqueue names and the only one a claim reads. Private;
--- EXECUTE for backoff_admin too, whose own INSERTs evaluate the default.
+-- segment, as a user's own SQL, lands there), as an InitPlan
+-- `(SELECT backoff._current_segment())` read once per statement the
+-- segment every enqueue names, and, read into a parameter, the only one a
+-- claim reads. Private; EXECUTE for backoff_admin too, whose own INSERTs
+-- evaluate the default.
+--
+-- PL/pgSQL, not SQL: a SQL function that cannot be inlined (this one reads
+-- a table, as its definer) is parsed and planned again at every call,
+-- while PL/pgSQL keeps its plan for the session; about 50,000 instructions
+-- less per call, paid by every enqueue and claim.
 CREATE OR REPLACE FUNCTION backoff._current_segment()
 RETURNS smallint
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT s.segment FROM backoff.segments AS s WHERE s.current
+BEGIN
+    RETURN (SELECT s.segment FROM backoff.segments AS s WHERE s.current);
+END
 $$;
 
 -- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
@@ -8087,6 +8095,8 @@ DECLARE
     v_count    integer;
     v_jobs     backoff.jobs[];
     v_ids      bigint[];
+    -- A parameter, as in backoff.claim: the other segments pruned at start.
+    v_segment  smallint := backoff._current_segment();
 BEGIN
     IF p_q.breaker_failures IS NOT NULL THEN
         SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
@@ -8206,10 +8216,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.id = ANY (ARRAY(
+        WHERE j.segment = v_segment
+          AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = (SELECT backoff._current_segment())
+            WHERE c.segment = v_segment
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8232,10 +8243,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.id = ANY (ARRAY(
+        WHERE j.segment = v_segment
+          AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = (SELECT backoff._current_segment())
+            WHERE c.segment = v_segment
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8311,7 +8323,7 @@ $$;
 -- job.
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
--- pruned at run time: a segment switched from keeps, until backoff.rotate
+-- the others pruned when the statement starts: a segment switched from keeps, until backoff.rotate
 -- truncates it, the index entries of every job it held, which no vacuum
 -- removes while an old snapshot is open, and a claim that read them would
 -- walk them all. A job left in another segment (an enqueue that raced the
@@ -8341,6 +8353,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_controls backoff.queues;
+    v_segment  smallint;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_worker := backoff._check_name('worker', p_worker);
@@ -8363,6 +8376,12 @@ BEGIN
     p_now := backoff._now(p_now);
 
     PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    -- The current segment as a parameter of the statements below, not an
+    -- InitPlan: PostgreSQL then prunes the other segments when it starts the
+    -- statement, so neither the candidate scan nor the UPDATE opens, locks
+    -- or probes their indexes (an InitPlan's value prunes only as the
+    -- statement runs, after every segment's scan was started).
+    v_segment := backoff._current_segment();
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -8380,10 +8399,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.id = ANY (ARRAY(
+        WHERE j.segment = v_segment
+          AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = (SELECT backoff._current_segment())
+            WHERE c.segment = v_segment
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8408,10 +8428,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.id = ANY (ARRAY(
+        WHERE j.segment = v_segment
+          AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = (SELECT backoff._current_segment())
+            WHERE c.segment = v_segment
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8605,6 +8626,12 @@ SET search_path = pg_catalog, pg_temp
 -- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
 SET jit = off
+-- Generic plans only, as backoff.claim (docs/adr/0041): a custom plan of the
+-- move (it finds the row by id in every segment) is planned again at each
+-- call, and planning opens and locks every index of every segment, more
+-- locks than a backend keeps on its fast path, so concurrent completions
+-- queue on the shared lock table.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job       backoff.jobs;
@@ -9698,6 +9725,29 @@ Errors: 22023 for a queue that is not 1 to 128 bytes without control or format c
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';
 
+-- backoff._error_signature(error): the rule behind backoff.error_signature
+-- (the masks are documented there), for the functions that compute it per
+-- row: dead_letter_sample, dead_letter_groups, count_jobs and bulk_jobs.
+-- Neither SECURITY DEFINER nor SET, so that PostgreSQL inlines it into the
+-- calling statement (it names only pg_catalog's functions, so no
+-- search_path can change what it calls). The public function, which must
+-- be SECURITY DEFINER with its search_path pinned, is planned and run as
+-- a function at every call: 10,000 of them took most of the dead letters
+-- page's time at a million jobs.
+CREATE OR REPLACE FUNCTION backoff._error_signature(p_error text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE
+PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.regexp_replace(
+             pg_catalog.regexp_replace(
+               pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_error, ''), 500),
+                 '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', '<id>', 'g'),
+               '\m(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<hex>', 'g'),
+             '[0-9]+', 'N', 'g')
+$$;
+
 -- backoff.error_signature(error): an error text with what varies between
 -- occurrences of one failure masked, so that dead letters group by cause:
 -- UUIDs become <id>, hexadecimal runs of 8 or more characters <hex>, and
@@ -9711,12 +9761,7 @@ PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.regexp_replace(
-             pg_catalog.regexp_replace(
-               pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_error, ''), 500),
-                 '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', '<id>', 'g'),
-               '\m(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<hex>', 'g'),
-             '[0-9]+', 'N', 'g')
+    SELECT backoff._error_signature(p_error)
 $$;
 
 COMMENT ON FUNCTION backoff.error_signature(text) IS
@@ -9772,7 +9817,7 @@ BEGIN
           AND (p_policy IS NULL OR backoff.job_policy(j.policy, j.queue) = p_policy)
           AND (p_dead_letter_reason IS NULL OR j.dead_letter_reason = p_dead_letter_reason)
           AND (p_error_contains IS NULL OR pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower(p_error_contains)) > 0)
-          AND (p_error_signature IS NULL OR backoff.error_signature(j.last_error) = p_error_signature)
+          AND (p_error_signature IS NULL OR backoff._error_signature(j.last_error) = p_error_signature)
           AND (p_created_from IS NULL OR j.created_at >= p_created_from)
           AND (p_created_to IS NULL OR j.created_at < p_created_to)
         ORDER BY j.id
@@ -10938,7 +10983,7 @@ BEGIN
         v_cond := v_cond || ' AND pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($8)) > 0';
     END IF;
     IF p_error_signature IS NOT NULL THEN
-        v_cond := v_cond || ' AND backoff.error_signature(j.last_error) = $9';
+        v_cond := v_cond || ' AND backoff._error_signature(j.last_error) = $9';
     END IF;
     EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE ' || v_cond || ' LIMIT $10) AS m'
         INTO v_n
@@ -11137,7 +11182,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN QUERY
-    SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff.error_signature(j.last_error) AS sig,
+    SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff._error_signature(j.last_error) AS sig,
            pg_catalog.count(*), min(coalesce(j.completed_at, j.created_at)), max(coalesce(j.completed_at, j.created_at)),
            coalesce((pg_catalog.array_agg(j.last_error ORDER BY j.id DESC))[1], '')
     FROM backoff.jobs AS j
@@ -11293,8 +11338,13 @@ SELECT queue, reason, count, count_exact FROM backoff.dead_letter_reasons();';
 -- Merge Append reads about p_sample entries in all, not p_sample per
 -- pair). The statement has one branch per pair, so it is written for the
 -- pairs and run with EXECUTE. Then the sample's rows (one primary-key
--- probe each: OFFSET 0 keeps the planner from hashing the whole table for
+-- probe each: the LIMIT keeps the planner from hashing the whole table for
 -- them) are grouped by signature, each group with its newest job's error.
+-- A dead letter is in the finished segment but for a moment (until
+-- backoff.rotate moves one that finished in a live segment), so each row
+-- is looked for there first and in the live segments only if it is not
+-- there: one probe of one index per row instead of one in each of the
+-- four segments, which at 10,000 rows was the statement's largest cost.
 -- No JIT (docs/adr/0053). Admin only.
 CREATE OR REPLACE FUNCTION backoff.dead_letter_sample(
     p_queue  text DEFAULT NULL,
@@ -11360,12 +11410,16 @@ BEGIN
         || pg_catalog.array_to_string(v_parts, ' UNION ALL ')
         || ') AS u ORDER BY u.completed_at DESC, u.id DESC LIMIT $1),
 groups AS (
-    SELECT j.queue, j.dead_letter_reason AS reason, backoff.error_signature(j.last_error) AS sig, pg_catalog.count(*) AS n,
+    SELECT j.queue, j.dead_letter_reason AS reason, backoff._error_signature(j.last_error) AS sig, pg_catalog.count(*) AS n,
         min(coalesce(j.completed_at, j.created_at)) AS first_seen, max(coalesce(j.completed_at, j.created_at)) AS last_seen,
         (pg_catalog.array_agg(j.id ORDER BY s.completed_at DESC, s.id DESC))[1] AS newest
     FROM sample AS s
-    CROSS JOIN LATERAL (SELECT j.id, j.queue, j.dead_letter_reason, j.last_error, j.completed_at, j.created_at
-                        FROM backoff.jobs AS j WHERE j.id = s.id OFFSET 0) AS j
+    CROSS JOIN LATERAL ((SELECT j.id, j.queue, j.dead_letter_reason, j.last_error, j.completed_at, j.created_at
+                         FROM backoff.jobs AS j WHERE j.id = s.id AND j.segment = 0)
+                        UNION ALL
+                        (SELECT j.id, j.queue, j.dead_letter_reason, j.last_error, j.completed_at, j.created_at
+                         FROM backoff.jobs AS j WHERE j.id = s.id AND j.segment <> 0)
+                        LIMIT 1) AS j
     GROUP BY 1, 2, 3
     ORDER BY 4 DESC, 1, 2, 3
     LIMIT $2

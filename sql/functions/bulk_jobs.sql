@@ -46,7 +46,7 @@ BEGIN
           AND (p_policy IS NULL OR backoff.job_policy(j.policy, j.queue) = p_policy)
           AND (p_dead_letter_reason IS NULL OR j.dead_letter_reason = p_dead_letter_reason)
           AND (p_error_contains IS NULL OR pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower(p_error_contains)) > 0)
-          AND (p_error_signature IS NULL OR backoff.error_signature(j.last_error) = p_error_signature)
+          AND (p_error_signature IS NULL OR backoff._error_signature(j.last_error) = p_error_signature)
           AND (p_created_from IS NULL OR j.created_at >= p_created_from)
           AND (p_created_to IS NULL OR j.created_at < p_created_to)
         ORDER BY j.id

@@ -26,7 +26,7 @@
 -- job.
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
--- pruned at run time: a segment switched from keeps, until backoff.rotate
+-- the others pruned when the statement starts: a segment switched from keeps, until backoff.rotate
 -- truncates it, the index entries of every job it held, which no vacuum
 -- removes while an old snapshot is open, and a claim that read them would
 -- walk them all. A job left in another segment (an enqueue that raced the
@@ -56,6 +56,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_controls backoff.queues;
+    v_segment  smallint;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_worker := backoff._check_name('worker', p_worker);
@@ -78,6 +79,12 @@ BEGIN
     p_now := backoff._now(p_now);
 
     PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    -- The current segment as a parameter of the statements below, not an
+    -- InitPlan: PostgreSQL then prunes the other segments when it starts the
+    -- statement, so neither the candidate scan nor the UPDATE opens, locks
+    -- or probes their indexes (an InitPlan's value prunes only as the
+    -- statement runs, after every segment's scan was started).
+    v_segment := backoff._current_segment();
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -95,10 +102,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.id = ANY (ARRAY(
+        WHERE j.segment = v_segment
+          AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = (SELECT backoff._current_segment())
+            WHERE c.segment = v_segment
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -123,10 +131,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.id = ANY (ARRAY(
+        WHERE j.segment = v_segment
+          AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = (SELECT backoff._current_segment())
+            WHERE c.segment = v_segment
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now

@@ -17,6 +17,12 @@ SET search_path = pg_catalog, pg_temp
 -- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
 SET jit = off
+-- Generic plans only, as backoff.claim (docs/adr/0041): a custom plan of the
+-- move (it finds the row by id in every segment) is planned again at each
+-- call, and planning opens and locks every index of every segment, more
+-- locks than a backend keeps on its fast path, so concurrent completions
+-- queue on the shared lock table.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job       backoff.jobs;

@@ -37,7 +37,7 @@ BEGIN
         v_cond := v_cond || ' AND pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($8)) > 0';
     END IF;
     IF p_error_signature IS NOT NULL THEN
-        v_cond := v_cond || ' AND backoff.error_signature(j.last_error) = $9';
+        v_cond := v_cond || ' AND backoff._error_signature(j.last_error) = $9';
     END IF;
     EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE ' || v_cond || ' LIMIT $10) AS m'
         INTO v_n

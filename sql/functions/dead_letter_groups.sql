@@ -28,7 +28,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     RETURN QUERY
-    SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff.error_signature(j.last_error) AS sig,
+    SELECT j.queue, coalesce(j.dead_letter_reason, ''), backoff._error_signature(j.last_error) AS sig,
            pg_catalog.count(*), min(coalesce(j.completed_at, j.created_at)), max(coalesce(j.completed_at, j.created_at)),
            coalesce((pg_catalog.array_agg(j.last_error ORDER BY j.id DESC))[1], '')
     FROM backoff.jobs AS j

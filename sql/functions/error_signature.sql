@@ -11,12 +11,7 @@ PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT pg_catalog.regexp_replace(
-             pg_catalog.regexp_replace(
-               pg_catalog.regexp_replace(pg_catalog.left(coalesce(p_error, ''), 500),
-                 '[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}', '<id>', 'g'),
-               '\m(?=[a-fA-F]*[0-9])[0-9a-fA-F]{8,}\M', '<hex>', 'g'),
-             '[0-9]+', 'N', 'g')
+    SELECT backoff._error_signature(p_error)
 $$;
 
 COMMENT ON FUNCTION backoff.error_signature(text) IS

@@ -54,6 +54,7 @@
 {{ template "cancel.sql" . }}
 {{ template "replay.sql" . }}
 {{ template "replay_dead_letters.sql" . }}
+{{ template "_error_signature.sql" . }}
 {{ template "error_signature.sql" . }}
 {{ template "bulk_jobs.sql" . }}
 {{ template "prune.sql" . }}

@@ -299,8 +299,11 @@ func TestDeadLetterReads(t *testing.T) {
 	db := newDB(t)
 	seedReads(t, db, 700)
 	// A dead letter without a reason (written by hand) and without a
-	// completion time.
+	// completion time. It names no segment, so it lands in the current live
+	// one, where the sample's by-id look-up finds it after the finished
+	// segment did not.
 	exec(t, db, `INSERT INTO backoff.jobs (queue, status, run_at, created_at, last_error) VALUES ('b', 'dead_lettered', $1, $1, 'by hand 42')`, t0)
+	require.NotZero(t, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE last_error = 'by hand 42'`))
 
 	groups := `SELECT string_agg(concat_ws(' ', queue, reason, signature, count, first_seen, last_seen, example), '; ' ORDER BY count DESC, queue, reason, signature)`
 	plain := ` FROM (SELECT j.queue, coalesce(j.dead_letter_reason, '') AS reason, backoff.error_signature(j.last_error) AS signature, count(*) AS count,
