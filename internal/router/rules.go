@@ -144,6 +144,9 @@ var Rules = map[string][]Rule{
 	"trigger_schedule": {{Kind: AllUnion}},
 	// By name: the holder's rows; of an expression: a computation.
 	"schedule_fires": {{Kind: AllUnion, Arg: "p_name"}, {Kind: Any}},
+	// Each shard answers for the schedules it holds (an operator read,
+	// docs/adr/0072).
+	"upcoming_fires": {{Kind: AllUnion}},
 
 	// Computations and configuration reads: any shard answers alike.
 	"retry_delay":                    {{Kind: Any}},
