@@ -93,6 +93,7 @@
 {{ template "drop_schedule.sql" . }}
 {{ template "schedule_fires.sql" . }}
 {{ template "upcoming_fires.sql" . }}
+{{ template "schedule_list.sql" . }}
 {{ template "fire_schedules.sql" . }}
 {{ template "trigger_schedule.sql" . }}
 {{ template "privileges.sql" . }}

@@ -137,3 +137,58 @@ func TestUpcomingFires(t *testing.T) {
 		requireCode(t, execErr(db, "SELECT * FROM backoff.upcoming_fires(NULL, $1, $2)", count, t0), "22023")
 	}
 }
+
+// TestScheduleList: backoff.schedule_list returns the schedules by name
+// with what backoff.schedules holds, and the job of the latest slot (not
+// a later manual fire; none before the first fire); p_name selects one,
+// an unknown name none.
+func TestScheduleList(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	putSchedule(t, db, "hourly", "q", "p_every => '1 hour'", "p_max_attempts => 3", t0)
+	putSchedule(t, db, "daily", "q", "p_cron => '0 6 * * *', p_time_zone => 'Europe/Berlin'", "", t0)
+	require.Len(t, fire(t, db, 100, at(time.Hour)), 1)
+	require.Len(t, fire(t, db, 100, at(2*time.Hour)), 1)
+	exec(t, db, "SELECT backoff.trigger_schedule('hourly', $1)", at(150*time.Minute))
+	lastSlot := scalar[int64](t, db, "SELECT id FROM backoff.jobs WHERE schedule = 'hourly' AND schedule_slot = $1", at(2*time.Hour))
+
+	type listed struct {
+		Name        string
+		Next        *time.Time
+		Last        *time.Time
+		Fired       int64
+		LastJobID   *int64
+		LastJobSlot *time.Time
+	}
+	list := func(name any) []listed {
+		t.Helper()
+		rows, err := db.Query(context.Background(), `SELECT name, next_fire_at, last_slot, fired, last_job_id, last_job_slot
+			FROM backoff.schedule_list($1)`, name)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[listed])
+		require.NoError(t, err)
+		for i := range out {
+			for _, p := range []**time.Time{&out[i].Next, &out[i].Last, &out[i].LastJobSlot} {
+				if *p != nil {
+					*p = ptr((*p).UTC())
+				}
+			}
+		}
+		return out
+	}
+	daily := listed{Name: "daily", Next: ptr(utc("2026-01-01 05:00"))}
+	hourly := listed{Name: "hourly", Next: ptr(at(3 * time.Hour)), Last: ptr(at(2 * time.Hour)), Fired: 2,
+		LastJobID: &lastSlot, LastJobSlot: ptr(at(2 * time.Hour))}
+	require.Equal(t, []listed{daily, hourly}, list(nil))
+	require.Equal(t, []listed{hourly}, list("hourly"))
+	require.Empty(t, list("nope"))
+	// Every setting is the table's, unchanged.
+	require.True(t, scalar[bool](t, db, `SELECT (SELECT array_agg(ROW(s.name, s.queue, s.payload, s.cron, s.every, s.anchor, s.time_zone,
+			s.policy, s.priority, s.max_attempts, s.paused, s.catch_up, s.catch_up_window, s.catch_up_limit, s.skip_if_running,
+			s.next_fire_at, s.last_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at, s.created_at, s.updated_at)::text
+			ORDER BY s.name) FROM backoff.schedules AS s)
+		= (SELECT array_agg(ROW(l.name, l.queue, l.payload, l.cron, l.every, l.anchor, l.time_zone,
+			l.policy, l.priority, l.max_attempts, l.paused, l.catch_up, l.catch_up_window, l.catch_up_limit, l.skip_if_running,
+			l.next_fire_at, l.last_slot, l.fired, l.skipped, l.last_skipped_slot, l.last_missed_at, l.created_at, l.updated_at)::text
+			ORDER BY l.name) FROM backoff.schedule_list() AS l)`))
+}

@@ -112,6 +112,7 @@ func checks() []check {
 		{"schedule_fires", `SELECT * FROM backoff.schedule_fires('s')`, nil, []string{worker, admin}},
 		// Names every schedule, as backoff.schedules does: admin only.
 		{"upcoming_fires", `SELECT * FROM backoff.upcoming_fires(p_now => $1)`, now, []string{admin}},
+		{"schedule_list", `SELECT * FROM backoff.schedule_list()`, nil, []string{admin}},
 		{"read schedules", `SELECT * FROM backoff.schedules`, nil, []string{admin}},
 		{"write schedules", `UPDATE backoff.schedules SET cron = '61 * * * *'`, nil, nil},
 		{"select jobs", `SELECT count(*) FROM backoff.jobs`, nil, []string{admin}},
