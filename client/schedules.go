@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -122,18 +123,14 @@ type Schedule struct {
 	UpdatedAt       time.Time
 }
 
-// scheduleColumns reads backoff.schedules with the job of its latest slot
-// (one backward step of jobs_schedule_slot_idx; manual fires, with no slot,
-// are not slots; a pruned job leaves none).
+// scheduleColumns selects what scanSchedule reads from
+// backoff.schedule_list: a schedule with the job of its latest slot.
 const scheduleColumns = `s.name, s.queue, s.payload::text, coalesce(s.cron, ''),
 	coalesce((extract(epoch FROM s.every) * 1000000)::bigint, 0), s.time_zone, coalesce(s.policy, ''), s.priority,
 	coalesce(s.max_attempts, 0), s.paused, s.catch_up,
 	coalesce((extract(epoch FROM s.catch_up_window) * 1000000)::bigint, 0), s.catch_up_limit, s.skip_if_running,
-	s.next_fire_at, s.last_slot, l.id, l.schedule_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at,
-	s.created_at, s.updated_at
-	FROM backoff.schedules AS s
-	LEFT JOIN LATERAL (SELECT j.id, j.schedule_slot FROM backoff.jobs AS j WHERE j.schedule = s.name
-	                   AND j.schedule_slot IS NOT NULL ORDER BY j.schedule_slot DESC LIMIT 1) AS l ON true`
+	s.next_fire_at, s.last_slot, s.last_job_id, s.last_job_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at,
+	s.created_at, s.updated_at`
 
 func scanSchedule(r pgx.CollectableRow) (Schedule, error) {
 	var s Schedule
@@ -162,10 +159,10 @@ func scanSchedule(r pgx.CollectableRow) (Schedule, error) {
 	return s, err
 }
 
-// Schedules lists every schedule, by name. Admin only (workers cannot read
-// backoff.schedules).
+// Schedules lists every schedule, by name (backoff.schedule_list). Admin
+// only (workers cannot read backoff.schedules).
 func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
-	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" ORDER BY s.name")
+	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" FROM backoff.schedule_list() AS s")
 	if err != nil {
 		return nil, translate("list schedules", 0, err)
 	}
@@ -173,14 +170,16 @@ func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
 	if err != nil {
 		return nil, translate("list schedules", 0, err)
 	}
+	// Behind a router every shard lists its own schedules: one order.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// ScheduleByName reads one schedule; found is false when none has that
-// name. Admin only.
+// ScheduleByName reads one schedule (backoff.schedule_list); found is
+// false when none has that name. Admin only.
 func (c *Client) ScheduleByName(ctx context.Context, name string) (s Schedule, found bool, err error) {
 	op := fmt.Sprintf("read schedule %q", name)
-	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" WHERE s.name = $1", name)
+	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" FROM backoff.schedule_list(p_name => $1::text) AS s", name)
 	if err != nil {
 		return Schedule{}, false, translate(op, 0, err)
 	}

@@ -6193,6 +6193,17 @@ CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
     USING ((SELECT backoff._visible_queues()) IS NULL
            OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));
 
+-- == A schedule's jobs in the operator's reads (docs/adr/0072) ==
+-- list_jobs and count_jobs filter by the schedule that enqueued a job, and
+-- list_jobs and job_detail return its schedule and slot: new signatures
+-- (and job_detail a new row type), installed below.
+DROP FUNCTION IF EXISTS backoff.list_jobs(text, text[], text, text, text, timestamptz, timestamptz, timestamptz,
+                                          timestamptz, text, bigint, timestamptz, integer, boolean, integer);
+DROP FUNCTION IF EXISTS backoff.count_jobs(text, text[], text, text, text, text, timestamptz, timestamptz, timestamptz,
+                                           timestamptz, bigint);
+DROP FUNCTION IF EXISTS backoff._job_filter(text, text[], text, text, timestamptz, timestamptz, timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS backoff.job_detail(bigint, integer);
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -10697,8 +10708,8 @@ SELECT name, policy, paused, configured FROM backoff.queue_list();';
 -- and a cached generic plan loses those indexes. The values are not
 -- written in: the condition names the statement's parameters $1 (queue),
 -- $2 (effective policy), $3 (dead-letter reason), $4 and $5 (created_at
--- range) and $6 and $7 (completed_at range), which the caller passes in
--- that order with USING.
+-- range), $6 and $7 (completed_at range) and $8 (the schedule that
+-- enqueued the job), which the caller passes in that order with USING.
 CREATE OR REPLACE FUNCTION backoff._job_filter(
     p_queue              text,
     p_statuses           text[],
@@ -10707,7 +10718,8 @@ CREATE OR REPLACE FUNCTION backoff._job_filter(
     p_created_from       timestamptz,
     p_created_to         timestamptz,
     p_finished_from      timestamptz,
-    p_finished_to        timestamptz
+    p_finished_to        timestamptz,
+    p_schedule           text
 )
 RETURNS text
 LANGUAGE plpgsql
@@ -10765,6 +10777,11 @@ BEGIN
     IF p_finished_to IS NOT NULL THEN
         v_where := v_where || 'j.completed_at < $7'::text;
     END IF;
+    IF p_schedule IS NOT NULL THEN
+        -- Implies schedule IS NOT NULL: the partial index of a schedule's
+        -- slots (jobs_*_schedule_slot_idx) serves it.
+        v_where := v_where || 'j.schedule = $8'::text;
+    END IF;
     RETURN pg_catalog.array_to_string(v_where, ' AND ');
 END
 $$;
@@ -10783,7 +10800,9 @@ $$;
 -- finished job. Text in the last error has no index: with p_error_contains
 -- the page examines at most p_scan_limit jobs, and when that bound stopped
 -- it short of p_limit matches a last row with scan_end true, the last job
--- it examined (which does not match), says where to continue from. No JIT: many small index probes whose estimated cost passes
+-- it examined (which does not match), says where to continue from. A
+-- schedule's page lists its jobs with p_schedule (the index of its slots
+-- serves it). No JIT: many small index probes whose estimated cost passes
 -- jit_above_cost (docs/adr/0053). Admin only: it shows every queue's jobs
 -- and their payloads (docs/adr/0072).
 CREATE OR REPLACE FUNCTION backoff.list_jobs(
@@ -10796,6 +10815,7 @@ CREATE OR REPLACE FUNCTION backoff.list_jobs(
     p_created_to          timestamptz DEFAULT NULL,
     p_finished_from       timestamptz DEFAULT NULL,
     p_finished_to         timestamptz DEFAULT NULL,
+    p_schedule            text DEFAULT NULL,
     p_order               text DEFAULT 'oldest',
     p_after_id            bigint DEFAULT NULL,
     p_after_completed_at  timestamptz DEFAULT NULL,
@@ -10824,6 +10844,8 @@ RETURNS TABLE (
     dedupe_key             text,
     created_at             timestamptz,
     completed_at           timestamptz,
+    schedule               text,
+    schedule_slot          timestamptz,
     effective_policy       text,
     effective_max_attempts integer,
     scan_end               boolean
@@ -10845,12 +10867,13 @@ DECLARE
     v_last_id bigint;
     v_seen    bigint;
 BEGIN
-    -- Each order's ORDER BY, its reverse, and its cursor condition ($8:
-    -- the cursor's id, $9: its completion time).
+    -- Each order's ORDER BY, its reverse, and its cursor condition ($9:
+    -- the cursor's id, $10: its completion time; $1 to $8 are the
+    -- filters of backoff._job_filter).
     v_order := CASE p_order
-        WHEN 'oldest' THEN ARRAY['j.id', 'j.id DESC', 'j.id > $8']
-        WHEN 'newest' THEN ARRAY['j.id DESC', 'j.id', 'j.id < $8']
-        WHEN 'finished' THEN ARRAY['j.completed_at DESC, j.id DESC', 'j.completed_at, j.id', '(j.completed_at, j.id) < ($9, $8)']
+        WHEN 'oldest' THEN ARRAY['j.id', 'j.id DESC', 'j.id > $9']
+        WHEN 'newest' THEN ARRAY['j.id DESC', 'j.id', 'j.id < $9']
+        WHEN 'finished' THEN ARRAY['j.completed_at DESC, j.id DESC', 'j.completed_at, j.id', '(j.completed_at, j.id) < ($10, $9)']
     END;
     IF v_order IS NULL THEN
         RAISE EXCEPTION 'list jobs: order must be oldest, newest or finished, got "%"', coalesce(p_order, 'NULL')
@@ -10870,7 +10893,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_cond := backoff._job_filter(p_queue, p_statuses, p_policy, p_dead_letter_reason,
-                                  p_created_from, p_created_to, p_finished_from, p_finished_to);
+                                  p_created_from, p_created_to, p_finished_from, p_finished_to, p_schedule);
     IF p_order = 'finished' THEN
         v_cond := v_cond || ' AND j.completed_at IS NOT NULL';
     END IF;
@@ -10880,8 +10903,8 @@ BEGIN
     IF p_error_contains IS NOT NULL THEN
         v_bound := p_scan_limit;
     END IF;
-    -- $10: the bound of the jobs the filters select.
-    v_source := 'SELECT j.* FROM backoff.jobs AS j WHERE ' || v_cond || ' ORDER BY ' || v_order[1] || ' LIMIT $10';
+    -- $11: the bound of the jobs the filters select.
+    v_source := 'SELECT j.* FROM backoff.jobs AS j WHERE ' || v_cond || ' ORDER BY ' || v_order[1] || ' LIMIT $11';
     IF p_order = 'finished' AND p_queue IS NULL THEN
         v_with := 'WITH RECURSIVE qs (name) AS (
     (SELECT j.queue FROM backoff.jobs AS j WHERE j.completed_at IS NOT NULL ORDER BY j.queue LIMIT 1)
@@ -10891,8 +10914,8 @@ BEGIN
     FROM qs WHERE qs.name IS NOT NULL
 ) ';
         v_source := 'SELECT m.* FROM qs CROSS JOIN LATERAL (SELECT j.* FROM backoff.jobs AS j WHERE j.queue = qs.name AND '
-            || v_cond || ' ORDER BY ' || v_order[1] || ' LIMIT $10) AS m WHERE qs.name IS NOT NULL ORDER BY '
-            || pg_catalog.replace(v_order[1], 'j.', 'm.') || ' LIMIT $10';
+            || v_cond || ' ORDER BY ' || v_order[1] || ' LIMIT $11) AS m WHERE qs.name IS NOT NULL ORDER BY '
+            || pg_catalog.replace(v_order[1], 'j.', 'm.') || ' LIMIT $11';
     END IF;
     -- A value that is not selected is never detoasted nor sent: without
     -- payloads the rows weigh a few hundred bytes whatever the payloads.
@@ -10902,7 +10925,7 @@ BEGIN
         || ', j.status, j.priority, j.attempts, j.uncounted_attempts, j.max_attempts, j.policy, j.run_at, '
         || 'j.lease_until, j.locked_by, j.last_attempted_at, j.last_failed_at, j.last_error, '
         || CASE WHEN p_payloads THEN 'j.errors' ELSE 'NULL::jsonb' END
-        || ', j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, '
+        || ', j.dead_letter_reason, j.dedupe_key, j.created_at, j.completed_at, j.schedule, j.schedule_slot, '
         || 'gp.name, coalesce(j.max_attempts, p.max_attempts, 0), %2$s '
         || 'FROM (%1$s) AS j '
         || 'CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp '
@@ -10910,15 +10933,15 @@ BEGIN
     IF p_error_contains IS NULL THEN
         RETURN QUERY EXECUTE v_with || pg_catalog.format(v_from, v_source, 'false') || 'ORDER BY ' || v_order[1]
             USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
-                  p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound;
+                  p_finished_from, p_finished_to, p_schedule, p_after_id, p_after_completed_at, v_bound;
         RETURN;
     END IF;
-    -- $11: the text, $12: the page's limit.
+    -- $12: the text, $13: the page's limit.
     RETURN QUERY EXECUTE v_with || pg_catalog.format(v_from, v_source, 'false')
-        || 'WHERE pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($11)) > 0 ORDER BY '
-        || v_order[1] || ' LIMIT $12'
+        || 'WHERE pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($12)) > 0 ORDER BY '
+        || v_order[1] || ' LIMIT $13'
         USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
-              p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound, p_error_contains, p_limit;
+              p_finished_from, p_finished_to, p_schedule, p_after_id, p_after_completed_at, v_bound, p_error_contains, p_limit;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     IF v_n >= p_limit THEN
         RETURN;
@@ -10929,7 +10952,7 @@ BEGIN
         || v_order[2] || ' LIMIT 1'
         INTO v_last_id, v_seen
         USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
-              p_finished_from, p_finished_to, p_after_id, p_after_completed_at, v_bound;
+              p_finished_from, p_finished_to, p_schedule, p_after_id, p_after_completed_at, v_bound;
     IF v_seen >= p_scan_limit THEN
         RETURN QUERY EXECUTE pg_catalog.format(v_from, 'SELECT j.* FROM backoff.jobs AS j WHERE j.id = $1', 'true')
             USING v_last_id;
@@ -10937,12 +10960,15 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.list_jobs(text, text[], text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, text, bigint, timestamptz, integer, boolean, integer) IS
-'One page of jobs, at most p_limit (default 100), for an operator: the columns of backoff.jobs, effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0). NULL filters do not filter: p_queue; p_statuses (an empty array matches nothing); p_policy, the effective policy; p_dead_letter_reason; p_error_contains, case-insensitive text in last_error; created_at in [p_created_from, p_created_to); completed_at in [p_finished_from, p_finished_to). p_order: ''oldest'' (id ascending, the default), ''newest'' (id descending) or ''finished'' (finished jobs only, completed_at descending then id). Keyset pages: the next page passes the last row''s id as p_after_id (and its completed_at as p_after_completed_at for ''finished''); ask for one row more than shown to learn whether there is a next page. p_payloads false returns payload and errors NULL (light rows for a listing). p_error_contains has no index: the page examines at most p_scan_limit (default 5000) jobs, and when it stopped there with fewer than p_limit matches a last row with scan_end true is the last job examined, which does not match: the cursor to continue the search from. Every other row has scan_end false. An index serves each other filter, so a page reads about as many rows as it returns. Admin only.
+COMMENT ON FUNCTION backoff.list_jobs(text, text[], text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, text, text, bigint, timestamptz, integer, boolean, integer) IS
+'One page of jobs, at most p_limit (default 100), for an operator: the columns of backoff.jobs (schedule and schedule_slot: the schedule that enqueued the job and its slot, NULL for a manual fire by backoff.trigger_schedule), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0). NULL filters do not filter: p_queue; p_statuses (an empty array matches nothing); p_policy, the effective policy; p_dead_letter_reason; p_error_contains, case-insensitive text in last_error; created_at in [p_created_from, p_created_to); completed_at in [p_finished_from, p_finished_to); p_schedule, the schedule that enqueued the job (its slots and manual fires; a schedule''s page lists them with p_order ''newest''). p_order: ''oldest'' (id ascending, the default), ''newest'' (id descending) or ''finished'' (finished jobs only, completed_at descending then id). Keyset pages: the next page passes the last row''s id as p_after_id (and its completed_at as p_after_completed_at for ''finished''); ask for one row more than shown to learn whether there is a next page. p_payloads false returns payload and errors NULL (light rows for a listing). p_error_contains has no index: the page examines at most p_scan_limit (default 5000) jobs, and when it stopped there with fewer than p_limit matches a last row with scan_end true is the last job examined, which does not match: the cursor to continue the search from. Every other row has scan_end false. An index serves each other filter, so a page reads about as many rows as it returns. Admin only.
 Errors: 22023 for an unknown order or status, a p_limit or p_scan_limit below 1, or the order finished with only one of p_after_id and p_after_completed_at.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
-SELECT id, queue, status, effective_policy FROM backoff.list_jobs(p_queue => ''emails'', p_statuses => ''{pending}'', p_limit => 20);';
+SELECT backoff.put_schedule(''hourly-sync'', ''sync'', p_every => ''1 hour'', p_now => ''2026-01-01 00:00+00'');
+SELECT count(*) FROM backoff.fire_schedules(p_now => ''2026-01-01 01:00+00'');
+SELECT count(*) FROM backoff.trigger_schedule(''hourly-sync'', p_now => ''2026-01-01 01:30+00'');
+SELECT id, queue, status, schedule_slot, effective_policy FROM backoff.list_jobs(p_statuses => ''{pending}'', p_schedule => ''hourly-sync'', p_order => ''newest'', p_limit => 20);';
 
 -- backoff.count_jobs(filters, limit): how many jobs the operator's filters
 -- match, up to a bound: the number a confirmation of a bulk action names
@@ -10960,6 +10986,7 @@ CREATE OR REPLACE FUNCTION backoff.count_jobs(
     p_created_to         timestamptz DEFAULT NULL,
     p_finished_from      timestamptz DEFAULT NULL,
     p_finished_to        timestamptz DEFAULT NULL,
+    p_schedule           text DEFAULT NULL,
     p_limit              bigint DEFAULT NULL
 )
 RETURNS bigint
@@ -10978,23 +11005,23 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_cond := backoff._job_filter(p_queue, p_statuses, p_policy, p_dead_letter_reason,
-                                  p_created_from, p_created_to, p_finished_from, p_finished_to);
+                                  p_created_from, p_created_to, p_finished_from, p_finished_to, p_schedule);
     IF p_error_contains IS NOT NULL THEN
-        v_cond := v_cond || ' AND pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($8)) > 0';
+        v_cond := v_cond || ' AND pg_catalog.strpos(pg_catalog.lower(j.last_error), pg_catalog.lower($9)) > 0';
     END IF;
     IF p_error_signature IS NOT NULL THEN
-        v_cond := v_cond || ' AND backoff._error_signature(j.last_error) = $9';
+        v_cond := v_cond || ' AND backoff._error_signature(j.last_error) = $10';
     END IF;
-    EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE ' || v_cond || ' LIMIT $10) AS m'
+    EXECUTE 'SELECT count(*) FROM (SELECT 1 FROM backoff.jobs AS j WHERE ' || v_cond || ' LIMIT $11) AS m'
         INTO v_n
         USING p_queue, p_policy, p_dead_letter_reason, p_created_from, p_created_to,
-              p_finished_from, p_finished_to, p_error_contains, p_error_signature, nullif(p_limit, 0);
+              p_finished_from, p_finished_to, p_schedule, p_error_contains, p_error_signature, nullif(p_limit, 0);
     RETURN v_n;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.count_jobs(text, text[], text, text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, bigint) IS
-'How many jobs match the filter, counting at most p_limit (NULL or 0: no bound): the filters of backoff.list_jobs (NULL filters do not filter) and p_error_signature, which compares backoff.error_signature(last_error) (no index: it reads each job the other filters select). The number a confirmation of backoff.bulk_jobs names. Admin only.
+COMMENT ON FUNCTION backoff.count_jobs(text, text[], text, text, text, text, timestamptz, timestamptz, timestamptz, timestamptz, text, bigint) IS
+'How many jobs match the filter, counting at most p_limit (NULL or 0: no bound): the filters of backoff.list_jobs (NULL filters do not filter; p_schedule among them) and p_error_signature, which compares backoff.error_signature(last_error) (no index: it reads each job the other filters select). The number a confirmation of backoff.bulk_jobs names. Admin only.
 Errors: 22023 for an unknown status or a negative p_limit.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -11029,6 +11056,8 @@ RETURNS TABLE (
     dedupe_key             text,
     created_at             timestamptz,
     completed_at           timestamptz,
+    schedule               text,
+    schedule_slot          timestamptz,
     effective_policy       text,
     effective_max_attempts integer,
     payload_text           text,
@@ -11050,7 +11079,7 @@ BEGIN
     SELECT j.id, j.queue, CASE WHEN p_payload_chars IS NULL THEN j.payload END, j.status, j.priority, j.attempts,
            j.uncounted_attempts, j.max_attempts, j.policy, j.run_at, j.lease_until, j.locked_by,
            j.last_attempted_at, j.last_failed_at, j.last_error, j.errors, j.dead_letter_reason, j.dedupe_key,
-           j.created_at, j.completed_at, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
+           j.created_at, j.completed_at, j.schedule, j.schedule_slot, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
            pg_catalog.left(pt.text, p_payload_chars), pg_catalog.octet_length(pt.text)::bigint,
            pg_catalog.length(pt.text) > p_payload_chars
     FROM backoff.jobs AS j
@@ -11063,7 +11092,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.job_detail(bigint, integer) IS
-'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
+'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history; schedule and schedule_slot: the schedule that enqueued it and its slot, NULL for a manual fire), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
 Errors: 22023 for a p_payload_chars below 1.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -12432,6 +12461,128 @@ Errors: 22023 for both or neither of p_cron and p_every, an invalid cron express
 Example:
 SELECT * FROM backoff.schedule_fires(''30 2 * * *'', NULL, ''Europe/Berlin'', NULL, ''2026-03-28 00:00+00'', 3);
 SELECT * FROM backoff.schedule_fires(p_cron => NULL, p_every => ''6 hours'', p_time_zone => ''UTC'', p_anchor => ''2026-01-01 03:00+00'', p_after => ''2026-01-01 00:00+00'', p_count => 3);';
+
+-- backoff.upcoming_fires(names, count, now): the fires ahead of several
+-- stored schedules in one call, as an operator's list of schedules and a
+-- schedule's page show them (docs/adr/0072). Where each schedule's fires
+-- start is decided here, so that every client shows the same: a running
+-- schedule's at its next fire time or after p_now, whichever is later (a
+-- slot before next_fire_at is never fired, and one due before p_now fires
+-- at the next call of fire_schedules, not at a time shown as past); a
+-- paused one's after p_now, the fires a resume now would bring. Each
+-- schedule's times come from backoff.schedule_fires, the computation
+-- fire_schedules advances with. Behind a router every shard answers for
+-- the schedules it holds. No JIT, as for the other reads (docs/adr/0053).
+-- Admin only: it names every schedule, as backoff.schedules does.
+CREATE OR REPLACE FUNCTION backoff.upcoming_fires(
+    p_names text[] DEFAULT NULL,
+    p_count integer DEFAULT 10,
+    p_now   timestamptz DEFAULT now()
+)
+RETURNS TABLE (name text, fire_at timestamptz, wall_time timestamp)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+BEGIN
+    IF p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'upcoming fires: count must be between 1 and 1000, got "%"', coalesce(p_count::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    -- schedule_fires returns the fires after its start: one microsecond
+    -- before next_fire_at makes that slot the first.
+    RETURN QUERY
+    SELECT s.name, f.fire_at, f.wall_time
+    FROM backoff.schedules AS s
+    CROSS JOIN LATERAL backoff.schedule_fires(s.name,
+        CASE WHEN s.paused THEN p_now
+             ELSE greatest(p_now, s.next_fire_at - interval '1 microsecond') END,
+        p_count) AS f
+    WHERE p_names IS NULL OR s.name = ANY (p_names)
+    ORDER BY s.name, f.fire_at;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.upcoming_fires(text[], integer, timestamptz) IS
+'The next p_count (1 to 1000, default 10) fires of each stored schedule named in p_names (NULL: every schedule; a name no schedule has gives no rows), by name then time: name, fire_at and wall_time, the wall-clock time in the schedule''s zone. A running schedule''s fires start at its next fire time (next_fire_at) or after p_now, whichever is later: a slot due before p_now fires at the next call of backoff.fire_schedules, whose time is not known. A paused schedule''s start after p_now: the fires a resume at p_now would bring. A schedule whose expression has no later time has no rows. Times as backoff.schedule_fires computes them. Admin only.
+Errors: 22023 for a count outside 1-1000 or a bad p_now.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
+SELECT backoff.put_schedule(''hourly-sync'', ''sync'', p_every => ''1 hour'', p_now => ''2026-03-27 12:00+00'');
+SELECT backoff.pause_schedule(''hourly-sync'', p_now => ''2026-03-27 12:00+00'');
+SELECT * FROM backoff.upcoming_fires(p_count => 2, p_now => ''2026-03-27 12:20+00'');';
+
+-- backoff.schedule_list(name): the schedules as an operator lists them
+-- (backoffctl schedules list and show, the web UI's Schedules page): each
+-- one's settings and counters, with the job of its latest slot, found by
+-- one backward step of the index of a schedule's slots (manual fires have
+-- no slot and are not slots; a pruned job leaves none). A function rather
+-- than the client's SELECT, as the other operator reads are
+-- (docs/adr/0072): psql and every language read the same, and behind a
+-- router each shard answers for the schedules it holds, with its own
+-- jobs, instead of a join of views that fetches every shard's whole job
+-- table. The optional name is a static filter: planned for its value
+-- every call (force_custom_plan). No JIT (docs/adr/0053). Admin only, as
+-- backoff.schedules.
+CREATE OR REPLACE FUNCTION backoff.schedule_list(p_name text DEFAULT NULL)
+RETURNS TABLE (
+    name              text,
+    queue             text,
+    payload           jsonb,
+    cron              text,
+    every             interval,
+    anchor            timestamptz,
+    time_zone         text,
+    policy            text,
+    priority          integer,
+    max_attempts      integer,
+    paused            boolean,
+    catch_up          text,
+    catch_up_window   interval,
+    catch_up_limit    integer,
+    skip_if_running   boolean,
+    next_fire_at      timestamptz,
+    last_slot         timestamptz,
+    fired             bigint,
+    skipped           bigint,
+    last_skipped_slot timestamptz,
+    last_missed_at    timestamptz,
+    created_at        timestamptz,
+    updated_at        timestamptz,
+    last_job_id       bigint,
+    last_job_slot     timestamptz
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan
+SET jit = off
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT s.name, s.queue, s.payload, s.cron, s.every, s.anchor, s.time_zone, s.policy, s.priority,
+           s.max_attempts, s.paused, s.catch_up, s.catch_up_window, s.catch_up_limit, s.skip_if_running,
+           s.next_fire_at, s.last_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at,
+           s.created_at, s.updated_at, l.id, l.schedule_slot
+    FROM backoff.schedules AS s
+    LEFT JOIN LATERAL (SELECT j.id, j.schedule_slot FROM backoff.jobs AS j
+                       WHERE j.schedule = s.name AND j.schedule_slot IS NOT NULL
+                       ORDER BY j.schedule_slot DESC LIMIT 1) AS l ON true
+    WHERE p_name IS NULL OR s.name = p_name
+    ORDER BY s.name;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.schedule_list(text) IS
+'Every stored schedule, or the one named p_name (NULL: all; no row for a name no schedule has in this database), by name: the settings put_schedule wrote (cron or every with its anchor, time_zone, the job''s queue, payload, policy, priority and max_attempts, the missed-slot policy) and the state fire_schedules keeps (paused, next_fire_at: NULL when the expression has no later time, last_slot, the fired and skipped counters, last_skipped_slot, last_missed_at), then last_job_id and last_job_slot: the job of the latest slot fired (NULL: none yet, or pruned; a manual fire by backoff.trigger_schedule has no slot and is not counted here). Admin only.
+Example:
+SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
+SELECT count(*) FROM backoff.fire_schedules(p_now => ''2026-03-28 02:00+00'');
+SELECT name, queue, cron, next_fire_at, last_slot, fired, last_job_slot FROM backoff.schedule_list();';
 
 -- backoff.fire_schedules(limit, now): enqueue one job for every slot due at
 -- p_now and advance each schedule past it (docs/adr/0063). Any number of

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 )
 
 // The fires ahead of a schedule on a time axis, as the job page draws its
@@ -21,7 +21,7 @@ type firesTimeline struct {
 	Axis                string
 }
 
-func buildFiresTimeline(fires []client.FireTime, now time.Time, zone string) firesTimeline {
+func buildFiresTimeline(fires []ops.FireTime, now time.Time, zone string) firesTimeline {
 	ft := firesTimeline{Width: 700, Height: 100, Line: 44, Now: tlPad}
 	if len(fires) == 0 {
 		return ft

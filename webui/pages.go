@@ -450,13 +450,11 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 			d.Policy = &ps[i]
 		}
 	}
-	name, slot, err := h.c.JobSchedule(ctx, id)
-	if err != nil {
-		h.failErr(w, r, err)
-		return
-	}
-	if name != "" {
-		d.Schedule = &jobSchedule{Name: name, Slot: slot}
+	if j.Schedule != "" {
+		d.Schedule = &jobSchedule{Name: j.Schedule}
+		if j.ScheduleSlot != nil {
+			d.Schedule.Slot = *j.ScheduleSlot
+		}
 	}
 	d.Timeline = buildTimeline(j, d.Policy, time.Now())
 	d.CanRetry = j.Status == client.StatusDeadLettered || j.Status == client.StatusCancelled

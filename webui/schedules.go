@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/visible"
 )
 
@@ -21,7 +22,7 @@ type scheduleRow struct {
 	Zone   string // the cron expression's zone ("" for an interval)
 	// Fires are the next listFires fires (none for a paused schedule or
 	// an expression with no later time).
-	Fires []client.FireTime
+	Fires []ops.FireTime
 }
 
 // listFires is how many fires ahead the Schedules list shows a schedule;
@@ -48,7 +49,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// One statement for every schedule's fires ahead.
-	fires, err := h.c.UpcomingFires(ctx, nil, time.Now(), listFires)
+	fires, err := h.ops.UpcomingFires(ctx, nil, time.Now(), listFires)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
@@ -101,7 +102,7 @@ type schedulePage struct {
 	Timing, Zone string
 	Fires        []fireRow
 	Timeline     firesTimeline
-	Jobs         []client.ScheduleJob
+	Jobs         []ops.ScheduleJob
 }
 
 // fireRow is a fire ahead in the list beside the timeline.
@@ -125,12 +126,12 @@ func (h *Handler) schedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now()
-	fires, err := h.c.UpcomingFires(ctx, []string{name}, now, pageFires)
+	fires, err := h.ops.UpcomingFires(ctx, []string{name}, now, pageFires)
 	if err != nil {
 		h.failErr(w, r, err)
 		return
 	}
-	jobs, err := h.c.ScheduleJobs(ctx, name, pageJobs)
+	jobs, err := h.ops.ScheduleJobs(ctx, name, pageJobs)
 	if err != nil {
 		h.failErr(w, r, err)
 		return

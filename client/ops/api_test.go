@@ -64,35 +64,53 @@ func TestReadCallsSQL(t *testing.T) {
 	// List calls backoff.list_jobs with every filter, NULL where unset,
 	// and one row more than the page to know whether there is a next one.
 	detailRows := func(ids ...int64) *pgxmock.Rows {
-		rows := pgxmock.NewRows(append(strings.Split(sqlapi.JobColumns, ", "), "effective_policy", "effective_max_attempts", "errors", "scan_end"))
+		rows := pgxmock.NewRows(append(strings.Split(sqlapi.JobColumns, ", "), "effective_policy", "effective_max_attempts", "errors", "schedule", "schedule_slot", "scan_end"))
 		for _, id := range ids {
 			lease := mockNow.Add(30 * time.Second)
 			failed := mockNow
 			rows.AddRow(id, "emails", []byte(`{"to":"a@b"}`), string(jobtype.StatusRetrying), int32(0), int32(2), int32(1), (*int32)(nil),
 				(*string)(nil), mockNow.Add(4*time.Second), &lease, ptr("w1"), &mockNow, &failed, ptr("boom"),
 				[]byte(`[{"attempt":1,"counted":1,"at":"2025-03-04T05:06:07Z","error":"boom","worker":"w1","kind":"error"}]`),
-				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5), []byte(`[]`), false)
+				(*string)(nil), (*string)(nil), mockNow, (*time.Time)(nil), "p", int32(5), []byte(`[]`), ptr("nightly"), &mockNow, false)
 		}
 		return rows
 	}
 	listed := ListParams{Queue: "emails", Statuses: []jobtype.Status{jobtype.StatusPending, jobtype.StatusRetrying},
-		ErrorContains: "boom", Order: NewestFirst, Cursor: "9", Limit: 2}
-	mock.ExpectQuery("SELECT "+sqlapi.JobColumns+", effective_policy, effective_max_attempts, errors"+", scan_end FROM backoff.list_jobs(p_queue => $1::text, "+
+		ErrorContains: "boom", Schedule: "nightly", Order: NewestFirst, Cursor: "9", Limit: 2}
+	mock.ExpectQuery("SELECT "+sqlapi.JobColumns+", effective_policy, effective_max_attempts, errors, schedule, schedule_slot"+
+		", scan_end FROM backoff.list_jobs(p_queue => $1::text, "+
 		"p_statuses => $2::text[], p_policy => $3::text, p_dead_letter_reason => $4::text, p_error_contains => $5::text, "+
 		"p_created_from => $6::timestamptz, p_created_to => $7::timestamptz, p_finished_from => $8::timestamptz, "+
-		"p_finished_to => $9::timestamptz, p_order => $10::text, p_after_id => $11::bigint, "+
-		"p_after_completed_at => $12::timestamptz, p_limit => $13::integer, p_payloads => $14::boolean, "+
-		"p_scan_limit => $15::integer)").
-		WithArgs("emails", []string{"pending", "retrying"}, nil, nil, "boom", nil, nil, nil, nil, "newest", int64(9), nil, 3, true, ErrorScanLimit).
+		"p_finished_to => $9::timestamptz, p_schedule => $10::text, p_order => $11::text, p_after_id => $12::bigint, "+
+		"p_after_completed_at => $13::timestamptz, p_limit => $14::integer, p_payloads => $15::boolean, "+
+		"p_scan_limit => $16::integer)").
+		WithArgs("emails", []string{"pending", "retrying"}, nil, nil, "boom", nil, nil, nil, nil, "nightly", "newest", int64(9), nil, 3, true, ErrorScanLimit).
 		WillReturnRows(detailRows(8, 6, 5)).RowsWillBeClosed()
 	page, err := o.List(ctx, listed)
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 2)
 	require.Equal(t, "6", page.Next)
 	require.Equal(t, JobDetail{Job: wantJob(8, jobtype.StatusRetrying, 2), EffectivePolicy: "p", EffectiveMaxAttempts: 5,
-		ErrorsJSON: []byte(`[]`)}, page.Jobs[0])
+		ErrorsJSON: []byte(`[]`), Schedule: "nightly", ScheduleSlot: &mockNow}, page.Jobs[0])
 	_, err = o.List(ctx, ListParams{Order: RecentlyFinishedFirst, Cursor: "7"})
 	require.ErrorIs(t, err, sqlapi.ErrInvalidArgument, "a cursor of another order")
+
+	// UpcomingFires calls backoff.upcoming_fires with the names, the count
+	// and the time given (the clock's when zero, else NULL).
+	mock.ExpectQuery("SELECT name, fire_at, wall_time FROM backoff.upcoming_fires(p_names => $1::text[], p_count => $2::integer, p_now => $3::timestamptz)").
+		WithArgs([]string{"nightly"}, 3, mockNow).
+		WillReturnRows(pgxmock.NewRows([]string{"name", "fire_at", "wall_time"}).
+			AddRow("nightly", mockNow.Add(time.Hour), mockNow.Add(2*time.Hour)).
+			AddRow("nightly", mockNow.Add(25*time.Hour), mockNow.Add(26*time.Hour))).RowsWillBeClosed()
+	fires, err := o.UpcomingFires(ctx, []string{"nightly"}, mockNow, 3)
+	require.NoError(t, err)
+	require.Equal(t, map[string][]FireTime{"nightly": {{mockNow.Add(time.Hour), mockNow.Add(2 * time.Hour)},
+		{mockNow.Add(25 * time.Hour), mockNow.Add(26 * time.Hour)}}}, fires)
+	mock.ExpectQuery("SELECT name, fire_at, wall_time FROM backoff.upcoming_fires(p_names => $1::text[], p_count => $2::integer, p_now => $3::timestamptz)").
+		WithArgs(nil, 0, nil).
+		WillReturnError(&pgconn.PgError{Code: "22023", Message: `upcoming fires: count must be between 1 and 1000, got "0"`})
+	_, err = o.UpcomingFires(ctx, nil, time.Time{}, 0)
+	require.ErrorIs(t, err, sqlapi.ErrInvalidArgument)
 
 	// Stats reads the SQL function backoff.stats: one source of truth.
 	statsSQL := "SELECT queue, pending, running, expired, retrying, completed, dead_lettered, cancelled, " +

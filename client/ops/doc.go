@@ -13,6 +13,10 @@
 //     page of names), QueueEvents (who paused and resumed), Policies.
 //   - The dead letters: DeadLetters (exact counts per queue and reason, and
 //     groups by error signature over a bounded sample), DeadLetterGroups.
+//   - Schedules: UpcomingFires (the fires ahead of several schedules),
+//     ScheduleJobs (a schedule's last jobs; List takes ListParams.Schedule
+//     too). The schedules themselves are client.Client.Schedules, beside
+//     their writes.
 //   - Dashboards: Overview (per queue, without a scan of every job),
 //     Stats (per queue, by status, with the window's retries and dead
 //     letters), Activity and ActivitySince (outcomes per minute), Workers

@@ -31,6 +31,10 @@ type JobDetail struct {
 	// EffectiveMaxAttempts is the job's MaxAttempts, else its policy's (0
 	// when neither is known).
 	EffectiveMaxAttempts int
+	// Schedule is the schedule that enqueued the job ("": none), and
+	// ScheduleSlot the slot it fired for (nil: a manual fire, or none).
+	Schedule     string
+	ScheduleSlot *time.Time
 	// ErrorsJSON is the error history as stored (backoff.jobs.errors), for
 	// callers that pass it on unchanged (backoffctl --output json, a web
 	// UI); Errors holds it decoded.
@@ -59,7 +63,11 @@ type ListParams struct {
 	// CreatedTo); FinishedFrom and FinishedTo bound completed_at likewise.
 	CreatedFrom, CreatedTo   time.Time
 	FinishedFrom, FinishedTo time.Time
-	Order                    JobOrder
+	// Schedule selects the jobs the schedule of that name enqueued (its
+	// slots and its manual fires): a schedule's page lists them with
+	// NewestFirst.
+	Schedule string
+	Order    JobOrder
 	// Cursor continues a listing: JobPage.Next of the previous page, with
 	// the same filters and order.
 	Cursor string
@@ -90,9 +98,28 @@ type JobPage struct {
 const ErrorScanLimit = 5000
 
 // detailColumns selects JobDetail's columns from backoff.list_jobs or
-// backoff.job_detail: sqlapi.JobColumns, then the effective policy, max_attempts
-// and the error history (again, for ErrorsJSON).
-const detailColumns = sqlapi.JobColumns + ", effective_policy, effective_max_attempts, errors"
+// backoff.job_detail: sqlapi.JobColumns, then the effective policy, max_attempts,
+// the error history (again, for ErrorsJSON) and the schedule and slot; scanDetail
+// reads them.
+const detailColumns = sqlapi.JobColumns + ", effective_policy, effective_max_attempts, errors, schedule, schedule_slot"
+
+// scanDetail reads one row selected with detailColumns, then into extra
+// the columns that follow them.
+func scanDetail(row pgx.Row, extra ...any) (JobDetail, error) {
+	var d JobDetail
+	var maxAttempts int32
+	var history []byte
+	var schedule *string
+	j, err := sqlapi.ScanJob(row, append([]any{&d.EffectivePolicy, &maxAttempts, &history, &schedule, &d.ScheduleSlot}, extra...)...)
+	if err != nil {
+		return JobDetail{}, err
+	}
+	d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
+	if schedule != nil {
+		d.Schedule = *schedule
+	}
+	return d, nil
+}
 
 // orderNames are the orders' names in backoff.list_jobs.
 var orderNames = map[JobOrder]string{OldestFirst: "oldest", NewestFirst: "newest", RecentlyFinishedFirst: "finished"}
@@ -137,6 +164,7 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 		sqlapi.Arg("p_created_to", "timestamptz", sqlapi.NullTime(p.CreatedTo)),
 		sqlapi.Arg("p_finished_from", "timestamptz", sqlapi.NullTime(p.FinishedFrom)),
 		sqlapi.Arg("p_finished_to", "timestamptz", sqlapi.NullTime(p.FinishedTo)),
+		sqlapi.Arg("p_schedule", "text", sqlapi.NullString(p.Schedule)),
 		sqlapi.Arg("p_order", "text", order),
 		sqlapi.Arg("p_after_id", "bigint", afterID),
 		sqlapi.Arg("p_after_completed_at", "timestamptz", afterAt),
@@ -152,19 +180,15 @@ func (c *Client) List(ctx context.Context, p ListParams) (JobPage, error) {
 	var jobs []JobDetail
 	var ends []jobtype.Job // where a search stopped: one per shard that stopped
 	for rows.Next() {
-		var d JobDetail
-		var maxAttempts int32
-		var history []byte
 		var scanEnd bool
-		j, err := sqlapi.ScanJob(rows, &d.EffectivePolicy, &maxAttempts, &history, &scanEnd)
+		d, err := scanDetail(rows, &scanEnd)
 		if err != nil {
 			return JobPage{}, translate(op, err)
 		}
 		if scanEnd {
-			ends = append(ends, j)
+			ends = append(ends, d.Job)
 			continue
 		}
-		d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
 		jobs = append(jobs, d)
 	}
 	if err := rows.Err(); err != nil {
@@ -313,11 +337,8 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 	var text *string
 	var size *int64
 	var truncated *bool
-	var d JobDetail
-	var maxAttempts int32
-	var history []byte
-	j, err := sqlapi.ScanJob(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated FROM "+call, args...),
-		&d.EffectivePolicy, &maxAttempts, &history, &text, &size, &truncated)
+	d, err := scanDetail(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated FROM "+call, args...),
+		&text, &size, &truncated)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w", op, sqlapi.ErrJobNotFound)
 	}
@@ -327,7 +348,6 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 	if text != nil {
 		pv = PayloadPreview{Text: *text, Bytes: *size, Truncated: *truncated}
 	}
-	d.Job, d.EffectiveMaxAttempts, d.ErrorsJSON = j, int(maxAttempts), json.RawMessage(history)
 	return d, pv, nil
 }
 

@@ -159,6 +159,7 @@ func (c *Client) countMatching(ctx context.Context, op string, p ListParams, sig
 		sqlapi.Arg("p_created_to", "timestamptz", sqlapi.NullTime(p.CreatedTo)),
 		sqlapi.Arg("p_finished_from", "timestamptz", sqlapi.NullTime(p.FinishedFrom)),
 		sqlapi.Arg("p_finished_to", "timestamptz", sqlapi.NullTime(p.FinishedTo)),
+		sqlapi.Arg("p_schedule", "text", sqlapi.NullString(p.Schedule)),
 		sqlapi.Arg("p_limit", "bigint", sqlapi.NullInt(max(limit, 0))),
 	)
 	var n int64
@@ -182,8 +183,8 @@ const (
 )
 
 // BulkFilter selects the jobs of Bulk: ListParams' filters (FinishedFrom,
-// FinishedTo, Order and Cursor are not supported and must be zero) and an
-// error signature (DeadLetterGroup.Signature).
+// FinishedTo, Schedule, Order and Cursor are not supported and must be
+// zero) and an error signature (DeadLetterGroup.Signature).
 type BulkFilter struct {
 	ListParams
 	ErrorSignature string
@@ -203,8 +204,8 @@ type BulkOutcome struct {
 // the others.
 func (c *Client) Bulk(ctx context.Context, action BulkAction, f BulkFilter, limit int) ([]BulkOutcome, error) {
 	op := fmt.Sprintf("bulk %s", action)
-	if !f.FinishedFrom.IsZero() || !f.FinishedTo.IsZero() || f.Cursor != "" {
-		return nil, fmt.Errorf("%s: %w: finished-time bounds and cursors are not bulk filters", op, sqlapi.ErrInvalidArgument)
+	if !f.FinishedFrom.IsZero() || !f.FinishedTo.IsZero() || f.Schedule != "" || f.Cursor != "" {
+		return nil, fmt.Errorf("%s: %w: finished-time bounds, schedules and cursors are not bulk filters", op, sqlapi.ErrInvalidArgument)
 	}
 	var statuses any
 	if f.Statuses != nil {

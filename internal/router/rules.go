@@ -144,6 +144,10 @@ var Rules = map[string][]Rule{
 	"trigger_schedule": {{Kind: AllUnion}},
 	// By name: the holder's rows; of an expression: a computation.
 	"schedule_fires": {{Kind: AllUnion, Arg: "p_name"}, {Kind: Any}},
+	// Operator reads (docs/adr/0072): each shard answers for the
+	// schedules it holds, and the client merges the rows by name.
+	"upcoming_fires": {{Kind: AllUnion}},
+	"schedule_list":  {{Kind: AllUnion}},
 
 	// Computations and configuration reads: any shard answers alike.
 	"retry_delay":                    {{Kind: Any}},

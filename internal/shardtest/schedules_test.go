@@ -8,12 +8,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
+	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
 // TestSchedulesThroughRouter: a schedule put through the router lives on
 // its queue's shard, fire_schedules through the router fires every shard's
 // schedules once per slot, and a change by name reaches the one shard that
-// holds it (docs/adr/0063).
+// holds it (docs/adr/0063); the reads of the UI's and the CLI's schedule
+// pages (the list, the fires ahead, the last jobs) come from every shard
+// through their functions (docs/adr/0072).
 func TestSchedulesThroughRouter(t *testing.T) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, env.routerURL)
@@ -82,6 +88,49 @@ func TestSchedulesThroughRouter(t *testing.T) {
 	require.NoError(t, holder.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE schedule = $1 AND schedule_slot IS NULL`, names[1]).Scan(&triggered))
 	holder.Close(ctx)
 	require.Equal(t, 1, triggered, "the manual fire is on the schedule's shard")
+
+	// What `backoffctl schedules list|show` and the UI read, through the
+	// router: each shard answers for its own schedules and jobs.
+	c, err := client.New(ctx, conn)
+	require.NoError(t, err)
+	o := ops.New(conn)
+	list, err := c.Schedules(ctx)
+	require.NoError(t, err)
+	var mine []client.Schedule
+	for _, s := range list {
+		if len(s.Name) > 16 && s.Name[:16] == "router-schedule-" {
+			mine = append(mine, s)
+		}
+	}
+	require.Len(t, mine, len(queues))
+	for k, s := range mine {
+		require.Equal(t, names[k], s.Name, "by name across shards")
+		require.Equal(t, k, router.ShardOfJob(s.LastJobID), "the job of the latest slot, from the schedule's shard")
+		last := start.Add(4 * time.Minute)
+		if k == 1 {
+			last = start.Add(3 * time.Minute) // paused before the fourth
+		}
+		require.Equal(t, last, s.LastJobSlot.UTC())
+	}
+	s, found, err := c.ScheduleByName(ctx, names[1])
+	require.NoError(t, err)
+	require.True(t, found)
+	require.True(t, s.Paused)
+	fires, err := o.UpcomingFires(ctx, names, start.Add(4*time.Minute), 2)
+	require.NoError(t, err)
+	require.Len(t, fires, len(queues))
+	for _, name := range names {
+		require.Equal(t, []time.Time{start.Add(5 * time.Minute), start.Add(6 * time.Minute)},
+			[]time.Time{fires[name][0].At.UTC(), fires[name][1].At.UTC()}, name)
+	}
+	jobs, err := o.ScheduleJobs(ctx, names[1], 10)
+	require.NoError(t, err)
+	require.Len(t, jobs, 4, "three slots and the manual fire")
+	require.True(t, jobs[0].Slot.IsZero(), "the manual fire, newest")
+	for i, slot := range []time.Duration{3 * time.Minute, 2 * time.Minute, time.Minute} {
+		require.Equal(t, start.Add(slot), jobs[i+1].Slot.UTC())
+		require.Equal(t, 1, router.ShardOfJob(jobs[i+1].ID))
+	}
 	require.NoError(t, conn.QueryRow(ctx, `SELECT backoff.drop_schedule($1)`, names[2]).Scan(&changed))
 	require.True(t, changed)
 	require.Equal(t, len(queues)-2, count(start.Add(5*time.Minute)))

@@ -10,8 +10,8 @@
 -- and a cached generic plan loses those indexes. The values are not
 -- written in: the condition names the statement's parameters $1 (queue),
 -- $2 (effective policy), $3 (dead-letter reason), $4 and $5 (created_at
--- range) and $6 and $7 (completed_at range), which the caller passes in
--- that order with USING.
+-- range), $6 and $7 (completed_at range) and $8 (the schedule that
+-- enqueued the job), which the caller passes in that order with USING.
 CREATE OR REPLACE FUNCTION backoff._job_filter(
     p_queue              text,
     p_statuses           text[],
@@ -20,7 +20,8 @@ CREATE OR REPLACE FUNCTION backoff._job_filter(
     p_created_from       timestamptz,
     p_created_to         timestamptz,
     p_finished_from      timestamptz,
-    p_finished_to        timestamptz
+    p_finished_to        timestamptz,
+    p_schedule           text
 )
 RETURNS text
 LANGUAGE plpgsql
@@ -77,6 +78,11 @@ BEGIN
     END IF;
     IF p_finished_to IS NOT NULL THEN
         v_where := v_where || 'j.completed_at < $7'::text;
+    END IF;
+    IF p_schedule IS NOT NULL THEN
+        -- Implies schedule IS NOT NULL: the partial index of a schedule's
+        -- slots (jobs_*_schedule_slot_idx) serves it.
+        v_where := v_where || 'j.schedule = $8'::text;
     END IF;
     RETURN pg_catalog.array_to_string(v_where, ' AND ');
 END

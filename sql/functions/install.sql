@@ -93,6 +93,8 @@
 {{ template "resume_schedule.sql" . }}
 {{ template "drop_schedule.sql" . }}
 {{ template "schedule_fires.sql" . }}
+{{ template "upcoming_fires.sql" . }}
+{{ template "schedule_list.sql" . }}
 {{ template "fire_schedules.sql" . }}
 {{ template "trigger_schedule.sql" . }}
 {{ template "privileges.sql" . }}

@@ -27,6 +27,8 @@ RETURNS TABLE (
     dedupe_key             text,
     created_at             timestamptz,
     completed_at           timestamptz,
+    schedule               text,
+    schedule_slot          timestamptz,
     effective_policy       text,
     effective_max_attempts integer,
     payload_text           text,
@@ -48,7 +50,7 @@ BEGIN
     SELECT j.id, j.queue, CASE WHEN p_payload_chars IS NULL THEN j.payload END, j.status, j.priority, j.attempts,
            j.uncounted_attempts, j.max_attempts, j.policy, j.run_at, j.lease_until, j.locked_by,
            j.last_attempted_at, j.last_failed_at, j.last_error, j.errors, j.dead_letter_reason, j.dedupe_key,
-           j.created_at, j.completed_at, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
+           j.created_at, j.completed_at, j.schedule, j.schedule_slot, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
            pg_catalog.left(pt.text, p_payload_chars), pg_catalog.octet_length(pt.text)::bigint,
            pg_catalog.length(pt.text) > p_payload_chars
     FROM backoff.jobs AS j
@@ -61,7 +63,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.job_detail(bigint, integer) IS
-'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
+'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history; schedule and schedule_slot: the schedule that enqueued it and its slot, NULL for a manual fire), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
 Errors: 22023 for a p_payload_chars below 1.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');

@@ -397,6 +397,17 @@ CREATE POLICY jobs_worker_read ON backoff.jobs FOR SELECT TO backoff_worker
     USING ((SELECT backoff._visible_queues()) IS NULL
            OR queue OPERATOR(pg_catalog.~~) ANY ((SELECT backoff._visible_queues())::text[]));
 
+-- == A schedule's jobs in the operator's reads (docs/adr/0072) ==
+-- list_jobs and count_jobs filter by the schedule that enqueued a job, and
+-- list_jobs and job_detail return its schedule and slot: new signatures
+-- (and job_detail a new row type), installed below.
+DROP FUNCTION IF EXISTS backoff.list_jobs(text, text[], text, text, text, timestamptz, timestamptz, timestamptz,
+                                          timestamptz, text, bigint, timestamptz, integer, boolean, integer);
+DROP FUNCTION IF EXISTS backoff.count_jobs(text, text[], text, text, text, text, timestamptz, timestamptz, timestamptz,
+                                           timestamptz, bigint);
+DROP FUNCTION IF EXISTS backoff._job_filter(text, text[], text, text, timestamptz, timestamptz, timestamptz, timestamptz);
+DROP FUNCTION IF EXISTS backoff.job_detail(bigint, integer);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -429,6 +440,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == A schedule's jobs in the operator's reads (docs/adr/0072) ==
+-- Nothing to undo: the functions are gone already (above).
 
 -- == Live jobs in rotating segments (docs/adr/0061) ==
 -- Back to one table: the finished partition is detached, the live rows

@@ -486,7 +486,7 @@ func TestJobDisplayColumnsAgree(t *testing.T) {
 		return cols[:i+1]
 	}
 	detail := upToPolicy(outputColumns(t, db, "backoff.job_detail(bigint,integer)"))
-	list := upToPolicy(outputColumns(t, db, "backoff.list_jobs(text,text[],text,text,text,timestamp with time zone,timestamp with time zone,timestamp with time zone,timestamp with time zone,text,bigint,timestamp with time zone,integer,boolean,integer)"))
+	list := upToPolicy(outputColumns(t, db, "backoff.list_jobs(text,text[],text,text,text,timestamp with time zone,timestamp with time zone,timestamp with time zone,timestamp with time zone,text,text,bigint,timestamp with time zone,integer,boolean,integer)"))
 	require.Equal(t, detail, list, "the job columns of backoff.job_detail, then of backoff.list_jobs")
 	// Each shown column of the job is the table's, with its type.
 	var table []string

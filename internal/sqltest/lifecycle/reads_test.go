@@ -16,12 +16,13 @@ import (
 // statement over backoff.jobs that says what it should return.
 
 // seedReads writes n jobs over queues a, b and c in every status, with
-// errors, policies and times that the filters tell apart.
+// errors, policies, times and schedules (slots, and manual fires without
+// one) that the filters tell apart.
 func seedReads(t *testing.T, db *pgxpool.Pool, n int) {
 	t.Helper()
 	exec(t, db, `INSERT INTO backoff.policies (name, max_attempts) VALUES ('seven', 7)`)
 	exec(t, db, `INSERT INTO backoff.jobs (queue, payload, status, attempts, policy, run_at, lease_until, locked_by,
-	        last_error, dead_letter_reason, created_at, completed_at)
+	        last_error, dead_letter_reason, created_at, completed_at, schedule, schedule_slot)
 	SELECT (ARRAY['a', 'b', 'c'])[1 + i % 3], jsonb_build_object('n', i, 'pad', repeat('x', i % 50)), s.status,
 	       CASE WHEN s.status = 'pending' THEN 0 ELSE 1 END,
 	       CASE WHEN i % 4 = 0 THEN 'seven' END,
@@ -32,7 +33,9 @@ func seedReads(t *testing.T, db *pgxpool.Pool, n int) {
 	       CASE WHEN s.status = 'dead_lettered' THEN (ARRAY['max_attempts', 'non_retryable'])[1 + i % 2] END,
 	       $1::timestamptz + i * interval '1 second',
 	       -- Finished jobs complete out of id order, some at the same time.
-	       CASE WHEN s.status IN ('completed', 'dead_lettered', 'cancelled') THEN $1::timestamptz + ((i * 7919) % 97) * interval '1 minute' END
+	       CASE WHEN s.status IN ('completed', 'dead_lettered', 'cancelled') THEN $1::timestamptz + ((i * 7919) % 97) * interval '1 minute' END,
+	       CASE WHEN i % 5 IN (1, 2) THEN 's' || (i % 5) END,
+	       CASE WHEN i % 5 IN (1, 2) AND i % 4 <> 0 THEN $1::timestamptz + i * interval '1 minute' END
 	FROM generate_series(1, $2::integer) AS i
 	CROSS JOIN LATERAL (SELECT (ARRAY['pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled', 'completed'])[1 + i % 7] AS status) AS s`,
 		t0, n)
@@ -59,6 +62,9 @@ var listFilters = []listFilter{
 		"j.created_at >= '2026-01-01 00:01:00+00' AND j.created_at < '2026-01-01 00:02:00+00'"},
 	{"finished", "p_finished_from => '2026-01-01 00:10:00+00', p_finished_to => '2026-01-01 00:50:00+00', p_queue => 'a'",
 		"j.completed_at >= '2026-01-01 00:10:00+00' AND j.completed_at < '2026-01-01 00:50:00+00' AND j.queue = 'a'"},
+	{"schedule", "p_schedule => 's1'", "j.schedule = 's1'"},
+	{"schedule and status", "p_schedule => 's2', p_statuses => '{completed}'", "j.schedule = 's2' AND j.status = 'completed'"},
+	{"unknown schedule", "p_schedule => 'none'", "false"},
 }
 
 // orderBy is each order of list_jobs as an ORDER BY, and the cursor it

@@ -80,14 +80,16 @@ var fuzzFns = []fuzzFn{
 	{"revoke_queue", []string{"role", "text", "privilege"}},
 	// The operator reads, whose statements are written from their filters.
 	{"list_jobs", []string{"text", "text[]", "policy", "text", "text", "timestamptz", "timestamptz", "timestamptz", "timestamptz",
-		"order", "bigint", "timestamptz", "integer", "boolean", "integer"}},
+		"text", "order", "bigint", "timestamptz", "integer", "boolean", "integer"}},
 	{"count_jobs", []string{"text", "text[]", "policy", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz",
-		"timestamptz", "bigint"}},
+		"timestamptz", "text", "bigint"}},
 	{"job_detail", []string{"bigint", "integer"}},
 	{"queue_history", []string{"text", "integer"}},
 	{"dead_letter_groups", []string{"text", "integer"}},
 	{"dead_letter_reasons", []string{"text", "integer", "integer"}},
 	{"dead_letter_sample", []string{"text", "integer", "integer", "integer"}},
+	{"schedule_list", []string{"text"}},
+	{"upcoming_fires", []string{"text[]", "integer", "timestamptz"}},
 }
 
 // gen makes hostile but NUL-free argument text for one parameter type;

@@ -110,6 +110,9 @@ func checks() []check {
 		{"drop_schedule", `SELECT backoff.drop_schedule('s')`, nil, []string{admin}},
 		{"fire_schedules", `SELECT * FROM backoff.fire_schedules(10, $1)`, now, []string{worker, admin}},
 		{"schedule_fires", `SELECT * FROM backoff.schedule_fires('s')`, nil, []string{worker, admin}},
+		// Names every schedule, as backoff.schedules does: admin only.
+		{"upcoming_fires", `SELECT * FROM backoff.upcoming_fires(p_now => $1)`, now, []string{admin}},
+		{"schedule_list", `SELECT * FROM backoff.schedule_list()`, nil, []string{admin}},
 		{"read schedules", `SELECT * FROM backoff.schedules`, nil, []string{admin}},
 		{"write schedules", `UPDATE backoff.schedules SET cron = '61 * * * *'`, nil, nil},
 		{"select jobs", `SELECT count(*) FROM backoff.jobs`, nil, []string{admin}},

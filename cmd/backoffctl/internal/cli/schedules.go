@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
@@ -174,46 +176,42 @@ func newSchedulesShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			s, found, err := c.ScheduleByName(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if !found {
-				return fmt.Errorf("no schedule %q", args[0])
-			}
-			now, err := clock(cmd)
-			if err != nil {
-				return err
-			}
-			fires, err := c.UpcomingFires(ctx, []string{s.Name}, now, showFires)
-			if err != nil {
-				return err
-			}
-			jobs, err := c.ScheduleJobs(ctx, s.Name, showJobs)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				out := scheduleShow{scheduleRow: scheduleRowOf(s), NextFires: []scheduleFireRow{}, LastJobs: []scheduleJobRow{}}
-				for _, f := range fires[s.Name] {
-					out.NextFires = append(out.NextFires, scheduleFireRow{At: f.At.UTC(), WallTime: f.Wall.Format("2006-01-02T15:04:05")})
+			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
+				s, found, err := c.ScheduleByName(ctx, args[0])
+				if err != nil {
+					return err
 				}
-				for _, j := range jobs {
-					out.LastJobs = append(out.LastJobs, scheduleJobRowOf(j))
+				if !found {
+					return fmt.Errorf("no schedule %q", args[0])
 				}
-				return writeJSON(w, out)
-			}
-			writeSchedule(w, s, now)
-			writeScheduleFires(w, s, fires[s.Name], now)
-			writeScheduleJobs(w, jobs)
-			return nil
+				now, err := clock(cmd)
+				if err != nil {
+					return err
+				}
+				fires, err := o.UpcomingFires(ctx, []string{s.Name}, now, showFires)
+				if err != nil {
+					return err
+				}
+				jobs, err := o.ScheduleJobs(ctx, s.Name, showJobs)
+				if err != nil {
+					return err
+				}
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					out := scheduleShow{scheduleRow: scheduleRowOf(s), NextFires: []scheduleFireRow{}, LastJobs: []scheduleJobRow{}}
+					for _, f := range fires[s.Name] {
+						out.NextFires = append(out.NextFires, scheduleFireRow{At: f.At.UTC(), WallTime: f.Wall.Format("2006-01-02T15:04:05")})
+					}
+					for _, j := range jobs {
+						out.LastJobs = append(out.LastJobs, scheduleJobRowOf(j))
+					}
+					return writeJSON(w, out)
+				}
+				writeSchedule(w, s, now)
+				writeScheduleFires(w, s, fires[s.Name], now)
+				writeScheduleJobs(w, jobs)
+				return nil
+			})
 		},
 	}
 }
@@ -300,7 +298,7 @@ type scheduleJobRow struct {
 	FinishedAt       jsonTime  `json:"finished_at"`
 }
 
-func scheduleJobRowOf(j client.ScheduleJob) scheduleJobRow {
+func scheduleJobRowOf(j ops.ScheduleJob) scheduleJobRow {
 	r := scheduleJobRow{ID: j.ID, Slot: optTime(j.Slot), Status: string(j.Status), Attempts: j.Attempts,
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: optTime(j.CompletedAt)}
 	if j.MaxAttempts > 0 {
@@ -315,7 +313,7 @@ func scheduleJobRowOf(j client.ScheduleJob) scheduleJobRow {
 // writeScheduleFires prints the fires ahead of a schedule, each with its
 // wall-clock time in the schedule's zone; a paused one's are those a
 // resume now would bring.
-func writeScheduleFires(w io.Writer, s client.Schedule, fires []client.FireTime, now time.Time) {
+func writeScheduleFires(w io.Writer, s client.Schedule, fires []ops.FireTime, now time.Time) {
 	if len(fires) == 0 {
 		fmt.Fprintln(w, "next fires: none")
 		return
@@ -333,7 +331,7 @@ func writeScheduleFires(w io.Writer, s client.Schedule, fires []client.FireTime,
 }
 
 // writeScheduleJobs prints a schedule's last jobs with their outcome.
-func writeScheduleJobs(w io.Writer, jobs []client.ScheduleJob) {
+func writeScheduleJobs(w io.Writer, jobs []ops.ScheduleJob) {
 	if len(jobs) == 0 {
 		fmt.Fprintln(w, "last jobs: none")
 		return
