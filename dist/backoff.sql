@@ -8743,6 +8743,9 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 SET enable_nestloop = off
+-- Generic plans only, as backoff.complete: a custom plan is planned again
+-- at each call, and planning locks every index of every segment.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_scope text[];
@@ -8963,6 +8966,9 @@ SET search_path = pg_catalog, pg_temp
 -- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
 SET jit = off
+-- Generic plans only, as backoff.complete: a custom plan is planned again
+-- at each call, and planning locks every index of every segment.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job   backoff.jobs;

@@ -26,6 +26,9 @@ SET search_path = pg_catalog, pg_temp
 SET enable_seqscan = off
 SET jit = off
 SET enable_nestloop = off
+-- Generic plans only, as backoff.complete: a custom plan is planned again
+-- at each call, and planning locks every index of every segment.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_scope text[];
