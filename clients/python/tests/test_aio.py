@@ -54,6 +54,18 @@ def test_async_client_has_the_blocking_clients_calls() -> None:
             assert awaited[name].return_annotation == sig.return_annotation, name
 
 
+def test_async_worker_takes_the_workers_settings() -> None:
+    """AsyncWorker's constructor is Worker's, written twice: the same
+    keyword settings with the same defaults (the values are checked by
+    the one Settings.of both call)."""
+
+    def settings(cls: type) -> list[tuple[str, object, object]]:
+        params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+        return [(p.name, p.kind, p.default) for p in params if p.name not in ("self", "pool")]
+
+    assert settings(AsyncWorker) == settings(pgbackoff.Worker)
+
+
 def test_async_client_calls(db_url: str, clock: FakeClock) -> None:
     async def body(pool: AsyncConnectionPool) -> None:
         c = AsyncClient(pool, worker_id="aio", now=clock)
