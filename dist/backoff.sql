@@ -7486,6 +7486,32 @@ BEGIN
 END
 $$;
 
+-- backoff._grant_role(caller, role, privilege): the role of a queue grant,
+-- checked with the privilege by one rule for grant_queue and revoke_queue:
+-- p_role must be a role and p_privilege 'produce' or 'work'; otherwise
+-- 22023 naming the value, prefixed with the caller's name. Private.
+CREATE OR REPLACE FUNCTION backoff._grant_role(p_caller text, p_role text, p_privilege text)
+RETURNS oid
+LANGUAGE plpgsql
+STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_role oid;
+BEGIN
+    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION '%: unknown role "%"', p_caller, coalesce(p_role, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
+        RAISE EXCEPTION '%: privilege must be "produce" or "work", got "%"', p_caller, coalesce(p_privilege, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN v_role;
+END
+$$;
+
 -- backoff._check_job_scope(job id, queue): raise BK001 'job "N" not found',
 -- exactly as for a job that does not exist, when the caller is scoped and
 -- may not work on p_queue, the queue of job p_job_id. The by-id functions
@@ -7542,6 +7568,27 @@ AS $$
     SELECT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying'))
         OR EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.completed_at IS NOT NULL)
         OR EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.lease_until IS NOT NULL)
+$$;
+
+-- backoff._switch_queue_name(verb, queue, create): p_queue as pause_queue
+-- and resume_queue (p_verb 'pause' or 'resume') take it, checked by one
+-- rule: the name rule of enqueue (backoff._check_name), since a name no
+-- job can have is no queue to act on and a paused lookalike must not be
+-- made; and p_create must not be NULL (22023 naming the queue). Private.
+CREATE OR REPLACE FUNCTION backoff._switch_queue_name(p_verb text, p_queue text, p_create boolean)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    p_queue := backoff._check_name('queue', p_queue);
+    IF p_create IS NULL THEN
+        RAISE EXCEPTION 'cannot % queue "%": create must not be null', p_verb, p_queue
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN p_queue;
+END
 $$;
 
 -- backoff.job(job id): one job as a row of backoff.jobs, or no row when
@@ -11500,13 +11547,7 @@ AS $$
 DECLARE
     v_was_paused boolean;
 BEGIN
-    -- The name rule of enqueue (backoff._check_name): a name no job can
-    -- have is no queue to act on, and a paused lookalike must not be made.
-    p_queue := backoff._check_name('queue', p_queue);
-    IF p_create IS NULL THEN
-        RAISE EXCEPTION 'cannot pause queue "%": create must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._switch_queue_name('pause', p_queue, p_create);
     p_now := backoff._now(p_now);
     SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
     IF NOT FOUND THEN
@@ -11555,13 +11596,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- The name rule of enqueue (backoff._check_name): a name no job can
-    -- have is no queue to act on, and a paused lookalike must not be made.
-    p_queue := backoff._check_name('queue', p_queue);
-    IF p_create IS NULL THEN
-        RAISE EXCEPTION 'cannot resume queue "%": create must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._switch_queue_name('resume', p_queue, p_create);
     p_now := backoff._now(p_now);
     UPDATE backoff.queues AS q SET paused = false, updated_at = pg_catalog.now()
     WHERE q.name = p_queue AND q.paused;
@@ -11618,15 +11653,7 @@ DECLARE
     v_role    oid;
     v_pattern text;
 BEGIN
-    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'grant_queue: unknown role "%"', coalesce(p_role, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
-        RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    v_role := backoff._grant_role('grant_queue', p_role, p_privilege);
     p_queue := backoff._check_name('queue', p_queue);
     -- The prefix of 'mail.*' is 'mail.', matched literally.
     v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(
@@ -11667,15 +11694,7 @@ AS $$
 DECLARE
     v_role oid;
 BEGIN
-    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'revoke_queue: unknown role "%"', coalesce(p_role, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
-        RAISE EXCEPTION 'revoke_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    v_role := backoff._grant_role('revoke_queue', p_role, p_privilege);
     DELETE FROM backoff.queue_grants AS g
     WHERE g.role = v_role AND g.queue = p_queue AND g.privilege = p_privilege;
     RETURN FOUND;

@@ -5,11 +5,13 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -23,4 +25,12 @@ func newTestClient(t *testing.T, pool *pgxpool.Pool, opts ...client.Option) *cli
 		append([]client.Option{client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}, opts...)...)
 	require.NoError(t, err)
 	return c
+}
+
+// clientsAt is the worker's client (worker id "ops") and the operator's on
+// pool, both on a clock that reads *now: a test moves time by setting it.
+func clientsAt(t *testing.T, pool *pgxpool.Pool, now *time.Time) (*client.Client, *ops.Client) {
+	t.Helper()
+	clock := func() time.Time { return *now }
+	return newTestClient(t, pool, client.WithClock(clock), client.WithWorkerID("ops")), ops.New(pool, ops.WithClock(clock))
 }

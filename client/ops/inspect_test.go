@@ -22,9 +22,7 @@ func TestOperatorCallsAgainstPostgres(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	c := newTestClient(t, pool, client.WithClock(clock), client.WithWorkerID("ops"))
-	o := ops.New(pool, ops.WithClock(clock))
+	c, o := clientsAt(t, pool, &now)
 	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, max_attempts) VALUES ('strict', 2);
 		INSERT INTO backoff.queues (name, policy) VALUES ('mail', 'strict')`)
 	require.NoError(t, err)

@@ -19,9 +19,7 @@ func TestOperatorUICalls(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	c := newTestClient(t, pool, client.WithClock(clock), client.WithWorkerID("ops"))
-	o := ops.New(pool, ops.WithClock(clock))
+	c, o := clientsAt(t, pool, &now)
 
 	ps, err := o.Policies(ctx)
 	require.NoError(t, err)

@@ -21,9 +21,7 @@ func TestOverviewAndIndexedListing(t *testing.T) {
 	pool := testdb.New(t)
 	ctx := context.Background()
 	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	c := newTestClient(t, pool, client.WithClock(clock), client.WithWorkerID("ops"))
-	o := ops.New(pool, ops.WithClock(clock))
+	c, o := clientsAt(t, pool, &now)
 
 	// One dead letter (the oldest job), one cancelled job, then many
 	// completed jobs, and one pending.

@@ -2,12 +2,12 @@ package migrations_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // TestSegmentsMigrationKeepsJobs: jobs in every status, with history,
@@ -22,13 +22,7 @@ func TestSegmentsMigrationKeepsJobs(t *testing.T) {
 	conn, m, exec, id := migratedTo(t, 4)
 
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	code := func(err error) string {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
-			return pgErr.Code
-		}
-		return ""
-	}
+	code := testdb.SQLState
 	exec(`INSERT INTO backoff.policies (name, strategy, base, max_delay, jitter, max_attempts, lease)
 		VALUES ('fixed', 'fixed', '10 seconds', '1 minute', 'none', 3, '1 minute')`)
 	exec(`INSERT INTO backoff.queues (name, policy) VALUES ('q', 'fixed')`)

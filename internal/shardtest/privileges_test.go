@@ -2,14 +2,14 @@ package shardtest
 
 import (
 	"context"
-	"errors"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // asRole creates login role name, a member of group, on the router's and
@@ -42,13 +42,7 @@ func asRole(t *testing.T, name, group string) string {
 	return ru.String()
 }
 
-func sqlstate(err error) string {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code
-	}
-	return ""
-}
+var sqlstate = testdb.SQLState
 
 // TestPrivilegesThroughRouter: a caller reaches the shards as its own
 // login, so the router and the shards grant what a single database grants.

@@ -23,15 +23,7 @@ DECLARE
     v_role    oid;
     v_pattern text;
 BEGIN
-    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'grant_queue: unknown role "%"', coalesce(p_role, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
-        RAISE EXCEPTION 'grant_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    v_role := backoff._grant_role('grant_queue', p_role, p_privilege);
     p_queue := backoff._check_name('queue', p_queue);
     -- The prefix of 'mail.*' is 'mail.', matched literally.
     v_pattern := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(

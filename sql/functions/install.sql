@@ -29,9 +29,11 @@
 {{ template "_scope_in_force.sql" . }}
 {{ template "_work_scope.sql" . }}
 {{ template "_check_queue.sql" . }}
+{{ template "_grant_role.sql" . }}
 {{ template "_check_job_scope.sql" . }}
 {{ template "_visible_queues.sql" . }}
 {{ template "_queue_has_jobs.sql" . }}
+{{ template "_switch_queue_name.sql" . }}
 {{ template "job.sql" . }}
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}

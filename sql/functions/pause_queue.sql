@@ -22,13 +22,7 @@ AS $$
 DECLARE
     v_was_paused boolean;
 BEGIN
-    -- The name rule of enqueue (backoff._check_name): a name no job can
-    -- have is no queue to act on, and a paused lookalike must not be made.
-    p_queue := backoff._check_name('queue', p_queue);
-    IF p_create IS NULL THEN
-        RAISE EXCEPTION 'cannot pause queue "%": create must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._switch_queue_name('pause', p_queue, p_create);
     p_now := backoff._now(p_now);
     SELECT q.paused INTO v_was_paused FROM backoff.queues AS q WHERE q.name = p_queue FOR UPDATE;
     IF NOT FOUND THEN

@@ -17,13 +17,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- The name rule of enqueue (backoff._check_name): a name no job can
-    -- have is no queue to act on, and a paused lookalike must not be made.
-    p_queue := backoff._check_name('queue', p_queue);
-    IF p_create IS NULL THEN
-        RAISE EXCEPTION 'cannot resume queue "%": create must not be null', p_queue
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    p_queue := backoff._switch_queue_name('resume', p_queue, p_create);
     p_now := backoff._now(p_now);
     UPDATE backoff.queues AS q SET paused = false, updated_at = pg_catalog.now()
     WHERE q.name = p_queue AND q.paused;

@@ -18,15 +18,7 @@ AS $$
 DECLARE
     v_role oid;
 BEGIN
-    SELECT r.oid INTO v_role FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'revoke_queue: unknown role "%"', coalesce(p_role, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_privilege IS NULL OR p_privilege NOT IN ('produce', 'work') THEN
-        RAISE EXCEPTION 'revoke_queue: privilege must be "produce" or "work", got "%"', coalesce(p_privilege, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    v_role := backoff._grant_role('revoke_queue', p_role, p_privilege);
     DELETE FROM backoff.queue_grants AS g
     WHERE g.role = v_role AND g.queue = p_queue AND g.privilege = p_privilege;
     RETURN FOUND;

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +33,37 @@ def with_pool(db_url: str, body: Callable[[AsyncConnectionPool], Awaitable[None]
             await body(pool)
 
     asyncio.run(main())
+
+
+def test_async_client_has_the_blocking_clients_calls() -> None:
+    """The two clients' surfaces are written twice (a method is awaited in
+    one, not in the other): the same public calls, with the same
+    parameters, defaults and annotations; every call is a coroutine."""
+
+    def calls(cls: type) -> dict[str, inspect.Signature]:
+        return {n: inspect.signature(f) for n, f in vars(cls).items() if not n.startswith("_") and callable(f)}
+
+    blocking, awaited = calls(pgbackoff.Client), calls(AsyncClient)
+    assert sorted(awaited) == sorted(blocking)
+    for name, sig in blocking.items():
+        want = [(p.name, p.kind, p.default, p.annotation) for p in sig.parameters.values() if p.name != "db"]
+        got = [(p.name, p.kind, p.default, p.annotation) for p in awaited[name].parameters.values() if p.name != "db"]
+        assert got == want, name
+        if name not in ("using", "now"):
+            assert inspect.iscoroutinefunction(getattr(AsyncClient, name)), name
+            assert awaited[name].return_annotation == sig.return_annotation, name
+
+
+def test_async_worker_takes_the_workers_settings() -> None:
+    """AsyncWorker's constructor is Worker's, written twice: the same
+    keyword settings with the same defaults (the values are checked by
+    the one Settings.of both call)."""
+
+    def settings(cls: type) -> list[tuple[str, object, object]]:
+        params = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+        return [(p.name, p.kind, p.default) for p in params if p.name not in ("self", "pool")]
+
+    assert settings(AsyncWorker) == settings(pgbackoff.Worker)
 
 
 def test_async_client_calls(db_url: str, clock: FakeClock) -> None:

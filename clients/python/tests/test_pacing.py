@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from pgbackoff._pacing import FREED, POLL, SETTLED, WAKE, Pacer
+from pgbackoff._pacing import FREED, POLL, SETTLED, WAKE, Maintenance, Pacer
 from pgbackoff.types import QueueState
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
@@ -65,3 +65,19 @@ def test_a_rate_limited_queue_with_a_token_is_claimed_once_more() -> None:
     assert not p.found_none(st, listening=False, read_mono=time.monotonic(), read_clock=None).again
     p.signalled({POLL})
     assert p.want(1, None) == 1
+
+
+def test_maintenance_fires_at_start_and_reaps_every_interval() -> None:
+    m = Maintenance(5.0, 1.0, 100.0)
+    assert m.due() == 100.0
+    assert m.fire_due(100.0) and not m.reap_due(100.0)
+    m.fired(100.2)
+    assert m.due() == 101.0
+    assert m.reap_due(105.0)
+    # A reap that overran its interval: the next one counts from its end.
+    m.reaped(112.0)
+    assert m.next_reap == 112.0
+    # Without schedules only the reap is due; with neither interval nothing.
+    only_reap = Maintenance(5.0, None, 0.0)
+    assert only_reap.due() == 5.0 and not only_reap.fire_due(100.0)
+    assert not Maintenance(0.0, None, 0.0).reap_due(100.0)

@@ -81,21 +81,9 @@ func TestCrossCheck(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t)
 
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BACKOFF_CROSSCHECK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-		seed = v
-	}
-	t.Logf("cross-check: BACKOFF_CROSSCHECK_SEED=%d", seed)
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	r := crossCheckRand(t, "cross-check", 0x9e3779b97f4a7c15)
 
-	type tc struct {
-		p       policy.Policy
-		attempt int
-		seed    int64
-	}
-	cases := make([]tc, 0, crossCheckCases)
+	cases := make([]delayCase, 0, crossCheckCases)
 	var args delayArgs
 	for len(cases) < crossCheckCases {
 		p := randomPolicy(r)
@@ -104,7 +92,7 @@ func TestCrossCheck(t *testing.T) {
 		if r.IntN(50) == 0 {
 			attempt = 1 + r.IntN(math.MaxInt32)
 		}
-		c := tc{p: p, attempt: attempt, seed: int64(r.Uint64())}
+		c := delayCase{p: p, attempt: attempt, seed: int64(r.Uint64())}
 		cases = append(cases, c)
 		args.add(vectors.FromPolicy(p), c.attempt, c.seed)
 	}
@@ -112,16 +100,48 @@ func TestCrossCheck(t *testing.T) {
 	got := sqlDelays(t, ctx, pool, `SELECT backoff._delay_us(strategy, base, multiplier, exponent, schedule::int8[], max_us, jitter, ratio, attempt, seed)
 		FROM `+unnestArgs+` ORDER BY i`, &args)
 
+	mismatches := countMismatches(t, "", cases, got)
+	t.Logf("cross-check: %d cases, %d mismatches", len(cases), mismatches)
+	require.Zero(t, mismatches)
+}
+
+// crossCheckRand is the random source of a cross-check: a new seed every
+// run, logged under label, or BACKOFF_CROSSCHECK_SEED's to replay a run;
+// salt makes each check's stream its own.
+func crossCheckRand(t *testing.T, label string, salt uint64) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("BACKOFF_CROSSCHECK_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err)
+		seed = v
+	}
+	t.Logf("%s: BACKOFF_CROSSCHECK_SEED=%d", label, seed)
+	return rand.New(rand.NewPCG(seed, seed^salt))
+}
+
+// delayCase is one policy, counted attempt and jitter seed of a
+// cross-check.
+type delayCase struct {
+	p       policy.Policy
+	attempt int
+	seed    int64
+}
+
+// countMismatches compares PostgreSQL's delays (got, in microseconds, in
+// the order of cases) with the Go mirror's, and reports the first ten
+// differences, each prefixed with prefix.
+func countMismatches(t *testing.T, prefix string, cases []delayCase, got []int64) int {
+	t.Helper()
 	mismatches := 0
 	for i, c := range cases {
 		want := int64(c.p.Delay(c.attempt, c.seed) / time.Microsecond)
 		if got[i] != want {
 			mismatches++
 			if mismatches <= 10 {
-				t.Errorf("case %d: %+v attempt %d seed %d: PostgreSQL %d µs, Go %d µs", i, c.p, c.attempt, c.seed, got[i], want)
+				t.Errorf("%scase %d: %+v attempt %d seed %d: PostgreSQL %d µs, Go %d µs", prefix, i, c.p, c.attempt, c.seed, got[i], want)
 			}
 		}
 	}
-	t.Logf("cross-check: %d cases, %d mismatches", len(cases), mismatches)
-	require.Zero(t, mismatches)
+	return mismatches
 }

@@ -3,15 +3,10 @@ package backoffmath_test
 import (
 	"context"
 	"math"
-	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/client/policy"
 	vectors "github.com/pgbackoff/pgbackoff/internal/policyvectors"
 )
 
@@ -29,29 +24,17 @@ func TestStoredPolicyPathMatchesGo(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t)
 
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("BACKOFF_CROSSCHECK_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-		seed = v
-	}
-	t.Logf("stored-policy check: BACKOFF_CROSSCHECK_SEED=%d", seed)
-	r := rand.New(rand.NewPCG(seed, seed^0x51afd7ed558ccd))
+	r := crossCheckRand(t, "stored-policy check", 0x51afd7ed558ccd)
 
-	type tc struct {
-		p       policy.Policy
-		attempt int
-		seed    int64
-	}
-	var cases []tc
+	var cases []delayCase
 	var args delayArgs
-	add := func(c tc) {
+	add := func(c delayCase) {
 		cases = append(cases, c)
 		args.add(vectors.FromPolicy(c.p), c.attempt, c.seed)
 	}
 	for _, c := range loadVectors(t).Cases {
 		if p := c.Policy.Policy(); p.Validate() == nil && c.Attempt >= 1 && c.Attempt < math.MaxInt32 {
-			add(tc{p: p, attempt: c.Attempt, seed: c.Seed})
+			add(delayCase{p: p, attempt: c.Attempt, seed: c.Seed})
 		}
 	}
 	vectorCases := len(cases)
@@ -65,7 +48,7 @@ func TestStoredPolicyPathMatchesGo(t *testing.T) {
 		case 1:
 			attempt = 1 + r.IntN(1000)
 		}
-		add(tc{p: p, attempt: attempt, seed: int64(r.Uint64())})
+		add(delayCase{p: p, attempt: attempt, seed: int64(r.Uint64())})
 	}
 
 	// One stored policy per case (named by the case's index); their CHECKs
@@ -104,16 +87,7 @@ func TestStoredPolicyPathMatchesGo(t *testing.T) {
 		}
 		require.NoError(t, rows.Err(), name)
 		require.Len(t, got, len(cases), name)
-		mismatches := 0
-		for i, c := range cases {
-			want := int64(c.p.Delay(c.attempt, c.seed) / time.Microsecond)
-			if got[i] != want {
-				mismatches++
-				if mismatches <= 10 {
-					t.Errorf("%s: case %d: %+v attempt %d seed %d: PostgreSQL %d µs, Go %d µs", name, i, c.p, c.attempt, c.seed, got[i], want)
-				}
-			}
-		}
+		mismatches := countMismatches(t, name+": ", cases, got)
 		t.Logf("%s: %d cases (%d shared vectors), %d mismatches", name, len(cases), vectorCases, mismatches)
 		require.Zero(t, mismatches, name)
 	}

@@ -267,34 +267,9 @@ func TestHalfOpenProbesAreExactUnderConcurrency(t *testing.T) {
 		require.Equal(t, "open", stateOf(t, db, "api", base.Add(4*time.Second)).State)
 		halfOpen := base.Add(2 * time.Minute)
 
-		conns := make([]*pgx.Conn, claimers)
-		for i := range conns {
-			conns[i] = connOn(t, url)
-		}
-		var (
-			wg    sync.WaitGroup
-			start = make(chan struct{})
-			mu    sync.Mutex
-			total int
-			errs  []error
-		)
-		for i, c := range conns {
-			wg.Add(1)
-			go func(i int, c *pgx.Conn) {
-				defer wg.Done()
-				<-start
-				js, err := queryJobs(c, `SELECT * FROM backoff.claim('api', $1, 2, p_now => $2)`, "w"+string(rune('a'+i)), halfOpen)
-				mu.Lock()
-				defer mu.Unlock()
-				total += len(js)
-				if err != nil {
-					errs = append(errs, err)
-				}
-			}(i, c)
-		}
-		close(start)
-		wg.Wait()
-		require.Empty(t, errs)
+		total := claimAtOnce(t, url, claimers, func(i int, c *pgx.Conn) ([]job, error) {
+			return queryJobs(c, `SELECT * FROM backoff.claim('api', $1, 2, p_now => $2)`, "w"+string(rune('a'+i)), halfOpen)
+		})
 		// A claimer that finds the state row locked gets nothing rather than
 		// waiting, so the concurrent round may hand out fewer; never more,
 		// and the claims after it hand out the rest, exactly.
@@ -329,34 +304,9 @@ func TestRateLimitExactUnderConcurrency(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		enqueue(t, db, "hooks", t0)
 	}
-	conns := make([]*pgx.Conn, claimers)
-	for i := range conns {
-		conns[i] = connOn(t, url)
-	}
-	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
-		mu    sync.Mutex
-		total int
-		errs  []error
-	)
-	for _, c := range conns {
-		wg.Add(1)
-		go func(c *pgx.Conn) {
-			defer wg.Done()
-			<-start
-			js, err := queryJobs(c, `SELECT * FROM backoff.claim('hooks', 'w', 3, p_now => $1)`, t0)
-			mu.Lock()
-			defer mu.Unlock()
-			total += len(js)
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}(c)
-	}
-	close(start)
-	wg.Wait()
-	require.Empty(t, errs)
+	total := claimAtOnce(t, url, claimers, func(_ int, c *pgx.Conn) ([]job, error) {
+		return queryJobs(c, `SELECT * FROM backoff.claim('hooks', 'w', 3, p_now => $1)`, t0)
+	})
 	// Each claimer takes free slots (none waits for a busy one) until its
 	// limit; every slot it holds it uses, so together they get the burst.
 	require.Equal(t, 5, total, "the burst, exactly")
@@ -719,4 +669,39 @@ func TestPruneQueueControlState(t *testing.T) {
 	require.Equal(t, "open", s.State)
 	require.True(t, s.OpenedAt.Equal(at(70*time.Second)), "opened_at %v", s.OpenedAt)
 	require.Len(t, claim(t, db, "off", "w", 10, now), 3, "the three retries, no breaker")
+}
+
+// claimAtOnce runs claim on n connections of their own, released together,
+// and returns how many jobs they got in all; an error fails the test.
+func claimAtOnce(t *testing.T, url string, n int, claim func(i int, c *pgx.Conn) ([]job, error)) int {
+	t.Helper()
+	conns := make([]*pgx.Conn, n)
+	for i := range conns {
+		conns[i] = connOn(t, url)
+	}
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		mu    sync.Mutex
+		total int
+		errs  []error
+	)
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			js, err := claim(i, c)
+			mu.Lock()
+			defer mu.Unlock()
+			total += len(js)
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	return total
 }

@@ -176,13 +176,7 @@ func scalar[T any](t testing.TB, q querier, sql string, args ...any) T {
 }
 
 // pgCode is the SQLSTATE of err, or "" when it is not a server error.
-func pgCode(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
+var pgCode = testdb.SQLState
 
 // requireCode asserts that err is a server error with SQLSTATE code.
 func requireCode(t testing.TB, err error, code string) *pgconn.PgError {

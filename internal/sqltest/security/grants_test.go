@@ -264,4 +264,22 @@ func TestGrantQueueValidation(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM backoff.queue_grants`).Scan(&n))
 	require.Equal(t, 1, n)
+
+	// grant_queue and revoke_queue check the role and the privilege alike,
+	// each naming itself.
+	for _, fn := range []string{"grant_queue", "revoke_queue"} {
+		for _, c := range []struct{ role, priv, want string }{
+			{"no_such_role_xyz", "work", fn + `: unknown role "no_such_role_xyz"`},
+			{"", "work", fn + `: unknown role ""`},
+			{role, "own", fn + `: privilege must be "produce" or "work", got "own"`},
+			{role, "", fn + `: privilege must be "produce" or "work", got ""`},
+		} {
+			_, err := pool.Exec(ctx, `SELECT backoff.`+fn+`($1, 'q*', $2)`, c.role, c.priv)
+			require.Equal(t, "22023", sqlState(err), "%s %+v: %v", fn, c, err)
+			require.Equal(t, "ERROR: "+c.want+" (SQLSTATE 22023)", err.Error())
+		}
+		_, err := pool.Exec(ctx, `SELECT backoff.`+fn+`(NULL, 'q*', NULL)`)
+		require.Equal(t, "22023", sqlState(err))
+		require.ErrorContains(t, err, fn+`: unknown role "NULL"`)
+	}
 }

@@ -2,12 +2,10 @@ package security
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -18,14 +16,8 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // t0 is the clock of every test; functions get p_now explicitly.
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// sqlState returns the SQLSTATE of err, or "" when it is not a server error.
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
-}
+// sqlState is the SQLSTATE of err, or "" when it is not a server error.
+var sqlState = testdb.SQLState
 
 // asRole runs one statement in a transaction under SET LOCAL ROLE role and
 // rolls it back, so that fixtures can be reused by every check.

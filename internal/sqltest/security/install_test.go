@@ -63,8 +63,15 @@ func plantedDB(t *testing.T) (string, *pgx.Conn) {
 // plants installPlants in public.
 func plant(t *testing.T, dbURL string) {
 	t.Helper()
+	plantAs(t, dbURL, "backoff_test_stranger_", installPlants)
+}
+
+// plantAs runs plants in dbURL as a new plain LOGIN role named with
+// prefix.
+func plantAs(t *testing.T, dbURL, prefix string, plants []string) {
+	t.Helper()
 	ctx := context.Background()
-	name := testdb.TempRole(t, "backoff_test_stranger_", "LOGIN PASSWORD 'pw'")
+	name := testdb.TempRole(t, prefix, "LOGIN PASSWORD 'pw'")
 	// Runs before tempRole's drop: the test database (and the plants in
 	// it) are dropped by testdb after this, so drop what the role owns
 	// there explicitly.
@@ -80,7 +87,7 @@ func plant(t *testing.T, dbURL string) {
 	stranger, err := pgx.Connect(ctx, u.String())
 	require.NoError(t, err)
 	defer stranger.Close(ctx)
-	for _, p := range installPlants {
+	for _, p := range plants {
 		_, err := stranger.Exec(ctx, p)
 		require.NoError(t, err, p)
 	}
@@ -293,23 +300,7 @@ func publicFirstDB(t *testing.T) string {
 	require.NoError(t, err)
 	_, err = super.Exec(ctx, `ALTER DATABASE `+pgx.Identifier{db}.Sanitize()+` SET search_path = public, pg_catalog`)
 	require.NoError(t, err)
-	name := testdb.TempRole(t, "backoff_test_mallory_", "LOGIN PASSWORD 'pw'")
-	t.Cleanup(func() {
-		if d, err := pgx.Connect(ctx, dbURL); err == nil {
-			_, _ = d.Exec(ctx, "DROP OWNED BY "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-			d.Close(ctx)
-		}
-	})
-	u, err := url.Parse(dbURL)
-	require.NoError(t, err)
-	u.User = url.UserPassword(name, "pw")
-	mallory, err := pgx.Connect(ctx, u.String())
-	require.NoError(t, err)
-	defer mallory.Close(ctx)
-	for _, p := range routerPlants {
-		_, err := mallory.Exec(ctx, p)
-		require.NoError(t, err, p)
-	}
+	plantAs(t, dbURL, "backoff_test_mallory_", routerPlants)
 	return dbURL
 }
 

@@ -158,3 +158,55 @@ class Pacer:
         if SETTLED in signals and self.await_probe:
             self.empty = False
             self.await_probe = False
+
+
+class Poll:
+    """A producer's poll: every interval it looks whatever the signals."""
+
+    def __init__(self, every: float) -> None:
+        self.every = every
+        self.next = time.monotonic() + every
+
+    def until(self) -> float:
+        """Seconds to the next poll (negative: overdue)."""
+        return self.next - time.monotonic()
+
+    def tick(self, signals: set[str]) -> bool:
+        """Add POLL to signals when the interval has passed; whether it had."""
+        if time.monotonic() < self.next:
+            return False
+        signals.add(POLL)
+        self.next = time.monotonic() + self.every
+        return True
+
+
+class Maintenance:
+    """When the maintenance loop calls: reap and rotate every reap_every,
+    fire due schedules every fire_every, the first time at start (what
+    came due while no worker ran fires now); times are monotonic seconds.
+    A call that overruns its interval moves the next one to its end: no
+    burst of calls to catch up."""
+
+    def __init__(self, reap_every: float | None, fire_every: float | None, now: float) -> None:
+        self.reap_every = reap_every or None
+        self.fire_every = fire_every
+        self.next_reap = now + self.reap_every if self.reap_every else None
+        self.next_fire = now if fire_every is not None else None
+
+    def due(self) -> float:
+        """When the next call is due."""
+        return min(t for t in (self.next_reap, self.next_fire) if t is not None)
+
+    def fire_due(self, now: float) -> bool:
+        return self.next_fire is not None and now >= self.next_fire
+
+    def reap_due(self, now: float) -> bool:
+        return self.next_reap is not None and now >= self.next_reap
+
+    def fired(self, now: float) -> None:
+        if self.next_fire is not None and self.fire_every is not None:
+            self.next_fire = max(self.next_fire + self.fire_every, now)
+
+    def reaped(self, now: float) -> None:
+        if self.next_reap is not None and self.reap_every is not None:
+            self.next_reap = max(self.next_reap + self.reap_every, now)

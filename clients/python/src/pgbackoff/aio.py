@@ -19,11 +19,12 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from . import _pacing, _sql
-from ._outcome import Context, Outcome, read_outcome
+from ._outcome import Context, Outcome
+from ._settling import Completion, attempt_outcome, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from .client import MISSING_SCHEMA, Clock, default_worker_id, missing_schema, schema_too_old
-from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient, translate
+from .errors import LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
-from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, is_lost
+from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings
 
 log = logging.getLogger("pgbackoff")
 T = TypeVar("T")
@@ -58,10 +59,7 @@ class AsyncClient:
             else:
                 rows = await _fetch(self._db, call)
         except psycopg.Error as e:
-            mapped = translate(call.op, e)
-            if mapped is e:
-                raise
-            raise mapped from e
+            reraise(call.op, e)
         return call.decode(rows)
 
     async def schema_version(self) -> int | None:
@@ -293,19 +291,14 @@ class AsyncWorker:
         now: Clock | None = None,
     ) -> None:
         self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
-        need = self.settings.connections_needed()
-        if pool.max_size < need:
-            raise InvalidArgument(
-                "new worker",
-                f"the pool allows {pool.max_size} connections, this worker needs at least {need}: raise max_size",
-            )
+        self.settings.check_pool(pool.max_size)
         self.pool = pool
         self.client = AsyncClient(pool, worker_id=worker_id, now=now)
         self.producers = [_Producer(q) for q in self.settings.queues]
         self._stopping = asyncio.Event()
         self._attempts: dict[int, _Attempt] = {}
         self._handlers: set[asyncio.Task[None]] = set()
-        self._completions: list[tuple[int, int, str]] = []
+        self._completions: list[Completion] = []
         self._completed = asyncio.Event()
         self._completer_stopped = False
         self._listening = False
@@ -359,8 +352,7 @@ class AsyncWorker:
 
     async def _produce(self, p: _Producer) -> None:
         pacer = p.pacer
-        poll = self.settings.poll_interval
-        next_poll = time.monotonic() + poll
+        poll = _pacing.Poll(self.settings.poll_interval)
         while not self._stopping.is_set():
             want = pacer.want(p.queue.concurrency - p.inflight, self.client.now())
             if want:
@@ -372,12 +364,9 @@ class AsyncWorker:
                         await self._set_waiting(p.queue.name, True)
                     if step.again:
                         continue
-            signals = await p.signals.wait(pacer.timeout(next_poll - time.monotonic()))
-            if time.monotonic() >= next_poll:
-                signals.add(_pacing.POLL)
-                next_poll = time.monotonic() + poll
-                if pacer.idle:
-                    await self._refresh(p.queue.name)
+            signals = await p.signals.wait(pacer.timeout(poll.until()))
+            if poll.tick(signals) and pacer.idle:
+                await self._refresh(p.queue.name)
             pacer.signalled(signals)
 
     async def _look(self, p: _Producer, want: int) -> _pacing.Step | None:
@@ -452,12 +441,8 @@ class AsyncWorker:
             if beats is not None:
                 beats.cancel()
                 await asyncio.gather(beats, return_exceptions=True)
-            if isinstance(a.ctx.cause, LeaseLost):
-                log.warning("job %d attempt %d finished after its lease was lost; result dropped", a.job.id, a.job.attempt)
-                return
-            if exc is not None:
-                log.info("job %d attempt %d raised", a.job.id, a.job.attempt, exc_info=exc)
-            await self._settle(a.job, read_outcome(exc, a.ctx.cause))
+            if (o := attempt_outcome(a.job, exc, a.ctx.cause)) is not None:
+                await self._settle(a.job, o)
         except Exception:
             log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
         finally:
@@ -483,7 +468,7 @@ class AsyncWorker:
                     return
                 log.error("heartbeat of job %d failed; will retry: %s", a.job.id, e)
                 continue
-            left = (until - (self.client.now() or dt.datetime.now(dt.timezone.utc))).total_seconds()
+            left = lease_left(until, self.client.now())
             if left > 0:
                 watchdog.cancel()
                 watchdog = loop.call_later(left, a.cancel, LeaseExpired("lease expired"))
@@ -497,20 +482,12 @@ class AsyncWorker:
             if o.kind == "completed":
                 await self._complete_one(job)
             elif o.kind == "snoozed":
-                delay = o.delay if o.delay is not None else dt.timedelta(0)
-                await retry_transient(lambda: self.client.snooze(job.id, job.attempt, delay))
+                await retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
-                j = await retry_transient(
-                    lambda: self.client.fail(
-                        job.id, job.attempt, o.error, retry_in=o.delay, retryable=o.kind != "permanent"
-                    )
-                )
-                log.info("job %d attempt %d failed: %s; now %s, run at %s", job.id, job.attempt, o.error, j.status, j.run_at)
+                retryable = o.kind != "permanent"
+                failed(job, o, await retry_transient(lambda: self.client.fail(job.id, job.attempt, o.error, retry_in=o.delay, retryable=retryable)))
         except Exception as e:
-            if is_lost(e):
-                log.warning("job %d is no longer attempt %d's; outcome %s dropped: %s", job.id, job.attempt, o.kind, e)
-            else:
-                log.error("could not record job %d's outcome %s; the reaper will retry it: %s", job.id, o.kind, e)
+            not_recorded(job, o, e)
 
     async def _complete_one(self, job: Job) -> None:
         """Worker._complete_one, awaited."""
@@ -531,13 +508,9 @@ class AsyncWorker:
         """Worker._confirm, awaited: those refused completions that an
         earlier call, whose reply was lost, made."""
         try:
-            mine = set(await self.client.completed_by([r[0] for r in refused], [r[1] for r in refused]))
+            return confirmed(set(await self.client.completed_by(*ids_and_attempts(refused))))
         except Exception as e:
-            log.warning("could not check whether %d refused completions were made by a call whose reply was lost: %s", len(refused), e)
-            return set()
-        if mine:
-            log.info("%d completions confirmed: the reply of an earlier call was lost", len(mine))
-        return mine
+            return confirm_failed(refused, e)
 
     async def _shutdown(self) -> None:
         if self._handlers:
@@ -568,14 +541,13 @@ class AsyncWorker:
             if self._completer_stopped and not self._completions:
                 return
 
-    async def _flush(self, batch: list[tuple[int, int, str]]) -> None:
-        ids = [b[0] for b in batch]
+    async def _flush(self, batch: list[Completion]) -> None:
         calls = 0
 
         def call() -> Awaitable[list[int]]:
             nonlocal calls
             calls += 1
-            return self.client.complete_many(ids, [b[1] for b in batch])
+            return self.client.complete_many(*ids_and_attempts(batch))
 
         try:
             done = set(await retry_transient(call))
@@ -583,13 +555,8 @@ class AsyncWorker:
             log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
             return
         if calls > 1 and len(done) < len(batch):
-            done |= await self._confirm([(b[0], b[1]) for b in batch if b[0] not in done])
-        queues = set()
-        for job_id, attempt, queue in batch:
-            if job_id in done:
-                queues.add(queue)
-            else:
-                log.warning("completion of job %d refused: attempt %d no longer holds it", job_id, attempt)
+            done |= await self._confirm(refusals(batch, done))
+        queues = settled_queues(batch, done)
         for p in self.producers:
             if p.queue.name in queues:
                 p.signals.send(_pacing.SETTLED)
@@ -624,30 +591,23 @@ class AsyncWorker:
         fire due schedules every schedule_interval (first at start), one
         call at a time."""
         loop = asyncio.get_running_loop()
-        reap_every, fire_every = self.settings.reap_interval, self.settings.schedule_interval
-        now = loop.time()
-        next_reap = now + reap_every if reap_every else None
-        next_fire = now if fire_every is not None else None
+        m = _pacing.Maintenance(self.settings.reap_interval, self.settings.schedule_interval, loop.time())
         while True:
-            due = min(t for t in (next_reap, next_fire) if t is not None)
-            await asyncio.sleep(max(0.0, due - loop.time()))
+            await asyncio.sleep(max(0.0, m.due() - loop.time()))
             now = loop.time()
-            if next_fire is not None and fire_every is not None and now >= next_fire:
+            if m.fire_due(now):
                 await self._fire_schedules()
-                next_fire = max(next_fire + fire_every, loop.time())
-            if next_reap is not None and reap_every and now >= next_reap:
+                m.fired(loop.time())
+            if m.reap_due(now):
                 await self._reap()
-                next_reap = max(next_reap + reap_every, loop.time())
+                m.reaped(loop.time())
 
     async def _reap(self) -> None:
         try:
-            n = await self.client.reap()
+            if reaped(await self.client.reap()):
+                self._wake_all()
         except Exception as e:
             log.error("reap failed: %s", e)
-        else:
-            if n:
-                log.info("reaped %d expired leases", n)
-                self._wake_all()
         # The live jobs' segments, beside reap (docs/adr/0061).
         try:
             await self.client.rotate()
@@ -656,11 +616,7 @@ class AsyncWorker:
 
     async def _fire_schedules(self) -> None:
         try:
-            fired = await self.client.fire_schedules()
+            if fired(await self.client.fire_schedules()):
+                self._wake_all()
         except Exception as e:
             log.warning("fire schedules failed: %s", e)
-            return
-        for f in fired:
-            log.debug("fired schedule %s for slot %s: job %d", f.schedule, f.slot, f.job_id)
-        if fired:
-            self._wake_all()

@@ -14,7 +14,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from . import _sql
-from .errors import SchemaTooOld, translate
+from .errors import SchemaTooOld, reraise
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 
 T = TypeVar("T")
@@ -71,10 +71,7 @@ class Client:
             else:
                 rows = _fetch(self._db, call)
         except psycopg.Error as e:
-            mapped = translate(call.op, e)
-            if mapped is e:
-                raise
-            raise mapped from e
+            reraise(call.op, e)
         return call.decode(rows)
 
     # --- schema ---

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import NoReturn
 
 import psycopg
 
@@ -118,6 +119,14 @@ def translate(operation: str, err: psycopg.Error) -> Exception:
     if cls is None:
         return err
     return cls(operation, err.diag.message_primary or str(err), err)
+
+
+def reraise(operation: str, err: psycopg.Error) -> NoReturn:
+    """Raise what translate maps err to, from err; err itself if unmapped."""
+    mapped = translate(operation, err)
+    if mapped is err:
+        raise err
+    raise mapped from err
 
 
 def transient(err: BaseException) -> bool:

@@ -26,19 +26,11 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from . import _pacing
-from ._outcome import Context, Outcome, read_outcome
+from ._outcome import Context, Outcome
+from ._settling import Completion, attempt_outcome, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from ._sql import NOTIFY_CHANNEL
 from .client import Client, Clock
-from .errors import (
-    InvalidArgument,
-    InvalidTransition,
-    JobNotFound,
-    LeaseExpired,
-    LeaseLost,
-    StaleAttempt,
-    WorkerShutdown,
-    transient,
-)
+from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient
 from .types import Duration, Job, QueueState, as_seconds
 
 log = logging.getLogger("pgbackoff")
@@ -144,6 +136,15 @@ class Settings:
         settle calls share them. LISTEN takes one more, outside the pool."""
         return len(self.queues) + 2 + (1 if self.maintains else 0)
 
+    def check_pool(self, max_size: int) -> None:
+        """Refuse a pool too small for connections_needed."""
+        need = self.connections_needed()
+        if max_size < need:
+            raise InvalidArgument(
+                "new worker",
+                f"the pool allows {max_size} connections, this worker needs at least {need}: raise max_size",
+            )
+
     def registration_ttl(self) -> float:
         """How long a registration lasts: an idle producer renews it at a
         poll tick long before, and one left by a dead worker costs at most
@@ -184,11 +185,6 @@ def retry_transient(call: Callable[[], T], stopping: threading.Event | None = No
         time.sleep(wait)
         wait *= 2
     raise AssertionError("unreachable")
-
-
-def is_lost(e: BaseException) -> bool:
-    """The database says the attempt no longer holds the job."""
-    return isinstance(e, (StaleAttempt, InvalidTransition, JobNotFound))
 
 
 class _Signals:
@@ -308,12 +304,7 @@ class Worker:
         now: Clock | None = None,
     ) -> None:
         self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
-        need = self.settings.connections_needed()
-        if pool.max_size < need:
-            raise InvalidArgument(
-                "new worker",
-                f"the pool allows {pool.max_size} connections, this worker needs at least {need}: raise max_size",
-            )
+        self.settings.check_pool(pool.max_size)
         self.pool = pool
         self.client = Client(pool, worker_id=worker_id, now=now)
         self.producers = [
@@ -326,7 +317,7 @@ class Worker:
         self._attempts: dict[int, _Attempt] = {}
         self._handlers_done = threading.Condition(self._lock)
         self._beats = threading.Condition()
-        self._completions: list[tuple[int, int, str]] = []
+        self._completions: list[Completion] = []
         self._completer_stopped = False
         self._completer_cond = threading.Condition()
         self._listening = threading.Event()
@@ -398,8 +389,7 @@ class Worker:
 
     def _produce(self, p: _Producer) -> None:
         pacer = p.pacer
-        poll = self.settings.poll_interval
-        next_poll = time.monotonic() + poll
+        poll = _pacing.Poll(self.settings.poll_interval)
         while not self._stopping.is_set():
             want = pacer.want(p.free(), self.client.now())
             if want:
@@ -411,12 +401,9 @@ class Worker:
                         self._set_waiting(p.queue.name, True)
                     if step.again:
                         continue
-            signals = p.signals.wait(pacer.timeout(next_poll - time.monotonic()), self._stopping)
-            if time.monotonic() >= next_poll:
-                signals.add(_pacing.POLL)
-                next_poll = time.monotonic() + poll
-                if pacer.idle:
-                    self._refresh(p.queue.name)
+            signals = p.signals.wait(pacer.timeout(poll.until()), self._stopping)
+            if poll.tick(signals) and pacer.idle:
+                self._refresh(p.queue.name)
             pacer.signalled(signals)
 
     def _look(self, p: _Producer, want: int) -> _pacing.Step | None:
@@ -492,12 +479,8 @@ class Worker:
             with self._lock:
                 # From here on the heartbeater leaves the attempt alone.
                 self._attempts.pop(a.job.id, None)
-            if isinstance(a.ctx.cause, LeaseLost):
-                log.warning("job %d attempt %d finished after its lease was lost; result dropped", a.job.id, a.job.attempt)
-                return
-            if exc is not None:
-                log.info("job %d attempt %d raised", a.job.id, a.job.attempt, exc_info=exc)
-            self._settle(a.job, read_outcome(exc, a.ctx.cause))
+            if (o := attempt_outcome(a.job, exc, a.ctx.cause)) is not None:
+                self._settle(a.job, o)
         except Exception:
             log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
         finally:
@@ -515,20 +498,12 @@ class Worker:
             if o.kind == "completed":
                 self._complete_one(job)
             elif o.kind == "snoozed":
-                delay = o.delay if o.delay is not None else dt.timedelta(0)
-                retry_transient(lambda: self.client.snooze(job.id, job.attempt, delay))
+                retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
-                j = retry_transient(
-                    lambda: self.client.fail(
-                        job.id, job.attempt, o.error, retry_in=o.delay, retryable=o.kind != "permanent"
-                    )
-                )
-                log.info("job %d attempt %d failed: %s; now %s, run at %s", job.id, job.attempt, o.error, j.status, j.run_at)
+                retryable = o.kind != "permanent"
+                failed(job, o, retry_transient(lambda: self.client.fail(job.id, job.attempt, o.error, retry_in=o.delay, retryable=retryable)))
         except Exception as e:
-            if is_lost(e):
-                log.warning("job %d is no longer attempt %d's; outcome %s dropped: %s", job.id, job.attempt, o.kind, e)
-            else:
-                log.error("could not record job %d's outcome %s; the reaper will retry it: %s", job.id, o.kind, e)
+            not_recorded(job, o, e)
 
     def _complete_one(self, job: Job) -> None:
         """Complete a job with one call, repeated on the connection's
@@ -554,13 +529,9 @@ class Worker:
         whose attempts equal the token was completed by that attempt. If the
         check fails, the refusals stand."""
         try:
-            mine = set(self.client.completed_by([r[0] for r in refused], [r[1] for r in refused]))
+            return confirmed(set(self.client.completed_by(*ids_and_attempts(refused))))
         except Exception as e:
-            log.warning("could not check whether %d refused completions were made by a call whose reply was lost: %s", len(refused), e)
-            return set()
-        if mine:
-            log.info("%d completions confirmed: the reply of an earlier call was lost", len(mine))
-        return mine
+            return confirm_failed(refused, e)
 
     def _shutdown(self) -> None:
         """Wait for running handlers, cancel those left after the grace
@@ -620,7 +591,7 @@ class Worker:
             else:
                 log.error("heartbeat of job %d failed; will retry: %s", a.job.id, e)
             return
-        left = (until - (self.client.now() or dt.datetime.now(dt.timezone.utc))).total_seconds()
+        left = lease_left(until, self.client.now())
         if left > 0:
             a.deadline = time.monotonic() + left
 
@@ -650,14 +621,13 @@ class Worker:
             if stop:
                 return
 
-    def _flush(self, batch: list[tuple[int, int, str]]) -> None:
-        ids = [b[0] for b in batch]
+    def _flush(self, batch: list[Completion]) -> None:
         calls = 0
 
         def call() -> list[int]:
             nonlocal calls
             calls += 1
-            return self.client.complete_many(ids, [b[1] for b in batch])
+            return self.client.complete_many(*ids_and_attempts(batch))
 
         try:
             done = set(retry_transient(call))
@@ -665,16 +635,11 @@ class Worker:
             log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
             return
         if calls > 1 and len(done) < len(batch):
-            done |= self._confirm([(b[0], b[1]) for b in batch if b[0] not in done])
-        queues = set()
-        for job_id, attempt, queue in batch:
-            if job_id in done:
-                queues.add(queue)
-            else:
-                log.warning("completion of job %d refused: attempt %d no longer holds it", job_id, attempt)
+            done |= self._confirm(refusals(batch, done))
+        queues = settled_queues(batch, done)
         for p in self.producers:
             if p.queue.name in queues:
-                p.signals.send(_pacing.SETTLED)  # a half-open breaker's probe may have closed it
+                p.signals.send(_pacing.SETTLED)
 
     # --- listener and reaper ---
 
@@ -722,33 +687,24 @@ class Worker:
         worker ran fires now), one call at a time on one connection, as the
         Go Worker does; every call is safe from many workers at once, so no
         leader is needed."""
-        reap_every, fire_every = self.settings.reap_interval, self.settings.schedule_interval
-        now = time.monotonic()
-        next_reap = now + reap_every if reap_every else None
-        next_fire = now if fire_every is not None else None
-        while True:
-            due = min(t for t in (next_reap, next_fire) if t is not None)
-            if self._background_stop.wait(max(0.0, due - time.monotonic())):
-                return
+        m = _pacing.Maintenance(self.settings.reap_interval, self.settings.schedule_interval, time.monotonic())
+        while not self._background_stop.wait(max(0.0, m.due() - time.monotonic())):
             now = time.monotonic()
-            if next_fire is not None and fire_every is not None and now >= next_fire:
+            if m.fire_due(now):
                 self._fire_schedules()
-                next_fire = max(next_fire + fire_every, time.monotonic())
-            if next_reap is not None and reap_every and now >= next_reap:
+                m.fired(time.monotonic())
+            if m.reap_due(now):
                 self._reap()
-                next_reap = max(next_reap + reap_every, time.monotonic())
+                m.reaped(time.monotonic())
 
     def _reap(self) -> None:
         """Send expired leases of crashed workers back through the retry
         decision, then rotate the live jobs' segments (docs/adr/0061)."""
         try:
-            n = self.client.reap()
+            if reaped(self.client.reap()):
+                self._wake_all()
         except Exception as e:
             log.error("reap failed: %s", e)
-        else:
-            if n:
-                log.info("reaped %d expired leases", n)
-                self._wake_all()
         try:
             self.client.rotate()
         except Exception as e:
@@ -760,13 +716,7 @@ class Worker:
         next fire time would be (docs/adr/0068). A failure is a warning: a
         slot stays due until a call fires it."""
         try:
-            fired = self.client.fire_schedules()
+            if fired(self.client.fire_schedules()):
+                self._wake_all()
         except Exception as e:
             log.warning("fire schedules failed: %s", e)
-            return
-        for f in fired:
-            log.debug("fired schedule %s for slot %s: job %d", f.schedule, f.slot, f.job_id)
-        if fired:
-            # A slot is due at once; without LISTEN nothing else tells the
-            # producers before their next poll.
-            self._wake_all()

@@ -54,11 +54,7 @@ is printed on its own line as FILE:LINE: key: message, and the exit code is 1.`,
 		Example: `  backoffctl config validate
   backoffctl config validate --config examples/backoff.toml --env test`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			c, err := config.Load(file, env)
 			if err != nil {
 				return err
@@ -80,7 +76,7 @@ is printed on its own line as FILE:LINE: key: message, and the exit code is 1.`,
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: valid (version %d, %d policies, %d queues%s, environments: %s)\n",
 				c.File, c.Version, len(c.Policies), len(c.Queues), schedules, envs)
 			return nil
-		},
+		}),
 	}
 	configFlags(cmd, &file, &env)
 	return cmd
@@ -126,11 +122,7 @@ policy it uses). A paused queue is marked "paused". Nothing is written.`,
 		Example: `  backoffctl config diff --env production
   backoffctl config diff --exit-code || echo "database drifted from backoff.toml"`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			c, err := config.Load(file, env)
 			if err != nil {
 				return err
@@ -177,7 +169,7 @@ policy it uses). A paused queue is marked "paused". Nothing is written.`,
 				}
 				return nil
 			})
-		},
+		}),
 	}
 	configFlags(cmd, &file, &env)
 	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when apply would change something")
@@ -217,11 +209,7 @@ or none with require_queue_grants on (the default).`,
 		Example: `  backoffctl config apply --env production
   backoffctl config apply --config deploy/backoff.toml --prune`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			c, err := config.Load(file, env)
 			if err != nil {
 				return err
@@ -261,7 +249,7 @@ or none with require_queue_grants on (the default).`,
 				}
 				return nil
 			})
-		},
+		}),
 	}
 	configFlags(cmd, &file, &env)
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete policies, queues and schedules that are not in the configuration")

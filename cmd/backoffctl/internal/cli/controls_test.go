@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -95,19 +93,11 @@ func TestQueueListForAScopedRole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbURL := testdb.NewURL(t)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	role := "backoff_test_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD 'pw' IN ROLE backoff_worker")
-	require.NoError(t, err)
-	admin.Close(ctx)
-	t.Cleanup(func() {
+	role := testdb.TempRole(t, "backoff_test_", "LOGIN PASSWORD 'pw' IN ROLE backoff_worker")
+	t.Cleanup(func() { // before the role's drop
 		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
 		if err == nil {
 			_, _ = c.Exec(ctx, "DROP OWNED BY "+role)
-			_, _ = c.Exec(ctx, "DROP ROLE "+role)
 			c.Close(ctx)
 		}
 	})

@@ -39,13 +39,9 @@ func newDLQListCommand() *cobra.Command {
 		Example: `  backoffctl dlq list
   backoffctl dlq list --queue emails --output json`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
+			if err := checkLimit(limit); err != nil {
 				return err
-			}
-			if limit < 1 {
-				return usagef("--limit %d: want at least 1", limit)
 			}
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				page, err := o.List(ctx, ops.ListParams{Queue: queue, Statuses: []client.Status{client.StatusDeadLettered},
@@ -68,15 +64,9 @@ func newDLQListCommand() *cobra.Command {
 					row(tw, strconv.FormatInt(j.ID, 10), j.Queue, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 						orDash(j.DeadLetterReason), formatTime(j.CompletedAt), truncate(orDash(j.LastError), 50))
 				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				if page.Next != "" {
-					fmt.Fprintf(w, "more: --after %s\n", page.Next)
-				}
-				return nil
+				return flushPage(w, tw, page.Next)
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only dead letters of this queue")
 	cmd.Flags().StringVar(&after, "after", "", "continue a listing: the cursor printed as \"more: --after ...\"")
@@ -114,11 +104,7 @@ replay.`,
 			}
 			return exactArgs(1, "ID (or --queue Q --all)")(cmd, args)
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			w := cmd.OutOrStdout()
 			if !all {
 				id, err := parseID(args[0])
@@ -183,7 +169,7 @@ replay.`,
 				}
 				return nil
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "queue whose dead letters --all replays")
 	cmd.Flags().BoolVar(&all, "all", false, "replay every dead-lettered job of --queue")

@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
@@ -20,21 +17,7 @@ import (
 func TestConfigApplyGrants(t *testing.T) {
 	ctx := context.Background()
 	dbURL := testdb.NewURL(t)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	role := "backoff_test_" + hex.EncodeToString(b)
-	admin, err := pgx.Connect(ctx, testdb.AdminURL(t))
-	require.NoError(t, err)
-	_, err = admin.Exec(ctx, "CREATE ROLE "+role+" NOLOGIN IN ROLE backoff_worker")
-	require.NoError(t, err)
-	admin.Close(ctx)
-	t.Cleanup(func() {
-		c, err := pgx.Connect(ctx, testdb.AdminURL(t))
-		if err == nil {
-			_, _ = c.Exec(ctx, "DROP ROLE "+role)
-			c.Close(ctx)
-		}
-	})
+	role := testdb.TempRole(t, "backoff_test_", "NOLOGIN IN ROLE backoff_worker")
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "backoff.toml")

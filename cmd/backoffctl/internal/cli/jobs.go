@@ -156,16 +156,12 @@ fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
   backoffctl jobs list --queue emails --status retrying --limit 20
   backoffctl jobs list --status running --output json | jq '.[].id'`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			if err := checkStatus(status); err != nil {
 				return err
 			}
-			if limit < 1 {
-				return usagef("--limit %d: want at least 1", limit)
+			if err := checkLimit(limit); err != nil {
+				return err
 			}
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				params := ops.ListParams{Queue: queue, Policy: policyName, DeadLetterReason: reason,
@@ -200,15 +196,9 @@ fencing token, too); NEXT_RUN is when a pending or retrying job becomes due.`,
 					row(tw, strconv.FormatInt(j.ID, 10), j.Queue, j.Status, fmt.Sprintf("%d/%d", j.CountedAttempts, j.MaxAttempts),
 						strconv.Itoa(j.Priority), next, truncate(orDash(j.LockedBy), 24), leaseCell(j, now), truncate(orDash(j.LastError), 50))
 				}
-				if err := tw.Flush(); err != nil {
-					return err
-				}
-				if page.Next != "" {
-					fmt.Fprintf(w, "more: --after %s\n", page.Next)
-				}
-				return nil
+				return flushPage(w, tw, page.Next)
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&queue, "queue", "", "only jobs of this queue")
 	cmd.Flags().StringVar(&status, "status", "", "only jobs in this status ("+strings.Join(statuses, ", ")+")")
@@ -227,22 +217,15 @@ func newJobsShowCommand() *cobra.Command {
 		Example: `  backoffctl jobs show 42
   backoffctl jobs show 42 --output json | jq .errors`,
 		Args: exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				d, err := o.Details(ctx, id)
-				if errors.Is(err, client.ErrJobNotFound) {
-					return fmt.Errorf("no job %d", id)
-				}
 				if err != nil {
-					return err
+					return noJob(err, id)
 				}
 				j := jobRowOf(d)
 				w := cmd.OutOrStdout()
@@ -256,7 +239,7 @@ func newJobsShowCommand() *cobra.Command {
 				writeJob(w, j, now)
 				return nil
 			})
-		},
+		}),
 	}
 	return cmd
 }
@@ -275,22 +258,15 @@ history. "dlq replay ID" brings a cancelled job back.`,
 		Example: `  backoffctl jobs cancel 42
   backoffctl jobs cancel 42 --reason "customer asked to stop"`,
 		Args: exactArgs(1, "ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			id, err := parseID(args[0])
 			if err != nil {
 				return err
 			}
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				j, err := o.Cancel(ctx, id, reason)
-				if errors.Is(err, client.ErrJobNotFound) {
-					return fmt.Errorf("no job %d", id)
-				}
 				if err != nil {
-					return err
+					return noJob(err, id)
 				}
 				w := cmd.OutOrStdout()
 				if jsonOut {
@@ -299,7 +275,7 @@ history. "dlq replay ID" brings a cancelled job back.`,
 				fmt.Fprintf(w, "cancelled job %d (queue %s); dlq replay %d brings it back\n", j.ID, esc(j.Queue), j.ID)
 				return nil
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "why: becomes its last error and goes into its error history (none: the last error stays)")
 	return cmd
@@ -458,4 +434,12 @@ func orDash(s *string) string {
 		return "-"
 	}
 	return *s
+}
+
+// noJob names the job a call did not find; other errors pass as they are.
+func noJob(err error, id int64) error {
+	if errors.Is(err, client.ErrJobNotFound) {
+		return fmt.Errorf("no job %d", id)
+	}
+	return err
 }

@@ -35,13 +35,9 @@ command is for a cron job or an operator.`,
 		Example: `  backoffctl reap
   backoffctl reap --limit 10000`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
+			if err := checkLimit(limit); err != nil {
 				return err
-			}
-			if limit < 1 {
-				return usagef("--limit %d: want at least 1", limit)
 			}
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				n, err := c.Reap(ctx, limit)
@@ -54,7 +50,7 @@ command is for a cron job or an operator.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "reaped %d job(s) whose lease expired\n", n)
 				return nil
 			})
-		},
+		}),
 	}
 	cmd.Flags().IntVar(&limit, "limit", 1000, "at most this many jobs")
 	return cmd
@@ -105,11 +101,7 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
   backoffctl stats --window 15m
   backoffctl stats --watch 2`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			win, err := config.ParseDuration(window)
 			if err != nil {
 				return usagef("--window: %v", err)
@@ -150,7 +142,7 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 					}
 				}
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&window, "window", "1h", "period for the RETRIES and DEAD_LETTERS columns")
 	cmd.Flags().IntVar(&watch, "watch", 0, "redraw every N seconds until interrupted")
@@ -256,11 +248,7 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
   backoffctl enqueue reports '{}' --run-at 2030-01-01T09:00:00Z --priority 10
   backoffctl enqueue webhooks '{"id": 7}' --run-at 5m --dedupe-key webhook-7 --max-attempts 3`,
 		Args: exactArgs(2, "QUEUE JSON"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			queue, payload := args[0], args[1]
 			if strings.TrimSpace(queue) == "" {
 				return usagef("queue name must not be empty")
@@ -307,7 +295,7 @@ matches an unfinished job of the queue returns that job instead of adding one.`,
 				fmt.Fprintf(cmd.OutOrStdout(), "enqueued job %d in queue %s\n", id, esc(queue))
 				return nil
 			})
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&runAt, "run-at", "", "when the job becomes due: RFC 3339 time or delay from now (default now)")
 	cmd.Flags().IntVar(&maxAttempts, "max-attempts", 0, "attempts before dead-lettering (default: the policy's)")

@@ -137,3 +137,63 @@ func truncate(s string, n int) string {
 	}
 	return string(r[:n-1]) + "…"
 }
+
+// withOutput is the RunE of a command that prints text or JSON: --output
+// is checked before anything runs (another value is a usage error), and run
+// is told which was asked for.
+func withOutput(run func(cmd *cobra.Command, args []string, jsonOut bool) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		jsonOut, err := wantJSON(cmd)
+		if err != nil {
+			return err
+		}
+		return run(cmd, args, jsonOut)
+	}
+}
+
+// flushPage ends a table of one page of a listing, and says how to get
+// the next page when there is one.
+func flushPage(w io.Writer, tw *tabwriter.Writer, next string) error {
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(w, "more: --after %s\n", next)
+	}
+	return nil
+}
+
+// checkLimit refuses a --limit below 1.
+func checkLimit(limit int) error {
+	if limit < 1 {
+		return usagef("--limit %d: want at least 1", limit)
+	}
+	return nil
+}
+
+// switchVerb is the command that pauses (or resumes) a queue or a
+// schedule.
+func switchVerb(pause bool) string {
+	if pause {
+		return "pause"
+	}
+	return "resume"
+}
+
+// writeSwitch reports a pause or resume of the kind's ("queue",
+// "schedule") name, shown as shown in text: whether it changed anything.
+func writeSwitch(w io.Writer, jsonOut bool, kind, name, shown string, pause, changed bool) error {
+	if jsonOut {
+		return writeJSON(w, map[string]any{kind: name, "paused": pause, "changed": changed})
+	}
+	done, already := "resumed", "was not paused"
+	if pause {
+		done, already = "paused", "was already paused"
+	}
+	if changed {
+		fmt.Fprintf(w, "%s %s %s\n", done, kind, shown)
+	} else {
+		fmt.Fprintf(w, "%s %s %s\n", kind, shown, already)
+	}
+	return nil
+}

@@ -59,11 +59,7 @@ func newQueueListCommand() *cobra.Command {
 		Example: `  backoffctl queue list
   backoffctl queue list --output json`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				queues, err := o.Queues(ctx)
 				if err != nil {
@@ -95,7 +91,7 @@ func newQueueListCommand() *cobra.Command {
 				}
 				return tw.Flush()
 			})
-		},
+		}),
 	}
 }
 
@@ -113,11 +109,7 @@ does not know has every control off.`,
 		Example: `  backoffctl queue show webhooks
   backoffctl queue show webhooks --output json`,
 		Args: exactArgs(1, "QUEUE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			name := args[0]
 			if name == "" {
 				return usagef("queue name must not be empty")
@@ -156,7 +148,7 @@ does not know has every control off.`,
 				writeQueueEvents(w, events)
 				return nil
 			})
-		},
+		}),
 	}
 }
 
@@ -205,10 +197,9 @@ func writeQueue(w io.Writer, q ops.QueueInfo, st client.QueueState, now time.Tim
 }
 
 func newQueueSwitchCommand(pause bool) *cobra.Command {
-	verb, done, already := "resume", "resumed", "was not paused"
+	verb := switchVerb(pause)
 	short := "Let workers claim the jobs of a paused queue again"
 	if pause {
-		verb, done, already = "pause", "paused", "was already paused"
 		short = "Stop workers from claiming the jobs of a queue (running jobs finish)"
 	}
 	var create bool
@@ -221,11 +212,7 @@ Each change is recorded with the database role and the time in the queue's
 history ("queue show").`,
 		Example: "  backoffctl queue " + verb + " emails\n  backoffctl queue " + verb + " new-queue --create",
 		Args:    exactArgs(1, "QUEUE"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			queue := args[0]
 			if queue == "" {
 				return usagef("queue name must not be empty")
@@ -235,18 +222,9 @@ history ("queue show").`,
 				if err != nil {
 					return err
 				}
-				w := cmd.OutOrStdout()
-				if jsonOut {
-					return writeJSON(w, map[string]any{"queue": queue, "paused": pause, "changed": changed})
-				}
-				if changed {
-					fmt.Fprintf(w, "%s queue %s\n", done, queue)
-				} else {
-					fmt.Fprintf(w, "queue %s %s\n", queue, already)
-				}
-				return nil
+				return writeSwitch(cmd.OutOrStdout(), jsonOut, "queue", queue, queue, pause, changed)
 			})
-		},
+		}),
 	}
 	cmd.Flags().BoolVar(&create, "create", false, "create the queue if it has no configuration and no jobs")
 	return cmd

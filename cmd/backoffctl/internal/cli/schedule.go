@@ -75,11 +75,7 @@ un-jittered delay over the attempts.`,
   backoffctl schedule --policy conservative --seed 42 --plot conservative.svg
   backoffctl schedule --policy moderate --output json`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			if name == "" {
 				return usagef("schedule needs --policy NAME")
 			}
@@ -116,7 +112,7 @@ un-jittered delay over the attempts.`,
 				fmt.Fprintf(w, "plot written to %s\n", plot)
 			}
 			return nil
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&name, "policy", "", "policy name (required)")
 	cmd.Flags().IntVar(&attempts, "attempts", 0, "number of failed attempts to show (default: max_attempts - 1)")

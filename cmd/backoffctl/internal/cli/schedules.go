@@ -123,11 +123,7 @@ func newSchedulesListCommand() *cobra.Command {
 		Example: `  backoffctl schedules list
   backoffctl schedules list --output json`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			ctx := cmd.Context()
 			c, done, err := openClient(ctx, cmd)
 			if err != nil {
@@ -160,7 +156,7 @@ func newSchedulesListCommand() *cobra.Command {
 				row(tw, s.Name, s.Queue, timingCell(s), next, lastFireCell(s), yesNo(s.Paused))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 }
 
@@ -358,10 +354,9 @@ func writeScheduleJobs(w io.Writer, jobs []ops.ScheduleJob) {
 }
 
 func newScheduleSwitchCommand(pause bool) *cobra.Command {
-	verb, done, already := "resume", "resumed", "was not paused"
+	verb := switchVerb(pause)
 	short := "Let a paused schedule fire again, from its first slot after now"
 	if pause {
-		verb, done, already = "pause", "paused", "was already paused"
 		short = "Stop a schedule from firing (the jobs it enqueued stay)"
 	}
 	return &cobra.Command{
@@ -369,45 +364,28 @@ func newScheduleSwitchCommand(pause bool) *cobra.Command {
 		Short:   short,
 		Example: "  backoffctl schedules " + verb + " nightly-report",
 		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			name := args[0]
-			ctx := cmd.Context()
-			c, closeClient, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeClient()
-			_, found, err := c.ScheduleByName(ctx, name)
-			if err != nil {
-				return err
-			}
-			if !found {
-				return fmt.Errorf("no schedule %q", name)
-			}
-			var changed bool
-			if pause {
-				changed, err = c.PauseSchedule(ctx, name)
-			} else {
-				changed, err = c.ResumeSchedule(ctx, name)
-			}
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, map[string]any{"schedule": name, "paused": pause, "changed": changed})
-			}
-			if changed {
-				fmt.Fprintf(w, "%s schedule %s\n", done, esc(name))
-			} else {
-				fmt.Fprintf(w, "schedule %s %s\n", esc(name), already)
-			}
-			return nil
-		},
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				_, found, err := c.ScheduleByName(ctx, name)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return fmt.Errorf("no schedule %q", name)
+				}
+				var changed bool
+				if pause {
+					changed, err = c.PauseSchedule(ctx, name)
+				} else {
+					changed, err = c.ResumeSchedule(ctx, name)
+				}
+				if err != nil {
+					return err
+				}
+				return writeSwitch(cmd.OutOrStdout(), jsonOut, "schedule", name, esc(name), pause, changed)
+			})
+		}),
 	}
 }
 
@@ -421,31 +399,23 @@ it is told apart from the slots' jobs; the schedule's next fire time and
 counters stay as they are. A paused schedule can be triggered.`,
 		Example: "  backoffctl schedules trigger nightly-report",
 		Args:    exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			name := args[0]
-			ctx := cmd.Context()
-			c, closeClient, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer closeClient()
-			id, found, err := c.TriggerSchedule(ctx, name)
-			if err != nil {
-				return err
-			}
-			if !found {
-				return fmt.Errorf("no schedule %q", name)
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				return writeJSON(w, map[string]any{"schedule": name, "job_id": id})
-			}
-			fmt.Fprintf(w, "triggered schedule %s: job %d\n", esc(name), id)
-			return nil
-		},
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				id, found, err := c.TriggerSchedule(ctx, name)
+				if err != nil {
+					return err
+				}
+				if !found {
+					return fmt.Errorf("no schedule %q", name)
+				}
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					return writeJSON(w, map[string]any{"schedule": name, "job_id": id})
+				}
+				fmt.Fprintf(w, "triggered schedule %s: job %d\n", esc(name), id)
+				return nil
+			})
+		}),
 	}
 }

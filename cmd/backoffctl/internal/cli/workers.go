@@ -37,11 +37,7 @@ heartbeat moves forward: in the past, the worker renews nothing any more.`,
 		Example: `  backoffctl workers
   backoffctl workers --output json`,
 		Args: exactArgs(0, ""),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				ws, err := o.Workers(ctx)
 				if err != nil {
@@ -80,6 +76,6 @@ heartbeat moves forward: in the past, the worker renews nothing any more.`,
 				}
 				return tw.Flush()
 			})
-		},
+		}),
 	}
 }

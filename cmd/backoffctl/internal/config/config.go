@@ -374,18 +374,7 @@ func decodeQueue(name string, qn *node, qt map[string]*node, defined map[string]
 		bad[lastPart(n.key)] = true
 		ps.add(n.line, n.key, format, args...)
 	}
-	positive := func(n *node, example string) (int, bool) {
-		i, ok := n.val.(int64)
-		switch {
-		case !ok:
-			fail(n, "must be an integer such as %s, got %s", example, describeValue(n.val))
-		case i < 1 || i > math.MaxInt32:
-			fail(n, "must be between 1 and %d, got %d", math.MaxInt32, i)
-		default:
-			return int(i), true
-		}
-		return 0, false
-	}
+	positive := func(n *node, example string) (int, bool) { return integer(n, 1, math.MaxInt32, example, fail) }
 	for _, k := range sortedKeys(qt) {
 		v := qt[k]
 		switch k {
@@ -433,10 +422,7 @@ func decodeQueue(name string, qn *node, qt map[string]*node, defined map[string]
 				q.BreakerCooldown = d
 			}
 		default:
-			hint := suggest(k, queueKeys)
-			if h, ok := queueKeyHints[strings.ToLower(k)]; ok {
-				hint = fmt.Sprintf(" (did you mean %q?)", h)
-			}
+			hint := keyHint(k, queueKeys, queueKeyHints)
 			ps.add(v.line, v.key, "unknown key%s; a queue has %s", hint, strings.Join(queueKeys, ", "))
 		}
 	}
@@ -678,14 +664,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 				p.Multiplier = f
 			}
 		case "exponent":
-			i, ok := n.val.(int64)
-			switch {
-			case !ok:
-				fail(n, "must be an integer such as 2, got %s", describeValue(n.val))
-			case i < policy.MinExponent || i > policy.MaxExponent:
-				fail(n, "must be between %d and %d, got %d", policy.MinExponent, policy.MaxExponent, i)
-			default:
-				p.Exponent = int(i)
+			if i, ok := integer(n, policy.MinExponent, policy.MaxExponent, "2", fail); ok {
+				p.Exponent = i
 			}
 		case "jitter_ratio":
 			f, ok := number(n.val)
@@ -700,14 +680,8 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 				p.JitterRatio = f
 			}
 		case "max_attempts":
-			i, ok := n.val.(int64)
-			switch {
-			case !ok:
-				fail(n, "must be an integer such as 5, got %s", describeValue(n.val))
-			case i < 1 || i > policy.MaxCount:
-				fail(n, "must be between 1 and %d, got %d", policy.MaxCount, i)
-			default:
-				p.MaxAttempts = int(i)
+			if i, ok := integer(n, 1, policy.MaxCount, "5", fail); ok {
+				p.MaxAttempts = i
 			}
 		case "max_lease_expiries":
 			i, ok := n.val.(int64)
@@ -748,12 +722,7 @@ func decodePolicy(name string, pn *node, ps *problems) (policy.Policy, bool) {
 				bad["schedule"] = true
 			}
 		default:
-			hint := ""
-			if h, ok := keyHints[strings.ToLower(k)]; ok {
-				hint = fmt.Sprintf(" (did you mean %q?)", h)
-			} else {
-				hint = suggest(k, policyKeys)
-			}
+			hint := keyHint(k, policyKeys, keyHints)
 			ps.add(n.line, n.key, "unknown key%s", hint)
 		}
 	}

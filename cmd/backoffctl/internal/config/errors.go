@@ -93,6 +93,30 @@ func suggest(word string, candidates []string) string {
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
+// keyHint is what an unknown key's problem suggests: the key a common
+// misspelling (hints, by lower case) stands for, else the nearest of keys.
+func keyHint(k string, keys []string, hints map[string]string) string {
+	if h, ok := hints[strings.ToLower(k)]; ok {
+		return fmt.Sprintf(" (did you mean %q?)", h)
+	}
+	return suggest(k, keys)
+}
+
+// integer reads n as an integer from lo to hi, or reports with fail why
+// it is not one (example: a value to show).
+func integer(n *node, lo, hi int64, example string, fail func(n *node, format string, args ...any)) (int, bool) {
+	i, ok := n.val.(int64)
+	switch {
+	case !ok:
+		fail(n, "must be an integer such as %s, got %s", example, describeValue(n.val))
+	case i < lo || i > hi:
+		fail(n, "must be between %d and %d, got %d", lo, hi, i)
+	default:
+		return int(i), true
+	}
+	return 0, false
+}
+
 // levenshtein is the edit distance between a and b, in runes.
 func levenshtein(a, b string) int {
 	ra, rb := []rune(a), []rune(b)

@@ -87,18 +87,6 @@ func decodeSchedule(name string, sn *node, st map[string]*node, defined map[stri
 	s := Schedule{Name: name, Payload: "{}", TimeZone: "UTC", CatchUp: "latest", CatchUpLimit: 100}
 	before := ps.adds
 	fail := func(n *node, format string, args ...any) { ps.add(n.line, n.key, format, args...) }
-	integer := func(n *node, lo, hi int64, example string) (int, bool) {
-		i, ok := n.val.(int64)
-		switch {
-		case !ok:
-			fail(n, "must be an integer such as %s, got %s", example, describeValue(n.val))
-		case i < lo || i > hi:
-			fail(n, "must be between %d and %d, got %d", lo, hi, i)
-		default:
-			return int(i), true
-		}
-		return 0, false
-	}
 	duration := func(n *node, lo, hi time.Duration, example string) (time.Duration, bool) {
 		str, ok := n.val.(string)
 		if !ok {
@@ -178,15 +166,15 @@ func decodeSchedule(name string, sn *node, st map[string]*node, defined map[stri
 				s.Policy = p
 			}
 		case "priority":
-			s.Priority, _ = integer(v, math.MinInt16, math.MaxInt16, "0")
+			s.Priority, _ = integer(v, math.MinInt16, math.MaxInt16, "0", fail)
 		case "max_attempts":
-			s.MaxAttempts, _ = integer(v, 1, math.MaxInt32, "5")
+			s.MaxAttempts, _ = integer(v, 1, math.MaxInt32, "5", fail)
 		case "catch_up":
 			s.CatchUp, _ = enumValue(v, []string{"latest", "all"}, "missed-slot policy", fail)
 		case "catch_up_window":
 			s.CatchUpWindow, _ = duration(v, time.Microsecond, maxDuration, "10m")
 		case "catch_up_limit":
-			s.CatchUpLimit, _ = integer(v, 1, 10000, "100")
+			s.CatchUpLimit, _ = integer(v, 1, 10000, "100", fail)
 		case "skip_if_running", "enabled":
 			b, ok := v.val.(bool)
 			if !ok {
@@ -199,10 +187,7 @@ func decodeSchedule(name string, sn *node, st map[string]*node, defined map[stri
 				s.SkipIfRunning = b
 			}
 		default:
-			hint := suggest(k, scheduleKeys)
-			if h, ok := scheduleKeyHints[strings.ToLower(k)]; ok {
-				hint = fmt.Sprintf(" (did you mean %q?)", h)
-			}
+			hint := keyHint(k, scheduleKeys, scheduleKeyHints)
 			ps.add(v.line, v.key, "unknown key%s; a schedule has %s", hint, strings.Join(scheduleKeys, ", "))
 		}
 	}
