@@ -173,6 +173,7 @@ func TestSchedulePage(t *testing.T) {
 	require.Contains(t, rows[0], `<span class="tag pending">pending</span>`)
 	require.Contains(t, rows[1], "2030-01-02 07:30:00Z")
 	require.Contains(t, rows[1], `<span class="tag dead_lettered">dead_lettered</span> <span class="hint">not retryable</span>`)
+	require.Contains(t, rows[1], `<td class="n">1/2</td>`, "the counted attempt of max_attempts")
 	require.Contains(t, rows[1], `<td class="n">1/2</td>`)
 	require.Contains(t, rows[2], `<span class="tag completed">completed</span>`)
 	require.Contains(t, rows[2], "<td>2030-01-01 08:00:00Z</td>", "finished when completed")

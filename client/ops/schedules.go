@@ -71,13 +71,14 @@ type ScheduleJob struct {
 	// (client.Client.TriggerSchedule).
 	Slot   time.Time
 	Status jobtype.Status
-	// Attempts is the attempts counted (claims given back by a snooze are
-	// not); MaxAttempts the job's, else its policy's (0: neither known).
-	Attempts, MaxAttempts int
-	DeadLetterReason      string
-	RunAt                 time.Time
-	CreatedAt             time.Time
-	CompletedAt           time.Time // zero while unfinished
+	// AttemptNumber is the counted attempt, as client.Job.AttemptNumber
+	// (claims given back by a snooze are not counted; docs/adr/0065);
+	// MaxAttempts the job's, else its policy's (0: neither known).
+	AttemptNumber, MaxAttempts int
+	DeadLetterReason           string
+	RunAt                      time.Time
+	CreatedAt                  time.Time
+	CompletedAt                time.Time // zero while unfinished
 }
 
 // ScheduleJobs returns the last limit (at least 1) jobs the schedule name
@@ -95,7 +96,7 @@ func (c *Client) ScheduleJobs(ctx context.Context, name string, limit int) ([]Sc
 	}
 	out := make([]ScheduleJob, len(page.Jobs))
 	for i, d := range page.Jobs {
-		out[i] = ScheduleJob{ID: d.ID, Queue: d.Queue, Status: d.Status, Attempts: d.AttemptNumber(),
+		out[i] = ScheduleJob{ID: d.ID, Queue: d.Queue, Status: d.Status, AttemptNumber: d.AttemptNumber(),
 			MaxAttempts: d.EffectiveMaxAttempts, DeadLetterReason: d.DeadLetterReason, RunAt: d.RunAt, CreatedAt: d.CreatedAt}
 		if d.ScheduleSlot != nil {
 			out[i].Slot = *d.ScheduleSlot

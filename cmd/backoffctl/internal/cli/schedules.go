@@ -287,7 +287,7 @@ type scheduleJobRow struct {
 	ID               int64     `json:"id"`
 	Slot             jsonTime  `json:"slot"` // null: a manual fire
 	Status           string    `json:"status"`
-	Attempts         int       `json:"attempts"`
+	CountedAttempts  int       `json:"counted_attempts"` // as in jobs show
 	MaxAttempts      *int      `json:"max_attempts"`
 	DeadLetterReason *string   `json:"dead_letter_reason"`
 	CreatedAt        time.Time `json:"created_at"`
@@ -295,7 +295,7 @@ type scheduleJobRow struct {
 }
 
 func scheduleJobRowOf(j ops.ScheduleJob) scheduleJobRow {
-	r := scheduleJobRow{ID: j.ID, Slot: optTime(j.Slot), Status: string(j.Status), Attempts: j.Attempts,
+	r := scheduleJobRow{ID: j.ID, Slot: optTime(j.Slot), Status: string(j.Status), CountedAttempts: j.AttemptNumber,
 		CreatedAt: j.CreatedAt.UTC(), FinishedAt: optTime(j.CompletedAt)}
 	if j.MaxAttempts > 0 {
 		r.MaxAttempts = &j.MaxAttempts
@@ -344,7 +344,7 @@ func writeScheduleJobs(w io.Writer, jobs []ops.ScheduleJob) {
 		if j.DeadLetterReason != "" {
 			status += " (" + j.DeadLetterReason + ")"
 		}
-		attempts := strconv.Itoa(j.Attempts)
+		attempts := strconv.Itoa(j.AttemptNumber)
 		if j.MaxAttempts > 0 {
 			attempts += "/" + strconv.Itoa(j.MaxAttempts)
 		}
