@@ -136,9 +136,9 @@ func transient(err error) bool {
 // nothing was sent), or the server answered with SQLSTATE class 08
 // (connection exception) or 57P (shutting down, crashed, not accepting
 // connections yet). Such a call may succeed once the database is back; any
-// other answer of the database is about the call itself. The client's
-// Worker, the web UI's "cannot be reached" banner and backoffctl all
-// decide with it.
+// other answer of the database is about the call itself. The Worker,
+// which repeats a settle call that failed so, and the web UI's "cannot be
+// reached" banner decide with it.
 func IsConnectionError(err error) bool {
 	if err == nil {
 		return false

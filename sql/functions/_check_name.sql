@@ -4,11 +4,15 @@
 -- embeddings, overrides and isolates, the byte order mark, tags);
 -- otherwise 22023 naming the value with those characters escaped
 -- (docs/adr/0039, docs/adr/0059), raised by backoff._bad_name. Private;
--- every function that takes a queue, policy, worker or dedupe key checks it
--- here, so a name can always be notified (NOTIFY payloads are limited to
--- 8000 bytes), indexed, replayed and printed on one terminal line, and two
--- names that look the same are the same name (a queue "emails" followed by
--- a zero-width space would sit unseen beside "emails").
+-- every function that stores a queue, policy, schedule, worker or dedupe
+-- key, or works on a queue by name (claim, acquire, the waits, pause and
+-- resume, queue_state, replay_dead_letters), checks it here; look-ups and
+-- filters (list_jobs, count_jobs, the dead-letter reads, revoke_queue) do
+-- not, as a name no row holds matches nothing there. So a stored name can
+-- always be notified (NOTIFY payloads are limited to 8000 bytes), indexed,
+-- replayed and printed on one terminal line, and two names that look the
+-- same are the same name (a queue "emails" followed by a zero-width space
+-- would sit unseen beside "emails").
 --
 -- A SQL function that PostgreSQL inlines: called as an assignment
 -- (p_queue := backoff._check_name('queue', p_queue)) it is a PL/pgSQL
