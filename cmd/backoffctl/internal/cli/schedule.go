@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client/policy"
@@ -147,18 +149,17 @@ func schedulePolicy(cmd *cobra.Command, name, file, env string) (policy.Policy, 
 		return p, src, nil
 	}
 	if u, _ := databaseURL(cmd); u != "" {
-		ctx := cmd.Context()
-		conn, err := connect(ctx, cmd)
+		var p policy.Policy
+		err := withConn(cmd, func(ctx context.Context, conn *pgx.Conn) error {
+			var ok bool
+			var err error
+			if p, ok, err = readPolicy(ctx, conn, name); err == nil && !ok {
+				err = fmt.Errorf("no policy %q in backoff.policies", name)
+			}
+			return err
+		})
 		if err != nil {
 			return policy.Policy{}, "", err
-		}
-		defer conn.Close(ctx)
-		p, ok, err := readPolicy(ctx, conn, name)
-		if err != nil {
-			return policy.Policy{}, "", err
-		}
-		if !ok {
-			return policy.Policy{}, "", fmt.Errorf("no policy %q in backoff.policies", name)
 		}
 		return p, "database", nil
 	}

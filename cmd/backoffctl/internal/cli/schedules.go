@@ -124,38 +124,34 @@ func newSchedulesListCommand() *cobra.Command {
   backoffctl schedules list --output json`,
 		Args: exactArgs(0, ""),
 		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
-			ctx := cmd.Context()
-			c, done, err := openClient(ctx, cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			list, err := c.Schedules(ctx)
-			if err != nil {
-				return err
-			}
-			w := cmd.OutOrStdout()
-			if jsonOut {
-				rows := make([]scheduleRow, len(list))
-				for i, s := range list {
-					rows[i] = scheduleRowOf(s)
+			return withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				list, err := c.Schedules(ctx)
+				if err != nil {
+					return err
 				}
-				return writeJSON(w, rows)
-			}
-			if len(list) == 0 {
-				fmt.Fprintln(w, "no schedules")
-				return nil
-			}
-			tw := newTable(w)
-			row(tw, "SCHEDULE", "QUEUE", "TIMING", "NEXT FIRE", "LAST FIRE", "PAUSED")
-			for _, s := range list {
-				next := formatTime(&s.NextFireAt)
-				if s.Paused {
-					next = "-"
+				w := cmd.OutOrStdout()
+				if jsonOut {
+					rows := make([]scheduleRow, len(list))
+					for i, s := range list {
+						rows[i] = scheduleRowOf(s)
+					}
+					return writeJSON(w, rows)
 				}
-				row(tw, s.Name, s.Queue, timingCell(s), next, lastFireCell(s), yesNo(s.Paused))
-			}
-			return tw.Flush()
+				if len(list) == 0 {
+					fmt.Fprintln(w, "no schedules")
+					return nil
+				}
+				tw := newTable(w)
+				row(tw, "SCHEDULE", "QUEUE", "TIMING", "NEXT FIRE", "LAST FIRE", "PAUSED")
+				for _, s := range list {
+					next := formatTime(&s.NextFireAt)
+					if s.Paused {
+						next = "-"
+					}
+					row(tw, s.Name, s.Queue, timingCell(s), next, lastFireCell(s), yesNo(s.Paused))
+				}
+				return tw.Flush()
+			})
 		}),
 	}
 }
