@@ -90,6 +90,9 @@ func (s *Server) Describe() string {
 	case KindDocker:
 		return "a Docker container from image " + s.Source
 	case KindLocal:
+		if s.local != nil && s.local.memory {
+			return "a temporary local cluster from " + s.Source + ", in memory (" + filepath.Dir(s.local.dir) + ")"
+		}
 		return "a temporary local cluster from " + s.Source
 	default:
 		return "the server at " + hostOf(s.URL) + " (" + s.Source + ")"

@@ -3,7 +3,9 @@ package pgserver
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +59,32 @@ func TestStartLocal(t *testing.T) {
 	require.Error(t, err, "the server must be gone after Stop")
 	_, err = os.Stat(dir)
 	require.True(t, os.IsNotExist(err), "the cluster's directory must be gone after Stop")
+}
+
+// TestStartLocalInMemory: with InMemory set, the cluster's directory is on
+// the memory file system MemoryDir found, and Describe says so; where there
+// is none (no tmpfs with room), it is where StartLocal puts it otherwise.
+// Not parallel: it sets InMemory, which the other tests leave unset.
+func TestStartLocalInMemory(t *testing.T) {
+	b := needBinaries(t)
+	ctx := context.Background()
+	InMemory = true
+	t.Cleanup(func() { InMemory = false })
+	s, err := StartLocal(ctx, "fsync=off")
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Stop(context.Background())) })
+	require.Equal(t, "1", query(t, s.URL, "SELECT 1::text"))
+	mem := MemoryDir()
+	if mem == "" {
+		require.Equal(t, filepath.Clean(os.TempDir()), filepath.Dir(s.local.dir))
+		require.Equal(t, "a temporary local cluster from "+b.Dir, s.Describe())
+		return
+	}
+	require.Equal(t, mem, filepath.Dir(s.local.dir))
+	var fs syscall.Statfs_t
+	require.NoError(t, syscall.Statfs(s.local.data, &fs))
+	require.EqualValues(t, 0x01021994, fs.Type, "the data directory is on a tmpfs")
+	require.Equal(t, "a temporary local cluster from "+b.Dir+", in memory ("+mem+")", s.Describe())
 }
 
 // TestLocalRestartPause: a restart keeps the URL and the data; a paused

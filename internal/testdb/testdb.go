@@ -6,8 +6,8 @@
 // own databases there and never touches others); else one Docker
 // container per test package; else one temporary local cluster per test
 // package from the machine's PostgreSQL binaries. Servers testdb starts run
-// with fsync off. Each package prints which server it uses, once, on
-// stderr.
+// with fsync off and keep their data in memory where they can (a tmpfs).
+// Each package prints which server it uses, once, on stderr.
 //
 // With none, tests skip on a developer's machine and fail when CI is set,
 // so a missing server can never pass as green in CI.
@@ -214,6 +214,10 @@ func startServer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	u, source := pgserver.URLFromEnv()
+	// A test server is thrown away with its package: its data needs no
+	// disk, and every test copies a database, which costs ten times less
+	// in memory (pgserver.InMemory).
+	pgserver.InMemory = true
 	srv, err := pgserver.Start(ctx, u, source, serverSettings...)
 	if err != nil {
 		return err
