@@ -133,8 +133,13 @@ func TestFireSchedulesConcurrentWeek(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	// Whatever the firers left due fires now.
-	fire(t, db, 1000, week)
+	// Whatever the firers left due fires now. A call fires at most
+	// catch_up_limit (100) slots of a schedule: under load, a firer that
+	// found the schedule locked by a slower one went on, and the slots due
+	// by the end can be more than one call fires; each further call goes
+	// on from where the last stopped.
+	for len(fire(t, db, 1000, week)) > 0 {
+	}
 
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
