@@ -8385,10 +8385,10 @@ $$;
 -- job.
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
--- the others pruned when the statement starts: a segment switched from keeps, until backoff.rotate
--- truncates it, the index entries of every job it held, which no vacuum
--- removes while an old snapshot is open, and a claim that read them would
--- walk them all. A job left in another segment (an enqueue that raced the
+-- the others pruned when the statement starts: a segment switched from
+-- keeps, until backoff.rotate truncates it, the index entries of every job
+-- it held, which no vacuum removes while an old snapshot is open, and a
+-- claim that read them would walk them all. A job left in another segment (an enqueue that raced the
 -- switch, a row locked while rotate moved the others) is claimable once the
 -- next rotate has moved it.
 CREATE OR REPLACE FUNCTION backoff.claim(
