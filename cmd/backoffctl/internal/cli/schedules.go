@@ -163,11 +163,7 @@ func newSchedulesShowCommand() *cobra.Command {
 		Example: `  backoffctl schedules show nightly-report
   backoffctl schedules show nightly-report --output json`,
 		Args: exactArgs(1, "NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			jsonOut, err := wantJSON(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
 			return withOps(cmd, func(ctx context.Context, c *client.Client, o *ops.Client) error {
 				s, found, err := c.ScheduleByName(ctx, args[0])
 				if err != nil {
@@ -204,7 +200,7 @@ func newSchedulesShowCommand() *cobra.Command {
 				writeScheduleJobs(w, jobs)
 				return nil
 			})
-		},
+		}),
 	}
 }
 
