@@ -7067,7 +7067,9 @@ BEGIN
     END IF;
     -- A scoped caller learns nothing about another queue's job: to it the
     -- job does not exist.
-    PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_job_scope(p_job_id, v_queue);
+    END IF;
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';
@@ -7409,8 +7411,10 @@ $$;
 -- exists (backoff.grant_queue) or backoff.settings says
 -- require_queue_grants (a missing row counts as on). When false the
 -- functions skip backoff._check_queue: they call it as
---   PERFORM backoff._check_queue(...) WHERE backoff._scope_in_force()
--- (docs/adr/0058-queue-scope-fails-closed.md). Private.
+--   IF backoff._scope_in_force() THEN PERFORM backoff._check_queue(...); END IF;
+-- (docs/adr/0058-queue-scope-fails-closed.md), an expression PL/pgSQL
+-- evaluates without starting an executor, where PERFORM ... WHERE started
+-- one for every call (about 10,000 instructions). Private.
 --
 -- PL/pgSQL, not SQL: an SQL function whose body holds sub-selects is never
 -- inlined, so every call ran the SQL-function executor (31 µs a call in the
@@ -7524,7 +7528,7 @@ $$;
 -- cannot tell another queue's job from a missing id: no other code, no
 -- queue name (docs/adr/0058-queue-scope-fails-closed.md). Raised after a
 -- guarded UPDATE, the error undoes it. Called as
---   PERFORM backoff._check_job_scope(...) WHERE backoff._scope_in_force()
+--   IF backoff._scope_in_force() THEN PERFORM backoff._check_job_scope(...); END IF;
 -- Private.
 CREATE OR REPLACE FUNCTION backoff._check_job_scope(p_job_id bigint, p_queue text)
 RETURNS void
@@ -7652,7 +7656,9 @@ BEGIN
     -- Only a worker that may work on the queue may wait for it: another
     -- could end its registrations or make enqueue notify for it
     -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
     IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
         RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
@@ -7695,7 +7701,9 @@ BEGIN
     -- Only a worker that may work on the queue may wait for it: another
     -- could end its registrations or make enqueue notify for it
     -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
     DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
     RETURN FOUND;
 END
@@ -8035,7 +8043,9 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(p_queues, 'produce') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(p_queues, 'produce');
+    END IF;
 
     -- The governing policy is looked up once per distinct (queue, policy)
     -- of the batch, not once per job. '' stands for "no policy of its own"
@@ -8437,13 +8447,18 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
     -- The current segment as a parameter of the statements below, not an
     -- InitPlan: PostgreSQL then prunes the other segments when it starts the
     -- statement, so neither the candidate scan nor the UPDATE opens, locks
     -- or probes their indexes (an InitPlan's value prunes only as the
-    -- statement runs, after every segment's scan was started).
-    v_segment := backoff._current_segment();
+    -- statement runs, after every segment's scan was started). Read here,
+    -- as backoff._current_segment() reads it: that function is a definer
+    -- function for the column's DEFAULT, and calling it costs claim about
+    -- 30,000 instructions more than the read.
+    SELECT s.segment INTO v_segment FROM backoff.segments AS s WHERE s.current;
 
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
@@ -8596,7 +8611,9 @@ BEGIN
         IF FOUND THEN
             -- A scoped caller that acquired another queue's job: it looks
             -- missing, and the error undoes the UPDATE (docs/adr/0058).
-            PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+            IF backoff._scope_in_force() THEN
+                PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+            END IF;
             RETURN v_job;
         END IF;
     END LOOP;
@@ -8606,7 +8623,9 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+    END IF;
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';
@@ -8703,9 +8722,9 @@ DECLARE
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061), with the dedupe key released. A row
-    -- that backoff.rotate moved while this statement waited for it is gone
-    -- from its snapshot: a second statement, with a new snapshot, finds it.
+    -- in one statement (docs/adr/0061). A row that backoff.rotate moved
+    -- while this statement waited for it is gone from its snapshot: a second
+    -- statement, with a new snapshot, finds it.
     FOR v_try IN 1..2 LOOP
         WITH d AS (
             DELETE FROM backoff.jobs AS j
@@ -8713,10 +8732,6 @@ BEGIN
               AND j.status = 'running'
               AND j.attempts = p_attempt
             RETURNING j.*
-        ), k AS (
-            DELETE FROM backoff.dedupe_keys AS k
-            USING d
-            WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
         )
         INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
                               lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
@@ -8734,6 +8749,14 @@ BEGIN
     END LOOP;
     IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    -- The job's dedupe key is released by a statement of its own, run only
+    -- for a job that has one: in the move's statement its DELETE was started
+    -- for every job, about 50,000 instructions. Until this transaction
+    -- commits, an enqueue with the key sees the job unfinished either way.
+    IF v_job.dedupe_key IS NOT NULL THEN
+        DELETE FROM backoff.dedupe_keys AS k
+        WHERE k.queue = v_job.queue AND k.dedupe_key = v_job.dedupe_key AND k.job_id = v_job.id;
     END IF;
     -- Probes in one statement, of tables that are empty or one row unless
     -- the feature is used (queue grants or require_queue_grants; a breaker
@@ -9078,7 +9101,9 @@ BEGIN
             SELECT * INTO v_job FROM backoff._move_finished(ARRAY[v_job.id]);
         END IF;
         -- Another queue's job looks missing; the error undoes the UPDATE.
-        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+        IF backoff._scope_in_force() THEN
+            PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+        END IF;
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker
@@ -9421,7 +9446,9 @@ BEGIN
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
-        PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
+        IF backoff._scope_in_force() THEN
+            PERFORM backoff._check_job_scope(p_job_id, v_queue);
+        END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;
@@ -9488,7 +9515,9 @@ BEGIN
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
-        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+        IF backoff._scope_in_force() THEN
+            PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+        END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;
@@ -10151,7 +10180,9 @@ DECLARE
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
 
     SELECT * INTO v_q FROM backoff.queues AS q WHERE q.name = p_queue;
     queue := p_queue;

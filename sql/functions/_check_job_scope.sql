@@ -6,7 +6,7 @@
 -- cannot tell another queue's job from a missing id: no other code, no
 -- queue name (docs/adr/0058-queue-scope-fails-closed.md). Raised after a
 -- guarded UPDATE, the error undoes it. Called as
---   PERFORM backoff._check_job_scope(...) WHERE backoff._scope_in_force()
+--   IF backoff._scope_in_force() THEN PERFORM backoff._check_job_scope(...); END IF;
 -- Private.
 CREATE OR REPLACE FUNCTION backoff._check_job_scope(p_job_id bigint, p_queue text)
 RETURNS void

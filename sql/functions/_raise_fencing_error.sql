@@ -40,7 +40,9 @@ BEGIN
     END IF;
     -- A scoped caller learns nothing about another queue's job: to it the
     -- job does not exist.
-    PERFORM backoff._check_job_scope(p_job_id, v_queue) WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_job_scope(p_job_id, v_queue);
+    END IF;
     IF v_status IN ('completed', 'dead_lettered', 'cancelled') THEN
         RAISE EXCEPTION 'cannot % job "%": it is "%"', p_action, p_job_id, v_status
             USING ERRCODE = 'BK003';

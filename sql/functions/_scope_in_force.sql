@@ -4,8 +4,10 @@
 -- exists (backoff.grant_queue) or backoff.settings says
 -- require_queue_grants (a missing row counts as on). When false the
 -- functions skip backoff._check_queue: they call it as
---   PERFORM backoff._check_queue(...) WHERE backoff._scope_in_force()
--- (docs/adr/0058-queue-scope-fails-closed.md). Private.
+--   IF backoff._scope_in_force() THEN PERFORM backoff._check_queue(...); END IF;
+-- (docs/adr/0058-queue-scope-fails-closed.md), an expression PL/pgSQL
+-- evaluates without starting an executor, where PERFORM ... WHERE started
+-- one for every call (about 10,000 instructions). Private.
 --
 -- PL/pgSQL, not SQL: an SQL function whose body holds sub-selects is never
 -- inlined, so every call ran the SQL-function executor (31 µs a call in the

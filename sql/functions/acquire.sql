@@ -58,7 +58,9 @@ BEGIN
         IF FOUND THEN
             -- A scoped caller that acquired another queue's job: it looks
             -- missing, and the error undoes the UPDATE (docs/adr/0058).
-            PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+            IF backoff._scope_in_force() THEN
+                PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+            END IF;
             RETURN v_job;
         END IF;
     END LOOP;
@@ -68,7 +70,9 @@ BEGIN
         RAISE EXCEPTION 'job "%" not found', p_job_id
             USING ERRCODE = 'BK001';
     END IF;
-    PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+    END IF;
     IF v_job.status = 'running' THEN
         RAISE EXCEPTION 'cannot acquire job "%": it is running attempt "%"', p_job_id, v_job.attempts
             USING ERRCODE = 'BK002';

@@ -32,9 +32,9 @@ DECLARE
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061), with the dedupe key released. A row
-    -- that backoff.rotate moved while this statement waited for it is gone
-    -- from its snapshot: a second statement, with a new snapshot, finds it.
+    -- in one statement (docs/adr/0061). A row that backoff.rotate moved
+    -- while this statement waited for it is gone from its snapshot: a second
+    -- statement, with a new snapshot, finds it.
     FOR v_try IN 1..2 LOOP
         WITH d AS (
             DELETE FROM backoff.jobs AS j
@@ -42,10 +42,6 @@ BEGIN
               AND j.status = 'running'
               AND j.attempts = p_attempt
             RETURNING j.*
-        ), k AS (
-            DELETE FROM backoff.dedupe_keys AS k
-            USING d
-            WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
         )
         INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
                               lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
@@ -63,6 +59,14 @@ BEGIN
     END LOOP;
     IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
+    END IF;
+    -- The job's dedupe key is released by a statement of its own, run only
+    -- for a job that has one: in the move's statement its DELETE was started
+    -- for every job, about 50,000 instructions. Until this transaction
+    -- commits, an enqueue with the key sees the job unfinished either way.
+    IF v_job.dedupe_key IS NOT NULL THEN
+        DELETE FROM backoff.dedupe_keys AS k
+        WHERE k.queue = v_job.queue AND k.dedupe_key = v_job.dedupe_key AND k.job_id = v_job.id;
     END IF;
     -- Probes in one statement, of tables that are empty or one row unless
     -- the feature is used (queue grants or require_queue_grants; a breaker

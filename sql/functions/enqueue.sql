@@ -244,7 +244,9 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    PERFORM backoff._check_queue(p_queues, 'produce') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(p_queues, 'produce');
+    END IF;
 
     -- The governing policy is looked up once per distinct (queue, policy)
     -- of the batch, not once per job. '' stands for "no policy of its own"

@@ -82,7 +82,9 @@ BEGIN
             SELECT * INTO v_job FROM backoff._move_finished(ARRAY[v_job.id]);
         END IF;
         -- Another queue's job looks missing; the error undoes the UPDATE.
-        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+        IF backoff._scope_in_force() THEN
+            PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+        END IF;
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker

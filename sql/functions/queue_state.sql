@@ -34,7 +34,9 @@ DECLARE
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
 
     SELECT * INTO v_q FROM backoff.queues AS q WHERE q.name = p_queue;
     queue := p_queue;

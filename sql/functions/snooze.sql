@@ -49,7 +49,9 @@ BEGIN
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
-        PERFORM backoff._check_job_scope(p_job_id, v_job.queue) WHERE backoff._scope_in_force();
+        IF backoff._scope_in_force() THEN
+            PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+        END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('snooze', p_job_id, p_attempt);
     END IF;

@@ -17,7 +17,9 @@ BEGIN
     -- Only a worker that may work on the queue may wait for it: another
     -- could end its registrations or make enqueue notify for it
     -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
     DELETE FROM backoff.waiting_workers AS w WHERE w.queue = p_queue AND w.worker = p_worker;
     RETURN FOUND;
 END

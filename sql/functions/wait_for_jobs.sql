@@ -25,7 +25,9 @@ BEGIN
     -- Only a worker that may work on the queue may wait for it: another
     -- could end its registrations or make enqueue notify for it
     -- (docs/adr/0058-queue-scope-fails-closed.md). 42501 naming the queue.
-    PERFORM backoff._check_queue(ARRAY[p_queue], 'work') WHERE backoff._scope_in_force();
+    IF backoff._scope_in_force() THEN
+        PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
+    END IF;
     IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
         RAISE EXCEPTION 'wait for jobs in queue "%": ttl must be positive and at most 1 day, got "%"', p_queue, coalesce(p_ttl::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
