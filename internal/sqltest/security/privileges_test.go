@@ -240,14 +240,14 @@ ORDER BY 1`)
 		if !private {
 			require.True(t, definer, "%s must be SECURITY DEFINER", sig)
 			// Planner settings may follow (complete_many turns nested
-			// loops off; claim, acquire, heartbeat, complete, fail and
-			// complete_many use generic plans only, docs/adr/0041 and
-			// 0061); the search_path comes first and is pinned.
+			// loops off; claim, acquire, heartbeat, complete, fail,
+			// complete_many and reap use generic plans only, docs/adr/0041
+			// and 0061); the search_path comes first and is pinned.
 			settings := strings.Split(config, ";")
 			require.Equal(t, "search_path=pg_catalog, pg_temp", settings[0], "%s: search_path must be pinned", sig)
 			name, _, _ := strings.Cut(sig, "(")
 			switch name {
-			case "backoff.claim", "backoff.acquire", "backoff.heartbeat", "backoff.complete", "backoff.complete_many", "backoff.fail":
+			case "backoff.claim", "backoff.acquire", "backoff.heartbeat", "backoff.complete", "backoff.complete_many", "backoff.fail", "backoff.reap":
 				require.Contains(t, settings, "plan_cache_mode=force_generic_plan", sig)
 			}
 		}
