@@ -8719,16 +8719,26 @@ DECLARE
     v_scoped    boolean;
     v_half_open boolean;
     v_found     boolean;
+    v_from      smallint;
+    v_to        smallint;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061). A row that backoff.rotate moved
-    -- while this statement waited for it is gone from its snapshot: a second
+    -- in one statement (docs/adr/0061), looked for in the current segment
+    -- first, where claims put running jobs: the other segments are pruned
+    -- when the statement starts (segment BETWEEN two parameters), so their
+    -- primary keys are neither opened nor probed. Then in every segment, for
+    -- a job claimed before the current segment was switched to (or acquired
+    -- in segment 0), and once more: a row that backoff.rotate moved while a
+    -- statement waited for it is gone from its snapshot, and the next
     -- statement, with a new snapshot, finds it.
-    FOR v_try IN 1..2 LOOP
+    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_to := v_from;
+    FOR v_try IN 1..3 LOOP
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             WHERE j.id = p_job_id
+              AND j.segment BETWEEN v_from AND v_to
               AND j.status = 'running'
               AND j.attempts = p_attempt
             RETURNING j.*
@@ -8746,6 +8756,8 @@ BEGIN
         RETURNING j.* INTO v_job;
         v_found := FOUND;
         EXIT WHEN v_found;
+        v_from := 0;
+        v_to := 32767;  -- every segment
     END LOOP;
     IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
@@ -8825,6 +8837,8 @@ DECLARE
     v_scope text[];
     v_n     bigint;
     v_total bigint := 0;
+    v_from  smallint;
+    v_to    smallint;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -8843,16 +8857,21 @@ BEGIN
     --
     -- Each job moves to the finished partition: its live row deleted and
     -- the finished one inserted in one statement, its dedupe key released
-    -- (docs/adr/0061). When fewer jobs than ids were completed the same
-    -- statement runs once more: a row backoff.rotate moved while the first
-    -- waited for it is gone from the first's snapshot and found by the
-    -- second; rows already completed are no longer running.
-    FOR v_try IN 1..2 LOOP
+    -- (docs/adr/0061). The rows are looked for in the current segment first,
+    -- the others pruned, as in backoff.complete. When fewer jobs than ids
+    -- were completed the same statement runs again over every segment, and
+    -- once more: a row backoff.rotate moved while a statement waited for it
+    -- is gone from that statement's snapshot and found by the next; rows
+    -- already completed are no longer running.
+    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_to := v_from;
+    FOR v_try IN 1..3 LOOP
         RETURN QUERY
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
             WHERE j.id = ANY (p_job_ids)
+              AND j.segment BETWEEN v_from AND v_to
               AND j.id = t.id
               AND j.attempts = t.attempt
               AND j.status = 'running'
@@ -8889,6 +8908,8 @@ BEGIN
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_total := v_total + v_n;
         EXIT WHEN v_total >= cardinality(p_job_ids);
+        v_from := 0;
+        v_to := 32767;  -- every segment
     END LOOP;
 END
 $$;
@@ -9052,6 +9073,8 @@ DECLARE
     v_window   interval;
     v_cooldown interval;
     v_found    boolean;
+    v_from     smallint;
+    v_to       smallint;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -9067,7 +9090,11 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    FOR v_try IN 1..2 LOOP
+    -- The current segment first, then every segment, then once more, as in
+    -- backoff.complete.
+    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_to := v_from;
+    FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         SET (status, run_at, dead_letter_reason, completed_at) = (
                 -- The policy is looked up once (OFFSET 0 keeps it a column: the
@@ -9087,13 +9114,14 @@ BEGIN
             last_error = v_error,
             errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
         WHERE j.id = p_job_id
+          AND j.segment BETWEEN v_from AND v_to
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.* INTO v_job;
-        -- Twice when backoff.rotate moved the row while the first waited for it
-        -- (docs/adr/0061): the second statement's snapshot sees it moved.
         v_found := FOUND;
         EXIT WHEN v_found;
+        v_from := 0;
+        v_to := 32767;  -- every segment
     END LOOP;
     IF v_found THEN
         -- A dead letter goes to the finished partition (docs/adr/0061).

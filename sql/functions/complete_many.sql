@@ -34,6 +34,8 @@ DECLARE
     v_scope text[];
     v_n     bigint;
     v_total bigint := 0;
+    v_from  smallint;
+    v_to    smallint;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -52,16 +54,21 @@ BEGIN
     --
     -- Each job moves to the finished partition: its live row deleted and
     -- the finished one inserted in one statement, its dedupe key released
-    -- (docs/adr/0061). When fewer jobs than ids were completed the same
-    -- statement runs once more: a row backoff.rotate moved while the first
-    -- waited for it is gone from the first's snapshot and found by the
-    -- second; rows already completed are no longer running.
-    FOR v_try IN 1..2 LOOP
+    -- (docs/adr/0061). The rows are looked for in the current segment first,
+    -- the others pruned, as in backoff.complete. When fewer jobs than ids
+    -- were completed the same statement runs again over every segment, and
+    -- once more: a row backoff.rotate moved while a statement waited for it
+    -- is gone from that statement's snapshot and found by the next; rows
+    -- already completed are no longer running.
+    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_to := v_from;
+    FOR v_try IN 1..3 LOOP
         RETURN QUERY
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
             WHERE j.id = ANY (p_job_ids)
+              AND j.segment BETWEEN v_from AND v_to
               AND j.id = t.id
               AND j.attempts = t.attempt
               AND j.status = 'running'
@@ -98,6 +105,8 @@ BEGIN
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_total := v_total + v_n;
         EXIT WHEN v_total >= cardinality(p_job_ids);
+        v_from := 0;
+        v_to := 32767;  -- every segment
     END LOOP;
 END
 $$;

@@ -33,6 +33,8 @@ DECLARE
     v_window   interval;
     v_cooldown interval;
     v_found    boolean;
+    v_from     smallint;
+    v_to       smallint;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -48,7 +50,11 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    FOR v_try IN 1..2 LOOP
+    -- The current segment first, then every segment, then once more, as in
+    -- backoff.complete.
+    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_to := v_from;
+    FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         SET (status, run_at, dead_letter_reason, completed_at) = (
                 -- The policy is looked up once (OFFSET 0 keeps it a column: the
@@ -68,13 +74,14 @@ BEGIN
             last_error = v_error,
             errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
         WHERE j.id = p_job_id
+          AND j.segment BETWEEN v_from AND v_to
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.* INTO v_job;
-        -- Twice when backoff.rotate moved the row while the first waited for it
-        -- (docs/adr/0061): the second statement's snapshot sees it moved.
         v_found := FOUND;
         EXIT WHEN v_found;
+        v_from := 0;
+        v_to := 32767;  -- every segment
     END LOOP;
     IF v_found THEN
         -- A dead letter goes to the finished partition (docs/adr/0061).

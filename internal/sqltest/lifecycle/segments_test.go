@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -397,4 +398,58 @@ func TestJobsBehaveAcrossRotations(t *testing.T) {
 	require.NoError(t, db.QueryRow(context.Background(),
 		`SELECT backoff.enqueue('q', '{}', p_dedupe_key => 'k', p_now => $1)`, now).Scan(&again))
 	require.Equal(t, d.ID, again, "the replayed job holds its key again")
+}
+
+// TestSettlingCallsFindJobsOutsideTheCurrentSegment: complete, complete_many
+// and fail look for the job in the current segment first, then in every
+// segment, so a running job elsewhere is settled as any other: one acquired
+// where a hand INSERT named segment 0, or another live segment, and a batch
+// that mixes them with a job of the current segment and a stale token.
+func TestSettlingCallsFindJobsOutsideTheCurrentSegment(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		call string // $1 id, $2 token, $3 now
+		want string
+	}{
+		{"complete", `SELECT status FROM backoff.complete($1, $2, $3)`, "completed"},
+		{"fail", `SELECT status FROM backoff.fail($1, $2, 'boom', p_now => $3)`, "retrying"},
+		{"complete_many", `SELECT 'completed' FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], $3)`, "completed"},
+	} {
+		for _, segment := range []int16{0, 3} {
+			t.Run(fmt.Sprintf("%s in segment %d", tc.name, segment), func(t *testing.T) {
+				t.Parallel()
+				db := newDB(t)
+				require.EqualValues(t, 1, scalar[int16](t, db, `SELECT segment FROM backoff.segments WHERE current`))
+				id := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at, segment)
+					VALUES ('q', '{}', $1, $1, $2) RETURNING id`, t0, segment)
+				acquired := one(t, db, `SELECT * FROM backoff.acquire($1, 'w', p_now => $2)`, id, t0)
+				require.Equal(t, "running", acquired.Status)
+				require.Equal(t, segment, acquired.Segment, "acquire runs the job where it is")
+
+				require.Equal(t, tc.want, scalar[string](t, db, tc.call, id, acquired.Attempts, t0))
+				require.Equal(t, tc.want, get(t, db, id).Status)
+			})
+		}
+	}
+
+	t.Run("complete_many of a mixed batch", func(t *testing.T) {
+		t.Parallel()
+		db := newDB(t)
+		enqueue(t, db, "q", t0)
+		enqueue(t, db, "q", t0)
+		current := claimOne(t, db, "q", t0)
+		wrong := claimOne(t, db, "q", t0)
+		elsewhere := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at, segment)
+			VALUES ('q', '{}', $1, $1, 0) RETURNING id`, t0)
+		acquired := one(t, db, `SELECT * FROM backoff.acquire($1, 'w', p_now => $2)`, elsewhere, t0)
+		require.EqualValues(t, 0, acquired.Segment)
+
+		done := scalar[[]int64](t, db, `SELECT array_agg(id ORDER BY id) FROM backoff.complete_many($1, $2, $3) AS id`,
+			[]int64{current.ID, wrong.ID, elsewhere}, []int32{current.Attempts, wrong.Attempts + 1, acquired.Attempts}, t0)
+		require.Equal(t, []int64{current.ID, elsewhere}, done)
+		require.Equal(t, "completed", get(t, db, current.ID).Status)
+		require.Equal(t, "completed", get(t, db, elsewhere).Status)
+		require.Equal(t, "running", get(t, db, wrong.ID).Status, "a stale token completes nothing")
+	})
 }
