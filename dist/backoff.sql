@@ -8598,7 +8598,11 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
+            -- As in backoff.claim: the job's recorded policy first.
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = p_job_id
@@ -9098,11 +9102,16 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET (status, run_at, dead_letter_reason, completed_at) = (
                 -- The policy is looked up once (OFFSET 0 keeps it a column: the
-                -- inlined decision would otherwise call _job_policy for every
-                -- field it reads), and so is its capped delay for the counted
-                -- attempt (one _clamped_power call at most).
+                -- inlined decision would otherwise look it up for every field
+                -- it reads), and so is its capped delay for the counted attempt
+                -- (one _clamped_power call at most). The job's recorded policy
+                -- is one primary-key look-up, as in backoff.claim;
+                -- backoff._job_policy, a PL/pgSQL call, only when that row is
+                -- gone.
                 SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-                FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+                FROM (SELECT coalesce((SELECT p FROM backoff.policies AS p WHERE p.name = j.policy),
+                                      backoff._job_policy(j.policy, j.queue)) AS policy_row
+                      OFFSET 0) AS p
                 CROSS JOIN LATERAL (
                     SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
                 CROSS JOIN LATERAL backoff._retry_decision(
@@ -9473,7 +9482,13 @@ BEGIN
     -- (docs/adr/0061): the second statement's snapshot sees it moved.
     FOR v_try IN 1..2 LOOP
         UPDATE backoff.jobs AS j
-        SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
+        -- The lease of the job's recorded policy, one primary-key look-up;
+        -- backoff._job_policy, a PL/pgSQL call, only when that row is gone
+        -- (as in backoff.claim).
+        SET lease_until = backoff._clamp_time(p_now + coalesce(
+                p_extend,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease))
         WHERE j.id = p_job_id
           AND j.status = 'running'
           AND j.attempts = p_attempt

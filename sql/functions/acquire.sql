@@ -45,7 +45,11 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET status = 'running',
             attempts = j.attempts + 1,
-            lease_until = backoff._clamp_time(p_now + coalesce(p_lease, (backoff._job_policy(j.policy, j.queue)).lease)),
+            -- As in backoff.claim: the job's recorded policy first.
+            lease_until = backoff._clamp_time(p_now + coalesce(
+                p_lease,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
         WHERE j.id = p_job_id

@@ -58,11 +58,16 @@ BEGIN
         UPDATE backoff.jobs AS j
         SET (status, run_at, dead_letter_reason, completed_at) = (
                 -- The policy is looked up once (OFFSET 0 keeps it a column: the
-                -- inlined decision would otherwise call _job_policy for every
-                -- field it reads), and so is its capped delay for the counted
-                -- attempt (one _clamped_power call at most).
+                -- inlined decision would otherwise look it up for every field
+                -- it reads), and so is its capped delay for the counted attempt
+                -- (one _clamped_power call at most). The job's recorded policy
+                -- is one primary-key look-up, as in backoff.claim;
+                -- backoff._job_policy, a PL/pgSQL call, only when that row is
+                -- gone.
                 SELECT d.status, d.run_at, d.dead_letter_reason, d.completed_at
-                FROM (SELECT backoff._job_policy(j.policy, j.queue) AS policy_row OFFSET 0) AS p
+                FROM (SELECT coalesce((SELECT p FROM backoff.policies AS p WHERE p.name = j.policy),
+                                      backoff._job_policy(j.policy, j.queue)) AS policy_row
+                      OFFSET 0) AS p
                 CROSS JOIN LATERAL (
                     SELECT backoff._policy_capped_us(p.policy_row, j.attempts - j.uncounted_attempts) AS capped_us OFFSET 0) AS c
                 CROSS JOIN LATERAL backoff._retry_decision(

@@ -37,7 +37,13 @@ BEGIN
     -- (docs/adr/0061): the second statement's snapshot sees it moved.
     FOR v_try IN 1..2 LOOP
         UPDATE backoff.jobs AS j
-        SET lease_until = backoff._clamp_time(p_now + coalesce(p_extend, (backoff._job_policy(j.policy, j.queue)).lease))
+        -- The lease of the job's recorded policy, one primary-key look-up;
+        -- backoff._job_policy, a PL/pgSQL call, only when that row is gone
+        -- (as in backoff.claim).
+        SET lease_until = backoff._clamp_time(p_now + coalesce(
+                p_extend,
+                (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
+                (backoff._job_policy(j.policy, j.queue)).lease))
         WHERE j.id = p_job_id
           AND j.status = 'running'
           AND j.attempts = p_attempt
