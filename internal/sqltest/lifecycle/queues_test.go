@@ -40,6 +40,12 @@ func TestJobPolicy(t *testing.T) {
 	require.Equal(t, "p_mail", scalar[string](t, db, `SELECT (backoff._job_policy(policy, queue)).name FROM backoff.jobs WHERE id = $1`, id))
 	j := one(t, db, `SELECT * FROM backoff.acquire($1, 'w', NULL, $2)`, id, t0)
 	require.True(t, j.LeaseUntil.Equal(at(time.Minute)), "lease of p_mail, got %v", j.LeaseUntil)
+	// heartbeat and fail take the same answer: p_mail's lease, its fixed delay.
+	lease := scalar[time.Time](t, db, `SELECT backoff.heartbeat($1, $2, p_now => $3)`, id, j.Attempts, at(time.Second))
+	require.True(t, lease.Equal(at(time.Second+time.Minute)), "heartbeat: lease of p_mail, got %v", lease)
+	f := one(t, db, `SELECT * FROM backoff.fail($1, $2, 'boom', p_now => $3)`, id, j.Attempts, at(2*time.Second))
+	require.Equal(t, "retrying", f.Status)
+	require.True(t, f.RunAt.Equal(at(12*time.Second)), "fail: p_mail's fixed 10 seconds, got %v", f.RunAt)
 	exec(t, db, `INSERT INTO backoff.policies (name, lease) VALUES ('gone2', '7 seconds')`)
 	id2 := scalar[int64](t, db, `SELECT backoff.enqueue('mail', p_policy => 'gone2', p_now => $1)`, t0)
 	exec(t, db, `DELETE FROM backoff.policies WHERE name = 'gone2'`)
