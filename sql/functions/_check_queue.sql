@@ -4,9 +4,9 @@
 -- to check for an unscoped caller. Private; enqueue checks the queues it
 -- inserts into ('produce'), claim its queue and the by-id functions the
 -- queue of the job they touch ('work'). They call it as
---   PERFORM backoff._check_queue(...) WHERE EXISTS (SELECT FROM backoff.queue_grants)
--- so that without any grant (nobody is scoped) the hot path pays one probe
--- of the empty table, not two PL/pgSQL calls.
+--   IF backoff._scope_in_force() THEN PERFORM backoff._check_queue(...); END IF;
+-- so that when nobody can be scoped the hot path pays that one check
+-- (backoff._scope_in_force), not this function's look-ups.
 CREATE OR REPLACE FUNCTION backoff._check_queue(p_queues text[], p_privilege text)
 RETURNS void
 LANGUAGE plpgsql
