@@ -188,18 +188,20 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 				defer wg.Done()
 				c := workers[k]
 				queue := fmt.Sprintf("ui-bench-%d", k)
+				// The round's end stops the loop between calls, never a
+				// call: one cancelled while it read its reply leaves its
+				// connection with a past deadline, and the next round's
+				// top-up could take it from the pool.
 				for rctx.Err() == nil {
-					jobs, err := c.Claim(rctx, queue, 1, 0)
+					jobs, err := c.Claim(ctx, queue, 1, 0)
 					if err != nil || len(jobs) == 0 {
-						if err != nil && rctx.Err() == nil {
+						if err != nil {
 							errs <- err
 						}
 						return
 					}
-					if _, err := c.Complete(rctx, jobs[0].ID, jobs[0].Token); err != nil {
-						if rctx.Err() == nil {
-							errs <- err
-						}
+					if _, err := c.Complete(ctx, jobs[0].ID, jobs[0].Token); err != nil {
+						errs <- err
 						return
 					}
 					ops.Add(1)
