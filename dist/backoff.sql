@@ -7722,8 +7722,8 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 -- segment, as a user's own SQL, lands there), and as an InitPlan
 -- `(SELECT backoff._current_segment())` read once per statement the
 -- segment every enqueue names. The rule itself is the row of
--- backoff.segments marked current: claim, complete, complete_many and
--- fail, definer functions themselves, read that row into a parameter
+-- backoff.segments marked current: claim, complete, complete_many, fail
+-- and heartbeat, definer functions themselves, read that row into a parameter
 -- directly, which costs them about 30,000 instructions less than this
 -- call. Private; EXECUTE for backoff_admin too, whose own INSERTs evaluate
 -- the default.
@@ -9474,6 +9474,8 @@ DECLARE
     v_lease_until timestamptz;
     v_queue       text;
     v_found       boolean;
+    v_from        smallint;
+    v_to          smallint;
 BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
@@ -9481,9 +9483,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    -- Twice when backoff.rotate moved the row while the first waited for it
-    -- (docs/adr/0061): the second statement's snapshot sees it moved.
-    FOR v_try IN 1..2 LOOP
+    -- The current segment first, then every segment, then once more, as in
+    -- backoff.complete (docs/adr/0061).
+    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_to := v_from;
+    FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         -- The lease of the job's recorded policy, one primary-key look-up;
         -- backoff._job_policy, a PL/pgSQL call, only when that row is gone
@@ -9493,11 +9497,14 @@ BEGIN
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
                 (backoff._job_policy(j.policy, j.queue)).lease))
         WHERE j.id = p_job_id
+          AND j.segment BETWEEN v_from AND v_to
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
         v_found := FOUND;
         EXIT WHEN v_found;
+        v_from := 0;
+        v_to := 32767;  -- every segment
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.

@@ -4,8 +4,8 @@
 -- segment, as a user's own SQL, lands there), and as an InitPlan
 -- `(SELECT backoff._current_segment())` read once per statement the
 -- segment every enqueue names. The rule itself is the row of
--- backoff.segments marked current: claim, complete, complete_many and
--- fail, definer functions themselves, read that row into a parameter
+-- backoff.segments marked current: claim, complete, complete_many, fail
+-- and heartbeat, definer functions themselves, read that row into a parameter
 -- directly, which costs them about 30,000 instructions less than this
 -- call. Private; EXECUTE for backoff_admin too, whose own INSERTs evaluate
 -- the default.

@@ -400,12 +400,12 @@ func TestJobsBehaveAcrossRotations(t *testing.T) {
 	require.Equal(t, d.ID, again, "the replayed job holds its key again")
 }
 
-// TestSettlingCallsFindJobsOutsideTheCurrentSegment: complete, complete_many
-// and fail look for the job in the current segment first, then in every
-// segment, so a running job elsewhere is settled as any other: one acquired
+// TestByIdCallsFindJobsOutsideTheCurrentSegment: complete, complete_many,
+// fail and heartbeat look for the job in the current segment first, then in
+// every segment, so a running job elsewhere is found as any other: one acquired
 // where a hand INSERT named segment 0, or another live segment, and a batch
 // that mixes them with a job of the current segment and a stale token.
-func TestSettlingCallsFindJobsOutsideTheCurrentSegment(t *testing.T) {
+func TestByIdCallsFindJobsOutsideTheCurrentSegment(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -415,6 +415,7 @@ func TestSettlingCallsFindJobsOutsideTheCurrentSegment(t *testing.T) {
 		{"complete", `SELECT status FROM backoff.complete($1, $2, $3)`, "completed"},
 		{"fail", `SELECT status FROM backoff.fail($1, $2, 'boom', p_now => $3)`, "retrying"},
 		{"complete_many", `SELECT 'completed' FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], $3)`, "completed"},
+		{"heartbeat", `SELECT 'running' FROM backoff.heartbeat($1, $2, p_now => $3)`, "running"},
 	} {
 		for _, segment := range []int16{0, 3} {
 			t.Run(fmt.Sprintf("%s in segment %d", tc.name, segment), func(t *testing.T) {
