@@ -189,9 +189,9 @@ func (b *bench) uiRefreshCost(ctx context.Context, pool client.DB, h http.Handle
 				c := workers[k]
 				queue := fmt.Sprintf("ui-bench-%d", k)
 				// The round's end stops the loop between calls, never a
-				// call: one cancelled while it read its reply leaves its
-				// connection with a past deadline, and the next round's
-				// top-up could take it from the pool.
+				// call, as runClients does: a call cancelled mid-flight can
+				// leave its pooled connection unusable, and the next round's
+				// top-up once failed on one with an i/o timeout.
 				for rctx.Err() == nil {
 					jobs, err := c.Claim(ctx, queue, 1, 0)
 					if err != nil || len(jobs) == 0 {
