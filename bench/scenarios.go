@@ -23,7 +23,7 @@ const (
 // currentSegment is where enqueue puts a live job in backoff.jobs (the
 // current segment, docs/adr/0061); a seeded live job goes there too, so
 // that a run works on the layout users have.
-const currentSegment = "(SELECT backoff._current_segment())"
+const currentSegment = "backoff._current_segment()"
 
 // liveSegment is the column and value a seed of live jobs adds for table:
 // the current segment for ours, nothing for the limit's table.

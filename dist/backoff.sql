@@ -7718,31 +7718,43 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 
 -- backoff._current_segment(): the live segment of backoff.jobs that takes
 -- new jobs now (docs/adr/0061), the one rule for "where does a live job
--- go": the DEFAULT of backoff.jobs.segment (an INSERT that names no
--- segment, as a user's own SQL, lands there), and as an InitPlan
--- `(SELECT backoff._current_segment())` read once per statement the
--- segment every enqueue names. The rule itself is the row of
--- backoff.segments marked current: claim, complete, complete_many, fail
--- and heartbeat, definer functions themselves, read that row into a parameter
--- directly, which costs them about 30,000 instructions less than this
--- call. Private; EXECUTE for backoff_admin too, whose own INSERTs evaluate
--- the default.
+-- go" and "where does a claim look": the DEFAULT of backoff.jobs.segment
+-- (an INSERT that names no segment, as a user's own SQL, lands there), the
+-- segment every enqueue names, the one claim takes from and the one the
+-- by-id calls look in first. Private; EXECUTE for backoff_admin too, whose
+-- own INSERTs evaluate the default.
 --
--- PL/pgSQL, not SQL: a SQL function that cannot be inlined (this one reads
--- a table, as its definer) is parsed and planned again at every call,
--- while PL/pgSQL keeps its plan for the session; about 50,000 instructions
--- less per call, paid by every enqueue and claim.
-CREATE OR REPLACE FUNCTION backoff._current_segment()
-RETURNS smallint
+-- A constant, published: backoff.segments records which segment is
+-- current, and backoff._publish_current_segment writes that number into
+-- this function's body, in the same transaction as the switch (backoff.rotate)
+-- and at install. Being IMMUTABLE, the call is folded into a constant when a
+-- statement is planned, so a cached plan names the current segment's
+-- partition only: the other segments are pruned before it runs, and it
+-- neither locks them nor starts their result relations and indexes, which
+-- pruning at executor start still does (about 85,000 instructions a claim).
+-- Replacing the function invalidates every cached plan that called it, in
+-- every session, so the next execution plans again with the new number: a
+-- statement planned before a switch commits uses the old segment, as a
+-- statement that read backoff.segments before it would.
+CREATE OR REPLACE FUNCTION backoff._publish_current_segment(p_segment smallint)
+RETURNS void
 LANGUAGE plpgsql
-STABLE
-SECURITY DEFINER
+VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT s.segment FROM backoff.segments AS s WHERE s.current);
+    IF p_segment IS NULL OR p_segment NOT BETWEEN 1 AND 3 THEN
+        RAISE EXCEPTION 'current segment must be 1, 2 or 3, got "%"', coalesce(p_segment::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION backoff._current_segment() RETURNS smallint '
+        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        pg_catalog.format('SELECT %s::smallint', p_segment));
 END
 $$;
+
+SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;
 
 -- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
 -- that holds the key (held), or the key taken for job_id (p_job_id, else an
@@ -7880,10 +7892,10 @@ BEGIN
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
         -- any caller scoped by queue, and does a worker wait for this
         -- queue (then a job due now notifies it at commit, docs/adr/0027).
-        -- Into the current segment (docs/adr/0061), read in the statement.
+        -- Into the current segment (docs/adr/0061).
         INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-               (SELECT backoff._current_segment())
+               backoff._current_segment()
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
                   backoff._scope_in_force(),
@@ -7922,7 +7934,7 @@ BEGIN
     INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key, segment)
     OVERRIDING SYSTEM VALUE
     SELECT v_id, p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-           p_dedupe_key, (SELECT backoff._current_segment())
+           p_dedupe_key, backoff._current_segment()
     FROM backoff._governing_policy(p_policy, p_queue) AS g;
     IF v_waiting THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
@@ -8068,7 +8080,7 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               g.name, s.run_at, p_now, (SELECT backoff._current_segment())
+               g.name, s.run_at, p_now, backoff._current_segment()
         FROM src AS s
         JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )
@@ -8170,8 +8182,6 @@ DECLARE
     v_count    integer;
     v_jobs     backoff.jobs[];
     v_ids      bigint[];
-    -- A parameter, as in backoff.claim: the other segments pruned at start.
-    v_segment  smallint := backoff._current_segment();
 BEGIN
     IF p_q.breaker_failures IS NOT NULL THEN
         SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
@@ -8291,11 +8301,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8318,11 +8328,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8398,10 +8408,11 @@ $$;
 -- job.
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
--- the others pruned when the statement starts: a segment switched from
--- keeps, until backoff.rotate truncates it, the index entries of every job
--- it held, which no vacuum removes while an old snapshot is open, and a
--- claim that read them would walk them all. A job left in another segment (an enqueue that raced the
+-- the others pruned when the statement is planned (backoff._current_segment
+-- is a constant): a segment switched from keeps, until backoff.rotate
+-- truncates it, the index entries of every job it held, which no vacuum
+-- removes while an old snapshot is open, and a claim that read them would
+-- walk them all. A job left in another segment (an enqueue that raced the
 -- switch, a row locked while rotate moved the others) is claimable once the
 -- next rotate has moved it.
 CREATE OR REPLACE FUNCTION backoff.claim(
@@ -8428,7 +8439,6 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_controls backoff.queues;
-    v_segment  smallint;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_worker := backoff._check_name('worker', p_worker);
@@ -8453,16 +8463,6 @@ BEGIN
     IF backoff._scope_in_force() THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
     END IF;
-    -- The current segment as a parameter of the statements below, not an
-    -- InitPlan: PostgreSQL then prunes the other segments when it starts the
-    -- statement, so neither the candidate scan nor the UPDATE opens, locks
-    -- or probes their indexes (an InitPlan's value prunes only as the
-    -- statement runs, after every segment's scan was started). Read here,
-    -- as backoff._current_segment() reads it: that function is a definer
-    -- function for the column's DEFAULT, and calling it costs claim about
-    -- 30,000 instructions more than the read.
-    SELECT s.segment INTO v_segment FROM backoff.segments AS s WHERE s.current;
-
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
     -- assumes it keeps 10% of the rows), so the plan cache would plan the
@@ -8479,11 +8479,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8508,11 +8508,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -8734,12 +8734,12 @@ BEGIN
     -- in one statement (docs/adr/0061), looked for in the current segment
     -- first, where claims put running jobs: the other segments are pruned
     -- when the statement starts (segment BETWEEN two parameters), so their
-    -- primary keys are neither opened nor probed. Then in every segment, for
+    -- primary keys are not probed. Then in every segment, for
     -- a job claimed before the current segment was switched to (or acquired
     -- in segment 0), and once more: a row that backoff.rotate moved while a
     -- statement waited for it is gone from its snapshot, and the next
     -- statement, with a new snapshot, finds it.
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         WITH d AS (
@@ -8870,7 +8870,7 @@ BEGIN
     -- once more: a row backoff.rotate moved while a statement waited for it
     -- is gone from that statement's snapshot and found by the next; rows
     -- already completed are no longer running.
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         RETURN QUERY
@@ -9099,7 +9099,7 @@ BEGIN
 
     -- The current segment first, then every segment, then once more, as in
     -- backoff.complete.
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
@@ -9377,6 +9377,12 @@ BEGIN
         END IF;
     END IF;
     current_segment := v_cur;
+    -- Publish the switch to the statements that prune by it, in this
+    -- transaction; and again if the two ever disagree (a restore that wrote
+    -- backoff.segments).
+    IF backoff._current_segment() IS DISTINCT FROM v_cur THEN
+        PERFORM backoff._publish_current_segment(v_cur);
+    END IF;
 
     -- 2. Move what is left behind, in batches.
     FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
@@ -9485,7 +9491,7 @@ BEGIN
     p_now := backoff._now(p_now);
     -- The current segment first, then every segment, then once more, as in
     -- backoff.complete (docs/adr/0061).
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
@@ -9743,7 +9749,7 @@ BEGIN
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
                backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
                NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
-               0, d.schedule, d.schedule_slot, (SELECT backoff._current_segment())
+               0, d.schedule, d.schedule_slot, backoff._current_segment()
         FROM d
         RETURNING j.* INTO v_job;
     END IF;
@@ -9848,7 +9854,7 @@ BEGIN
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
                backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
                NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
-               0, d.schedule, d.schedule_slot, (SELECT backoff._current_segment())
+               0, d.schedule, d.schedule_slot, backoff._current_segment()
         FROM moved AS d
         RETURNING j.id, j.queue, j.dedupe_key
     ), keys AS (
@@ -12843,7 +12849,7 @@ BEGIN
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                        schedule, schedule_slot, segment)
         SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
-               (SELECT backoff._current_segment())
+               backoff._current_segment()
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
@@ -12892,7 +12898,7 @@ BEGIN
     INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                    schedule, schedule_slot, segment)
     SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL,
-           (SELECT backoff._current_segment())
+           backoff._current_segment()
     FROM backoff.schedules AS s
     CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     WHERE s.name = p_name

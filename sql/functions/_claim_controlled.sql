@@ -61,8 +61,6 @@ DECLARE
     v_count    integer;
     v_jobs     backoff.jobs[];
     v_ids      bigint[];
-    -- A parameter, as in backoff.claim: the other segments pruned at start.
-    v_segment  smallint := backoff._current_segment();
 BEGIN
     IF p_q.breaker_failures IS NOT NULL THEN
         SELECT * INTO v_state FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
@@ -182,11 +180,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -209,11 +207,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now

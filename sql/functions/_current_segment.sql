@@ -1,27 +1,39 @@
 -- backoff._current_segment(): the live segment of backoff.jobs that takes
 -- new jobs now (docs/adr/0061), the one rule for "where does a live job
--- go": the DEFAULT of backoff.jobs.segment (an INSERT that names no
--- segment, as a user's own SQL, lands there), and as an InitPlan
--- `(SELECT backoff._current_segment())` read once per statement the
--- segment every enqueue names. The rule itself is the row of
--- backoff.segments marked current: claim, complete, complete_many, fail
--- and heartbeat, definer functions themselves, read that row into a parameter
--- directly, which costs them about 30,000 instructions less than this
--- call. Private; EXECUTE for backoff_admin too, whose own INSERTs evaluate
--- the default.
+-- go" and "where does a claim look": the DEFAULT of backoff.jobs.segment
+-- (an INSERT that names no segment, as a user's own SQL, lands there), the
+-- segment every enqueue names, the one claim takes from and the one the
+-- by-id calls look in first. Private; EXECUTE for backoff_admin too, whose
+-- own INSERTs evaluate the default.
 --
--- PL/pgSQL, not SQL: a SQL function that cannot be inlined (this one reads
--- a table, as its definer) is parsed and planned again at every call,
--- while PL/pgSQL keeps its plan for the session; about 50,000 instructions
--- less per call, paid by every enqueue and claim.
-CREATE OR REPLACE FUNCTION backoff._current_segment()
-RETURNS smallint
+-- A constant, published: backoff.segments records which segment is
+-- current, and backoff._publish_current_segment writes that number into
+-- this function's body, in the same transaction as the switch (backoff.rotate)
+-- and at install. Being IMMUTABLE, the call is folded into a constant when a
+-- statement is planned, so a cached plan names the current segment's
+-- partition only: the other segments are pruned before it runs, and it
+-- neither locks them nor starts their result relations and indexes, which
+-- pruning at executor start still does (about 85,000 instructions a claim).
+-- Replacing the function invalidates every cached plan that called it, in
+-- every session, so the next execution plans again with the new number: a
+-- statement planned before a switch commits uses the old segment, as a
+-- statement that read backoff.segments before it would.
+CREATE OR REPLACE FUNCTION backoff._publish_current_segment(p_segment smallint)
+RETURNS void
 LANGUAGE plpgsql
-STABLE
-SECURITY DEFINER
+VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN (SELECT s.segment FROM backoff.segments AS s WHERE s.current);
+    IF p_segment IS NULL OR p_segment NOT BETWEEN 1 AND 3 THEN
+        RAISE EXCEPTION 'current segment must be 1, 2 or 3, got "%"', coalesce(p_segment::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION backoff._current_segment() RETURNS smallint '
+        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        pg_catalog.format('SELECT %s::smallint', p_segment));
 END
 $$;
+
+SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;

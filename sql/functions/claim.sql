@@ -26,10 +26,11 @@
 -- job.
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
--- the others pruned when the statement starts: a segment switched from
--- keeps, until backoff.rotate truncates it, the index entries of every job
--- it held, which no vacuum removes while an old snapshot is open, and a
--- claim that read them would walk them all. A job left in another segment (an enqueue that raced the
+-- the others pruned when the statement is planned (backoff._current_segment
+-- is a constant): a segment switched from keeps, until backoff.rotate
+-- truncates it, the index entries of every job it held, which no vacuum
+-- removes while an old snapshot is open, and a claim that read them would
+-- walk them all. A job left in another segment (an enqueue that raced the
 -- switch, a row locked while rotate moved the others) is claimable once the
 -- next rotate has moved it.
 CREATE OR REPLACE FUNCTION backoff.claim(
@@ -56,7 +57,6 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_controls backoff.queues;
-    v_segment  smallint;
 BEGIN
     p_queue := backoff._check_name('queue', p_queue);
     p_worker := backoff._check_name('worker', p_worker);
@@ -81,16 +81,6 @@ BEGIN
     IF backoff._scope_in_force() THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
     END IF;
-    -- The current segment as a parameter of the statements below, not an
-    -- InitPlan: PostgreSQL then prunes the other segments when it starts the
-    -- statement, so neither the candidate scan nor the UPDATE opens, locks
-    -- or probes their indexes (an InitPlan's value prunes only as the
-    -- statement runs, after every segment's scan was started). Read here,
-    -- as backoff._current_segment() reads it: that function is a definer
-    -- function for the column's DEFAULT, and calling it costs claim about
-    -- 30,000 instructions more than the read.
-    SELECT s.segment INTO v_segment FROM backoff.segments AS s WHERE s.current;
-
     -- The same statement twice, with LIMIT 1 and with LIMIT p_limit. A
     -- parameter in LIMIT makes the generic plan look expensive (the planner
     -- assumes it keeps 10% of the rows), so the plan cache would plan the
@@ -107,11 +97,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
@@ -136,11 +126,11 @@ BEGIN
                 (backoff._job_policy(j.policy, j.queue)).lease)),
             locked_by = p_worker,
             last_attempted_at = p_now
-        WHERE j.segment = v_segment
+        WHERE j.segment = backoff._current_segment()
           AND j.id = ANY (ARRAY(
             SELECT c.id
             FROM backoff.jobs AS c
-            WHERE c.segment = v_segment
+            WHERE c.segment = backoff._current_segment()
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now

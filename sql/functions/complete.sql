@@ -37,12 +37,12 @@ BEGIN
     -- in one statement (docs/adr/0061), looked for in the current segment
     -- first, where claims put running jobs: the other segments are pruned
     -- when the statement starts (segment BETWEEN two parameters), so their
-    -- primary keys are neither opened nor probed. Then in every segment, for
+    -- primary keys are not probed. Then in every segment, for
     -- a job claimed before the current segment was switched to (or acquired
     -- in segment 0), and once more: a row that backoff.rotate moved while a
     -- statement waited for it is gone from its snapshot, and the next
     -- statement, with a new snapshot, finds it.
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         WITH d AS (

@@ -60,7 +60,7 @@ BEGIN
     -- once more: a row backoff.rotate moved while a statement waited for it
     -- is gone from that statement's snapshot and found by the next; rows
     -- already completed are no longer running.
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         RETURN QUERY

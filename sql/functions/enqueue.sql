@@ -78,10 +78,10 @@ BEGIN
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
         -- any caller scoped by queue, and does a worker wait for this
         -- queue (then a job due now notifies it at commit, docs/adr/0027).
-        -- Into the current segment (docs/adr/0061), read in the statement.
+        -- Into the current segment (docs/adr/0061).
         INSERT INTO backoff.jobs (queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         SELECT p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-               (SELECT backoff._current_segment())
+               backoff._current_segment()
         FROM backoff._governing_policy(p_policy, p_queue) AS g
         RETURNING id,
                   backoff._scope_in_force(),
@@ -120,7 +120,7 @@ BEGIN
     INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, dedupe_key, segment)
     OVERRIDING SYSTEM VALUE
     SELECT v_id, p_queue, coalesce(p_payload, '{}'), coalesce(p_priority, 0), p_max_attempts, g.name, v_run_at, p_now,
-           p_dedupe_key, (SELECT backoff._current_segment())
+           p_dedupe_key, backoff._current_segment()
     FROM backoff._governing_policy(p_policy, p_queue) AS g;
     IF v_waiting THEN
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
@@ -266,7 +266,7 @@ BEGIN
         INSERT INTO backoff.jobs (id, queue, payload, priority, max_attempts, policy, run_at, created_at, segment)
         OVERRIDING SYSTEM VALUE
         SELECT s.id, s.queue, coalesce(s.payload, '{}'), coalesce(s.priority, 0), s.max_attempts,
-               g.name, s.run_at, p_now, (SELECT backoff._current_segment())
+               g.name, s.run_at, p_now, backoff._current_segment()
         FROM src AS s
         JOIN governing AS g ON g.queue = s.queue AND g.policy = s.policy
     )

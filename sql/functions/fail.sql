@@ -52,7 +52,7 @@ BEGIN
 
     -- The current segment first, then every segment, then once more, as in
     -- backoff.complete.
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j

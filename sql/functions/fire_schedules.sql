@@ -135,7 +135,7 @@ BEGIN
         INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                        schedule, schedule_slot, segment)
         SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, f.at, p_now, s.name, f.at,
-               (SELECT backoff._current_segment())
+               backoff._current_segment()
         FROM unnest(v_names, v_slots) WITH ORDINALITY AS f(name, at, ord)
         JOIN backoff.schedules AS s ON s.name = f.name
         CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g

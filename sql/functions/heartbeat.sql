@@ -37,7 +37,7 @@ BEGIN
     p_now := backoff._now(p_now);
     -- The current segment first, then every segment, then once more, as in
     -- backoff.complete (docs/adr/0061).
-    SELECT s.segment INTO v_from FROM backoff.segments AS s WHERE s.current;
+    v_from := backoff._current_segment();
     v_to := v_from;
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j

@@ -64,7 +64,7 @@ BEGIN
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error,
                backoff._push_error(d.errors, d.attempts, 0, p_now, NULL, NULL, 'replayed', NULL, session_user::text),
                NULL, d.dedupe_key, d.created_at, NULL, d.attempts,
-               0, d.schedule, d.schedule_slot, (SELECT backoff._current_segment())
+               0, d.schedule, d.schedule_slot, backoff._current_segment()
         FROM d
         RETURNING j.* INTO v_job;
     END IF;

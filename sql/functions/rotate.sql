@@ -75,6 +75,12 @@ BEGIN
         END IF;
     END IF;
     current_segment := v_cur;
+    -- Publish the switch to the statements that prune by it, in this
+    -- transaction; and again if the two ever disagree (a restore that wrote
+    -- backoff.segments).
+    IF backoff._current_segment() IS DISTINCT FROM v_cur THEN
+        PERFORM backoff._publish_current_segment(v_cur);
+    END IF;
 
     -- 2. Move what is left behind, in batches.
     FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP

@@ -22,7 +22,7 @@ BEGIN
     INSERT INTO backoff.jobs AS j (queue, payload, priority, max_attempts, policy, run_at, created_at,
                                    schedule, schedule_slot, segment)
     SELECT s.queue, s.payload, s.priority, s.max_attempts, g.name, p_now, p_now, s.name, NULL,
-           (SELECT backoff._current_segment())
+           backoff._current_segment()
     FROM backoff.schedules AS s
     CROSS JOIN LATERAL backoff._governing_policy(s.policy, s.queue) AS g
     WHERE s.name = p_name

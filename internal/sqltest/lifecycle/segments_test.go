@@ -135,6 +135,57 @@ func TestClaimReadsTheCurrentSegmentOnly(t *testing.T) {
 	require.Equal(t, raced, got[0].ID, "claimable once rotate moved it")
 }
 
+// TestSessionsFollowASwitch: the current segment is a constant folded into
+// each statement's plan when it is planned (backoff._current_segment), so a
+// session whose enqueue, claim and complete plans were cached before
+// another session's rotate switched must plan them again, with the new
+// segment: its next enqueue lands there and its claim finds the job. And
+// rotate publishes backoff.segments' current segment again when the two
+// disagree (a restore that wrote the table).
+func TestSessionsFollowASwitch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	segmentJobs(t, db, 1)
+	a, err := db.Acquire(ctx)
+	require.NoError(t, err)
+	defer a.Release()
+	b, err := db.Acquire(ctx)
+	require.NoError(t, err)
+	defer b.Release()
+
+	// Session a caches its plans, several times over (a generic plan is
+	// cached from the first call under force_generic_plan, a custom one
+	// after five).
+	for i := 0; i < 6; i++ {
+		enqueue(t, a, "q", t0)
+		j := claimOne(t, a, "q", t0)
+		require.EqualValues(t, 1, j.Segment)
+		one(t, a, `SELECT * FROM backoff.complete($1, $2, $3)`, j.ID, j.Attempts, t0)
+	}
+	require.EqualValues(t, 2, rotate(t, b).Current)
+
+	id := enqueue(t, a, "q", t0)
+	require.EqualValues(t, 2, scalar[int16](t, a, `SELECT segment FROM backoff.jobs WHERE id = $1`, id),
+		"an enqueue planned before the switch lands in the new segment")
+	j := claimOne(t, a, "q", t0)
+	require.Equal(t, id, j.ID, "a claim planned before the switch reads the new segment")
+	require.EqualValues(t, 2, j.Segment)
+	require.Equal(t, "completed", one(t, a, `SELECT * FROM backoff.complete($1, $2, $3)`, j.ID, j.Attempts, t0).Status)
+
+	// The published constant and the recorded segment disagree: rotate
+	// publishes the recorded one, and the sessions follow.
+	exec(t, b, `UPDATE backoff.settings SET segment_jobs = 1000000`)
+	exec(t, b, `UPDATE backoff.segments SET current = false WHERE current`)
+	exec(t, b, `UPDATE backoff.segments SET current = true WHERE segment = 3`)
+	require.EqualValues(t, 2, scalar[int16](t, a, `SELECT backoff._current_segment()`))
+	require.EqualValues(t, 3, rotate(t, b).Current)
+	require.EqualValues(t, 3, scalar[int16](t, a, `SELECT backoff._current_segment()`))
+	id = enqueue(t, a, "q", t0)
+	require.EqualValues(t, 3, scalar[int16](t, a, `SELECT segment FROM backoff.jobs WHERE id = $1`, id))
+	require.Equal(t, id, claimOne(t, a, "q", t0).ID)
+}
+
 // TestRotateKeepsTakingJobsWithABacklog: "enough" is the larger of
 // segment_jobs and the live jobs, so a backlog is not copied at every call.
 func TestRotateKeepsTakingJobsWithABacklog(t *testing.T) {
