@@ -7756,6 +7756,53 @@ $$;
 
 SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;
 
+-- backoff._move_to_current_segment(ids): move the live jobs among p_ids
+-- that are outside the current segment into it, as backoff.rotate would
+-- (docs/adr/0061); returns how many it moved. Private.
+--
+-- complete, complete_many, fail and heartbeat look for a job in the
+-- current segment only, a statement whose other segments are pruned when
+-- it is planned, so that it locks and opens one segment's partition. A job
+-- they do not find there may be elsewhere: claimed before a switch and not
+-- moved yet (rotate skips rows a worker holds), or acquired where a hand
+-- INSERT put it, segment 0 included. They call this and run their
+-- statement again: one statement per call, not a second copy of each.
+-- Unlike rotate, it waits for a row another transaction holds: the caller
+-- would wait for it too.
+CREATE OR REPLACE FUNCTION backoff._move_to_current_segment(p_ids bigint[])
+RETURNS bigint
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+-- Planned once, generic: a custom plan of a statement on every segment is
+-- planned again at each call and locks every index of every segment.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_moved bigint;
+BEGIN
+    WITH m AS (
+        DELETE FROM backoff.jobs AS j
+        WHERE j.id = ANY (p_ids)
+          AND j.segment <> backoff._current_segment()
+          AND j.status IN ('pending', 'running', 'retrying')
+        RETURNING j.*
+    )
+    INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                   lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                   dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                   lease_expiries, schedule, schedule_slot, segment)
+    OVERRIDING SYSTEM VALUE
+    SELECT m.id, m.queue, m.payload, m.status, m.priority, m.attempts, m.max_attempts, m.policy, m.run_at,
+           m.lease_until, m.locked_by, m.last_attempted_at, m.last_failed_at, m.last_error, m.errors,
+           m.dead_letter_reason, m.dedupe_key, m.created_at, m.completed_at, m.uncounted_attempts,
+           m.lease_expiries, m.schedule, m.schedule_slot, backoff._current_segment()
+    FROM m;
+    GET DIAGNOSTICS v_moved = ROW_COUNT;
+    RETURN v_moved;
+END
+$$;
+
 -- backoff._take_dedupe_key(queue, dedupe key, job id): the unfinished job
 -- that holds the key (held), or the key taken for job_id (p_job_id, else an
 -- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
@@ -8726,26 +8773,22 @@ DECLARE
     v_scoped    boolean;
     v_half_open boolean;
     v_found     boolean;
-    v_from      smallint;
-    v_to        smallint;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061), looked for in the current segment
-    -- first, where claims put running jobs: the other segments are pruned
-    -- when the statement starts (segment BETWEEN two parameters), so their
-    -- primary keys are not probed. Then in every segment, for
-    -- a job claimed before the current segment was switched to (or acquired
-    -- in segment 0), and once more: a row that backoff.rotate moved while a
-    -- statement waited for it is gone from its snapshot, and the next
-    -- statement, with a new snapshot, finds it.
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- in one statement (docs/adr/0061), in the current segment, where
+    -- claims put running jobs: the other segments are pruned when the
+    -- statement is planned, so it neither locks nor opens them. A job not
+    -- found there is moved into it when it is live in another segment
+    -- (backoff._move_to_current_segment), and looked for again; and once
+    -- more: a row that backoff.rotate moved while a statement waited for it
+    -- is gone from its snapshot, and the next statement, with a new
+    -- snapshot, finds it.
     FOR v_try IN 1..3 LOOP
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             WHERE j.id = p_job_id
-              AND j.segment BETWEEN v_from AND v_to
+              AND j.segment = backoff._current_segment()
               AND j.status = 'running'
               AND j.attempts = p_attempt
             RETURNING j.*
@@ -8762,9 +8805,8 @@ BEGIN
         FROM d
         RETURNING j.* INTO v_job;
         v_found := FOUND;
-        EXIT WHEN v_found;
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);
@@ -8844,8 +8886,6 @@ DECLARE
     v_scope text[];
     v_n     bigint;
     v_total bigint := 0;
-    v_from  smallint;
-    v_to    smallint;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -8864,21 +8904,20 @@ BEGIN
     --
     -- Each job moves to the finished partition: its live row deleted and
     -- the finished one inserted in one statement, its dedupe key released
-    -- (docs/adr/0061). The rows are looked for in the current segment first,
-    -- the others pruned, as in backoff.complete. When fewer jobs than ids
-    -- were completed the same statement runs again over every segment, and
-    -- once more: a row backoff.rotate moved while a statement waited for it
-    -- is gone from that statement's snapshot and found by the next; rows
-    -- already completed are no longer running.
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- (docs/adr/0061). The rows are looked for in the current segment, the
+    -- others pruned, as in backoff.complete. When fewer jobs than ids were
+    -- completed, the live ones among them in other segments are moved into
+    -- it and the same statement runs again, and once more: a row
+    -- backoff.rotate moved while a statement waited for it is gone from
+    -- that statement's snapshot and found by the next; rows already
+    -- completed are no longer running.
     FOR v_try IN 1..3 LOOP
         RETURN QUERY
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
             WHERE j.id = ANY (p_job_ids)
-              AND j.segment BETWEEN v_from AND v_to
+              AND j.segment = backoff._current_segment()
               AND j.id = t.id
               AND j.attempts = t.attempt
               AND j.status = 'running'
@@ -8914,9 +8953,8 @@ BEGIN
         SELECT d.id FROM done AS d;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_total := v_total + v_n;
-        EXIT WHEN v_total >= cardinality(p_job_ids);
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_total >= cardinality(p_job_ids) OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(p_job_ids);
     END LOOP;
 END
 $$;
@@ -9080,8 +9118,6 @@ DECLARE
     v_window   interval;
     v_cooldown interval;
     v_found    boolean;
-    v_from     smallint;
-    v_to       smallint;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -9097,10 +9133,8 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    -- The current segment first, then every segment, then once more, as in
-    -- backoff.complete.
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- In the current segment; a job not found there is moved into it and
+    -- looked for again, and once more, as in backoff.complete.
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         SET (status, run_at, dead_letter_reason, completed_at) = (
@@ -9126,14 +9160,13 @@ BEGIN
             last_error = v_error,
             errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
         WHERE j.id = p_job_id
-          AND j.segment BETWEEN v_from AND v_to
+          AND j.segment = backoff._current_segment()
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.* INTO v_job;
         v_found := FOUND;
-        EXIT WHEN v_found;
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF v_found THEN
         -- A dead letter goes to the finished partition (docs/adr/0061).
@@ -9480,8 +9513,6 @@ DECLARE
     v_lease_until timestamptz;
     v_queue       text;
     v_found       boolean;
-    v_from        smallint;
-    v_to          smallint;
 BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
@@ -9489,10 +9520,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    -- The current segment first, then every segment, then once more, as in
-    -- backoff.complete (docs/adr/0061).
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- In the current segment; a job not found there is moved into it and
+    -- looked for again, and once more, as in backoff.complete
+    -- (docs/adr/0061).
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         -- The lease of the job's recorded policy, one primary-key look-up;
@@ -9503,14 +9533,13 @@ BEGIN
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
                 (backoff._job_policy(j.policy, j.queue)).lease))
         WHERE j.id = p_job_id
-          AND j.segment BETWEEN v_from AND v_to
+          AND j.segment = backoff._current_segment()
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
         v_found := FOUND;
-        EXIT WHEN v_found;
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.

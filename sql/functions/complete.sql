@@ -29,26 +29,22 @@ DECLARE
     v_scoped    boolean;
     v_half_open boolean;
     v_found     boolean;
-    v_from      smallint;
-    v_to        smallint;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061), looked for in the current segment
-    -- first, where claims put running jobs: the other segments are pruned
-    -- when the statement starts (segment BETWEEN two parameters), so their
-    -- primary keys are not probed. Then in every segment, for
-    -- a job claimed before the current segment was switched to (or acquired
-    -- in segment 0), and once more: a row that backoff.rotate moved while a
-    -- statement waited for it is gone from its snapshot, and the next
-    -- statement, with a new snapshot, finds it.
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- in one statement (docs/adr/0061), in the current segment, where
+    -- claims put running jobs: the other segments are pruned when the
+    -- statement is planned, so it neither locks nor opens them. A job not
+    -- found there is moved into it when it is live in another segment
+    -- (backoff._move_to_current_segment), and looked for again; and once
+    -- more: a row that backoff.rotate moved while a statement waited for it
+    -- is gone from its snapshot, and the next statement, with a new
+    -- snapshot, finds it.
     FOR v_try IN 1..3 LOOP
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             WHERE j.id = p_job_id
-              AND j.segment BETWEEN v_from AND v_to
+              AND j.segment = backoff._current_segment()
               AND j.status = 'running'
               AND j.attempts = p_attempt
             RETURNING j.*
@@ -65,9 +61,8 @@ BEGIN
         FROM d
         RETURNING j.* INTO v_job;
         v_found := FOUND;
-        EXIT WHEN v_found;
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF NOT v_found THEN
         PERFORM backoff._raise_fencing_error('complete', p_job_id, p_attempt);

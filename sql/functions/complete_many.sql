@@ -34,8 +34,6 @@ DECLARE
     v_scope text[];
     v_n     bigint;
     v_total bigint := 0;
-    v_from  smallint;
-    v_to    smallint;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
@@ -54,21 +52,20 @@ BEGIN
     --
     -- Each job moves to the finished partition: its live row deleted and
     -- the finished one inserted in one statement, its dedupe key released
-    -- (docs/adr/0061). The rows are looked for in the current segment first,
-    -- the others pruned, as in backoff.complete. When fewer jobs than ids
-    -- were completed the same statement runs again over every segment, and
-    -- once more: a row backoff.rotate moved while a statement waited for it
-    -- is gone from that statement's snapshot and found by the next; rows
-    -- already completed are no longer running.
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- (docs/adr/0061). The rows are looked for in the current segment, the
+    -- others pruned, as in backoff.complete. When fewer jobs than ids were
+    -- completed, the live ones among them in other segments are moved into
+    -- it and the same statement runs again, and once more: a row
+    -- backoff.rotate moved while a statement waited for it is gone from
+    -- that statement's snapshot and found by the next; rows already
+    -- completed are no longer running.
     FOR v_try IN 1..3 LOOP
         RETURN QUERY
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
             WHERE j.id = ANY (p_job_ids)
-              AND j.segment BETWEEN v_from AND v_to
+              AND j.segment = backoff._current_segment()
               AND j.id = t.id
               AND j.attempts = t.attempt
               AND j.status = 'running'
@@ -104,9 +101,8 @@ BEGIN
         SELECT d.id FROM done AS d;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_total := v_total + v_n;
-        EXIT WHEN v_total >= cardinality(p_job_ids);
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_total >= cardinality(p_job_ids) OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(p_job_ids);
     END LOOP;
 END
 $$;

@@ -33,8 +33,6 @@ DECLARE
     v_window   interval;
     v_cooldown interval;
     v_found    boolean;
-    v_from     smallint;
-    v_to       smallint;
 BEGIN
     IF p_error IS NULL THEN
         RAISE EXCEPTION 'cannot fail job "%": error must not be null', coalesce(p_job_id::text, 'NULL')
@@ -50,10 +48,8 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
 
-    -- The current segment first, then every segment, then once more, as in
-    -- backoff.complete.
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- In the current segment; a job not found there is moved into it and
+    -- looked for again, and once more, as in backoff.complete.
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         SET (status, run_at, dead_letter_reason, completed_at) = (
@@ -79,14 +75,13 @@ BEGIN
             last_error = v_error,
             errors = backoff._push_error(j.errors, j.attempts, j.attempts - j.uncounted_attempts, p_now, v_error, j.locked_by, 'error', j.last_attempted_at)
         WHERE j.id = p_job_id
-          AND j.segment BETWEEN v_from AND v_to
+          AND j.segment = backoff._current_segment()
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.* INTO v_job;
         v_found := FOUND;
-        EXIT WHEN v_found;
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF v_found THEN
         -- A dead letter goes to the finished partition (docs/adr/0061).

@@ -26,8 +26,6 @@ DECLARE
     v_lease_until timestamptz;
     v_queue       text;
     v_found       boolean;
-    v_from        smallint;
-    v_to          smallint;
 BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
@@ -35,10 +33,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    -- The current segment first, then every segment, then once more, as in
-    -- backoff.complete (docs/adr/0061).
-    v_from := backoff._current_segment();
-    v_to := v_from;
+    -- In the current segment; a job not found there is moved into it and
+    -- looked for again, and once more, as in backoff.complete
+    -- (docs/adr/0061).
     FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         -- The lease of the job's recorded policy, one primary-key look-up;
@@ -49,14 +46,13 @@ BEGIN
                 (SELECT p.lease FROM backoff.policies AS p WHERE p.name = j.policy),
                 (backoff._job_policy(j.policy, j.queue)).lease))
         WHERE j.id = p_job_id
-          AND j.segment BETWEEN v_from AND v_to
+          AND j.segment = backoff._current_segment()
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.lease_until, j.queue INTO v_lease_until, v_queue;
         v_found := FOUND;
-        EXIT WHEN v_found;
-        v_from := 0;
-        v_to := 32767;  -- every segment
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.

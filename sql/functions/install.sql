@@ -38,6 +38,7 @@
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
 {{ template "_current_segment.sql" . }}
+{{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "_queue_burst.sql" . }}
