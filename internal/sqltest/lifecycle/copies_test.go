@@ -262,6 +262,7 @@ func TestJobMovesCarryEveryColumn(t *testing.T) {
 	// would otherwise pass with nothing checked.
 	for _, want := range []string{
 		"backoff._move_finished(bigint[])",
+		"backoff._move_to_current_segment(bigint[])",
 		"backoff.cancel(bigint,text,timestamp with time zone)",
 		"backoff.complete(bigint,integer,timestamp with time zone)",
 		"backoff.complete_many(bigint[],integer[],timestamp with time zone)",
