@@ -7720,8 +7720,8 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 -- new jobs now (docs/adr/0061), the one rule for "where does a live job
 -- go" and "where does a claim look": the DEFAULT of backoff.jobs.segment
 -- (an INSERT that names no segment, as a user's own SQL, lands there), the
--- segment every enqueue names, the one claim takes from and the one the
--- by-id calls look in first. Private; EXECUTE for backoff_admin too, whose
+-- segment every enqueue names, the one claim takes from and the one
+-- complete, complete_many, fail and heartbeat look in. Private; EXECUTE for backoff_admin too, whose
 -- own INSERTs evaluate the default.
 --
 -- A constant, published: backoff.segments records which segment is
