@@ -7757,8 +7757,8 @@ $$;
 SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;
 
 -- backoff._move_to_current_segment(ids): move the live jobs among p_ids
--- that are outside the current segment into it, as backoff.rotate would
--- (docs/adr/0061); returns how many it moved. Private.
+-- that are outside the current segment into it (docs/adr/0061); returns
+-- how many it moved. Private.
 --
 -- complete, complete_many, fail and heartbeat look for a job in the
 -- current segment only, a statement whose other segments are pruned when
@@ -7767,8 +7767,9 @@ SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WH
 -- moved yet (rotate skips rows a worker holds), or acquired where a hand
 -- INSERT put it, segment 0 included. They call this and run their
 -- statement again: one statement per call, not a second copy of each.
--- Unlike rotate, it waits for a row another transaction holds: the caller
--- would wait for it too.
+-- It waits for a row another transaction holds, as the caller would;
+-- backoff.rotate, which waits for nobody, moves only rows it has locked
+-- with FOR UPDATE SKIP LOCKED.
 CREATE OR REPLACE FUNCTION backoff._move_to_current_segment(p_ids bigint[])
 RETURNS bigint
 LANGUAGE plpgsql
@@ -9342,10 +9343,11 @@ SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
 --    one per job enqueued, whatever the backlog.
 -- 2. Move: the rows left in the other live segments (and a live row an
 --    admin inserted into segment 0) go to the current segment, a finished
---    one to segment 0, each in a DELETE feeding an INSERT, locked with FOR
---    UPDATE SKIP LOCKED: a row a claimer or a completer holds is left for
---    the next call, nobody waits for rotate. A by-id call that waited for a
---    row rotate moved runs its statement once more and finds it.
+--    one to segment 0 (backoff._move_to_current_segment and
+--    backoff._move_finished), locked first with FOR UPDATE SKIP LOCKED: a
+--    row a claimer or a completer holds is left for the next call, nobody
+--    waits for rotate. A by-id call that waited for a row rotate moved runs
+--    its statement once more and finds it.
 -- 3. Truncate: a segment that was not current when the call began and holds
 --    no row is truncated, under a lock_timeout of 50 ms: TRUNCATE drops its
 --    dead row versions and index entries whatever snapshot is open, which
@@ -9372,6 +9374,7 @@ DECLARE
     v_n       bigint;
     v_batch   constant integer := 5000;
     v_was     smallint[];
+    v_ids     bigint[];
     v_timeout text;
 BEGIN
     p_now := backoff._now(p_now);
@@ -9420,32 +9423,26 @@ BEGIN
     -- 2. Move what is left behind, in batches.
     FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
         LOOP
-            WITH m AS (
-                DELETE FROM backoff.jobs AS j
-                WHERE j.segment = v_seg
-                  AND j.id = ANY (ARRAY(
-                      SELECT c.id FROM backoff.jobs AS c
-                      WHERE c.segment = v_seg
-                        -- Segment 0: its live rows only, found through the
-                        -- claim and lease indexes.
-                        AND (v_seg <> 0 OR c.status IN ('pending', 'retrying') OR c.lease_until IS NOT NULL)
-                      LIMIT v_batch
-                      FOR UPDATE SKIP LOCKED))
-                RETURNING j.*
-            )
-            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                                           lease_expiries, schedule, schedule_slot, segment)
-            OVERRIDING SYSTEM VALUE
-            SELECT m.id, m.queue, m.payload, m.status, m.priority, m.attempts, m.max_attempts, m.policy, m.run_at,
-                   m.lease_until, m.locked_by, m.last_attempted_at, m.last_failed_at, m.last_error, m.errors,
-                   m.dead_letter_reason, m.dedupe_key, m.created_at, m.completed_at, m.uncounted_attempts,
-                   m.lease_expiries, m.schedule, m.schedule_slot,
-                   CASE WHEN m.status IN ('pending', 'running', 'retrying') THEN v_cur ELSE 0 END
-            FROM m;
-            GET DIAGNOSTICS v_n = ROW_COUNT;
-            moved := moved + v_n;
+            -- Locked here, skipping rows others hold; moved by the calls'
+            -- own moves (the live ones as complete, fail and heartbeat move
+            -- a job they find elsewhere, the finished ones as fail and reap
+            -- move a dead letter), which find them locked by this
+            -- transaction and wait for nobody.
+            v_ids := ARRAY(
+                SELECT c.id FROM backoff.jobs AS c
+                WHERE c.segment = v_seg
+                  -- Segment 0: its live rows only, found through the claim
+                  -- and lease indexes.
+                  AND (v_seg <> 0 OR c.status IN ('pending', 'retrying') OR c.lease_until IS NOT NULL)
+                LIMIT v_batch
+                FOR UPDATE SKIP LOCKED);
+            v_n := cardinality(v_ids);
+            IF v_n > 0 THEN
+                moved := moved + backoff._move_to_current_segment(v_ids);
+                IF v_seg <> 0 THEN
+                    moved := moved + (SELECT count(*) FROM backoff._move_finished(v_ids));
+                END IF;
+            END IF;
             EXIT WHEN v_n < v_batch;
         END LOOP;
     END LOOP;

@@ -1,6 +1,6 @@
 -- backoff._move_to_current_segment(ids): move the live jobs among p_ids
--- that are outside the current segment into it, as backoff.rotate would
--- (docs/adr/0061); returns how many it moved. Private.
+-- that are outside the current segment into it (docs/adr/0061); returns
+-- how many it moved. Private.
 --
 -- complete, complete_many, fail and heartbeat look for a job in the
 -- current segment only, a statement whose other segments are pruned when
@@ -9,8 +9,9 @@
 -- moved yet (rotate skips rows a worker holds), or acquired where a hand
 -- INSERT put it, segment 0 included. They call this and run their
 -- statement again: one statement per call, not a second copy of each.
--- Unlike rotate, it waits for a row another transaction holds: the caller
--- would wait for it too.
+-- It waits for a row another transaction holds, as the caller would;
+-- backoff.rotate, which waits for nobody, moves only rows it has locked
+-- with FOR UPDATE SKIP LOCKED.
 CREATE OR REPLACE FUNCTION backoff._move_to_current_segment(p_ids bigint[])
 RETURNS bigint
 LANGUAGE plpgsql

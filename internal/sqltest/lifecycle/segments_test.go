@@ -98,6 +98,25 @@ func TestRotateSwitchesMovesAndTruncates(t *testing.T) {
 
 }
 
+// TestRotateMovesFinishedRowsToSegmentZero: a finished row an INSERT of
+// one's own put in a live segment goes to segment 0 when rotate moves what
+// another segment holds, and a live row put in segment 0 to the current
+// one; both are counted as moved.
+func TestRotateMovesFinishedRowsToSegmentZero(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	done := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, status, run_at, created_at, completed_at, segment)
+		VALUES ('q', '{}', 'completed', $1, $1, $1, 2) RETURNING id`, t0)
+	live := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at, segment)
+		VALUES ('q', '{}', $1, $1, 0) RETURNING id`, t0)
+	r := rotate(t, db)
+	require.EqualValues(t, 1, r.Current)
+	require.EqualValues(t, 2, r.Moved)
+	require.Equal(t, map[string]int64{"0 completed": 1, "1 pending": 1}, segmentsOf(t, db))
+	require.EqualValues(t, 0, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, done))
+	require.EqualValues(t, 1, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, live))
+}
+
 // TestClaimReadsTheCurrentSegmentOnly: a claim never reads the segment a
 // switch left behind (its dead index entries are what an old snapshot
 // would make every claim walk); a due job left there is claimed once the
