@@ -8710,7 +8710,9 @@ SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'
 -- concurrent locker of a row moved by UPDATE gets a serialization error; of
 -- a deleted row it skips it), and release their dedupe keys. fail and reap
 -- decide a dead letter with the UPDATE that also decides a retry, then move
--- it with this (docs/adr/0061). Returns the moved rows. Private.
+-- it with this (docs/adr/0061). The INSERT names the finished partition,
+-- as every move into it does: routed through backoff.jobs, each statement
+-- would set up the routing to it again. Returns the moved rows. Private.
 CREATE OR REPLACE FUNCTION backoff._move_finished(p_ids bigint[])
 RETURNS SETOF backoff.jobs
 LANGUAGE sql
@@ -8730,10 +8732,10 @@ AS $$
           AND k.dedupe_key = ANY (ARRAY(SELECT d.dedupe_key FROM d WHERE d.dedupe_key IS NOT NULL))
           AND k.job_id = ANY (ARRAY(SELECT d.id FROM d WHERE d.dedupe_key IS NOT NULL))
     )
-    INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                                   lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                                   dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                                   lease_expiries, schedule, schedule_slot, segment)
+    INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                            lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                            dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                            lease_expiries, schedule, schedule_slot, segment)
     OVERRIDING SYSTEM VALUE
     SELECT d.id, d.queue, d.payload, d.status, d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
            d.lease_until, d.locked_by, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
@@ -8776,8 +8778,9 @@ DECLARE
     v_found     boolean;
 BEGIN
     p_now := backoff._now(p_now);
-    -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061), in the current segment, where
+    -- The live row is deleted and the finished one inserted into the
+    -- finished partition, by its name (as backoff._move_finished), in one
+    -- statement (docs/adr/0061). It is looked for in the current segment, where
     -- claims put running jobs: the other segments are pruned when the
     -- statement is planned, so it neither locks nor opens them. A job not
     -- found there is moved into it when it is live in another segment
@@ -8794,10 +8797,10 @@ BEGIN
               AND j.attempts = p_attempt
             RETURNING j.*
         )
-        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                              lease_expiries, schedule, schedule_slot, segment)
+        INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
@@ -8904,7 +8907,8 @@ BEGIN
     -- the distinct queues of the batch, in the same statement.
     --
     -- Each job moves to the finished partition: its live row deleted and
-    -- the finished one inserted in one statement, its dedupe key released
+    -- the finished one inserted in one statement (into the finished
+    -- partition by its name, as backoff._move_finished), its dedupe key released
     -- (docs/adr/0061). The rows are looked for in the current segment, the
     -- others pruned, as in backoff.complete. When fewer jobs than ids were
     -- completed, the live ones among them in other segments are moved into
@@ -8932,10 +8936,10 @@ BEGIN
               AND k.dedupe_key = ANY (ARRAY(SELECT d.dedupe_key FROM d WHERE d.dedupe_key IS NOT NULL))
               AND k.job_id = ANY (ARRAY(SELECT d.id FROM d WHERE d.dedupe_key IS NOT NULL))
         ), done AS (
-            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                                           lease_expiries, schedule, schedule_slot, segment)
+            INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                                    lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                                    dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                                    lease_expiries, schedule, schedule_slot, segment)
             OVERRIDING SYSTEM VALUE
             SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
                    NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,
@@ -9657,7 +9661,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    -- One statement moves the job to the finished partition (docs/adr/0061);
+    -- One statement moves the job to the finished partition, named as in
+    -- backoff._move_finished (docs/adr/0061);
     -- run twice when backoff.rotate moved the row while the first waited.
     FOR v_try IN 1..2 LOOP
         WITH d AS (
@@ -9670,10 +9675,10 @@ BEGIN
             USING d
             WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
         )
-        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                              lease_expiries, schedule, schedule_slot, segment)
+        INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, d.queue, d.payload, 'cancelled', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
                NULL, NULL, d.last_attempted_at, d.last_failed_at,

@@ -28,7 +28,8 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    -- One statement moves the job to the finished partition (docs/adr/0061);
+    -- One statement moves the job to the finished partition, named as in
+    -- backoff._move_finished (docs/adr/0061);
     -- run twice when backoff.rotate moved the row while the first waited.
     FOR v_try IN 1..2 LOOP
         WITH d AS (
@@ -41,10 +42,10 @@ BEGIN
             USING d
             WHERE k.queue = d.queue AND k.dedupe_key = d.dedupe_key AND k.job_id = d.id
         )
-        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                              lease_expiries, schedule, schedule_slot, segment)
+        INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, d.queue, d.payload, 'cancelled', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
                NULL, NULL, d.last_attempted_at, d.last_failed_at,

@@ -31,8 +31,9 @@ DECLARE
     v_found     boolean;
 BEGIN
     p_now := backoff._now(p_now);
-    -- The live row is deleted and the finished one inserted into segment 0
-    -- in one statement (docs/adr/0061), in the current segment, where
+    -- The live row is deleted and the finished one inserted into the
+    -- finished partition, by its name (as backoff._move_finished), in one
+    -- statement (docs/adr/0061). It is looked for in the current segment, where
     -- claims put running jobs: the other segments are pruned when the
     -- statement is planned, so it neither locks nor opens them. A job not
     -- found there is moved into it when it is live in another segment
@@ -49,10 +50,10 @@ BEGIN
               AND j.attempts = p_attempt
             RETURNING j.*
         )
-        INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                              lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                              dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                              lease_expiries, schedule, schedule_slot, segment)
+        INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                       lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                       dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                       lease_expiries, schedule, schedule_slot, segment)
         OVERRIDING SYSTEM VALUE
         SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
                NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,

@@ -51,7 +51,8 @@ BEGIN
     -- the distinct queues of the batch, in the same statement.
     --
     -- Each job moves to the finished partition: its live row deleted and
-    -- the finished one inserted in one statement, its dedupe key released
+    -- the finished one inserted in one statement (into the finished
+    -- partition by its name, as backoff._move_finished), its dedupe key released
     -- (docs/adr/0061). The rows are looked for in the current segment, the
     -- others pruned, as in backoff.complete. When fewer jobs than ids were
     -- completed, the live ones among them in other segments are moved into
@@ -79,10 +80,10 @@ BEGIN
               AND k.dedupe_key = ANY (ARRAY(SELECT d.dedupe_key FROM d WHERE d.dedupe_key IS NOT NULL))
               AND k.job_id = ANY (ARRAY(SELECT d.id FROM d WHERE d.dedupe_key IS NOT NULL))
         ), done AS (
-            INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
-                                           lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
-                                           dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
-                                           lease_expiries, schedule, schedule_slot, segment)
+            INSERT INTO backoff.jobs_finished AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                                    lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                                    dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                                    lease_expiries, schedule, schedule_slot, segment)
             OVERRIDING SYSTEM VALUE
             SELECT d.id, d.queue, d.payload, 'completed', d.priority, d.attempts, d.max_attempts, d.policy, d.run_at,
                    NULL, NULL, d.last_attempted_at, d.last_failed_at, d.last_error, d.errors,

@@ -140,14 +140,17 @@ func topLevelWord(s, w string) int {
 }
 
 var (
-	insertJobsRe = regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+backoff\.jobs\b(\s+AS\s+\w+)?\s*\(`)
+	// Into backoff.jobs or into its finished partition by name (which has
+	// the parent's identity on PostgreSQL 17 and later).
+	insertJobsRe = regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+backoff\.jobs(_finished)?\b(\s+AS\s+\w+)?\s*\(`)
 	deleteJobsRe = regexp.MustCompile(`(?i)\bDELETE\s+FROM\s+backoff\.jobs\b`)
 	overridingRe = regexp.MustCompile(`(?i)^\s*OVERRIDING\s+SYSTEM\s+VALUE\s+SELECT\b`)
 	carriedRe    = regexp.MustCompile(`^\w+\.(\w+)$`)
 )
 
-// jobMove is one INSERT INTO backoff.jobs of a statement that also deletes
-// from backoff.jobs: a job's row moving (finishing, rotating, replayed).
+// jobMove is one INSERT INTO backoff.jobs (or its finished partition) of a
+// statement that also deletes from backoff.jobs: a job's row moving
+// (finishing, rotating, replayed).
 type jobMove struct {
 	fn      string   // the function, as regprocedure
 	columns []string // the INSERT's column list
