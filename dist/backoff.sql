@@ -9432,14 +9432,25 @@ BEGIN
             -- a job they find elsewhere, the finished ones as fail and reap
             -- move a dead letter), which find them locked by this
             -- transaction and wait for nobody.
-            v_ids := ARRAY(
-                SELECT c.id FROM backoff.jobs AS c
-                WHERE c.segment = v_seg
-                  -- Segment 0: its live rows only, found through the claim
-                  -- and lease indexes.
-                  AND (v_seg <> 0 OR c.status IN ('pending', 'retrying') OR c.lease_until IS NOT NULL)
-                LIMIT v_batch
-                FOR UPDATE SKIP LOCKED);
+            IF v_seg = 0 THEN
+                -- Segment 0: its live rows only, found through the claim
+                -- and lease indexes. A statement of its own, whose
+                -- conditions are constants: one statement for every
+                -- segment has a generic plan that cannot use those partial
+                -- indexes and reads the whole finished partition.
+                v_ids := ARRAY(
+                    SELECT c.id FROM backoff.jobs AS c
+                    WHERE c.segment = 0
+                      AND (c.status IN ('pending', 'retrying') OR c.lease_until IS NOT NULL)
+                    LIMIT v_batch
+                    FOR UPDATE SKIP LOCKED);
+            ELSE
+                v_ids := ARRAY(
+                    SELECT c.id FROM backoff.jobs AS c
+                    WHERE c.segment = v_seg
+                    LIMIT v_batch
+                    FOR UPDATE SKIP LOCKED);
+            END IF;
             v_n := cardinality(v_ids);
             IF v_n > 0 THEN
                 moved := moved + backoff._move_to_current_segment(v_ids);

@@ -117,6 +117,34 @@ func TestRotateMovesFinishedRowsToSegmentZero(t *testing.T) {
 	require.EqualValues(t, 1, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, live))
 }
 
+// TestRotateFindsLiveRowsInSegmentZeroThroughItsIndexes: rotate looks for
+// live rows in the finished partition through its claim and lease indexes,
+// whichever plan the session caches: a generic plan of one statement for
+// every segment could not use them and read every finished job at each
+// call (the Worker rotates every few seconds, and the partition holds the
+// whole history).
+func TestRotateFindsLiveRowsInSegmentZeroThroughItsIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	exec(t, db, `INSERT INTO backoff.jobs (queue, payload, status, run_at, created_at, completed_at, segment)
+		SELECT 'q', '{}', 'completed', $1, $1, $1, 0 FROM pg_catalog.generate_series(1, 20000)`, t0)
+	stray := scalar[int64](t, db, `INSERT INTO backoff.jobs (queue, payload, run_at, created_at, segment)
+		VALUES ('q', '{}', $1, $1, 0) RETURNING id`, t0)
+	exec(t, db, `ANALYZE backoff.jobs_finished`)
+
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	exec(t, tx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	r := rotate(t, tx)
+	require.EqualValues(t, 1, r.Moved)
+	require.EqualValues(t, 0, scalar[int64](t, tx, `SELECT seq_scan FROM pg_catalog.pg_stat_xact_user_tables
+		WHERE relid = 'backoff.jobs_finished'::pg_catalog.regclass`), "rotate read the finished partition through")
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, r.Current, scalar[int16](t, db, `SELECT segment FROM backoff.jobs WHERE id = $1`, stray))
+}
+
 // TestClaimReadsTheCurrentSegmentOnly: a claim never reads the segment a
 // switch left behind (its dead index entries are what an old snapshot
 // would make every claim walk); a due job left there is claimed once the
