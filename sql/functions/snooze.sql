@@ -20,6 +20,11 @@ SET search_path = pg_catalog, pg_temp
 -- index then costs disable_cost, which would compile it (docs/adr/0053).
 SET enable_seqscan = off
 SET jit = off
+-- Generic plans only, as the other settling calls (docs/adr/0041): a custom
+-- plan is planned again at each call, and planning locks every segment's
+-- indexes, so a snooze would queue behind rotate's lock on a segment it
+-- truncates.
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_job   backoff.jobs;
@@ -31,9 +36,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    -- Twice when backoff.rotate moved the row while the first waited for it
-    -- (docs/adr/0061): the second statement's snapshot sees it moved.
-    FOR v_try IN 1..2 LOOP
+    -- In the current segment; a job not found there is moved into it and
+    -- looked for again, and once more, as in backoff.complete
+    -- (docs/adr/0061).
+    FOR v_try IN 1..3 LOOP
         UPDATE backoff.jobs AS j
         SET status = 'pending',
             uncounted_attempts = j.uncounted_attempts + 1,
@@ -41,11 +47,13 @@ BEGIN
             lease_until = NULL,
             locked_by = NULL
         WHERE j.id = p_job_id
+          AND j.segment = backoff._current_segment()
           AND j.status = 'running'
           AND j.attempts = p_attempt
         RETURNING j.* INTO v_job;
         v_found := FOUND;
-        EXIT WHEN v_found;
+        EXIT WHEN v_found OR v_try = 3;
+        PERFORM backoff._move_to_current_segment(ARRAY[p_job_id]);
     END LOOP;
     IF v_found THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.

@@ -498,8 +498,43 @@ func TestJobsBehaveAcrossRotations(t *testing.T) {
 	require.Equal(t, d.ID, again, "the replayed job holds its key again")
 }
 
+// TestQueueCallsDoNotWaitForATruncate: rotate truncates a segment under an
+// ACCESS EXCLUSIVE lock, and statements that would lock that segment queue
+// behind it. The calls producers and workers make all the time lock the
+// current segment only: here another segment stays locked while each of
+// them runs under a lock_timeout that would fail it.
+func TestQueueCallsDoNotWaitForATruncate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	require.EqualValues(t, 1, scalar[int16](t, db, `SELECT segment FROM backoff.segments WHERE current`))
+	holder, err := db.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	exec(t, holder, `LOCK TABLE backoff.jobs_live_2 IN ACCESS EXCLUSIVE MODE`)
+
+	conn, err := db.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	exec(t, conn, `SET lock_timeout = '200ms'`)
+	for range 4 {
+		enqueue(t, conn, "q", t0)
+	}
+	exec(t, conn, `SELECT count(*) FROM backoff.enqueue(ARRAY['q'], ARRAY['{}'::jsonb],
+		NULL::timestamptz[], NULL::integer[], NULL::integer[], NULL::text[], $1)`, t0)
+	j := claimOne(t, conn, "q", t0)
+	exec(t, conn, `SELECT backoff.heartbeat($1, $2, p_now => $3)`, j.ID, j.Attempts, t0)
+	exec(t, conn, `SELECT backoff.snooze($1, $2, '0 seconds', $3)`, j.ID, j.Attempts, t0)
+	j = claimOne(t, conn, "q", t0)
+	exec(t, conn, `SELECT backoff.fail($1, $2, 'boom', p_now => $3)`, j.ID, j.Attempts, t0)
+	j = claimOne(t, conn, "q", t0)
+	exec(t, conn, `SELECT backoff.complete($1, $2, $3)`, j.ID, j.Attempts, t0)
+	j = claimOne(t, conn, "q", t0)
+	exec(t, conn, `SELECT count(*) FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], $3)`, j.ID, j.Attempts, t0)
+}
+
 // TestByIdCallsFindJobsOutsideTheCurrentSegment: complete, complete_many,
-// fail and heartbeat look for the job in the current segment first, then in
+// fail, heartbeat and snooze look for the job in the current segment first, then in
 // every segment, so a running job elsewhere is found as any other: one acquired
 // where a hand INSERT named segment 0, or another live segment, and a batch
 // that mixes them with a job of the current segment and a stale token.
@@ -514,6 +549,7 @@ func TestByIdCallsFindJobsOutsideTheCurrentSegment(t *testing.T) {
 		{"fail", `SELECT status FROM backoff.fail($1, $2, 'boom', p_now => $3)`, "retrying"},
 		{"complete_many", `SELECT 'completed' FROM backoff.complete_many(ARRAY[$1::bigint], ARRAY[$2::integer], $3)`, "completed"},
 		{"heartbeat", `SELECT 'running' FROM backoff.heartbeat($1, $2, p_now => $3)`, "running"},
+		{"snooze", `SELECT status FROM backoff.snooze($1, $2, '1 minute', $3)`, "pending"},
 	} {
 		for _, segment := range []int16{0, 3} {
 			t.Run(fmt.Sprintf("%s in segment %d", tc.name, segment), func(t *testing.T) {
