@@ -8780,8 +8780,8 @@ BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into the
     -- finished partition, by its name (as backoff._move_finished), in one
-    -- statement (docs/adr/0061). It is looked for in the current segment, where
-    -- claims put running jobs: the other segments are pruned when the
+    -- statement (docs/adr/0061). It is looked for in the current segment,
+    -- where claims put running jobs: the other segments are pruned when the
     -- statement is planned, so it neither locks nor opens them. A job not
     -- found there is moved into it when it is live in another segment
     -- (backoff._move_to_current_segment), and looked for again; and once
@@ -8908,7 +8908,8 @@ BEGIN
     --
     -- Each job moves to the finished partition: its live row deleted and
     -- the finished one inserted in one statement (into the finished
-    -- partition by its name, as backoff._move_finished), its dedupe key released
+    -- partition by its name, as backoff._move_finished), its dedupe key
+    -- released
     -- (docs/adr/0061). The rows are looked for in the current segment, the
     -- others pruned, as in backoff.complete. When fewer jobs than ids were
     -- completed, the live ones among them in other segments are moved into

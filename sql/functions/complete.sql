@@ -33,8 +33,8 @@ BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into the
     -- finished partition, by its name (as backoff._move_finished), in one
-    -- statement (docs/adr/0061). It is looked for in the current segment, where
-    -- claims put running jobs: the other segments are pruned when the
+    -- statement (docs/adr/0061). It is looked for in the current segment,
+    -- where claims put running jobs: the other segments are pruned when the
     -- statement is planned, so it neither locks nor opens them. A job not
     -- found there is moved into it when it is live in another segment
     -- (backoff._move_to_current_segment), and looked for again; and once

@@ -52,7 +52,8 @@ BEGIN
     --
     -- Each job moves to the finished partition: its live row deleted and
     -- the finished one inserted in one statement (into the finished
-    -- partition by its name, as backoff._move_finished), its dedupe key released
+    -- partition by its name, as backoff._move_finished), its dedupe key
+    -- released
     -- (docs/adr/0061). The rows are looked for in the current segment, the
     -- others pruned, as in backoff.complete. When fewer jobs than ids were
     -- completed, the live ones among them in other segments are moved into
