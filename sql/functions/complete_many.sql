@@ -50,17 +50,16 @@ BEGIN
     -- (docs/adr/0045): backoff.queue_breakers is probed once per call for
     -- the distinct queues of the batch, in the same statement.
     --
-    -- Each job moves to the finished partition: its live row deleted and
-    -- the finished one inserted in one statement (into the finished
-    -- partition by its name, as backoff._move_finished), its dedupe key
-    -- released
+    -- Each job moves to the finished partition: its live row deleted and the
+    -- finished one inserted in one statement (into the finished partition by
+    -- its name, as backoff._move_finished), its dedupe key released
     -- (docs/adr/0061). The rows are looked for in the current segment, the
     -- others pruned, as in backoff.complete. When fewer jobs than ids were
-    -- completed, the live ones among them in other segments are moved into
-    -- it and the same statement runs again, and once more: a row
-    -- backoff.rotate moved while a statement waited for it is gone from
-    -- that statement's snapshot and found by the next; rows already
-    -- completed are no longer running.
+    -- completed, the live ones among them in other segments are moved into it
+    -- and the same statement runs again, and once more: a row backoff.rotate
+    -- moved while a statement waited for it is gone from that statement's
+    -- snapshot and found by the next; rows already completed are no longer
+    -- running.
     FOR v_try IN 1..3 LOOP
         RETURN QUERY
         WITH d AS (
