@@ -7721,8 +7721,8 @@ SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 -- go" and "where does a claim look": the DEFAULT of backoff.jobs.segment
 -- (an INSERT that names no segment, as a user's own SQL, lands there), the
 -- segment every enqueue names, the one claim takes from and the one
--- complete, complete_many, fail and heartbeat look in. Private; EXECUTE for backoff_admin too, whose
--- own INSERTs evaluate the default.
+-- complete, complete_many, fail, heartbeat and snooze look in. Private;
+-- EXECUTE for backoff_admin too, whose own INSERTs evaluate the default.
 --
 -- A constant, published: backoff.segments records which segment is
 -- current, and backoff._publish_current_segment writes that number into
@@ -7760,7 +7760,7 @@ SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WH
 -- that are outside the current segment into it (docs/adr/0061); returns
 -- how many it moved. Private.
 --
--- complete, complete_many, fail and heartbeat look for a job in the
+-- complete, complete_many, fail, heartbeat and snooze look for a job in the
 -- current segment only, a statement whose other segments are pruned when
 -- it is planned, so that it locks and opens one segment's partition. A job
 -- they do not find there may be elsewhere: claimed before a switch and not
@@ -9428,8 +9428,8 @@ BEGIN
     FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
         LOOP
             -- Locked here, skipping rows others hold; moved by the calls'
-            -- own moves (the live ones as complete, fail and heartbeat move
-            -- a job they find elsewhere, the finished ones as fail and reap
+            -- own moves (the live ones as the by-id calls move a job they
+            -- find elsewhere, the finished ones as fail and reap
             -- move a dead letter), which find them locked by this
             -- transaction and wait for nobody.
             IF v_seg = 0 THEN

@@ -3,8 +3,8 @@
 -- go" and "where does a claim look": the DEFAULT of backoff.jobs.segment
 -- (an INSERT that names no segment, as a user's own SQL, lands there), the
 -- segment every enqueue names, the one claim takes from and the one
--- complete, complete_many, fail and heartbeat look in. Private; EXECUTE for backoff_admin too, whose
--- own INSERTs evaluate the default.
+-- complete, complete_many, fail, heartbeat and snooze look in. Private;
+-- EXECUTE for backoff_admin too, whose own INSERTs evaluate the default.
 --
 -- A constant, published: backoff.segments records which segment is
 -- current, and backoff._publish_current_segment writes that number into

@@ -2,7 +2,7 @@
 -- that are outside the current segment into it (docs/adr/0061); returns
 -- how many it moved. Private.
 --
--- complete, complete_many, fail and heartbeat look for a job in the
+-- complete, complete_many, fail, heartbeat and snooze look for a job in the
 -- current segment only, a statement whose other segments are pruned when
 -- it is planned, so that it locks and opens one segment's partition. A job
 -- they do not find there may be elsewhere: claimed before a switch and not

@@ -88,8 +88,8 @@ BEGIN
     FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
         LOOP
             -- Locked here, skipping rows others hold; moved by the calls'
-            -- own moves (the live ones as complete, fail and heartbeat move
-            -- a job they find elsewhere, the finished ones as fail and reap
+            -- own moves (the live ones as the by-id calls move a job they
+            -- find elsewhere, the finished ones as fail and reap
             -- move a dead letter), which find them locked by this
             -- transaction and wait for nobody.
             IF v_seg = 0 THEN
