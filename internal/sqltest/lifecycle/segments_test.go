@@ -534,10 +534,11 @@ func TestQueueCallsDoNotWaitForATruncate(t *testing.T) {
 }
 
 // TestByIdCallsFindJobsOutsideTheCurrentSegment: complete, complete_many,
-// fail, heartbeat and snooze look for the job in the current segment first, then in
-// every segment, so a running job elsewhere is found as any other: one acquired
-// where a hand INSERT named segment 0, or another live segment, and a batch
-// that mixes them with a job of the current segment and a stale token.
+// fail, heartbeat and snooze look for the job in the current segment first,
+// and move a running job they find elsewhere into it, so it is found as any
+// other: one acquired where a hand INSERT named segment 0, or another live
+// segment, and a batch that mixes them with a job of the current segment
+// and a stale token.
 func TestByIdCallsFindJobsOutsideTheCurrentSegment(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
