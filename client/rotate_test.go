@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,4 +34,50 @@ func TestRotate(t *testing.T) {
 	rs, err = c.Rotate(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []Rotation{{Segment: 2, Truncated: []int{1}}}, rs)
+}
+
+// TestRotateTruncatesWhateverTheDefaultIsolation: backoff.rotate truncates
+// only at READ COMMITTED (docs/adr/0078); over a pool, Client.Rotate asks
+// for it, so a database whose default is another level still gets its
+// segments freed. In a transaction of the caller's at REPEATABLE READ it
+// truncates nothing and says why.
+func TestRotateTruncatesWhateverTheDefaultIsolation(t *testing.T) {
+	t.Parallel()
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(level, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := testdb.NewURL(t)
+			setup := testdb.QualifiedPool(t, url, 1)
+			_, err := setup.Exec(ctx, `UPDATE backoff.settings SET segment_jobs = 2`)
+			require.NoError(t, err)
+			testdb.SetDefaultIsolation(t, url, level)
+			pool := testdb.QualifiedPool(t, url, 4)
+			var got string
+			require.NoError(t, pool.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&got))
+			require.Equal(t, level, got)
+
+			c := newTestClient(t, pool)
+			for range 2 {
+				_, err := c.Enqueue(ctx, "q", nil)
+				require.NoError(t, err)
+			}
+			rs, err := c.Rotate(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []Rotation{{Segment: 2, SwitchedFrom: 1, Moved: 2}}, rs)
+
+			tx, err := pool.Begin(ctx)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			rs, err = c.With(tx).Rotate(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []Rotation{{Segment: 2, Note: "segment 1 not truncated: rotate truncates only at READ COMMITTED, and this transaction is " +
+				strings.ToUpper(level)}}, rs)
+			require.NoError(t, tx.Rollback(ctx))
+
+			rs, err = c.Rotate(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []Rotation{{Segment: 2, Truncated: []int{1}}}, rs)
+		})
+	}
 }

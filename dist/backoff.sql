@@ -9360,7 +9360,8 @@ SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
 --    vacuum cannot. While the LOCK waits, new statements on backoff.jobs
 --    queue behind it, so the timeout is the longest stall it may cause; a
 --    transaction that has read backoff.jobs holds a lock until it ends, and
---    the truncate is then tried again at the next call.
+--    the truncate is then tried again at the next call. Only at READ
+--    COMMITTED: see below.
 -- One call at a time: a call that finds another one running does nothing.
 CREATE OR REPLACE FUNCTION backoff.rotate(p_now timestamptz DEFAULT now())
 RETURNS TABLE (current_segment smallint, switched_from smallint, moved bigint, truncated smallint[], note text)
@@ -9471,12 +9472,23 @@ BEGIN
     FOREACH v_seg IN ARRAY v_was LOOP
         CONTINUE WHEN v_seg = v_cur
             OR pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', v_seg)::pg_catalog.regclass) = 0;
+        -- "Empty" is decided by a snapshot taken after the lock, which only
+        -- READ COMMITTED takes: under REPEATABLE READ or SERIALIZABLE the
+        -- transaction's snapshot is older than the lock, and a job
+        -- committed in between would be invisible to it, and truncated.
+        IF pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+            note := pg_catalog.concat_ws('; ', note,
+                pg_catalog.format('segment %s not truncated: rotate truncates only at READ COMMITTED, and this transaction is %s',
+                                  v_seg, pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))));
+            CONTINUE;
+        END IF;
         BEGIN
             PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
             EXECUTE pg_catalog.format('LOCK TABLE backoff.%I IN ACCESS EXCLUSIVE MODE', 'jobs_live_' || v_seg);
             PERFORM pg_catalog.set_config('lock_timeout', v_timeout, true);
-            -- Under the lock, with a new snapshot: every writer that held
-            -- the segment has ended.
+            -- Under the lock, with a new snapshot (READ COMMITTED, above):
+            -- every writer that held the segment has ended, and what it
+            -- committed is seen.
             IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_seg) THEN
                 note := pg_catalog.concat_ws('; ', note,
                     pg_catalog.format('segment %s not truncated: it still holds rows that others had locked', v_seg));
@@ -9494,7 +9506,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.rotate(timestamptz) IS
-'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms; when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Returns one row: current_segment, switched_from, moved, truncated, note.
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Returns one row: current_segment, switched_from, moved, truncated, note.
 Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();';

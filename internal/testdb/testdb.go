@@ -340,3 +340,25 @@ func randomSuffix() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// SetDefaultIsolation sets the database's default_transaction_isolation
+// ("read committed", "repeatable read" or "serializable"), as a user's
+// ALTER DATABASE does: sessions opened after it start their transactions
+// at that level.
+func SetDefaultIsolation(t testing.TB, dbURL, level string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("testdb: set default isolation: %v", err)
+	}
+	defer c.Close(ctx)
+	var db string
+	if err := c.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatalf("testdb: set default isolation: %v", err)
+	}
+	if _, err := c.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+
+		" SET default_transaction_isolation = '"+strings.ReplaceAll(level, "'", "''")+"'"); err != nil {
+		t.Fatalf("testdb: set default isolation %q: %v", level, err)
+	}
+}
