@@ -48,7 +48,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 		"target claim-complete-1tx-go-2c: ", "target claim100-complete-many-sql-2c: ", "target reap-300: ",
 		"target enqueue-start-idle-p50-ms: ",
 		"workers, a process each", "one Worker on 4 queues vs one queue", "Go Worker, burndown", "Go Worker, continuous",
-		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-continuous-start-p50-ms: ",
+		"target workers-4-processes: ", "target multi-queue-4: ", "target worker-serializable-default: ", "target worker-continuous-start-p50-ms: ",
 		"pgbackoff Worker: from commit p50 ",
 		"web UI server time per page", "target ui-overview-1m: ", "target ui-jobs-page-1m: ", "target ui-dead-letters-1m: ",
 		"target ui-refresh-throughput-1m: ",

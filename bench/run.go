@@ -60,6 +60,11 @@ func (b *bench) runAll(ctx context.Context) error {
 		}
 		lines = append(lines, ls...)
 	}
+	if b.cfg.wants("isolation") {
+		if err := b.isolation(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("languages") {
 		if err := b.languages(ctx); err != nil {
 			return err

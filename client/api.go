@@ -419,41 +419,20 @@ type Rotation struct {
 // calls it with every reap; call it yourself, about once a second, where no
 // Worker runs and pg_cron does not (backoffctl cron install).
 //
-// Over a pool or a connection it runs in a READ COMMITTED transaction of
-// its own, whatever the database's default_transaction_isolation: rotate
-// truncates only at that level (docs/adr/0078). In a transaction of yours
-// it runs at that transaction's level.
+// Rotate truncates only at READ COMMITTED (docs/adr/0078), the level the
+// client's calls run at over a pool or a connection (docs/adr/0080); in a
+// transaction of yours it runs at that transaction's level.
 func (c *Client) Rotate(ctx context.Context) ([]Rotation, error) {
-	op := "rotate the job segments"
-	begin, ok := c.db.(transactionStarter)
-	if !ok {
-		out, err := c.rotate(ctx, c.db)
-		return out, translate(op, 0, err)
-	}
-	tx, err := begin.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	out, err := c.rotate(ctx)
 	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	out, err := c.rotate(ctx, tx)
-	if err == nil {
-		err = tx.Commit(ctx)
-	}
-	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, translate("rotate the job segments", 0, err)
 	}
 	return out, nil
 }
 
-// transactionStarter is a DB that can begin a transaction of its own at a
-// chosen isolation level: a pool or a connection, not a transaction.
-type transactionStarter interface {
-	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
-}
-
-func (c *Client) rotate(ctx context.Context, db DB) ([]Rotation, error) {
+func (c *Client) rotate(ctx context.Context) ([]Rotation, error) {
 	call, values := c.fn("rotate")
-	rows, err := db.Query(ctx, "SELECT current_segment, coalesce(switched_from, 0), moved, truncated, coalesce(note, '') FROM "+call, values...)
+	rows, err := c.db.Query(ctx, "SELECT current_segment, coalesce(switched_from, 0), moved, truncated, coalesce(note, '') FROM "+call, values...)
 	if err != nil {
 		return nil, err
 	}

@@ -118,6 +118,9 @@ func New(ctx context.Context, db DB, opts ...Option) (*Client, error) {
 	if err := checkSchema(ctx, db); err != nil {
 		return nil, err
 	}
+	if db, err = readCommittedIfNeeded(ctx, db); err != nil {
+		return nil, fmt.Errorf("new client: %w", err)
+	}
 	return &Client{db: db, cfg: cfg}, nil
 }
 
