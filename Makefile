@@ -30,6 +30,10 @@ test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker,
 conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
 	set -o pipefail; BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
+.PHONY: test-serializable
+test-serializable: ## The Go client's, Worker's and fault suites in databases whose default_transaction_isolation is serializable (docs/adr/0080)
+	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 -v ./client/... ./internal/faulttest 2>&1 | scripts/quiet-test-output
+
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
 	set -o pipefail; BACKOFF_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output

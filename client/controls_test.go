@@ -181,20 +181,36 @@ func TestQueueControlsAgainstPostgres(t *testing.T) {
 	require.True(t, st.OpenedAt.IsZero())
 }
 
-// claimCounter counts the claim and queue_state statements a pool sends.
+// claimCounter counts the claim and queue_state statements a pool sends,
+// alone or in a batch (the client's READ COMMITTED batches in a database
+// whose default is another level, docs/adr/0080).
 type claimCounter struct{ claims, states atomic.Int64 }
 
-func (cc *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+func (cc *claimCounter) count(sql string) {
 	switch {
-	case strings.Contains(d.SQL, "backoff.claim("):
+	case strings.Contains(sql, "backoff.claim("):
 		cc.claims.Add(1)
-	case strings.Contains(d.SQL, "backoff.queue_state("):
+	case strings.Contains(sql, "backoff.queue_state("):
 		cc.states.Add(1)
 	}
+}
+
+func (cc *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	cc.count(d.SQL)
 	return ctx
 }
 
 func (*claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (cc *claimCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (cc *claimCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	cc.count(d.SQL)
+}
+
+func (*claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 func countingPool(t *testing.T, url string) (*pgxpool.Pool, *claimCounter) {
 	t.Helper()

@@ -301,6 +301,15 @@ func createDatabase(t testing.TB, template string) string {
 	if err != nil {
 		t.Fatalf("testdb: create database: %v", err)
 	}
+	// A whole run at a user's database default (CI runs the queue's
+	// suites once at serializable): the setting belongs to the database,
+	// which a copy of the template does not inherit.
+	if level := os.Getenv("BACKOFF_TEST_DEFAULT_ISOLATION"); level != "" {
+		if err := adminExec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+
+			" SET default_transaction_isolation = '"+strings.ReplaceAll(level, "'", "''")+"'"); err != nil {
+			t.Fatalf("testdb: BACKOFF_TEST_DEFAULT_ISOLATION=%s: %v", level, err)
+		}
+	}
 	t.Cleanup(func() {
 		if err := adminExec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
 			t.Errorf("testdb: drop database %s: %v", name, err)
