@@ -22,9 +22,21 @@ build: ## Build bin/backoffctl (the cmd/backoffctl module)
 SLOW_PKGS := ./bench ./webui ./internal/sqltest/lifecycle ./internal/clienttest ./internal/faulttest ./internal/sqltest/security
 TEST_PKGS = $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
 
+# make test and make test-race print each package's closing line and the
+# whole output of what failed; every test's output goes to $(TEST_LOG).
+# V=1 prints it all as it comes (go test -v, without the RUN/PASS lines).
+TEST_LOG ?= test-output.log
+ifeq ($(V),1)
+TEST_FLAGS := -v
+TEST_FILTER := scripts/quiet-test-output
+else
+TEST_FLAGS := -json
+TEST_FILTER := $(GO) run ./internal/testsummary -log $(TEST_LOG)
+endif
+
 .PHONY: test
-test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which)
-	set -o pipefail; { rc=0; $(GO) test -count=1 -v $(TEST_PKGS) || rc=1; $(GO) -C $(CLI) test -count=1 -v ./... || rc=1; exit $$rc; } 2>&1 | scripts/quiet-test-output
+test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which); V=1 prints every test's output
+	set -o pipefail; { rc=0; $(GO) test -count=1 $(TEST_FLAGS) $(TEST_PKGS) || rc=1; $(GO) -C $(CLI) test -count=1 $(TEST_FLAGS) ./... || rc=1; exit $$rc; } 2>&1 | $(TEST_FILTER)
 
 .PHONY: conformance
 conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
@@ -32,7 +44,7 @@ conformance: ## The cross-language conformance suite (conformance/): every scena
 
 .PHONY: test-serializable
 test-serializable: ## The Go client's, Worker's and fault suites in databases whose default_transaction_isolation is serializable (docs/adr/0080)
-	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 -v ./client/... ./internal/faulttest 2>&1 | scripts/quiet-test-output
+	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./client/... ./internal/faulttest 2>&1 | $(TEST_FILTER)
 
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
@@ -45,7 +57,7 @@ bench-sharded: ## Calls per second through the router vs straight to one shard (
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector
-	set -o pipefail; { rc=0; $(GO) test -race -count=1 -v $(PKGS) || rc=1; $(GO) -C $(CLI) test -race -count=1 -v ./... || rc=1; exit $$rc; } 2>&1 | scripts/quiet-test-output
+	set -o pipefail; { rc=0; $(GO) test -race -count=1 $(TEST_FLAGS) $(PKGS) || rc=1; $(GO) -C $(CLI) test -race -count=1 $(TEST_FLAGS) ./... || rc=1; exit $$rc; } 2>&1 | $(TEST_FILTER)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (both modules)

@@ -156,10 +156,6 @@
 //	page, err := o.List(ctx, ops.ListParams{Queue: "emails", Statuses: []client.Status{client.StatusDeadLettered}})
 //	_, err = o.Replay(ctx, page.Jobs[0].ID)
 //
-// For one release the old spellings (c.List, client.ListParams, c.Cancel,
-// ...) still compile: they are deprecated aliases and methods that forward
-// to client/ops.
-//
 // # Waiting until the work is done
 //
 // WaitIdle returns once the given queues (every queue when none is given)

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/internal/visible"
+	"github.com/pgbackoff/pgbackoff/visible"
 )
 
 // pageTemplate is layout.html with one page's templates.
@@ -85,7 +85,7 @@ func contains(list []string, s string) bool {
 // text shows what producers and workers wrote as what it is: control
 // characters (a terminal escape, a NUL) and Unicode format characters (a
 // bidi override that reorders what follows, a zero-width character) as Go
-// escapes, the rule of the CLI (internal/visible); newlines and tabs stay,
+// escapes, the rule of the CLI (package visible); newlines and tabs stay,
 // for payloads and errors in <pre>. html/template escapes the markup
 // characters when the result is rendered.
 func text(s string) string { return visible.Escape(s, "\n\t") }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/ops"
-	"github.com/pgbackoff/pgbackoff/internal/visible"
+	"github.com/pgbackoff/pgbackoff/visible"
 )
 
 // The Schedules page: every periodic job (docs/schedules.md) with its

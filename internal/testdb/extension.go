@@ -15,17 +15,34 @@ import (
 // 15, the version Debian 12 ships.
 const DebianOnlyMajor = 15
 
-// LocalBinariesWith returns the machine's PostgreSQL server binaries
-// (pgserver.FindBinaries) for a test that starts its own local cluster
-// with the extension name, packaged by Debian as debianPackage (e.g.
-// "pg_cron", "postgresql-15-cron").
+// LocalServerWith starts a temporary local cluster of the test's own with
+// settings ("name=value", e.g. shared_preload_libraries), from the
+// machine's PostgreSQL server binaries (pgserver.FindBinaries) when they
+// have the extension name, packaged by Debian as debianPackage (e.g.
+// "pg_cron", "postgresql-15-cron"). It returns the cluster's superuser
+// URL; the cluster stops when the test ends.
 //
 // When the extension is not installed for those binaries the test skips,
 // saying why: on a run of another major (CI's 14, 16, 17 and 18 runs use
 // builds without Debian's extensions), or on a developer's machine. Under
 // CI on PostgreSQL 15 it fails instead: there the extension must be
 // installed (.ci/run installs it), so the test must run.
-func LocalBinariesWith(t testing.TB, name, debianPackage string) pgserver.Binaries {
+func LocalServerWith(t testing.TB, name, debianPackage string, settings ...string) string {
+	t.Helper()
+	bin := localBinariesWith(t, name, debianPackage)
+	srv, err := pgserver.StartLocalWith(context.Background(), bin, settings...)
+	if err != nil {
+		t.Fatalf("testdb: start a local cluster with %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(context.Background()); err != nil {
+			t.Errorf("testdb: stop the local cluster with %s: %v", name, err)
+		}
+	})
+	return srv.URL
+}
+
+func localBinariesWith(t testing.TB, name, debianPackage string) pgserver.Binaries {
 	t.Helper()
 	b, err := pgserver.FindBinaries()
 	if err != nil {
@@ -51,7 +68,7 @@ func LocalBinariesWith(t testing.TB, name, debianPackage string) pgserver.Binari
 // RequireServerExtension skips unless the server under test (not a cluster
 // of the test's own) can create the extension name, packaged by Debian as
 // debianPackage (e.g. "plproxy", "postgresql-15-plproxy"). Under CI on
-// PostgreSQL 15 it fails instead, as LocalBinariesWith does.
+// PostgreSQL 15 it fails instead, as LocalServerWith does.
 func RequireServerExtension(t testing.TB, name, debianPackage string) {
 	t.Helper()
 	ctx := context.Background()

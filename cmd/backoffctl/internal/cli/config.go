@@ -118,7 +118,12 @@ func newConfigDiffCommand() *cobra.Command {
 database and print each difference: "+" a row apply would add, "~" a row it
 would update (with old -> new for each field), and rows only in the database,
 which apply keeps (apply --prune deletes them, except a paused queue and the
-policy it uses). A paused queue is marked "paused". Nothing is written.`,
+policy it uses). A paused queue is marked "paused". Nothing is written.
+
+With --exit-code it exits 1 when there is any difference (what apply would
+add or update, and rows only in the database) and 0 when it prints "no
+differences", so that a deploy or CI step can gate on it. Without the flag
+it exits 0 either way.`,
 		Example: `  backoffctl config diff --env production
   backoffctl config diff --exit-code || echo "database drifted from backoff.toml"`,
 		Args: exactArgs(0, ""),
@@ -141,7 +146,7 @@ policy it uses). A paused queue is marked "paused". Nothing is written.`,
 						st.shard, st.shards = i, len(targets)
 					}
 					changes := planChanges(c, st)
-					total += pending(changes)
+					total += len(changes)
 					if changes == nil {
 						changes = []change{}
 					}
@@ -172,7 +177,7 @@ policy it uses). A paused queue is marked "paused". Nothing is written.`,
 		}),
 	}
 	configFlags(cmd, &file, &env)
-	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when apply would change something")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 1 when there are differences, 0 when there are none")
 	return cmd
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -19,25 +18,22 @@ import (
 // shared_preload_libraries, which neither the shared test server nor the
 // test container has, so this test brings its own server. pg_cron is
 // packaged by Debian for PostgreSQL 15: .ci/run installs it; elsewhere, or on
-// another version, the test skips and says why (testdb.LocalBinariesWith).
+// another version, the test skips and says why (testdb.LocalServerWith).
 func cronServer(t *testing.T) (admin, app string) {
 	t.Helper()
-	bin := testdb.LocalBinariesWith(t, "pg_cron", "postgresql-15-cron")
+	admin = testdb.LocalServerWith(t, "pg_cron", "postgresql-15-cron", "shared_preload_libraries=pg_cron", "cron.database_name=postgres")
 	ctx := context.Background()
-	srv, err := pgserver.StartLocalWith(ctx, bin, "shared_preload_libraries=pg_cron", "cron.database_name=postgres")
-	require.NoError(t, err, "start a local cluster with pg_cron")
-	t.Cleanup(func() { require.NoError(t, srv.Stop(context.Background())) })
-	conn, err := pgx.Connect(ctx, srv.URL)
+	conn, err := pgx.Connect(ctx, admin)
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, "CREATE DATABASE app")
 	require.NoError(t, conn.Close(ctx))
 	require.NoError(t, err)
-	u, err := url.Parse(srv.URL)
+	u, err := url.Parse(admin)
 	require.NoError(t, err, "local clusters have postgres:// URLs")
 	u.Path = "/app"
 	code, _, errOut := run(t, "migrate", "up", "--database-url", u.String())
 	require.Equal(t, ExitOK, code, errOut)
-	return srv.URL, u.String()
+	return admin, u.String()
 }
 
 func TestCronInstallStatusUninstall(t *testing.T) {

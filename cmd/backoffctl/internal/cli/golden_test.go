@@ -126,7 +126,10 @@ func TestGoldenConfig(t *testing.T) {
 	sqlExec(t, url, `INSERT INTO backoff.policies (name) VALUES ('legacy');
 		INSERT INTO backoff.queues (name, policy) VALUES ('old', 'legacy')`)
 	s.run("config", "apply", "--config", example)
+	// Rows only in the database are differences too: --exit-code exits 1.
+	s.run("config", "diff", "--config", example, "--exit-code")
 	s.run("config", "apply", "--config", example, "--prune")
+	s.run("config", "diff", "--config", example, "--exit-code")
 	s.run("config", "apply", "--config", example, "--prune", "--output", "json")
 	// [settings] is written into backoff.settings; a file without it leaves
 	// the row alone.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pgbackoff/pgbackoff/internal/visible"
+	"github.com/pgbackoff/pgbackoff/visible"
 )
 
 // Output conventions (docs/adr/0012): text is for people (aligned columns,
@@ -66,7 +66,7 @@ func writeJSON(w io.Writer, v any) error {
 // it: control characters (C0, DEL, C1) and format characters (bidi
 // embeddings, overrides, isolates and marks, which reorder what follows
 // on the line; zero-width characters). The rule is the web UI's too
-// (internal/visible).
+// (package visible).
 func dangerous(r rune) bool { return visible.Acts(r) }
 
 // esc renders text that came from producers or workers (queue, worker,

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
+	"github.com/pgbackoff/pgbackoff/pgserver"
 )
 
 // TestBackoffctlThroughRouter: migrate up --router installs a router over

@@ -313,7 +313,7 @@ func writeScheduleFires(w io.Writer, s client.Schedule, fires []ops.FireTime, no
 	fmt.Fprintln(w, head)
 	tw := newTable(w)
 	for _, f := range fires {
-		row(tw, "  "+formatTime(&f.At), f.Wall.Format("2006-01-02 15:04")+" "+s.TimeZone, relative(f.At, now))
+		row(tw, "  "+formatTime(&f.At), f.Wall.Format("2006-01-02 15:04:05")+" "+s.TimeZone, relative(f.At, now))
 	}
 	_ = tw.Flush()
 }

@@ -39,5 +39,9 @@ func TestGoldenSchedules(t *testing.T) {
 	s.run("schedules", "trigger", "nope")
 	s.run("schedules", "pause")
 	s.run("jobs", "list", "--queue", "pings")
+	// Times to the second: an interval of seconds fires twice a minute.
+	sqlExec(t, url, `SELECT backoff.put_schedule('probe', 'pings', p_every => '45 seconds',
+		p_time_zone => 'Asia/Kolkata', p_now => '2029-12-31 23:59:50+00')`)
+	s.run("schedules", "show", "probe")
 	s.check("schedules")
 }

@@ -32,8 +32,8 @@ import (
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 	"github.com/pgbackoff/pgbackoff/examples"
-	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/migrations"
+	"github.com/pgbackoff/pgbackoff/pgserver"
 )
 
 // demoOptions are the demo's flags.
@@ -158,7 +158,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	defer func() {
-		if srv.Kind == "url" {
+		if srv.Kind == pgserver.KindURL {
 			return
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -281,9 +281,8 @@ func (d *demo) run(ctx context.Context) (err error) {
 func (d *demo) server(ctx context.Context) (*pgserver.Server, error) {
 	w := d.out
 	if d.url != "" {
-		srv := pgserver.FromURL(d.url, d.urlSource)
 		fmt.Fprintf(w, "server:   yours (%s) at %s; the demo works in a database of its own and drops it\n", d.urlSource, hostOf(d.url))
-		return srv, nil
+		return pgserver.Start(ctx, d.url, d.urlSource)
 	}
 	fmt.Fprintln(w, "server:   none given (--database-url, TEST_DATABASE_URL, DATABASE_URL): starting a throwaway PostgreSQL")
 	t0 := time.Now()

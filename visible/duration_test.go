@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/visible"
+	"github.com/pgbackoff/pgbackoff/visible"
 )
 
 func TestDuration(t *testing.T) {

@@ -5,7 +5,8 @@
 // (docs/adr/0040-operator-output-and-partial-replay.md,
 // docs/adr/0060-ui-hosts-token-and-bounded-reads.md). Durations shown to
 // an operator are rounded by one rule here too (Duration), so that the CLI
-// and the web UI read the same.
+// and the web UI read the same. A program of yours that shows jobs to
+// people (a dashboard, a chat alert) can show them by the same rule.
 package visible
 
 import (

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgbackoff/pgbackoff/internal/visible"
+	"github.com/pgbackoff/pgbackoff/visible"
 )
 
 func TestEscape(t *testing.T) {
