@@ -476,3 +476,19 @@ func TestMillionSlotCatchUp(t *testing.T) {
 	require.Len(t, got["all"], 2000)
 	require.Equal(t, 2500, scalar[int](t, db, "SELECT count(*) FROM backoff.jobs WHERE schedule = 'all'"))
 }
+
+// TestScheduleRefusesNonZones: names the zone check once let through
+// (an Etc/GMT offset no zone has, and the zone files that are no zone:
+// posixrules, localtime, Factory) are refused with 22023 naming the value.
+func TestScheduleRefusesNonZones(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	for _, zone := range []string{"Etc/GMT-99", "Etc/GMT+13", "Etc/GMT-15", "posixrules", "localtime", "Factory", "factory", "LOCALTIME"} {
+		err := execErr(db, "SELECT backoff.put_schedule('z', 'q', p_cron => '0 * * * *', p_time_zone => $1, p_now => $2)", zone, t0)
+		e := requireCode(t, err, "22023")
+		require.Contains(t, e.Message, `"`+zone+`"`, zone)
+	}
+	for _, zone := range []string{"Etc/GMT-14", "Etc/GMT+12", "Etc/GMT", "Etc/GMT+0", "UTC", "America/New_York"} {
+		require.NoError(t, execErr(db, "SELECT backoff.put_schedule('z', 'q', p_cron => '0 * * * *', p_time_zone => $1, p_now => $2)", zone, t0), zone)
+	}
+}
