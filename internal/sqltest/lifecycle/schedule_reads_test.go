@@ -223,16 +223,16 @@ func TestScheduleListOverdueAndMissed(t *testing.T) {
 	}
 	// No worker runs: "ten" is due at 00:10; past by less than its
 	// 10 minutes it is late, not overdue.
-	require.False(t, list(at(19*time.Minute))["ten"].Overdue)
-	require.True(t, list(at(20*time.Minute+time.Second))["ten"].Overdue)
-	require.False(t, list(at(20*time.Minute+time.Second))["daily"].Overdue, "06:00 is ahead")
-	require.True(t, list(at(30*time.Hour+time.Second))["daily"].Overdue, "06:00 past by more than a day")
+	require.False(t, list(at(19 * time.Minute))["ten"].Overdue)
+	require.True(t, list(at(20*time.Minute + time.Second))["ten"].Overdue)
+	require.False(t, list(at(20*time.Minute + time.Second))["daily"].Overdue, "06:00 is ahead")
+	require.True(t, list(at(30*time.Hour + time.Second))["daily"].Overdue, "06:00 past by more than a day")
 	require.True(t, scalar[bool](t, db, "SELECT backoff.pause_schedule('ten', $1)", at(time.Hour)))
-	require.False(t, list(at(2*time.Hour))["ten"].Overdue, "paused: not overdue")
+	require.False(t, list(at(2 * time.Hour))["ten"].Overdue, "paused: not overdue")
 
 	// The 10-second schedule: fired once, then 6 minutes without a firer.
 	require.Len(t, fire(t, db, 1000, at(10*time.Second))["tick"], 1)
-	require.True(t, list(at(6*time.Minute+10*time.Second))["tick"].Overdue)
+	require.True(t, list(at(6*time.Minute + 10*time.Second))["tick"].Overdue)
 	got := fire(t, db, 1000, at(6*time.Minute+10*time.Second))["tick"]
 	// 00:20 to 06:10: the 31 slots from 01:10 (whose interval holds 06:10
 	// minus 5 minutes) fire, the 5 before are missed.
