@@ -112,15 +112,25 @@ type Schedule struct {
 	// LastSlot is the latest slot fired or skipped (zero: none yet);
 	// LastJobID is the job of the latest slot fired and LastJobSlot its
 	// slot (0 and zero: none, or pruned).
-	LastSlot        time.Time
-	LastJobID       int64
-	LastJobSlot     time.Time
-	Fired           int64
+	LastSlot    time.Time
+	LastJobID   int64
+	LastJobSlot time.Time
+	Fired       int64
+	// Skipped counts the slots skip_if_running passed over; Missed the
+	// slots catch-up passed over (with "latest", those whose interval
+	// ended max_clock_skew or more before the call that passed them; and
+	// those older than CatchUpWindow). LastMissedAt is when a call last
+	// passed some over.
 	Skipped         int64
+	Missed          int64
 	LastSkippedSlot time.Time
 	LastMissedAt    time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
+	// Overdue: not paused, and the next fire time is past by more than the
+	// schedule's firing interval (the time from that slot to the next):
+	// nothing has fired its queue's schedules for a whole interval.
+	Overdue   bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // scheduleColumns selects what scanSchedule reads from
@@ -129,8 +139,8 @@ const scheduleColumns = `s.name, s.queue, s.payload::text, coalesce(s.cron, ''),
 	coalesce((extract(epoch FROM s.every) * 1000000)::bigint, 0), s.time_zone, coalesce(s.policy, ''), s.priority,
 	coalesce(s.max_attempts, 0), s.paused, s.catch_up,
 	coalesce((extract(epoch FROM s.catch_up_window) * 1000000)::bigint, 0), s.catch_up_limit, s.skip_if_running,
-	s.next_fire_at, s.last_slot, s.last_job_id, s.last_job_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at,
-	s.created_at, s.updated_at`
+	s.next_fire_at, s.last_slot, s.last_job_id, s.last_job_slot, s.fired, s.skipped, s.missed, s.last_skipped_slot,
+	s.last_missed_at, s.created_at, s.updated_at, s.overdue`
 
 func scanSchedule(r pgx.CollectableRow) (Schedule, error) {
 	var s Schedule
@@ -140,8 +150,8 @@ func scanSchedule(r pgx.CollectableRow) (Schedule, error) {
 	var lastJob *int64
 	err := r.Scan(&s.Name, &s.Queue, &payload, &s.Cron, &every, &s.TimeZone, &s.Policy, &s.Priority,
 		&s.MaxAttempts, &s.Paused, &s.CatchUp, &window, &s.CatchUpLimit, &s.SkipIfRunning,
-		&next, &last, &lastJob, &lastJobSlot, &s.Fired, &s.Skipped, &lastSkipped, &lastMissed,
-		&s.CreatedAt, &s.UpdatedAt)
+		&next, &last, &lastJob, &lastJobSlot, &s.Fired, &s.Skipped, &s.Missed, &lastSkipped,
+		&lastMissed, &s.CreatedAt, &s.UpdatedAt, &s.Overdue)
 	s.Payload = []byte(payload)
 	s.Every = time.Duration(every) * time.Microsecond
 	s.CatchUpWindow = time.Duration(window) * time.Microsecond
@@ -159,10 +169,11 @@ func scanSchedule(r pgx.CollectableRow) (Schedule, error) {
 	return s, err
 }
 
-// Schedules lists every schedule, by name (backoff.schedule_list). Admin
-// only (workers cannot read backoff.schedules).
+// Schedules lists every schedule, by name (backoff.schedule_list), with
+// Overdue at the client's clock. Admin only (workers cannot read
+// backoff.schedules).
 func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
-	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" FROM backoff.schedule_list() AS s")
+	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" FROM backoff.schedule_list(p_now => $1::timestamptz) AS s", c.nowArg())
 	if err != nil {
 		return nil, translate("list schedules", 0, err)
 	}
@@ -179,7 +190,8 @@ func (c *Client) Schedules(ctx context.Context) ([]Schedule, error) {
 // false when none has that name. Admin only.
 func (c *Client) ScheduleByName(ctx context.Context, name string) (s Schedule, found bool, err error) {
 	op := fmt.Sprintf("read schedule %q", name)
-	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" FROM backoff.schedule_list(p_name => $1::text) AS s", name)
+	rows, err := c.db.Query(ctx, "SELECT "+scheduleColumns+" FROM backoff.schedule_list(p_name => $1::text, p_now => $2::timestamptz) AS s",
+		name, c.nowArg())
 	if err != nil {
 		return Schedule{}, false, translate(op, 0, err)
 	}

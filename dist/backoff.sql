@@ -6206,6 +6206,12 @@ DROP FUNCTION IF EXISTS backoff.count_jobs(text, text[], text, text, text, text,
 DROP FUNCTION IF EXISTS backoff._job_filter(text, text[], text, text, timestamptz, timestamptz, timestamptz, timestamptz);
 DROP FUNCTION IF EXISTS backoff.job_detail(bigint, integer);
 
+-- == Missed slots counted (docs/adr/0076) ==
+-- fire_schedules counts the slots it passes over: with catch_up 'latest'
+-- those whose interval ended max_clock_skew or more before its clock, and
+-- those older than catch_up_window.
+ALTER TABLE backoff.schedules ADD COLUMN missed bigint NOT NULL DEFAULT 0;
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -12264,6 +12270,96 @@ BEGIN
 END
 $$;
 
+-- backoff._count_fires(schedule, from, to): how many slots the schedule
+-- has at or after p_from and before p_to: what fire_schedules adds to a
+-- schedule's missed counter when it passes those slots over
+-- (docs/adr/0076). Private.
+--
+-- Exact, at a cost that stays small however long the outage: a fixed
+-- interval is arithmetic. A cron schedule is walked slot by slot
+-- (backoff._next_fire) over the partial local day at each end; the local
+-- days in between are counted from the parsed sets, each matching day
+-- holding every hour times every minute of the sets, when the zone's
+-- offset is the same from 3 hours before the day to 3 hours after it (then
+-- each of its wall times is exactly one slot of that day, as in
+-- _next_fire's fast path); a day next to an offset change is walked. A
+-- year of an every-minute schedule counts 365 days and walks a few.
+CREATE OR REPLACE FUNCTION backoff._count_fires(p_schedule backoff.schedules, p_from timestamptz, p_to timestamptz)
+RETURNS bigint
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_zone  text := p_schedule.time_zone;
+    v_every numeric;
+    v_n     bigint := 0;
+    v_at    timestamptz;
+    v_first date;
+    v_last  date;
+    v_day   date;
+    v_start timestamptz;
+    v_end   timestamptz;
+    v_per   bigint;
+BEGIN
+    IF p_from IS NULL OR p_to IS NULL OR p_to <= p_from THEN
+        RETURN 0;
+    END IF;
+    IF p_schedule.every IS NOT NULL THEN
+        -- k with p_from <= anchor + k * every < p_to.
+        v_every := backoff._interval_us(p_schedule.every);
+        RETURN (pg_catalog.ceil(extract(epoch FROM p_to - p_schedule.anchor) * 1000000 / v_every)
+                - pg_catalog.ceil(extract(epoch FROM p_from - p_schedule.anchor) * 1000000 / v_every))::bigint;
+    END IF;
+    -- Whole local days from v_first to v_last are counted; the rest walked.
+    v_first := (p_from AT TIME ZONE v_zone)::date + 1;
+    v_last := (p_to AT TIME ZONE v_zone)::date - 1;
+    IF v_last < v_first THEN
+        v_first := NULL;
+        v_start := p_to;
+    ELSE
+        v_start := v_first::timestamp AT TIME ZONE v_zone;
+        v_end := (v_last + 1)::timestamp AT TIME ZONE v_zone;
+    END IF;
+    -- The slots before the counted days (or all of them).
+    v_at := backoff._next_fire(p_schedule, p_from - interval '1 microsecond');
+    WHILE v_at < v_start LOOP
+        v_n := v_n + 1;
+        v_at := backoff._next_fire(p_schedule, v_at);
+    END LOOP;
+    IF v_first IS NULL THEN
+        RETURN v_n;
+    END IF;
+    v_per := pg_catalog.cardinality(p_schedule.hours)::bigint * pg_catalog.cardinality(p_schedule.minutes);
+    FOR v_day IN SELECT d::date FROM pg_catalog.generate_series(v_first, v_last, interval '1 day') AS d LOOP
+        v_start := v_day::timestamp AT TIME ZONE v_zone;
+        v_end := (v_day + 1)::timestamp AT TIME ZONE v_zone;
+        IF backoff._utc_offset(v_start - interval '3 hours', v_zone) = backoff._utc_offset(v_end + interval '3 hours', v_zone) THEN
+            IF extract(month FROM v_day)::integer = ANY (p_schedule.months)
+               AND (CASE WHEN p_schedule.days_or
+                         THEN extract(day FROM v_day)::integer = ANY (p_schedule.days)
+                              OR extract(dow FROM v_day)::integer = ANY (p_schedule.weekdays)
+                         ELSE extract(day FROM v_day)::integer = ANY (p_schedule.days)
+                              AND extract(dow FROM v_day)::integer = ANY (p_schedule.weekdays) END) THEN
+                v_n := v_n + v_per;
+            END IF;
+        ELSE
+            v_at := backoff._next_fire(p_schedule, v_start - interval '1 microsecond');
+            WHILE v_at < v_end LOOP
+                v_n := v_n + 1;
+                v_at := backoff._next_fire(p_schedule, v_at);
+            END LOOP;
+        END IF;
+    END LOOP;
+    -- The slots after them.
+    v_at := backoff._next_fire(p_schedule, v_end - interval '1 microsecond');
+    WHILE v_at < p_to LOOP
+        v_n := v_n + 1;
+        v_at := backoff._next_fire(p_schedule, v_at);
+    END LOOP;
+    RETURN v_n;
+END
+$$;
+
 -- backoff._is_zone_name(name): whether name is a time zone of the IANA
 -- database that PostgreSQL has, such as 'UTC', 'Europe/Berlin' or
 -- 'EST5EDT'. Not by reading pg_timezone_names: that view walks the whole
@@ -12274,7 +12370,12 @@ $$;
 -- abbreviations ('CEST') and unknown names ('Mars/Olympus'), and POSIX
 -- strings are refused by their shape: an offset written in digits
 -- ('UTC+3', 'EST5'), which no zone file name has but the four legacy US
--- zones and Etc/GMT±N. Private (docs/adr/0063).
+-- zones and Etc/GMT±N, of which only the offsets the database has
+-- (Etc/GMT-14 to Etc/GMT+12) pass: PostgreSQL reads any other as a POSIX
+-- string. The zone files that name no place are refused by name:
+-- posixrules (the template for POSIX strings), localtime (whatever the
+-- host's zone is) and Factory (no time zone at all). Private
+-- (docs/adr/0063).
 CREATE OR REPLACE FUNCTION backoff._is_zone_name(p_name text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -12285,7 +12386,8 @@ DECLARE
 BEGIN
     IF p_name !~ '^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$'
        OR (p_name ~ '^[A-Za-z]+[+-]?[0-9]' AND p_name NOT IN ('EST5EDT', 'CST6CDT', 'MST7MDT', 'PST8PDT'))
-       OR (p_name ~ '[+-][0-9]' AND p_name !~ '^Etc/GMT[+-][0-9]+$') THEN
+       OR (p_name ~ '[+-][0-9]' AND p_name !~ '^Etc/GMT(-([0-9]|1[0-4])|[+]([0-9]|1[0-2]))$')
+       OR pg_catalog.lower(p_name) IN ('posixrules', 'localtime', 'factory') THEN
         RETURN false;
     END IF;
     BEGIN
@@ -12575,7 +12677,11 @@ SELECT backoff.drop_schedule(''nightly-report'');';
 -- backoff._next_fire, the function fire_schedules advances with, so the
 -- preview is what will fire (catch-up and pauses aside). The second form
 -- takes at least four arguments and the first at most three, so that a
--- call with untyped parameters is never ambiguous.
+-- call with untyped parameters is never ambiguous. By name, a caller
+-- scoped by backoff.grant_queue (or without any grant while grants are
+-- required) reads only the schedules of the queues it may work on or
+-- produce into, those fire_schedules fires for it: another queue's
+-- schedule reads as none, its name and times are not told.
 CREATE OR REPLACE FUNCTION backoff.schedule_fires(
     p_name  text,
     p_after timestamptz DEFAULT now(),
@@ -12588,13 +12694,17 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_s backoff.schedules;
+    v_s     backoff.schedules;
+    v_scope text[];
 BEGIN
     IF p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'count must be between 1 and 1000, got "%"', coalesce(p_count::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT * INTO v_s FROM backoff.schedules AS s WHERE s.name = p_name;
+    -- The caller's queues, as fire_schedules scopes (NULL: unscoped).
+    v_scope := backoff._queue_scope('work') || backoff._queue_scope('produce');
+    SELECT * INTO v_s FROM backoff.schedules AS s
+    WHERE s.name = p_name AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope));
     IF NOT FOUND THEN
         RETURN;
     END IF;
@@ -12609,7 +12719,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.schedule_fires(text, timestamptz, integer) IS
-'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database. Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
+'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database, or when it belongs to a queue the caller may neither work on nor produce into (backoff.grant_queue; a caller without any grant while backoff.settings.require_queue_grants is on: every queue). Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
 Errors: 22023 for a count outside 1-1000.
 Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
@@ -12707,9 +12817,12 @@ SELECT backoff.put_schedule(''hourly-sync'', ''sync'', p_every => ''1 hour'', p_
 SELECT backoff.pause_schedule(''hourly-sync'', p_now => ''2026-03-27 12:00+00'');
 SELECT * FROM backoff.upcoming_fires(p_count => 2, p_now => ''2026-03-27 12:20+00'');';
 
--- backoff.schedule_list(name): the schedules as an operator lists them
+-- backoff.schedule_list(name, now): the schedules as an operator lists them
 -- (backoffctl schedules list and show, the web UI's Schedules page): each
--- one's settings and counters, with the job of its latest slot, found by
+-- one's settings and counters, whether it is overdue at p_now (its next
+-- fire time is past by more than its firing interval, the time from that
+-- slot to the one after it: nothing has fired it for a whole interval, so
+-- no firer is running for its queue, docs/adr/0076), with the job of its latest slot, found by
 -- one backward step of the index of a schedule's slots (manual fires have
 -- no slot and are not slots; a pruned job leaves none). A function rather
 -- than the client's SELECT, as the other operator reads are
@@ -12719,7 +12832,7 @@ SELECT * FROM backoff.upcoming_fires(p_count => 2, p_now => ''2026-03-27 12:20+0
 -- table. The optional name is a static filter: planned for its value
 -- every call (force_custom_plan). No JIT (docs/adr/0053). Admin only, as
 -- backoff.schedules.
-CREATE OR REPLACE FUNCTION backoff.schedule_list(p_name text DEFAULT NULL)
+CREATE OR REPLACE FUNCTION backoff.schedule_list(p_name text DEFAULT NULL, p_now timestamptz DEFAULT now())
 RETURNS TABLE (
     name              text,
     queue             text,
@@ -12740,12 +12853,14 @@ RETURNS TABLE (
     last_slot         timestamptz,
     fired             bigint,
     skipped           bigint,
+    missed            bigint,
     last_skipped_slot timestamptz,
     last_missed_at    timestamptz,
     created_at        timestamptz,
     updated_at        timestamptz,
     last_job_id       bigint,
-    last_job_slot     timestamptz
+    last_job_slot     timestamptz,
+    overdue           boolean
 )
 LANGUAGE plpgsql
 STABLE
@@ -12755,11 +12870,14 @@ SET plan_cache_mode = force_custom_plan
 SET jit = off
 AS $$
 BEGIN
+    p_now := backoff._now(p_now);
     RETURN QUERY
     SELECT s.name, s.queue, s.payload, s.cron, s.every, s.anchor, s.time_zone, s.policy, s.priority,
            s.max_attempts, s.paused, s.catch_up, s.catch_up_window, s.catch_up_limit, s.skip_if_running,
-           s.next_fire_at, s.last_slot, s.fired, s.skipped, s.last_skipped_slot, s.last_missed_at,
-           s.created_at, s.updated_at, l.id, l.schedule_slot
+           s.next_fire_at, s.last_slot, s.fired, s.skipped, s.missed, s.last_skipped_slot, s.last_missed_at,
+           s.created_at, s.updated_at, l.id, l.schedule_slot,
+           NOT s.paused AND s.next_fire_at IS NOT NULL
+           AND p_now > coalesce(backoff._next_fire(s, s.next_fire_at), s.next_fire_at)
     FROM backoff.schedules AS s
     LEFT JOIN LATERAL (SELECT j.id, j.schedule_slot FROM backoff.jobs AS j
                        WHERE j.schedule = s.name AND j.schedule_slot IS NOT NULL
@@ -12769,28 +12887,41 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.schedule_list(text) IS
-'Every stored schedule, or the one named p_name (NULL: all; no row for a name no schedule has in this database), by name: the settings put_schedule wrote (cron or every with its anchor, time_zone, the job''s queue, payload, policy, priority and max_attempts, the missed-slot policy) and the state fire_schedules keeps (paused, next_fire_at: NULL when the expression has no later time, last_slot, the fired and skipped counters, last_skipped_slot, last_missed_at), then last_job_id and last_job_slot: the job of the latest slot fired (NULL: none yet, or pruned; a manual fire by backoff.trigger_schedule has no slot and is not counted here). Admin only.
+COMMENT ON FUNCTION backoff.schedule_list(text, timestamptz) IS
+'Every stored schedule, or the one named p_name (NULL: all; no row for a name no schedule has in this database), by name: the settings put_schedule wrote (cron or every with its anchor, time_zone, the job''s queue, payload, policy, priority and max_attempts, the missed-slot policy) and the state fire_schedules keeps (paused, next_fire_at: NULL when the expression has no later time, last_slot, the counters fired, skipped (slots passed over by skip_if_running) and missed (slots passed over by catch_up ''latest'' or catch_up_window, see backoff.fire_schedules), last_skipped_slot, last_missed_at), then last_job_id and last_job_slot: the job of the latest slot fired (NULL: none yet, or pruned; a manual fire by backoff.trigger_schedule has no slot and is not counted here), and overdue: at p_now (default now) the schedule is not paused and its next fire time is past by more than its firing interval (the time from that slot to the one after it; past at all when there is none after it), i.e. nothing has called fire_schedules for its queue for a whole interval. Admin only.
+Errors: 22023 for a p_now that is infinite or outside years 1-9999.
 Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');
 SELECT count(*) FROM backoff.fire_schedules(p_now => ''2026-03-28 02:00+00'');
-SELECT name, queue, cron, next_fire_at, last_slot, fired, last_job_slot FROM backoff.schedule_list();';
+SELECT name, queue, cron, next_fire_at, last_slot, fired, missed, last_job_slot, overdue FROM backoff.schedule_list(p_now => ''2026-03-28 02:00+00'');';
 
 -- backoff.fire_schedules(limit, now): enqueue one job for every slot due at
--- p_now and advance each schedule past it (docs/adr/0063). Any number of
--- callers may run it at any moment, with no leader: a due schedule's row
--- is locked FOR UPDATE SKIP LOCKED, so one caller handles it and the
--- others pass on to other schedules, and its next fire time moves past
--- the slots handled before the lock is released, so a slot is enqueued
--- once; a job records its schedule and slot, and each partition's unique
--- index on the two refuses a second insert of a slot there (an index
--- cannot span the partitions of backoff.jobs, docs/adr/0061).
+-- p_now and advance each schedule past it (docs/adr/0063, docs/adr/0076).
+-- Any number of callers may run it at any moment, with no leader and with
+-- clocks that differ by up to backoff.settings.max_clock_skew: a due
+-- schedule's row is locked FOR UPDATE, waiting for a caller that holds it,
+-- in the order of the schedules' names (so two callers never wait for each
+-- other in a cycle), and once the holder committed the waiter sees its
+-- next fire time and fires what is still due on its own clock. The next
+-- fire time moves past the slots handled before the lock is released, so a
+-- slot is enqueued once; a job records its schedule and slot, and each
+-- partition's unique index on the two refuses a second insert of a slot
+-- there (an index cannot span the partitions of backoff.jobs,
+-- docs/adr/0061). Under REPEATABLE READ or SERIALIZABLE a row another
+-- caller changed meanwhile raises 40001 (the clients retry).
+-- catch_up 'latest' passes a slot over (and counts it in missed) only when
+-- its interval ended max_clock_skew or more before p_now: a slot that may
+-- still be the current one on another caller's clock fires. The window
+-- passes over (and counts) the slots older than it.
 -- With nothing due it is one probe of schedules_due_idx, so a worker can
 -- call it in its loop. The jobs are inserted by one set-based INSERT with
 -- enqueue's policy rule (backoff._governing_policy) and its wake-ups (a
 -- NOTIFY per queue with a waiting worker). A caller scoped by
 -- backoff.grant_queue fires only the schedules of queues it may work on or
--- produce into; what it enqueues was written by an admin.
+-- produce into, and one without any grant (require_queue_grants) none,
+-- as backoff._queue_scope decides everywhere; what it enqueues was written
+-- by an admin. A caller outside backoff_admin fires at most 1000 jobs per
+-- call, whatever p_limit says.
 CREATE OR REPLACE FUNCTION backoff.fire_schedules(
     p_limit integer DEFAULT 1000,
     p_now   timestamptz DEFAULT now()
@@ -12810,10 +12941,13 @@ DECLARE
     v_slots        timestamptz[] := '{}';
     v_queues       text[] := '{}';
     v_from         timestamptz;
+    v_keep         timestamptz;
+    v_tail         timestamptz[];
     v_slot         timestamptz;
     v_next         timestamptz;
+    v_skew         interval;
     v_running      boolean;
-    v_missed       boolean;
+    v_missed       bigint;
     v_fired        integer;
     v_skipped      integer;
     v_last_skipped timestamptz;
@@ -12824,56 +12958,87 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_left := p_limit;
-    IF EXISTS (SELECT FROM backoff.queue_grants) THEN
-        -- NULL for an unscoped caller (both are NULL then).
-        v_scope := backoff._queue_scope('work') || backoff._queue_scope('produce');
+    -- A worker's call stays short: at most 1000 jobs (about a third of a
+    -- second); the rest fire at its next call.
+    IF v_left > 1000 AND NOT pg_catalog.pg_has_role(
+            coalesce(NULLIF(pg_catalog.current_setting('role'), 'none'), session_user::text), 'backoff_admin', 'MEMBER') THEN
+        v_left := 1000;
     END IF;
+    -- NULL for an unscoped caller (both are NULL then); empty for a caller
+    -- without any grant while grants are required (docs/adr/0058).
+    v_scope := backoff._queue_scope('work') || backoff._queue_scope('produce');
     FOR v_s IN
         SELECT *
         FROM backoff.schedules AS s
         WHERE NOT s.paused AND s.next_fire_at <= p_now
           AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
-        ORDER BY s.next_fire_at
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
+        ORDER BY s.name
+        LIMIT v_left
+        FOR UPDATE
     LOOP
         EXIT WHEN v_left <= 0;
         v_from := v_s.next_fire_at;
-        v_missed := false;
+        v_missed := 0;
         v_fired := 0;
         v_skipped := 0;
         v_last_skipped := NULL;
         v_slot := NULL;
         -- Slots older than the catch-up window are passed over.
         IF v_s.catch_up_window IS NOT NULL AND v_from < p_now - v_s.catch_up_window THEN
-            v_from := backoff._next_fire(v_s, p_now - v_s.catch_up_window - interval '1 microsecond');
-            v_missed := true;
+            v_next := backoff._next_fire(v_s, p_now - v_s.catch_up_window - interval '1 microsecond');
+            v_missed := backoff._count_fires(v_s, v_from, p_now - v_s.catch_up_window);
+            v_from := v_next;
         END IF;
-        v_running := v_s.skip_if_running
-                     AND EXISTS (SELECT FROM backoff.jobs AS j
-                                 WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying'));
+        -- 'latest': the slots whose interval ended max_clock_skew or more
+        -- before p_now are passed over; the others fire, the latest always:
+        -- from the slot whose interval holds p_now - max_clock_skew on, at
+        -- most catch_up_limit of them (the latest).
+        IF v_s.catch_up = 'latest' AND v_from <= p_now THEN
+            IF v_skew IS NULL THEN
+                SELECT st.max_clock_skew INTO v_skew FROM backoff.settings AS st;
+                v_skew := coalesce(v_skew, interval '5 minutes');
+            END IF;
+            v_keep := v_from;
+            IF v_from <= p_now - v_skew THEN
+                v_keep := backoff._latest_fire(v_s, v_from, p_now - v_skew);
+            END IF;
+            -- At most catch_up_limit of them, the latest ones.
+            v_slot := backoff._latest_fire(v_s, v_keep, p_now);
+            IF v_s.every IS NOT NULL THEN
+                v_keep := greatest(v_keep, v_slot - (v_s.catch_up_limit - 1) * v_s.every);
+            ELSE
+                -- A cron slot is a minute or more after the one before:
+                -- max_clock_skew in minutes at most (5 by default).
+                v_tail := ARRAY[v_keep];
+                WHILE v_tail[pg_catalog.cardinality(v_tail)] < v_slot LOOP
+                    v_tail := v_tail || backoff._next_fire(v_s, v_tail[pg_catalog.cardinality(v_tail)]);
+                END LOOP;
+                v_keep := v_tail[greatest(1, pg_catalog.cardinality(v_tail) - v_s.catch_up_limit + 1)];
+            END IF;
+            v_missed := v_missed + backoff._count_fires(v_s, v_from, v_keep);
+            -- With skip_if_running one of them could run: the latest; the
+            -- ones before it are skipped.
+            IF v_s.skip_if_running AND v_keep < v_slot THEN
+                v_skipped := backoff._count_fires(v_s, v_keep, v_slot);
+                v_last_skipped := backoff._latest_fire(v_s, v_keep, v_slot - interval '1 microsecond');
+                v_keep := v_slot;
+            END IF;
+            v_from := v_keep;
+            v_slot := NULL;
+        END IF;
         IF v_from IS NULL OR v_from > p_now THEN
             v_next := v_from;
-        ELSIF v_s.catch_up = 'latest' THEN
-            v_slot := backoff._latest_fire(v_s, v_from, p_now);
-            v_missed := v_missed OR v_slot > v_from;
-            IF v_running THEN
-                v_skipped := 1;
-                v_last_skipped := v_slot;
-            ELSE
-                v_names := v_names || v_s.name;
-                v_slots := v_slots || v_slot;
-                v_fired := 1;
-            END IF;
-            v_next := backoff._next_fire(v_s, v_slot);
         ELSE
-            -- 'all': each slot in turn, at most catch_up_limit per call and
-            -- p_limit in all; the next call goes on from v_next.
+            -- Each slot in turn, oldest first, at most catch_up_limit per
+            -- call and p_limit in all; the next call goes on from v_next.
+            v_running := v_s.skip_if_running
+                         AND EXISTS (SELECT FROM backoff.jobs AS j
+                                     WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying'));
             v_slot := v_from;
             LOOP
                 IF v_running THEN
                     v_skipped := v_skipped + 1;
-                    v_last_skipped := v_slot;
+                    v_last_skipped := greatest(v_last_skipped, v_slot);
                 ELSE
                     v_names := v_names || v_s.name;
                     v_slots := v_slots || v_slot;
@@ -12895,8 +13060,9 @@ BEGIN
             last_slot = coalesce(v_slot, s.last_slot),
             fired = s.fired + v_fired,
             skipped = s.skipped + v_skipped,
+            missed = s.missed + v_missed,
             last_skipped_slot = coalesce(v_last_skipped, s.last_skipped_slot),
-            last_missed_at = CASE WHEN v_missed THEN p_now ELSE s.last_missed_at END
+            last_missed_at = CASE WHEN v_missed > 0 THEN p_now ELSE s.last_missed_at END
         WHERE s.name = v_s.name;
     END LOOP;
 
@@ -12931,7 +13097,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fire_schedules(integer, timestamptz) IS
-'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time: a slot is enqueued once, whoever calls and however often (a due schedule is locked with SKIP LOCKED and moved past the slots it fires before the lock is released). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up (''latest'': the latest fires, the others are skipped; ''all'': each fires, at most catch_up_limit per schedule per call) and catch_up_window; a p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
+'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time, on clocks that differ by up to backoff.settings.max_clock_skew: a slot is enqueued once, whoever calls and however often, and every slot fires while some caller calls within its interval (a due schedule is locked, waiting for a caller that holds it, in name order, and moved past the slots it fires before the lock is released; under REPEATABLE READ or SERIALIZABLE a schedule another caller fired meanwhile raises 40001: retry). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up: ''latest'' fires the latest slot due and every earlier one whose interval ended less than max_clock_skew before p_now (it may still be the current slot on another caller''s clock), oldest first (with skip_if_running only the latest: the others are skipped), and passes over the older ones; ''all'' fires each; either at most catch_up_limit per schedule per call. catch_up_window passes over the slots older than it. Every slot passed over is counted in the schedule''s missed (last_missed_at: the p_now that passed some over). A p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call, and at most 1000 for a caller outside backoff_admin; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into; one without any grant while backoff.settings.require_queue_grants is on fires none. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
 Errors: 22023 for a limit outside 1-100000, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_now => ''2026-01-01 00:00+00'');

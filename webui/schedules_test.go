@@ -225,3 +225,45 @@ func TestSchedulePage(t *testing.T) {
 	_, body, _ = get(t, hc, srv.URL+"/schedules")
 	require.NotContains(t, body, `<span class="tag paused">`)
 }
+
+// TestSchedulesOverdue: with no worker running, a schedule whose next
+// fire is past by more than its interval shows a red "overdue" tag on the
+// Schedules page and its own page, never the green "active" one; a
+// schedule due later stays active; the missed slots are shown.
+func TestSchedulesOverdue(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	ctx := context.Background()
+	conn := testdb.Pool(t, dbURL)
+	// Put an hour ago with nothing firing since: due 55 minutes ago.
+	_, err := conn.Exec(ctx, `SELECT backoff.put_schedule('stale', 'pings', p_every => '5 minutes', p_now => now() - interval '1 hour')`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT backoff.put_schedule('fresh', 'pings', p_every => '24 hours', p_now => now())`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `UPDATE backoff.schedules SET missed = 7 WHERE name = 'stale'`)
+	require.NoError(t, err)
+
+	srv, _ := serve(t, dbURL, webui.Options{})
+	hc := noRedirect()
+	code, body, _ := get(t, hc, srv.URL+"/schedules")
+	require.Equal(t, 200, code, body)
+	rowOf := func(name string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?s)<tr>\s*<td><a href="/schedules/` + name + `">.*?</tr>`).FindString(body)
+		require.NotEmpty(t, m, name)
+		return m
+	}
+	stale := rowOf("stale")
+	require.Contains(t, stale, `<span class="tag overdue"`)
+	require.NotContains(t, stale, `tag ok`)
+	require.Contains(t, stale, `<td>7</td>`, "its missed slots")
+	fresh := rowOf("fresh")
+	require.Contains(t, fresh, `<span class="tag ok">active</span>`)
+	require.NotContains(t, fresh, `overdue`)
+
+	code, body, _ = get(t, hc, srv.URL+"/schedules/stale")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `<span class="tag overdue" id="state">overdue</span>`)
+	require.Contains(t, body, `id="overdue"`)
+	require.NotContains(t, body, `id="state">active`)
+	require.Contains(t, body, `<dd id="missed">7</dd>`)
+}

@@ -8,7 +8,12 @@
 -- abbreviations ('CEST') and unknown names ('Mars/Olympus'), and POSIX
 -- strings are refused by their shape: an offset written in digits
 -- ('UTC+3', 'EST5'), which no zone file name has but the four legacy US
--- zones and Etc/GMT±N. Private (docs/adr/0063).
+-- zones and Etc/GMT±N, of which only the offsets the database has
+-- (Etc/GMT-14 to Etc/GMT+12) pass: PostgreSQL reads any other as a POSIX
+-- string. The zone files that name no place are refused by name:
+-- posixrules (the template for POSIX strings), localtime (whatever the
+-- host's zone is) and Factory (no time zone at all). Private
+-- (docs/adr/0063).
 CREATE OR REPLACE FUNCTION backoff._is_zone_name(p_name text)
 RETURNS boolean
 LANGUAGE plpgsql
@@ -19,7 +24,8 @@ DECLARE
 BEGIN
     IF p_name !~ '^[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*$'
        OR (p_name ~ '^[A-Za-z]+[+-]?[0-9]' AND p_name NOT IN ('EST5EDT', 'CST6CDT', 'MST7MDT', 'PST8PDT'))
-       OR (p_name ~ '[+-][0-9]' AND p_name !~ '^Etc/GMT[+-][0-9]+$') THEN
+       OR (p_name ~ '[+-][0-9]' AND p_name !~ '^Etc/GMT(-([0-9]|1[0-4])|[+]([0-9]|1[0-2]))$')
+       OR pg_catalog.lower(p_name) IN ('posixrules', 'localtime', 'factory') THEN
         RETURN false;
     END IF;
     BEGIN

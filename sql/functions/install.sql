@@ -89,6 +89,7 @@
 {{ template "_wall_instants.sql" . }}
 {{ template "_next_fire.sql" . }}
 {{ template "_latest_fire.sql" . }}
+{{ template "_count_fires.sql" . }}
 {{ template "_is_zone_name.sql" . }}
 {{ template "_schedule_timing.sql" . }}
 {{ template "put_schedule.sql" . }}

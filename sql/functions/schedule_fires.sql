@@ -5,7 +5,11 @@
 -- backoff._next_fire, the function fire_schedules advances with, so the
 -- preview is what will fire (catch-up and pauses aside). The second form
 -- takes at least four arguments and the first at most three, so that a
--- call with untyped parameters is never ambiguous.
+-- call with untyped parameters is never ambiguous. By name, a caller
+-- scoped by backoff.grant_queue (or without any grant while grants are
+-- required) reads only the schedules of the queues it may work on or
+-- produce into, those fire_schedules fires for it: another queue's
+-- schedule reads as none, its name and times are not told.
 CREATE OR REPLACE FUNCTION backoff.schedule_fires(
     p_name  text,
     p_after timestamptz DEFAULT now(),
@@ -18,13 +22,17 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_s backoff.schedules;
+    v_s     backoff.schedules;
+    v_scope text[];
 BEGIN
     IF p_count IS NULL OR p_count NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'count must be between 1 and 1000, got "%"', coalesce(p_count::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT * INTO v_s FROM backoff.schedules AS s WHERE s.name = p_name;
+    -- The caller's queues, as fire_schedules scopes (NULL: unscoped).
+    v_scope := backoff._queue_scope('work') || backoff._queue_scope('produce');
+    SELECT * INTO v_s FROM backoff.schedules AS s
+    WHERE s.name = p_name AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope));
     IF NOT FOUND THEN
         RETURN;
     END IF;
@@ -39,7 +47,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.schedule_fires(text, timestamptz, integer) IS
-'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database. Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
+'The next p_count (1 to 1000, default 10) fire times after p_after (default now) of the stored schedule p_name, each with its wall-clock time in the schedule''s zone; no rows when no schedule has that name in this database, or when it belongs to a queue the caller may neither work on nor produce into (backoff.grant_queue; a caller without any grant while backoff.settings.require_queue_grants is on: every queue). Pauses and catch-up aside, these are the slots backoff.fire_schedules fires.
 Errors: 22023 for a count outside 1-1000.
 Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_time_zone => ''Europe/Berlin'', p_now => ''2026-03-27 12:00+00'');

@@ -410,6 +410,12 @@ DROP FUNCTION IF EXISTS backoff.count_jobs(text, text[], text, text, text, text,
 DROP FUNCTION IF EXISTS backoff._job_filter(text, text[], text, text, timestamptz, timestamptz, timestamptz, timestamptz);
 DROP FUNCTION IF EXISTS backoff.job_detail(bigint, integer);
 
+-- == Missed slots counted (docs/adr/0076) ==
+-- fire_schedules counts the slots it passes over: with catch_up 'latest'
+-- those whose interval ended max_clock_skew or more before its clock, and
+-- those older than catch_up_window.
+ALTER TABLE backoff.schedules ADD COLUMN missed bigint NOT NULL DEFAULT 0;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -442,6 +448,9 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == Missed slots counted (docs/adr/0076) ==
+ALTER TABLE backoff.schedules DROP COLUMN missed;
 
 -- == A schedule's jobs in the operator's reads (docs/adr/0072) ==
 -- Nothing to undo: the functions are gone already (above).

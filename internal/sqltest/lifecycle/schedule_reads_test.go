@@ -192,3 +192,51 @@ func TestScheduleList(t *testing.T) {
 			l.next_fire_at, l.last_slot, l.fired, l.skipped, l.last_skipped_slot, l.last_missed_at, l.created_at, l.updated_at)::text
 			ORDER BY l.name) FROM backoff.schedule_list() AS l)`))
 }
+
+// TestScheduleListOverdueAndMissed: with nobody firing, schedule_list says
+// a schedule is overdue once its next fire time is past by more than its
+// firing interval (never while paused, no longer once fired); after an
+// outage of 6 minutes a 10-second schedule shows the slots passed over
+// in missed, those older than max_clock_skew (5 minutes).
+func TestScheduleListOverdueAndMissed(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	putSchedule(t, db, "ten", "q", "p_every => '10 minutes'", "", t0)
+	putSchedule(t, db, "daily", "q", "p_cron => '0 6 * * *'", "", t0)
+	putSchedule(t, db, "tick", "q", "p_every => '10 seconds'", "", t0)
+	type state struct {
+		Name    string
+		Overdue bool
+		Missed  int64
+	}
+	list := func(now time.Time) map[string]state {
+		t.Helper()
+		rows, err := db.Query(context.Background(), "SELECT name, overdue, missed FROM backoff.schedule_list(p_now => $1)", now)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[state])
+		require.NoError(t, err)
+		m := map[string]state{}
+		for _, s := range out {
+			m[s.Name] = s
+		}
+		return m
+	}
+	// No worker runs: "ten" is due at 00:10; past by less than its
+	// 10 minutes it is late, not overdue.
+	require.False(t, list(at(19 * time.Minute))["ten"].Overdue)
+	require.True(t, list(at(20*time.Minute + time.Second))["ten"].Overdue)
+	require.False(t, list(at(20*time.Minute + time.Second))["daily"].Overdue, "06:00 is ahead")
+	require.True(t, list(at(30*time.Hour + time.Second))["daily"].Overdue, "06:00 past by more than a day")
+	require.True(t, scalar[bool](t, db, "SELECT backoff.pause_schedule('ten', $1)", at(time.Hour)))
+	require.False(t, list(at(2 * time.Hour))["ten"].Overdue, "paused: not overdue")
+
+	// The 10-second schedule: fired once, then 6 minutes without a firer.
+	require.Len(t, fire(t, db, 1000, at(10*time.Second))["tick"], 1)
+	require.True(t, list(at(6*time.Minute + 10*time.Second))["tick"].Overdue)
+	got := fire(t, db, 1000, at(6*time.Minute+10*time.Second))["tick"]
+	// 00:20 to 06:10: the 31 slots from 01:10 (whose interval holds 06:10
+	// minus 5 minutes) fire, the 5 before are missed.
+	require.Equal(t, every(at(time.Minute), at(6*time.Minute+10*time.Second), 10*time.Second), got)
+	after := list(at(6*time.Minute + 10*time.Second))["tick"]
+	require.Equal(t, state{Name: "tick", Missed: 5}, after)
+}

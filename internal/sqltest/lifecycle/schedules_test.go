@@ -176,8 +176,18 @@ func TestFireSchedulesCatchUp(t *testing.T) {
 	// Down for 10 hours and 30 seconds.
 	now := at(10*time.Hour + 30*time.Second)
 	got = fire(t, db, 1000, now)
-	// latest (the default): one job, for the latest slot; the rest skipped.
-	require.Equal(t, []time.Time{at(10 * time.Hour)}, got["latest"])
+	// latest (the default): the latest slot and those whose interval ended
+	// less than max_clock_skew (5 minutes) before now, as a caller whose
+	// clock is behind may still be in them; the rest missed.
+	require.Equal(t, every(at(9*time.Hour+54*time.Minute), at(10*time.Hour), time.Minute), got["latest"])
+	missed := func(name string) int {
+		t.Helper()
+		return scalar[int](t, db, "SELECT missed FROM backoff.schedules WHERE name = $1", name)
+	}
+	require.Equal(t, 599-6, missed("latest"), "00:02 to 09:54")
+	require.Zero(t, missed("all"))
+	require.Equal(t, 57, missed("windowed-all"), "00:10 to 09:30")
+	require.Equal(t, 9, missed("on-time-only"), "01:00 to 09:00")
 	// all: the oldest missed slots first, catch_up_limit of them per call.
 	require.Equal(t, every(at(time.Minute), at(26*time.Minute), time.Minute), got["all"])
 	// all within a window: only the slots of the last 30 minutes (09:30
@@ -196,6 +206,7 @@ func TestFireSchedulesCatchUp(t *testing.T) {
 	// A slot more than the window late fires nothing; the next one does.
 	require.Empty(t, fire(t, db, 1000, at(11*time.Hour+2*time.Minute))["on-time-only"])
 	require.Equal(t, at(12*time.Hour), scalar[time.Time](t, db, "SELECT next_fire_at FROM backoff.schedules WHERE name = 'on-time-only'").UTC())
+	require.Equal(t, 10, missed("on-time-only"))
 	require.Equal(t, []time.Time{at(12 * time.Hour)}, fire(t, db, 1000, at(12*time.Hour))["on-time-only"])
 
 	// p_limit bounds a call across schedules.
@@ -448,8 +459,12 @@ func TestMillionSlotCatchUp(t *testing.T) {
 	start := time.Now()
 	got := fire(t, db, 100000, t0.Add(30*time.Second))
 	t.Logf("first call after the outage: %s", time.Since(start))
-	require.Equal(t, []time.Time{t0}, got["latest"])
-	require.Equal(t, []time.Time{t0.Add(30 * time.Second)}, got["seconds"], "a million one-second slots: the latest")
+	require.Equal(t, every(t0.Add(-6*time.Minute), t0, time.Minute), got["latest"], "the latest and the slots of the last max_clock_skew")
+	require.Equal(t, every(t0.Add(-70*time.Second), t0.Add(30*time.Second), time.Second), got["seconds"],
+		"a million one-second slots: the latest catch_up_limit (100)")
+	require.Equal(t, int64(2*365*24*60-6), scalar[int64](t, db, "SELECT missed FROM backoff.schedules WHERE name = 'latest'"),
+		"730 days of minutes but the 6 fired")
+	require.Equal(t, int64(12*24*3600+30-100), scalar[int64](t, db, "SELECT missed FROM backoff.schedules WHERE name = 'seconds'"))
 	require.Len(t, got["all"], 500)
 	require.Equal(t, t0.Add(-twoYears+time.Minute), got["all"][0])
 	require.Equal(t, []time.Time{utc("2024-02-29 00:00")}, got["rare"], "its one slot in the outage")
@@ -460,4 +475,20 @@ func TestMillionSlotCatchUp(t *testing.T) {
 	t.Logf("a call of 2000: %s", time.Since(start))
 	require.Len(t, got["all"], 2000)
 	require.Equal(t, 2500, scalar[int](t, db, "SELECT count(*) FROM backoff.jobs WHERE schedule = 'all'"))
+}
+
+// TestScheduleRefusesNonZones: names the zone check once let through
+// (an Etc/GMT offset no zone has, and the zone files that are no zone:
+// posixrules, localtime, Factory) are refused with 22023 naming the value.
+func TestScheduleRefusesNonZones(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	for _, zone := range []string{"Etc/GMT-99", "Etc/GMT+13", "Etc/GMT-15", "posixrules", "localtime", "Factory", "factory", "LOCALTIME"} {
+		err := execErr(db, "SELECT backoff.put_schedule('z', 'q', p_cron => '0 * * * *', p_time_zone => $1, p_now => $2)", zone, t0)
+		e := requireCode(t, err, "22023")
+		require.Contains(t, e.Message, `"`+zone+`"`, zone)
+	}
+	for _, zone := range []string{"Etc/GMT-14", "Etc/GMT+12", "Etc/GMT", "Etc/GMT+0", "UTC", "America/New_York"} {
+		require.NoError(t, execErr(db, "SELECT backoff.put_schedule('z', 'q', p_cron => '0 * * * *', p_time_zone => $1, p_now => $2)", zone, t0), zone)
+	}
 }

@@ -88,7 +88,7 @@ var fuzzFns = []fuzzFn{
 	{"dead_letter_groups", []string{"text", "integer"}},
 	{"dead_letter_reasons", []string{"text", "integer", "integer"}},
 	{"dead_letter_sample", []string{"text", "integer", "integer", "integer"}},
-	{"schedule_list", []string{"text"}},
+	{"schedule_list", []string{"text", "timestamptz"}},
 	{"upcoming_fires", []string{"text[]", "integer", "timestamptz"}},
 }
 

@@ -62,8 +62,10 @@ type scheduleRow struct {
 	LastJobID       *int64          `json:"last_job_id"`
 	Fired           int64           `json:"fired"`
 	Skipped         int64           `json:"skipped"`
+	Missed          int64           `json:"missed"`
 	LastSkippedSlot jsonTime        `json:"last_skipped_slot"`
 	LastMissedAt    jsonTime        `json:"last_missed_at"`
+	Overdue         bool            `json:"overdue"`
 }
 
 func optTime(t time.Time) jsonTime {
@@ -77,7 +79,8 @@ func scheduleRowOf(s client.Schedule) scheduleRow {
 	r := scheduleRow{Name: s.Name, Queue: s.Queue, TimeZone: s.TimeZone, Payload: json.RawMessage(s.Payload),
 		Priority: s.Priority, Paused: s.Paused, CatchUp: s.CatchUp, CatchUpLimit: s.CatchUpLimit,
 		SkipIfRunning: s.SkipIfRunning, NextFireAt: optTime(s.NextFireAt), LastSlot: optTime(s.LastSlot),
-		Fired: s.Fired, Skipped: s.Skipped, LastSkippedSlot: optTime(s.LastSkippedSlot), LastMissedAt: optTime(s.LastMissedAt)}
+		Fired: s.Fired, Skipped: s.Skipped, Missed: s.Missed, LastSkippedSlot: optTime(s.LastSkippedSlot),
+		LastMissedAt: optTime(s.LastMissedAt), Overdue: s.Overdue}
 	if s.Cron != "" {
 		r.Cron = &s.Cron
 	} else {
@@ -119,7 +122,7 @@ func lastFireCell(s client.Schedule) string {
 func newSchedulesListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
-		Short: "List every schedule: queue, timing, next fire, last fire and its job, paused",
+		Short: "List every schedule: queue, timing, next fire, last fire and its job, missed slots, and whether it is active, paused or overdue",
 		Example: `  backoffctl schedules list
   backoffctl schedules list --output json`,
 		Args: exactArgs(0, ""),
@@ -142,13 +145,13 @@ func newSchedulesListCommand() *cobra.Command {
 					return nil
 				}
 				tw := newTable(w)
-				row(tw, "SCHEDULE", "QUEUE", "TIMING", "NEXT FIRE", "LAST FIRE", "PAUSED")
+				row(tw, "SCHEDULE", "QUEUE", "TIMING", "NEXT FIRE", "LAST FIRE", "MISSED", "STATE")
 				for _, s := range list {
 					next := formatTime(&s.NextFireAt)
 					if s.Paused {
 						next = "-"
 					}
-					row(tw, s.Name, s.Queue, timingCell(s), next, lastFireCell(s), yesNo(s.Paused))
+					row(tw, s.Name, s.Queue, timingCell(s), next, lastFireCell(s), strconv.FormatInt(s.Missed, 10), scheduleStateCell(s))
 				}
 				return tw.Flush()
 			})
@@ -242,6 +245,9 @@ func writeSchedule(w io.Writer, s client.Schedule, now time.Time) {
 	default:
 		next += " (" + relative(s.NextFireAt, now) + ")"
 	}
+	if s.Overdue {
+		next += ", OVERDUE: past by more than its interval, no firer has run for its queue"
+	}
 	field("next fire", next)
 	field("last slot", formatTime(&s.LastSlot))
 	field("last fire", lastFireCell(s))
@@ -251,7 +257,11 @@ func writeSchedule(w io.Writer, s client.Schedule, now time.Time) {
 		skipped += ", last " + formatTime(&s.LastSkippedSlot)
 	}
 	field("skipped", skipped)
-	field("last missed", formatTime(&s.LastMissedAt))
+	missed := strconv.FormatInt(s.Missed, 10)
+	if !s.LastMissedAt.IsZero() {
+		missed += ", last passed over at " + formatTime(&s.LastMissedAt)
+	}
+	field("missed", missed)
 	_ = tw.Flush()
 }
 
@@ -409,5 +419,19 @@ counters stay as they are. A paused schedule can be triggered.`,
 				return nil
 			})
 		}),
+	}
+}
+
+// scheduleStateCell is a schedule's state in `schedules list`: paused, overdue (its
+// next fire time is past by more than its interval: nothing fires it) or
+// active.
+func scheduleStateCell(s client.Schedule) string {
+	switch {
+	case s.Paused:
+		return "paused"
+	case s.Overdue:
+		return "OVERDUE"
+	default:
+		return "active"
 	}
 }

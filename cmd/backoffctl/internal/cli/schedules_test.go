@@ -18,7 +18,12 @@ func TestGoldenSchedules(t *testing.T) {
 		p_now => '2029-12-30 00:00+00')`)
 	sqlExec(t, url, `SELECT backoff.put_schedule('heartbeat', 'pings', p_every => '5 minutes', p_catch_up => 'all',
 		p_catch_up_limit => 10, p_skip_if_running => true, p_now => '2029-12-31 23:40+00')`)
+	// A schedule nothing has fired since 23:01 is overdue at 00:00.
+	sqlExec(t, url, `SELECT backoff.put_schedule('stale', 'pings', p_every => '1 minute', p_now => '2029-12-31 23:00+00')`)
 	sqlExec(t, url, `SELECT count(*) FROM backoff.fire_schedules(p_now => '2029-12-31 23:59+00')`)
+	sqlExec(t, url, `UPDATE backoff.schedules SET next_fire_at = '2029-12-31 23:01+00', fired = 0, missed = 0, last_slot = NULL,
+		last_missed_at = NULL WHERE name = 'stale'`)
+	sqlExec(t, url, `DELETE FROM backoff.jobs WHERE schedule = 'stale'`)
 	// Outcomes for the last jobs of `show`: the report's slot is
 	// dead-lettered, the heartbeat's completes.
 	sqlExec(t, url, `SELECT backoff.fail(c.id, c.attempts, 'template missing', p_retryable => false, p_now => '2029-12-31 23:59:30+00')
@@ -35,6 +40,7 @@ func TestGoldenSchedules(t *testing.T) {
 	s.run("schedules", "resume", "heartbeat")
 	s.run("schedules", "resume", "heartbeat", "--output", "json")
 	s.run("schedules", "show", "heartbeat")
+	s.run("schedules", "show", "stale")
 	s.run("schedules", "show", "nope")
 	s.run("schedules", "trigger", "nope")
 	s.run("schedules", "pause")
