@@ -287,12 +287,14 @@ def test_a_refused_completion_stays_refused(
 
 
 def put_due_schedule(conn: psycopg.Connection[Any], name: str, queue: str, clock: FakeClock) -> None:
-    """A schedule every minute, written five minutes before the clock's
-    now: its slots since then are due, and catch_up 'latest' fires one."""
+    """A schedule every hour, written 90 minutes before the clock's now:
+    one slot is due whose interval has not ended, and catch_up 'latest'
+    fires it (an older slot's interval ended more than max_clock_skew ago:
+    passed over)."""
     conn.execute(
-        "SELECT backoff.put_schedule(%s, %s, p_every => '1 minute', p_payload => '{\"from\": \"schedule\"}', "
+        "SELECT backoff.put_schedule(%s, %s, p_every => '1 hour', p_payload => '{\"from\": \"schedule\"}', "
         "p_now => %s)",
-        (name, queue, clock() - dt.timedelta(minutes=5)),
+        (name, queue, clock() - dt.timedelta(minutes=90)),
     )
 
 
@@ -317,7 +319,7 @@ def test_worker_fires_due_schedules(pool: ConnectionPool, clock: FakeClock, conn
     with running(worker):
         eventually(lambda: [j[2] for j in scheduled_jobs(conn, "tick")] == ["completed"], what="the slot's job completed")
     ((name, slot, _),) = scheduled_jobs(conn, "tick")
-    assert slot is not None and clock() - dt.timedelta(minutes=1) < slot <= clock(), (slot, clock())
+    assert slot is not None and clock() - dt.timedelta(hours=1) < slot <= clock(), (slot, clock())
     assert [j.payload for j in ran] == [{"from": "schedule"}]
 
 

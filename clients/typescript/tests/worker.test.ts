@@ -406,11 +406,11 @@ describe("Worker", () => {
     assert.ok(!logger.lines.some((l) => l.message.startsWith("completion refused")), JSON.stringify(logger.lines));
   });
 
-  /** putDueSchedule writes a schedule every minute five minutes before the clock's now: its latest slot is due. */
+  /** putDueSchedule writes a schedule every hour 90 minutes before the clock's now: one slot is due, whose interval has not ended, and 'latest' fires it. */
   async function putDueSchedule(name: string, queue: string, clock: TestClock): Promise<void> {
     await pool.query(
-      `SELECT backoff.put_schedule($1, $2, p_every => '1 minute', p_payload => '{"from": "schedule"}', p_now => $3)`,
-      [name, queue, new Date(clock.now().getTime() - 5 * 60_000)],
+      `SELECT backoff.put_schedule($1, $2, p_every => '1 hour', p_payload => '{"from": "schedule"}', p_now => $3)`,
+      [name, queue, new Date(clock.now().getTime() - 90 * 60_000)],
     );
   }
 
@@ -444,7 +444,7 @@ describe("Worker", () => {
     }
     const [job] = await scheduledJobs(name);
     const slot = job!.slot!.getTime();
-    assert.ok(slot <= clock.now().getTime() && slot > clock.now().getTime() - 60_000, `slot ${job!.slot} is the latest due`);
+    assert.ok(slot <= clock.now().getTime() && slot > clock.now().getTime() - 3_600_000, `slot ${job!.slot} is the latest due`);
     assert.deepEqual(ran.map((j) => j.payload), [{ from: "schedule" }]);
   });
 
