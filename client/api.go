@@ -424,10 +424,17 @@ type Rotation struct {
 // truncates only at that level (docs/adr/0078). In a transaction of yours
 // it runs at that transaction's level.
 func (c *Client) Rotate(ctx context.Context) ([]Rotation, error) {
+	return c.rotateAs(ctx, "")
+}
+
+// rotateAs is Rotate naming worker (when not "") as the caller, so that
+// backoff.liveness counts it among the workers seen: the Worker's
+// maintenance loop passes its WorkerID, busy or idle (docs/adr/0079).
+func (c *Client) rotateAs(ctx context.Context, worker string) ([]Rotation, error) {
 	op := "rotate the job segments"
 	begin, ok := c.db.(transactionStarter)
 	if !ok {
-		out, err := c.rotate(ctx, c.db)
+		out, err := c.rotate(ctx, c.db, worker)
 		return out, translate(op, 0, err)
 	}
 	tx, err := begin.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
@@ -435,7 +442,7 @@ func (c *Client) Rotate(ctx context.Context) ([]Rotation, error) {
 		return nil, translate(op, 0, err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	out, err := c.rotate(ctx, tx)
+	out, err := c.rotate(ctx, tx, worker)
 	if err == nil {
 		err = tx.Commit(ctx)
 	}
@@ -451,8 +458,12 @@ type transactionStarter interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-func (c *Client) rotate(ctx context.Context, db DB) ([]Rotation, error) {
-	call, values := c.fn("rotate")
+func (c *Client) rotate(ctx context.Context, db DB, worker string) ([]Rotation, error) {
+	args := []arg{}
+	if worker != "" {
+		args = append(args, arg{"p_worker", "text", worker})
+	}
+	call, values := c.fn("rotate", args...)
 	rows, err := db.Query(ctx, "SELECT current_segment, coalesce(switched_from, 0), moved, truncated, coalesce(note, '') FROM "+call, values...)
 	if err != nil {
 		return nil, err
