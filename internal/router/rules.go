@@ -195,4 +195,8 @@ var Tables = map[string]TableKind{
 	// backoff.jobs is read through it, not routed.
 	"segments":    TableAll,
 	"dedupe_keys": TableAll,
+	// When each shard's maintenance last ran and the workers that named
+	// themselves to its rotate (docs/adr/0079).
+	"maintenance":         TableAll,
+	"maintenance_workers": TableAll,
 }
