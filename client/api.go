@@ -423,15 +423,26 @@ type Rotation struct {
 // client's calls run at over a pool or a connection (docs/adr/0080); in a
 // transaction of yours it runs at that transaction's level.
 func (c *Client) Rotate(ctx context.Context) ([]Rotation, error) {
-	out, err := c.rotate(ctx)
+	return c.rotateAs(ctx, "")
+}
+
+// rotateAs is Rotate naming worker (when not "") as the caller, so that
+// backoff.liveness counts it among the workers seen: the Worker's
+// maintenance loop passes its WorkerID, busy or idle (docs/adr/0079).
+func (c *Client) rotateAs(ctx context.Context, worker string) ([]Rotation, error) {
+	out, err := c.rotate(ctx, worker)
 	if err != nil {
 		return nil, translate("rotate the job segments", 0, err)
 	}
 	return out, nil
 }
 
-func (c *Client) rotate(ctx context.Context) ([]Rotation, error) {
-	call, values := c.fn("rotate")
+func (c *Client) rotate(ctx context.Context, worker string) ([]Rotation, error) {
+	args := []arg{}
+	if worker != "" {
+		args = append(args, arg{"p_worker", "text", worker})
+	}
+	call, values := c.fn("rotate", args...)
 	rows, err := c.db.Query(ctx, "SELECT current_segment, coalesce(switched_from, 0), moved, truncated, coalesce(note, '') FROM "+call, values...)
 	if err != nil {
 		return nil, err

@@ -98,7 +98,8 @@ func (w *Worker) wakeProducers() {
 // slow the claims. It reports whether to go on: a schema without rotate
 // (before version 5) has nothing to rotate.
 func (w *Worker) rotate(ctx context.Context) bool {
-	rs, err := w.c.Rotate(ctx)
+	// Named: the worker counts as seen (backoff.liveness), busy or idle.
+	rs, err := w.c.rotateAs(ctx, w.c.cfg.workerID)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "42883":

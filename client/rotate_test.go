@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -80,4 +81,34 @@ func TestRotateTruncatesWhateverTheDefaultIsolation(t *testing.T) {
 			require.Equal(t, []Rotation{{Segment: 2, Truncated: []int{1}}}, rs)
 		})
 	}
+}
+
+// TestIdleWorkerIsSeen: a Worker with nothing to do still counts among the
+// workers backoff.liveness has seen, by the name it passes to rotate at
+// each reap interval, and its reap and rotate are recorded
+// (docs/adr/0079): with it running, nothing warns.
+func TestIdleWorkerIsSeen(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	w, err := NewWorker(pool, WorkerConfig{Queue: "quiet", PollInterval: time.Hour,
+		Handler: func(context.Context, *Job) error { return nil }}, WithWorkerID("idle-1"), WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	startWorker(t, w)
+
+	// The maintenance loop runs once at start.
+	require.Eventually(t, func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM backoff.maintenance_workers WHERE worker = 'idle-1'`).Scan(&n)
+		return err == nil && n == 1
+	}, 30*time.Second, 10*time.Millisecond)
+	var seen int64
+	var reaped, rotated bool
+	var warning *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT workers_seen, reap_at IS NOT NULL, rotate_at IS NOT NULL, warning
+		FROM backoff.liveness()`).Scan(&seen, &reaped, &rotated, &warning))
+	require.EqualValues(t, 1, seen)
+	require.True(t, reaped)
+	require.True(t, rotated)
+	require.Nil(t, warning)
 }

@@ -5821,6 +5821,29 @@ EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
 END
 $$;
 
+-- == Liveness of the maintenance (docs/adr/0079) ==
+-- When reap, rotate and fire_schedules last ran, and when rotate last
+-- truncated a segment: one row per task, written by those calls at most
+-- once every 15 seconds (rotate's truncate whenever it truncates), never
+-- by claim or complete. And the workers that named themselves to rotate
+-- (every Worker does, beside each reap), each at most once every 15
+-- seconds. backoff.liveness and backoff.health read them; admins may
+-- read them, nobody writes them but the functions. NULL: never ran.
+CREATE TABLE backoff.maintenance (
+    task   text PRIMARY KEY
+           CONSTRAINT maintenance_task_check CHECK (task IN ('reap', 'rotate', 'truncate', 'fire_schedules')),
+    ran_at timestamptz
+);
+INSERT INTO backoff.maintenance (task) VALUES ('reap'), ('rotate'), ('truncate'), ('fire_schedules');
+CREATE TABLE backoff.maintenance_workers (
+    worker  text PRIMARY KEY,
+    seen_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.maintenance OWNER TO backoff_owner;
+ALTER TABLE backoff.maintenance_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.maintenance, backoff.maintenance_workers FROM PUBLIC;
+GRANT SELECT ON backoff.maintenance, backoff.maintenance_workers TO backoff_admin;
+
 -- == Payload size limit (docs/adr/0059) ==
 -- enqueue refuses a payload whose jsonb, uncompressed, is larger than this.
 -- At least 1 KiB (enqueue reads the setting only for payloads above that),
@@ -7257,6 +7280,74 @@ AS $$
         THEN p_value
         ELSE backoff._bad_name(p_what, p_value)
     END
+$$;
+
+-- backoff._span_text(span): a duration as an operator reads it, in its two
+-- largest units: 45s, 12m 3s, 2h 5m, 3d 4h (a negative one is 0s; NULL
+-- is NULL).
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._span_text(p_span interval)
+RETURNS text
+LANGUAGE sql
+STABLE
+STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE
+               WHEN x.s >= 86400 THEN pg_catalog.format('%sd %sh', x.s / 86400, x.s % 86400 / 3600)
+               WHEN x.s >= 3600 THEN pg_catalog.format('%sh %sm', x.s / 3600, x.s % 3600 / 60)
+               WHEN x.s >= 60 THEN pg_catalog.format('%sm %ss', x.s / 60, x.s % 60)
+               ELSE pg_catalog.format('%ss', x.s)
+           END
+    FROM (SELECT GREATEST(pg_catalog.floor(EXTRACT(epoch FROM p_span)), 0)::bigint AS s) AS x
+$$;
+
+-- backoff._note_maintenance(task, worker, now): record that a maintenance
+-- call (reap, rotate, fire_schedules; 'truncate' when rotate truncated a
+-- segment) ran at p_now, and that p_worker (when not NULL) made it, for
+-- backoff.liveness (docs/adr/0079). A row updated by every caller at every
+-- call would keep a dead version per call while any snapshot is held, so
+-- each row is written at most once every 15 seconds: the check is a read,
+-- the write happens only when the stored time is older, and a row another
+-- caller is writing is passed by (SKIP LOCKED), so no caller waits. A time
+-- never moves back (a caller whose clock is behind writes nothing). A
+-- 'truncate' is written whenever rotate truncates, which is rare. A
+-- worker's row is inserted once; when a new worker appears, rows of
+-- workers not seen for a day are deleted. Private: the maintenance calls,
+-- SECURITY DEFINER, call it as the tables' owner.
+CREATE OR REPLACE FUNCTION backoff._note_maintenance(
+    p_task   text,
+    p_worker text,
+    p_now    timestamptz
+)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_every constant interval := interval '15 seconds';
+    v_new   boolean;
+BEGIN
+    UPDATE backoff.maintenance AS m
+    SET ran_at = p_now
+    WHERE m.task = (SELECT t.task FROM backoff.maintenance AS t
+                    WHERE t.task = p_task
+                      AND (t.ran_at IS NULL OR t.ran_at < p_now - CASE WHEN p_task = 'truncate' THEN interval '0' ELSE v_every END)
+                    FOR UPDATE SKIP LOCKED);
+    IF p_worker IS NULL
+       OR EXISTS (SELECT FROM backoff.maintenance_workers AS w
+                  WHERE w.worker = p_worker AND w.seen_at >= p_now - v_every) THEN
+        RETURN;
+    END IF;
+    INSERT INTO backoff.maintenance_workers AS w (worker, seen_at)
+    VALUES (p_worker, p_now)
+    ON CONFLICT (worker) DO UPDATE SET seen_at = GREATEST(w.seen_at, excluded.seen_at)
+    RETURNING w.xmax = 0 INTO v_new;
+    IF v_new THEN
+        DELETE FROM backoff.maintenance_workers AS w WHERE w.seen_at < p_now - interval '1 day';
+    END IF;
+END
 $$;
 
 -- backoff._error_text(text): an error text as it is stored in last_error
@@ -9334,12 +9425,14 @@ BEGIN
     IF v_dead IS NOT NULL THEN
         PERFORM FROM backoff._move_finished(v_dead);
     END IF;
+    -- That a reap ran, for backoff.liveness (at most a write every 15 s).
+    PERFORM backoff._note_maintenance('reap', NULL, p_now);
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, the worker that held the lease, and started: when that attempt was claimed (last_attempted_at), so the stuck interval is [started, at]. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, the worker that held the lease, and started: when that attempt was claimed (last_attempted_at), so the stuck interval is [started, at]. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. Each call is recorded for backoff.liveness (reap_at; written at most once every 15 seconds). A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -9369,7 +9462,13 @@ SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
 --    the truncate is then tried again at the next call. Only at READ
 --    COMMITTED: see below.
 -- One call at a time: a call that finds another one running does nothing.
-CREATE OR REPLACE FUNCTION backoff.rotate(p_now timestamptz DEFAULT now())
+-- Each call is recorded for backoff.liveness (docs/adr/0079), with the
+-- worker that names itself in p_worker (the Workers do, beside each reap,
+-- busy or idle: what "workers seen" counts); a truncate too.
+CREATE OR REPLACE FUNCTION backoff.rotate(
+    p_now    timestamptz DEFAULT now(),
+    p_worker text DEFAULT NULL
+)
 RETURNS TABLE (current_segment smallint, switched_from smallint, moved bigint, truncated smallint[], note text)
 LANGUAGE plpgsql
 VOLATILE
@@ -9391,6 +9490,10 @@ DECLARE
     v_timeout text;
 BEGIN
     p_now := backoff._now(p_now);
+    IF p_worker IS NOT NULL THEN
+        p_worker := backoff._check_name('worker', p_worker);
+    END IF;
+    PERFORM backoff._note_maintenance('rotate', p_worker, p_now);
     moved := 0;
     truncated := '{}';
     SELECT s.segment, s.first_id INTO v_cur, v_first
@@ -9507,15 +9610,19 @@ BEGIN
                 pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends)', v_seg));
         END;
     END LOOP;
+    IF cardinality(truncated) > 0 THEN
+        PERFORM backoff._note_maintenance('truncate', NULL, p_now);
+    END IF;
     RETURN NEXT;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.rotate(timestamptz) IS
-'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Returns one row: current_segment, switched_from, moved, truncated, note.
-Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.rotate(timestamptz, text) IS
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Each call is recorded for backoff.liveness (rotate_at, at most once every 15 seconds; truncate_at when it truncated), and p_worker (NULL: none), the caller''s worker name, counts that worker as seen (workers_seen): the Go, Python and TypeScript Workers pass theirs. Returns one row: current_segment, switched_from, moved, truncated, note.
+Errors: 22023 for a p_worker that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
-SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();';
+SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();
+SELECT moved FROM backoff.rotate(p_worker => ''worker-1'');';
 
 -- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
 -- running attempt. One guarded UPDATE; errors chosen only after it matched
@@ -10697,6 +10804,113 @@ Errors: 22023 for a bucket below 1 second or above 876600 hours, a p_since that 
 Example:
 SELECT * FROM backoff.activity(now() - interval ''1 hour'');';
 
+-- backoff.liveness(max_quiet, now): whether the queue's maintenance runs
+-- and workers are there, one row (docs/adr/0079). Reap settles stranded
+-- leases, rotate keeps the live segments small, fire_schedules fires the
+-- schedules: nothing else does, and a queue whose every worker stopped
+-- looks like an idle one. The times come from backoff.maintenance, written
+-- by those calls at most once every 15 seconds (so they are up to 15 s
+-- old), and the current segment's switched_at; the workers seen are those
+-- that named themselves to rotate (every Worker does, beside each reap,
+-- busy or idle) and those that claimed a job still running, in the minute
+-- up to p_now: read from the small table and the lease index, nothing is
+-- written for it. The warning says what stopped, in words. Admin only.
+CREATE OR REPLACE FUNCTION backoff.liveness(
+    p_max_quiet interval DEFAULT interval '10 minutes',
+    p_now       timestamptz DEFAULT NULL
+)
+RETURNS TABLE (
+    reap_at          timestamptz,
+    rotate_at        timestamptz,
+    switch_at        timestamptz,
+    truncate_at      timestamptz,
+    fire_at          timestamptz,
+    active_schedules bigint,
+    workers_seen     bigint,
+    warning          text
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_stale   text[] := '{}';
+    v_effects text[] := '{}';
+    v_all     boolean := true;
+    v_latest  timestamptz;
+    v_parts   text[] := '{}';
+BEGIN
+    IF p_max_quiet IS NULL OR p_max_quiet < interval '0' THEN
+        RAISE EXCEPTION 'liveness: max quiet must be 0 or more, got "%"', coalesce(p_max_quiet::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+
+    SELECT max(m.ran_at) FILTER (WHERE m.task = 'reap'), max(m.ran_at) FILTER (WHERE m.task = 'rotate'),
+           max(m.ran_at) FILTER (WHERE m.task = 'truncate'), max(m.ran_at) FILTER (WHERE m.task = 'fire_schedules')
+    INTO reap_at, rotate_at, truncate_at, fire_at
+    FROM backoff.maintenance AS m;
+    switch_at := (SELECT s.switched_at FROM backoff.segments AS s WHERE s.current);
+    active_schedules := (SELECT count(*) FROM backoff.schedules AS s WHERE NOT s.paused);
+    SELECT count(*) INTO workers_seen
+    FROM (SELECT w.worker FROM backoff.maintenance_workers AS w
+          WHERE w.seen_at > p_now - interval '1 minute'
+          UNION
+          -- Only running jobs have a lease: jobs_lease_idx.
+          SELECT j.locked_by FROM backoff.jobs AS j
+          WHERE j.lease_until IS NOT NULL AND j.locked_by IS NOT NULL
+            AND j.last_attempted_at > p_now - interval '1 minute') AS seen;
+
+    -- What has not run within p_max_quiet, in words.
+    IF reap_at IS NULL OR p_now - reap_at > p_max_quiet THEN
+        v_stale := v_stale || coalesce('reap last ran ' || backoff._span_text(p_now - reap_at) || ' ago', 'reap never ran');
+        v_effects := v_effects || 'expired leases stay stranded'::text;
+    ELSE
+        v_all := false;
+    END IF;
+    IF rotate_at IS NULL OR p_now - rotate_at > p_max_quiet THEN
+        v_stale := v_stale || coalesce('rotate last ran ' || backoff._span_text(p_now - rotate_at) || ' ago', 'rotate never ran');
+        v_effects := v_effects || 'the live segments are not rotated'::text;
+    ELSE
+        v_all := false;
+    END IF;
+    IF active_schedules > 0 AND (fire_at IS NULL OR p_now - fire_at > p_max_quiet) THEN
+        v_stale := v_stale || coalesce('schedules last fired ' || backoff._span_text(p_now - fire_at) || ' ago',
+                                       'schedules never fired');
+        v_effects := v_effects || CASE WHEN active_schedules = 1 THEN 'the active schedule fires nothing'
+                                       ELSE pg_catalog.format('%s active schedules fire nothing', active_schedules) END;
+    ELSIF active_schedules > 0 THEN
+        v_all := false;
+    END IF;
+    IF cardinality(v_stale) > 0 THEN
+        v_latest := (SELECT max(t) FROM unnest(ARRAY[reap_at, rotate_at,
+                                                     CASE WHEN active_schedules > 0 THEN fire_at END]) AS t);
+        v_parts := v_parts || pg_catalog.format('%s: %s (%s)',
+            CASE
+                WHEN NOT v_all THEN 'part of the maintenance stopped'
+                WHEN v_latest IS NULL THEN 'no maintenance has ever run'
+                ELSE 'no maintenance ran for ' || backoff._span_text(p_now - v_latest)
+            END,
+            pg_catalog.array_to_string(v_stale, ', '), pg_catalog.array_to_string(v_effects, ', '));
+    END IF;
+    IF workers_seen = 0 THEN
+        v_parts := v_parts || 'no worker was seen in the last minute'::text;
+    END IF;
+    warning := nullif(pg_catalog.array_to_string(v_parts, '; '), '');
+    RETURN NEXT;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.liveness(interval, timestamptz) IS
+'Whether the maintenance runs and workers are there, one row (docs/adr/0079): reap_at, rotate_at and fire_at = when backoff.reap, backoff.rotate and backoff.fire_schedules last ran (recorded at most once every 15 seconds, so up to 15 s old; NULL: never), switch_at = when the current segment became current (rotate''s last switch, or the install), truncate_at = when rotate last truncated a segment (NULL: never), active_schedules = schedules not paused, workers_seen = the workers seen in the minute up to p_now: those that named themselves to backoff.rotate (p_worker; the Go, Python and TypeScript Workers do at every reap interval, busy or idle) and those that claimed a job that is still running. warning (NULL when all is well) says, in words, which of reap, rotate and (with active schedules) fire_schedules has not run within p_max_quiet (default 10 minutes) and what that leaves undone, and that no worker was seen in the last minute. Nothing is written by it, and claim and complete write nothing for it. Admin only.
+Errors: 22023 for a p_max_quiet that is NULL or negative, or a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT backoff.reap(p_now => ''2030-01-01 00:00+00'');
+SELECT moved FROM backoff.rotate(p_now => ''2030-01-01 00:00+00'', p_worker => ''worker-1'');
+SELECT reap_at, rotate_at, workers_seen, warning FROM backoff.liveness(p_now => ''2030-01-01 00:00:30+00'');
+SELECT warning FROM backoff.liveness(p_now => ''2030-01-01 00:20+00'');';
+
 -- backoff.health(max_age, now): one row that tells an operator whether
 -- vacuum can keep up with the queue. Dead row versions of finished work are
 -- removable only once no snapshot in the database can still see them: one
@@ -10712,11 +10926,15 @@ SELECT * FROM backoff.activity(now() - interval ''1 hour'');';
 -- to members of pg_read_all_stats: SECURITY DEFINER as backoff_owner, which
 -- migration 005 makes a member where the installer may grant it; without
 -- it the warning says so instead of reporting a clean horizon it cannot
--- see. The query texts of other sessions are never returned. Admin only.
+-- see. The query texts of other sessions are never returned.
+-- It also says whether the maintenance runs and workers are there, as
+-- backoff.liveness reads it (docs/adr/0079): a queue whose every worker
+-- stopped otherwise looks like an idle one. Admin only.
 CREATE OR REPLACE FUNCTION backoff.health(
     p_max_age     interval DEFAULT interval '5 minutes',
     p_max_xid_age integer DEFAULT 1000000,
-    p_now         timestamptz DEFAULT NULL
+    p_now         timestamptz DEFAULT NULL,
+    p_max_quiet   interval DEFAULT interval '10 minutes'
 )
 RETURNS TABLE (
     holder_kind        text,
@@ -10731,7 +10949,15 @@ RETURNS TABLE (
     jobs_dead_tuples   bigint,
     jobs_last_vacuum   timestamptz,
     jobs_bytes         bigint,
-    warning            text
+    warning            text,
+    reap_at            timestamptz,
+    rotate_at          timestamptz,
+    switch_at          timestamptz,
+    truncate_at        timestamptz,
+    fire_at            timestamptz,
+    active_schedules   bigint,
+    workers_seen       bigint,
+    liveness_warning   text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -10750,7 +10976,14 @@ BEGIN
         RAISE EXCEPTION 'health: max transaction age must be 0 or more, got "%"', coalesce(p_max_xid_age::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_max_quiet IS NULL OR p_max_quiet < interval '0' THEN
+        RAISE EXCEPTION 'health: max quiet must be 0 or more, got "%"', coalesce(p_max_quiet::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     p_now := backoff._now(p_now);
+    SELECT l.reap_at, l.rotate_at, l.switch_at, l.truncate_at, l.fire_at, l.active_schedules, l.workers_seen, l.warning
+    INTO reap_at, rotate_at, switch_at, truncate_at, fire_at, active_schedules, workers_seen, liveness_warning
+    FROM backoff.liveness(p_max_quiet, p_now) AS l;
 
     -- The oldest holder of the xmin horizon of this database. Sessions of
     -- other databases do not hold back this database's tables; walsenders
@@ -10805,11 +11038,12 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz) IS
-'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Admin only.
-Errors: 22023 for a p_max_age or p_max_xid_age that is NULL or negative, or a p_now outside the accepted range.
+COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz, interval) IS
+'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Then whether the maintenance runs and workers are there, as backoff.liveness(p_max_quiet, p_now) reads it: reap_at, rotate_at and fire_at (when reap, rotate and fire_schedules last ran, to within 15 s; NULL: never), switch_at (when the current segment became current), truncate_at (rotate''s last truncate), active_schedules, workers_seen (in the last minute) and liveness_warning, which names what has not run within p_max_quiet (default 10 minutes) and says when no worker was seen in the last minute (NULL when all is well). Admin only.
+Errors: 22023 for a p_max_age, p_max_xid_age or p_max_quiet that is NULL or negative, or a p_now outside the accepted range.
 Example:
-SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);';
+SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);
+SELECT reap_at, rotate_at, workers_seen, liveness_warning FROM backoff.health(p_max_quiet => interval ''2 minutes'');';
 
 -- backoff.unfinished_job(queues): one job of the given queues (every queue
 -- for NULL) that has not finished, or no row: what a caller that waits for
@@ -12953,6 +13187,8 @@ DECLARE
     v_last_skipped timestamptz;
 BEGIN
     p_now := backoff._now(p_now);
+    -- That a firer ran, for backoff.liveness (at most a write every 15 s).
+    PERFORM backoff._note_maintenance('fire_schedules', NULL, p_now);
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'limit must be between 1 and 100000, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';

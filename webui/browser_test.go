@@ -224,6 +224,18 @@ func TestBrowser(t *testing.T) {
 		require.False(t, run(t, ctx, chromedp.Evaluate[bool](`document.getElementById("sampled") !== null`)))
 	})
 
+	t.Run("the overview says the maintenance never ran", func(t *testing.T) {
+		// The seed runs no Worker: no reap, rotate or firer ever ran, and
+		// the overview says so above the queues, in red.
+		do(t, ctx, chromedp.Navigate(srv.URL+"/"))
+		warning := run(t, ctx, chromedp.Text(chromedp.ID("liveness-warning")))
+		require.Contains(t, warning, "no maintenance has ever run: reap never ran, rotate never ran")
+		require.Equal(t, "never", run(t, ctx, chromedp.Text(chromedp.CSS(`#live-rotate b`))))
+		require.True(t, run(t, ctx, chromedp.Evaluate[bool](`document.getElementById("live-rotate").classList.contains("stale")`)))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("live-workers"))), "Workers seen in the last minute:")
+		require.Empty(t, console())
+	})
+
 	t.Run("the overview refreshes itself", func(t *testing.T) {
 		do(t, ctx, chromedp.Navigate(srv.URL+"/"))
 		before := run(t, ctx, chromedp.Text(chromedp.ID("updated")))
@@ -328,6 +340,8 @@ func TestBrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "retrying", status(t, pool, seeded.Stranded))
 		require.Equal(t, "0", run(t, ctx, chromedp.Text(chromedp.CSS(`tr[data-queue=webhooks] td:nth-child(5)`))))
+		// The reap is recorded: the overview says it ran just now.
+		require.Equal(t, "just now", run(t, ctx, chromedp.Text(chromedp.CSS(`#live-reap b`))))
 		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, seeded.Stranded)))
 		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.ID("errors"))), "lease_expired")
 		// The timeline: an axis with labels, a legend for every mark, the

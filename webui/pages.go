@@ -48,6 +48,66 @@ type overviewData struct {
 	// removing finished jobs, which every claim then walks ("" when none,
 	// or when the login may not ask).
 	Vacuum string
+	// Live is backoff.liveness, read at every refresh: when the
+	// maintenance last ran and the workers seen in the last minute (nil
+	// when the login may not ask).
+	Live *liveness
+}
+
+// liveness is the overview's line on the maintenance and the workers.
+type liveness struct {
+	Warning string
+	Workers int64
+	Items   []liveItem
+}
+
+// liveItem is one "when did it last run" of the line.
+type liveItem struct {
+	ID, Label, When, Title string
+	Stale                  bool // never, or older than the quiet limit: shown in red
+	Plain                  bool // a fact, not judged (a truncate that never happened is no fault)
+}
+
+// newLiveness renders l at now.
+func newLiveness(l ops.Liveness, now time.Time) *liveness {
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "never"
+		}
+		d := now.Sub(*t).Round(time.Second)
+		if d <= 0 {
+			return "just now"
+		}
+		return formatDuration(d) + " ago"
+	}
+	stale := func(t *time.Time) bool { return t == nil || now.Sub(*t) > ops.DefaultLivenessMaxQuiet }
+	title := func(t *time.Time, what string) string {
+		if t == nil {
+			return what + ": never"
+		}
+		return what + ": " + formatTime(*t)
+	}
+	lv := &liveness{Warning: l.Warning, Workers: l.WorkersSeen}
+	lv.Items = []liveItem{
+		{ID: "live-reap", Label: "Reap", When: when(l.ReapAt), Stale: stale(l.ReapAt),
+			Title: title(l.ReapAt, "last reap of expired leases")},
+		{ID: "live-rotate", Label: "Rotate", When: when(l.RotateAt), Stale: stale(l.RotateAt),
+			Title: title(l.RotateAt, "last rotation of the live segments")},
+		{ID: "live-switch", Label: "Last switch", When: when(l.SwitchAt), Plain: true,
+			Title: title(l.SwitchAt, "the current segment became current")},
+		{ID: "live-truncate", Label: "Last truncate", When: when(l.TruncateAt), Plain: true,
+			Title: title(l.TruncateAt, "rotate last truncated a segment")},
+	}
+	fire := liveItem{ID: "live-fire", Label: "Schedules fired", When: when(l.FireAt),
+		Title: title(l.FireAt, "a schedule firer last ran")}
+	if l.ActiveSchedules == 0 {
+		fire.When += " (none active)"
+		fire.Plain = true
+	} else {
+		fire.Stale = stale(l.FireAt)
+	}
+	lv.Items = append(lv.Items, fire)
+	return lv
 }
 
 // overviewData makes two calls: backoff.overview (counts, read from
@@ -70,6 +130,11 @@ func (h *Handler) overviewData(r *http.Request) (overviewData, error) {
 		hl, err := h.ops.Health(ctx, 0)
 		return hl.Warning, err
 	})
+	// Advice, as the vacuum warning: a login that may not ask, or a
+	// schema without backoff.liveness, shows the table alone.
+	if l, err := h.ops.Liveness(ctx, 0); err == nil {
+		d.Live = newLiveness(l, d.At)
+	}
 	sparks := buildSparklines(acts, d.At)
 	for _, q := range queues {
 		row := queueRow{QueueOverview: q}

@@ -51,3 +51,37 @@ func TestOverviewWarnsOfAHeldSnapshot(t *testing.T) {
 	require.Contains(t, body, `id="vacuum"`)
 	require.Contains(t, body, "nightly-report")
 }
+
+// TestOverviewSaysMaintenanceStopped: with no worker running, the overview
+// says no maintenance ran and no worker was seen; once a Worker's
+// maintenance calls come (reap, rotate naming the worker), it says when
+// they ran, counts the worker, and warns of nothing.
+func TestOverviewSaysMaintenanceStopped(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	ctx := context.Background()
+	p := testdb.Pool(t, dbURL)
+	c, err := client.New(ctx, p)
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, "mail", nil)
+	require.NoError(t, err)
+	h, err := webui.New(c, ops.New(p), webui.Options{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `id="liveness-warning"`)
+	require.Contains(t, body, "no maintenance has ever run: reap never ran, rotate never ran")
+	require.Contains(t, body, "no worker was seen in the last minute")
+	require.Contains(t, body, `Workers seen in the last minute: <b>0</b>`)
+
+	_, err = p.Exec(ctx, `SELECT backoff.reap(); SELECT backoff.rotate(p_worker => 'worker-1')`)
+	require.NoError(t, err)
+	code, body, _ = get(t, http.DefaultClient, srv.URL+"/overview/table")
+	require.Equal(t, 200, code, body)
+	require.NotContains(t, body, `id="liveness-warning"`)
+	require.Contains(t, body, `Workers seen in the last minute: <b>1</b>`)
+	require.Contains(t, body, `id="live-reap" title="last reap of expired leases: `)
+	require.Regexp(t, `id="live-rotate"[^>]*>Rotate: <b>(just now|\d+s ago)</b>`, body)
+}

@@ -100,6 +100,8 @@ var Rules = map[string][]Rule{
 	"workers": {{Kind: AllUnion}},
 	// Each shard has its own vacuum horizon: one row per shard.
 	"health": {{Kind: AllUnion}},
+	// Each shard has its own maintenance and workers: one row per shard.
+	"liveness": {{Kind: AllUnion}},
 	// Each shard answers for its part of the queues; any row means busy.
 	"unfinished_job": {{Kind: AllUnion}},
 	// Each shard lists its queues; the client merges a queue configured on
@@ -193,4 +195,8 @@ var Tables = map[string]TableKind{
 	// backoff.jobs is read through it, not routed.
 	"segments":    TableAll,
 	"dedupe_keys": TableAll,
+	// When each shard's maintenance last ran and the workers that named
+	// themselves to its rotate (docs/adr/0079).
+	"maintenance":         TableAll,
+	"maintenance_workers": TableAll,
 }

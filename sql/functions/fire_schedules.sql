@@ -56,6 +56,8 @@ DECLARE
     v_last_skipped timestamptz;
 BEGIN
     p_now := backoff._now(p_now);
+    -- That a firer ran, for backoff.liveness (at most a write every 15 s).
+    PERFORM backoff._note_maintenance('fire_schedules', NULL, p_now);
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'limit must be between 1 and 100000, got "%"', coalesce(p_limit::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';

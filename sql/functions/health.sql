@@ -13,11 +13,15 @@
 -- to members of pg_read_all_stats: SECURITY DEFINER as backoff_owner, which
 -- migration 005 makes a member where the installer may grant it; without
 -- it the warning says so instead of reporting a clean horizon it cannot
--- see. The query texts of other sessions are never returned. Admin only.
+-- see. The query texts of other sessions are never returned.
+-- It also says whether the maintenance runs and workers are there, as
+-- backoff.liveness reads it (docs/adr/0079): a queue whose every worker
+-- stopped otherwise looks like an idle one. Admin only.
 CREATE OR REPLACE FUNCTION backoff.health(
     p_max_age     interval DEFAULT interval '5 minutes',
     p_max_xid_age integer DEFAULT 1000000,
-    p_now         timestamptz DEFAULT NULL
+    p_now         timestamptz DEFAULT NULL,
+    p_max_quiet   interval DEFAULT interval '10 minutes'
 )
 RETURNS TABLE (
     holder_kind        text,
@@ -32,7 +36,15 @@ RETURNS TABLE (
     jobs_dead_tuples   bigint,
     jobs_last_vacuum   timestamptz,
     jobs_bytes         bigint,
-    warning            text
+    warning            text,
+    reap_at            timestamptz,
+    rotate_at          timestamptz,
+    switch_at          timestamptz,
+    truncate_at        timestamptz,
+    fire_at            timestamptz,
+    active_schedules   bigint,
+    workers_seen       bigint,
+    liveness_warning   text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -51,7 +63,14 @@ BEGIN
         RAISE EXCEPTION 'health: max transaction age must be 0 or more, got "%"', coalesce(p_max_xid_age::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_max_quiet IS NULL OR p_max_quiet < interval '0' THEN
+        RAISE EXCEPTION 'health: max quiet must be 0 or more, got "%"', coalesce(p_max_quiet::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     p_now := backoff._now(p_now);
+    SELECT l.reap_at, l.rotate_at, l.switch_at, l.truncate_at, l.fire_at, l.active_schedules, l.workers_seen, l.warning
+    INTO reap_at, rotate_at, switch_at, truncate_at, fire_at, active_schedules, workers_seen, liveness_warning
+    FROM backoff.liveness(p_max_quiet, p_now) AS l;
 
     -- The oldest holder of the xmin horizon of this database. Sessions of
     -- other databases do not hold back this database's tables; walsenders
@@ -106,8 +125,9 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz) IS
-'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Admin only.
-Errors: 22023 for a p_max_age or p_max_xid_age that is NULL or negative, or a p_now outside the accepted range.
+COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz, interval) IS
+'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Then whether the maintenance runs and workers are there, as backoff.liveness(p_max_quiet, p_now) reads it: reap_at, rotate_at and fire_at (when reap, rotate and fire_schedules last ran, to within 15 s; NULL: never), switch_at (when the current segment became current), truncate_at (rotate''s last truncate), active_schedules, workers_seen (in the last minute) and liveness_warning, which names what has not run within p_max_quiet (default 10 minutes) and says when no worker was seen in the last minute (NULL when all is well). Admin only.
+Errors: 22023 for a p_max_age, p_max_xid_age or p_max_quiet that is NULL or negative, or a p_now outside the accepted range.
 Example:
-SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);';
+SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);
+SELECT reap_at, rotate_at, workers_seen, liveness_warning FROM backoff.health(p_max_quiet => interval ''2 minutes'');';

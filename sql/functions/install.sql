@@ -23,6 +23,8 @@
 {{ template "_valid_span.sql" . }}
 {{ template "_now.sql" . }}
 {{ template "_check_name.sql" . }}
+{{ template "_span_text.sql" . }}
+{{ template "_note_maintenance.sql" . }}
 {{ template "_error_text.sql" . }}
 {{ template "_check_payload.sql" . }}
 {{ template "_queue_scope.sql" . }}
@@ -66,6 +68,7 @@
 {{ template "overview.sql" . }}
 {{ template "workers.sql" . }}
 {{ template "activity.sql" . }}
+{{ template "liveness.sql" . }}
 {{ template "health.sql" . }}
 {{ template "unfinished_job.sql" . }}
 {{ template "queue_list.sql" . }}

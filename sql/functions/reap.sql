@@ -116,12 +116,14 @@ BEGIN
     IF v_dead IS NOT NULL THEN
         PERFORM FROM backoff._move_finished(v_dead);
     END IF;
+    -- That a reap ran, for backoff.liveness (at most a write every 15 s).
+    PERFORM backoff._note_maintenance('reap', NULL, p_now);
     RETURN v_count;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.reap(timestamptz, integer) IS
-'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, the worker that held the lease, and started: when that attempt was claimed (last_attempted_at), so the stuck interval is [started, at]. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. A caller scoped by backoff.grant_queue reaps only the queues it may work on.
+'Settle up to p_limit running jobs whose lease expired (lease_until < p_now) as failed attempts, through the same decision as fail (retryable, no requested delay), with lease_expiries + 1: retrying at the policy''s next delay, or dead_lettered (lease_expiries when the count reaches the policy''s max_lease_expiries, else max_attempts or deadline). Lease expiries do not count toward the queue''s circuit breaker. last_error = ''lease expired'', and the history entry has kind lease_expired, the expired attempt (its token) and counted attempt, the worker that held the lease, and started: when that attempt was claimed (last_attempted_at), so the stuck interval is [started, at]. Returns how many jobs it moved. Safe to run from many places at once: each batch is locked with FOR UPDATE SKIP LOCKED. Each call is recorded for backoff.liveness (reap_at; written at most once every 15 seconds). A caller scoped by backoff.grant_queue reaps only the queues it may work on.
 Errors: 22023 for a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

@@ -21,7 +21,13 @@
 --    the truncate is then tried again at the next call. Only at READ
 --    COMMITTED: see below.
 -- One call at a time: a call that finds another one running does nothing.
-CREATE OR REPLACE FUNCTION backoff.rotate(p_now timestamptz DEFAULT now())
+-- Each call is recorded for backoff.liveness (docs/adr/0079), with the
+-- worker that names itself in p_worker (the Workers do, beside each reap,
+-- busy or idle: what "workers seen" counts); a truncate too.
+CREATE OR REPLACE FUNCTION backoff.rotate(
+    p_now    timestamptz DEFAULT now(),
+    p_worker text DEFAULT NULL
+)
 RETURNS TABLE (current_segment smallint, switched_from smallint, moved bigint, truncated smallint[], note text)
 LANGUAGE plpgsql
 VOLATILE
@@ -43,6 +49,10 @@ DECLARE
     v_timeout text;
 BEGIN
     p_now := backoff._now(p_now);
+    IF p_worker IS NOT NULL THEN
+        p_worker := backoff._check_name('worker', p_worker);
+    END IF;
+    PERFORM backoff._note_maintenance('rotate', p_worker, p_now);
     moved := 0;
     truncated := '{}';
     SELECT s.segment, s.first_id INTO v_cur, v_first
@@ -159,12 +169,16 @@ BEGIN
                 pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends)', v_seg));
         END;
     END LOOP;
+    IF cardinality(truncated) > 0 THEN
+        PERFORM backoff._note_maintenance('truncate', NULL, p_now);
+    END IF;
     RETURN NEXT;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.rotate(timestamptz) IS
-'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Returns one row: current_segment, switched_from, moved, truncated, note.
-Errors: 22023 for a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.rotate(timestamptz, text) IS
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Each call is recorded for backoff.liveness (rotate_at, at most once every 15 seconds; truncate_at when it truncated), and p_worker (NULL: none), the caller''s worker name, counts that worker as seen (workers_seen): the Go, Python and TypeScript Workers pass theirs. Returns one row: current_segment, switched_from, moved, truncated, note.
+Errors: 22023 for a p_worker that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
-SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();';
+SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();
+SELECT moved FROM backoff.rotate(p_worker => ''worker-1'');';

@@ -25,6 +25,29 @@ EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
 END
 $$;
 
+-- == Liveness of the maintenance (docs/adr/0079) ==
+-- When reap, rotate and fire_schedules last ran, and when rotate last
+-- truncated a segment: one row per task, written by those calls at most
+-- once every 15 seconds (rotate's truncate whenever it truncates), never
+-- by claim or complete. And the workers that named themselves to rotate
+-- (every Worker does, beside each reap), each at most once every 15
+-- seconds. backoff.liveness and backoff.health read them; admins may
+-- read them, nobody writes them but the functions. NULL: never ran.
+CREATE TABLE backoff.maintenance (
+    task   text PRIMARY KEY
+           CONSTRAINT maintenance_task_check CHECK (task IN ('reap', 'rotate', 'truncate', 'fire_schedules')),
+    ran_at timestamptz
+);
+INSERT INTO backoff.maintenance (task) VALUES ('reap'), ('rotate'), ('truncate'), ('fire_schedules');
+CREATE TABLE backoff.maintenance_workers (
+    worker  text PRIMARY KEY,
+    seen_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.maintenance OWNER TO backoff_owner;
+ALTER TABLE backoff.maintenance_workers OWNER TO backoff_owner;
+REVOKE ALL ON backoff.maintenance, backoff.maintenance_workers FROM PUBLIC;
+GRANT SELECT ON backoff.maintenance, backoff.maintenance_workers TO backoff_admin;
+
 -- == Payload size limit (docs/adr/0059) ==
 -- enqueue refuses a payload whose jsonb, uncompressed, is larger than this.
 -- At least 1 KiB (enqueue reads the setting only for payloads above that),
@@ -526,6 +549,10 @@ ALTER TABLE backoff.settings DROP COLUMN require_queue_grants;
 
 -- Payload size limit (docs/adr/0059).
 ALTER TABLE backoff.settings DROP COLUMN max_payload_bytes;
+
+-- == Liveness of the maintenance (docs/adr/0079) ==
+DROP TABLE backoff.maintenance_workers;
+DROP TABLE backoff.maintenance;
 
 -- Who holds back vacuum: the grant of pg_read_all_stats stays (see above).
 

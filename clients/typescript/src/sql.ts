@@ -327,10 +327,13 @@ export class Client {
   /**
    * rotate maintains the segments the live jobs are stored in
    * (backoff.rotate, docs/adr/0061) and returns the rows it moved. The
-   * worker calls it with every reap.
+   * worker calls it with every reap, naming itself (worker):
+   * backoff.liveness then counts it among the workers seen, busy or idle
+   * (docs/adr/0079).
    */
-  async rotate(): Promise<number> {
-    const [sql, values] = this.fn("rotate", []);
+  async rotate(worker?: string): Promise<number> {
+    const args: Arg[] = worker === undefined ? [] : [["p_worker", "text", worker]];
+    const [sql, values] = this.fn("rotate", args);
     return Number((await this.run("rotate the job segments", `SELECT coalesce(sum(moved), 0)::bigint AS n FROM ${sql}`, values))[0]?.n);
   }
 

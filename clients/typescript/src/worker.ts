@@ -312,7 +312,8 @@ export class Worker {
     }
     // The live jobs' segments, beside reap (docs/adr/0061).
     try {
-      await this.client.rotate();
+      // Named: the worker counts as seen (backoff.liveness), busy or idle.
+      await this.client.rotate(this.client.workerId);
     } catch (err) {
       if (!signal.aborted) this.log.error("rotate failed", { err });
     }

@@ -76,6 +76,7 @@ var fuzzFns = []fuzzFn{
 	{"compute_delay", []string{"strategy", "interval", "double precision", "integer", "interval[]", "interval", "jitter", "double precision", "integer", "bigint"}},
 	{"calculate_step_next_retry_time", []string{"integer", "timestamptz", "timestamptz", "integer", "integer", "numeric"}},
 	{"stats", []string{"interval", "timestamptz"}},
+	{"liveness", []string{"interval", "timestamptz"}},
 	{"grant_queue", []string{"role", "text", "privilege"}},
 	{"revoke_queue", []string{"role", "text", "privilege"}},
 	// The operator reads, whose statements are written from their filters.

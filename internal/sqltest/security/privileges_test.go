@@ -90,6 +90,11 @@ func checks() []check {
 			func(f fixtures) []any { return []any{f.dead, f.now} }, []string{admin}},
 		{"prune", `SELECT backoff.prune('0 seconds', 10, $1)`, now, []string{admin}},
 		{"stats", `SELECT * FROM backoff.stats('1 hour', $1)`, now, []string{admin}},
+		{"liveness", `SELECT * FROM backoff.liveness('1 minute', $1)`, now, []string{admin}},
+		{"read maintenance", `SELECT * FROM backoff.maintenance`, nil, []string{admin}},
+		{"write maintenance", `UPDATE backoff.maintenance SET ran_at = NULL`, nil, nil},
+		{"write maintenance_workers", `INSERT INTO backoff.maintenance_workers VALUES ('w', now())`, nil, nil},
+		{"private note", `SELECT backoff._note_maintenance('reap', 'w', now())`, nil, nil},
 		// The operator reads show every queue's jobs and payloads: admin
 		// only; the policies are no secret from workers (docs/adr/0072).
 		{"list_jobs", `SELECT * FROM backoff.list_jobs()`, nil, []string{admin}},

@@ -332,12 +332,21 @@ def reap(limit: int | None, now: dt.datetime | None) -> Call[int]:
     )
 
 
-def rotate(now: dt.datetime | None) -> Call[int]:
+def rotate(now: dt.datetime | None, worker: str | None = None) -> Call[int]:
     # One row per database (per shard through a router): the rows moved.
+    # A worker that names itself counts as seen (backoff.liveness,
+    # docs/adr/0079).
+    if worker is None:
+        return Call(
+            "rotate the job segments",
+            "SELECT coalesce(sum(moved), 0)::bigint FROM backoff.rotate(p_now => %s::timestamptz)",
+            (now,),
+            _scalar,
+        )
     return Call(
         "rotate the job segments",
-        "SELECT coalesce(sum(moved), 0)::bigint FROM backoff.rotate(p_now => %s::timestamptz)",
-        (now,),
+        "SELECT coalesce(sum(moved), 0)::bigint FROM backoff.rotate(p_now => %s::timestamptz, p_worker => %s::text)",
+        (now, worker),
         _scalar,
     )
 

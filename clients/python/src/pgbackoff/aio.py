@@ -133,8 +133,8 @@ class AsyncClient:
     async def reap(self, limit: int | None = None) -> int:
         return await self._run(_sql.reap(limit, self.now()))
 
-    async def rotate(self) -> int:
-        return await self._run(_sql.rotate(self.now()))
+    async def rotate(self, worker: str | None = None) -> int:
+        return await self._run(_sql.rotate(self.now(), worker))
 
     async def fire_schedules(self, limit: int | None = None) -> list[ScheduleFire]:
         return await self._run(_sql.fire_schedules(limit, self.now()))
@@ -610,7 +610,7 @@ class AsyncWorker:
             log.error("reap failed: %s", e)
         # The live jobs' segments, beside reap (docs/adr/0061).
         try:
-            await self.client.rotate()
+            await self.client.rotate(worker=self.client.worker_id)
         except Exception as e:
             log.error("rotate failed: %s", e)
 

@@ -170,11 +170,12 @@ class Client:
         """Settle running jobs whose lease expired as failed attempts."""
         return self._run(_sql.reap(limit, self.now()))
 
-    def rotate(self) -> int:
+    def rotate(self, worker: str | None = None) -> int:
         """Maintain the segments the live jobs are stored in (backoff.rotate,
         docs/adr/0061); returns the rows it moved. The worker calls it with
-        every reap."""
-        return self._run(_sql.rotate(self.now()))
+        every reap, naming itself (worker): backoff.liveness then counts it
+        among the workers seen, busy or idle (docs/adr/0079)."""
+        return self._run(_sql.rotate(self.now(), worker))
 
     def fire_schedules(self, limit: int | None = None) -> list[ScheduleFire]:
         """Enqueue one job for every schedule slot due now, at most limit

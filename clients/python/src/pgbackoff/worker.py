@@ -706,7 +706,8 @@ class Worker:
         except Exception as e:
             log.error("reap failed: %s", e)
         try:
-            self.client.rotate()
+            # Named: the worker counts as seen (backoff.liveness), busy or idle.
+            self.client.rotate(worker=self.client.worker_id)
         except Exception as e:
             log.error("rotate failed: %s", e)
 

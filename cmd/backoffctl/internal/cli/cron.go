@@ -225,7 +225,8 @@ schedule loop. Every minute fires each slot within a minute of its time.`,
 			// where the schema has it (version 5 and later).
 			if !schedules {
 				var rotates bool
-				if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.rotate(timestamptz)') IS NOT NULL`).Scan(&rotates); err != nil {
+				if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.rotate(timestamptz, text)') IS NOT NULL
+					OR to_regprocedure('backoff.rotate(timestamptz)') IS NOT NULL`).Scan(&rotates); err != nil {
 					return fmt.Errorf("check backoff.rotate: %w", err)
 				}
 				if rotates {

@@ -227,6 +227,9 @@ func TestGoldenOperator(t *testing.T) {
 	t.Parallel()
 	url := testdb.NewURL(t)
 	s := newTranscript(t, url)
+	// The install made segment 1 current at the real time: the
+	// transcript's clock is fixed.
+	sqlExec(t, url, `UPDATE backoff.segments SET switched_at = '2029-12-31T12:00:00Z'`)
 	s.run("config", "apply", "--config", example)
 	s.run("stats")
 	s.run("jobs", "list")
@@ -315,6 +318,13 @@ SELECT backoff.fail(6, 1, 'POST https://hooks.example.com/in: 503', NULL, true, 
 	s.run("jobs", "cancel", "2", "--output", "json")
 	s.run("jobs", "cancel", "99")
 	s.run("jobs", "cancel")
+	// A Worker's maintenance loop ran (rotate names the worker): stats
+	// says when, and warns of nothing.
+	sqlExec(t, url, `
+SELECT backoff.reap(p_now => '2030-01-01T00:10:00Z');
+SELECT backoff.rotate(p_now => '2030-01-01T00:10:00Z', p_worker => 'worker-f');
+SELECT backoff.fire_schedules(p_now => '2030-01-01T00:10:00Z');`)
+	s.run("stats")
 	s.check("operator")
 }
 

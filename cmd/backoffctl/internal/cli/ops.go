@@ -95,7 +95,12 @@ or a worker's reaper settles it), whether the queue is paused, the retries
 (an operator's replay is none) and dead letters of the last --window, and
 the queue's controls: its circuit breaker's state (closed with
 the failures in its window out of its threshold, open, half_open) and its
-rate limit ("-": none; backoff.queue_state). With --watch N the table is
+rate limit ("-": none; backoff.queue_state). Under the table, for an
+admin (backoff.health): when reap, rotate and the schedule firers last ran,
+rotate's last segment switch and truncate, and the workers seen in the
+last minute, with a WARNING when some maintenance has not run for 10
+minutes or no worker was seen (a stopped queue otherwise looks idle), and
+one when an old snapshot holds vacuum back. With --watch N the table is
 redrawn every N seconds until interrupted (Ctrl-C).`,
 		Example: `  backoffctl stats
   backoffctl stats --window 15m
@@ -120,7 +125,11 @@ redrawn every N seconds until interrupted (Ctrl-C).`,
 						return writeJSON(w, stats)
 					}
 					writeStats(w, stats, win)
-					return writeVacuumWarning(ctx, w, o)
+					now, err := clock(cmd)
+					if err != nil {
+						return err
+					}
+					return writeHealth(ctx, w, o, now)
 				}
 				if watch == 0 {
 					return draw()
@@ -217,17 +226,36 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 	_ = tw.Flush()
 }
 
-// writeVacuumWarning adds backoff.health's warning under the stats, when
-// there is one: an old snapshot that keeps vacuum from removing finished
+// writeHealth adds what backoff.health says under the stats: when the
+// maintenance last ran and the workers seen in the last minute
+// (docs/adr/0079), with its warning when some of it stopped, and the
+// vacuum warning when an old snapshot keeps vacuum from removing finished
 // jobs, which every claim then walks. A login that may not read it (not
 // an admin) gets the table alone.
-func writeVacuumWarning(ctx context.Context, w io.Writer, o *ops.Client) error {
+func writeHealth(ctx context.Context, w io.Writer, o *ops.Client, now time.Time) error {
 	h, err := o.Health(ctx, 0)
 	if errors.Is(err, client.ErrPermissionDenied) {
 		return nil
 	}
 	if err != nil {
 		return err
+	}
+	l := h.Liveness
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "never"
+		}
+		return relative(*t, now)
+	}
+	schedules := "schedules fired " + when(l.FireAt)
+	if l.ActiveSchedules == 0 {
+		schedules += " (none active)"
+	}
+	fmt.Fprintf(w, "\nmaintenance: reap %s, rotate %s (last switch %s, last truncate %s), %s\n",
+		when(l.ReapAt), when(l.RotateAt), when(l.SwitchAt), when(l.TruncateAt), schedules)
+	fmt.Fprintf(w, "workers seen in the last minute: %d\n", l.WorkersSeen)
+	if l.Warning != "" {
+		fmt.Fprintf(w, "WARNING: maintenance: %s\n", esc(l.Warning))
 	}
 	if h.Warning != "" {
 		fmt.Fprintf(w, "\nWARNING: vacuum: %s\n", esc(h.Warning))
