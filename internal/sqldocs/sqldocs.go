@@ -24,8 +24,8 @@ type Function struct {
 // Overload is one signature of a function.
 type Overload struct {
 	Arguments  string // pg_get_function_arguments
-	Result     string
-	Volatility string
+	Result     string // "" for a procedure
+	Volatility string // "procedure" for a procedure
 	Comment    string // empty when the function has none
 }
 
@@ -34,8 +34,9 @@ func Load(ctx context.Context, conn *pgx.Conn) ([]Function, error) {
 	rows, err := conn.Query(ctx, `
 		SELECT p.proname,
 		       pg_catalog.pg_get_function_arguments(p.oid),
-		       pg_catalog.pg_get_function_result(p.oid),
-		       CASE p.provolatile WHEN 'i' THEN 'immutable' WHEN 's' THEN 'stable' ELSE 'volatile' END,
+		       coalesce(pg_catalog.pg_get_function_result(p.oid), ''),
+		       CASE WHEN p.prokind = 'p' THEN 'procedure'
+		            WHEN p.provolatile = 'i' THEN 'immutable' WHEN p.provolatile = 's' THEN 'stable' ELSE 'volatile' END,
 		       coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')
 		FROM pg_catalog.pg_proc p
 		WHERE p.pronamespace = 'backoff'::regnamespace AND p.proname NOT LIKE '\_%'
@@ -50,6 +51,9 @@ func Load(ctx context.Context, conn *pgx.Conn) ([]Function, error) {
 		var o Overload
 		if err := rows.Scan(&name, &o.Arguments, &o.Result, &o.Volatility, &o.Comment); err != nil {
 			return nil, err
+		}
+		if o.Volatility == "procedure" { // its arguments say IN, which a function's omit
+			o.Arguments = strings.TrimPrefix(strings.ReplaceAll(o.Arguments, ", IN ", ", "), "IN ")
 		}
 		if len(fns) == 0 || fns[len(fns)-1].Name != name {
 			fns = append(fns, Function{Name: name})
@@ -126,12 +130,16 @@ func Description(comment string) string {
 // RunExample runs sql in a transaction that is rolled back and returns the
 // last result set as a psql-style aligned table.
 func RunExample(ctx context.Context, conn *pgx.Conn, sql string) (string, error) {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return "", err
+	// A procedure's example (CALL) commits, which it may not do inside a
+	// transaction block: it runs as it is, in the example's own database.
+	if !strings.HasPrefix(strings.TrimSpace(sql), "CALL ") {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return "", err
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // rollback is the point
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // rollback is the point
-	results, err := tx.Conn().PgConn().Exec(ctx, sql).ReadAll()
+	results, err := conn.PgConn().Exec(ctx, sql).ReadAll()
 	if err != nil {
 		return "", err
 	}
@@ -217,8 +225,13 @@ func Page(fn Function, outputs []string) string {
 	fmt.Fprintf(&b, "# backoff.%s\n\n", fn.Name)
 	b.WriteString("<!-- Generated from the database catalog by internal/sqldocs; run `make generate`. -->\n\n")
 	for i, o := range fn.Overloads {
-		fmt.Fprintf(&b, "```sql\nbackoff.%s(%s) → %s\n```\n\n", fn.Name, o.Arguments, o.Result)
-		fmt.Fprintf(&b, "%s. %s\n\n", strings.ToUpper(o.Volatility[:1])+o.Volatility[1:], Description(o.Comment))
+		if o.Volatility == "procedure" {
+			fmt.Fprintf(&b, "```sql\nCALL backoff.%s(%s)\n```\n\n", fn.Name, o.Arguments)
+			fmt.Fprintf(&b, "A procedure. %s\n\n", Description(o.Comment))
+		} else {
+			fmt.Fprintf(&b, "```sql\nbackoff.%s(%s) → %s\n```\n\n", fn.Name, o.Arguments, o.Result)
+			fmt.Fprintf(&b, "%s. %s\n\n", strings.ToUpper(o.Volatility[:1])+o.Volatility[1:], Description(o.Comment))
+		}
 		if params := Parameters(o.Arguments); len(params) > 0 {
 			b.WriteString("| parameter | type | default |\n|---|---|---|\n")
 			for _, p := range params {
@@ -233,7 +246,10 @@ func Page(fn Function, outputs []string) string {
 			b.WriteString("\n")
 		}
 		if ex := Example(o.Comment); ex != "" {
-			fmt.Fprintf(&b, "Example:\n\n```sql\n%s\n```\n\n```\n%s```\n\n", ex, outputs[i])
+			fmt.Fprintf(&b, "Example:\n\n```sql\n%s\n```\n\n", ex)
+			if outputs[i] != "" { // a CALL returns no rows
+				fmt.Fprintf(&b, "```\n%s```\n\n", outputs[i])
+			}
 		}
 	}
 	return b.String()

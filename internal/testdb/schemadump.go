@@ -56,8 +56,9 @@ SELECT line FROM (
       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid AND c.relkind <> 'c')
   UNION ALL
     SELECT 3, p.proname || '(' || pg_catalog.pg_get_function_identity_arguments(p.oid) || ')', 0,
-           'function ' || p.proname || '(' || pg_catalog.pg_get_function_arguments(p.oid) || ')'
-           || ' returns ' || pg_catalog.pg_get_function_result(p.oid)
+           CASE WHEN p.prokind = 'p' THEN 'procedure ' ELSE 'function ' END
+           || p.proname || '(' || pg_catalog.pg_get_function_arguments(p.oid) || ')'
+           || COALESCE(' returns ' || pg_catalog.pg_get_function_result(p.oid), '')
            || ' language ' || l.lanname
            || ' ' || CASE p.provolatile WHEN 'i' THEN 'immutable' WHEN 's' THEN 'stable' ELSE 'volatile' END
            || CASE WHEN p.prosecdef THEN ' security definer' ELSE '' END

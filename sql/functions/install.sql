@@ -103,5 +103,6 @@
 {{ template "upcoming_fires.sql" . }}
 {{ template "schedule_list.sql" . }}
 {{ template "fire_schedules.sql" . }}
+{{ template "maintain.sql" . }}
 {{ template "trigger_schedule.sql" . }}
 {{ template "privileges.sql" . }}

@@ -452,7 +452,7 @@ ALTER TABLE ONLY backoff.jobs ALTER COLUMN segment SET DEFAULT backoff._current_
 
 ---- create above / drop below ----
 
--- Back to version 4: drop every function (the row-level security policy
+-- Back to version 4: drop every function and procedure (the row-level security policy
 -- that calls backoff._visible_queues goes with it), undo the schema
 -- changes, then install migration 004's functions and privileges and
 -- re-create the policy.
@@ -465,7 +465,7 @@ BEGIN
         FROM pg_catalog.pg_proc AS p
         WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
     LOOP
-        EXECUTE pg_catalog.format('DROP FUNCTION %s CASCADE', v_fn);
+        EXECUTE pg_catalog.format('DROP ROUTINE %s CASCADE', v_fn);
     END LOOP;
 END
 $$;

@@ -175,13 +175,15 @@ func newCronInstallCommand() *cobra.Command {
 	var schedules bool
 	cmd := &cobra.Command{
 		Use:   "install",
-		Short: "Schedule backoff.reap() in this database with pg_cron",
-		Long: `Schedule SELECT backoff.reap(p_limit => N) with pg_cron, to run in the
+		Short: "Schedule the maintenance (reap and rotate) in this database with pg_cron",
+		Long: `Schedule CALL backoff.maintain(p_limit => N) with pg_cron, to run in the
 database of --database-url on --schedule (cron syntax, or pg_cron's
-'N seconds'), followed by SELECT backoff.rotate(), which keeps the live jobs'
-segments small (docs/adr/0061): a schedule of a few seconds suits a busy
-queue. Installing again with other settings updates the job; with the
-same settings it prints "no change".
+'N seconds'). Each run reaps expired leases and rotates the live jobs'
+segments every second for 55 seconds, each round at READ COMMITTED, so a
+job every minute keeps the cadence a Worker keeps (docs/adr/0081): a held
+snapshot does not slow the queue. (A schema before version 5 gets
+SELECT backoff.reap(p_limit => N) instead.) Installing again with other
+settings updates the job; with the same settings it prints "no change".
 
 With --schedules, the job fires the periodic jobs instead
 (SELECT count(*) FROM backoff.fire_schedules(p_limit => N), docs/schedules.md),
@@ -221,16 +223,16 @@ schedule loop. Every minute fires each slot within a minute of its time.`,
 			if !migrated {
 				return fmt.Errorf("database %q has no %s: run `backoffctl migrate up` first", t.database, fn)
 			}
-			// Rotation of the live segments runs beside reap (docs/adr/0061),
-			// where the schema has it (version 5 and later).
+			// Where the schema has backoff.maintain (version 5 and later),
+			// the job calls it: reap and rotate every second for 55 s of
+			// each minute, each round at READ COMMITTED (docs/adr/0081).
 			if !schedules {
-				var rotates bool
-				if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.rotate(timestamptz, text)') IS NOT NULL
-					OR to_regprocedure('backoff.rotate(timestamptz)') IS NOT NULL`).Scan(&rotates); err != nil {
-					return fmt.Errorf("check backoff.rotate: %w", err)
+				var maintains bool
+				if err := t.app.QueryRow(ctx, `SELECT to_regprocedure('backoff.maintain(integer, interval, interval, boolean)') IS NOT NULL`).Scan(&maintains); err != nil {
+					return fmt.Errorf("check backoff.maintain: %w", err)
 				}
-				if rotates {
-					command += "; SELECT backoff.rotate()"
+				if maintains {
+					command = "CALL backoff.maintain(p_limit => " + strconv.Itoa(limit) + ")"
 				}
 			}
 			cur, err := t.job(ctx)
