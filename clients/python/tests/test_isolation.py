@@ -39,7 +39,8 @@ def set_default_level(db_url: str, level: str) -> None:
     database might; sessions opened after it start there."""
     name = conninfo_to_dict(db_url)["dbname"]
     with psycopg.connect(db_url, autocommit=True) as c:
-        c.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(sql.Identifier(name), sql.Literal(level)))
+        stmt = sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}")
+        c.execute(stmt.format(sql.Identifier(name), sql.Literal(level)))
 
 
 @pytest.fixture(params=LEVELS)
@@ -62,7 +63,10 @@ def filenode(conn: psycopg.Connection[Any], relation: str) -> int:
 @pytest.mark.parametrize("autocommit", [True, False], ids=["autocommit", "transactions"])
 def test_calls_over_a_pool_run_at_read_committed(level_url: tuple[str, str], autocommit: bool, clock: FakeClock) -> None:
     url, level = level_url
-    with ConnectionPool(url, min_size=1, max_size=1, kwargs={"autocommit": autocommit}) as pool, psycopg.connect(url, autocommit=True) as look:
+    with (
+        ConnectionPool(url, min_size=1, max_size=1, kwargs={"autocommit": autocommit}) as pool,
+        psycopg.connect(url, autocommit=True) as look,
+    ):
         with pool.connection() as conn:
             assert conn.execute("SHOW transaction_isolation").fetchone() == (level,)
             conn.rollback()
@@ -155,7 +159,9 @@ def check_async(url: str, autocommit: bool = True) -> None:
             await client.complete(job_id, jobs[0].attempt)
             async with pool.connection() as conn:
                 assert conn.autocommit is autocommit
-                assert await (await conn.execute("SELECT current_setting('transaction_isolation') = current_setting('default_transaction_isolation')")).fetchone() == (True,)
+                # The pool's own level, unchanged.
+                same = "SELECT current_setting('transaction_isolation') = current_setting('default_transaction_isolation')"
+                assert await (await conn.execute(same)).fetchone() == (True,)
                 await conn.rollback()
 
     asyncio.run(run())
