@@ -5,7 +5,10 @@ may create databases. If that database has the schema (the Go test hands
 one over, migrated), every test gets a copy of it (CREATE DATABASE ...
 TEMPLATE, milliseconds); else a template is made once from
 dist/backoff.sql. Without TEST_DATABASE_URL the tests fail: a missing
-server must never pass as green.
+server must never pass as green. Every copy starts its transactions at
+the level TEST_DATABASE_URL's sessions do (default_transaction_isolation,
+which a copy does not inherit), so that the whole suite runs at a
+database's default of serializable when given one.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def db_url(server: tuple[psycopg.Connection[Any], str, str]) -> Iterator[str]:
     """A fresh database with the schema, time injection on (tests pass
     their own p_now), dropped after the test."""
     admin, url, template = server
+    level = admin.execute("SHOW default_transaction_isolation").fetchone()
     name = "pgbackoff_py_" + secrets.token_hex(6)
     for _ in range(50):
         try:
@@ -70,6 +74,10 @@ def db_url(server: tuple[psycopg.Connection[Any], str, str]) -> Iterator[str]:
             break
         except psycopg.errors.ObjectInUse:  # the template is briefly in use by another copy
             time.sleep(0.02)
+    if level is not None and level[0] != "read committed":
+        admin.execute(
+            sql.SQL("ALTER DATABASE {} SET default_transaction_isolation = {}").format(sql.Identifier(name), sql.Literal(level[0]))
+        )
     test_url = make_conninfo(url, dbname=name)
     with psycopg.connect(test_url, autocommit=True) as conn:
         conn.execute("UPDATE backoff.settings SET time_injection = true")

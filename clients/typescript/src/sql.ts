@@ -6,6 +6,7 @@ import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
 import { BackoffError, InvalidArgumentError, SchemaTooOldError, sqlState, translate } from "./errors.js";
+import { READ_DEFAULT_LEVEL, isPool, readCommitted } from "./isolation.js";
 import type {
   AttemptError,
   ClientOptions,
@@ -47,6 +48,13 @@ export class Client {
   readonly workerId: string;
   readonly logger: Logger;
   private readonly now: (() => Date) | undefined;
+  /**
+   * Over a pool: whether its sessions start at another level than READ
+   * COMMITTED, so that each call runs in a READ COMMITTED transaction of
+   * its own (isolation.ts); read with the schema check, or at the first
+   * call. Undefined: not read yet.
+   */
+  private otherLevel: boolean | Promise<boolean> | undefined;
 
   private constructor(
     private readonly db: Queryable,
@@ -66,7 +74,15 @@ export class Client {
     const c = new Client(db, opts);
     let have: number | null;
     try {
-      have = await c.schemaVersion();
+      // Over a pool, the level its sessions start at comes in the same statement.
+      const pool = isPool(db);
+      const rows = await c.runAsIs(
+        "check pgbackoff schema",
+        `SELECT backoff.schema_version() AS v${pool ? `, ${READ_DEFAULT_LEVEL} AS level` : ""}`,
+        [],
+      );
+      if (pool) c.otherLevel = rows[0]?.level !== "read committed";
+      have = version(rows);
     } catch (err) {
       const code = sqlState(err instanceof BackoffError ? err.cause : err);
       // invalid_schema_name, undefined_function, undefined_table: not installed.
@@ -92,7 +108,9 @@ export class Client {
    * rolls back with the caller's own writes. Options are shared.
    */
   with(db: Queryable): Client {
-    return new Client(db, { now: this.now, workerId: this.workerId, logger: this.logger });
+    const c = new Client(db, { now: this.now, workerId: this.workerId, logger: this.logger });
+    if (db === this.db) c.otherLevel = this.otherLevel;
+    return c;
   }
 
   /** clock is the client's notion of now: the injected clock, else the host's. */
@@ -102,9 +120,7 @@ export class Client {
 
   /** The migration version installed (backoff.schema_version()). */
   async schemaVersion(): Promise<number | null> {
-    const rows = await this.run("check pgbackoff schema", "SELECT backoff.schema_version() AS v", []);
-    const v = rows[0]?.v;
-    return v === null || v === undefined ? null : Number(v);
+    return version(await this.run("check pgbackoff schema", "SELECT backoff.schema_version() AS v", []));
   }
 
   /**
@@ -476,13 +492,38 @@ export class Client {
     return toJob<T>(rows[0]);
   }
 
+  /** run runs one statement at READ COMMITTED: as it is, or over a pool whose sessions start at another level, in a transaction of its own. */
   private async run(op: string, text: string, values: unknown[]): Promise<Record<string, any>[]> {
+    const db = this.db;
+    if (!isPool(db)) return this.runAsIs(op, text, values);
+    try {
+      let other = this.otherLevel;
+      if (other === undefined) {
+        other = this.otherLevel = db
+          .query(`SELECT ${READ_DEFAULT_LEVEL} AS level`)
+          .then((r) => (this.otherLevel = r.rows[0]?.level !== "read committed"));
+        other.catch(() => (this.otherLevel = undefined));
+      }
+      if (!(await other)) return (await db.query(text, values)).rows;
+      return (await readCommitted(db, text, values)).rows;
+    } catch (err) {
+      throw translate(op, err);
+    }
+  }
+
+  private async runAsIs(op: string, text: string, values: unknown[]): Promise<Record<string, any>[]> {
     try {
       return (await this.db.query(text, values)).rows;
     } catch (err) {
       throw translate(op, err);
     }
   }
+}
+
+/** version reads backoff.schema_version()'s row. */
+function version(rows: Record<string, any>[]): number | null {
+  const v = rows[0]?.v;
+  return v === null || v === undefined ? null : Number(v);
 }
 
 /** interval sends a duration in milliseconds as an interval; undefined is NULL (the function's default). */

@@ -25,9 +25,19 @@ export function databaseURL(): string {
   return url;
 }
 
-/** newPool opens a pool on the test database; the caller ends it. */
-export function newPool(max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString: databaseURL(), max });
+/**
+ * newPool opens a pool on the test database; the caller ends it.
+ * readCommitted starts its sessions at READ COMMITTED whatever the
+ * database's default, so that each call is the one pool.query a test that
+ * spies on pool.query sees (elsewhere the client runs each call on a
+ * connection of the pool, with its BEGIN and COMMIT: src/isolation.ts).
+ */
+export function newPool(max = 10, { readCommitted = false } = {}): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: databaseURL(),
+    max,
+    ...(readCommitted ? { options: "-c default_transaction_isolation=read\\ committed" } : {}),
+  });
   // An idle connection the server drops must not crash the test process.
   pool.on("error", () => {});
   return pool;

@@ -66,7 +66,7 @@ describe("Worker", () => {
     const qa = queueName("multi-a");
     const qb = queueName("multi-b");
     const sent: string[] = [];
-    const recorded = newPool(12);
+    const recorded = newPool(12, { readCommitted: true });
     const query = recorded.query.bind(recorded) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
     (recorded as any).query = (text: string, values?: unknown[]) => {
       sent.push(text);
@@ -379,7 +379,7 @@ describe("Worker", () => {
 
   test("a completion whose reply was lost is confirmed through backoff.job, not logged as refused", opts, async () => {
     const q = queueName("lost-reply");
-    const lossy = newPool(12);
+    const lossy = newPool(12, { readCommitted: true });
     const query = lossy.query.bind(lossy) as (text: string, values?: unknown[]) => Promise<pg.QueryResult>;
     let lost = 0;
     (lossy as any).query = async (text: string, values?: unknown[]) => {

@@ -11,17 +11,18 @@ import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from . import _pacing, _sql
 from ._outcome import Context, Outcome
 from ._settling import Completion, attempt_outcome, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
-from .client import MISSING_SCHEMA, Clock, default_worker_id, missing_schema, schema_too_old
+from .client import BEGIN_READ_COMMITTED, MISSING_SCHEMA, READ_DEFAULT_LEVEL, Clock, can_run_alone, default_worker_id, missing_schema, schema_too_old
 from .errors import LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings
@@ -44,6 +45,9 @@ class AsyncClient:
         self._db = db
         self.worker_id = worker_id or default_worker_id()
         self._now = now
+        # See Client: whether db's sessions start at another level than READ
+        # COMMITTED; None: not read yet.
+        self._other_level: bool | None = None
 
     def using(self, db: AsyncDB) -> AsyncClient:
         return AsyncClient(db, worker_id=self.worker_id, now=self._now)
@@ -55,12 +59,22 @@ class AsyncClient:
         try:
             if isinstance(self._db, AsyncConnectionPool):
                 async with self._db.connection() as conn:
-                    rows = await _fetch(conn, call)
+                    rows = await self._fetch(conn, call, pooled=True)
             else:
-                rows = await _fetch(self._db, call)
+                rows = await self._fetch(self._db, call, pooled=False)
         except psycopg.Error as e:
             reraise(call.op, e)
         return call.decode(rows)
+
+    async def _fetch(self, conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any], *, pooled: bool) -> _sql.Rows:
+        """Run the call at READ COMMITTED, as Client._fetch does."""
+        if not can_run_alone(conn, pooled):
+            return await _fetch(conn, call)
+        if self._other_level is None:
+            self._other_level = await _other_default_level(conn)
+        if not self._other_level:
+            return await _fetch(conn, call)
+        return await _fetch_read_committed(conn, call)
 
     async def schema_version(self) -> int | None:
         return await self._run(_sql.schema_version())
@@ -203,6 +217,54 @@ async def _fetch(conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any]) -> _s
     async with conn.cursor(row_factory=tuple_row) as cur:
         await cur.execute(call.sql, call.params)
         return await cur.fetchall()
+
+
+async def _other_default_level(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """client.other_default_level, awaited."""
+    async with _autocommit(conn):
+        row = await (await conn.execute(READ_DEFAULT_LEVEL)).fetchone()
+    return row is not None and row[0] != "read committed"
+
+
+@contextlib.asynccontextmanager
+async def _autocommit(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+    """client.autocommit, awaited."""
+    if conn.autocommit:
+        yield
+        return
+    await conn.set_autocommit(True)
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            await conn.set_autocommit(False)
+
+
+async def _fetch_read_committed(conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any]) -> _sql.Rows:
+    """client._fetch_read_committed, awaited: BEGIN, the statement and
+    COMMIT in one pipeline; a failure rolls back."""
+    async with _autocommit(conn):
+        cur = conn.cursor(row_factory=tuple_row)
+        try:
+            if psycopg.AsyncPipeline.is_supported():
+                async with conn.pipeline():
+                    await _begin_call_commit(conn, cur, call)
+            else:
+                await _begin_call_commit(conn, cur, call)
+            return await cur.fetchall()
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+            raise
+        finally:
+            await cur.close()
+
+
+async def _begin_call_commit(conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncCursor[Any], call: _sql.Call[Any]) -> None:
+    await conn.execute(BEGIN_READ_COMMITTED)
+    await cur.execute(call.sql, call.params)
+    await conn.execute("COMMIT")
 
 
 async def retry_transient(call: Callable[[], Awaitable[T]]) -> T:

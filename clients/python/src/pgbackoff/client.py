@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import secrets
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
@@ -53,6 +55,10 @@ class Client:
         self._db = db
         self.worker_id = worker_id or default_worker_id()
         self._now = now
+        # Whether the sessions of db start at another level than READ
+        # COMMITTED (read at the first call that may need it); None: not
+        # read yet.
+        self._other_level: bool | None = None
 
     def using(self, db: DB) -> Client:
         """A client with the same worker id and clock, running on db (a
@@ -67,12 +73,25 @@ class Client:
         try:
             if isinstance(self._db, ConnectionPool):
                 with self._db.connection() as conn:
-                    rows = _fetch(conn, call)
+                    rows = self._fetch(conn, call, pooled=True)
             else:
-                rows = _fetch(self._db, call)
+                rows = self._fetch(self._db, call, pooled=False)
         except psycopg.Error as e:
             reraise(call.op, e)
         return call.decode(rows)
+
+    def _fetch(self, conn: psycopg.Connection[Any], call: _sql.Call[Any], *, pooled: bool) -> _sql.Rows:
+        """Run the call at READ COMMITTED (docs/adr/0080): as it is where the
+        sessions start there, else in a transaction of its own. A call in
+        the caller's transaction, or on the caller's connection outside
+        autocommit (whose transaction the caller commits), runs as it is."""
+        if not can_run_alone(conn, pooled):
+            return _fetch(conn, call)
+        if self._other_level is None:
+            self._other_level = other_default_level(conn)
+        if not self._other_level:
+            return _fetch(conn, call)
+        return _fetch_read_committed(conn, call)
 
     # --- schema ---
 
@@ -264,6 +283,72 @@ def _fetch(conn: psycopg.Connection[Any], call: _sql.Call[Any]) -> _sql.Rows:
     with conn.cursor(row_factory=tuple_row) as cur:
         cur.execute(call.sql, call.params)
         return cur.fetchall()
+
+
+# The queue's functions are written for READ COMMITTED (docs/adr/0080): a
+# claim's FOR UPDATE SKIP LOCKED follows a row another session updated
+# instead of failing, and rotate truncates only there. Where the sessions'
+# default_transaction_isolation is another level, each call runs in a READ
+# COMMITTED transaction of its own: BEGIN, the statement and COMMIT sent in
+# one pipeline, one round trip.
+
+#: Reads the level the sessions start their transactions at.
+READ_DEFAULT_LEVEL = "SELECT current_setting('default_transaction_isolation')"
+#: Opens a call's own transaction.
+BEGIN_READ_COMMITTED = "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+
+def can_run_alone(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], pooled: bool) -> bool:
+    """Whether a call may run in a transaction of its own on conn: it is
+    idle, and either the client's pool lent it or it is in autocommit (a
+    caller's connection outside autocommit gets the call in the transaction
+    it will commit)."""
+    return conn.info.transaction_status == TransactionStatus.IDLE and (pooled or conn.autocommit)
+
+
+def other_default_level(conn: psycopg.Connection[Any]) -> bool:
+    """Whether conn's sessions start their transactions at another level
+    than READ COMMITTED."""
+    with autocommit(conn):
+        row = conn.execute(READ_DEFAULT_LEVEL).fetchone()
+    return row is not None and row[0] != "read committed"
+
+
+@contextlib.contextmanager
+def autocommit(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """conn in autocommit for the block (so that psycopg opens no
+    transaction of its own), then as it was. Both are client-side only."""
+    if conn.autocommit:
+        yield
+        return
+    conn.autocommit = True
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            conn.autocommit = False
+
+
+def _fetch_read_committed(conn: psycopg.Connection[Any], call: _sql.Call[Any]) -> _sql.Rows:
+    """Run the call as BEGIN ISOLATION LEVEL READ COMMITTED, the statement,
+    COMMIT: in one pipeline (one round trip) where libpq has pipeline mode,
+    else one after the other. A failure rolls the transaction back, so that
+    the connection goes back idle."""
+    with autocommit(conn):
+        cur = conn.cursor(row_factory=tuple_row)
+        try:
+            with conn.pipeline() if psycopg.Pipeline.is_supported() else contextlib.nullcontext():
+                conn.execute(BEGIN_READ_COMMITTED)
+                cur.execute(call.sql, call.params)
+                conn.execute("COMMIT")
+            return cur.fetchall()
+        except BaseException:
+            if not conn.closed and conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
+            raise
+        finally:
+            cur.close()
 
 
 #: The errors of a database where the schema is not installed at all.
