@@ -343,11 +343,19 @@ func (s *session) resumeQueue(ctx context.Context) {
 	s.maintenance(ctx, "resume_queue", `SELECT backoff.resume_queue($1, true, $2)`, s.queue(), s.now())
 }
 
+// rotate runs at the session's level, or one call in four at READ
+// COMMITTED, as a maintenance loop whose client sets its level (the Go
+// client's Rotate does): rotate truncates only at READ COMMITTED, and
+// those truncations must meet the other calls at every level.
 func (s *session) rotate(ctx context.Context) {
 	now, start := s.now(), s.run.since()
 	var switched *int16
 	var truncated int
-	o, err := s.call(ctx, s.think(), func(ctx context.Context, tx pgx.Tx) error {
+	call := s.call
+	if s.rng.IntN(4) == 0 {
+		call = s.callAt(pgx.ReadCommitted)
+	}
+	o, err := call(ctx, s.think(), func(ctx context.Context, tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `SELECT switched_from, cardinality(truncated) FROM backoff.rotate($1)`, now).
 			Scan(&switched, &truncated)
 	})

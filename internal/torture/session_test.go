@@ -118,6 +118,16 @@ func (s *session) call(ctx context.Context, think time.Duration, body func(conte
 // short, so that stopping the sessions leaves no outcome unknown.
 const callTimeout = 30 * time.Second
 
+// callAt is call at another isolation level than the session's.
+func (s *session) callAt(iso pgx.TxIsoLevel) func(context.Context, time.Duration, func(context.Context, pgx.Tx) error) (outcome, error) {
+	return func(ctx context.Context, think time.Duration, body func(context.Context, pgx.Tx) error) (outcome, error) {
+		saved := s.lvl
+		s.lvl.iso = iso
+		defer func() { s.lvl = saved }()
+		return s.call(ctx, think, body)
+	}
+}
+
 func (s *session) once(ctx context.Context, think time.Duration, body func(context.Context, pgx.Tx) error) (outcome, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 	defer cancel()
