@@ -106,7 +106,7 @@ func (s *session) done(o outcome, err error, name string, start time.Duration, a
 		s.run.rec.add(acts...)
 		return true
 	case unexpected:
-		s.run.finding(fmt.Sprintf("session %d: %s: unexpected error: %v", s.id, name, err))
+		s.run.finding(fmt.Sprintf("client %d: %s: unexpected error: %v", s.id, name, err))
 	}
 	return false
 }

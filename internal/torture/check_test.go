@@ -98,5 +98,5 @@ func acknowledgedEnqueues(acts []act) map[int64]act {
 }
 
 func describe(a act) string {
-	return fmt.Sprintf("%s by session %d, acknowledged at %.1f s", a.kind, a.session, a.end.Seconds())
+	return fmt.Sprintf("%s by client %d, acknowledged at %.1f s", a.kind, a.session, a.end.Seconds())
 }

@@ -42,13 +42,13 @@ func checkTokens(acts []act) []string {
 				if e.end >= s.start || !endsAttempt(e, s, as) {
 					continue
 				}
-				v = append(v, fmt.Sprintf("job %d: stale token settled: %s with attempt %d (session %d, %.3f-%.3f s) was acknowledged after %s (session %d, attempt %d, acknowledged at %.3f s)",
+				v = append(v, fmt.Sprintf("job %d: stale token settled: %s with attempt %d (client %d, %.3f-%.3f s) was acknowledged after %s (client %d, attempt %d, acknowledged at %.3f s)",
 					id, s.kind, s.attempt, s.session, s.start.Seconds(), s.end.Seconds(), e.kind, e.session, e.attempt, e.end.Seconds()))
 				break
 			}
 		}
 		if len(completes) > 1 {
-			v = append(v, fmt.Sprintf("job %d: acknowledged completed %d times: attempt %d (session %d) and attempt %d (session %d)",
+			v = append(v, fmt.Sprintf("job %d: acknowledged completed %d times: attempt %d (client %d) and attempt %d (client %d)",
 				id, len(completes), completes[0].attempt, completes[0].session, completes[1].attempt, completes[1].session))
 		}
 	}

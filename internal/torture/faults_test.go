@@ -35,7 +35,7 @@ func (r *run) killer(ctx context.Context, rng *rand.Rand) {
 			conn = c
 		}
 		rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name LIKE 'torture-session-%' AND state <> 'idle'
+			WHERE datname = current_database() AND application_name LIKE 'torture-client-%' AND state <> 'idle'
 			ORDER BY pid`)
 		if err != nil {
 			conn.Close(ctx)

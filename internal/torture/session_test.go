@@ -64,7 +64,7 @@ func (s *session) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		cfg.RuntimeParams["application_name"] = fmt.Sprintf("torture-session-%d", s.id)
+		cfg.RuntimeParams["application_name"] = fmt.Sprintf("torture-client-%d", s.id)
 		cfg.ConnectTimeout = 5 * time.Second
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {

@@ -94,7 +94,7 @@ func (r *run) prepareAndDrive(t *testing.T, d time.Duration) result {
 		t.Fatal(err)
 	}
 	r.clock = newSimClock(time.Now())
-	fmt.Printf("torture: %s: %d sessions, segments of %d jobs, restarts %s\n", r.lvl.name, sessions, segmentJobs,
+	fmt.Printf("torture: %s: %d clients, segments of %d jobs, restarts %s\n", r.lvl.name, sessions, segmentJobs,
 		map[bool]string{true: "on", false: "off"}[r.restarts])
 	res := r.driveAndFinish(ctx, d)
 	return res
