@@ -130,3 +130,7 @@ install-extension: ## Generate the extension script from dist/backoff.sql and in
 .PHONY: soak
 soak: ## Soak: a mixed load for BACKOFF_SOAK (default 30m); flat throughput, no growth (not part of make test)
 	set -o pipefail; BACKOFF_SOAK=$${BACKOFF_SOAK:-30m} $(GO) test -count=1 -v -timeout 0 -run TestSoak ./internal/soaktest 2>&1 | scripts/quiet-test-output
+
+.PHONY: torture
+torture: ## Torture: every call from 6 sessions at each isolation level, backends killed, server restarted, checked against a record (TORTURE_SECONDS per level, default 60; TORTURE_SEED replays; TORTURE_ISOLATION=read-committed|repeatable-read|serializable|all)
+	set -o pipefail; TORTURE=1 $(GO) test -count=1 -v -timeout 0 -run '^TestTorture$$' ./internal/torture 2>&1 | scripts/quiet-test-output
