@@ -43,8 +43,8 @@ conformance: ## The cross-language conformance suite (conformance/): every scena
 	set -o pipefail; BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-serializable
-test-serializable: ## The Go client's, Worker's and fault suites, the Python and TypeScript suites and the conformance scenarios in databases whose default_transaction_isolation is serializable (docs/adr/0080)
-	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./internal/clienttest ./client/... ./internal/faulttest 2>&1 | $(TEST_FILTER)
+test-serializable: ## The Go client's, Worker's and fault suites, the Python and TypeScript suites, the conformance scenarios, and the SQL lifecycle and schedule suites as a SQL-only worker that follows docs/concepts.md, in databases whose default_transaction_isolation is serializable (docs/adr/0080)
+	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./internal/sqltest/lifecycle ./internal/clienttest ./client/... ./internal/faulttest 2>&1 | $(TEST_FILTER)
 	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded

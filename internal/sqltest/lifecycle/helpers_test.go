@@ -3,6 +3,8 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,11 +40,18 @@ func newDB(t testing.TB) *pgxpool.Pool {
 
 func poolOn(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
-	return testdb.QualifiedPool(t, url, 24)
+	return testdb.QualifiedPool(t, sqlWorkerURL(url), 24)
 }
 
 // connOn opens one dedicated connection (for interleavings and LISTEN).
 func connOn(t testing.TB, url string) *pgx.Conn {
+	t.Helper()
+	return connAtDefault(t, sqlWorkerURL(url))
+}
+
+// connAtDefault is connOn whose session starts at the database's default
+// level in every run, for the tests of that default.
+func connAtDefault(t testing.TB, url string) *pgx.Conn {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(url)
 	require.NoError(t, err)
@@ -208,4 +217,21 @@ func (j job) counted() int32 { return j.Attempts - j.Uncounted }
 func testdbURL(t testing.TB) string {
 	t.Helper()
 	return testdb.NewURL(t)
+}
+
+// sqlWorkerURL is url for the sessions of these tests, which act as a
+// worker of its own SQL would. In a run whose databases default to another
+// level (BACKOFF_TEST_DEFAULT_ISOLATION, make test-serializable), they
+// follow the one line docs/concepts.md ("Isolation levels") gives such a
+// worker, and start their transactions at READ COMMITTED, the level the
+// functions are written for: the run shows that line is all it takes.
+func sqlWorkerURL(url string) string {
+	if os.Getenv("BACKOFF_TEST_DEFAULT_ISOLATION") == "" {
+		return url
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	return url + sep + "default_transaction_isolation=read%20committed"
 }

@@ -31,7 +31,7 @@ func TestMaintainRunsRoundsAtReadCommitted(t *testing.T) {
 	stranded := enqueue(t, admin, "q", t0)
 	exec(t, admin, `SELECT FROM backoff.claim('q', 'crashed', 1, '1 second', now() - interval '1 hour')`)
 
-	worker := connOn(t, testdb.LoginRole(t, url, "backoff_worker"))
+	worker := connAtDefault(t, testdb.LoginRole(t, url, "backoff_worker"))
 	var level string
 	require.NoError(t, worker.QueryRow(ctx, `SHOW transaction_isolation`).Scan(&level))
 	require.Equal(t, "serializable", level)

@@ -44,8 +44,8 @@ func TestRotateNeverTruncatesACommittedJob(t *testing.T) {
 					begin = "BEGIN"
 				}
 
-				rotator := connOn(t, testdb.LoginRole(t, url, "backoff_worker"))
-				producer := connOn(t, url)
+				rotator := connAtDefault(t, testdb.LoginRole(t, url, "backoff_worker"))
+				producer := connAtDefault(t, url)
 				exec(t, rotator, begin)
 				// Segment 1 has taken its 2 jobs: the call switches to 2,
 				// uncommitted.
