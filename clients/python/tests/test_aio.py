@@ -252,8 +252,8 @@ def test_async_worker_fires_due_schedules(db_url: str, clock: FakeClock, conn: p
     """AsyncWorker: the maintenance task fires a due slot at start and the
     worker runs its job."""
     conn.execute(
-        "SELECT backoff.put_schedule('tick', 'aticks', p_every => '1 hour', p_now => %s)",
-        (clock() - dt.timedelta(minutes=90),),
+        "SELECT backoff.put_schedule('tick', 'aticks', p_every => '1 hour', p_anchor => %s, p_now => %s)",
+        (clock() - dt.timedelta(minutes=90), clock() - dt.timedelta(minutes=90)),
     )
 
     async def body(pool: AsyncConnectionPool) -> None:

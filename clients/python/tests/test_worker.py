@@ -287,14 +287,14 @@ def test_a_refused_completion_stays_refused(
 
 
 def put_due_schedule(conn: psycopg.Connection[Any], name: str, queue: str, clock: FakeClock) -> None:
-    """A schedule every hour, written 90 minutes before the clock's now:
-    one slot is due whose interval has not ended, and catch_up 'latest'
-    fires it (an older slot's interval ended more than max_clock_skew ago:
-    passed over)."""
+    """A schedule every hour from 90 minutes before the clock's now (its
+    anchor): the slot 30 minutes ago is due and its interval has not ended,
+    so catch_up 'latest' fires it; the one before ended 30 minutes ago,
+    more than max_clock_skew, and is passed over."""
     conn.execute(
-        "SELECT backoff.put_schedule(%s, %s, p_every => '1 hour', p_payload => '{\"from\": \"schedule\"}', "
-        "p_now => %s)",
-        (name, queue, clock() - dt.timedelta(minutes=90)),
+        "SELECT backoff.put_schedule(%s, %s, p_every => '1 hour', p_anchor => %s, "
+        "p_payload => '{\"from\": \"schedule\"}', p_now => %s)",
+        (name, queue, clock() - dt.timedelta(minutes=90), clock() - dt.timedelta(minutes=90)),
     )
 
 

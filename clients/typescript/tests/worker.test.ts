@@ -406,10 +406,10 @@ describe("Worker", () => {
     assert.ok(!logger.lines.some((l) => l.message.startsWith("completion refused")), JSON.stringify(logger.lines));
   });
 
-  /** putDueSchedule writes a schedule every hour 90 minutes before the clock's now: one slot is due, whose interval has not ended, and 'latest' fires it. */
+  /** putDueSchedule writes a schedule every hour from 90 minutes before the clock's now (its anchor): the slot 30 minutes ago is due, its interval not ended, and 'latest' fires it alone. */
   async function putDueSchedule(name: string, queue: string, clock: TestClock): Promise<void> {
     await pool.query(
-      `SELECT backoff.put_schedule($1, $2, p_every => '1 hour', p_payload => '{"from": "schedule"}', p_now => $3)`,
+      `SELECT backoff.put_schedule($1, $2, p_every => '1 hour', p_anchor => $3, p_payload => '{"from": "schedule"}', p_now => $3)`,
       [name, queue, new Date(clock.now().getTime() - 90 * 60_000)],
     );
   }

@@ -167,19 +167,20 @@ func TestPublicFunctionsHaveComments(t *testing.T) {
 	ctx := context.Background()
 	pool := newPool(t)
 	rows, err := pool.Query(ctx, `
-		SELECT p.oid::regprocedure::text, coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '')
+		SELECT p.oid::regprocedure::text, coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), ''),
+		       CASE WHEN p.prokind = 'p' THEN 'CALL ' ELSE 'SELECT ' END
 		FROM pg_catalog.pg_proc p
 		WHERE p.pronamespace = 'backoff'::regnamespace AND p.proname NOT LIKE '\_%'
 		ORDER BY 1`)
 	require.NoError(t, err)
-	type fn struct{ Signature, Comment string }
+	type fn struct{ Signature, Comment, Example string } // Example: how its example starts
 	fns, err := pgx.CollectRows(rows, pgx.RowToStructByPos[fn])
 	require.NoError(t, err)
 	require.NotEmpty(t, fns)
 	for _, f := range fns {
 		require.NotEmpty(t, f.Comment, "%s has no COMMENT ON FUNCTION", f.Signature)
 		if f.Signature != "backoff.schema_version()" {
-			require.Contains(t, f.Comment, "SELECT ", "%s: its COMMENT needs a psql example", f.Signature)
+			require.Contains(t, f.Comment, f.Example, "%s: its COMMENT needs a psql example", f.Signature)
 		}
 	}
 }
