@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client/ops"
@@ -95,11 +94,11 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) erro
 			if qi.Burst != nil {
 				limit += fmt.Sprintf(" (burst %d)", *qi.Burst)
 			}
-			if held := q.nRefused.Load(); held > 0 {
+			if refused := q.nRefused.Load(); refused > 0 {
 				fmt.Fprintf(w, "%s rate limit %s: refused %d claims (no token left: the Worker waited for the next), so at most %d calls a second reached %s\n",
-					q.name, limit, held, q.calls.busiest(), q.downstream)
+					q.name, limit, refused, q.calls.busiest(), q.downstream)
 			} else {
-				fmt.Fprintf(w, "%s rate limit %s: never held the Worker (it claimed fewer jobs a second on this machine)\n", q.name, limit)
+				fmt.Fprintf(w, "%s rate limit %s: refused no claim (the Worker claimed fewer jobs a second on this machine)\n", q.name, limit)
 			}
 		}
 		if q.outage != nil {
@@ -118,7 +117,7 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) erro
 			fmt.Fprintln(w, "never opened")
 			continue
 		}
-		fmt.Fprintf(w, "opened %d time(s) (polled every %s)\n", len(b.episodes), p.interval)
+		fmt.Fprintf(w, "opened %d× (as the progress saw it, polling every %s)\n", b.opened, p.interval)
 		for _, e := range b.episodes {
 			fmt.Fprintf(w, "  %6s  opened: %d failed calls within %s, the last: %s\n", seconds(e.opened), *qi.BreakerFailures,
 				cli.FormatDelay(*qi.BreakerWindow), e.cause)
@@ -126,7 +125,7 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) erro
 			case e.closed == 0:
 				fmt.Fprintf(w, "  %6s  still open\n", "")
 			case e.reopened > 0:
-				fmt.Fprintf(w, "  %6s  closed: a probe succeeded (%d failed probe(s) opened it again before)\n", seconds(e.closed), e.reopened)
+				fmt.Fprintf(w, "  %6s  closed: a probe succeeded (%d failed probe(s) had opened it again)\n", seconds(e.closed), e.reopened)
 			default:
 				fmt.Fprintf(w, "  %6s  closed: a probe succeeded\n", seconds(e.closed))
 			}
@@ -135,7 +134,7 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) erro
 	return nil
 }
 
-// seconds is a time since the demo started as the progress lines show it.
+// seconds is a time since the demo started: "4.2s".
 func seconds(d time.Duration) string {
-	return strings.TrimSpace(d.Round(100 * time.Millisecond).String())
+	return fmt.Sprintf("%.1fs", d.Seconds())
 }
