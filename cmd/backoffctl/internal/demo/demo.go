@@ -259,7 +259,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	fmt.Fprintln(w)
 
 	// 4. Workers, until every job has settled.
-	stats, p, runErr := d.work(ctx)
+	stats, runErr := d.work(ctx)
 
 	// 5. The report.
 	if stats != nil {
@@ -270,7 +270,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		// Also after an interrupt or a timeout: what the controls did so far.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if err := d.writeControls(cctx, w, p); err != nil {
+		if err := d.writeControls(cctx, w, d.start); err != nil {
 			return errors.Join(runErr, err)
 		}
 	}
@@ -557,7 +557,7 @@ func (d *demo) enqueue(ctx context.Context, c *client.Client) error {
 // work runs the workers until every job has settled (or the timeout), with
 // the progress display, and returns the stats read after the workers have
 // drained.
-func (d *demo) work(ctx context.Context) ([]cli.StatsRow, *progress, error) {
+func (d *demo) work(ctx context.Context) ([]cli.StatsRow, error) {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
 	logger := newHoldCounter(d.queues)
@@ -573,7 +573,7 @@ func (d *demo) work(ctx context.Context) ([]cli.StatsRow, *progress, error) {
 			ShutdownTimeout: 5 * time.Second,
 		}, client.WithLogger(logger), client.WithWorkerID("demo-"+q.name))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		wg.Add(1)
 		go func() {
@@ -621,10 +621,10 @@ loop:
 	defer cancel()
 	stats, err := cli.ReadStats(sctx, d.client, d.ops, time.Hour)
 	if err != nil {
-		return nil, p, errors.Join(runErr, err)
+		return nil, errors.Join(runErr, err)
 	}
 	p.done(stats)
-	return stats, p, runErr
+	return stats, runErr
 }
 
 func (d *demo) enqueued() int64 {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client/ops"
@@ -21,7 +23,8 @@ import (
 const heldMessage = "queue held by its controls"
 
 // holdCounter is the Workers' logger: it counts, per queue, the claims the
-// rate limit refused (demoQueue.nRefused) and drops everything else (the
+// rate limit refused (demoQueue.nRefused), notes when the Worker found the
+// breaker open (demoQueue.breaker), and drops everything else (the
 // handlers' failures are the demo's point, not news).
 type holdCounter struct{ queues map[string]*demoQueue }
 
@@ -51,7 +54,12 @@ func (h holdCounter) Handle(_ context.Context, r slog.Record) error {
 		}
 		return true
 	})
-	if q := h.queues[queue]; q != nil && breaker != "open" {
+	q := h.queues[queue]
+	switch {
+	case q == nil:
+	case breaker == "open":
+		q.breaker.held(r.Time, q.lastError())
+	default:
 		q.nRefused.Add(1)
 	}
 	return nil
@@ -60,22 +68,61 @@ func (h holdCounter) Handle(_ context.Context, r slog.Record) error {
 func (h holdCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h holdCounter) WithGroup(string) slog.Handler      { return h }
 
-// breakerEpisode is one opening of a queue's breaker as the progress polls
-// saw it: when it was first seen open (since the demo started), the error
-// of the last failure before that, how often a failed probe opened it again,
-// and when it was seen closed (0: not yet).
+// breakerLog is what the demo knows of a queue's breaker from the Worker
+// and the handler, to the millisecond whatever the progress polls see: it
+// opened when the Worker first found it open (its claim returned nothing
+// and backoff.queue_state said "open"), and closed when a call succeeded
+// after that, since a success is what closes it (the half-open probe's;
+// no other job is claimed while it is open or half open).
+type breakerLog struct {
+	mu       sync.Mutex
+	open     bool
+	episodes []breakerEpisode
+}
+
+// breakerEpisode is one opening of a queue's breaker: when, the error of
+// the last retryable failure before it, how often the Worker found it open
+// again (a failed probe reopens it), and when it closed (zero: not yet).
 type breakerEpisode struct {
-	opened   time.Duration
+	opened   time.Time
 	cause    string
 	reopened int
-	closed   time.Duration
+	closed   time.Time
+}
+
+// held notes that the Worker found the breaker open at t.
+func (b *breakerLog) held(t time.Time, cause string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open {
+		b.episodes[len(b.episodes)-1].reopened++
+		return
+	}
+	b.open = true
+	b.episodes = append(b.episodes, breakerEpisode{opened: t, cause: cause})
+}
+
+// succeeded notes a call that succeeded at t.
+func (b *breakerLog) succeeded(t time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open {
+		b.open = false
+		b.episodes[len(b.episodes)-1].closed = t
+	}
+}
+
+func (b *breakerLog) list() []breakerEpisode {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.episodes)
 }
 
 // writeControls says what each queue's controls did: how often the rate
 // limit refused a claim and the most calls its downstream got in a second,
 // when its downstream was down, and when the breaker opened, why, and when
 // it closed. Times are since the demo started, as in the progress lines.
-func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) error {
+func (d *demo) writeControls(ctx context.Context, w io.Writer, start time.Time) error {
 	infos, err := d.ops.Queues(ctx)
 	if err != nil {
 		return fmt.Errorf("read the queues' controls: %w", err)
@@ -84,7 +131,7 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) erro
 	for _, qi := range infos {
 		info[qi.Name] = qi
 	}
-	since := func(t time.Time) string { return seconds(t.Sub(p.start)) }
+	since := func(t time.Time) string { return fmt.Sprintf("%.1fs", t.Sub(start).Seconds()) }
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "== queue controls (times since the demo started) ==")
 	for _, q := range d.queues {
@@ -110,31 +157,26 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, p *progress) erro
 		if qi.BreakerFailures == nil {
 			continue
 		}
-		b := p.breakers[q.name]
-		fmt.Fprintf(w, "%s breaker (%d failures within %s open it for %s): ", q.name, *qi.BreakerFailures,
+		fmt.Fprintf(w, "%s breaker (%d failures within %s open it for %s):", q.name, *qi.BreakerFailures,
 			cli.FormatDelay(*qi.BreakerWindow), cli.FormatDelay(*qi.BreakerCooldown))
-		if b == nil || len(b.episodes) == 0 {
-			fmt.Fprintln(w, "never opened")
+		episodes := q.breaker.list()
+		if len(episodes) == 0 {
+			fmt.Fprintln(w, " never opened")
 			continue
 		}
-		fmt.Fprintf(w, "opened %d× (as the progress saw it, polling every %s)\n", b.opened, p.interval)
-		for _, e := range b.episodes {
-			fmt.Fprintf(w, "  %6s  opened: %d failed calls within %s, the last: %s\n", seconds(e.opened), *qi.BreakerFailures,
+		fmt.Fprintln(w)
+		for _, e := range episodes {
+			fmt.Fprintf(w, "  %6s  opened: %d failed calls within %s, the last: %s\n", since(e.opened), *qi.BreakerFailures,
 				cli.FormatDelay(*qi.BreakerWindow), e.cause)
 			switch {
-			case e.closed == 0:
+			case e.closed.IsZero():
 				fmt.Fprintf(w, "  %6s  still open\n", "")
 			case e.reopened > 0:
-				fmt.Fprintf(w, "  %6s  closed: a probe succeeded (%d failed probe(s) had opened it again)\n", seconds(e.closed), e.reopened)
+				fmt.Fprintf(w, "  %6s  closed: a probe succeeded (%d failed probe(s) had opened it again)\n", since(e.closed), e.reopened)
 			default:
-				fmt.Fprintf(w, "  %6s  closed: a probe succeeded\n", seconds(e.closed))
+				fmt.Fprintf(w, "  %6s  closed: a probe succeeded\n", since(e.closed))
 			}
 		}
 	}
 	return nil
-}
-
-// seconds is a time since the demo started: "4.2s".
-func seconds(d time.Duration) string {
-	return fmt.Sprintf("%.1fs", d.Seconds())
 }

@@ -32,17 +32,14 @@ type progress struct {
 }
 
 // breakerSeen is a queue's circuit breaker as the progress polls saw it:
-// its last state, how often it was seen to open and to close again, and
-// each opening with its times.
+// its last state and how often it was seen to open and to close again.
 type breakerSeen struct {
 	state          string
 	opened, closed int
-	episodes       []breakerEpisode
 }
 
 // observe follows each breaker from one poll to the next.
 func (p *progress) observe(stats []cli.StatsRow) {
-	at := time.Since(p.start)
 	for _, s := range stats {
 		if s.Rate != nil {
 			p.rated[s.Queue] = true
@@ -59,29 +56,13 @@ func (p *progress) observe(stats []cli.StatsRow) {
 		case now == b.state:
 		case b.state == "closed": // open, or half open between two polls
 			b.opened++
-			cause := "-"
-			if q := p.queue(s.Queue); q != nil {
-				cause = q.lastError()
-			}
-			b.episodes = append(b.episodes, breakerEpisode{opened: at, cause: cause})
 		case now == "closed":
 			b.closed++
-			b.episodes[len(b.episodes)-1].closed = at
 		case now == "open" && b.state == "half_open": // a failed probe
 			b.opened++
-			b.episodes[len(b.episodes)-1].reopened++
 		}
 		b.state = *s.Breaker
 	}
-}
-
-func (p *progress) queue(name string) *demoQueue {
-	for _, q := range p.queues {
-		if q.name == name {
-			return q
-		}
-	}
-	return nil
 }
 
 // breakerCell is a queue's breaker for the progress: "closed, opened 3×".

@@ -51,6 +51,7 @@ type demoQueue struct {
 	nAttempts, nOK, nTransient, nDown, nPoison atomic.Int64
 	nRefused                                   atomic.Int64           // claims its rate limit refused (holdCounter)
 	lastErr                                    atomic.Pointer[string] // of the last retryable failure
+	breaker                                    breakerLog
 	calls                                      demoCalls
 }
 
@@ -184,6 +185,7 @@ func (q *demoQueue) handle(ctx context.Context, job *client.Job) error {
 		return q.failed(q.transient[r.IntN(len(q.transient))](p))
 	}
 	q.nOK.Add(1)
+	q.breaker.succeeded(now)
 	return nil
 }
 
