@@ -20,6 +20,9 @@ import (
 // HTTP status with the endpoint, a storage service's message), never one
 // of PostgreSQL: the demo's database does not fail.
 
+// stuckTimeout is how long a call to a downstream that never answers waits.
+const stuckTimeout = 50 * time.Millisecond
+
 // demoPayload is a demo job's payload.
 type demoPayload struct {
 	N      int    `json:"n"`
@@ -104,7 +107,7 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 				},
 			},
 			timeout: func(p demoPayload) string {
-				return "GET " + p.Target + ": context deadline exceeded (no answer within 30s)"
+				return "GET " + p.Target + ": context deadline exceeded (timeout " + stuckTimeout.String() + ")"
 			},
 			poisonErr: func(p demoPayload) string {
 				return fmt.Sprintf("parse %s: line 17: unexpected EOF in quoted field", p.Target)
@@ -178,6 +181,10 @@ func (q *demoQueue) handle(ctx context.Context, job *client.Job) error {
 		q.nPoison.Add(1)
 		return client.Permanent(errors.New(q.poisonErr(p)))
 	case p.Fate == "stuck":
+		// The downstream never answers: the call gives up at its timeout.
+		if err := sleepCtx(ctx, stuckTimeout); err != nil {
+			return err
+		}
 		q.nTransient.Add(1)
 		return q.failed(q.timeout(p))
 	case r.Float64() < q.transientRate:
