@@ -142,8 +142,8 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, start time.Time) 
 				limit += fmt.Sprintf(" (burst %d)", *qi.Burst)
 			}
 			if refused := q.nRefused.Load(); refused > 0 {
-				fmt.Fprintf(w, "%s rate limit %s: refused %d claims (no token left: the Worker waited for the next), so at most %d calls a second reached %s\n",
-					q.name, limit, refused, q.calls.busiest(), q.downstream)
+				fmt.Fprintf(w, "%s rate limit %s: refused %s (no token left: the Worker waited for the next), so at most %d calls a second reached %s\n",
+					q.name, limit, claims(refused), q.calls.busiest(), q.downstream)
 			} else {
 				fmt.Fprintf(w, "%s rate limit %s: refused no claim (the Worker claimed fewer jobs a second on this machine)\n", q.name, limit)
 			}

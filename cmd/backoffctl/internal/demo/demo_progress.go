@@ -149,7 +149,7 @@ func (p *progress) summary(stats []cli.StatsRow) string {
 	for _, q := range p.queues {
 		var controls []string
 		if p.rated[q.name] {
-			controls = append(controls, fmt.Sprintf("rate limit refused %d claims", q.nRefused.Load()))
+			controls = append(controls, "rate limit refused "+claims(q.nRefused.Load()))
 		}
 		if _, ok := p.breakers[q.name]; ok {
 			controls = append(controls, "breaker "+p.breakerCell(q.name))
@@ -159,6 +159,14 @@ func (p *progress) summary(stats []cli.StatsRow) string {
 		}
 	}
 	return line
+}
+
+// claims is "1 claim", "2 claims".
+func claims(n int64) string {
+	if n == 1 {
+		return "1 claim"
+	}
+	return fmt.Sprintf("%d claims", n)
 }
 
 func percent(n, of int64) int64 {
