@@ -80,8 +80,8 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 			},
 		},
 		{
-			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 1s a quarter of the way in, 5% transient, 1% gone", share: 2,
-			transientRate: 0.05,
+			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 2s a quarter of the way in, 2% transient, 1% gone", share: 2,
+			transientRate: 0.02,
 			transient: []func(demoPayload) string{
 				func(p demoPayload) string { return "POST " + p.Target + ": 502 Bad Gateway" },
 				func(p demoPayload) string {
@@ -125,7 +125,7 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 		}
 		left -= q.enqueued
 	}
-	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: time.Second}
+	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: 2 * time.Second}
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	for _, q := range qs {
 		for n := 1; n <= q.enqueued; n++ {

@@ -100,7 +100,7 @@ func TestDemoEndToEnd(t *testing.T) {
 var (
 	rateLimitRE = regexp.MustCompile(`webhooks rate limit 50/s \(burst 5\): refused (\d+) claims? \(no token left: the Worker waited for the next\), so at most (\d+) calls a second reached hooks\.example\.com`)
 	outageRE    = regexp.MustCompile(`webhooks downstream hooks\.example\.com: down from (\S+) to (\S+), answering 503 to every call`)
-	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 10 failed calls within 1s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
+	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 10 failed calls within 2s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
 	closedRE    = regexp.MustCompile(`\n +(\S+)  closed: a probe succeeded`)
 )
 
