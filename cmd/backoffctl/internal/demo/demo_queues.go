@@ -40,7 +40,7 @@ type demoQueue struct {
 	name       string
 	what       string // what its handler simulates
 	downstream string // the host it calls
-	share      int    // its part of --jobs, in 48ths
+	share      int    // its part of --jobs, in 96ths
 	enqueued   int
 	payloads   []demoPayload
 	seed       uint64
@@ -63,12 +63,12 @@ func (q *demoQueue) counts() demoCounts {
 }
 
 // newDemoQueues splits jobs across emails, webhooks and reports. The
-// webhooks queue gets a 24th: its rate limit (examples/backoff.toml, env
-// demo: 50/s) makes it last about as long as the others.
+// webhooks queue gets a 96th: its rate limit (examples/backoff.toml, env
+// demo: 10/s) makes it last about as long as the others.
 func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 	qs := []*demoQueue{
 		{
-			name: "emails", downstream: "mx1.example.net", what: "SMTP: 20% transient, 2% bad addresses", share: 23,
+			name: "emails", downstream: "mx1.example.net", what: "SMTP: 20% transient, 2% bad addresses", share: 47,
 			transientRate: 0.20,
 			transient: []func(demoPayload) string{
 				func(demoPayload) string { return "421 4.7.0 mx1.example.net: too many connections, try again later" },
@@ -80,20 +80,15 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 			},
 		},
 		{
-			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 2s a quarter of the way in, 2% transient, 1% gone", share: 2,
-			transientRate: 0.02,
-			transient: []func(demoPayload) string{
-				func(p demoPayload) string { return "POST " + p.Target + ": 502 Bad Gateway" },
-				func(p demoPayload) string {
-					return "POST " + p.Target + ": read tcp 192.0.2.10:443: connection reset by peer"
-				},
-			},
+			// No transient errors: every failure that counts toward its
+			// breaker is the outage's.
+			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 1.5s a quarter of the way in, 1% gone", share: 1,
 			poisonErr: func(p demoPayload) string {
 				return fmt.Sprintf("POST %s: 410 Gone: this endpoint was deleted", p.Target)
 			},
 		},
 		{
-			name: "reports", downstream: "s3://reports", what: "object storage: 25% transient, 1% corrupt input, 0.5% always time out", share: 23,
+			name: "reports", downstream: "s3://reports", what: "object storage: 25% transient, 1% corrupt input, 0.5% always time out", share: 48,
 			transientRate: 0.25,
 			transient: []func(demoPayload) string{
 				func(p demoPayload) string {
@@ -121,11 +116,11 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 		if i == len(qs)-1 {
 			q.enqueued = left
 		} else {
-			q.enqueued = max(1, jobs*q.share/48)
+			q.enqueued = max(1, jobs*q.share/96)
 		}
 		left -= q.enqueued
 	}
-	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: 2 * time.Second}
+	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: 1500 * time.Millisecond}
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	for _, q := range qs {
 		for n := 1; n <= q.enqueued; n++ {

@@ -42,11 +42,13 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// Not in parallel with the package's other demos: the fewer claims
+// compete for the server, the more surely the webhooks queue's claims
+// outpace its rate limit.
 func TestDemoEndToEnd(t *testing.T) {
-	t.Parallel()
 	admin := testdb.AdminURL(t)
-	// 1200 jobs: 50 on webhooks, enough that its downstream's outage (a
-	// quarter of the way in) gets the 10 failures that open the breaker.
+	// 1200 jobs: 12 on webhooks; its downstream goes down after 3 calls,
+	// and the other 9 fail enough to open the breaker.
 	code, out, errOut := run(t, "demo", "--database-url", admin, "--jobs", "1200", "--timeout", "60s")
 	t.Log(out)
 	require.Equal(t, 0, code, errOut)
@@ -55,7 +57,7 @@ func TestDemoEndToEnd(t *testing.T) {
 	for _, section := range []string{
 		"server:   yours (--database-url)",
 		"config:   examples/backoff.toml (env demo) applied",
-		"enqueued: 1200 jobs: 575 emails",
+		"enqueued: 1200 jobs: 587 emails",
 		"settled 1200/1200 (100%)", // the last progress line
 		"webhooks: rate limit refused ",
 		"== final stats ==",
@@ -98,19 +100,20 @@ func TestDemoEndToEnd(t *testing.T) {
 }
 
 var (
-	rateLimitRE = regexp.MustCompile(`webhooks rate limit 50/s \(burst 5\): refused (\d+) claims? \(no token left: the Worker waited for the next\), so at most (\d+) calls a second reached hooks\.example\.com`)
+	rateLimitRE = regexp.MustCompile(`webhooks rate limit 10/s \(burst 3\): refused (\d+) claims? \(no token left: the Worker waited for the next\), so at most (\d+) calls a second reached hooks\.example\.com`)
 	outageRE    = regexp.MustCompile(`webhooks downstream hooks\.example\.com: down from (\S+) to (\S+), answering 503 to every call`)
-	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 10 failed calls within 2s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
+	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 3 failed calls within 2s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
 	closedRE    = regexp.MustCompile(`\n +(\S+)  closed: a probe succeeded`)
 )
 
 // checkControls: the summary shows the webhooks queue's controls at work,
 // on a busy machine as on an idle one. Its rate limit refused claims and
-// held the calls to its rate (and burst), whatever the machine's speed: the
-// bucket (5) is smaller than the Worker's handlers (8). Its breaker opened
+// held the calls to its rate (and burst): its rate (10/s) is below what a
+// Worker whose claims take up to 100ms asks for, and its bucket (3) is
+// smaller than the Worker's handlers (8). Its breaker opened
 // during the downstream's outage (fixed in calls and time), on 503s, and
-// closed once the outage was over. Times are only compared with each other:
-// the polls that see the breaker may come late, never early.
+// closed once the outage was over (the times are the handler's and the
+// Worker's: compared only for their order).
 func checkControls(t *testing.T, out string) {
 	t.Helper()
 	r := rateLimitRE.FindStringSubmatch(out)
@@ -118,7 +121,7 @@ func checkControls(t *testing.T, out string) {
 	refused, _ := strconv.Atoi(r[1])
 	busiest, _ := strconv.Atoi(r[2])
 	require.Positive(t, refused, "the rate limit refused claims")
-	require.LessOrEqual(t, busiest, 50+5, "at most rate + burst calls in a second")
+	require.LessOrEqual(t, busiest, 10+3, "at most rate + burst calls in a second")
 
 	o := outageRE.FindStringSubmatch(out)
 	require.NotNil(t, o, "the downstream's outage")
@@ -248,7 +251,9 @@ func TestDemoErrorsAreTheDownstreams(t *testing.T) {
 	qs := newDemoQueues(3000, 1)
 	hosts := map[string]string{"emails": "example", "webhooks": "https://hooks.example.com/", "reports": "s3://reports/"}
 	for _, q := range qs {
-		q.outage = nil // the 503s are checked by the end-to-end test
+		if q.outage != nil {
+			q.outage = &demoOutage{after: 10, length: time.Hour} // its 503s
+		}
 		// Three attempts of every job, 64 at a time (a call sleeps 1-3ms).
 		var mu sync.Mutex
 		seen := map[string]bool{}
@@ -275,9 +280,13 @@ func TestDemoErrorsAreTheDownstreams(t *testing.T) {
 			require.NotRegexp(t, `SQLSTATE|^ERROR:|deadlock|statement timeout`, msg)
 			require.Contains(t, msg, hosts[q.name], "%s: %s names its downstream", q.name, msg)
 		}
-		require.GreaterOrEqual(t, len(seen), 3, "%s: a variety of errors", q.name)
+		if q.outage == nil {
+			require.GreaterOrEqual(t, len(seen), 3, "%s: a variety of errors", q.name)
+		} else {
+			require.NotEmpty(t, seen)
+		}
 	}
-	require.Equal(t, 125, qs[1].enqueued, "the webhooks queue gets a 24th")
+	require.Equal(t, 31, qs[1].enqueued, "the webhooks queue gets a 96th")
 	require.Equal(t, 3000, qs[0].enqueued+qs[1].enqueued+qs[2].enqueued)
 	for _, n := range []int{3, 4, 30} {
 		qs := newDemoQueues(n, 1)
