@@ -71,9 +71,10 @@ func (h holdCounter) WithGroup(string) slog.Handler      { return h }
 // breakerLog is what the demo knows of a queue's breaker from the Worker
 // and the handler, to the millisecond whatever the progress polls see: it
 // opened when the Worker first found it open (its claim returned nothing
-// and backoff.queue_state said "open"), and closed when a call succeeded
-// after that, since a success is what closes it (the half-open probe's;
-// no other job is claimed while it is open or half open).
+// and backoff.queue_state said "open"; or, if a poll saw it open or half
+// open first, then), and closed when a call succeeded after that, since a
+// success is what closes it (the half-open probe's; no other job is
+// claimed while it is open or half open).
 type breakerLog struct {
 	mu       sync.Mutex
 	open     bool
@@ -100,6 +101,17 @@ func (b *breakerLog) held(t time.Time, cause string) {
 	}
 	b.open = true
 	b.episodes = append(b.episodes, breakerEpisode{opened: t, cause: cause})
+}
+
+// seen notes that a progress poll saw the breaker open or half open at t,
+// having seen it closed before.
+func (b *breakerLog) seen(t time.Time, cause string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		b.open = true
+		b.episodes = append(b.episodes, breakerEpisode{opened: t, cause: cause})
+	}
 }
 
 // succeeded notes a call that succeeded at t.

@@ -56,6 +56,9 @@ func (p *progress) observe(stats []cli.StatsRow) {
 		case now == b.state:
 		case b.state == "closed": // open, or half open between two polls
 			b.opened++
+			if q := p.queue(s.Queue); q != nil {
+				q.breaker.seen(time.Now(), q.lastError())
+			}
 		case now == "closed":
 			b.closed++
 		case now == "open" && b.state == "half_open": // a failed probe
@@ -63,6 +66,15 @@ func (p *progress) observe(stats []cli.StatsRow) {
 		}
 		b.state = *s.Breaker
 	}
+}
+
+func (p *progress) queue(name string) *demoQueue {
+	for _, q := range p.queues {
+		if q.name == name {
+			return q
+		}
+	}
+	return nil
 }
 
 // breakerCell is a queue's breaker for the progress: "closed, opened 3×".

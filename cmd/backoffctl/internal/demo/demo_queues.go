@@ -82,7 +82,7 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 		{
 			// No transient errors: every failure that counts toward its
 			// breaker is the outage's.
-			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 1.5s a quarter of the way in, 1% gone", share: 1,
+			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 1.5s and 10 calls a quarter of the way in, 1% gone", share: 1,
 			poisonErr: func(p demoPayload) string {
 				return fmt.Sprintf("POST %s: 410 Gone: this endpoint was deleted", p.Target)
 			},
@@ -120,7 +120,7 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 		}
 		left -= q.enqueued
 	}
-	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: 1500 * time.Millisecond}
+	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: 1500 * time.Millisecond, atLeast: int64(min(10, qs[1].enqueued))}
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	for _, q := range qs {
 		for n := 1; n <= q.enqueued; n++ {
@@ -217,15 +217,19 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // demoOutage is a downstream that goes down once it has answered `after`
-// calls and stays down for `length`, answering 503 to every call: a window
-// fixed in calls and time, not in throughput, so the queue's breaker opens
-// (and closes again) on a fast machine as on a slow one.
+// calls and stays down for `length` and at least `atLeast` calls, answering
+// 503 to every call: a window fixed in calls and time, not in throughput,
+// so the queue's breaker opens (and closes again) on a fast machine as on
+// a slow one, where calls are few and their failures reach the database
+// at once (concurrent fails do not count each other).
 type demoOutage struct {
-	after  int64
-	length time.Duration
+	after   int64
+	length  time.Duration
+	atLeast int64
 
 	mu          sync.Mutex
 	calls       int64
+	refused     int64
 	from, until time.Time // zero until it went down
 }
 
@@ -240,7 +244,14 @@ func (o *demoOutage) down(now time.Time) bool {
 		}
 		o.from, o.until = now, now.Add(o.length)
 	}
-	return now.Before(o.until)
+	if now.Before(o.until) || o.refused < o.atLeast {
+		o.refused++
+		if o.until.Before(now) {
+			o.until = now
+		}
+		return true
+	}
+	return false
 }
 
 // window is when the downstream was down; zero times before it went down.

@@ -102,7 +102,7 @@ func TestDemoEndToEnd(t *testing.T) {
 var (
 	rateLimitRE = regexp.MustCompile(`webhooks rate limit 10/s \(burst 3\): refused (\d+) claims? \(no token left: the Worker waited for the next\), so at most (\d+) calls a second reached hooks\.example\.com`)
 	outageRE    = regexp.MustCompile(`webhooks downstream hooks\.example\.com: down from (\S+) to (\S+), answering 503 to every call`)
-	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 3 failed calls within 2s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
+	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 3 failed calls within 5s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
 	closedRE    = regexp.MustCompile(`\n +(\S+)  closed: a probe succeeded`)
 )
 
@@ -224,7 +224,7 @@ func TestDemoProgressFollowsTheBreaker(t *testing.T) {
 }
 
 // The webhook downstream goes down after a fixed number of calls and comes
-// back after a fixed time, whatever the rate of calls.
+// back after a fixed time and number of calls, whatever the rate of calls.
 func TestDemoOutage(t *testing.T) {
 	o := &demoOutage{after: 3, length: time.Second}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -240,6 +240,15 @@ func TestDemoOutage(t *testing.T) {
 	require.False(t, o.down(start.Add(time.Hour)), "and stays up")
 	from, until := o.window()
 	require.Equal(t, []time.Time{start, start.Add(time.Second)}, []time.Time{from, until})
+
+	// Few calls: down until it refused three, however long that takes.
+	few := &demoOutage{after: 0, length: time.Second, atLeast: 3}
+	require.True(t, few.down(start))
+	require.True(t, few.down(start.Add(time.Minute)))
+	require.True(t, few.down(start.Add(2*time.Minute)))
+	require.False(t, few.down(start.Add(3*time.Minute)))
+	from, until = few.window()
+	require.Equal(t, []time.Time{start, start.Add(2 * time.Minute)}, []time.Time{from, until})
 }
 
 // Every error a handler returns reads as its simulated downstream's (an
