@@ -70,7 +70,7 @@ func NewCommand() *cobra.Command {
   3. enqueues --jobs jobs across three queues whose handlers fail the way
      real ones do: transient errors (retried with backoff), poison jobs
      (client.Permanent, dead-lettered at once), and a webhook downstream
-     that is down for 1.5 seconds and 10 calls a quarter of the way
+     that is down for a second and 6 calls a quarter of the way
      through, answering 503 with Retry-After (client.RetryAfter); the
      webhooks queue has a rate limit and a circuit breaker (the queue
      controls);

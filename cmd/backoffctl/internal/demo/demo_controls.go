@@ -58,7 +58,7 @@ func (h holdCounter) Handle(_ context.Context, r slog.Record) error {
 	switch {
 	case q == nil:
 	case breaker == "open":
-		q.breaker.held(r.Time, q.lastError())
+		q.breaker.opened(r.Time, q.lastError())
 	default:
 		q.nRefused.Add(1)
 	}
@@ -82,30 +82,17 @@ type breakerLog struct {
 }
 
 // breakerEpisode is one opening of a queue's breaker: when, the error of
-// the last retryable failure before it, how often the Worker found it open
-// again (a failed probe reopens it), and when it closed (zero: not yet).
+// the last retryable failure before it, and when it closed (zero: not yet).
+// (Failed probes in between reopen it: the same episode.)
 type breakerEpisode struct {
-	opened   time.Time
-	cause    string
-	reopened int
-	closed   time.Time
+	opened time.Time
+	cause  string
+	closed time.Time
 }
 
-// held notes that the Worker found the breaker open at t.
-func (b *breakerLog) held(t time.Time, cause string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.open {
-		b.episodes[len(b.episodes)-1].reopened++
-		return
-	}
-	b.open = true
-	b.episodes = append(b.episodes, breakerEpisode{opened: t, cause: cause})
-}
-
-// seen notes that a progress poll saw the breaker open or half open at t,
-// having seen it closed before.
-func (b *breakerLog) seen(t time.Time, cause string) {
+// opened notes that the breaker was found open at t: by the Worker, or by
+// a progress poll (open or half open) that saw it closed before.
+func (b *breakerLog) opened(t time.Time, cause string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.open {
@@ -180,12 +167,9 @@ func (d *demo) writeControls(ctx context.Context, w io.Writer, start time.Time) 
 		for _, e := range episodes {
 			fmt.Fprintf(w, "  %6s  opened: %d failed calls within %s, the last: %s\n", since(e.opened), *qi.BreakerFailures,
 				cli.FormatDelay(*qi.BreakerWindow), e.cause)
-			switch {
-			case e.closed.IsZero():
+			if e.closed.IsZero() {
 				fmt.Fprintf(w, "  %6s  still open\n", "")
-			case e.reopened > 0:
-				fmt.Fprintf(w, "  %6s  closed: a probe succeeded (%d failed probe(s) had opened it again)\n", since(e.closed), e.reopened)
-			default:
+			} else {
 				fmt.Fprintf(w, "  %6s  closed: a probe succeeded\n", since(e.closed))
 			}
 		}

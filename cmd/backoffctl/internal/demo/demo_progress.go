@@ -57,7 +57,7 @@ func (p *progress) observe(stats []cli.StatsRow) {
 		case b.state == "closed": // open, or half open between two polls
 			b.opened++
 			if q := p.queue(s.Queue); q != nil {
-				q.breaker.seen(time.Now(), q.lastError())
+				q.breaker.opened(time.Now(), q.lastError())
 			}
 		case now == "closed":
 			b.closed++

@@ -82,7 +82,7 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 		{
 			// No transient errors: every failure that counts toward its
 			// breaker is the outage's.
-			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 1.5s and 10 calls a quarter of the way in, 1% gone", share: 1,
+			name: "webhooks", downstream: "hooks.example.com", what: "hooks.example.com: down (503) for 1s and 6 calls a quarter of the way in, 1% gone", share: 1,
 			poisonErr: func(p demoPayload) string {
 				return fmt.Sprintf("POST %s: 410 Gone: this endpoint was deleted", p.Target)
 			},
@@ -120,7 +120,7 @@ func newDemoQueues(jobs int, seed uint64) []*demoQueue {
 		}
 		left -= q.enqueued
 	}
-	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: 1500 * time.Millisecond, atLeast: int64(min(10, qs[1].enqueued))}
+	qs[1].outage = &demoOutage{after: int64(qs[1].enqueued / 4), length: time.Second, atLeast: int64(min(6, qs[1].enqueued))}
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	for _, q := range qs {
 		for n := 1; n <= q.enqueued; n++ {
