@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"slices"
@@ -69,13 +68,18 @@ func NewCommand() *cobra.Command {
      applies examples/backoff.toml with its [env.demo] overlay (millisecond
      delays);
   3. enqueues --jobs jobs across three queues whose handlers fail the way
-     real ones do: transient errors (retried with backoff), a rate-limited
-     downstream answering 429 with Retry-After (client.RetryAfter), and
-     poison jobs (client.Permanent, dead-lettered at once);
+     real ones do: transient errors (retried with backoff), poison jobs
+     (client.Permanent, dead-lettered at once), and a webhook downstream
+     that is down for a second and 6 calls a quarter of the way
+     through, answering 503 with Retry-After (client.RetryAfter); the
+     webhooks queue has a rate limit and a circuit breaker (the queue
+     controls);
   4. runs one client.Worker per queue with a live progress display (redrawn
      in place on a terminal, one line a second otherwise);
-  5. prints the final stats, one dead letter with its full error history and
-     the retry timeline of every policy;
+  5. prints the final stats, what the queue controls did (the claims the
+     rate limit refused, when the breaker opened and closed and why), one
+     dead letter with its full error history and the retry timeline of
+     every policy;
   6. drops the database it created and stops the server it started. A server
      given by URL keeps everything else: the demo needs the right to CREATE
      DATABASE there, and touches no other database (whatever the URL's path,
@@ -256,14 +260,20 @@ func (d *demo) run(ctx context.Context) (err error) {
 	fmt.Fprintln(w)
 
 	// 4. Workers, until every job has settled.
-	stats, p, runErr := d.work(ctx)
+	stats, runErr := d.work(ctx)
 
 	// 5. The report.
 	if stats != nil {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "== final stats ==")
 		cli.WriteStats(w, stats, time.Hour)
-		d.writeOutcomes(w, p)
+		d.writeOutcomes(w)
+		// Also after an interrupt or a timeout: what the controls did so far.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := d.writeControls(cctx, w, d.start); err != nil {
+			return errors.Join(runErr, err)
+		}
 	}
 	if runErr != nil {
 		return runErr
@@ -548,10 +558,10 @@ func (d *demo) enqueue(ctx context.Context, c *client.Client) error {
 // work runs the workers until every job has settled (or the timeout), with
 // the progress display, and returns the stats read after the workers have
 // drained.
-func (d *demo) work(ctx context.Context) ([]cli.StatsRow, *progress, error) {
+func (d *demo) work(ctx context.Context) ([]cli.StatsRow, error) {
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := newHoldCounter(d.queues)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(d.queues))
 	for _, q := range d.queues {
@@ -562,9 +572,9 @@ func (d *demo) work(ctx context.Context) ([]cli.StatsRow, *progress, error) {
 			PollInterval:    50 * time.Millisecond, // retries come due within milliseconds here
 			ReapInterval:    time.Second,
 			ShutdownTimeout: 5 * time.Second,
-		}, client.WithLogger(quiet), client.WithWorkerID("demo-"+q.name))
+		}, client.WithLogger(logger), client.WithWorkerID("demo-"+q.name))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		wg.Add(1)
 		go func() {
@@ -612,10 +622,10 @@ loop:
 	defer cancel()
 	stats, err := cli.ReadStats(sctx, d.client, d.ops, time.Hour)
 	if err != nil {
-		return nil, p, errors.Join(runErr, err)
+		return nil, errors.Join(runErr, err)
 	}
 	p.done(stats)
-	return stats, p, runErr
+	return stats, runErr
 }
 
 func (d *demo) enqueued() int64 {
@@ -661,24 +671,18 @@ func (d *demo) account(w io.Writer, stats []cli.StatsRow) error {
 	return nil
 }
 
-// writeOutcomes prints what the handlers saw and why jobs were
-// dead-lettered, and what the progress saw of the queues' breakers.
-func (d *demo) writeOutcomes(w io.Writer, p *progress) {
+// writeOutcomes prints what the handlers saw: successes, transient
+// failures, calls a downstream refused while down (503), poison jobs.
+func (d *demo) writeOutcomes(w io.Writer) {
 	fmt.Fprintln(w)
 	tw := cli.NewTable(w)
-	cli.Row(tw, "QUEUE", "ATTEMPTS", "OK", "TRANSIENT", "RATE_LIMITED(429)", "POISON")
+	cli.Row(tw, "QUEUE", "ATTEMPTS", "OK", "TRANSIENT", "DOWN(503)", "POISON")
 	for _, q := range d.queues {
 		c := q.counts()
 		cli.Row(tw, q.name, strconv.FormatInt(c.attempts, 10), strconv.FormatInt(c.ok, 10), strconv.FormatInt(c.transient, 10),
-			strconv.FormatInt(c.rateLimited, 10), strconv.FormatInt(c.poison, 10))
+			strconv.FormatInt(c.down, 10), strconv.FormatInt(c.poison, 10))
 	}
 	_ = tw.Flush()
-	for _, q := range d.queues {
-		if b := p.breakers[q.name]; b != nil {
-			fmt.Fprintf(w, "breaker of %s: seen opening %d time(s) and closing %d time(s) (polled every %s); now %s\n",
-				q.name, b.opened, b.closed, p.interval, b.state)
-		}
-	}
 }
 
 // writeDeadLetter counts the dead letters by reason and shows the one

@@ -28,6 +28,7 @@ type progress struct {
 	lines int           // lines of the last live frame, to move back over
 
 	breakers map[string]*breakerSeen // per queue with a breaker, what the polls saw
+	rated    map[string]bool         // queues with a rate limit
 }
 
 // breakerSeen is a queue's circuit breaker as the progress polls saw it:
@@ -40,6 +41,9 @@ type breakerSeen struct {
 // observe follows each breaker from one poll to the next.
 func (p *progress) observe(stats []cli.StatsRow) {
 	for _, s := range stats {
+		if s.Rate != nil {
+			p.rated[s.Queue] = true
+		}
 		if s.Breaker == nil {
 			continue
 		}
@@ -52,6 +56,9 @@ func (p *progress) observe(stats []cli.StatsRow) {
 		case now == b.state:
 		case b.state == "closed": // open, or half open between two polls
 			b.opened++
+			if q := p.queue(s.Queue); q != nil {
+				q.breaker.opened(time.Now(), q.lastError())
+			}
 		case now == "closed":
 			b.closed++
 		case now == "open" && b.state == "half_open": // a failed probe
@@ -59,6 +66,15 @@ func (p *progress) observe(stats []cli.StatsRow) {
 		}
 		b.state = *s.Breaker
 	}
+}
+
+func (p *progress) queue(name string) *demoQueue {
+	for _, q := range p.queues {
+		if q.name == name {
+			return q
+		}
+	}
+	return nil
 }
 
 // breakerCell is a queue's breaker for the progress: "closed, opened 3×".
@@ -76,7 +92,7 @@ func (p *progress) breakerCell(queue string) string {
 func newProgress(w io.Writer, mode string, queues []*demoQueue, start time.Time) *progress {
 	live := mode == "live" || mode == "auto" && isTerminal(w)
 	return &progress{w: w, live: live, queues: queues, start: start, interval: 100 * time.Millisecond, every: time.Second,
-		breakers: map[string]*breakerSeen{}}
+		breakers: map[string]*breakerSeen{}, rated: map[string]bool{}}
 }
 
 // isTerminal reports whether w is a character device (a terminal) and TERM
@@ -120,7 +136,7 @@ func (p *progress) done(stats []cli.StatsRow) {
 	}
 }
 
-func (p *progress) totals(stats []cli.StatsRow) (t cli.StatsRow, enqueued int64, rateLimited int64) {
+func (p *progress) totals(stats []cli.StatsRow) (t cli.StatsRow, enqueued int64) {
 	for _, s := range stats {
 		t.Pending += s.Pending
 		t.Running += s.Running
@@ -131,24 +147,38 @@ func (p *progress) totals(stats []cli.StatsRow) (t cli.StatsRow, enqueued int64,
 	}
 	for _, q := range p.queues {
 		enqueued += int64(q.enqueued)
-		rateLimited += q.nRateLimited.Load()
 	}
-	return t, enqueued, rateLimited
+	return t, enqueued
 }
 
 // summary is the plain line: "  2.1s  settled 1860/3000 (62%)  pending …".
 func (p *progress) summary(stats []cli.StatsRow) string {
-	t, enq, limited := p.totals(stats)
+	t, enq := p.totals(stats)
 	done := t.Completed + t.DeadLettered
-	line := fmt.Sprintf("%6s  settled %d/%d (%d%%)  pending %d  running %d  retrying %d  completed %d  dead-lettered %d  retries %d  429s %d",
+	line := fmt.Sprintf("%6s  settled %d/%d (%d%%)  pending %d  running %d  retrying %d  completed %d  dead-lettered %d  retries %d",
 		time.Since(p.start).Round(100*time.Millisecond), done, enq, percent(done, enq),
-		t.Pending, t.Running, t.Retrying, t.Completed, t.DeadLettered, t.Retries, limited)
+		t.Pending, t.Running, t.Retrying, t.Completed, t.DeadLettered, t.Retries)
 	for _, q := range p.queues {
+		var controls []string
+		if p.rated[q.name] {
+			controls = append(controls, "rate limit refused "+claims(q.nRefused.Load()))
+		}
 		if _, ok := p.breakers[q.name]; ok {
-			line += fmt.Sprintf("  %s breaker %s", q.name, p.breakerCell(q.name))
+			controls = append(controls, "breaker "+p.breakerCell(q.name))
+		}
+		if len(controls) > 0 {
+			line += fmt.Sprintf("  %s: %s", q.name, strings.Join(controls, ", "))
 		}
 	}
 	return line
+}
+
+// claims is "1 claim", "2 claims".
+func claims(n int64) string {
+	if n == 1 {
+		return "1 claim"
+	}
+	return fmt.Sprintf("%d claims", n)
 }
 
 func percent(n, of int64) int64 {
@@ -164,17 +194,21 @@ func (p *progress) frame(stats []cli.StatsRow) {
 	for _, s := range stats {
 		byQueue[s.Queue] = s
 	}
-	const format = "%-10s %8s %8s %9s %10s %14s %8s %6s  %s"
-	line := func(name string, s cli.StatsRow, limited int64, breaker string) string {
+	const format = "%-10s %8s %8s %9s %10s %14s %8s %8s  %s"
+	line := func(name string, s cli.StatsRow, refused, breaker string) string {
 		i := func(v int64) string { return fmt.Sprint(v) }
-		return fmt.Sprintf(format, name, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Retries), i(limited), breaker)
+		return fmt.Sprintf(format, name, i(s.Pending), i(s.Running), i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Retries), refused, breaker)
 	}
-	lines := []string{fmt.Sprintf(format, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD_LETTERED", "RETRIES", "429s", "BREAKER")}
+	lines := []string{fmt.Sprintf(format, "QUEUE", "PENDING", "RUNNING", "RETRYING", "COMPLETED", "DEAD_LETTERED", "RETRIES", "REFUSED", "BREAKER")}
 	for _, q := range p.queues {
-		lines = append(lines, line(q.name, byQueue[q.name], q.nRateLimited.Load(), p.breakerCell(q.name)))
+		refused := "-" // no rate limit
+		if p.rated[q.name] {
+			refused = fmt.Sprint(q.nRefused.Load())
+		}
+		lines = append(lines, line(q.name, byQueue[q.name], refused, p.breakerCell(q.name)))
 	}
-	t, enq, limited := p.totals(stats)
-	lines = append(lines, strings.TrimRight(line("total", t, limited, ""), " "))
+	t, enq := p.totals(stats)
+	lines = append(lines, strings.TrimRight(line("total", t, "", ""), " "))
 	done := t.Completed + t.DeadLettered
 	const width = 30
 	filled := int(percent(done, enq) * width / 100)

@@ -3,16 +3,19 @@ package demo
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/cli"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
@@ -39,10 +42,14 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// Not in parallel with the package's other demos: the fewer claims
+// compete for the server, the more surely the webhooks queue's claims
+// outpace its rate limit.
 func TestDemoEndToEnd(t *testing.T) {
-	t.Parallel()
 	admin := testdb.AdminURL(t)
-	code, out, errOut := run(t, "demo", "--database-url", admin, "--jobs", "300", "--concurrency", "4", "--timeout", "25s")
+	// 1200 jobs: 12 on webhooks; its downstream goes down after 3 calls
+	// for a second and 6 calls, enough to open the breaker.
+	code, out, errOut := run(t, "demo", "--database-url", admin, "--jobs", "1200", "--timeout", "60s")
 	t.Log(out)
 	require.Equal(t, 0, code, errOut)
 	require.Empty(t, errOut)
@@ -50,11 +57,12 @@ func TestDemoEndToEnd(t *testing.T) {
 	for _, section := range []string{
 		"server:   yours (--database-url)",
 		"config:   examples/backoff.toml (env demo) applied",
-		"enqueued: 300 jobs: 100 emails",
-		"settled 300/300 (100%)", // the last progress line
+		"enqueued: 1200 jobs: 587 emails",
+		"settled 1200/1200 (100%)", // the last progress line
+		"webhooks: rate limit refused ",
 		"== final stats ==",
-		"RATE_LIMITED(429)",
-		"breaker of webhooks: seen opening ", // its breaker (examples/backoff.toml, env demo)
+		"DOWN(503)",
+		"== queue controls (times since the demo started) ==",
 		"== dead letters: ",
 		"status:        dead_lettered (max_attempts)", // the longest history is a job out of attempts
 		"errors (",
@@ -67,12 +75,14 @@ func TestDemoEndToEnd(t *testing.T) {
 	} {
 		require.Contains(t, out, section)
 	}
+	require.NotContains(t, out, "SQLSTATE", "every error is a simulated downstream's")
+	checkControls(t, out)
 	m := accountedRE.FindStringSubmatch(out)
 	require.NotNil(t, m, "the accounting line")
 	enq, _ := strconv.Atoi(m[1])
 	completed, _ := strconv.Atoi(m[2])
 	dead, _ := strconv.Atoi(m[3])
-	require.Equal(t, 300, enq)
+	require.Equal(t, 1200, enq)
 	require.Equal(t, enq, completed+dead)
 	require.Positive(t, dead, "poison jobs dead-letter")
 	require.Positive(t, completed)
@@ -87,6 +97,50 @@ func TestDemoEndToEnd(t *testing.T) {
 	var exists bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_database WHERE datname = $1)`, db[1]).Scan(&exists))
 	require.False(t, exists, "the demo drops its database")
+}
+
+var (
+	rateLimitRE = regexp.MustCompile(`webhooks rate limit 10/s \(burst 3\): refused (\d+) claims? \(no token left: the Worker waited for the next\), so at most (\d+) calls a second reached hooks\.example\.com`)
+	outageRE    = regexp.MustCompile(`webhooks downstream hooks\.example\.com: down from (\S+) to (\S+), answering 503 to every call`)
+	openedRE    = regexp.MustCompile(`\n +(\S+)  opened: 3 failed calls within 5s, the last: POST https://hooks\.example\.com/in/\d+: 503 Service Unavailable`)
+	closedRE    = regexp.MustCompile(`\n +(\S+)  closed: a probe succeeded`)
+)
+
+// checkControls: the summary shows the webhooks queue's controls at work,
+// on a busy machine as on an idle one. Its rate limit refused claims and
+// held the calls to its rate (and burst): its rate (10/s) is below what a
+// Worker whose claims take up to 100ms asks for, and its bucket (3) is
+// smaller than the Worker's handlers (8). Its breaker opened
+// during the downstream's outage (fixed in calls and time), on 503s, and
+// closed once the outage was over (the times are the handler's and the
+// Worker's: compared only for their order).
+func checkControls(t *testing.T, out string) {
+	t.Helper()
+	r := rateLimitRE.FindStringSubmatch(out)
+	require.NotNil(t, r, "the rate limit's line")
+	refused, _ := strconv.Atoi(r[1])
+	busiest, _ := strconv.Atoi(r[2])
+	require.Positive(t, refused, "the rate limit refused claims")
+	require.LessOrEqual(t, busiest, 10+3, "at most rate + burst calls in a second")
+
+	o := outageRE.FindStringSubmatch(out)
+	require.NotNil(t, o, "the downstream's outage")
+	down, up := parseSeconds(t, o[1]), parseSeconds(t, o[2])
+	opened := openedRE.FindAllStringSubmatch(out, -1)
+	require.NotEmpty(t, opened, "the breaker opened on the outage's 503s")
+	closed := closedRE.FindAllStringSubmatch(out, -1)
+	require.Len(t, closed, len(opened), "and closed each time")
+	first, last := parseSeconds(t, opened[0][1]), parseSeconds(t, closed[len(closed)-1][1])
+	require.LessOrEqual(t, down, first, "opened after the downstream went down")
+	require.Less(t, first, last)
+	require.LessOrEqual(t, up, last, "closed after the downstream came back")
+}
+
+func parseSeconds(t *testing.T, s string) time.Duration {
+	t.Helper()
+	d, err := time.ParseDuration(s)
+	require.NoError(t, err)
+	return d
 }
 
 // A demo whose jobs cannot all settle exits 1, and still cleans up.
@@ -148,45 +202,145 @@ func TestDemoProgressFollowsTheBreaker(t *testing.T) {
 	p := newProgress(&b, "plain", qs, time.Now())
 	p.every = 0
 	state := func(s string) []cli.StatsRow {
-		return []cli.StatsRow{{Queue: "emails", Pending: 1}, {Queue: "webhooks", Pending: 1, Breaker: &s}}
+		rate := 50.0
+		return []cli.StatsRow{{Queue: "emails", Pending: 1}, {Queue: "webhooks", Pending: 1, Breaker: &s, Rate: &rate}}
 	}
+	qs[1].nRefused.Store(7)
 	for _, s := range []string{"closed", "open", "open", "half_open", "closed", "half_open", "open", "half_open", "closed"} {
 		p.draw(state(s))
 	}
 	require.Equal(t, "-", p.breakerCell("emails"))
 	require.Equal(t, "closed, opened 3×", p.breakerCell("webhooks"))
 	require.Equal(t, 2, p.breakers["webhooks"].closed)
-	require.Contains(t, b.String(), "webhooks breaker open, opened 1×\n")
-	require.Contains(t, b.String(), "webhooks breaker half_open, opened 3×\n")
+	require.Contains(t, b.String(), "webhooks: rate limit refused 7 claims, breaker open, opened 1×\n")
+	require.Contains(t, b.String(), "webhooks: rate limit refused 7 claims, breaker half_open, opened 3×\n")
+	require.NotContains(t, b.String(), "emails:")
 
 	b.Reset()
 	live := newProgress(&b, "live", qs, time.Now())
 	live.draw(state("open"))
 	require.Contains(t, b.String(), "open, opened 1×")
+	require.Regexp(t, `webhooks +1 +0 +0 +0 +0 +0 +7  open, opened 1×`, b.String())
 }
 
-// The simulated downstream admits its rate, tells a refused caller when its
-// turn comes, and keeps that turn for it.
-func TestDemoLimiter(t *testing.T) {
-	l := newDemoLimiter(100, 2) // one request per 10ms, two ahead
+// The webhook downstream goes down after a fixed number of calls and comes
+// back after a fixed time and number of calls, whatever the rate of calls.
+func TestDemoOutage(t *testing.T) {
+	o := &demoOutage{after: 3, length: time.Second}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	for id := int64(1); id <= 3; id++ {
-		_, ok := l.admit(id, now)
-		require.True(t, ok, "within the burst: %d", id)
+	for i := range 3 {
+		require.False(t, o.down(now.Add(time.Duration(i)*time.Hour)), "call %d: up", i+1)
 	}
-	wait, ok := l.admit(4, now)
-	require.False(t, ok)
-	require.Equal(t, 30*time.Millisecond, wait)
-	wait5, ok := l.admit(5, now)
-	require.False(t, ok)
-	require.Equal(t, 40*time.Millisecond, wait5, "the next caller gets the next turn")
-	// Too early: told again how long, turn kept.
-	again, ok := l.admit(4, now.Add(10*time.Millisecond))
-	require.False(t, ok)
-	require.Equal(t, 20*time.Millisecond, again)
-	// At its turn it is admitted even though the schedule is full.
-	_, ok = l.admit(4, now.Add(30*time.Millisecond))
-	require.True(t, ok)
+	from, _ := o.window()
+	require.True(t, from.IsZero(), "not down yet")
+	start := now.Add(5 * time.Hour)
+	require.True(t, o.down(start), "the 4th call: down")
+	require.True(t, o.down(start.Add(999*time.Millisecond)))
+	require.False(t, o.down(start.Add(time.Second)), "back after a second")
+	require.False(t, o.down(start.Add(time.Hour)), "and stays up")
+	from, until := o.window()
+	require.Equal(t, []time.Time{start, start.Add(time.Second)}, []time.Time{from, until})
+
+	// Few calls: down until it refused three, however long that takes.
+	few := &demoOutage{after: 0, length: time.Second, atLeast: 3}
+	require.True(t, few.down(start))
+	require.True(t, few.down(start.Add(time.Minute)))
+	require.True(t, few.down(start.Add(2*time.Minute)))
+	require.False(t, few.down(start.Add(3*time.Minute)))
+	from, until = few.window()
+	require.Equal(t, []time.Time{start, start.Add(2 * time.Minute)}, []time.Time{from, until})
+}
+
+// Every error a handler returns reads as its simulated downstream's (an
+// SMTP reply, an HTTP status, a storage service's message, a timeout),
+// never as one of PostgreSQL: the demo's database does not fail, and a
+// dead letter saying "deadlock detected (SQLSTATE 40P01)" would read as a
+// bug of pgbackoff.
+func TestDemoErrorsAreTheDownstreams(t *testing.T) {
+	qs := newDemoQueues(3000, 1)
+	hosts := map[string]string{"emails": "example", "webhooks": "https://hooks.example.com/", "reports": "s3://reports/"}
+	for _, q := range qs {
+		if q.outage != nil {
+			q.outage = &demoOutage{after: 10, length: time.Hour} // its 503s
+		}
+		// Three attempts of every job, 64 at a time (a call sleeps 1-3ms).
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 64)
+		for i, p := range q.payloads {
+			for attempt := 1; attempt <= 3; attempt++ {
+				job := &client.Job{ID: int64(i + 1), Token: attempt, Queue: q.name, Payload: mustJSON(t, p)}
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					if err := q.handle(context.Background(), job); err != nil {
+						mu.Lock()
+						seen[err.Error()] = true
+						mu.Unlock()
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		for msg := range seen {
+			require.NotRegexp(t, `SQLSTATE|^ERROR:|deadlock|statement timeout`, msg)
+			require.Contains(t, msg, hosts[q.name], "%s: %s names its downstream", q.name, msg)
+		}
+		if q.outage == nil {
+			require.GreaterOrEqual(t, len(seen), 3, "%s: a variety of errors", q.name)
+		} else {
+			require.NotEmpty(t, seen)
+		}
+	}
+	require.Equal(t, 31, qs[1].enqueued, "the webhooks queue gets a 96th")
+	require.Equal(t, 3000, qs[0].enqueued+qs[1].enqueued+qs[2].enqueued)
+	for _, n := range []int{3, 4, 30} {
+		qs := newDemoQueues(n, 1)
+		require.Equal(t, n, qs[0].enqueued+qs[1].enqueued+qs[2].enqueued)
+		for _, q := range qs {
+			require.Positive(t, q.enqueued, "--jobs %d: every queue has jobs", n)
+		}
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// The Workers' logger counts the claims a rate limit refused (the Worker
+// holds the queue until its next token), and notes when the Worker found
+// the breaker open: an opening, with the failure before it (finding it
+// open again is the same opening); the next call that succeeds closed it.
+func TestDemoHoldCounter(t *testing.T) {
+	qs := newDemoQueues(30, 1)
+	q := qs[1]
+	log := newHoldCounter(qs)
+	log.Debug(heldMessage, "queue", "webhooks", "breaker", "closed", "wait", 20*time.Millisecond)
+	log.With("worker", "demo-webhooks").Debug(heldMessage, "queue", "webhooks", "breaker", "half_open", "wait", 20*time.Millisecond)
+	log.Error("claim failed", "queue", "webhooks")
+	require.EqualValues(t, 2, q.nRefused.Load())
+	require.Zero(t, qs[0].nRefused.Load())
+	require.Empty(t, q.breaker.list())
+
+	_ = q.failed("POST https://hooks.example.com/in/1: 503 Service Unavailable (Retry-After: 1)")
+	before := time.Now()
+	log.Debug(heldMessage, "queue", "webhooks", "breaker", "open", "wait", 250*time.Millisecond)
+	log.Debug(heldMessage, "queue", "webhooks", "breaker", "open", "wait", 250*time.Millisecond)
+	require.EqualValues(t, 2, q.nRefused.Load(), "an open breaker is not the rate limit")
+	closedAt := time.Now()
+	q.breaker.succeeded(closedAt)
+	q.breaker.succeeded(closedAt.Add(time.Second)) // closed already
+	eps := q.breaker.list()
+	require.Len(t, eps, 1)
+	require.False(t, eps[0].opened.Before(before))
+	require.Equal(t, "POST https://hooks.example.com/in/1: 503 Service Unavailable (Retry-After: 1)", eps[0].cause)
+	require.Equal(t, closedAt, eps[0].closed)
 }
 
 // The attack: `demo --database-url 'postgres://…/postgres?dbname=prod'`
@@ -414,6 +568,14 @@ func TestDemoKeep(t *testing.T) {
 	var jobs int
 	require.NoError(t, kept.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs`).Scan(&jobs))
 	require.Equal(t, 30, jobs)
+	// Every error recorded, of the dead letters too, is a simulated
+	// downstream's, none reads as PostgreSQL's.
+	var errs, sqlstates int
+	require.NoError(t, kept.QueryRow(ctx, `
+		SELECT count(*), count(*) FILTER (WHERE e->>'error' ~ 'SQLSTATE|^ERROR:')
+		FROM backoff.jobs AS j, jsonb_array_elements(j.errors) AS e`).Scan(&errs, &sqlstates))
+	require.Positive(t, errs)
+	require.Zero(t, sqlstates)
 }
 
 // TestDemoKeepNeedsAURL: a throwaway server is removed when the demo ends,
