@@ -287,7 +287,7 @@ func TestWorkerHonoursARateLimit(t *testing.T) {
 	before := cc.claims.Load()
 	start := time.Now()
 	stop := startWorker(t, w)
-	eventually(t, 20*time.Second, "every job completed", func() bool { return countStatus(t, pool, StatusCompleted) == n })
+	eventually(t, time.Minute, "every job completed", func() bool { return countStatus(t, pool, StatusCompleted) == n })
 	took := time.Since(start)
 	stop()
 	claims, states := cc.claims.Load()-before, cc.states.Load()
@@ -350,14 +350,14 @@ func TestWorkerWaitsOutAnOpenBreaker(t *testing.T) {
 	notifyEvery(t, pool, "fragile", 5*time.Millisecond)
 	stop := startWorker(t, w)
 
-	eventually(t, 10*time.Second, "the breaker opened", func() bool {
+	eventually(t, time.Minute, "the breaker opened", func() bool {
 		st, err := c.QueueState(ctx, "fragile")
 		require.NoError(t, err)
 		return st.State == "open"
 	})
 	// Let the worker see the open breaker, then count: nothing may be
 	// claimed for a while although wake-ups keep coming.
-	eventually(t, 10*time.Second, "the worker read the open state", func() bool { return cc.states.Load() > 0 })
+	eventually(t, time.Minute, "the worker read the open state", func() bool { return cc.states.Load() > 0 })
 	time.Sleep(100 * time.Millisecond)
 	claims := cc.claims.Load()
 	time.Sleep(500 * time.Millisecond)
@@ -368,7 +368,7 @@ func TestWorkerWaitsOutAnOpenBreaker(t *testing.T) {
 	// due too); the downstream is back.
 	down.Store(false)
 	clock.Add((time.Hour + time.Second).Microseconds())
-	eventually(t, 10*time.Second, "the queue ran after the cooldown", func() bool {
+	eventually(t, time.Minute, "the queue ran after the cooldown", func() bool {
 		return countStatus(t, pool, StatusCompleted) == 6
 	})
 	st, err := c.QueueState(ctx, "fragile")
@@ -401,18 +401,18 @@ func TestWorkerHeldQueueStopsWaiting(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'slow'").Scan(&n))
 		return n
 	}
-	eventually(t, 10*time.Second, "registered as waiting on the empty queue", func() bool { return waiting() == 1 })
+	eventually(t, time.Minute, "registered as waiting on the empty queue", func() bool { return waiting() == 1 })
 	jobs := make([]NewJob, 6)
 	for i := range jobs {
 		jobs[i] = NewJob{Queue: "slow"}
 	}
 	_, err = c.EnqueueMany(ctx, jobs)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "held with a backlog and not registered", func() bool {
+	eventually(t, time.Minute, "held with a backlog and not registered", func() bool {
 		return waiting() == 0 && countStatus(t, pool, StatusPending) > 0
 	})
-	eventually(t, 10*time.Second, "backlog done", func() bool { return countStatus(t, pool, StatusCompleted) == 6 })
-	eventually(t, 10*time.Second, "registered again once idle", func() bool { return waiting() == 1 })
+	eventually(t, time.Minute, "backlog done", func() bool { return countStatus(t, pool, StatusCompleted) == 6 })
+	eventually(t, time.Minute, "registered again once idle", func() bool { return waiting() == 1 })
 	requireNoneRunning(t, pool)
 }
 
@@ -459,7 +459,7 @@ func TestWorkerWaitsForTheProbe(t *testing.T) {
 		}
 		stop()
 	}()
-	eventually(t, 10*time.Second, "the breaker opened", func() bool {
+	eventually(t, time.Minute, "the breaker opened", func() bool {
 		st, err := c.QueueState(ctx, "probed")
 		require.NoError(t, err)
 		return st.State == "open"
@@ -472,7 +472,7 @@ func TestWorkerWaitsForTheProbe(t *testing.T) {
 	clock.Add((time.Hour + time.Second).Microseconds())
 	select {
 	case <-probing:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("no probe after the cooldown")
 	}
 	time.Sleep(100 * time.Millisecond) // the claims that find the probe out
@@ -484,7 +484,7 @@ func TestWorkerWaitsForTheProbe(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	require.LessOrEqual(t, cc.claims.Load()-claims, int64(1), "claims while the probe runs")
 	close(release)
-	eventually(t, 10*time.Second, "the rest ran after the probe", func() bool { return countStatus(t, pool, StatusCompleted) == 4 })
+	eventually(t, time.Minute, "the rest ran after the probe", func() bool { return countStatus(t, pool, StatusCompleted) == 4 })
 	require.EqualValues(t, 5, calls.Load())
 	requireNoneRunning(t, pool)
 }

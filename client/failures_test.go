@@ -118,6 +118,9 @@ func TestWorkerLogsFailedAttemptsAtDebugAndASummaryAtInfo(t *testing.T) {
 
 	h := newCaptureHandler()
 	var handled atomic.Int64
+	// The worker's clock stands still: the retries (a second away under
+	// the default policy) never come due, however slowly the test runs.
+	now := time.Now()
 	fail := func(ctx context.Context, job *Job) error {
 		defer handled.Add(1)
 		var p struct{ Bad bool }
@@ -133,11 +136,11 @@ func TestWorkerLogsFailedAttemptsAtDebugAndASummaryAtInfo(t *testing.T) {
 			{Queue: "beta", Handler: func(context.Context, *Job) error { return nil }},
 		},
 		ReapInterval: -1, PollInterval: 50 * time.Millisecond,
-	}, WithLogger(slog.New(h)))
+	}, WithLogger(slog.New(h)), WithClock(func() time.Time { return now }))
 	require.NoError(t, err)
 	w.summaryEvery = time.Hour // only the summary Run flushes on its way out
 	stop := startWorker(t, w)
-	eventually(t, 10*time.Second, "seven attempts failed and settled", func() bool {
+	eventually(t, time.Minute, "seven attempts failed and settled", func() bool {
 		return handled.Load() >= 7 && countStatus(t, pool, StatusRunning) == 0
 	})
 	stop()

@@ -33,7 +33,7 @@ func TestWorkerTrickleClaimsOncePerWakeUp(t *testing.T) {
 			"LISTEN "+NotifyChannel).Scan(&n))
 		return n == 2
 	}
-	eventually(t, 10*time.Second, "listening and registered as waiting", registered)
+	eventually(t, time.Minute, "listening and registered as waiting", registered)
 	enqueue := func(k int) {
 		jobs := make([]NewJob, k)
 		for j := range jobs {
@@ -45,13 +45,13 @@ func TestWorkerTrickleClaimsOncePerWakeUp(t *testing.T) {
 	// A first job, so that the start-up's looks (and the wake-up of LISTEN
 	// taking effect) are over before counting.
 	enqueue(1)
-	eventually(t, 10*time.Second, "first job completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
+	eventually(t, time.Minute, "first job completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
 
 	const batches, size = 10, 3
 	claims, states := cc.claims.Load(), cc.states.Load()
 	for i := range batches {
 		enqueue(size)
-		eventually(t, 10*time.Second, "batch completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1+(i+1)*size })
+		eventually(t, time.Minute, "batch completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1+(i+1)*size })
 	}
 	claims, states = cc.claims.Load()-claims, cc.states.Load()-states
 	t.Logf("%d batches: %d claims, %d queue_state reads", batches, claims, states)
@@ -81,7 +81,7 @@ func TestWorkerShortClaimOfARateLimitedQueueGoesOn(t *testing.T) {
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	stop := startWorker(t, w)
-	eventually(t, 10*time.Second, "registered as waiting", func() bool {
+	eventually(t, time.Minute, "registered as waiting", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'limited'").Scan(&n))
 		return n == 1
@@ -93,8 +93,8 @@ func TestWorkerShortClaimOfARateLimitedQueueGoesOn(t *testing.T) {
 	}
 	_, err = c.EnqueueMany(ctx, jobs)
 	require.NoError(t, err)
-	eventually(t, 10*time.Second, "the burst's 2 jobs completed", func() bool { return countStatus(t, pool, StatusCompleted) >= 2 })
-	eventually(t, 10*time.Second, "a claim and a state read after the short claim", func() bool {
+	eventually(t, time.Minute, "the burst's 2 jobs completed", func() bool { return countStatus(t, pool, StatusCompleted) >= 2 })
+	eventually(t, time.Minute, "a claim and a state read after the short claim", func() bool {
 		return cc.claims.Load()-claims >= 2 && cc.states.Load()-states >= 1
 	})
 	// A token comes every second, so the Worker may hold a job it just
@@ -127,6 +127,6 @@ func TestWorkerRateLimitedQueueDoesNotStallOnALateToken(t *testing.T) {
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	startWorker(t, w)
-	eventually(t, 10*time.Second, "every job ran", func() bool { return countStatus(t, pool, StatusCompleted) == n })
+	eventually(t, time.Minute, "every job ran", func() bool { return countStatus(t, pool, StatusCompleted) == n })
 	requireNoneRunning(t, pool)
 }

@@ -28,7 +28,7 @@ func TestWorkerReapsAtStart(t *testing.T) {
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	startWorker(t, w)
-	eventually(t, 10*time.Second, "the stranded job reaped", func() bool {
+	eventually(t, time.Minute, "the stranded job reaped", func() bool {
 		return countStatus(t, pool, StatusRunning) == 0
 	})
 	var kind string

@@ -22,10 +22,14 @@ import (
 
 func TestMain(m *testing.M) { testdb.MainWithExamples(m) }
 
-// The worker tests run against real PostgreSQL in real time: leases and
-// heartbeats are wall-clock behaviour, so they use short leases (hundreds
-// of milliseconds). No test waits for a backoff: retries are checked by
-// status and run_at, never by sleeping until they come due.
+// The worker tests run against real PostgreSQL in real time. A lease is
+// longer than any stall of a busy machine (a minute) unless its running
+// out is what a test checks; expiry is driven by a reaper's p_now, not by
+// waiting for a short lease. No test waits for a backoff: retries are
+// checked by status and run_at, never by sleeping until they come due, and
+// a worker that must not see a retry come due runs on an injected clock.
+// The bounds of eventually are guards against a hang, generous for a busy
+// machine, not bounds under test.
 
 func testLogger(t *testing.T) *slog.Logger {
 	w := &testWriter{t: t}
@@ -81,7 +85,7 @@ func startWorker(t *testing.T, w *Worker) (stop func()) {
 			select {
 			case err := <-done:
 				require.NoError(t, err)
-			case <-time.After(20 * time.Second):
+			case <-time.After(time.Minute):
 				t.Fatal("worker did not stop")
 			}
 		})
@@ -147,7 +151,7 @@ func TestWorkerRunsABacklogInBatches(t *testing.T) {
 	stop := startWorker(t, w)
 	// PollInterval is an hour: only "a full batch refetches at once" can
 	// drain the backlog in time.
-	eventually(t, 20*time.Second, "backlog completed", func() bool { return countStatus(t, pool, StatusCompleted) == 200 })
+	eventually(t, time.Minute, "backlog completed", func() bool { return countStatus(t, pool, StatusCompleted) == 200 })
 	t.Logf("200 jobs, concurrency 8: %s", time.Since(start))
 	stop()
 	require.EqualValues(t, 200, ran.Load())
@@ -171,6 +175,10 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 	}
 	meter := newRecordingMeter()
 	var handled atomic.Int64
+	// The worker's clock stands still: the retries (a second away under
+	// the default policy) never come due while the test looks, however
+	// slowly a busy machine runs it.
+	now := time.Now()
 	w, err := NewWorker(pool, WorkerConfig{
 		Queue: "classify", Concurrency: 6, ReapInterval: -1, PollInterval: 50 * time.Millisecond,
 		Handler: func(ctx context.Context, job *Job) error {
@@ -192,10 +200,10 @@ func TestWorkerClassifiesHandlerErrors(t *testing.T) {
 			}
 			return nil
 		},
-	}, WithLogger(testLogger(t)), WithMeterProvider(meter.provider()))
+	}, WithLogger(testLogger(t)), WithMeterProvider(meter.provider()), WithClock(func() time.Time { return now }))
 	require.NoError(t, err)
 	stop := startWorker(t, w)
-	eventually(t, 10*time.Second, "six jobs handled and settled", func() bool {
+	eventually(t, time.Minute, "six jobs handled and settled", func() bool {
 		return handled.Load() >= 6 && countStatus(t, pool, StatusRunning) == 0 && countStatus(t, pool, StatusCompleted) == 1
 	})
 	stop()
@@ -247,30 +255,64 @@ func TestWorkerHeartbeatsKeepALongHandlerAlive(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
 	c := newTestClient(t, pool)
-	id, err := c.Enqueue(context.Background(), "long", nil)
+	ctx := context.Background()
+	id, err := c.Enqueue(ctx, "long", nil)
 	require.NoError(t, err)
 
-	const lease = time.Second
+	// A lease of a minute, longer than any stall of a busy machine: the
+	// handler runs until the heartbeats have carried its lease two seconds
+	// past the one its claim gave, and a reaper whose clock is one second
+	// past that first lease (the instant it would have expired without
+	// heartbeats) then finds nothing to take.
+	const lease = time.Minute
 	var cause atomic.Value
+	var handlerErr atomic.Value
+	reaped := atomic.Int64{}
+	reaped.Store(-1)
 	w, err := NewWorker(pool, WorkerConfig{
-		Queue: "long", Concurrency: 1, Lease: lease,
+		Queue: "long", Concurrency: 1, Lease: lease, HeartbeatInterval: 50 * time.Millisecond,
 		ReapInterval: 50 * time.Millisecond, // an eager reaper: any expired lease would be taken at once
 		Handler: func(ctx context.Context, job *Job) error {
-			select {
-			case <-time.After(3 * lease):
-				return nil
-			case <-ctx.Done():
-				cause.Store(context.Cause(ctx))
-				return ctx.Err()
+			claimed := *job.LeaseUntil
+			deadline := time.Now().Add(time.Minute) // a guard, not a bound under test
+			for {
+				var until time.Time
+				if err := pool.QueryRow(ctx, "SELECT lease_until FROM backoff.jobs WHERE id = $1", job.ID).Scan(&until); err != nil {
+					handlerErr.Store(err)
+					return err
+				}
+				if until.After(claimed.Add(2 * time.Second)) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					cause.Store(context.Cause(ctx))
+					return ctx.Err()
+				case <-time.After(20 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					err := errors.New("the heartbeats did not extend the lease within a minute")
+					handlerErr.Store(err)
+					return err
+				}
 			}
+			var n int
+			if err := pool.QueryRow(ctx, "SELECT backoff.reap($1)", claimed.Add(time.Second)).Scan(&n); err != nil {
+				handlerErr.Store(err)
+				return err
+			}
+			reaped.Store(int64(n))
+			return nil
 		},
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	stop := startWorker(t, w)
-	eventually(t, 10*time.Second, "long job completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
+	eventually(t, 2*time.Minute, "long job completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
 	stop()
+	require.Nil(t, handlerErr.Load())
 	require.Nil(t, cause.Load(), "the handler's context was never cancelled")
-	j, err := c.Get(context.Background(), id)
+	require.Zero(t, reaped.Load(), "a reaper past the claim's lease finds it extended")
+	j, err := c.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, 1, j.Token, "one attempt: the lease never expired")
 	require.Empty(t, j.Errors)
@@ -299,13 +341,13 @@ func TestWorkerLeaseLossCancelsTheHandler(t *testing.T) {
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	stop := startWorker(t, w)
-	eventually(t, 5*time.Second, "job running", func() bool { return countStatus(t, pool, StatusRunning) == 1 })
+	eventually(t, time.Minute, "job running", func() bool { return countStatus(t, pool, StatusRunning) == 1 })
 
 	// Another party decides the lease is gone: a reaper whose clock is two
 	// seconds ahead (past any lease a heartbeat can have given), as after
 	// a network partition. The reaper skips a row that a heartbeat has
 	// locked at that instant (SKIP LOCKED), so it may take a second pass.
-	eventually(t, 5*time.Second, "the lease reaped", func() bool {
+	eventually(t, time.Minute, "the lease reaped", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, "SELECT backoff.reap(now() + interval '2 seconds')").Scan(&n))
 		return n == 1
@@ -314,7 +356,7 @@ func TestWorkerLeaseLossCancelsTheHandler(t *testing.T) {
 	select {
 	case cause := <-causes:
 		require.ErrorIs(t, cause, ErrLeaseLost)
-	case <-time.After(5 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the handler was not cancelled after its lease was lost")
 	}
 	stop()
@@ -347,7 +389,7 @@ func TestWorkerShutdown(t *testing.T) {
 		}, WithLogger(testLogger(t)))
 		require.NoError(t, err)
 		stop := startWorker(t, w)
-		eventually(t, 5*time.Second, "three handlers started", func() bool { return started.Load() == 3 })
+		eventually(t, time.Minute, "three handlers started", func() bool { return started.Load() == 3 })
 		stop()
 		require.Equal(t, 3, countStatus(t, pool, StatusCompleted))
 		requireNoneRunning(t, pool)
@@ -366,7 +408,12 @@ func TestWorkerShutdown(t *testing.T) {
 		require.NoError(t, err)
 		release := make(chan struct{})
 		var started atomic.Int64
-		const lease = 300 * time.Millisecond
+		// A lease of a minute, longer than any stall of a busy machine;
+		// heartbeats every 50 ms. That the worker goes on extending it
+		// after the shutdown timeout is seen in lease_until, and by a
+		// reaper whose clock is past the lease held when the shutdown
+		// began.
+		const lease = time.Minute
 		w, err := NewWorker(pool, WorkerConfig{
 			Queue: "stuck", Concurrency: 2, Lease: lease, HeartbeatInterval: 50 * time.Millisecond,
 			ShutdownTimeout: 100 * time.Millisecond, ReapInterval: -1,
@@ -386,7 +433,7 @@ func TestWorkerShutdown(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- w.Run(ctx) }()
-		eventually(t, 5*time.Second, "both handlers started", func() bool { return started.Load() == 2 })
+		eventually(t, time.Minute, "both handlers started", func() bool { return started.Load() == 2 })
 
 		var ranElsewhere atomic.Int64
 		other, err := NewWorker(pool, WorkerConfig{
@@ -403,20 +450,27 @@ func TestWorkerShutdown(t *testing.T) {
 
 		cancel()
 		stoppedAt := time.Now()
-		eventually(t, 5*time.Second, "the polite job failed as retryable", func() bool {
+		eventually(t, time.Minute, "the polite job failed as retryable", func() bool {
 			j, err := c.Get(context.Background(), polite)
 			return err == nil && j.Status != StatusRunning
 		})
-		// Three lease lengths after the shutdown began, the stubborn job
-		// is still running its first attempt, on a lease extended since.
-		eventually(t, 10*time.Second, "lease extended past three lease lengths", func() bool {
+		// Two seconds after the shutdown began (twenty shutdown timeouts),
+		// the stubborn job is still running its first attempt, on a lease
+		// extended since: a heartbeat ran after that.
+		eventually(t, time.Minute, "lease extended by a heartbeat two seconds into the shutdown", func() bool {
 			j, err := c.Get(context.Background(), stubborn)
 			require.NoError(t, err)
 			require.Equal(t, StatusRunning, j.Status, "the stubborn job left this worker while its handler ran")
 			require.Equal(t, 1, j.Token)
 			require.Equal(t, "first", j.LockedBy)
-			return j.LeaseUntil.After(stoppedAt.Add(3 * lease))
+			return j.LeaseUntil.After(stoppedAt.Add(lease + 2*time.Second))
 		})
+		// A reaper whose clock is past the lease held when the shutdown
+		// began (where it would have expired had the heartbeats stopped)
+		// takes nothing.
+		var reaped int
+		require.NoError(t, pool.QueryRow(context.Background(), "SELECT backoff.reap($1)", stoppedAt.Add(lease+time.Second)).Scan(&reaped))
+		require.Zero(t, reaped, "the stubborn job's lease was not extended")
 		select {
 		case <-done:
 			t.Fatal("Run returned while a handler still ran")
@@ -426,7 +480,7 @@ func TestWorkerShutdown(t *testing.T) {
 		select {
 		case err := <-done:
 			require.NoError(t, err)
-		case <-time.After(20 * time.Second):
+		case <-time.After(time.Minute):
 			t.Fatal("worker did not stop after the handler returned")
 		}
 		stopOther()
@@ -465,7 +519,7 @@ func TestWorkerWakesOnNotify(t *testing.T) {
 	// the registration is found by the poll (docs/adr/0027), so every
 	// enqueue below waits for the registration first.
 	waiting := func() {
-		eventually(t, 5*time.Second, "worker listening and registered as waiting", func() bool {
+		eventually(t, time.Minute, "worker listening and registered as waiting", func() bool {
 			var n int
 			require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query = $1)
 				+ (SELECT count(*) FROM backoff.waiting_workers WHERE queue = 'notify' AND expires_at > now())`,
@@ -487,8 +541,8 @@ func TestWorkerWakesOnNotify(t *testing.T) {
 		select {
 		case t1 := <-started:
 			lat = append(lat, t1.Sub(t0))
-		case <-time.After(5 * time.Second):
-			t.Fatal("no wake-up within 5s: NOTIFY did not reach the worker")
+		case <-time.After(time.Minute): // a guard: the poll is an hour away
+			t.Fatal("no wake-up within a minute: NOTIFY did not reach the worker")
 		}
 	}
 	slices.Sort(lat)
@@ -612,10 +666,10 @@ func TestWorkerRetriesASettleCutByATransientError(t *testing.T) {
 	}, WithLogger(testLogger(t)))
 	require.NoError(t, err)
 	stop := startWorker(t, w)
-	eventually(t, 5*time.Second, "both jobs handled", func() bool { return handled.Load() == 2 })
+	eventually(t, time.Minute, "both jobs handled", func() bool { return handled.Load() == 2 })
 	// The lease is a minute and nothing reaps: only the worker's own retry
 	// can settle the jobs within these seconds.
-	eventually(t, 5*time.Second, "both jobs settled after the outage", func() bool {
+	eventually(t, time.Minute, "both jobs settled after the outage", func() bool {
 		return countStatus(t, check, StatusRunning) == 0
 	})
 	stop()

@@ -93,7 +93,7 @@ func uiServer(t *testing.T, allow bool) (*httptest.Server, *pgxpool.Pool, uiseed
 	require.NoError(t, err)
 	c, err := client.New(ctx, pool)
 	require.NoError(t, err)
-	h, err := webui.New(c, ops.New(pool), webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond, BearerToken: uiToken})
+	h, err := webui.New(c, ops.New(pool), webui.Options{AllowActions: allow, RefreshEvery: 300 * time.Millisecond, BearerToken: uiToken, QueryTimeout: busyQueryTimeout})
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,12 +30,20 @@ func serve(t *testing.T, dbURL string, opts webui.Options) (*httptest.Server, *c
 	require.NoError(t, err)
 	o := ops.New(pool)
 	operators.Store(c, o)
+	if opts.QueryTimeout == 0 {
+		opts.QueryTimeout = busyQueryTimeout
+	}
 	h, err := webui.New(c, o, opts)
 	require.NoError(t, err)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, c
 }
+
+// busyQueryTimeout is the pages' query timeout in the tests: the default
+// 10 s guards a server, and a page of tens of thousands of queues on a busy
+// machine may take longer without anything being wrong.
+const busyQueryTimeout = 2 * time.Minute
 
 // operators holds, for each worker's client serve made, the operator's
 // client on the same pool: the tests' own reads and actions (opsOf).
@@ -222,6 +231,15 @@ func TestDatabaseAway(t *testing.T) {
 	code, body, _ = get(t, http.DefaultClient, srv.URL+"/overview/table")
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Contains(t, body, `data-banner="the database cannot be reached`)
+}
+
+// TestQueryTimeout: a page whose database calls outlast QueryTimeout
+// answers 503 with the banner.
+func TestQueryTimeout(t *testing.T) {
+	srv, _ := serve(t, testdb.NewURL(t), webui.Options{QueryTimeout: time.Nanosecond})
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, `id="banner" class="banner" >the database cannot be reached`)
 }
 
 // TestMountedUnderPrefix: an application mounts the handler at /ops.

@@ -16,11 +16,12 @@ import (
 	"github.com/pgbackoff/pgbackoff/client/policy"
 )
 
-// queryTimeout bounds each page's database calls.
-const queryTimeout = 10 * time.Second
+// defaultQueryTimeout bounds each page's database calls unless
+// Options.QueryTimeout says otherwise.
+const defaultQueryTimeout = 10 * time.Second
 
 func (h *Handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(r.Context(), queryTimeout)
+	return context.WithTimeout(r.Context(), h.opts.QueryTimeout)
 }
 
 // queueRow is one line of the overview.

@@ -78,6 +78,9 @@ type Options struct {
 	// ops.DefaultDeadLetterSample, 10,000): the page's cost grows with
 	// it, not with the dead letters; above it the page says so.
 	DeadLetterSample int
+	// QueryTimeout bounds the database calls of one page (default 10s);
+	// a page whose calls run out of it answers 503 with the banner.
+	QueryTimeout time.Duration
 }
 
 // Handler serves the UI.
@@ -124,6 +127,9 @@ func New(c *client.Client, o *ops.Client, opts Options) (*Handler, error) {
 	}
 	if opts.RefreshEvery <= 0 {
 		opts.RefreshEvery = 5 * time.Second
+	}
+	if opts.QueryTimeout <= 0 {
+		opts.QueryTimeout = defaultQueryTimeout
 	}
 	h := &Handler{c: c, ops: o, opts: opts, mux: http.NewServeMux(), secret: make([]byte, 32),
 		cop: http.NewCrossOriginProtection(), hosts: map[string]bool{}}

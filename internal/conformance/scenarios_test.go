@@ -39,10 +39,16 @@ type scenario struct {
 		// slot is due when the worker starts; the worker must fire it.
 		Schedule bool `json:"schedule"`
 	} `json:"jobs"`
-	// StopWhenRunning: the worker is told to stop as soon as every job
-	// runs, instead of when every job is finished.
-	StopWhenRunning bool                `json:"stop_when_running"`
-	Expect          map[string]endState `json:"expect"`
+	// StopWhenRunning: the worker is told to stop as soon as every job's
+	// handler runs its step (its side effect recorded), instead of when
+	// every job is finished.
+	StopWhenRunning bool `json:"stop_when_running"`
+	// ExpireWhenRunning: as soon as every job's handler runs its step, the
+	// runner ends the leases of those attempts (lease_until = now), as a
+	// lease running out would, and the worker's reaper takes them: expiry
+	// without waiting out a short lease in real time.
+	ExpireWhenRunning bool                `json:"expire_when_running"`
+	Expect            map[string]endState `json:"expect"`
 }
 
 type policy struct {
@@ -68,6 +74,9 @@ type endState struct {
 	LastError string `json:"last_error,omitempty"`
 	// DueNow: the job's run_at is not in the future.
 	DueNow bool `json:"due_now,omitempty"`
+	// LeaseExtendedMS: heartbeats of the job's last attempt carried its
+	// lease at least this far past the lease its claim gave.
+	LeaseExtendedMS *int `json:"lease_extended_ms,omitempty"`
 }
 
 func loadRegistry(t *testing.T) registry {
@@ -129,7 +138,9 @@ func TestScenarios(t *testing.T) {
 }
 
 func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A guard against a hang, generous for a busy machine: every scenario
+	// runs at once, each language's worker in a process of its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dbURL := testdb.NewURL(t)
 	pool := testdb.Pool(t, dbURL)
@@ -164,9 +175,19 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 	}
 	w := startWorker(t, l, dbURL, settings)
 
+	// A job runs once its attempt is claimed and its handler has recorded
+	// its side effect: the handler is in its step, not still starting.
+	running := `status = 'running' AND EXISTS (SELECT FROM public.conformance_effects AS e
+		WHERE e.job_id = backoff.jobs.id AND e.attempt = backoff.jobs.attempts)`
+	if s.ExpireWhenRunning {
+		waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0 FROM backoff.jobs WHERE queue = $1`, running), queue)
+		tag, err := pool.Exec(ctx, `UPDATE backoff.jobs SET lease_until = clock_timestamp() WHERE queue = $1 AND status = 'running'`, queue)
+		require.NoError(t, err)
+		require.EqualValues(t, len(s.Jobs), tag.RowsAffected(), "leases ended")
+	}
 	want := "status IN ('completed', 'dead_lettered', 'cancelled')"
 	if s.StopWhenRunning {
-		want = "status = 'running'"
+		want = running
 	}
 	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0
 		AND count(*) FILTER (WHERE schedule IS NOT NULL) = $2 FROM backoff.jobs WHERE queue = $1`, want), queue, len(schedules))
@@ -215,6 +236,25 @@ END
 $$;
 CREATE TRIGGER conformance_completed AFTER INSERT OR UPDATE ON backoff.jobs
     FOR EACH ROW EXECUTE FUNCTION public.conformance_completed();
+-- Every lease a running attempt was given: by its claim, then by each
+-- heartbeat.
+CREATE TABLE public.conformance_leases (
+    job_id      bigint NOT NULL,
+    attempt     integer NOT NULL,
+    lease_until timestamptz NOT NULL
+);
+CREATE FUNCTION public.conformance_leased() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    IF NEW.status = 'running' AND NEW.lease_until IS NOT NULL
+       AND (TG_OP = 'INSERT' OR OLD.lease_until IS DISTINCT FROM NEW.lease_until) THEN
+        INSERT INTO public.conformance_leases (job_id, attempt, lease_until) VALUES (NEW.id, NEW.attempts, NEW.lease_until);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER conformance_leased AFTER INSERT OR UPDATE ON backoff.jobs
+    FOR EACH ROW EXECUTE FUNCTION public.conformance_leased();
 GRANT INSERT ON public.conformance_effects TO PUBLIC;`)
 	require.NoError(t, err)
 }
@@ -291,8 +331,8 @@ func (w *worker) stop(t *testing.T) {
 	case err := <-w.exited:
 		w.exited <- err // for the cleanup
 		require.NoError(t, err, "the %s worker's exit after SIGTERM:\n%s", w.lang, w.out.String())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the %s worker did not stop within 30s of SIGTERM:\n%s", w.lang, w.out.String())
+	case <-time.After(2 * time.Minute): // a guard, generous for a busy machine
+		t.Fatalf("the %s worker did not stop within 2 minutes of SIGTERM:\n%s", w.lang, w.out.String())
 	}
 }
 
@@ -312,12 +352,15 @@ func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name s
 		expiries  int
 		lastError *string
 		dueNow    bool
+		extended  int
 	)
 	require.NoError(t, pool.QueryRow(ctx, `
 		SELECT status, dead_letter_reason, attempts, attempts - uncounted_attempts,
-		       jsonb_array_length(errors), lease_expiries, last_error, run_at <= now()
-		FROM backoff.jobs WHERE id = $1`, id).
-		Scan(&got.Status, &reason, &got.Attempts, &got.Counted, &got.Errors, &expiries, &lastError, &dueNow))
+		       jsonb_array_length(errors), lease_expiries, last_error, run_at <= now(),
+		       (SELECT coalesce(floor(extract(epoch FROM max(l.lease_until) - min(l.lease_until)) * 1000), 0)::int
+		        FROM public.conformance_leases AS l WHERE l.job_id = j.id AND l.attempt = j.attempts)
+		FROM backoff.jobs AS j WHERE id = $1`, id).
+		Scan(&got.Status, &reason, &got.Attempts, &got.Counted, &got.Errors, &expiries, &lastError, &dueNow, &extended))
 	got.Reason, got.LeaseExpiries, got.DueNow = reason, &expiries, dueNow
 	if lastError != nil {
 		got.LastError = *lastError
@@ -345,6 +388,10 @@ func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name s
 	}
 	if want.DueNow {
 		require.True(t, got.DueNow, "job %q (id %d): due at once", name, id)
+	}
+	if want.LeaseExtendedMS != nil {
+		require.GreaterOrEqual(t, extended, *want.LeaseExtendedMS,
+			"job %q (id %d): how far (ms) heartbeats carried its last attempt's lease past its claim's", name, id)
 	}
 }
 

@@ -34,9 +34,13 @@ func TestKillWorkerProcess(t *testing.T) {
 		`SELECT array_agg(id) FROM backoff.jobs WHERE locked_by = 'victim' AND status = 'running'`).Scan(&held))
 	require.Len(t, held, 5, "the killed process's jobs stay running until their lease expires")
 
+	// The victim's leases (two seconds) run out because it was killed;
+	// the worker that finishes the jobs holds leases of a minute, longer
+	// than any stall of a busy machine, so that only the victim's are
+	// reaped.
 	var stale atomic.Int64
 	stop := runWorkers(t, testdb.Pool(t, dbURL), 1, client.WorkerConfig{
-		Queue: "kill", Concurrency: 10, Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
+		Queue: "kill", Concurrency: 10, Lease: time.Minute, PollInterval: 100 * time.Millisecond,
 		ReapInterval: 300 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
 		Handler: func(context.Context, *client.Job) error { time.Sleep(10 * time.Millisecond); return nil },
 	}, &stale)

@@ -49,7 +49,8 @@ async function statuses(queue: string): Promise<Record<string, number>> {
 }
 
 // A worker test that waits for a handler fails after this instead of hanging.
-const opts = { timeout: 20_000 };
+// A guard against a hang, generous for a busy machine; no test waits it out.
+const opts = { timeout: 120_000 };
 
 describe("Worker", () => {
   test("refuses a configuration it cannot run", opts, () => {
@@ -190,6 +191,12 @@ describe("Worker", () => {
   });
 
   test("heartbeats keep a job leased past its lease while another worker reaps", opts, async () => {
+    // A lease of a minute, longer than any stall of a busy machine: the
+    // handler runs until the heartbeats have carried its lease two seconds
+    // past the one its claim gave; a reaper whose clock is one second past
+    // that first lease (where it would have run out without heartbeats)
+    // then leaves it alone (it may reap what earlier tests left running in
+    // this database).
     const q = queueName("beat");
     const c = await connect(pool);
     const id = await c.enqueue(q);
@@ -198,10 +205,12 @@ describe("Worker", () => {
       queues: [
         {
           queue: q,
-          leaseMs: 1_200,
+          leaseMs: 60_000,
           heartbeatIntervalMs: 100,
-          handler: async () => {
-            await new Promise((r) => setTimeout(r, 3_000)); // two and a half leases
+          handler: async (job) => {
+            const claimed = job.leaseUntil!.getTime();
+            await until(async () => (await readJob(pool, id)).leaseUntil!.getTime() > claimed + 2_000, 60_000, "the lease extended");
+            await pool.query("SELECT backoff.reap($1)", [new Date(claimed + 1_000)]);
             finished.resolve();
           },
         },
@@ -219,7 +228,7 @@ describe("Worker", () => {
     })();
     try {
       await finished.promise;
-      await until(async () => (await readJob(pool, id)).status === "completed", 5_000, "completion");
+      await until(async () => (await readJob(pool, id)).status === "completed", 60_000, "completion");
     } finally {
       reaping = false;
       await reaps;
@@ -299,15 +308,18 @@ describe("Worker", () => {
     const id = await c.enqueue(q);
     const started = deferred();
     let handlerDone = false;
+    // A lease of a minute, longer than any stall of a busy machine: that
+    // the heartbeats go on during the shutdown is seen in lease_until.
+    const leaseMs = 60_000;
     const w = start({
       queues: [
         {
           queue: q,
-          leaseMs: 1_200,
+          leaseMs,
           heartbeatIntervalMs: 100,
           handler: async () => {
             started.resolve();
-            await new Promise((r) => setTimeout(r, 3_000)); // two and a half leases, deaf to the signal
+            await new Promise((r) => setTimeout(r, 5_000)); // fifty shutdown timeouts, deaf to the signal
             handlerDone = true;
           },
         },
@@ -317,17 +329,23 @@ describe("Worker", () => {
       reapIntervalMs: -1,
     });
     await started.promise;
+    const stoppedAt = Date.now();
     const stopped = w.stop();
     const reaper = await connect(pool);
     let runReturned = false;
+    let lease = 0;
     void stopped.then(() => (runReturned = true));
     while (!runReturned) {
       await reaper.reap();
       const job = await readJob(pool, id);
-      if (!handlerDone) assert.equal(job.status, "running", "still leased to the worker shutting down");
+      if (!handlerDone) {
+        assert.equal(job.status, "running", "still leased to the worker shutting down");
+        lease = Math.max(lease, job.leaseUntil!.getTime());
+      }
       await new Promise((r) => setTimeout(r, 50));
     }
     assert.ok(handlerDone, "run returned only after the handler");
+    assert.ok(lease > stoppedAt + leaseMs + 2_000, "a heartbeat two seconds into the shutdown extended the lease");
     const job = await readJob(pool, id);
     assert.equal(job.status, "completed");
     assert.equal(job.attempt, 1);

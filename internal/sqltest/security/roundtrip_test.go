@@ -36,14 +36,15 @@ func hostile() map[string]string {
 	}
 }
 
-// nameFor is s when it is a valid name, else a valid stand-in (names with
-// control or format characters or over 128 bytes are refused, see
-// TestNameLimits and TestNameFormatCharacters).
-func nameFor(prefix, s string) string {
+// nameFor is s when it is a valid name, else a valid stand-in of its own
+// for each text (names with control or format characters or over 128
+// bytes are refused, see TestNameLimits and TestNameFormatCharacters):
+// every subtest works in a queue no other subtest uses.
+func nameFor(prefix, s, text string) string {
 	if client.ValidName(prefix + s) {
 		return prefix + s
 	}
-	return prefix + "stand-in"
+	return prefix + "stand-in-" + text
 }
 
 // roomForHuge raises max_payload_bytes above the 1 MB text of hostile():
@@ -78,9 +79,9 @@ func TestRoundTripSQL(t *testing.T) {
 	roomForHuge(t, pool)
 	for name, s := range hostile() {
 		t.Run(name, func(t *testing.T) {
-			queue := nameFor("", s)
-			key := nameFor("k", s)
-			worker := nameFor("w", s)
+			queue := nameFor("", s, name)
+			key := nameFor("k", s, name)
+			worker := nameFor("w", s, name)
 			payload, err := json.Marshal(map[string]string{"text": s, s[:min(len(s), 100)]: "key"})
 			require.NoError(t, err)
 			var id int64
@@ -115,7 +116,7 @@ func TestRoundTripClient(t *testing.T) {
 	require.NoError(t, err)
 	for name, s := range hostile() {
 		t.Run(name, func(t *testing.T) {
-			queue := nameFor("", s)
+			queue := nameFor("", s, name)
 			payload := map[string]string{"text": s}
 			id, err := c.Enqueue(ctx, queue, payload)
 			require.NoError(t, err)
