@@ -6137,9 +6137,10 @@ ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
 -- Which segment is current, and the id sequence's value when it became
 -- current (backoff.rotate counts the jobs it took from that). Written by
--- backoff.rotate only.
+-- backoff.rotate only, which also adds segments past the first three while
+-- a transaction that read backoff.jobs holds them (docs/adr/0082).
 CREATE TABLE backoff.segments (
-    segment     smallint PRIMARY KEY CONSTRAINT segments_segment_check CHECK (segment BETWEEN 1 AND 3),
+    segment     smallint PRIMARY KEY CONSTRAINT segments_segment_check CHECK (segment >= 1),
     current     boolean NOT NULL,
     first_id    bigint NOT NULL,
     switched_at timestamptz NOT NULL
@@ -7842,8 +7843,8 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_segment IS NULL OR p_segment NOT BETWEEN 1 AND 3 THEN
-        RAISE EXCEPTION 'current segment must be 1, 2 or 3, got "%"', coalesce(p_segment::text, 'NULL')
+    IF p_segment IS NULL OR p_segment < 1 THEN
+        RAISE EXCEPTION 'current segment must be 1 or more, got "%"', coalesce(p_segment::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     EXECUTE pg_catalog.format(
@@ -8844,6 +8845,122 @@ AS $$
     RETURNING j.*
 $$;
 
+-- backoff._add_segment(): one more live segment for backoff.jobs
+-- (docs/adr/0082), for backoff.rotate when no segment it could switch to is
+-- empty on disk: a transaction that has read backoff.jobs (a report,
+-- pg_dump) holds ACCESS SHARE on every segment it read until it ends, so
+-- none of them can be truncated, and a claim in a segment switched to
+-- without truncation would walk its dead row versions. A table created now
+-- was read by nobody.
+--
+-- The new table copies segment 1 (columns, defaults, CHECK constraints,
+-- its own primary key and schedule-slot index, and the partitioned
+-- indexes' definitions, which ATTACH then adopts as the parent's), so the
+-- shape of a segment is decided once, by the migration that made segment
+-- 1. ATTACH PARTITION takes SHARE UPDATE EXCLUSIVE on backoff.jobs, which
+-- readers and writers do not conflict with; the table is empty, so
+-- checking its partition bound reads nothing. Runs as the caller, which is
+-- backoff.rotate, SECURITY DEFINER as backoff_owner: the owner of the new
+-- table. Returns the new segment's number, the smallest not in
+-- backoff.segments; the caller records it there.
+CREATE OR REPLACE FUNCTION backoff._add_segment()
+RETURNS smallint
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_seg smallint;
+BEGIN
+    SELECT g::smallint INTO v_seg
+    FROM pg_catalog.generate_series(1, 32767) AS g
+    WHERE NOT EXISTS (SELECT FROM backoff.segments AS s WHERE s.segment = g)
+    ORDER BY g
+    LIMIT 1;
+    EXECUTE pg_catalog.format(
+        'CREATE TABLE backoff.%I (LIKE backoff.jobs_live_1 INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)',
+        'jobs_live_' || v_seg);
+    EXECUTE pg_catalog.format('ALTER TABLE backoff.jobs ATTACH PARTITION backoff.%I FOR VALUES IN (%s)',
+                              'jobs_live_' || v_seg, v_seg);
+    RETURN v_seg;
+END
+$$;
+
+-- backoff._next_segment(current, max): the live segment backoff.rotate
+-- switches to from the current one (docs/adr/0061, docs/adr/0082), or NULL
+-- when there is none, with a note saying why or what was done.
+--
+-- The next segment must be empty on disk (truncated, or never written):
+-- one that holds only dead row versions, its truncate held off by a
+-- transaction that read it, would make every claim walk them as long as
+-- that transaction lasts. Among those, the first after the current one in
+-- the order of their numbers, so that in a ring of three each segment has
+-- two rotations to be truncated. When none is empty, a new segment is
+-- added, up to p_max; past that, the first segment after the current one
+-- that holds no row is taken as before segments were added (its dead
+-- versions are walked until vacuum or a truncate removes them).
+-- A segment that holds rows is never switched to: rows of a segment that
+-- is not current are moved out by rotate, and a segment with rows left is
+-- not yet empty.
+CREATE OR REPLACE FUNCTION backoff._next_segment(p_current smallint, p_max integer)
+RETURNS TABLE (segment smallint, added boolean, note text)
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ring  smallint[];
+    v_seg   smallint;
+    v_timeout text;
+BEGIN
+    added := false;
+    -- The other segments, the ones after the current first.
+    v_ring := ARRAY(SELECT s.segment FROM backoff.segments AS s
+                    WHERE s.segment <> p_current
+                    ORDER BY s.segment <= p_current, s.segment);
+    FOREACH v_seg IN ARRAY v_ring LOOP
+        IF pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', v_seg)::pg_catalog.regclass) = 0 THEN
+            segment := v_seg;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+
+    IF cardinality(v_ring) + 1 < p_max THEN
+        -- ATTACH waits for no reader or writer; only a schema change or a
+        -- manual ANALYZE of backoff.jobs holds a lock it waits for, and
+        -- while it waits, statements on backoff.jobs queue behind it.
+        v_timeout := pg_catalog.current_setting('lock_timeout');
+        BEGIN
+            PERFORM pg_catalog.set_config('lock_timeout', '50ms', true);
+            segment := backoff._add_segment();
+            PERFORM pg_catalog.set_config('lock_timeout', v_timeout, true);
+            added := true;
+            note := pg_catalog.format('segment %s added: no segment was empty on disk (a transaction that read backoff.jobs holds the others until it ends)',
+                                      segment);
+            RETURN NEXT;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            note := 'no segment was empty on disk, and adding one did not get its lock on backoff.jobs within 50 ms';
+        END;
+    ELSE
+        note := pg_catalog.format('no segment was empty on disk, and there are %s, the most rotate adds', cardinality(v_ring) + 1);
+    END IF;
+
+    -- Past the limit: the first that holds no row.
+    FOREACH v_seg IN ARRAY v_ring LOOP
+        IF NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_seg) THEN
+            segment := v_seg;
+            note := note || pg_catalog.format(': switched to segment %s, which holds only dead rows', v_seg);
+            RETURN NEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+    note := note || ': every other segment still holds jobs';
+    RETURN NEXT;
+END
+$$;
+
 -- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
 -- of a job completed. One guarded statement moves it to the finished
 -- partition; the error path reads the row only when it matched nothing
@@ -9440,12 +9557,15 @@ SELECT id FROM backoff.claim(''emails'', ''worker-1'', 1, ''30 seconds'');
 SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
 
 -- backoff.rotate(now): the maintenance of the live segments (docs/adr/0061),
--- called beside reap (the Go Worker's maintenance loop, pg_cron). Each call:
+-- called beside reap (the Workers' maintenance loop, backoff.maintain). Each call:
 -- 1. Switch: when the current segment has taken backoff.settings.segment_jobs
 --    jobs (counted from the id sequence) and at least as many as there are
---    live jobs, and the next segment is empty, the next one becomes current.
---    "At least the live jobs" keeps the rows moved below at no more than
---    one per job enqueued, whatever the backlog.
+--    live jobs, the next segment that is empty on disk becomes current
+--    (backoff._next_segment; when none is, because a transaction that read
+--    backoff.jobs holds off their truncate, a new one is added, up to
+--    v_max_segments: docs/adr/0082). "At least the live jobs" keeps the
+--    rows moved below at no more than one per job enqueued, whatever the
+--    backlog.
 -- 2. Move: the rows left in the other live segments (and a live row an
 --    admin inserted into segment 0) go to the current segment, a finished
 --    one to segment 0 (backoff._move_to_current_segment and
@@ -9456,10 +9576,13 @@ SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
 -- 3. Truncate: a segment that was not current when the call began and holds
 --    no row is truncated, under a lock_timeout of 50 ms: TRUNCATE drops its
 --    dead row versions and index entries whatever snapshot is open, which
---    vacuum cannot. While the LOCK waits, new statements on backoff.jobs
+--    vacuum cannot. While the LOCK waits, new statements on that segment
 --    queue behind it, so the timeout is the longest stall it may cause; a
 --    transaction that has read backoff.jobs holds a lock until it ends, and
---    the truncate is then tried again at the next call. Only at READ
+--    the truncate is then tried again at the next call. The segments left
+--    most recently are tried first, and the first lock not granted ends
+--    the tries of the call: the older ones are those such a transaction
+--    holds, and each try would stall their statements again. Only at READ
 --    COMMITTED: see below.
 -- One call at a time: a call that finds another one running does nothing.
 -- Each call is recorded for backoff.liveness (docs/adr/0079), with the
@@ -9481,13 +9604,16 @@ DECLARE
     v_last    bigint;
     v_limit   bigint;
     v_live    bigint;
-    v_next    smallint;
     v_seg     smallint;
     v_n       bigint;
     v_batch   constant integer := 5000;
     v_was     smallint[];
     v_ids     bigint[];
     v_timeout text;
+    -- At most this many live segments (docs/adr/0082): three for the ring,
+    -- the rest for the time a reader holds them.
+    v_max_segments constant integer := 8;
+    v_switch  record;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_worker IS NOT NULL THEN
@@ -9506,26 +9632,35 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    v_was := ARRAY(SELECT s.segment FROM backoff.segments AS s WHERE NOT s.current ORDER BY s.segment);
+    -- The segments left most recently first (step 3).
+    v_was := ARRAY(SELECT s.segment FROM backoff.segments AS s WHERE NOT s.current
+                   ORDER BY s.switched_at DESC, s.segment);
 
     -- 1. Switch.
     v_last := coalesce(pg_catalog.pg_sequence_last_value('backoff.jobs_id_seq'::pg_catalog.regclass), 0);
     SELECT coalesce((SELECT st.segment_jobs FROM backoff.settings AS st LIMIT 1), 5000) INTO v_limit;
     IF v_last - v_first >= v_limit THEN
         SELECT count(*) INTO v_live
-        FROM (SELECT FROM backoff.jobs AS j WHERE j.segment IN (1, 2, 3) LIMIT v_last - v_first + 1) AS l;
-        v_next := v_cur % 3 + 1;
+        FROM (SELECT FROM backoff.jobs AS j WHERE j.segment > 0 LIMIT v_last - v_first + 1) AS l;
         IF v_live > v_last - v_first THEN
             note := pg_catalog.format('segment %s keeps taking jobs: more jobs are live than the %s it has taken',
                                       v_cur, v_last - v_first);
-        ELSIF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_next) THEN
-            note := pg_catalog.format('segment %s keeps taking jobs: segment %s still holds jobs', v_cur, v_next);
         ELSE
-            UPDATE backoff.segments AS s SET current = false WHERE s.segment = v_cur;
-            UPDATE backoff.segments AS s SET current = true, first_id = v_last, switched_at = p_now
-            WHERE s.segment = v_next;
-            switched_from := v_cur;
-            v_cur := v_next;
+            SELECT * INTO v_switch FROM backoff._next_segment(v_cur, v_max_segments);
+            IF v_switch.segment IS NULL THEN
+                note := pg_catalog.format('segment %s keeps taking jobs: %s', v_cur, v_switch.note);
+            ELSE
+                note := v_switch.note;
+                IF v_switch.added THEN
+                    INSERT INTO backoff.segments (segment, current, first_id, switched_at)
+                    VALUES (v_switch.segment, false, v_last, p_now);
+                END IF;
+                UPDATE backoff.segments AS s SET current = false WHERE s.segment = v_cur;
+                UPDATE backoff.segments AS s SET current = true, first_id = v_last, switched_at = p_now
+                WHERE s.segment = v_switch.segment;
+                switched_from := v_cur;
+                v_cur := v_switch.segment;
+            END IF;
         END IF;
     END IF;
     current_segment := v_cur;
@@ -9537,7 +9672,7 @@ BEGIN
     END IF;
 
     -- 2. Move what is left behind, in batches.
-    FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
+    FOR v_seg IN SELECT 0::smallint UNION ALL (SELECT s.segment FROM backoff.segments AS s WHERE s.segment <> v_cur ORDER BY 1) LOOP
         LOOP
             -- Locked here, skipping rows others hold; moved by the calls'
             -- own moves (the live ones as the by-id calls move a job they
@@ -9607,7 +9742,8 @@ BEGIN
             END IF;
         EXCEPTION WHEN lock_not_available THEN
             note := pg_catalog.concat_ws('; ', note,
-                pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends)', v_seg));
+                pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends), nor tried are the segments left before it', v_seg));
+            EXIT;
         END;
     END LOOP;
     IF cardinality(truncated) > 0 THEN
@@ -9618,7 +9754,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.rotate(timestamptz, text) IS
-'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Each call is recorded for backoff.liveness (rotate_at, at most once every 15 seconds; truncate_at when it truncated), and p_worker (NULL: none), the caller''s worker name, counts that worker as seen (workers_seen): the Go, Python and TypeScript Workers pass theirs. Returns one row: current_segment, switched_from, moved, truncated, note.
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, the next segment that is empty on disk becomes current (switched_from names the old one); when none is, because a transaction that read backoff.jobs holds the others, a segment is added (up to 8 in all, docs/adr/0082) and note says so. Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so, the segments left before it are not tried in that call, and the next call tries again. One call at a time: a call while another runs does nothing and says so. Each call is recorded for backoff.liveness (rotate_at, at most once every 15 seconds; truncate_at when it truncated), and p_worker (NULL: none), the caller''s worker name, counts that worker as seen (workers_seen): the Go, Python and TypeScript Workers pass theirs. Returns one row: current_segment, switched_from, moved, truncated, note.
 Errors: 22023 for a p_worker that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();
@@ -10957,7 +11093,11 @@ RETURNS TABLE (
     fire_at            timestamptz,
     active_schedules   bigint,
     workers_seen       bigint,
-    liveness_warning   text
+    liveness_warning   text,
+    segments           integer,
+    segments_waiting   integer,
+    segments_waiting_bytes bigint,
+    segments_held_by   text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -11024,6 +11164,28 @@ BEGIN
     WHERE t.relid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree('backoff.jobs'::pg_catalog.regclass) AS p
                       WHERE p.isleaf);
 
+    -- The live segments (docs/adr/0082), and those not current that still
+    -- take space: one just switched from waits for the next rotate; more
+    -- wait for a transaction that read backoff.jobs, named here by the
+    -- locks it holds on them.
+    SELECT count(*)::integer,
+           (count(*) FILTER (WHERE w.waits))::integer,
+           coalesce(sum(pg_catalog.pg_total_relation_size(w.rel)) FILTER (WHERE w.waits), 0)::bigint
+    INTO segments, segments_waiting, segments_waiting_bytes
+    FROM (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass AS rel,
+                 NOT s.current AND pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass) > 0 AS waits
+          FROM backoff.segments AS s) AS w;
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('pid %s (%s)', l.pid,
+                                     coalesce(pg_catalog.quote_literal(NULLIF(a.application_name, '')), 'no name')), ', ')
+    INTO segments_held_by
+    FROM pg_catalog.pg_locks AS l
+    LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+    WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+      AND l.relation IN (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass::pg_catalog.oid
+                         FROM backoff.segments AS s
+                         WHERE NOT s.current
+                           AND pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass) > 0);
+
     IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
         warning := pg_catalog.format(
             'a %s (%s%s, user %s, %s) has held a snapshot%s, %s transactions behind: vacuum cannot remove the job versions that finished since (%s dead now), and every claim walks them',
@@ -11034,12 +11196,17 @@ BEGIN
     ELSIF NOT v_sees_all THEN
         warning := 'backoff_owner is not a member of pg_read_all_stats: sessions of other roles that hold back vacuum are not visible here (GRANT pg_read_all_stats TO backoff_owner)';
     END IF;
+    IF segments_waiting > 1 AND segments_held_by IS NOT NULL THEN
+        warning := pg_catalog.concat_ws('; ', warning, pg_catalog.format(
+            '%s live segments (%s) wait to be truncated while %s holds them (a transaction that read backoff.jobs): claims are not slowed, and the space is given back when it ends',
+            segments_waiting, pg_catalog.pg_size_pretty(segments_waiting_bytes), segments_held_by));
+    END IF;
     RETURN NEXT;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz, interval) IS
-'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Then whether the maintenance runs and workers are there, as backoff.liveness(p_max_quiet, p_now) reads it: reap_at, rotate_at and fire_at (when reap, rotate and fire_schedules last ran, to within 15 s; NULL: never), switch_at (when the current segment became current), truncate_at (rotate''s last truncate), active_schedules, workers_seen (in the last minute) and liveness_warning, which names what has not run within p_max_quiet (default 10 minutes) and says when no worker was seen in the last minute (NULL when all is well). Admin only.
+'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when live segments wait for a transaction that read backoff.jobs (below) or when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Then whether the maintenance runs and workers are there, as backoff.liveness(p_max_quiet, p_now) reads it: reap_at, rotate_at and fire_at (when reap, rotate and fire_schedules last ran, to within 15 s; NULL: never), switch_at (when the current segment became current), truncate_at (rotate''s last truncate), active_schedules, workers_seen (in the last minute) and liveness_warning, which names what has not run within p_max_quiet (default 10 minutes) and says when no worker was seen in the last minute (NULL when all is well). Then the live segments of backoff.jobs (docs/adr/0082): segments (3, more while rotate has added some), segments_waiting (those not current that still take space: one just switched from, until the next rotate; more while a transaction that read backoff.jobs holds them, which rotate cannot truncate), segments_waiting_bytes (their size with indexes, given back once they are truncated) and segments_held_by (the sessions holding a lock on them, as pid and application name; NULL: none). Admin only.
 Errors: 22023 for a p_max_age, p_max_xid_age or p_max_quiet that is NULL or negative, or a p_now outside the accepted range.
 Example:
 SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);

@@ -38,6 +38,17 @@ type Health struct {
 	// Liveness is whether the maintenance runs and workers are there
 	// (backoff.liveness, as health returns it).
 	Liveness Liveness
+	// Segments counts the live segments of backoff.jobs: 3, more while
+	// rotate has added some because a transaction that read the table held
+	// the others (docs/adr/0082).
+	Segments int32
+	// SegmentsWaiting counts the segments not current that still take
+	// space, SegmentsWaitingBytes (with indexes): one just switched from
+	// until the next rotate, more while SegmentsHeldBy (the sessions that
+	// hold a lock on them, "pid N ('name')"; empty: none) keep them.
+	SegmentsWaiting      int32
+	SegmentsWaitingBytes int64
+	SegmentsHeldBy       string
 }
 
 // Liveness is the row of backoff.liveness: when the maintenance calls
@@ -140,18 +151,21 @@ func (c *Client) Health(ctx context.Context, maxAge time.Duration) (Health, erro
 	var h Health
 	var kind, name, user, state, warning *string
 	var dead, live, bytes *int64
-	var liveWarning *string
+	var liveWarning, heldBy *string
 	l := &h.Liveness
 	err := c.db.QueryRow(ctx, "SELECT holder_kind, holder_pid, holder_name, holder_user, holder_state, holder_since, "+
 		"holder_age, holder_xid_age, jobs_dead_tuples, jobs_live_tuples, jobs_last_vacuum, jobs_bytes, warning, "+
-		"reap_at, rotate_at, switch_at, truncate_at, fire_at, active_schedules, workers_seen, liveness_warning FROM "+call, values...).
+		"reap_at, rotate_at, switch_at, truncate_at, fire_at, active_schedules, workers_seen, liveness_warning, "+
+		"segments, segments_waiting, segments_waiting_bytes, segments_held_by FROM "+call, values...).
 		Scan(&kind, &h.HolderPID, &name, &user, &state, &h.HolderSince, &h.HolderAge, &h.HolderXIDAge,
 			&dead, &live, &h.LastVacuum, &bytes, &warning,
-			&l.ReapAt, &l.RotateAt, &l.SwitchAt, &l.TruncateAt, &l.FireAt, &l.ActiveSchedules, &l.WorkersSeen, &liveWarning)
+			&l.ReapAt, &l.RotateAt, &l.SwitchAt, &l.TruncateAt, &l.FireAt, &l.ActiveSchedules, &l.WorkersSeen, &liveWarning,
+			&h.Segments, &h.SegmentsWaiting, &h.SegmentsWaitingBytes, &heldBy)
 	if err != nil {
 		return Health{}, translate(op, err)
 	}
 	l.Warning = sqlapi.Deref(liveWarning)
+	h.SegmentsHeldBy = sqlapi.Deref(heldBy)
 	h.HolderKind, h.HolderName, h.HolderUser, h.HolderState, h.Warning =
 		sqlapi.Deref(kind), sqlapi.Deref(name), sqlapi.Deref(user), sqlapi.Deref(state), sqlapi.Deref(warning)
 	h.DeadTuples, h.LiveTuples, h.Bytes = derefInt(dead), derefInt(live), derefInt(bytes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -351,19 +352,23 @@ func (s *session) rotate(ctx context.Context) {
 	now, start := s.now(), s.run.since()
 	var switched *int16
 	var truncated int
+	var note *string
 	call := s.call
 	if s.rng.IntN(4) == 0 {
 		call = s.callAt(pgx.ReadCommitted)
 	}
 	o, err := call(ctx, s.think(), func(ctx context.Context, tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `SELECT switched_from, cardinality(truncated) FROM backoff.rotate($1)`, now).
-			Scan(&switched, &truncated)
+		return tx.QueryRow(ctx, `SELECT switched_from, cardinality(truncated), note FROM backoff.rotate($1)`, now).
+			Scan(&switched, &truncated, &note)
 	})
 	if s.done(o, err, "rotate", start) && o == okCommitted {
 		if switched != nil {
 			s.run.switches.Add(1)
 		}
 		s.run.truncations.Add(int64(truncated))
+		if note != nil && strings.Contains(*note, " added: ") {
+			s.run.added.Add(1)
+		}
 	}
 }
 

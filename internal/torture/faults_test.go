@@ -76,3 +76,51 @@ func (r *run) restarter(ctx context.Context, rng *rand.Rand) {
 		r.serverMoved()
 	}
 }
+
+// reader reads backoff.jobs the way a report or pg_dump does, until ctx
+// ends: a REPEATABLE READ transaction that counts the jobs, sometimes
+// counts them again, and stays open for 1 to 6 s, then a pause of up to
+// 2 s. It holds ACCESS SHARE on every segment it read, which rotate
+// cannot truncate while it lasts, and adds segments instead
+// (docs/adr/0082): the checks then see whether anything was lost on the
+// way.
+func (r *run) reader(ctx context.Context, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		cc, err := pgx.ParseConfig(r.dbURL())
+		if err != nil {
+			r.harnessError(err)
+			return
+		}
+		cc.RuntimeParams["application_name"] = "torture-reader"
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			sleepCtx(ctx, 100*time.Millisecond)
+			continue
+		}
+		tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+		if err == nil {
+			if _, err = tx.Exec(ctx, `SELECT count(*) FROM backoff.jobs`); err == nil {
+				r.reads.Add(1)
+			}
+			hold := time.Duration(1000+rng.IntN(5000)) * time.Millisecond
+			if rng.IntN(3) == 0 {
+				sleepCtx(ctx, hold/2)
+				if _, err = tx.Exec(ctx, `SELECT count(*) FROM backoff.jobs`); err == nil {
+					r.reads.Add(1)
+				}
+			}
+			sleepCtx(ctx, hold)
+			_ = tx.Rollback(context.Background())
+		}
+		conn.Close(context.Background())
+		sleepCtx(ctx, time.Duration(rng.IntN(2000))*time.Millisecond)
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}

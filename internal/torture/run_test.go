@@ -37,7 +37,7 @@ type run struct {
 	findings []string // unexpected errors of calls
 	harness  []error  // failures of the test's own machinery
 
-	kills, switches, truncations, restartCount atomic.Int64
+	kills, switches, truncations, restartCount, reads, added atomic.Int64
 }
 
 func (r *run) since() time.Duration { return time.Since(r.began) }
@@ -104,6 +104,7 @@ func (r *run) driveAndFinish(ctx context.Context, d time.Duration) result {
 		})
 	}
 	wg.Go(func() { r.killer(ctx, rand.New(rand.NewPCG(r.seed, 100))) })
+	wg.Go(func() { r.reader(ctx, rand.New(rand.NewPCG(r.seed, 102))) })
 	if r.restarts {
 		wg.Go(func() { r.restarter(ctx, rand.New(rand.NewPCG(r.seed, 101))) })
 	}

@@ -51,10 +51,10 @@ func TestTorture(t *testing.T) {
 		for _, err := range r.harness {
 			t.Errorf("torture: %s: %v", r, err)
 		}
-		line := fmt.Sprintf("torture: %s seed=%d seconds=%d calls=%d acknowledged=%d refused=%d uncertain=%d not-acknowledged=%d retries=%d kills=%d restarts=%d switches=%d truncations=%d violations=%d",
+		line := fmt.Sprintf("torture: %s seed=%d seconds=%d calls=%d acknowledged=%d refused=%d uncertain=%d not-acknowledged=%d retries=%d kills=%d restarts=%d switches=%d truncations=%d reads=%d segments-added=%d violations=%d",
 			lvl.name, cfg.seed, int(res.elapsed.Seconds()), res.calls, res.acknowledged, res.refused, res.uncertain,
 			res.gaveUp+res.cut+res.unexpected, res.retries, r.kills.Load(), r.restartCount.Load(),
-			r.switches.Load(), r.truncations.Load(), len(res.violations))
+			r.switches.Load(), r.truncations.Load(), r.reads.Load(), r.added.Load(), len(res.violations))
 		if len(res.violations) > 0 {
 			failed = true
 			line += fmt.Sprintf(" found-after=%.1fs", res.foundAfter.Seconds())

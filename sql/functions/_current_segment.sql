@@ -25,8 +25,8 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_segment IS NULL OR p_segment NOT BETWEEN 1 AND 3 THEN
-        RAISE EXCEPTION 'current segment must be 1, 2 or 3, got "%"', coalesce(p_segment::text, 'NULL')
+    IF p_segment IS NULL OR p_segment < 1 THEN
+        RAISE EXCEPTION 'current segment must be 1 or more, got "%"', coalesce(p_segment::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     EXECUTE pg_catalog.format(

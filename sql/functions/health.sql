@@ -44,7 +44,11 @@ RETURNS TABLE (
     fire_at            timestamptz,
     active_schedules   bigint,
     workers_seen       bigint,
-    liveness_warning   text
+    liveness_warning   text,
+    segments           integer,
+    segments_waiting   integer,
+    segments_waiting_bytes bigint,
+    segments_held_by   text
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -111,6 +115,28 @@ BEGIN
     WHERE t.relid IN (SELECT p.relid FROM pg_catalog.pg_partition_tree('backoff.jobs'::pg_catalog.regclass) AS p
                       WHERE p.isleaf);
 
+    -- The live segments (docs/adr/0082), and those not current that still
+    -- take space: one just switched from waits for the next rotate; more
+    -- wait for a transaction that read backoff.jobs, named here by the
+    -- locks it holds on them.
+    SELECT count(*)::integer,
+           (count(*) FILTER (WHERE w.waits))::integer,
+           coalesce(sum(pg_catalog.pg_total_relation_size(w.rel)) FILTER (WHERE w.waits), 0)::bigint
+    INTO segments, segments_waiting, segments_waiting_bytes
+    FROM (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass AS rel,
+                 NOT s.current AND pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass) > 0 AS waits
+          FROM backoff.segments AS s) AS w;
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('pid %s (%s)', l.pid,
+                                     coalesce(pg_catalog.quote_literal(NULLIF(a.application_name, '')), 'no name')), ', ')
+    INTO segments_held_by
+    FROM pg_catalog.pg_locks AS l
+    LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+    WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
+      AND l.relation IN (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass::pg_catalog.oid
+                         FROM backoff.segments AS s
+                         WHERE NOT s.current
+                           AND pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass) > 0);
+
     IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
         warning := pg_catalog.format(
             'a %s (%s%s, user %s, %s) has held a snapshot%s, %s transactions behind: vacuum cannot remove the job versions that finished since (%s dead now), and every claim walks them',
@@ -121,12 +147,17 @@ BEGIN
     ELSIF NOT v_sees_all THEN
         warning := 'backoff_owner is not a member of pg_read_all_stats: sessions of other roles that hold back vacuum are not visible here (GRANT pg_read_all_stats TO backoff_owner)';
     END IF;
+    IF segments_waiting > 1 AND segments_held_by IS NOT NULL THEN
+        warning := pg_catalog.concat_ws('; ', warning, pg_catalog.format(
+            '%s live segments (%s) wait to be truncated while %s holds them (a transaction that read backoff.jobs): claims are not slowed, and the space is given back when it ends',
+            segments_waiting, pg_catalog.pg_size_pretty(segments_waiting_bytes), segments_held_by));
+    END IF;
     RETURN NEXT;
 END
 $$;
 
 COMMENT ON FUNCTION backoff.health(interval, integer, timestamptz, interval) IS
-'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Then whether the maintenance runs and workers are there, as backoff.liveness(p_max_quiet, p_now) reads it: reap_at, rotate_at and fire_at (when reap, rotate and fire_schedules last ran, to within 15 s; NULL: never), switch_at (when the current segment became current), truncate_at (rotate''s last truncate), active_schedules, workers_seen (in the last minute) and liveness_warning, which names what has not run within p_max_quiet (default 10 minutes) and says when no worker was seen in the last minute (NULL when all is well). Admin only.
+'Whether vacuum keeps up with the queue, one row: the oldest holder of the database''s xmin horizon (holder_kind session, replication slot or prepared transaction; its pid, application or slot name or gid, user, state, since when and for how long, and its age in transactions), the live and dead tuples, last vacuum (manual or auto) and size with indexes of backoff.jobs, and a warning when live segments wait for a transaction that read backoff.jobs (below) or when the holder has held longer than p_max_age or is more than p_max_xid_age transactions old (a replication slot has no start time: only its age in transactions counts), or when backoff_owner cannot see other roles'' sessions. While a snapshot is held, vacuum can remove no job version that finished after it, and claims slow down as they walk them. No query text is returned. Then whether the maintenance runs and workers are there, as backoff.liveness(p_max_quiet, p_now) reads it: reap_at, rotate_at and fire_at (when reap, rotate and fire_schedules last ran, to within 15 s; NULL: never), switch_at (when the current segment became current), truncate_at (rotate''s last truncate), active_schedules, workers_seen (in the last minute) and liveness_warning, which names what has not run within p_max_quiet (default 10 minutes) and says when no worker was seen in the last minute (NULL when all is well). Then the live segments of backoff.jobs (docs/adr/0082): segments (3, more while rotate has added some), segments_waiting (those not current that still take space: one just switched from, until the next rotate; more while a transaction that read backoff.jobs holds them, which rotate cannot truncate), segments_waiting_bytes (their size with indexes, given back once they are truncated) and segments_held_by (the sessions holding a lock on them, as pid and application name; NULL: none). Admin only.
 Errors: 22023 for a p_max_age, p_max_xid_age or p_max_quiet that is NULL or negative, or a p_now outside the accepted range.
 Example:
 SELECT warning FROM backoff.health(p_max_age => interval ''1 hour'', p_max_xid_age => 2000000000);

@@ -48,6 +48,8 @@
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}
 {{ template "_move_finished.sql" . }}
+{{ template "_add_segment.sql" . }}
+{{ template "_next_segment.sql" . }}
 {{ template "complete.sql" . }}
 {{ template "complete_many.sql" . }}
 {{ template "_breaker_failure.sql" . }}

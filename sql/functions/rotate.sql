@@ -1,10 +1,13 @@
 -- backoff.rotate(now): the maintenance of the live segments (docs/adr/0061),
--- called beside reap (the Go Worker's maintenance loop, pg_cron). Each call:
+-- called beside reap (the Workers' maintenance loop, backoff.maintain). Each call:
 -- 1. Switch: when the current segment has taken backoff.settings.segment_jobs
 --    jobs (counted from the id sequence) and at least as many as there are
---    live jobs, and the next segment is empty, the next one becomes current.
---    "At least the live jobs" keeps the rows moved below at no more than
---    one per job enqueued, whatever the backlog.
+--    live jobs, the next segment that is empty on disk becomes current
+--    (backoff._next_segment; when none is, because a transaction that read
+--    backoff.jobs holds off their truncate, a new one is added, up to
+--    v_max_segments: docs/adr/0082). "At least the live jobs" keeps the
+--    rows moved below at no more than one per job enqueued, whatever the
+--    backlog.
 -- 2. Move: the rows left in the other live segments (and a live row an
 --    admin inserted into segment 0) go to the current segment, a finished
 --    one to segment 0 (backoff._move_to_current_segment and
@@ -15,10 +18,13 @@
 -- 3. Truncate: a segment that was not current when the call began and holds
 --    no row is truncated, under a lock_timeout of 50 ms: TRUNCATE drops its
 --    dead row versions and index entries whatever snapshot is open, which
---    vacuum cannot. While the LOCK waits, new statements on backoff.jobs
+--    vacuum cannot. While the LOCK waits, new statements on that segment
 --    queue behind it, so the timeout is the longest stall it may cause; a
 --    transaction that has read backoff.jobs holds a lock until it ends, and
---    the truncate is then tried again at the next call. Only at READ
+--    the truncate is then tried again at the next call. The segments left
+--    most recently are tried first, and the first lock not granted ends
+--    the tries of the call: the older ones are those such a transaction
+--    holds, and each try would stall their statements again. Only at READ
 --    COMMITTED: see below.
 -- One call at a time: a call that finds another one running does nothing.
 -- Each call is recorded for backoff.liveness (docs/adr/0079), with the
@@ -40,13 +46,16 @@ DECLARE
     v_last    bigint;
     v_limit   bigint;
     v_live    bigint;
-    v_next    smallint;
     v_seg     smallint;
     v_n       bigint;
     v_batch   constant integer := 5000;
     v_was     smallint[];
     v_ids     bigint[];
     v_timeout text;
+    -- At most this many live segments (docs/adr/0082): three for the ring,
+    -- the rest for the time a reader holds them.
+    v_max_segments constant integer := 8;
+    v_switch  record;
 BEGIN
     p_now := backoff._now(p_now);
     IF p_worker IS NOT NULL THEN
@@ -65,26 +74,35 @@ BEGIN
         RETURN NEXT;
         RETURN;
     END IF;
-    v_was := ARRAY(SELECT s.segment FROM backoff.segments AS s WHERE NOT s.current ORDER BY s.segment);
+    -- The segments left most recently first (step 3).
+    v_was := ARRAY(SELECT s.segment FROM backoff.segments AS s WHERE NOT s.current
+                   ORDER BY s.switched_at DESC, s.segment);
 
     -- 1. Switch.
     v_last := coalesce(pg_catalog.pg_sequence_last_value('backoff.jobs_id_seq'::pg_catalog.regclass), 0);
     SELECT coalesce((SELECT st.segment_jobs FROM backoff.settings AS st LIMIT 1), 5000) INTO v_limit;
     IF v_last - v_first >= v_limit THEN
         SELECT count(*) INTO v_live
-        FROM (SELECT FROM backoff.jobs AS j WHERE j.segment IN (1, 2, 3) LIMIT v_last - v_first + 1) AS l;
-        v_next := v_cur % 3 + 1;
+        FROM (SELECT FROM backoff.jobs AS j WHERE j.segment > 0 LIMIT v_last - v_first + 1) AS l;
         IF v_live > v_last - v_first THEN
             note := pg_catalog.format('segment %s keeps taking jobs: more jobs are live than the %s it has taken',
                                       v_cur, v_last - v_first);
-        ELSIF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.segment = v_next) THEN
-            note := pg_catalog.format('segment %s keeps taking jobs: segment %s still holds jobs', v_cur, v_next);
         ELSE
-            UPDATE backoff.segments AS s SET current = false WHERE s.segment = v_cur;
-            UPDATE backoff.segments AS s SET current = true, first_id = v_last, switched_at = p_now
-            WHERE s.segment = v_next;
-            switched_from := v_cur;
-            v_cur := v_next;
+            SELECT * INTO v_switch FROM backoff._next_segment(v_cur, v_max_segments);
+            IF v_switch.segment IS NULL THEN
+                note := pg_catalog.format('segment %s keeps taking jobs: %s', v_cur, v_switch.note);
+            ELSE
+                note := v_switch.note;
+                IF v_switch.added THEN
+                    INSERT INTO backoff.segments (segment, current, first_id, switched_at)
+                    VALUES (v_switch.segment, false, v_last, p_now);
+                END IF;
+                UPDATE backoff.segments AS s SET current = false WHERE s.segment = v_cur;
+                UPDATE backoff.segments AS s SET current = true, first_id = v_last, switched_at = p_now
+                WHERE s.segment = v_switch.segment;
+                switched_from := v_cur;
+                v_cur := v_switch.segment;
+            END IF;
         END IF;
     END IF;
     current_segment := v_cur;
@@ -96,7 +114,7 @@ BEGIN
     END IF;
 
     -- 2. Move what is left behind, in batches.
-    FOR v_seg IN SELECT g::smallint FROM pg_catalog.generate_series(0, 3) AS g WHERE g <> v_cur LOOP
+    FOR v_seg IN SELECT 0::smallint UNION ALL (SELECT s.segment FROM backoff.segments AS s WHERE s.segment <> v_cur ORDER BY 1) LOOP
         LOOP
             -- Locked here, skipping rows others hold; moved by the calls'
             -- own moves (the live ones as the by-id calls move a job they
@@ -166,7 +184,8 @@ BEGIN
             END IF;
         EXCEPTION WHEN lock_not_available THEN
             note := pg_catalog.concat_ws('; ', note,
-                pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends)', v_seg));
+                pg_catalog.format('segment %s not truncated: its lock was not granted within 50 ms (a transaction that read backoff.jobs holds it until it ends), nor tried are the segments left before it', v_seg));
+            EXIT;
         END;
     END LOOP;
     IF cardinality(truncated) > 0 THEN
@@ -177,7 +196,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.rotate(timestamptz, text) IS
-'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, and the next segment is empty, that one becomes current (switched_from names the old one). Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so and the next call tries again. One call at a time: a call while another runs does nothing and says so. Each call is recorded for backoff.liveness (rotate_at, at most once every 15 seconds; truncate_at when it truncated), and p_worker (NULL: none), the caller''s worker name, counts that worker as seen (workers_seen): the Go, Python and TypeScript Workers pass theirs. Returns one row: current_segment, switched_from, moved, truncated, note.
+'Maintain the live segments of backoff.jobs (docs/adr/0061); call it beside reap, e.g. once a second (the Go Worker does, as does the pg_cron schedule of backoffctl cron install). When the current segment has taken backoff.settings.segment_jobs jobs (5,000 by default) and at least as many as there are live jobs, the next segment that is empty on disk becomes current (switched_from names the old one); when none is, because a transaction that read backoff.jobs holds the others, a segment is added (up to 8 in all, docs/adr/0082) and note says so. Rows left in the other segments are moved, the live ones to the current segment and the finished ones to segment 0, skipping rows other transactions hold (moved counts them). A segment that was not current when the call began and holds no row is truncated (truncated lists them), under a lock_timeout of 50 ms and only at READ COMMITTED (a REPEATABLE READ or SERIALIZABLE snapshot is older than the lock and could miss a job committed meanwhile: there the call switches and moves, truncates nothing and says so in note; run it at READ COMMITTED, e.g. BEGIN ISOLATION LEVEL READ COMMITTED; SELECT backoff.rotate(); COMMIT, in a database whose default is another level); when the lock is not granted in time (a transaction that read backoff.jobs holds it until it ends), note says so, the segments left before it are not tried in that call, and the next call tries again. One call at a time: a call while another runs does nothing and says so. Each call is recorded for backoff.liveness (rotate_at, at most once every 15 seconds; truncate_at when it truncated), and p_worker (NULL: none), the caller''s worker name, counts that worker as seen (workers_seen): the Go, Python and TypeScript Workers pass theirs. Returns one row: current_segment, switched_from, moved, truncated, note.
 Errors: 22023 for a p_worker that is not 1 to 128 bytes without control characters, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();

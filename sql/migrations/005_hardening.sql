@@ -341,9 +341,10 @@ ALTER STATISTICS backoff.jobs_queue_status OWNER TO backoff_owner;
 
 -- Which segment is current, and the id sequence's value when it became
 -- current (backoff.rotate counts the jobs it took from that). Written by
--- backoff.rotate only.
+-- backoff.rotate only, which also adds segments past the first three while
+-- a transaction that read backoff.jobs holds them (docs/adr/0082).
 CREATE TABLE backoff.segments (
-    segment     smallint PRIMARY KEY CONSTRAINT segments_segment_check CHECK (segment BETWEEN 1 AND 3),
+    segment     smallint PRIMARY KEY CONSTRAINT segments_segment_check CHECK (segment >= 1),
     current     boolean NOT NULL,
     first_id    bigint NOT NULL,
     switched_at timestamptz NOT NULL

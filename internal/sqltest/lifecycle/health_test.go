@@ -25,6 +25,10 @@ type healthRow struct {
 	JobsBytes      *int64         `db:"jobs_bytes"`
 	Warning        *string        `db:"warning"`
 	liveRow
+	Segments     int32   `db:"segments"`
+	Waiting      int32   `db:"segments_waiting"`
+	WaitingBytes int64   `db:"segments_waiting_bytes"`
+	HeldBy       *string `db:"segments_held_by"`
 }
 
 func health(t testing.TB, q querier, maxAge string, now any) healthRow {
