@@ -119,8 +119,9 @@ release-rehearsal: ## Tag this version in a throwaway clone, then go get / go in
 	scripts/release-rehearsal.sh
 
 .PHONY: generate
-generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/, docs/adr/README.md and the schema dump (the CLI module has no generated files)
+generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/, docs/adr/README.md, README.md's numbers (from docs/benchmarks.md and DEVELOPING.md) and the schema dump (the CLI module has no generated files)
 	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
+	$(GO) run ./internal/readmegen
 	$(GO) test -count=1 ./internal/docstest -run TestADRIndex -update
 	$(MAKE) golden
 
