@@ -145,9 +145,14 @@ func Values(benchmarks, developing string) (map[string]string, error) {
 	}
 	v["river-ratio-range"] = lo + "-" + hi
 
-	held, err := section(benchmarks, "### Results")
+	// The held-snapshot section's own results, not another section's.
+	heldAt := strings.Index(benchmarks, "\n## Held snapshot\n")
+	if heldAt < 0 {
+		return nil, fmt.Errorf("docs/benchmarks.md: no section \"## Held snapshot\"")
+	}
+	held, err := section(benchmarks[heldAt:], "### Results")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("docs/benchmarks.md, Held snapshot: %w", err)
 	}
 	hrows := tableRows(held)
 	last := func(row string) (string, error) {
