@@ -42,6 +42,10 @@ test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker,
 conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
 	set -o pipefail; BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
+.PHONY: test-python-venv
+test-python-venv: ## Install clients/python with pip into a fresh venv (offline: Debian's psycopg, setuptools and wheel) and run its pytest suite from the venv's python
+	set -o pipefail; BACKOFF_PYTHON_VENV=1 $(GO) test -count=1 -v -run '^TestPythonPackageInVenv$$' ./internal/clienttest 2>&1 | scripts/quiet-test-output
+
 .PHONY: test-serializable
 test-serializable: ## The Go client's, Worker's and fault suites, the Python and TypeScript suites, the conformance scenarios, and the SQL lifecycle and schedule suites as a SQL-only worker that follows docs/concepts.md, in databases whose default_transaction_isolation is serializable (docs/adr/0080)
 	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./internal/sqltest/lifecycle ./internal/clienttest ./client/... ./internal/faulttest 2>&1 | $(TEST_FILTER)
@@ -115,8 +119,9 @@ release-rehearsal: ## Tag this version in a throwaway clone, then go get / go in
 	scripts/release-rehearsal.sh
 
 .PHONY: generate
-generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/, docs/adr/README.md and the schema dump (the CLI module has no generated files)
+generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/, docs/adr/README.md, README.md's numbers (from docs/benchmarks.md and DEVELOPING.md) and the schema dump (the CLI module has no generated files)
 	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
+	$(GO) run ./internal/readmegen
 	$(GO) test -count=1 ./internal/docstest -run TestADRIndex -update
 	$(MAKE) golden
 

@@ -84,6 +84,14 @@ type Config struct {
 	// LanguageJobs is the no-op jobs per run of each language's worker in
 	// the per-language lines (languages.go; -language-jobs).
 	LanguageJobs int
+	// IdleWarmup and IdleWindow: the idle-cost section's wait after a
+	// Worker starts and its measured window (idle.go).
+	IdleWarmup, IdleWindow time.Duration
+	// PgStatStatements loads pg_stat_statements into a server the bench
+	// starts, so the idle-cost section lists what each Worker sends; off by
+	// default, since it costs every other line a little.
+	PgStatStatements bool
+	IdleOverride     time.Duration // -idle-window
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
 	// LatencyWindow is the shortest insert time of the enqueue -> handler
@@ -119,6 +127,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 3*time.Minute, 30*time.Second
 		c.WakeupSamples = 100
 		c.LanguageJobs = 10_000
+		c.IdleWarmup, c.IdleWindow = 10*time.Second, time.Minute
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
 		c.Trim = true
@@ -136,6 +145,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 10*time.Minute, time.Minute
 		c.WakeupSamples = 300
 		c.LanguageJobs = 40_000
+		c.IdleWarmup, c.IdleWindow = 10*time.Second, time.Minute
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
 	case "test":
@@ -153,9 +163,13 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 900*time.Millisecond, 300*time.Millisecond
 		c.WakeupSamples = 5
 		c.LanguageJobs = 200
+		c.IdleWarmup, c.IdleWindow = time.Second, 2*time.Second
 		c.UIRefresh = 50 * time.Millisecond
 	default:
 		return fmt.Errorf("unknown mode %q: want quick or full", c.Mode)
+	}
+	if c.IdleOverride > 0 {
+		c.IdleWindow = c.IdleOverride
 	}
 	if c.RoundsOverride < 0 {
 		return fmt.Errorf("-rounds %d: want 0 (the mode's) or more", c.RoundsOverride)

@@ -66,7 +66,13 @@ func TestEveryScenarioRuns(t *testing.T) {
 			require.Regexp(t, `(?m)^`+want+`[0-9.]+ \(goal >= 0\.50\) (met|MISS)$`, text)
 		}
 		require.Regexp(t, `(?m)^python +[0-9]+ jobs/s`, text)
+		// The idle-cost lines: a rate per Worker process and its target.
+		for _, lang := range []string{"go", "python", "typescript"} {
+			require.Regexp(t, `(?m)^`+lang+` +[0-9]+\.[0-9]{2} statements/s \([0-9]+ transactions in `, text)
+			require.Regexp(t, `(?m)^target idle-statements-per-s-`+lang+`: [0-9.]+ \(goal <= 2\.00\) (met|MISS)$`, text)
+		}
 	}
+	require.Contains(t, text, "== idle cost: one Worker on 10 queues, 100 hourly schedules none due")
 	// One line per scenario, path and client count, with both rates set.
 	lines := 0
 	for _, l := range strings.Split(text, "\n") {

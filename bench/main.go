@@ -54,6 +54,8 @@ func main() {
 	flag.DurationVar(&cfg.RunForOverride, "run-for", 0, "length of one timed run, e.g. 100ms (default: the mode's)")
 	flag.DurationVar(&cfg.MVCCOverride, "mvcc-duration", 0, "length of each run of the held-snapshot section (-only=mvcc), e.g. 20s for a smoke run (default: the mode's, quick 3m, full 10m)")
 	flag.BoolVar(&cfg.MVCCOursOnly, "mvcc-ours-only", false, "run the held-snapshot section with pgbackoff's functions only, without the same-table SQL beside them (half the time; no wal lines)")
+	flag.BoolVar(&cfg.PgStatStatements, "pg-stat-statements", false, "load pg_stat_statements into the server the bench starts: the idle-cost section then lists the statements each Worker sends (every other line pays its small cost)")
+	flag.DurationVar(&cfg.IdleOverride, "idle-window", 0, "measured window of the idle-cost section per Worker (default: the mode's, 60s)")
 	flag.Parse()
 	if err := cfg.setDefaults(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -73,6 +75,9 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		settings = append(settings, "fsync=off", "synchronous_commit=off")
 	}
 	settings = append(settings, "max_connections=200")
+	if cfg.PgStatStatements {
+		settings = append(settings, "shared_preload_libraries=pg_stat_statements")
+	}
 	start := time.Now()
 	// Never TEST_DATABASE_URL or DATABASE_URL (pgserver.URLFromEnv): a
 	// shared development server runs with fsync off, which would flatter

@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,8 +61,13 @@ type queueDriver struct {
 	// (integer[]); rows affected: the jobs completed.
 	complete string
 	// maintenance, when set, runs once a second on a connection of its own
-	// while the load runs (a layout that rotates or truncates would).
+	// while the load runs (a layout that rotates or truncates would), as
+	// the Workers run it.
 	maintenance string
+	// cron, when set, is the maintenance as a deployment without our
+	// Workers runs it (backoffctl cron install): once a minute, for most
+	// of the minute. The held-cron run uses it in place of maintenance.
+	cron string
 }
 
 // mvccDrivers are the layouts measured: pgbackoff through its functions,
@@ -78,6 +88,7 @@ func mvccDrivers() []queueDriver {
 			// The live segments' rotation, as a Worker runs it beside reap
 			// (docs/adr/0061).
 			maintenance: `SELECT * FROM backoff.rotate()`,
+			cron:        `CALL backoff.maintain()`,
 		},
 		{
 			name:     "sql",
@@ -100,20 +111,33 @@ func rawClaimSQL(n int) string {
 	return strings.Replace(rawClaimManySQL, "LIMIT 100", fmt.Sprintf("LIMIT %d", n), 1)
 }
 
-// mvccHold is what holds vacuum back during a run: nothing, or a
-// REPEATABLE READ transaction opened before the load that runs hold and
-// stays open until the load has stopped.
+// mvccHold is what holds vacuum back during a run: nothing, a REPEATABLE
+// READ transaction opened before the load that runs hold and stays open
+// until the load has stopped, or pg_dump of the database again and again.
 type mvccHold struct {
-	key   string // target name stem: free, held, held-xid
+	key   string // target name stem: free, held, held-xid, ...
 	about string
-	hold  string // "" for a free run
+	hold  string // "" for a free run; %s: the driver's table
 	xid   bool   // hold takes a transaction id (the check expects one)
+	// cron runs the driver's cron maintenance instead of its maintenance
+	// (a driver without one has no such run).
+	cron bool
+	// dump runs pg_dump of the database, one after the other, while the
+	// load runs (each holds ACCESS SHARE on every table and a snapshot
+	// for as long as it runs).
+	dump bool
+	// targets: the run's target lines (completed/s against free, backlog,
+	// claim p99 against free), or only the first.
+	targets bool
 }
 
 var mvccHolds = []mvccHold{
 	{key: "free", about: "nothing held"},
-	{key: "held", about: "a REPEATABLE READ transaction opened before the load keeps its snapshot (SELECT 1, no transaction id)", hold: "SELECT 1"},
+	{key: "held", about: "a REPEATABLE READ transaction opened before the load keeps its snapshot (SELECT 1, no transaction id)", hold: "SELECT 1", targets: true},
 	{key: "held-xid", about: "the same transaction after it took a transaction id (pg_current_xact_id())", hold: "SELECT pg_catalog.pg_current_xact_id()", xid: true},
+	{key: "held-reader", about: "the same transaction after it read the queue's table, as a report does: it holds ACCESS SHARE on it (every partition) until it ends", hold: "SELECT count(*) FROM %s", targets: true},
+	{key: "held-cron", about: "held as in held, the maintenance as backoffctl cron install runs it: once a minute", hold: "SELECT 1", cron: true, targets: true},
+	{key: "held-dump", about: "pg_dump of the database, one after the other, through the run", dump: true},
 }
 
 // mvccEvery is the sampling interval of a run of length d: the mode's, but
@@ -213,6 +237,14 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 	for _, h := range mvccHolds {
 		results[h.key] = map[string]mvccResult{}
 		for _, d := range drivers {
+			if h.cron && d.cron == "" {
+				fmt.Fprintf(b.out, "\n-- %s, %s: no maintenance of its own, as held --\n", h.key, d.name)
+				continue
+			}
+			if h.dump && pgDumpPath() == "" {
+				fmt.Fprintf(b.out, "\n-- %s, %s: skipped, no pg_dump on PATH or in /usr/lib/postgresql/*/bin --\n", h.key, d.name)
+				continue
+			}
 			fmt.Fprintf(b.out, "\n-- %s, %s: %s --\n", h.key, d.name, h.about)
 			res, err := b.mvccRun(ctx, d, h, n)
 			if err != nil {
@@ -231,7 +263,11 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 	for _, h := range mvccHolds {
 		fmt.Fprintf(b.out, "%-9s", h.key)
 		for _, d := range drivers {
-			r := results[h.key][d.name]
+			r, ok := results[h.key][d.name]
+			if !ok {
+				fmt.Fprintf(b.out, " %14s %14s %14s", "-", "-", "-")
+				continue
+			}
 			fmt.Fprintf(b.out, " %14.0f %14s %14d", r.last().done, ms(r.last().p99), r.backlog)
 		}
 		fmt.Fprintln(b.out)
@@ -239,21 +275,32 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 	for _, h := range mvccHolds[1:] {
 		var parts []string
 		for _, d := range drivers {
-			parts = append(parts, fmt.Sprintf("%s %.2f", d.name, ratioOf(results[h.key][d.name].last().done, results["free"][d.name].last().done)))
+			if r, ok := results[h.key][d.name]; ok {
+				parts = append(parts, fmt.Sprintf("%s %.2f", d.name, ratioOf(r.last().done, results["free"][d.name].last().done)))
+			}
 		}
 		fmt.Fprintf(b.out, "%s / free, completed/s of the last interval: %s\n", h.key, strings.Join(parts, ", "))
 	}
 
 	// Targets are ours: the first driver; WAL lines set it beside the second.
 	ours := drivers[0].name
-	free, held, xid := results["free"][ours], results["held"][ours], results["held-xid"][ours]
-	b.target("mvcc-held-vs-free", ratioOf(held.last().done, free.last().done), 0.95)
-	b.target("mvcc-held-xid-vs-free", ratioOf(xid.last().done, free.last().done), 0.95)
-	b.targetAtMost("mvcc-held-backlog-s", float64(held.backlog)/mvccRate, 1.00)
-	b.targetAtMost("mvcc-held-claim-p99-ratio", ratioOf(float64(held.last().p99), float64(free.last().p99)), 2.00)
+	free := results["free"][ours]
+	for _, h := range mvccHolds[1:] {
+		r, ok := results[h.key][ours]
+		if !ok {
+			continue
+		}
+		b.target("mvcc-"+h.key+"-vs-free", ratioOf(r.last().done, free.last().done), 0.95)
+		if h.targets {
+			b.targetAtMost("mvcc-"+h.key+"-backlog-s", float64(r.backlog)/mvccRate, 1.00)
+			b.targetAtMost("mvcc-"+h.key+"-claim-p99-ratio", ratioOf(float64(r.last().p99), float64(free.last().p99)), 2.00)
+		}
+	}
 	if len(drivers) > 1 {
 		for _, h := range mvccHolds {
-			b.wal("mvcc-"+h.key, results[h.key][ours].walPerJob, results[h.key][drivers[1].name].walPerJob)
+			if sql, ok := results[h.key][drivers[1].name]; ok {
+				b.wal("mvcc-"+h.key, results[h.key][ours].walPerJob, sql.walPerJob)
+			}
 		}
 	}
 	return nil
@@ -305,7 +352,7 @@ func (l *mvccLoad) waitOrStop(d time.Duration) bool {
 // startLoad starts the producers, the claimers and the maintenance on
 // connections of pool. Calls are never cancelled half way: each goroutine
 // checks stop between calls, so what a call did is counted.
-func startLoad(ctx context.Context, pool *pgxpool.Pool, d queueDriver) (*mvccLoad, error) {
+func startLoad(ctx context.Context, pool *pgxpool.Pool, d queueDriver, every time.Duration) (*mvccLoad, error) {
 	l := &mvccLoad{stop: make(chan struct{}), failed: make(chan struct{})}
 	var conns []*pgxpool.Conn
 	k := mvccProducers + mvccClaimers
@@ -387,13 +434,31 @@ func startLoad(ctx context.Context, pool *pgxpool.Pool, d queueDriver) (*mvccLoa
 	}
 	if d.maintenance != "" {
 		run(conns[k-1], func(c *pgxpool.Conn) error {
-			for l.waitOrStop(time.Second) {
-				if _, err := c.Exec(ctx, d.maintenance); err != nil {
+			// A call may last most of its interval (backoff.maintain):
+			// stopping the load cancels it.
+			mctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			go func() {
+				select {
+				case <-l.stop:
+					cancel()
+				case <-mctx.Done():
+				}
+			}()
+			next := time.Now()
+			for {
+				if _, err := c.Exec(mctx, d.maintenance); err != nil {
+					if mctx.Err() != nil {
+						return nil
+					}
 					return fmt.Errorf("maintenance: %w", err)
 				}
 				l.maintained.Add(1)
+				next = next.Add(every)
+				if !l.waitOrStop(max(time.Until(next), 0)) {
+					return nil
+				}
 			}
-			return nil
 		})
 	}
 	return l, nil
@@ -448,11 +513,15 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 		return mvccResult{}, err
 	}
 	if h.hold != "" {
-		holder, err := b.openHold(ctx, db, h)
+		holder, err := b.openHold(ctx, db, h, d.table)
 		if err != nil {
 			return mvccResult{}, err
 		}
 		defer func() { _ = holder.Close(context.Background()) }()
+	}
+	every := time.Second
+	if h.cron {
+		d.maintenance, every = d.cron, time.Minute
 	}
 
 	read := func(l *mvccLoad) (mvccCounts, error) {
@@ -481,9 +550,14 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 		return c, nil
 	}
 
-	load, err := startLoad(ctx, db.pool, d)
+	load, err := startLoad(ctx, db.pool, d, every)
 	if err != nil {
 		return mvccResult{}, err
+	}
+	var dumps atomic.Int64
+	dumped := make(chan error, 1)
+	if h.dump {
+		go func() { dumped <- dumpUntil(ctx, db.url, load.stop, &dumps) }()
 	}
 	first, err := read(load)
 	if err != nil {
@@ -520,6 +594,11 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 	if err := load.halt(); err != nil {
 		return mvccResult{}, err
 	}
+	if h.dump {
+		if err := <-dumped; err != nil {
+			return mvccResult{}, err
+		}
+	}
 	if h.hold != "" {
 		if err := b.endHold(ctx, db); err != nil {
 			return mvccResult{}, err
@@ -535,6 +614,9 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 	if d.maintenance != "" {
 		fmt.Fprintf(b.out, ", %d maintenance calls", res.maintained)
 	}
+	if h.dump {
+		fmt.Fprintf(b.out, ", %d dumps", dumps.Load())
+	}
 	fmt.Fprintln(b.out)
 	return res, nil
 }
@@ -542,7 +624,7 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 // openHold opens the holding transaction on a connection of its own, named
 // mvccHolderApp, and checks that the server sees it hold: an xmin, and an
 // xid when the hold takes one.
-func (b *bench) openHold(ctx context.Context, db *database, h mvccHold) (*pgx.Conn, error) {
+func (b *bench) openHold(ctx context.Context, db *database, h mvccHold, table string) (*pgx.Conn, error) {
 	cc, err := pgx.ParseConfig(db.url)
 	if err != nil {
 		return nil, err
@@ -552,7 +634,11 @@ func (b *bench) openHold(ctx context.Context, db *database, h mvccHold) (*pgx.Co
 	if err != nil {
 		return nil, fmt.Errorf("connect the hold: %w", err)
 	}
-	for _, s := range []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", h.hold} {
+	hold := h.hold
+	if strings.Contains(hold, "%s") {
+		hold = fmt.Sprintf(hold, table)
+	}
+	for _, s := range []string{"BEGIN ISOLATION LEVEL REPEATABLE READ", hold} {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			_ = conn.Close(ctx)
 			return nil, fmt.Errorf("hold: %s: %w", s, err)
@@ -583,4 +669,52 @@ func (b *bench) endHold(ctx context.Context, db *database) error {
 		return errors.New("terminate the hold: it was gone before the load ended")
 	}
 	return nil
+}
+
+// dumpUntil runs pg_dump of the database at url, one dump after the other,
+// until stop is closed (the dump then running is ended), counting the
+// dumps that finished.
+func dumpUntil(ctx context.Context, url string, stop <-chan struct{}, dumps *atomic.Int64) error {
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-dctx.Done():
+		}
+	}()
+	for dctx.Err() == nil {
+		var stderr strings.Builder
+		cmd := exec.CommandContext(dctx, pgDumpPath(), "--dbname", url, "--file", os.DevNull)
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			if dctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("pg_dump: %w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		dumps.Add(1)
+	}
+	return nil
+}
+
+// pgDumpPath is pg_dump on PATH, else the newest in Debian's
+// /usr/lib/postgresql/*/bin, else "".
+func pgDumpPath() string {
+	if p, err := exec.LookPath("pg_dump"); err == nil {
+		return p
+	}
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+	if len(found) == 0 {
+		return ""
+	}
+	slices.SortFunc(found, func(a, b string) int { return versionOfPath(b) - versionOfPath(a) })
+	return found[0]
+}
+
+// versionOfPath is the major version in /usr/lib/postgresql/NN/bin/...
+func versionOfPath(p string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
+	return v
 }

@@ -70,6 +70,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.wants("idle") {
+		if err := b.idle(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("profile") {
 		if err := b.profile(ctx); err != nil {
 			return err

@@ -32,6 +32,10 @@ type settings struct {
 	PollMS      int    `json:"poll_ms"`
 	ReapMS      int    `json:"reap_ms"`
 	ShutdownMS  int    `json:"shutdown_ms"`
+	// Queues, when set, are served beside Queue by the same Worker, each
+	// with the same handler and limits (the idle-cost benchmark's 10
+	// queues).
+	Queues []string `json:"queues"`
 }
 
 type payload struct {
@@ -52,7 +56,15 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	pool, err := pgxpool.New(context.Background(), os.Args[1])
+	pc, err := pgxpool.ParseConfig(os.Args[1])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
+		return 2
+	}
+	// The Worker needs a connection per queue's claims beside the
+	// completer, the reaper and LISTEN.
+	pc.MaxConns = max(pc.MaxConns, int32(len(s.Queues)+5))
+	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
 		return 1
@@ -60,7 +72,7 @@ func run() int {
 	defer pool.Close()
 
 	h := handler{pool: pool, language: s.Language}
-	w, err := client.NewWorker(pool, client.WorkerConfig{
+	cfg := client.WorkerConfig{
 		Queue:             s.Queue,
 		Handler:           h.handle,
 		Concurrency:       s.Concurrency,
@@ -69,7 +81,17 @@ func run() int {
 		PollInterval:      ms(s.PollMS),
 		ReapInterval:      ms(s.ReapMS),
 		ShutdownTimeout:   ms(s.ShutdownMS),
-	})
+	}
+	if len(s.Queues) > 0 {
+		for _, q := range append([]string{s.Queue}, s.Queues...) {
+			cfg.Queues = append(cfg.Queues, client.QueueConfig{
+				Queue: q, Handler: h.handle, Concurrency: s.Concurrency,
+				Lease: ms(s.LeaseMS), HeartbeatInterval: ms(s.HeartbeatMS),
+			})
+		}
+		cfg.Queue, cfg.Handler, cfg.Concurrency, cfg.Lease, cfg.HeartbeatInterval = "", nil, 0, 0, 0
+	}
+	w, err := client.NewWorker(pool, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
 		return 1

@@ -72,16 +72,22 @@ class Handler:
 
 def main(url: str, settings: dict[str, Any]) -> int:
     concurrency = settings.get("concurrency") or 10
-    # Worker needs: one claim, the completer, the heartbeater, the reaper;
-    # the handlers' own inserts take one each.
-    with ConnectionPool(url, min_size=1, max_size=4 + concurrency, kwargs={"autocommit": True}) as pool:
-        queue = pgbackoff.Queue(
-            settings["queue"],
-            Handler(pool, settings.get("language", "python")),
-            concurrency=concurrency,
-            lease=seconds(settings.get("lease_ms")),
-            heartbeat_interval=seconds(settings.get("heartbeat_ms")),
-        )
+    # "queues", when set, are served beside "queue" by the same Worker.
+    names = [settings["queue"], *settings.get("queues", [])]
+    # Worker needs: one claim per queue, the completer, the heartbeater,
+    # the reaper, LISTEN; the handlers' own inserts take one each.
+    with ConnectionPool(url, min_size=1, max_size=4 + len(names) + concurrency, kwargs={"autocommit": True}) as pool:
+        handler = Handler(pool, settings.get("language", "python"))
+        queues = [
+            pgbackoff.Queue(
+                name,
+                handler,
+                concurrency=concurrency,
+                lease=seconds(settings.get("lease_ms")),
+                heartbeat_interval=seconds(settings.get("heartbeat_ms")),
+            )
+            for name in names
+        ]
         kwargs: dict[str, Any] = {}
         if settings.get("poll_ms"):
             kwargs["poll_interval"] = settings["poll_ms"] / 1000
@@ -89,7 +95,7 @@ def main(url: str, settings: dict[str, Any]) -> int:
             kwargs["reap_interval"] = settings["reap_ms"] / 1000
         if settings.get("shutdown_ms"):
             kwargs["shutdown_timeout"] = settings["shutdown_ms"] / 1000
-        worker = pgbackoff.Worker(pool, [queue], **kwargs)
+        worker = pgbackoff.Worker(pool, queues, **kwargs)
 
         def stop(signum: int, frame: object) -> None:
             worker.stop()

@@ -27,7 +27,9 @@ const language = s.language ?? "typescript";
 const concurrency = s.concurrency || 10;
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const pool = new pg.Pool({ connectionString: url, max: 4 + concurrency });
+// "queues", when set, are served beside "queue" by the same Worker.
+const names = [s.queue, ...(s.queues ?? [])];
+const pool = new pg.Pool({ connectionString: url, max: 4 + names.length + concurrency });
 
 async function handle(job, signal) {
   const steps = job.payload?.steps;
@@ -77,10 +79,13 @@ async function handle(job, signal) {
   throw new PermanentError(`conformance: unknown step ${step}`);
 }
 
-const cfg = { queue: s.queue, handler: handle, concurrency };
-if (s.lease_ms) cfg.leaseMs = s.lease_ms;
-if (s.heartbeat_ms) cfg.heartbeatIntervalMs = s.heartbeat_ms;
-const wcfg = { queues: [cfg] };
+const queueCfg = (queue) => {
+  const cfg = { queue, handler: handle, concurrency };
+  if (s.lease_ms) cfg.leaseMs = s.lease_ms;
+  if (s.heartbeat_ms) cfg.heartbeatIntervalMs = s.heartbeat_ms;
+  return cfg;
+};
+const wcfg = { queues: names.map(queueCfg) };
 if (s.poll_ms) wcfg.pollIntervalMs = s.poll_ms;
 if (s.reap_ms) wcfg.reapIntervalMs = s.reap_ms;
 if (s.shutdown_ms) wcfg.shutdownTimeoutMs = s.shutdown_ms;
