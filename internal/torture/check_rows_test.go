@@ -133,3 +133,27 @@ WHERE j.dedupe_key IS NOT NULL AND j.status IN ('pending', 'running', 'retrying'
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// checkJobRules: every row keeps the rules backoff.jobs no longer
+// declares as CHECK constraints, which the functions keep instead
+// (docs/adr/0084).
+func checkJobRules(ctx context.Context, tx pgx.Tx, _ []act) ([]string, error) {
+	rows, err := tx.Query(ctx, `
+SELECT format('job %s breaks the rules of a job row: segment %s, status %s, attempts %s, uncounted %s, max_attempts %s, lease %s, dead letter reason %s, queue %L',
+              j.id, j.segment, j.status, j.attempts, j.uncounted_attempts, coalesce(j.max_attempts::text, 'NULL'),
+              coalesce(j.lease_until::text, 'NULL'), coalesce(j.dead_letter_reason, 'NULL'), j.queue)
+FROM backoff.jobs AS j
+WHERE j.status NOT IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')
+   OR (j.status = 'running') <> (j.lease_until IS NOT NULL)
+   OR j.attempts < 0 OR j.max_attempts < 1
+   OR j.uncounted_attempts < 0 OR j.uncounted_attempts > j.attempts
+   OR j.queue = ''
+   OR j.dead_letter_reason NOT IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries')
+   OR (j.segment = 0) <> (j.status IN ('completed', 'dead_lettered', 'cancelled'))
+ORDER BY j.id
+LIMIT 20`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}

@@ -32,7 +32,7 @@ func (r *run) check(ctx context.Context, final bool) []string {
 		return r.checkFailed(final, err)
 	}
 	var v []string
-	for _, c := range []func(context.Context, pgx.Tx, []act) ([]string, error){checkRows, checkCompletions, checkDedupeKeys} {
+	for _, c := range []func(context.Context, pgx.Tx, []act) ([]string, error){checkRows, checkCompletions, checkDedupeKeys, checkJobRules} {
 		found, err := c(ctx, tx, acts)
 		if err != nil {
 			return r.checkFailed(final, err)

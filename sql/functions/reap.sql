@@ -60,7 +60,7 @@ BEGIN
         SELECT r.id, r.queue, r.policy, r.attempts, r.uncounted_attempts, r.max_attempts, r.lease_expiries,
                r.created_at, r.run_at, r.segment
         FROM backoff.jobs AS r
-        -- Only running jobs have a lease (CHECK jobs_lease_while_running).
+        -- Only running jobs have a lease (every function keeps it so, ADR 0084).
         -- Adding "status = 'running'" would make the planner expect one row
         -- and prefer a bitmap scan plus a sort of every expired lease to
         -- this ordered walk of jobs_lease_idx that stops at p_limit.

@@ -227,16 +227,23 @@ ALTER INDEX backoff.jobs_schedule_live_idx RENAME TO jobs_finished_schedule_live
 ALTER INDEX backoff.jobs_schedule_slot_idx RENAME TO jobs_finished_schedule_slot_idx;
 ALTER STATISTICS backoff.jobs_queue_status RENAME TO jobs_finished_queue_status;
 
+-- No CHECK constraint (docs/adr/0084): the functions are what writes
+-- jobs, and each states the rules the old table declared (a status of
+-- pending, running, retrying, completed, dead_lettered or cancelled; a
+-- lease exactly while running; attempts >= 0, max_attempts >= 1,
+-- uncounted_attempts between 0 and attempts; a non-empty queue; a dead
+-- letter reason from its list). PostgreSQL rebuilds a table's CHECK
+-- expressions from their stored text for every writing statement, about
+-- 200,000 instructions a statement for these seven, a third of a job's
+-- enqueue, claim and complete together.
 CREATE TABLE backoff.jobs (
     id                 bigint GENERATED ALWAYS AS IDENTITY,
-    queue              text NOT NULL CONSTRAINT jobs_queue_check CHECK (queue <> ''),
+    queue              text NOT NULL,
     payload            jsonb NOT NULL DEFAULT '{}',
-    status             text NOT NULL DEFAULT 'pending'
-                       CONSTRAINT jobs_status_check
-                       CHECK (status IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')),
+    status             text NOT NULL DEFAULT 'pending',
     priority           integer NOT NULL DEFAULT 0,
-    attempts           integer NOT NULL DEFAULT 0 CONSTRAINT jobs_attempts_check CHECK (attempts >= 0),
-    max_attempts       integer CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
+    attempts           integer NOT NULL DEFAULT 0,
+    max_attempts       integer,
     policy             text,
     run_at             timestamptz NOT NULL,
     lease_until        timestamptz,
@@ -245,8 +252,7 @@ CREATE TABLE backoff.jobs (
     last_failed_at     timestamptz,
     last_error         text,
     errors             jsonb NOT NULL DEFAULT '[]',
-    dead_letter_reason text CONSTRAINT jobs_dead_letter_reason_check
-                       CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries')),
+    dead_letter_reason text,
     dedupe_key         text,
     created_at         timestamptz NOT NULL,
     completed_at       timestamptz,
@@ -254,14 +260,12 @@ CREATE TABLE backoff.jobs (
     lease_expiries     integer NOT NULL DEFAULT 0,
     schedule           text,
     schedule_slot      timestamptz,
-    -- 0: finished jobs; 1-3: live jobs, one segment current. The functions
+    -- 0: finished jobs; 1 and up: live jobs, one segment current. The functions
     -- always name it; an INSERT that does not lands in the current segment
     -- (the DEFAULT set after the functions below, backoff._current_segment).
     -- A finished job inserted there, or a live one into 0, is moved by
     -- backoff.rotate, and every by-id function finds a job in any segment.
-    segment            smallint NOT NULL DEFAULT 0,
-    CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL)),
-    CONSTRAINT jobs_uncounted_attempts_check CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts)
+    segment            smallint NOT NULL DEFAULT 0
 ) PARTITION BY LIST (segment);
 -- The identity continues the old table's sequence (its range too: a shard's
 -- ids carry the shard, docs/adr/0034); the old identity then goes, and the
@@ -395,6 +399,15 @@ SELECT d.id, d.queue, d.payload, d.status, d.priority, d.attempts, d.max_attempt
        d.dead_letter_reason, d.dedupe_key, d.created_at, d.completed_at, d.uncounted_attempts,
        d.lease_expiries, d.schedule, d.schedule_slot, 1
 FROM d;
+-- The old table's CHECK constraints go with the parent's (above).
+ALTER TABLE backoff.jobs_finished
+    DROP CONSTRAINT jobs_queue_check,
+    DROP CONSTRAINT jobs_status_check,
+    DROP CONSTRAINT jobs_attempts_check,
+    DROP CONSTRAINT jobs_max_attempts_check,
+    DROP CONSTRAINT jobs_dead_letter_reason_check,
+    DROP CONSTRAINT jobs_lease_while_running,
+    DROP CONSTRAINT jobs_uncounted_attempts_check;
 ALTER TABLE backoff.jobs_finished
     ADD COLUMN segment smallint NOT NULL DEFAULT 0,
     ADD CONSTRAINT jobs_finished_segment_check CHECK (segment = 0) NOT VALID;
@@ -529,6 +542,17 @@ ALTER INDEX backoff.jobs_finished_dead_letters_idx RENAME TO jobs_dead_letters_i
 ALTER INDEX backoff.jobs_finished_schedule_live_idx RENAME TO jobs_schedule_live_idx;
 ALTER INDEX backoff.jobs_finished_schedule_slot_idx RENAME TO jobs_schedule_slot_idx;
 ALTER STATISTICS backoff.jobs_finished_queue_status RENAME TO jobs_queue_status;
+-- The CHECK constraints of migrations 001 and 004, validated by one scan.
+ALTER TABLE backoff.jobs
+    ADD CONSTRAINT jobs_queue_check CHECK (queue <> ''),
+    ADD CONSTRAINT jobs_status_check
+        CHECK (status IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')),
+    ADD CONSTRAINT jobs_attempts_check CHECK (attempts >= 0),
+    ADD CONSTRAINT jobs_max_attempts_check CHECK (max_attempts >= 1),
+    ADD CONSTRAINT jobs_dead_letter_reason_check
+        CHECK (dead_letter_reason IN ('max_attempts', 'non_retryable', 'deadline', 'lease_expiries')),
+    ADD CONSTRAINT jobs_lease_while_running CHECK ((status = 'running') = (lease_until IS NOT NULL)),
+    ADD CONSTRAINT jobs_uncounted_attempts_check CHECK (uncounted_attempts >= 0 AND uncounted_attempts <= attempts);
 CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running', 'retrying');
 
