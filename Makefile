@@ -116,7 +116,10 @@ release-rehearsal: ## Tag this version in a throwaway clone, then go get / go in
 
 .PHONY: generate
 generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/, docs/adr/README.md and the schema dump (the CLI module has no generated files)
-	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
+	# dist/backoff.sql first, on its own: the other tests install it
+	# (internal/testdb), and a package is built with the file it embeds.
+	$(GO) test -count=1 ./internal/distribution -update
+	$(GO) test -count=1 ./internal/sqldocs -update
 	$(GO) test -count=1 ./internal/docstest -run TestADRIndex -update
 	$(MAKE) golden
 

@@ -1,6 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
+-- Sources: sha256 d1cdfb8ccef72f9529f5196eec8f54cb9afcdc09fdd0bf05a6fa9aca9e49417f
 
 CREATE SCHEMA backoff;
 

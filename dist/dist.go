@@ -22,6 +22,17 @@ import (
 //go:embed backoff.sql
 var BackoffSQL string
 
+var sourcesLine = regexp.MustCompile(`(?m)^-- Sources: sha256 ([0-9a-f]{64})$`)
+
+// SourcesDigest is the digest of sql/ the file was generated from (see
+// package sql's Digest); "" if the file records none.
+func SourcesDigest() string {
+	if m := sourcesLine.FindStringSubmatch(BackoffSQL); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 var versionLine = regexp.MustCompile(`(?m)^INSERT INTO backoff\.schema_migrations \(version\) VALUES \(([0-9]+)\);$`)
 
 // SchemaVersion is the migration version the file installs, the number it

@@ -44,7 +44,16 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/dist"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+	sqlfiles "github.com/pgbackoff/pgbackoff/sql"
 )
+
+// InstallFileMayBeStale lets the template be installed from a
+// dist/backoff.sql generated from other sources than sql/ holds now. Only
+// the generator's tests set it (before Main): they rewrite the file
+// (make generate) and compare it with the migrations themselves. Every
+// other package fails at once instead, rather than testing SQL that is not
+// in sql/.
+var InstallFileMayBeStale bool
 
 var server struct {
 	once     sync.Once
@@ -247,8 +256,11 @@ func startServer() error {
 	return nil
 }
 
-// createTemplate makes the migrated template database every test copies.
+// createTemplate makes the template database every test copies.
 func createTemplate(ctx context.Context) error {
+	if !InstallFileMayBeStale && dist.SourcesDigest() != sqlfiles.Digest() {
+		return errors.New("dist/backoff.sql was generated from other files than sql/ holds now: run `make generate`")
+	}
 	tmpl := "backoff_tmpl_" + randomSuffix()
 	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		return fmt.Errorf("create template database: %w", err)
