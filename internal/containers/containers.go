@@ -90,9 +90,9 @@ func (e *engine) Pull(context.Context, string) error {
 func (e *engine) Start(ctx context.Context, image string, env map[string]string, cmd []string) (pgserver.Container, error) {
 	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
 		ContainerRequest: testcontainers.ContainerRequest{
-			Image: image,
-			Env:   env,
-			Cmd:   cmd,
+			Image:        image,
+			Env:          env,
+			Cmd:          cmd,
 			ExposedPorts: []string{"5432/tcp"},
 			// Published on loopback only, on a port the engine chooses:
 			// Testcontainers binds every interface by default.
