@@ -4,9 +4,11 @@
 //
 //  1. a server given by URL (the caller's flag, else TEST_DATABASE_URL, else
 //     DATABASE_URL: see URLFromEnv);
-//  2. a container started with the docker command, when a Docker engine
-//     answers and an image can be had: BACKOFF_TEST_PG_IMAGE when set; else
-//     postgres:17-alpine when present or pullable; else the image
+//  2. a container, when a Docker engine answers and an image can be had,
+//     started by the ContainerEngine (engine.go: the docker command, or
+//     Testcontainers when a test module set it): BACKOFF_TEST_PG_IMAGE when set; else
+//     postgres:17-alpine when present or pullable (the Testcontainers
+//     engine never pulls); else the image
 //     pgbackoff/postgres:<major>-local, built in seconds from this machine's
 //     Debian PostgreSQL binaries (build-pg-image.sh) and kept (see
 //     ChooseImage);
