@@ -84,7 +84,7 @@ func (e *engine) ImageExists(ctx context.Context, image string) bool {
 // Pull refuses: no registry is reachable, and a pull would wait for its
 // timeout before pgserver builds the local image.
 func (e *engine) Pull(context.Context, string) error {
-	return errors.New("Testcontainers harness: images are built locally (make pg-image), never pulled")
+	return errors.New("images are built locally (make pg-image), never pulled by the Testcontainers engine")
 }
 
 func (e *engine) Start(ctx context.Context, image string, env map[string]string, cmd []string) (pgserver.Container, error) {
