@@ -7,6 +7,9 @@ PKGS := ./...
 # development, and every target below also works with GOWORK=off.
 CLI := cmd/backoffctl
 BIN := bin/backoffctl
+# Test modules (ADR 0086): they require Testcontainers, which the library's
+# module must not; make test, vet, lint and tidy run them after the CLI.
+TEST_MODULES := internal/containers internal/faulttest
 
 .PHONY: help
 help: ## Show this help
@@ -19,7 +22,7 @@ build: ## Build bin/backoffctl (the cmd/backoffctl module)
 # The longest test packages, named first: go test runs packages in the
 # order given (./... then adds the rest, each once), two at a time on two
 # cores, and a long package started last ran alone for half a minute.
-SLOW_PKGS := ./bench ./webui ./internal/sqltest/lifecycle ./internal/clienttest ./internal/faulttest ./internal/sqltest/security
+SLOW_PKGS := ./bench ./webui ./internal/sqltest/lifecycle ./internal/clienttest ./internal/sqltest/security
 TEST_PKGS = $(if $(filter ./...,$(PKGS)),$(SLOW_PKGS)) $(PKGS)
 
 # make test and make test-race print each package's closing line and the
@@ -36,7 +39,7 @@ endif
 
 .PHONY: test
 test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which); V=1 prints every test's output
-	set -o pipefail; { rc=0; $(GO) test -count=1 $(TEST_FLAGS) $(TEST_PKGS) || rc=1; $(GO) -C $(CLI) test -count=1 $(TEST_FLAGS) ./... || rc=1; exit $$rc; } 2>&1 | $(TEST_FILTER)
+	set -o pipefail; { rc=0; $(GO) test -count=1 $(TEST_FLAGS) $(TEST_PKGS) || rc=1; for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m test -count=1 $(TEST_FLAGS) ./... || rc=1; done; exit $$rc; } 2>&1 | $(TEST_FILTER)
 
 .PHONY: conformance
 conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
@@ -48,7 +51,7 @@ test-python-venv: ## Install clients/python with pip into a fresh venv (offline:
 
 .PHONY: test-serializable
 test-serializable: ## The Go client's, Worker's and fault suites, the Python and TypeScript suites, the conformance scenarios, and the SQL lifecycle and schedule suites as a SQL-only worker that follows docs/concepts.md, in databases whose default_transaction_isolation is serializable (docs/adr/0080)
-	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./internal/sqltest/lifecycle ./internal/clienttest ./client/... ./internal/faulttest 2>&1 | $(TEST_FILTER)
+	set -o pipefail; { rc=0; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./internal/sqltest/lifecycle ./internal/clienttest ./client/... || rc=1; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) -C internal/faulttest test -count=1 $(TEST_FLAGS) ./... || rc=1; exit $$rc; } 2>&1 | $(TEST_FILTER)
 	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded
@@ -62,25 +65,25 @@ bench-sharded: ## Calls per second through the router vs straight to one shard (
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector
-	set -o pipefail; { rc=0; $(GO) test -race -count=1 $(TEST_FLAGS) $(PKGS) || rc=1; $(GO) -C $(CLI) test -race -count=1 $(TEST_FLAGS) ./... || rc=1; exit $$rc; } 2>&1 | $(TEST_FILTER)
+	set -o pipefail; { rc=0; $(GO) test -race -count=1 $(TEST_FLAGS) $(PKGS) || rc=1; for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m test -race -count=1 $(TEST_FLAGS) ./... || rc=1; done; exit $$rc; } 2>&1 | $(TEST_FILTER)
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck (both modules)
+lint: ## gofmt, go vet and staticcheck (every module)
 	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet $(PKGS)
-	$(GO) -C $(CLI) vet ./...
+	for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m vet ./... || exit 1; done
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
-	$(GO) -C $(CLI) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./... || exit 1; done
 
 .PHONY: vet
-vet: ## go vet of both modules
+vet: ## go vet of every module
 	$(GO) vet $(PKGS)
-	$(GO) -C $(CLI) vet ./...
+	for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m vet ./... || exit 1; done
 
 .PHONY: tidy
-tidy: ## go mod tidy in both modules
+tidy: ## go mod tidy in every module
 	$(GO) mod tidy
-	$(GO) -C $(CLI) mod tidy
+	for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m mod tidy || exit 1; done
 
 .PHONY: bench
 bench: ## Throughput and latency against the raw-SQL limit and River (BENCH_MODE=quick|full, BENCH_ROUNDS, BENCH_DATABASE_URL)
@@ -120,7 +123,10 @@ release-rehearsal: ## Tag this version in a throwaway clone, then go get / go in
 
 .PHONY: generate
 generate: ## Regenerate dist/backoff.sql, extension/backoff.control, docs/sql/, docs/adr/README.md, README.md's numbers (from docs/benchmarks.md and DEVELOPING.md) and the schema dump (the CLI module has no generated files)
-	$(GO) test -count=1 ./internal/distribution ./internal/sqldocs -update
+	# dist/backoff.sql first, on its own: the other tests install it
+	# (internal/testdb), and a package is built with the file it embeds.
+	$(GO) test -count=1 ./internal/distribution -update
+	$(GO) test -count=1 ./internal/sqldocs -update
 	$(GO) run ./internal/readmegen
 	$(GO) test -count=1 ./internal/docstest -run TestADRIndex -update
 	$(MAKE) golden

@@ -1,6 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
+-- Sources: sha256 e2e9b0c3ad4d603ba7356cab31eee6a927a1fd2d09c1e99315bf22f9ea3ef31d
 
 CREATE SCHEMA backoff;
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pgbackoff/pgbackoff"
 	"github.com/pgbackoff/pgbackoff/internal/migrations"
+	sqlfiles "github.com/pgbackoff/pgbackoff/sql"
 )
 
 // ExtensionVersion is the version in backoff.control and in the name of
@@ -47,7 +48,8 @@ func Render(target Target) (string, error) {
 	case Standalone:
 		b.WriteString("-- pgbackoff " + pgbackoff.Version + ": the whole SQL in one file, generated from sql/migrations.\n")
 		b.WriteString("-- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql \"$DATABASE_URL\"\n")
-		b.WriteString("-- Do not edit: run `make generate` after changing sql/.\n\n")
+		b.WriteString("-- Do not edit: run `make generate` after changing sql/.\n")
+		b.WriteString("-- Sources: sha256 " + sqlfiles.Digest() + "\n\n")
 		b.WriteString("CREATE SCHEMA backoff;\n\n")
 	case Extension:
 		b.WriteString("-- pgbackoff extension script, generated from sql/migrations.\n")

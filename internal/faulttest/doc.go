@@ -8,4 +8,9 @@
 // after another (no t.Parallel) and need the container: with
 // TEST_DATABASE_URL they skip, unless CI is set. TestSettleReplyLost needs
 // only its proxy and a server, and runs with TEST_DATABASE_URL too.
+//
+// It is a Go module of its own (beside the library, joined by go.work) so
+// that it can start its container with Testcontainers
+// (internal/containers) without the library's module requiring it
+// (docs/adr/0086-testcontainers-in-a-module-of-its-own.md).
 package faulttest

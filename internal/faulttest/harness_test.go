@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/client"
+	"github.com/pgbackoff/pgbackoff/internal/containers"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
@@ -33,6 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorkerURL) != "" {
 		os.Exit(workerProcess())
 	}
+	// The package's container, and its restarts and pauses, through
+	// Testcontainers (ADR 0086); a local cluster as before without Docker.
+	containers.Use()
 	testdb.Main(m)
 }
 

@@ -4,9 +4,11 @@
 //
 //  1. a server given by URL (the caller's flag, else TEST_DATABASE_URL, else
 //     DATABASE_URL: see URLFromEnv);
-//  2. a container started with the docker command, when a Docker engine
-//     answers and an image can be had: BACKOFF_TEST_PG_IMAGE when set; else
-//     postgres:17-alpine when present or pullable; else the image
+//  2. a container, when a Docker engine answers and an image can be had,
+//     started by the ContainerEngine (engine.go: the docker command, or
+//     Testcontainers when a test module set it): BACKOFF_TEST_PG_IMAGE when set; else
+//     postgres:17-alpine when present or pullable (the Testcontainers
+//     engine never pulls); else the image
 //     pgbackoff/postgres:<major>-local, built in seconds from this machine's
 //     Debian PostgreSQL binaries (build-pg-image.sh) and kept (see
 //     ChooseImage);
@@ -70,8 +72,9 @@ type Server struct {
 	// tell its user.
 	Skipped []string
 
-	stop  func(context.Context) error
-	local *localCluster
+	stop      func(context.Context) error
+	local     *localCluster
+	container Container
 }
 
 // Stop stops a server this package started; a server given by URL is left
@@ -88,7 +91,7 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) Describe() string {
 	switch s.Kind {
 	case KindDocker:
-		return "a Docker container from image " + s.Source
+		return "a Docker container from image " + s.Source + " (" + engine.Name() + ")"
 	case KindLocal:
 		if s.local != nil && s.local.memory {
 			return "a temporary local cluster from " + s.Source + ", in memory (" + filepath.Dir(s.local.dir) + ")"
@@ -128,17 +131,10 @@ func (s *Server) Restart(ctx context.Context) error {
 	case KindLocal:
 		return s.local.restart(ctx)
 	case KindDocker:
-		id := s.ContainerID
-		if err := dockerCLI(ctx, "kill", "--signal=INT", id); err != nil {
+		if err := s.container.Restart(ctx); err != nil {
 			return err
 		}
-		if err := dockerCLI(ctx, "wait", id); err != nil {
-			return err
-		}
-		if err := dockerCLI(ctx, "start", id); err != nil {
-			return fmt.Errorf("start the container again: %w", err)
-		}
-		u, err := containerReady(ctx, id)
+		u, err := containerReady(ctx, s.container)
 		if err != nil {
 			return fmt.Errorf("after restart: %w", err)
 		}
@@ -159,7 +155,7 @@ func (s *Server) Pause(ctx context.Context) error {
 		// machine is busy; a retry a moment later succeeds.
 		var err error
 		for try := 0; try < 5; try++ {
-			if err = dockerCLI(ctx, "pause", s.ContainerID); err == nil {
+			if err = s.container.Pause(ctx); err == nil {
 				return nil
 			}
 			time.Sleep(200 * time.Millisecond)
@@ -175,7 +171,7 @@ func (s *Server) Resume(ctx context.Context) error {
 	case KindLocal:
 		return s.local.signalAll(contSignal)
 	case KindDocker:
-		return dockerCLI(ctx, "unpause", s.ContainerID)
+		return s.container.Resume(ctx)
 	}
 	return errors.New("resume: a server given by URL is not this package's to resume")
 }
@@ -254,12 +250,12 @@ func ChooseImage(ctx context.Context) (string, error) {
 	if img := os.Getenv("BACKOFF_TEST_PG_IMAGE"); img != "" {
 		return img, nil
 	}
-	if dockerCLI(ctx, "image", "inspect", DefaultImage) == nil {
+	if engine.ImageExists(ctx, DefaultImage) {
 		return DefaultImage, nil
 	}
 	major := debianMajor()
 	local := "pgbackoff/postgres:" + major + "-local"
-	if major != "" && dockerCLI(ctx, "image", "inspect", local) == nil {
+	if major != "" && engine.ImageExists(ctx, local) {
 		return local, nil // built before: no registry to wait for again
 	}
 	// Test packages run in parallel: one of them pulls or builds, the
@@ -269,11 +265,11 @@ func ChooseImage(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer unlock()
-	if major != "" && dockerCLI(ctx, "image", "inspect", local) == nil {
+	if major != "" && engine.ImageExists(ctx, local) {
 		return local, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err = dockerCLI(pctx, "pull", "-q", DefaultImage)
+	err = engine.Pull(pctx, DefaultImage)
 	cancel()
 	if err == nil {
 		return DefaultImage, nil
@@ -318,43 +314,40 @@ func BuildImage(ctx context.Context, tag, major string) error {
 	return nil
 }
 
-// StartContainer starts PostgreSQL from image with the docker command, its
-// port published on 127.0.0.1, and waits until it answers SQL; extra server
-// settings are given as "name=value". The docker command (not a Go client
-// of the engine) keeps the Docker libraries out of the library's module
-// graph, which every importer of client would otherwise download.
+// StartContainer starts PostgreSQL from image with the container engine
+// (SetContainerEngine; the docker command unless a harness chose
+// another), its port published on 127.0.0.1, and waits until it answers
+// SQL; extra server settings are given as "name=value".
 func StartContainer(ctx context.Context, image string, settings ...string) (*Server, error) {
-	args := []string{"run", "--detach",
-		"--env", "POSTGRES_USER=postgres", "--env", "POSTGRES_PASSWORD=postgres", "--env", "POSTGRES_DB=postgres",
-		"--publish", "127.0.0.1::5432", image, "postgres", "-c", "fsync=off"}
+	cmd := []string{"postgres", "-c", "fsync=off"}
 	for _, s := range settings {
-		args = append(args, "-c", s)
+		cmd = append(cmd, "-c", s)
 	}
-	out, err := exec.CommandContext(ctx, "docker", args...).Output()
+	env := map[string]string{"POSTGRES_USER": "postgres", "POSTGRES_PASSWORD": "postgres", "POSTGRES_DB": "postgres"}
+	c, err := engine.Start(ctx, image, env, cmd)
 	if err != nil {
-		return nil, fmt.Errorf("start %s: docker run: %w%s", image, err, stderrOf(err))
-	}
-	id := strings.TrimSpace(string(out))
-	remove := func(ctx context.Context) error { return dockerCLI(ctx, "rm", "--force", "--volumes", id) }
-	u, err := containerReady(ctx, id)
-	if err != nil {
-		_ = remove(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start %s: %w", image, err)
 	}
-	return &Server{URL: u, Kind: KindDocker, Source: image, ContainerID: id, stop: remove}, nil
+	u, err := containerReady(ctx, c)
+	if err != nil {
+		_ = c.Remove(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("start %s: %w", image, err)
+	}
+	return &Server{URL: u, Kind: KindDocker, Source: image, ContainerID: c.ID(), stop: c.Remove, container: c}, nil
 }
 
 // containerReady waits (2 minutes at most) until the container's server
 // answers SQL on its published port and returns its URL. A SQL probe works
 // for the official images, whose init server listens on no TCP port, and
 // for images without nc or cat.
-func containerReady(ctx context.Context, id string) (string, error) {
+func containerReady(ctx context.Context, c Container) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var last error
 	for {
-		u, err := containerURL(ctx, id)
+		addr, err := c.Address(ctx)
 		if err == nil {
+			u := "postgres://postgres:postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=5"
 			var conn *pgx.Conn
 			if conn, err = pgx.Connect(ctx, u); err == nil {
 				err = conn.Ping(ctx)
@@ -367,24 +360,10 @@ func containerReady(ctx context.Context, id string) (string, error) {
 		last = err
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("container %.12s does not answer SQL: %w", id, last)
+			return "", fmt.Errorf("container %.12s does not answer SQL: %w", c.ID(), last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-// containerURL is the superuser URL of the container's published port.
-func containerURL(ctx context.Context, id string) (string, error) {
-	out, err := exec.CommandContext(ctx, "docker", "port", id, "5432/tcp").Output()
-	if err != nil {
-		return "", fmt.Errorf("docker port: %w%s", err, stderrOf(err))
-	}
-	// One line per address family, e.g. "127.0.0.1:32768".
-	addr, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	if addr == "" {
-		return "", errors.New("docker port: the container publishes no port yet")
-	}
-	return "postgres://postgres:postgres@" + addr + "/postgres?sslmode=disable&connect_timeout=5", nil
 }
 
 // stderrOf is ": <stderr>" of a failed command, or "".
@@ -399,15 +378,13 @@ func stderrOf(err error) string {
 // dockerAnswers is DockerAvailable; a test replaces it.
 var dockerAnswers = DockerAvailable
 
-// DockerAvailable reports whether the docker command is installed and a
-// Docker engine answers it (DOCKER_HOST and the docker contexts apply).
+// DockerAvailable reports whether a Docker engine answers the container
+// engine (for the docker command: DOCKER_HOST and the docker contexts
+// apply).
 func DockerAvailable(ctx context.Context) bool {
-	if _, err := exec.LookPath("docker"); err != nil {
-		return false
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return dockerCLI(ctx, "info", "--format", "{{.ServerVersion}}") == nil
+	return engine.Available(ctx)
 }
 
 func dockerCLI(ctx context.Context, args ...string) error {
@@ -456,7 +433,7 @@ func (s *Server) InstallExtensionFiles(ctx context.Context, files map[string][]b
 	dir := sharedir + "/extension/"
 	for name, body := range files {
 		if s.Kind == KindDocker {
-			if err := copyToContainer(ctx, s.ContainerID, body, dir+name); err != nil {
+			if err := s.container.CopyFile(ctx, body, dir+name); err != nil {
 				return fmt.Errorf("install extension file %s: %w", name, err)
 			}
 			continue
@@ -474,24 +451,4 @@ func (s *Server) InstallExtensionFiles(ctx context.Context, files map[string][]b
 		s.stop = func(ctx context.Context) error { return errors.Join(stop(ctx), restore()) }
 	}
 	return nil
-}
-
-// copyToContainer writes body to path in the container, readable by all.
-func copyToContainer(ctx context.Context, id string, body []byte, path string) error {
-	f, err := os.CreateTemp("", "pgserver-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(body); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return dockerCLI(ctx, "cp", f.Name(), id+":"+path)
 }

@@ -12,8 +12,15 @@
 // With none, tests skip on a developer's machine and fail when CI is set,
 // so a missing server can never pass as green in CI.
 //
-// Each package migrates one template database once; every test gets a copy
-// of it (CREATE DATABASE … TEMPLATE), which takes milliseconds.
+// Each package installs one template database once, from the install file
+// dist/backoff.sql (package dist); every test gets a copy of it (CREATE
+// DATABASE … TEMPLATE), which takes milliseconds. The file, not the
+// migrator, because package client's tests use testdb and a program that
+// imports client resolves those tests' imports: the migrator would bring
+// tern and its template libraries to every such program (ADR 0085). The
+// file is the migrations' result: internal/distribution fails when it is
+// stale (run make generate) and when it installs another schema than
+// migrate up.
 package testdb
 
 import (
@@ -35,9 +42,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgbackoff/pgbackoff/internal/migrations"
+	"github.com/pgbackoff/pgbackoff/dist"
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
+	sqlfiles "github.com/pgbackoff/pgbackoff/sql"
 )
+
+// InstallFileMayBeStale lets the template be installed from a
+// dist/backoff.sql generated from other sources than sql/ holds now. Only
+// the generator's tests set it (before Main): they rewrite the file
+// (make generate) and compare it with the migrations themselves. Every
+// other package fails at once instead, rather than testing SQL that is not
+// in sql/.
+var InstallFileMayBeStale bool
 
 var server struct {
 	once     sync.Once
@@ -240,8 +256,11 @@ func startServer() error {
 	return nil
 }
 
-// createTemplate makes the migrated template database every test copies.
+// createTemplate makes the template database every test copies.
 func createTemplate(ctx context.Context) error {
+	if !InstallFileMayBeStale && dist.SourcesDigest() != sqlfiles.Digest() {
+		return errors.New("dist/backoff.sql was generated from other files than sql/ holds now: run `make generate`")
+	}
 	tmpl := "backoff_tmpl_" + randomSuffix()
 	if err := adminExec(ctx, "CREATE DATABASE "+pgx.Identifier{tmpl}.Sanitize()); err != nil {
 		return fmt.Errorf("create template database: %w", err)
@@ -252,12 +271,17 @@ func createTemplate(ctx context.Context) error {
 		return fmt.Errorf("connect to template database: %w", err)
 	}
 	defer conn.Close(ctx)
-	m, err := migrations.New(ctx, conn)
+	// One transaction, as psql -1 runs the file.
+	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return err
+		return fmt.Errorf("install dist/backoff.sql in the template database: %w", err)
 	}
-	if _, _, err := m.MigrateTo(ctx, m.Latest()); err != nil {
-		return err
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, dist.BackoffSQL); err != nil {
+		return fmt.Errorf("install dist/backoff.sql in the template database: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("install dist/backoff.sql in the template database: %w", err)
 	}
 	// Tests drive time through p_now, as workers and producers too: switch
 	// time injection on in every test database (ADR 0035). The tests
