@@ -43,11 +43,17 @@
 {{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "enqueue.sql" . }}
+{{ template "enqueue_graph.sql" . }}
 {{ template "_queue_burst.sql" . }}
 {{ template "_claim_controlled.sql" . }}
 {{ template "claim.sql" . }}
 {{ template "acquire.sql" . }}
 {{ template "_move_finished.sql" . }}
+{{ template "_check_output.sql" . }}
+{{ template "_record_outputs.sql" . }}
+{{ template "_release_blocked.sql" . }}
+{{ template "_settle_dependents.sql" . }}
+{{ template "_reopen_dependents.sql" . }}
 {{ template "complete.sql" . }}
 {{ template "complete_many.sql" . }}
 {{ template "_breaker_failure.sql" . }}
@@ -59,6 +65,9 @@
 {{ template "cancel.sql" . }}
 {{ template "replay.sql" . }}
 {{ template "replay_dead_letters.sql" . }}
+{{ template "unblock.sql" . }}
+{{ template "job_output.sql" . }}
+{{ template "parent_outputs.sql" . }}
 {{ template "_error_signature.sql" . }}
 {{ template "error_signature.sql" . }}
 {{ template "bulk_jobs.sql" . }}
