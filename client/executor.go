@@ -75,7 +75,9 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 	}
 
 	start := time.Now()
-	err := callHandler(hctx, q.Handler, job)
+	// The handler may record an output (SetOutput) for its completion.
+	out := &outputSlot{}
+	err := callHandler(context.WithValue(hctx, outputKey{}, out), q.Handler, job)
 	elapsed := time.Since(start)
 	stopHeartbeat()
 
@@ -90,7 +92,9 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 		// at once elsewhere (the attempt, counted at claim, stays spent).
 		err = RetryAfter(fmt.Errorf("worker shutdown: %w", err), 0)
 	}
-	w.settle(context.WithoutCancel(hctx), job, readOutcome(err), elapsed)
+	o := readOutcome(err)
+	o.output = out.body
+	w.settle(context.WithoutCancel(hctx), job, o, elapsed)
 }
 
 // callHandler runs the handler, turning a panic into an error that

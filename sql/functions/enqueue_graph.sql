@@ -106,16 +106,18 @@ BEGIN
     WHERE (g.parent IS NULL AND g.parent_id IS NULL) OR g.on_failure NOT IN ('cancel', 'run', 'wait')
     ORDER BY g.child
     LIMIT 1;
-    IF v_bad IS NOT NULL THEN
+    IF v_bad LIKE '%an unknown ref' THEN
         -- Name the reference itself when it is one.
+        v_bad := coalesce((
         SELECT pg_catalog.format('depends_on of "%s" names an unknown ref "%s"', v_refs[j.ord], coalesce(d.v ->> 'ref', d.v #>> '{}'))
-        INTO v_bad
         FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS j(j, ord)
         CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(coalesce(nullif(j.j -> 'depends_on', 'null'), '[]')) AS d(v)
         WHERE (pg_catalog.jsonb_typeof(d.v) = 'string' AND NOT (d.v #>> '{}') = ANY (v_refs))
            OR (pg_catalog.jsonb_typeof(d.v) = 'object' AND d.v ? 'ref' AND NOT (d.v ->> 'ref') = ANY (v_refs))
         ORDER BY j.ord
-        LIMIT 1;
+        LIMIT 1), pg_catalog.format('%s without a ref or a job id', v_bad));
+    END IF;
+    IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'enqueue_graph: %', coalesce(v_bad, (SELECT pg_catalog.format('depends_on of "%s" has an edge without a ref or a job id, or with an unknown on_failure', v_refs[g.child])
                                                             FROM pg_temp.backoff_graph_edges AS g
                                                             WHERE (g.parent IS NULL AND g.parent_id IS NULL) OR g.on_failure NOT IN ('cancel', 'run', 'wait')
