@@ -35,6 +35,14 @@ DECLARE
     v_why      text[];
     v_blocked  bigint[];
     e          jsonb;
+    -- The edges: child and parent places in the graph, or the parent's id,
+    -- and the policy; the existing parents' ids and statuses.
+    v_ec       integer[];
+    v_ep       integer[];
+    v_eid      bigint[];
+    v_epol     text[];
+    v_pid      bigint[] := '{}';
+    v_pstatus  text[]   := '{}';
 BEGIN
     p_now := backoff._now(p_now);
     IF p_jobs IS NULL OR pg_catalog.jsonb_typeof(p_jobs) <> 'array' OR pg_catalog.jsonb_array_length(p_jobs) = 0 THEN
@@ -82,19 +90,21 @@ BEGIN
 
     -- The edges, one row each: the child's place, its parent's place in the
     -- graph or an existing job's id, and the policy.
-    CREATE TEMPORARY TABLE IF NOT EXISTS pg_temp.backoff_graph_edges (
-        child integer, parent integer, parent_id bigint, on_failure text
-    ) ON COMMIT DROP;
-    TRUNCATE pg_temp.backoff_graph_edges;
-    INSERT INTO pg_temp.backoff_graph_edges (child, parent, parent_id, on_failure)
-    SELECT j.ord::integer,
+    -- (Arrays, not a temporary table: the function needs no TEMP
+    -- privilege and leaves no catalog rows behind.)
+    SELECT coalesce(array_agg(x.child ORDER BY x.child, x.n), '{}'), coalesce(array_agg(x.parent ORDER BY x.child, x.n), '{}'),
+           coalesce(array_agg(x.parent_id ORDER BY x.child, x.n), '{}'), coalesce(array_agg(x.on_failure ORDER BY x.child, x.n), '{}')
+    INTO v_ec, v_ep, v_eid, v_epol
+    FROM (
+    SELECT j.ord::integer AS child, d.n,
            CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'string' THEN pg_catalog.array_position(v_refs, d.v #>> '{}')
-                WHEN d.v ? 'ref' THEN pg_catalog.array_position(v_refs, d.v ->> 'ref') END,
+                WHEN d.v ? 'ref' THEN pg_catalog.array_position(v_refs, d.v ->> 'ref') END AS parent,
            CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'number' THEN (d.v #>> '{}')::bigint
-                WHEN d.v ? 'job' THEN (d.v ->> 'job')::bigint END,
-           coalesce(CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'object' THEN d.v ->> 'on_failure' END, 'cancel')
+                WHEN d.v ? 'job' THEN (d.v ->> 'job')::bigint END AS parent_id,
+           coalesce(CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'object' THEN d.v ->> 'on_failure' END, 'cancel') AS on_failure
     FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS j(j, ord)
-    CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(coalesce(nullif(j.j -> 'depends_on', 'null'), '[]')) AS d(v);
+    CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(coalesce(nullif(j.j -> 'depends_on', 'null'), '[]')) WITH ORDINALITY AS d(v, n)
+    ) AS x;
     -- An edge that names no job of the graph and no id, or a policy that
     -- does not exist, named with its child.
     SELECT pg_catalog.format('depends_on of "%s" names %s', v_refs[g.child],
@@ -102,7 +112,7 @@ BEGIN
                                   THEN pg_catalog.format('an unknown on_failure "%s" (cancel, run or wait)', g.on_failure)
                                   ELSE 'an unknown ref' END)
     INTO v_bad
-    FROM pg_temp.backoff_graph_edges AS g
+    FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
     WHERE (g.parent IS NULL AND g.parent_id IS NULL) OR g.on_failure NOT IN ('cancel', 'run', 'wait')
     ORDER BY g.child
     LIMIT 1;
@@ -119,18 +129,18 @@ BEGIN
     END IF;
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'enqueue_graph: %', coalesce(v_bad, (SELECT pg_catalog.format('depends_on of "%s" has an edge without a ref or a job id, or with an unknown on_failure', v_refs[g.child])
-                                                            FROM pg_temp.backoff_graph_edges AS g
+                                                            FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
                                                             WHERE (g.parent IS NULL AND g.parent_id IS NULL) OR g.on_failure NOT IN ('cancel', 'run', 'wait')
                                                             ORDER BY g.child LIMIT 1))
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    v_bad := (SELECT v_refs[g.child] FROM pg_temp.backoff_graph_edges AS g WHERE g.parent = g.child ORDER BY g.child LIMIT 1);
+    v_bad := (SELECT v_refs[g.child] FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure) WHERE g.parent = g.child ORDER BY g.child LIMIT 1);
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'enqueue_graph: job "%" depends on itself', v_bad
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_bad := (SELECT pg_catalog.format('"%s" on "%s"', v_refs[g.child], coalesce(v_refs[g.parent], g.parent_id::text))
-              FROM pg_temp.backoff_graph_edges AS g
+              FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
               GROUP BY g.child, g.parent, g.parent_id HAVING count(*) > 1 LIMIT 1);
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'enqueue_graph: the dependency % is given twice', v_bad
@@ -143,7 +153,7 @@ BEGIN
     LOOP
         v_ready := ARRAY(SELECT l.o FROM unnest(v_left) AS l(o)
                          EXCEPT
-                         SELECT g.child FROM pg_temp.backoff_graph_edges AS g
+                         SELECT g.child FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
                          JOIN unnest(v_left) AS l(o) ON l.o = g.parent);
         EXIT WHEN cardinality(v_ready) = cardinality(v_left);
         IF cardinality(v_ready) = 0 THEN
@@ -168,38 +178,39 @@ BEGIN
             coalesce((e ->> 'priority')::integer, 0), e ->> 'dedupe_key', p_now, e ->> 'policy');
         v_new := v_new || (v_ids[i + 1] = pg_catalog.currval('backoff.jobs_id_seq'::pg_catalog.regclass));
     END LOOP;
-    -- A deduplicated job's edges go.
-    DELETE FROM pg_temp.backoff_graph_edges AS g WHERE NOT v_new[g.child];
+    -- A deduplicated job's edges go, and an edge to one names its id.
+    SELECT coalesce(array_agg(g.child), '{}'), coalesce(array_agg(g.parent), '{}'),
+           coalesce(array_agg(coalesce(g.parent_id, CASE WHEN NOT v_new[g.parent] THEN v_ids[g.parent] END)), '{}'),
+           coalesce(array_agg(g.on_failure), '{}')
+    INTO v_ec, v_ep, v_eid, v_epol
+    FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+    WHERE v_new[g.child];
     -- Parents that exist already (an id, or a deduplicated job of the
     -- graph): their status says what the edge is now. Each is locked (FOR
     -- KEY SHARE, which a finishing call's DELETE waits for) so that it
     -- cannot finish unseen before these edges commit; a row moved by a
     -- call that finished it while this waited is read again.
-    UPDATE pg_temp.backoff_graph_edges AS g SET parent_id = v_ids[g.parent]
-    WHERE g.parent IS NOT NULL AND NOT v_new[g.parent];
     v_scope := backoff._queue_scope('produce');
     IF NOT backoff._scope_in_force() THEN
         v_scope := NULL;
     END IF;
     LOOP
         v_tries := v_tries + 1;
-        CREATE TEMPORARY TABLE IF NOT EXISTS pg_temp.backoff_graph_parents (id bigint, status text) ON COMMIT DROP;
-        TRUNCATE pg_temp.backoff_graph_parents;
-        INSERT INTO pg_temp.backoff_graph_parents (id, status)
-        SELECT j.id, j.status FROM backoff.jobs AS j
-        WHERE j.id = ANY (ARRAY(SELECT DISTINCT g.parent_id FROM pg_temp.backoff_graph_edges AS g WHERE g.parent_id IS NOT NULL))
+        SELECT coalesce(array_agg(l.id), '{}'), coalesce(array_agg(l.status), '{}') INTO v_pid, v_pstatus
+        FROM (SELECT j.id, j.status FROM backoff.jobs AS j
+        WHERE j.id = ANY (ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure) WHERE g.parent_id IS NOT NULL))
           AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
         ORDER BY j.id
-        FOR KEY SHARE OF j;
-        v_missing := ARRAY(SELECT DISTINCT g.parent_id FROM pg_temp.backoff_graph_edges AS g
+        FOR KEY SHARE OF j) AS l;
+        v_missing := ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
                            WHERE g.parent_id IS NOT NULL
-                             AND NOT EXISTS (SELECT FROM pg_temp.backoff_graph_parents AS p WHERE p.id = g.parent_id)
+                             AND NOT EXISTS (SELECT FROM unnest(v_pid, v_pstatus) AS p(id, status) WHERE p.id = g.parent_id)
                            ORDER BY 1);
         EXIT WHEN cardinality(v_missing) = 0 OR v_tries = 3;
     END LOOP;
     IF cardinality(v_missing) > 0 THEN
         RAISE EXCEPTION 'enqueue_graph: depends_on of "%" names job "%", which does not exist',
-            (SELECT v_refs[g.child] FROM pg_temp.backoff_graph_edges AS g WHERE g.parent_id = v_missing[1] ORDER BY g.child LIMIT 1),
+            (SELECT v_refs[g.child] FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure) WHERE g.parent_id = v_missing[1] ORDER BY g.child LIMIT 1),
             v_missing[1]
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -212,15 +223,15 @@ BEGIN
                 WHEN p.status = 'completed' OR g.on_failure = 'run' THEN 'satisfied'
                 WHEN g.on_failure = 'wait' THEN 'waiting'
                 ELSE 'failed' END
-    FROM pg_temp.backoff_graph_edges AS g
-    LEFT JOIN pg_temp.backoff_graph_parents AS p ON p.id = g.parent_id;
+    FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+    LEFT JOIN unnest(v_pid, v_pstatus) AS p(id, status) ON p.id = g.parent_id;
     WITH c AS (
         SELECT d.child_id,
                count(*) FILTER (WHERE d.state = 'open') AS open,
                count(*) FILTER (WHERE d.state = 'waiting') AS waiting,
                count(*) FILTER (WHERE d.state = 'failed') AS failed
         FROM backoff.job_dependencies AS d
-        WHERE d.child_id = ANY (ARRAY(SELECT DISTINCT v_ids[g.child] FROM pg_temp.backoff_graph_edges AS g))
+        WHERE d.child_id = ANY (ARRAY(SELECT DISTINCT v_ids[g.child] FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)))
         GROUP BY d.child_id
     ), b AS (
         INSERT INTO backoff.job_blockers AS k (job_id, remaining, waiting)
@@ -241,7 +252,7 @@ BEGIN
           FROM backoff.job_dependencies AS d
           WHERE d.child_id = ANY (v_blocked) AND d.state = 'failed'
           ORDER BY d.child_id, d.parent_id) AS d
-    JOIN pg_temp.backoff_graph_parents AS p ON p.id = d.parent_id;
+    JOIN unnest(v_pid, v_pstatus) AS p(id, status) ON p.id = d.parent_id;
     IF v_cancel IS NOT NULL THEN
         FOR i IN 1..cardinality(v_cancel) LOOP
             IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = v_cancel[i] AND j.status = 'blocked') THEN
