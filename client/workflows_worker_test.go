@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgbackoff/pgbackoff/internal/testdb"
+)
+
+// A Worker's handler records an output with SetOutput: the job completes
+// with it, which releases the child, whose handler reads it.
+func TestWorkerHandlerOutputReleasesTheChild(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	ids, err := c.EnqueueGraph(ctx, NewGraph().
+		Add("parent", "wf-worker", map[string]int{"n": 20}, nil).
+		Add("child", "wf-worker", nil, []Dependency{After("parent")}))
+	require.NoError(t, err)
+	require.ErrorIs(t, SetOutput(ctx, 1), errNoOutputSlot, "outside a handler")
+
+	var seen atomic.Value
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "wf-worker", Concurrency: 1, PollInterval: 100 * time.Millisecond, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			if job.ID == ids["parent"] {
+				return SetOutput(ctx, map[string]int{"doubled": 40})
+			}
+			parents, err := c.ParentOutputs(ctx, job.ID)
+			if err != nil {
+				return err
+			}
+			seen.Store(string(parents[0].Output))
+			return nil
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, time.Minute, "parent and child completed", func() bool { return countStatus(t, pool, StatusCompleted) == 2 })
+	stop()
+	require.JSONEq(t, `{"doubled": 40}`, seen.Load().(string))
+	out, err := c.JobOutput(ctx, ids["parent"])
+	require.NoError(t, err)
+	require.JSONEq(t, `{"doubled": 40}`, string(out))
+}
+
+// A graph job whose dedupe key an unfinished job holds is that job: its
+// child waits for it. A fan-in completed in one batch releases its child
+// once, by the number of its parents in the batch.
+func TestWorkflowDedupeAndBatchedFanIn(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("wf"))
+
+	held, err := c.Enqueue(ctx, "wf-dedupe", nil, DedupeKey("nightly"))
+	require.NoError(t, err)
+	ids, err := c.EnqueueGraph(ctx, NewGraph().
+		Add("nightly", "wf-dedupe", nil, nil, DedupeKey("nightly")).
+		Add("after", "wf-dedupe-after", nil, []Dependency{After("nightly")}))
+	require.NoError(t, err)
+	require.Equal(t, held, ids["nightly"], "the job that holds the key")
+	require.Equal(t, StatusBlocked, wfStatus(t, pool, ids["after"]))
+	j := claimOne(t, c, "wf-dedupe", held)
+	_, err = c.Complete(ctx, j.ID, j.Token)
+	require.NoError(t, err)
+	claimOne(t, c, "wf-dedupe-after", ids["after"])
+
+	g := NewGraph()
+	var deps []Dependency
+	for i := range 50 {
+		ref := "p" + string(rune('A'+i/26)) + string(rune('a'+i%26))
+		g.Add(ref, "wf-fanin", nil, nil)
+		deps = append(deps, After(ref))
+	}
+	g.Add("sink", "wf-fanin-sink", nil, deps)
+	ids, err = c.EnqueueGraph(ctx, g)
+	require.NoError(t, err)
+	jobs, err := c.Claim(ctx, "wf-fanin", 100, wfLease)
+	require.NoError(t, err)
+	require.Len(t, jobs, 50)
+	first, rest := jobs[:49], jobs[49:]
+	var bids []int64
+	var btok []int
+	for _, j := range first {
+		bids, btok = append(bids, j.ID), append(btok, j.Token)
+	}
+	done, err := c.CompleteMany(ctx, bids, btok)
+	require.NoError(t, err)
+	require.Len(t, done, 49)
+	var open int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT parents_open FROM backoff.job_detail($1)", ids["sink"]).Scan(&open))
+	require.Equal(t, 1, open, "49 parents of 50 settled by one batch")
+	_, err = c.Complete(ctx, rest[0].ID, rest[0].Token)
+	require.NoError(t, err)
+	claimOne(t, c, "wf-fanin-sink", ids["sink"])
+}
