@@ -87,6 +87,20 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 			len(w.confirmCompletions(ctx, []int64{job.ID}, []int{job.Token}, nil)) == 1 {
 			err = nil // the first call, whose reply was lost, completed it
 		}
+		if o.output != nil && errors.Is(err, ErrInvalidArgument) {
+			// The output was refused (over the queue's max_output_bytes):
+			// the job stays running, and another attempt would produce the
+			// same output, so it is dead-lettered with the refusal instead
+			// of waiting for the reaper.
+			msg := "output refused: " + err.Error()
+			err = w.retryTransient(ctx, func(ctx context.Context) error {
+				j, err := w.c.Fail(ctx, job.ID, job.Token, msg, NonRetryable())
+				if err == nil {
+					w.failures.record(job.Queue, j.Status)
+				}
+				return err
+			})
+		}
 	case outcomeSnoozed:
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			_, err := w.c.Snooze(ctx, job.ID, job.Token, o.delay)

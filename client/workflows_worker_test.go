@@ -101,3 +101,29 @@ func TestWorkflowDedupeAndBatchedFanIn(t *testing.T) {
 	require.NoError(t, err)
 	claimOne(t, c, "wf-fanin-sink", ids["sink"])
 }
+
+// An output over the queue's limit dead-letters the job with the refusal,
+// instead of leaving it running for the reaper.
+func TestWorkerOutputOverTheLimitDeadLetters(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, "INSERT INTO backoff.queues (name, policy, max_output_bytes) VALUES ('wf-worker-big', 'default', 1024)")
+	require.NoError(t, err)
+	id, err := c.Enqueue(ctx, "wf-worker-big", nil)
+	require.NoError(t, err)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "wf-worker-big", Concurrency: 1, PollInterval: 100 * time.Millisecond, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			return SetOutput(ctx, stringOf('x', 2000))
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, time.Minute, "dead-lettered", func() bool { return countStatus(t, pool, StatusDeadLettered) == 1 })
+	stop()
+	j, err := c.Get(ctx, id)
+	require.NoError(t, err)
+	require.Contains(t, j.LastError, "over max_output_bytes")
+}
