@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -234,8 +235,50 @@ func (c *Client) HeartbeatProgress(ctx context.Context, jobID int64, token int, 
 	return until, nil
 }
 
-// outputSlot holds what a Worker's handler recorded with SetOutput.
-type outputSlot struct{ body json.RawMessage }
+// outputSlot holds what a Worker's handler recorded: its output
+// (SetOutput, read once the handler returned) and the progress not sent
+// yet (ReportProgress, taken by the heartbeat's goroutine, hence the lock).
+type outputSlot struct {
+	body     json.RawMessage
+	mu       sync.Mutex
+	progress json.RawMessage
+}
+
+// takeProgress returns the progress reported since the last heartbeat, if
+// any, and forgets it.
+func (s *outputSlot) takeProgress() json.RawMessage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.progress
+	s.progress = nil
+	return p
+}
+
+// maxProgressBytes is backoff.heartbeat's limit on a progress document.
+const maxProgressBytes = 8192
+
+// ReportProgress records v (JSON-encoded, at most 8 KiB) as the progress
+// of the job whose Worker handler ctx belongs to; the next heartbeat sends
+// it (every HeartbeatInterval, a third of the lease by default), and
+// backoff.job_detail and `backoffctl jobs show` display it. A later call
+// replaces a progress not sent yet.
+func ReportProgress(ctx context.Context, v any) error {
+	s, ok := ctx.Value(outputKey{}).(*outputSlot)
+	if !ok {
+		return errors.New("report progress: not in a Worker's handler")
+	}
+	body, err := encodePayload(v)
+	if err != nil {
+		return fmt.Errorf("report progress: %w", err)
+	}
+	if len(body) > maxProgressBytes {
+		return fmt.Errorf("report progress: %w: %d bytes, over %d", ErrInvalidArgument, len(body), maxProgressBytes)
+	}
+	s.mu.Lock()
+	s.progress = json.RawMessage(body)
+	s.mu.Unlock()
+	return nil
+}
 
 type outputKey struct{}
 

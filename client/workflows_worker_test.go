@@ -127,3 +127,44 @@ func TestWorkerOutputOverTheLimitDeadLetters(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, j.LastError, "over max_output_bytes")
 }
+
+// A handler's ReportProgress goes out with the next heartbeat and shows in
+// job_detail while the job runs.
+func TestWorkerReportsProgressWithItsHeartbeat(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	id, err := c.Enqueue(ctx, "wf-worker-progress", nil)
+	require.NoError(t, err)
+	require.Error(t, ReportProgress(ctx, 1), "outside a handler")
+
+	var shown atomic.Bool
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "wf-worker-progress", Concurrency: 1, PollInterval: 100 * time.Millisecond, ReapInterval: -1,
+		Lease: time.Minute, HeartbeatInterval: 50 * time.Millisecond,
+		Handler: func(ctx context.Context, job *Job) error {
+			if err := ReportProgress(ctx, map[string]int{"step": 2}); err != nil {
+				return err
+			}
+			require.ErrorIs(t, ReportProgress(ctx, stringOf('x', 9000)), ErrInvalidArgument)
+			// Until a heartbeat has carried it (the handler's own wait:
+			// the job must still be running when it is read).
+			eventually(t, time.Minute, "progress recorded", func() bool {
+				var p []byte
+				err := pool.QueryRow(ctx, "SELECT progress FROM backoff.job_detail($1)", job.ID).Scan(&p)
+				return err == nil && string(p) == `{"step": 2}`
+			})
+			shown.Store(true)
+			return nil
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, time.Minute, "completed", func() bool { return countStatus(t, pool, StatusCompleted) == 1 })
+	stop()
+	require.True(t, shown.Load())
+	j, err := c.Get(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, StatusCompleted, j.Status)
+}
