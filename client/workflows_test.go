@@ -341,3 +341,53 @@ func stringOf(c byte, n int) string {
 	}
 	return string(b)
 }
+
+// A graph that names a running job as a parent commits while that job's
+// completion is under way in a transaction that took its snapshot before:
+// the child is released whatever the isolation level (at REPEATABLE READ
+// and SERIALIZABLE the completion fails with a serialization error, and its
+// retry sees the new edge).
+func TestWorkflowEdgeToAParentCompletingMeanwhile(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	ctx := context.Background()
+	now := time.Date(2030, 6, 1, 0, 0, 0, 0, time.UTC)
+	c := newTestClient(t, pool, WithClock(func() time.Time { return now }), WithWorkerID("wf"))
+	for _, level := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
+		queue := "wf-late-edge-" + string(level)
+		t.Run(string(level), func(t *testing.T) {
+			parent, err := c.Enqueue(ctx, queue, nil)
+			require.NoError(t, err)
+			p := claimOne(t, c, queue, parent)
+			complete := func() error {
+				tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: level})
+				require.NoError(t, err)
+				defer func() { _ = tx.Rollback(ctx) }()
+				if _, err := tx.Exec(ctx, "SELECT backoff.complete($1, $2, $3)", p.ID, p.Token, now); err != nil {
+					return err
+				}
+				return tx.Commit(ctx)
+			}
+			tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: level})
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			_, err = tx.Exec(ctx, "SELECT count(*) FROM backoff.job_dependencies") // the snapshot, before the edge
+			require.NoError(t, err)
+
+			ids, err := c.EnqueueGraph(ctx, NewGraph().Add("child", queue+"-child", nil, []Dependency{AfterJob(parent)}))
+			require.NoError(t, err)
+			require.Equal(t, StatusBlocked, wfStatus(t, pool, ids["child"]))
+
+			_, err = tx.Exec(ctx, "SELECT backoff.complete($1, $2, $3)", p.ID, p.Token, now)
+			if level == pgx.ReadCommitted {
+				require.NoError(t, err)
+				require.NoError(t, tx.Commit(ctx))
+			} else {
+				require.Equal(t, "40001", testdb.SQLState(err), "%v", err)
+				require.NoError(t, tx.Rollback(ctx))
+				require.NoError(t, complete())
+			}
+			claimOne(t, c, queue+"-child", ids["child"])
+		})
+	}
+}

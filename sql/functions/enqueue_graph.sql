@@ -43,6 +43,7 @@ DECLARE
     v_epol     text[];
     v_pid      bigint[] := '{}';
     v_pstatus  text[]   := '{}';
+    v_all      bigint[];
 BEGIN
     p_now := backoff._now(p_now);
     IF p_jobs IS NULL OR pg_catalog.jsonb_typeof(p_jobs) <> 'array' OR pg_catalog.jsonb_array_length(p_jobs) = 0 THEN
@@ -186,22 +187,39 @@ BEGIN
     FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
     WHERE v_new[g.child];
     -- Parents that exist already (an id, or a deduplicated job of the
-    -- graph): their status says what the edge is now. Each is locked (FOR
-    -- KEY SHARE, which a finishing call's DELETE waits for) so that it
-    -- cannot finish unseen before these edges commit; a row moved by a
-    -- call that finished it while this waited is read again.
+    -- graph): their status says what the edge is now. None may finish
+    -- unseen before these edges commit, or its settlement would miss them:
+    -- a live parent's row is updated (a column nothing indexes, so the
+    -- update stays off the indexes), which a finishing call waits for and
+    -- then, at READ COMMITTED, settles with a snapshot that sees the edges,
+    -- or, at REPEATABLE READ and SERIALIZABLE, fails with a serialization
+    -- error and retries; a lock alone would let that snapshot miss them. A
+    -- finished parent is locked FOR KEY SHARE against prune. A row that a
+    -- call finished or rotate moved while this waited is read again.
     v_scope := backoff._queue_scope('produce');
     IF NOT backoff._scope_in_force() THEN
         v_scope := NULL;
     END IF;
     LOOP
         v_tries := v_tries + 1;
-        SELECT coalesce(array_agg(l.id), '{}'), coalesce(array_agg(l.status), '{}') INTO v_pid, v_pstatus
+        v_all := ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+                       WHERE g.parent_id IS NOT NULL ORDER BY 1);
+        WITH u AS (
+            UPDATE backoff.jobs AS j SET locked_by = j.locked_by
+            WHERE j.id = ANY (v_all)
+              AND j.status IN ('pending', 'running', 'retrying', 'blocked')
+              AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+            RETURNING j.id, j.status
+        )
+        SELECT coalesce(array_agg(u.id), '{}'), coalesce(array_agg(u.status), '{}') INTO v_pid, v_pstatus FROM u;
+        SELECT v_pid || coalesce(array_agg(l.id), '{}'), v_pstatus || coalesce(array_agg(l.status), '{}') INTO v_pid, v_pstatus
         FROM (SELECT j.id, j.status FROM backoff.jobs AS j
-        WHERE j.id = ANY (ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure) WHERE g.parent_id IS NOT NULL))
-          AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
-        ORDER BY j.id
-        FOR KEY SHARE OF j) AS l;
+              WHERE j.id = ANY (v_all)
+                AND NOT j.id = ANY (v_pid)
+                AND j.status IN ('completed', 'dead_lettered', 'cancelled')
+                AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+              ORDER BY j.id
+              FOR KEY SHARE OF j) AS l;
         v_missing := ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
                            WHERE g.parent_id IS NOT NULL
                              AND NOT EXISTS (SELECT FROM unnest(v_pid, v_pstatus) AS p(id, status) WHERE p.id = g.parent_id)
