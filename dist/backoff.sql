@@ -9707,7 +9707,10 @@ BEGIN
             PERFORM backoff._record_outputs(v_ids, v_qs, p_outputs, p_now);
         END IF;
     END IF;
-    IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
+    -- First whether any edge exists at all (one index entry read), so that
+    -- a batch of thousands costs no look-up per id where no workflow runs.
+    IF EXISTS (SELECT FROM backoff.job_dependencies AS d)
+       AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
         PERFORM backoff._settle_dependents(v_done, 'completed', p_now);
     END IF;
 END
@@ -10517,9 +10520,12 @@ BEGIN
         FROM d
         RETURNING j.* INTO v_job;
         IF FOUND THEN
-            -- A blocked job's counter goes with it; its dependents are
-            -- settled by each edge's policy (docs/adr/0082).
-            DELETE FROM backoff.job_blockers AS b WHERE b.job_id = p_job_id;
+            -- Its dependents are settled by each edge's policy
+            -- (docs/adr/0082). A blocked job's counter is left to prune:
+            -- a parent settling it locks the counter before the job's
+            -- row, and taking them here in the other order could deadlock
+            -- with it; a counter whose job is no longer blocked releases
+            -- nothing.
             IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
                 PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'cancelled', p_now);
             END IF;

@@ -61,9 +61,12 @@ BEGIN
         FROM d
         RETURNING j.* INTO v_job;
         IF FOUND THEN
-            -- A blocked job's counter goes with it; its dependents are
-            -- settled by each edge's policy (docs/adr/0082).
-            DELETE FROM backoff.job_blockers AS b WHERE b.job_id = p_job_id;
+            -- Its dependents are settled by each edge's policy
+            -- (docs/adr/0082). A blocked job's counter is left to prune:
+            -- a parent settling it locks the counter before the job's
+            -- row, and taking them here in the other order could deadlock
+            -- with it; a counter whose job is no longer blocked releases
+            -- nothing.
             IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
                 PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'cancelled', p_now);
             END IF;

@@ -133,7 +133,10 @@ BEGIN
             PERFORM backoff._record_outputs(v_ids, v_qs, p_outputs, p_now);
         END IF;
     END IF;
-    IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
+    -- First whether any edge exists at all (one index entry read), so that
+    -- a batch of thousands costs no look-up per id where no workflow runs.
+    IF EXISTS (SELECT FROM backoff.job_dependencies AS d)
+       AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
         PERFORM backoff._settle_dependents(v_done, 'completed', p_now);
     END IF;
 END
