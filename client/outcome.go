@@ -62,9 +62,9 @@ func readOutcome(err error) outcome {
 // batched completer, the rest are one fenced call each.
 func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.Duration) {
 	w.c.cfg.metrics.handlerRan(ctx, job.Queue, o.kind.String(), elapsed)
-	// A completion with an output is a call of its own (the batch carries
-	// none).
-	if o.kind == outcomeCompleted && o.output == nil && w.completer.add(job.ID, job.Token, job.Queue) {
+	// A small output rides the batch; a larger one, which its queue's limit
+	// may refuse, is a call of its own (batchedOutputBytes).
+	if o.kind == outcomeCompleted && len(o.output) <= batchedOutputBytes && w.completer.add(job.ID, job.Token, job.Queue, o.output) {
 		return // the common case: no call, no timer of its own
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -167,4 +168,46 @@ func TestWorkerReportsProgressWithItsHeartbeat(t *testing.T) {
 	j, err := c.Get(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, StatusCompleted, j.Status)
+}
+
+// Small outputs ride the Worker's batched completions, larger ones a call
+// of their own: every job's output is recorded either way.
+func TestWorkerRecordsEveryOutput(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	jobs := make([]NewJob, 30)
+	for i := range jobs {
+		jobs[i] = NewJob{Queue: "wf-worker-outputs", Payload: map[string]int{"n": i}}
+	}
+	ids, err := c.EnqueueMany(ctx, jobs)
+	require.NoError(t, err)
+	long := stringOf('y', 500)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "wf-worker-outputs", Concurrency: 10, BatchSize: 10, PollInterval: 100 * time.Millisecond, ReapInterval: -1,
+		Handler: func(ctx context.Context, job *Job) error {
+			var p struct{ N int }
+			if err := job.UnmarshalPayload(&p); err != nil {
+				return err
+			}
+			if p.N%3 == 0 {
+				return SetOutput(ctx, map[string]string{"long": long})
+			}
+			return SetOutput(ctx, map[string]int{"n": p.N})
+		},
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, time.Minute, "all completed", func() bool { return countStatus(t, pool, StatusCompleted) == 30 })
+	stop()
+	for i, id := range ids {
+		out, err := c.JobOutput(ctx, id)
+		require.NoError(t, err)
+		if i%3 == 0 {
+			require.JSONEq(t, `{"long": "`+long+`"}`, string(out), "job %d", i)
+		} else {
+			require.JSONEq(t, `{"n": `+strconv.Itoa(i)+`}`, string(out), "job %d", i)
+		}
+	}
 }
