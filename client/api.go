@@ -286,7 +286,7 @@ func (c *Client) CompleteMany(ctx context.Context, jobIDs []int64, tokens []int)
 	if len(jobIDs) == 0 {
 		return nil, nil
 	}
-	done, err := completeBatch(ctx, c, jobIDs, tokens)
+	done, err := completeBatch(ctx, c, jobIDs, tokens, nil)
 	if err != nil {
 		return nil, err
 	}

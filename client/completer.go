@@ -2,7 +2,9 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,6 +22,7 @@ type completer struct {
 	ids     []int64
 	att     []int
 	queues  []string
+	outs    []json.RawMessage // each job's output, nil for none (batchedOutputBytes)
 	stopped bool
 	kick    chan struct{}
 	quit    chan struct{}
@@ -33,9 +36,17 @@ func newCompleter(w *Worker) *completer {
 	return &completer{w: w, kick: make(chan struct{}, 1), quit: make(chan struct{}), exited: make(chan struct{})}
 }
 
-// add queues a completion; false when the completer has stopped and the
-// caller must complete the job itself.
-func (c *completer) add(id int64, attempt int, queue string) bool {
+// batchedOutputBytes: an output whose JSON text is at most this long rides
+// the batch. As jsonb it stays under 1 KiB (a value's binary form takes at
+// most about five times its shortest text), the smallest max_output_bytes
+// a queue may have, so it cannot be refused and fail the whole batch; a
+// larger one is completed by a call of its own.
+const batchedOutputBytes = 128
+
+// add queues a completion, with its output (nil: none, else at most
+// batchedOutputBytes); false when the completer has stopped and the caller
+// must complete the job itself.
+func (c *completer) add(id int64, attempt int, queue string, output json.RawMessage) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped {
@@ -44,24 +55,25 @@ func (c *completer) add(id int64, attempt int, queue string) bool {
 	c.ids = append(c.ids, id)
 	c.att = append(c.att, attempt)
 	c.queues = append(c.queues, queue)
+	c.outs = append(c.outs, output)
 	signal(c.kick)
 	return true
 }
 
 // take removes up to maxCompleteBatch queued completions.
-func (c *completer) take(stop bool) (ids []int64, att []int, queues []string, more bool) {
+func (c *completer) take(stop bool) (ids []int64, att []int, queues []string, outs []json.RawMessage, more bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := min(len(c.ids), maxCompleteBatch)
-	ids, att, queues = c.ids[:n:n], c.att[:n:n], c.queues[:n:n]
-	c.ids, c.att, c.queues = c.ids[n:], c.att[n:], c.queues[n:]
+	ids, att, queues, outs = c.ids[:n:n], c.att[:n:n], c.queues[:n:n], c.outs[:n:n]
+	c.ids, c.att, c.queues, c.outs = c.ids[n:], c.att[n:], c.queues[n:], c.outs[n:]
 	if len(c.ids) == 0 {
-		c.ids, c.att, c.queues = nil, nil, nil
+		c.ids, c.att, c.queues, c.outs = nil, nil, nil, nil
 	}
 	if stop {
 		c.stopped = true
 	}
-	return ids, att, queues, len(c.ids) > 0
+	return ids, att, queues, outs, len(c.ids) > 0
 }
 
 func (c *completer) run() {
@@ -74,9 +86,9 @@ func (c *completer) run() {
 			stop = true
 		}
 		for {
-			ids, att, queues, more := c.take(stop)
+			ids, att, queues, outs, more := c.take(stop)
 			if len(ids) > 0 {
-				c.flush(ids, att, queues)
+				c.flush(ids, att, queues, outs)
 			}
 			if !more {
 				break
@@ -95,7 +107,7 @@ func (c *completer) stop() {
 	<-c.exited
 }
 
-func (c *completer) flush(ids []int64, att []int, queues []string) {
+func (c *completer) flush(ids []int64, att []int, queues []string, outs []json.RawMessage) {
 	w := c.w
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -104,7 +116,7 @@ func (c *completer) flush(ids []int64, att []int, queues []string) {
 	err := w.retryTransient(ctx, func(ctx context.Context) error {
 		var err error
 		calls++
-		done, err = completeBatch(ctx, w.c, ids, att)
+		done, err = completeBatch(ctx, w.c, ids, att, outs)
 		return err
 	})
 	if err != nil {
@@ -179,17 +191,30 @@ const confirmCompletionsSQL = `SELECT j.id FROM unnest($1::bigint[], $2::integer
 
 // completeBatch runs backoff.complete_many for CompleteMany and for the
 // completer (one statement for the completions of every queue); each
-// caller counts the metrics (the completer per queue).
-func completeBatch(ctx context.Context, c *Client, ids []int64, attempts []int) ([]int64, error) {
+// caller counts the metrics (the completer per queue). outputs (nil, or
+// one per id, nil for none) are sent only when one is given, so that a
+// batch without outputs is the call it always was.
+func completeBatch(ctx context.Context, c *Client, ids []int64, attempts []int, outputs []json.RawMessage) ([]int64, error) {
 	op := fmt.Sprintf("complete %d jobs", len(ids))
 	att := make([]int32, len(attempts))
 	for i, a := range attempts {
 		att[i] = int32(a)
 	}
-	call, args := c.fn("complete_many",
-		arg{"p_job_ids", "bigint[]", ids},
-		arg{"p_attempts", "integer[]", att},
-	)
+	params := []arg{
+		{"p_job_ids", "bigint[]", ids},
+		{"p_attempts", "integer[]", att},
+	}
+	if slices.ContainsFunc(outputs, func(o json.RawMessage) bool { return o != nil }) {
+		outs := make([]*string, len(outputs))
+		for i, o := range outputs {
+			if o != nil {
+				s := string(o)
+				outs[i] = &s
+			}
+		}
+		params = append(params, arg{"p_outputs", "jsonb[]", outs})
+	}
+	call, args := c.fn("complete_many", params...)
 	rows, err := c.db.Query(ctx, "SELECT id FROM "+call+" AS t(id)", args...)
 	if err != nil {
 		return nil, translate(op, 0, err)

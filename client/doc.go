@@ -137,7 +137,10 @@
 // Client exposes the SQL functions a worker and a producer call: Enqueue,
 // EnqueueMany (one statement and one round trip for a batch, ids in input
 // order), Claim, Acquire, Complete, CompleteMany, Fail, Heartbeat, Snooze,
-// Reap, Rotate, Get, QueueState and WaitIdle. It runs on any DB: a
+// Reap, Rotate, Get, QueueState and WaitIdle; for workflows (jobs that
+// depend on other jobs, docs/workflows.md) EnqueueGraph with a Graph,
+// CompleteWithOutput, JobOutput, ParentOutputs and HeartbeatProgress, and
+// in a Worker's handler SetOutput and ReportProgress. It runs on any DB: a
 // *pgxpool.Pool, a *pgx.Conn, a pgx.Tx. To enqueue atomically with your own
 // writes, run the call on your transaction:
 //

@@ -14,6 +14,9 @@ type attempt struct {
 	job    Job
 	queue  *producer
 	cancel context.CancelCauseFunc
+	// slot: what the handler records for the job (SetOutput,
+	// ReportProgress); the heartbeat sends its progress.
+	slot *outputSlot
 }
 
 // start runs one claimed job in its own goroutine.
@@ -21,7 +24,7 @@ func (w *Worker) start(runCtx context.Context, p *producer, job Job) {
 	// The handler's context keeps runCtx's values but not its
 	// cancellation: a shutdown lets running handlers finish first.
 	hctx, cancel := context.WithCancelCause(context.WithoutCancel(runCtx))
-	a := &attempt{job: job, queue: p, cancel: cancel}
+	a := &attempt{job: job, queue: p, cancel: cancel, slot: &outputSlot{}}
 	w.mu.Lock()
 	w.attempts[job.ID] = a
 	w.mu.Unlock()
@@ -75,7 +78,10 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 	}
 
 	start := time.Now()
-	err := callHandler(hctx, q.Handler, job)
+	// The handler may record an output (SetOutput) for its completion,
+	// and progress (ReportProgress) for its heartbeats.
+	out := a.slot
+	err := callHandler(context.WithValue(hctx, outputKey{}, out), q.Handler, job)
 	elapsed := time.Since(start)
 	stopHeartbeat()
 
@@ -90,7 +96,9 @@ func (w *Worker) runAttempt(hctx context.Context, a *attempt) {
 		// at once elsewhere (the attempt, counted at claim, stays spent).
 		err = RetryAfter(fmt.Errorf("worker shutdown: %w", err), 0)
 	}
-	w.settle(context.WithoutCancel(hctx), job, readOutcome(err), elapsed)
+	o := readOutcome(err)
+	o.output = out.body
+	w.settle(context.WithoutCancel(hctx), job, o, elapsed)
 }
 
 // callHandler runs the handler, turning a panic into an error that
@@ -136,7 +144,13 @@ func (w *Worker) heartbeat(a *attempt, lease, every time.Duration) (stop func())
 			// A heartbeat may take as long as a lease: later than that it
 			// is useless anyway, and the watchdog will have fired.
 			cctx, cancel := context.WithTimeout(context.Background(), lease)
-			until, err := w.c.Heartbeat(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease)
+			var until time.Time
+			var err error
+			if progress := a.slot.takeProgress(); progress != nil {
+				until, err = w.c.HeartbeatProgress(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease, progress)
+			} else {
+				until, err = w.c.Heartbeat(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease)
+			}
 			cancel()
 			switch {
 			case err == nil:

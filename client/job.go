@@ -19,6 +19,7 @@ const (
 	StatusCompleted    = jobtype.StatusCompleted
 	StatusDeadLettered = jobtype.StatusDeadLettered
 	StatusCancelled    = jobtype.StatusCancelled
+	StatusBlocked      = jobtype.StatusBlocked
 )
 
 // Job is a claimed (or read) job: a row of backoff.jobs, with its payload

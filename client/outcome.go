@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,6 +17,8 @@ type outcome struct {
 	delay time.Duration // snooze delay, or the RetryAfter delay when hasDelay
 	// hasDelay: RetryAfter asked for delay instead of the policy's.
 	hasDelay bool
+	// output: what the handler recorded with SetOutput, for a completion.
+	output json.RawMessage
 }
 
 type outcomeKind int
@@ -59,7 +62,9 @@ func readOutcome(err error) outcome {
 // batched completer, the rest are one fenced call each.
 func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.Duration) {
 	w.c.cfg.metrics.handlerRan(ctx, job.Queue, o.kind.String(), elapsed)
-	if o.kind == outcomeCompleted && w.completer.add(job.ID, job.Token, job.Queue) {
+	// A small output rides the batch; a larger one, which its queue's limit
+	// may refuse, is a call of its own (batchedOutputBytes).
+	if o.kind == outcomeCompleted && len(o.output) <= batchedOutputBytes && w.completer.add(job.ID, job.Token, job.Queue, o.output) {
 		return // the common case: no call, no timer of its own
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -70,12 +75,31 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 		calls := 0
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			calls++
-			_, err := w.c.Complete(ctx, job.ID, job.Token)
+			var err error
+			if o.output != nil {
+				_, err = w.c.CompleteWithOutput(ctx, job.ID, job.Token, o.output)
+			} else {
+				_, err = w.c.Complete(ctx, job.ID, job.Token)
+			}
 			return err
 		})
 		if calls > 1 && (errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrInvalidTransition)) &&
 			len(w.confirmCompletions(ctx, []int64{job.ID}, []int{job.Token}, nil)) == 1 {
 			err = nil // the first call, whose reply was lost, completed it
+		}
+		if o.output != nil && errors.Is(err, ErrInvalidArgument) {
+			// The output was refused (over the queue's max_output_bytes):
+			// the job stays running, and another attempt would produce the
+			// same output, so it is dead-lettered with the refusal instead
+			// of waiting for the reaper.
+			msg := "output refused: " + err.Error()
+			err = w.retryTransient(ctx, func(ctx context.Context) error {
+				j, err := w.c.Fail(ctx, job.ID, job.Token, msg, NonRetryable())
+				if err == nil {
+					w.failures.record(job.Queue, j.Status)
+				}
+				return err
+			})
 		}
 	case outcomeSnoozed:
 		err = w.retryTransient(ctx, func(ctx context.Context) error {

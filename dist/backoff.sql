@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 e2e9b0c3ad4d603ba7356cab31eee6a927a1fd2d09c1e99315bf22f9ea3ef31d
+-- Sources: sha256 0bc97ab03da462ea6563e25b2f391f6106dce2928176945e27624dd6d5a097d9
 
 CREATE SCHEMA backoff;
 
@@ -6026,7 +6026,8 @@ ALTER STATISTICS backoff.jobs_queue_status RENAME TO jobs_finished_queue_status;
 
 -- No CHECK constraint (docs/adr/0084): the functions are what writes
 -- jobs, and each states the rules the old table declared (a status of
--- pending, running, retrying, completed, dead_lettered or cancelled; a
+-- pending, running, retrying, completed, dead_lettered or cancelled, and
+-- blocked since workflows, below; a
 -- lease exactly while running; attempts >= 0, max_attempts >= 1,
 -- uncounted_attempts between 0 and attempts; a non-empty queue; a dead
 -- letter reason from its list). PostgreSQL rebuilds a table's CHECK
@@ -6249,6 +6250,78 @@ DROP FUNCTION IF EXISTS backoff.job_detail(bigint, integer);
 -- those whose interval ended max_clock_skew or more before its clock, and
 -- those older than catch_up_window.
 ALTER TABLE backoff.schedules ADD COLUMN missed bigint NOT NULL DEFAULT 0;
+
+-- == Workflows: dependencies, outputs and progress (docs/adr/0087) ==
+-- A job that depends on others is 'blocked': live (in a live segment, its
+-- dedupe key held) but outside the claim index, whose predicate names
+-- 'pending' and 'retrying' only, so claims never walk it. It becomes
+-- 'pending' in the transaction that settles its last parent. (The job
+-- table declares no status list, docs/adr/0084: the functions keep it.)
+-- One row per edge: child_id waits for parent_id. on_failure says what a
+-- parent that ends without completing (dead_lettered, cancelled) does to
+-- the child: 'cancel' it, let it 'run' (the edge is satisfied), or keep it
+-- blocked until an operator acts ('wait'). state: 'open' until the parent
+-- finishes, then 'satisfied', 'failed' (the child was cancelled),
+-- 'waiting' (a 'wait' edge whose parent failed; replay of the parent opens
+-- it again) or 'released' (backoff.unblock). Completing a parent reads its
+-- open edges by parent_id; prune reads them to keep what a child needs.
+CREATE TABLE backoff.job_dependencies (
+    child_id   bigint NOT NULL,
+    parent_id  bigint NOT NULL,
+    on_failure text NOT NULL DEFAULT 'cancel'
+               CONSTRAINT job_dependencies_on_failure_check CHECK (on_failure IN ('cancel', 'run', 'wait')),
+    state      text NOT NULL DEFAULT 'open'
+               CONSTRAINT job_dependencies_state_check CHECK (state IN ('open', 'satisfied', 'failed', 'waiting', 'released')),
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (child_id, parent_id),
+    CONSTRAINT job_dependencies_no_self CHECK (child_id <> parent_id)
+);
+CREATE INDEX job_dependencies_parent_idx ON backoff.job_dependencies (parent_id);
+-- One row per blocked job: how many of its edges are still open
+-- (remaining) and how many wait for an operator (waiting). A parent that
+-- settles decrements it under the row's lock, so of two last parents
+-- settling at once the second sees the first's decrement (READ COMMITTED
+-- re-reads the locked row) and unblocks the child: the last parent's work
+-- is one row, whatever the fan-in.
+CREATE TABLE backoff.job_blockers (
+    job_id    bigint PRIMARY KEY,
+    remaining integer NOT NULL CONSTRAINT job_blockers_remaining_check CHECK (remaining >= 0),
+    waiting   integer NOT NULL DEFAULT 0 CONSTRAINT job_blockers_waiting_check CHECK (waiting >= 0)
+);
+-- A job's result, recorded by complete or complete_many: apart from the
+-- job row, so that the claim path never reads or moves it.
+CREATE TABLE backoff.job_outputs (
+    job_id      bigint PRIMARY KEY,
+    output      jsonb NOT NULL,
+    recorded_at timestamptz NOT NULL
+);
+-- The last progress a running attempt reported with its heartbeat.
+-- Beside the job row, so that rotate's and the settling calls' moves of
+-- the row neither carry nor lose it.
+CREATE TABLE backoff.job_progress (
+    job_id      bigint PRIMARY KEY,
+    attempt     integer NOT NULL,
+    progress    jsonb NOT NULL,
+    reported_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.job_dependencies OWNER TO backoff_owner;
+ALTER TABLE backoff.job_blockers OWNER TO backoff_owner;
+ALTER TABLE backoff.job_outputs OWNER TO backoff_owner;
+ALTER TABLE backoff.job_progress OWNER TO backoff_owner;
+REVOKE ALL ON backoff.job_dependencies, backoff.job_blockers, backoff.job_outputs, backoff.job_progress FROM PUBLIC;
+GRANT SELECT ON backoff.job_dependencies, backoff.job_blockers, backoff.job_outputs, backoff.job_progress TO backoff_admin;
+-- Output size limits: a default for every queue, and a queue's own
+-- (NULL: the default), both at most 64 MiB.
+ALTER TABLE backoff.settings
+    ADD COLUMN max_output_bytes integer NOT NULL DEFAULT 1048576
+        CONSTRAINT settings_max_output_bytes_check CHECK (max_output_bytes >= 1024 AND max_output_bytes <= 67108864);
+ALTER TABLE backoff.queues
+    ADD COLUMN max_output_bytes integer
+        CONSTRAINT queues_max_output_bytes_check CHECK (max_output_bytes >= 1024 AND max_output_bytes <= 67108864);
+-- New signatures: complete and complete_many take an output, heartbeat a
+-- progress document; the old ones go so that calls do not become ambiguous.
+DROP FUNCTION IF EXISTS backoff.complete(bigint, integer, timestamptz);
+DROP FUNCTION IF EXISTS backoff.complete_many(bigint[], integer[], timestamptz);
+DROP FUNCTION IF EXISTS backoff.heartbeat(bigint, integer, interval, timestamptz);
 
 -- (end of schema changes)
 
@@ -7870,7 +7943,8 @@ $$;
 
 SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;
 
--- backoff._move_to_current_segment(ids): move the live jobs among p_ids
+-- backoff._move_to_current_segment(ids): move the live jobs (blocked ones
+-- too) among p_ids
 -- that are outside the current segment into it (docs/adr/0061); returns
 -- how many it moved. Private.
 --
@@ -7900,7 +7974,7 @@ BEGIN
         DELETE FROM backoff.jobs AS j
         WHERE j.id = ANY (p_ids)
           AND j.segment <> backoff._current_segment()
-          AND j.status IN ('pending', 'running', 'retrying')
+          AND j.status IN ('pending', 'running', 'retrying', 'blocked')
         RETURNING j.*
     )
     INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
@@ -7947,7 +8021,7 @@ BEGIN
         IF FOUND THEN
             IF v_holder = p_job_id
                OR EXISTS (SELECT FROM backoff.jobs AS j
-                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying')) THEN
+                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked')) THEN
                 held := CASE WHEN v_holder IS DISTINCT FROM p_job_id THEN v_holder END;
                 job_id := CASE WHEN v_holder = p_job_id THEN p_job_id END;
                 RETURN;
@@ -8266,6 +8340,303 @@ Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than o
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
+
+-- backoff.enqueue_graph(jobs, now): enqueue a workflow, jobs that depend on
+-- one another, in one call and one transaction (docs/adr/0087). Each
+-- element of p_jobs is a job as backoff.enqueue takes it, with a local
+-- "ref" and "depends_on": refs of the graph, or ids of existing jobs, each
+-- with the edge's policy for a parent that ends without completing. The
+-- graph is checked whole before anything is inserted (unknown keys and
+-- references, self-edges, duplicate edges, cycles), then every job goes
+-- through backoff.enqueue, so that names, limits, policies, dedupe keys,
+-- queue scopes and wake-ups are exactly those of a single enqueue; the
+-- jobs with an unfinished parent are then 'blocked', outside the claim
+-- index, with a counter of their open edges.
+CREATE OR REPLACE FUNCTION backoff.enqueue_graph(
+    p_jobs jsonb,
+    p_now  timestamptz DEFAULT now()
+)
+RETURNS TABLE (ref text, job_id bigint)
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n        integer;
+    v_refs     text[];
+    v_ids      bigint[];
+    v_new      boolean[];
+    v_bad      text;
+    v_left     integer[];
+    v_ready    integer[];
+    v_scope    text[];
+    v_tries    integer := 0;
+    v_missing  bigint[];
+    v_cancel   bigint[];
+    v_cause    bigint[];
+    v_why      text[];
+    v_blocked  bigint[];
+    e          jsonb;
+    -- The edges: child and parent places in the graph, or the parent's id,
+    -- and the policy; the existing parents' ids and statuses.
+    v_ec       integer[];
+    v_ep       integer[];
+    v_eid      bigint[];
+    v_epol     text[];
+    v_pid      bigint[] := '{}';
+    v_pstatus  text[]   := '{}';
+    v_all      bigint[];
+BEGIN
+    p_now := backoff._now(p_now);
+    IF p_jobs IS NULL OR pg_catalog.jsonb_typeof(p_jobs) <> 'array' OR pg_catalog.jsonb_array_length(p_jobs) = 0 THEN
+        RAISE EXCEPTION 'enqueue_graph: jobs must be a non-empty JSON array, got "%"', coalesce(pg_catalog.left(p_jobs::text, 100), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_n := pg_catalog.jsonb_array_length(p_jobs);
+    -- Bounded input (docs/adr/0039): a graph is one transaction's work.
+    IF v_n > 10000 THEN
+        RAISE EXCEPTION 'enqueue_graph: at most 10000 jobs in one graph, got "%"', v_n
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The shape of each job, and of each of its edges.
+    FOR i IN 0..v_n - 1 LOOP
+        e := p_jobs -> i;
+        IF pg_catalog.jsonb_typeof(e) <> 'object' THEN
+            RAISE EXCEPTION 'enqueue_graph: job % must be a JSON object, got "%"', i + 1, pg_catalog.left(e::text, 100)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_bad := (SELECT k FROM pg_catalog.jsonb_object_keys(e) AS k
+                  WHERE k NOT IN ('ref', 'queue', 'payload', 'run_at', 'max_attempts', 'priority', 'dedupe_key', 'policy', 'depends_on')
+                  LIMIT 1);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'enqueue_graph: job % has an unknown key "%"', i + 1, v_bad
+                USING ERRCODE = 'invalid_parameter_value',
+                      HINT = 'keys: ref, queue, payload, run_at, max_attempts, priority, dedupe_key, policy, depends_on';
+        END IF;
+        IF pg_catalog.jsonb_typeof(e -> 'ref') IS DISTINCT FROM 'string' THEN
+            RAISE EXCEPTION 'enqueue_graph: job % needs a "ref" string, got "%"', i + 1, coalesce((e -> 'ref')::text, 'NULL')
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        PERFORM backoff._check_name('ref', e ->> 'ref');
+        IF e ? 'depends_on' AND pg_catalog.jsonb_typeof(e -> 'depends_on') NOT IN ('array', 'null') THEN
+            RAISE EXCEPTION 'enqueue_graph: depends_on of "%" must be an array, got "%"', e ->> 'ref', pg_catalog.left((e -> 'depends_on')::text, 100)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+    v_refs := ARRAY(SELECT t.j ->> 'ref' FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS t(j, ord) ORDER BY t.ord);
+    v_bad := (SELECT r FROM unnest(v_refs) AS r GROUP BY r HAVING count(*) > 1 LIMIT 1);
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue_graph: ref "%" names more than one job', v_bad
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The edges, one row each: the child's place, its parent's place in the
+    -- graph or an existing job's id, and the policy.
+    -- (Arrays, not a temporary table: the function needs no TEMP
+    -- privilege and leaves no catalog rows behind.)
+    SELECT coalesce(array_agg(x.child ORDER BY x.child, x.n), '{}'), coalesce(array_agg(x.parent ORDER BY x.child, x.n), '{}'),
+           coalesce(array_agg(x.parent_id ORDER BY x.child, x.n), '{}'), coalesce(array_agg(x.on_failure ORDER BY x.child, x.n), '{}')
+    INTO v_ec, v_ep, v_eid, v_epol
+    FROM (
+    SELECT j.ord::integer AS child, d.n,
+           CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'string' THEN pg_catalog.array_position(v_refs, d.v #>> '{}')
+                WHEN d.v ? 'ref' THEN pg_catalog.array_position(v_refs, d.v ->> 'ref') END AS parent,
+           CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'number' THEN (d.v #>> '{}')::bigint
+                WHEN d.v ? 'job' THEN (d.v ->> 'job')::bigint END AS parent_id,
+           coalesce(CASE WHEN pg_catalog.jsonb_typeof(d.v) = 'object' THEN d.v ->> 'on_failure' END, 'cancel') AS on_failure
+    FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS j(j, ord)
+    CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(coalesce(nullif(j.j -> 'depends_on', 'null'), '[]')) WITH ORDINALITY AS d(v, n)
+    ) AS x;
+    -- An edge that names no job of the graph and no id, or a policy that
+    -- does not exist, named with its child.
+    SELECT pg_catalog.format('depends_on of "%s" names %s', v_refs[g.child],
+                             CASE WHEN g.on_failure NOT IN ('cancel', 'run', 'wait')
+                                  THEN pg_catalog.format('an unknown on_failure "%s" (cancel, run or wait)', g.on_failure)
+                                  ELSE 'an unknown ref' END)
+    INTO v_bad
+    FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+    WHERE (g.parent IS NULL AND g.parent_id IS NULL) OR g.on_failure NOT IN ('cancel', 'run', 'wait')
+    ORDER BY g.child
+    LIMIT 1;
+    IF v_bad LIKE '%an unknown ref' THEN
+        -- Name the reference itself when it is one.
+        v_bad := coalesce((
+        SELECT pg_catalog.format('depends_on of "%s" names an unknown ref "%s"', v_refs[j.ord], coalesce(d.v ->> 'ref', d.v #>> '{}'))
+        FROM pg_catalog.jsonb_array_elements(p_jobs) WITH ORDINALITY AS j(j, ord)
+        CROSS JOIN LATERAL pg_catalog.jsonb_array_elements(coalesce(nullif(j.j -> 'depends_on', 'null'), '[]')) AS d(v)
+        WHERE (pg_catalog.jsonb_typeof(d.v) = 'string' AND NOT (d.v #>> '{}') = ANY (v_refs))
+           OR (pg_catalog.jsonb_typeof(d.v) = 'object' AND d.v ? 'ref' AND NOT (d.v ->> 'ref') = ANY (v_refs))
+        ORDER BY j.ord
+        LIMIT 1), pg_catalog.format('%s without a ref or a job id', v_bad));
+    END IF;
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue_graph: %', coalesce(v_bad, (SELECT pg_catalog.format('depends_on of "%s" has an edge without a ref or a job id, or with an unknown on_failure', v_refs[g.child])
+                                                            FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+                                                            WHERE (g.parent IS NULL AND g.parent_id IS NULL) OR g.on_failure NOT IN ('cancel', 'run', 'wait')
+                                                            ORDER BY g.child LIMIT 1))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_bad := (SELECT v_refs[g.child] FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure) WHERE g.parent = g.child ORDER BY g.child LIMIT 1);
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue_graph: job "%" depends on itself', v_bad
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    v_bad := (SELECT pg_catalog.format('"%s" on "%s"', v_refs[g.child], coalesce(v_refs[g.parent], g.parent_id::text))
+              FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+              GROUP BY g.child, g.parent, g.parent_id HAVING count(*) > 1 LIMIT 1);
+    IF v_bad IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue_graph: the dependency % is given twice', v_bad
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Cycles: peel off, round by round, the jobs none of whose parents in
+    -- the graph is left (a hash join a round, as many rounds as the
+    -- graph is deep); what cannot be peeled is on a cycle or after one.
+    v_left := ARRAY(SELECT g FROM pg_catalog.generate_series(1, v_n) AS g);
+    LOOP
+        v_ready := ARRAY(SELECT l.o FROM unnest(v_left) AS l(o)
+                         EXCEPT
+                         SELECT g.child FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+                         JOIN unnest(v_left) AS l(o) ON l.o = g.parent);
+        EXIT WHEN cardinality(v_ready) = cardinality(v_left);
+        IF cardinality(v_ready) = 0 THEN
+            RAISE EXCEPTION 'enqueue_graph: the dependencies have a cycle through %',
+                (SELECT pg_catalog.string_agg(pg_catalog.format('"%s"', v_refs[l.o]), ', ' ORDER BY l.o)
+                 FROM (SELECT o FROM unnest(v_left) AS o ORDER BY o LIMIT 10) AS l(o))
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v_left := ARRAY(SELECT o FROM unnest(v_left) AS o EXCEPT SELECT o FROM unnest(v_ready) AS o);
+    END LOOP;
+
+    -- The jobs, each through backoff.enqueue. A job whose dedupe key an
+    -- unfinished job holds is that job, unchanged: enqueue returns its id,
+    -- not the id it drew (currval, this session's last), and its own
+    -- depends_on is not applied.
+    v_ids := '{}';
+    v_new := '{}';
+    FOR i IN 0..v_n - 1 LOOP
+        e := p_jobs -> i;
+        v_ids := v_ids || backoff.enqueue(
+            e ->> 'queue', nullif(e -> 'payload', 'null'), (e ->> 'run_at')::timestamptz, (e ->> 'max_attempts')::integer,
+            coalesce((e ->> 'priority')::integer, 0), e ->> 'dedupe_key', p_now, e ->> 'policy');
+        v_new := v_new || (v_ids[i + 1] = pg_catalog.currval('backoff.jobs_id_seq'::pg_catalog.regclass));
+    END LOOP;
+    -- A deduplicated job's edges go, and an edge to one names its id.
+    SELECT coalesce(array_agg(g.child), '{}'), coalesce(array_agg(g.parent), '{}'),
+           coalesce(array_agg(coalesce(g.parent_id, CASE WHEN NOT v_new[g.parent] THEN v_ids[g.parent] END)), '{}'),
+           coalesce(array_agg(g.on_failure), '{}')
+    INTO v_ec, v_ep, v_eid, v_epol
+    FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+    WHERE v_new[g.child];
+    -- Parents that exist already (an id, or a deduplicated job of the
+    -- graph): their status says what the edge is now. None may finish
+    -- unseen before these edges commit, or its settlement would miss them:
+    -- a live parent's row is updated (a column nothing indexes, so the
+    -- update stays off the indexes), which a finishing call waits for and
+    -- then, at READ COMMITTED, settles with a snapshot that sees the edges,
+    -- or, at REPEATABLE READ and SERIALIZABLE, fails with a serialization
+    -- error and retries; a lock alone would let that snapshot miss them. A
+    -- finished parent is locked FOR KEY SHARE against prune. A row that a
+    -- call finished or rotate moved while this waited is read again.
+    v_scope := backoff._queue_scope('produce');
+    IF NOT backoff._scope_in_force() THEN
+        v_scope := NULL;
+    END IF;
+    LOOP
+        v_tries := v_tries + 1;
+        v_all := ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+                       WHERE g.parent_id IS NOT NULL ORDER BY 1);
+        WITH u AS (
+            UPDATE backoff.jobs AS j SET locked_by = j.locked_by
+            WHERE j.id = ANY (v_all)
+              AND j.status IN ('pending', 'running', 'retrying', 'blocked')
+              AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+            RETURNING j.id, j.status
+        )
+        SELECT coalesce(array_agg(u.id), '{}'), coalesce(array_agg(u.status), '{}') INTO v_pid, v_pstatus FROM u;
+        SELECT v_pid || coalesce(array_agg(l.id), '{}'), v_pstatus || coalesce(array_agg(l.status), '{}') INTO v_pid, v_pstatus
+        FROM (SELECT j.id, j.status FROM backoff.jobs AS j
+              WHERE j.id = ANY (v_all)
+                AND NOT j.id = ANY (v_pid)
+                AND j.status IN ('completed', 'dead_lettered', 'cancelled')
+                AND (v_scope IS NULL OR j.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+              ORDER BY j.id
+              FOR KEY SHARE OF j) AS l;
+        v_missing := ARRAY(SELECT DISTINCT g.parent_id FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+                           WHERE g.parent_id IS NOT NULL
+                             AND NOT EXISTS (SELECT FROM unnest(v_pid, v_pstatus) AS p(id, status) WHERE p.id = g.parent_id)
+                           ORDER BY 1);
+        EXIT WHEN cardinality(v_missing) = 0 OR v_tries = 3;
+    END LOOP;
+    IF cardinality(v_missing) > 0 THEN
+        RAISE EXCEPTION 'enqueue_graph: depends_on of "%" names job "%", which does not exist',
+            (SELECT v_refs[g.child] FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure) WHERE g.parent_id = v_missing[1] ORDER BY g.child LIMIT 1),
+            v_missing[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The edges and the counters. An edge to a completed parent is
+    -- satisfied now; to one that failed, its policy applies now.
+    INSERT INTO backoff.job_dependencies (child_id, parent_id, on_failure, state)
+    SELECT v_ids[g.child], coalesce(g.parent_id, v_ids[g.parent]), g.on_failure,
+           CASE WHEN p.status IS NULL OR p.status NOT IN ('completed', 'dead_lettered', 'cancelled') THEN 'open'
+                WHEN p.status = 'completed' OR g.on_failure = 'run' THEN 'satisfied'
+                WHEN g.on_failure = 'wait' THEN 'waiting'
+                ELSE 'failed' END
+    FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)
+    LEFT JOIN unnest(v_pid, v_pstatus) AS p(id, status) ON p.id = g.parent_id;
+    WITH c AS (
+        SELECT d.child_id,
+               count(*) FILTER (WHERE d.state = 'open') AS open,
+               count(*) FILTER (WHERE d.state = 'waiting') AS waiting,
+               count(*) FILTER (WHERE d.state = 'failed') AS failed
+        FROM backoff.job_dependencies AS d
+        WHERE d.child_id = ANY (ARRAY(SELECT DISTINCT v_ids[g.child] FROM unnest(v_ec, v_ep, v_eid, v_epol) AS g(child, parent, parent_id, on_failure)))
+        GROUP BY d.child_id
+    ), b AS (
+        INSERT INTO backoff.job_blockers AS k (job_id, remaining, waiting)
+        SELECT c.child_id, c.open, c.waiting FROM c WHERE c.open + c.waiting + c.failed > 0
+        RETURNING k.job_id
+    )
+    SELECT array_agg(b.job_id) INTO v_blocked FROM b;
+    IF v_blocked IS NOT NULL THEN
+        UPDATE backoff.jobs AS j SET status = 'blocked'
+        WHERE j.id = ANY (v_blocked) AND j.status = 'pending';
+    END IF;
+    -- A child of a parent that failed already, under 'cancel', is
+    -- cancelled now, and its children in the graph with it.
+    SELECT array_agg(d.child_id ORDER BY d.child_id), array_agg(d.parent_id ORDER BY d.child_id),
+           array_agg(p.status ORDER BY d.child_id)
+    INTO v_cancel, v_cause, v_why
+    FROM (SELECT DISTINCT ON (d.child_id) d.child_id, d.parent_id
+          FROM backoff.job_dependencies AS d
+          WHERE d.child_id = ANY (v_blocked) AND d.state = 'failed'
+          ORDER BY d.child_id, d.parent_id) AS d
+    JOIN unnest(v_pid, v_pstatus) AS p(id, status) ON p.id = d.parent_id;
+    IF v_cancel IS NOT NULL THEN
+        FOR i IN 1..cardinality(v_cancel) LOOP
+            IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = v_cancel[i] AND j.status = 'blocked') THEN
+                PERFORM backoff.cancel(v_cancel[i], pg_catalog.format('parent job "%s" was %s', v_cause[i], v_why[i]), p_now);
+            END IF;
+        END LOOP;
+    END IF;
+
+    RETURN QUERY SELECT t.r, t.id FROM unnest(v_refs, v_ids) AS t(r, id);
+END
+$$;
+
+COMMENT ON FUNCTION backoff.enqueue_graph(jsonb, timestamptz) IS
+'Enqueue a workflow in one call and one transaction, and return each job''s ref and id, in input order. p_jobs is a JSON array of jobs, each an object with "ref" (a name for the job within this graph, 1 to 128 bytes, unique), "queue", and optionally "payload", "run_at", "max_attempts", "priority", "dedupe_key", "policy" (as backoff.enqueue takes them; any queue of the caller''s) and "depends_on": an array of parents, each a ref of this graph ("extract"), an existing job''s id (42), or an object {"ref": "extract"} or {"job": 42} with "on_failure": ''cancel'' (the default), ''run'' or ''wait''. A job with a parent that has not completed is blocked: never claimed, until its last parent completes, in that parent''s transaction. A parent that ends without completing (dead_lettered, cancelled) applies each edge''s on_failure: ''cancel'' cancels the child (its last_error names the parent) and, in turn, the child''s own ''cancel'' children; ''run'' counts the edge as satisfied; ''wait'' keeps the child blocked until backoff.unblock, or a replay of the parent (then the child waits for the new run). An edge to a job that has completed is satisfied already, one to a job that failed applies its policy now. A job whose dedupe key an unfinished job holds is that job, unchanged (its depends_on is not applied). Each job is enqueued as backoff.enqueue would (limits, policies, scopes, wake-ups); atomic: on error nothing is added.
+Errors: 22023 for p_jobs that is not a non-empty array of objects, more than 10000 jobs, an unknown key, a missing, invalid or repeated ref, a depends_on that is not an array, an unknown ref or on_failure (naming them), a job that depends on itself, an edge given twice, a cycle (naming the refs on or after it), a job id that does not exist (or, for a scoped caller, whose queue it may not produce into), and every error of backoff.enqueue for a job''s fields; a field of the wrong JSON type raises its cast''s error (22P02, 22007). 42501 when the caller is scoped and may not produce into a job''s queue.
+Example:
+SELECT * FROM backoff.enqueue_graph(''[
+  {"ref": "extract", "queue": "etl", "payload": {"table": "orders"}},
+  {"ref": "load-eu", "queue": "etl", "depends_on": ["extract"]},
+  {"ref": "load-us", "queue": "etl", "depends_on": ["extract"]},
+  {"ref": "report", "queue": "reports", "depends_on": ["load-eu", {"ref": "load-us", "on_failure": "run"}]}
+]'');
+SELECT id, status FROM backoff.jobs ORDER BY id;';
 
 -- backoff._queue_burst(rate, burst): the size of a rate-limited queue's
 -- token bucket (docs/adr/0045): its burst, else greatest(1, ceil(rate)),
@@ -8774,7 +9145,7 @@ BEGIN
           -- "pending or retrying", spelled so that it does not imply the
           -- predicate of jobs_claimable_idx: a generic plan would otherwise
           -- scan every due job of that index for this one id.
-          AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+          AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled', 'blocked')
           AND j.run_at <= p_now
         RETURNING j.* INTO v_job;
         IF FOUND THEN
@@ -8803,6 +9174,13 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": it is "%"', p_job_id, v_job.status
             USING ERRCODE = 'BK003';
     END IF;
+    -- A job waiting for its parents (docs/adr/0087) has no time it is
+    -- ready at: BK004 without one.
+    IF v_job.status = 'blocked' THEN
+        RAISE EXCEPTION 'job "%" is not ready: it is blocked by the jobs it depends on', p_job_id
+            USING ERRCODE = 'BK004',
+                  HINT = format('attempts=%s', v_job.attempts);
+    END IF;
     RAISE EXCEPTION 'job "%" is not ready until "%" (attempts "%")',
         p_job_id, backoff._iso8601(v_job.run_at), v_job.attempts
         USING ERRCODE = 'BK004',
@@ -8813,7 +9191,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK004 also for a job blocked by the jobs it depends on (no DETAIL); BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -8975,14 +9353,242 @@ BEGIN
 END
 $$;
 
--- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
--- of a job completed. One guarded statement moves it to the finished
--- partition; the error path reads the row only when it matched nothing
--- (backoff._raise_fencing_error).
+-- backoff._check_output(queue, output): 22023 when a job's output is
+-- larger than its queue's limit (backoff.queues.max_output_bytes, else
+-- backoff.settings.max_output_bytes, 1 MiB by default), naming its size
+-- and the limit. The size is the jsonb's uncompressed size, as for
+-- payloads (backoff._check_payload). Private; complete and complete_many
+-- call it only for an output over 1 KiB, the smallest limit allowed, so a
+-- small output costs no read of the settings.
+CREATE OR REPLACE FUNCTION backoff._check_output(p_queue text, p_output jsonb)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+AS $$
+DECLARE
+    v_max  integer;
+    v_size integer := pg_catalog.pg_column_size(p_output);
+BEGIN
+    SELECT coalesce((SELECT q.max_output_bytes FROM backoff.queues AS q WHERE q.name = p_queue),
+                    (SELECT s.max_output_bytes FROM backoff.settings AS s),
+                    1048576)
+    INTO v_max;
+    IF v_size > v_max THEN
+        RAISE EXCEPTION 'output is % bytes, over max_output_bytes of queue "%" (% bytes)', v_size, p_queue, v_max
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'store large results elsewhere and return a reference to them; an admin sets the limit in backoff.queues or backoff.settings';
+    END IF;
+END
+$$;
+
+-- backoff._record_outputs(ids, queues, outputs, now): record the outputs
+-- of jobs that have just completed, after checking each against its
+-- queue's limit (backoff._check_output; the error undoes the completion).
+-- NULL outputs record nothing. An output kept from before (a job replayed
+-- and completed again) is replaced: the latest completion is the job's
+-- result. Private; complete and complete_many call it only when an output
+-- was given.
+CREATE OR REPLACE FUNCTION backoff._record_outputs(
+    p_ids     bigint[],
+    p_queues  text[],
+    p_outputs jsonb[],
+    p_now     timestamptz
+)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+BEGIN
+    PERFORM backoff._check_output(t.queue, t.output)
+    FROM unnest(p_queues, p_outputs) AS t(queue, output)
+    WHERE pg_catalog.pg_column_size(t.output) > 1024;
+    INSERT INTO backoff.job_outputs AS o (job_id, output, recorded_at)
+    SELECT t.id, t.output, p_now
+    FROM unnest(p_ids, p_outputs) AS t(id, output)
+    WHERE t.output IS NOT NULL
+    ON CONFLICT (job_id) DO UPDATE SET output = excluded.output, recorded_at = excluded.recorded_at;
+END
+$$;
+
+-- backoff._release_blocked(ids, now): the blocked jobs among p_ids become
+-- pending, in the current segment, and a worker waiting for their queue is
+-- woken at commit when one is due. Their counters go. Called by
+-- backoff._settle_dependents when a child's last parent settles, and by
+-- backoff.unblock. An UPDATE that missed a row backoff.rotate moved while
+-- it waited runs again (a new statement sees the moved row), twice at most.
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._release_blocked(p_ids bigint[], p_now timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_left   bigint[] := p_ids;
+    v_queues text[]   := '{}';
+    v_due    text[];
+BEGIN
+    DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (p_ids);
+    FOR v_try IN 1..3 LOOP
+        WITH u AS (
+            UPDATE backoff.jobs AS j
+            SET status = 'pending'
+            WHERE j.id = ANY (v_left)
+              AND j.status = 'blocked'
+            RETURNING j.queue, j.run_at
+        )
+        SELECT array_agg(DISTINCT u.queue) FILTER (WHERE u.run_at <= p_now) INTO v_due FROM u;
+        v_queues := v_queues || coalesce(v_due, '{}');
+        v_left := ARRAY(SELECT j.id FROM backoff.jobs AS j WHERE j.id = ANY (v_left) AND j.status = 'blocked');
+        EXIT WHEN cardinality(v_left) = 0;
+    END LOOP;
+    -- A claim reads the current segment only (docs/adr/0061).
+    PERFORM backoff._move_to_current_segment(p_ids);
+    PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
+    FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
+          WHERE w.queue = ANY (v_queues) AND w.expires_at > pg_catalog.now()) AS w;
+END
+$$;
+
+-- backoff._settle_dependents(parent ids, outcome, now): a parent finished
+-- (p_outcome 'completed', 'dead_lettered' or 'cancelled'); settle its open
+-- edges (backoff.job_dependencies) and what they block. Called in the
+-- transaction that finishes the parents, by complete, complete_many,
+-- fail, reap and cancel, only when backoff.job_dependencies names one of
+-- them (a probe, so that jobs without dependents pay one index look-up).
+--
+-- Each child's counter (backoff.job_blockers) is decremented under its
+-- row lock: of two last parents settling at once in READ COMMITTED, the
+-- second waits for the first's lock and then re-reads the row, sees
+-- remaining = 1 and takes it to 0, so one of them always unblocks the
+-- child; at REPEATABLE READ or SERIALIZABLE the second gets a
+-- serialization failure (40001) and its retry settles it. The last parent
+-- decrements one row, whatever the fan-in (docs/adr/0087).
+--
+-- A completed parent satisfies the edge. One that ended otherwise applies
+-- the edge's policy: 'run' satisfies it, 'wait' keeps the child blocked
+-- (waiting, until backoff.unblock or a replay of the parent), 'cancel'
+-- cancels the child, naming the parent, and the cancel settles the
+-- child's own children in turn. A child with nothing left open and
+-- nothing waiting becomes pending, moved into the current segment so that
+-- the next claim sees it, and a worker waiting for its queue is woken.
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._settle_dependents(
+    p_parent_ids bigint[],
+    p_outcome    text,
+    p_now        timestamptz
+)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+DECLARE
+    v_ready     bigint[];
+    v_failed    bigint[];
+    v_failed_by bigint[];
+    v_queues    text[];
+BEGIN
+    -- The children's counters, locked in id order: two settlements that
+    -- share children take their locks in the same order and cannot
+    -- deadlock on them.
+    PERFORM FROM backoff.job_blockers AS b
+    WHERE b.job_id = ANY (ARRAY(SELECT d.child_id FROM backoff.job_dependencies AS d
+                                WHERE d.parent_id = ANY (p_parent_ids) AND d.state = 'open'))
+    ORDER BY b.job_id
+    FOR UPDATE;
+    WITH e AS (
+        UPDATE backoff.job_dependencies AS d
+        SET state = CASE WHEN p_outcome = 'completed' OR d.on_failure = 'run' THEN 'satisfied'
+                         WHEN d.on_failure = 'wait' THEN 'waiting'
+                         ELSE 'failed' END
+        WHERE d.parent_id = ANY (p_parent_ids)
+          AND d.state = 'open'
+        RETURNING d.child_id, d.parent_id, d.state
+    ), c AS (
+        SELECT e.child_id,
+               count(*) AS n,
+               count(*) FILTER (WHERE e.state = 'waiting') AS w,
+               min(e.parent_id) FILTER (WHERE e.state = 'failed') AS failed_by
+        FROM e
+        GROUP BY e.child_id
+    ), b AS (
+        UPDATE backoff.job_blockers AS b
+        SET remaining = b.remaining - c.n,
+            waiting = b.waiting + c.w
+        FROM c
+        WHERE b.job_id = c.child_id
+        RETURNING b.job_id, b.remaining, b.waiting, c.failed_by
+    )
+    SELECT array_agg(b.job_id) FILTER (WHERE b.failed_by IS NULL AND b.remaining = 0 AND b.waiting = 0),
+           array_agg(b.job_id ORDER BY b.job_id) FILTER (WHERE b.failed_by IS NOT NULL),
+           array_agg(b.failed_by ORDER BY b.job_id) FILTER (WHERE b.failed_by IS NOT NULL)
+    INTO v_ready, v_failed, v_failed_by
+    FROM b;
+
+    IF v_ready IS NOT NULL THEN
+        PERFORM backoff._release_blocked(v_ready, p_now);
+    END IF;
+
+    -- 'cancel' edges: the child is cancelled (it holds no lock of ours
+    -- but its counter), which settles its own children in turn.
+    IF v_failed IS NOT NULL THEN
+        DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (v_failed);
+        FOR i IN 1..cardinality(v_failed) LOOP
+            IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = v_failed[i] AND j.status = 'blocked') THEN
+                PERFORM backoff.cancel(v_failed[i],
+                                       pg_catalog.format('parent job "%s" was %s', v_failed_by[i], p_outcome),
+                                       p_now);
+            END IF;
+        END LOOP;
+    END IF;
+END
+$$;
+
+-- backoff._reopen_dependents(parent ids): parents that ended without
+-- completing are replayed; the 'wait' edges they left waiting open again,
+-- so the children wait for the replayed run instead of an operator
+-- (docs/adr/0087). The children's counters are locked in id order, as
+-- backoff._settle_dependents locks them. Edges already satisfied ('run'),
+-- failed (the child was cancelled) or released stay as they are. Called by
+-- replay and replay_dead_letters only when such an edge exists. Private.
+CREATE OR REPLACE FUNCTION backoff._reopen_dependents(p_parent_ids bigint[])
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+AS $$
+BEGIN
+    PERFORM FROM backoff.job_blockers AS b
+    WHERE b.job_id = ANY (ARRAY(SELECT d.child_id FROM backoff.job_dependencies AS d
+                                WHERE d.parent_id = ANY (p_parent_ids) AND d.state = 'waiting'))
+    ORDER BY b.job_id
+    FOR UPDATE;
+    WITH e AS (
+        UPDATE backoff.job_dependencies AS d
+        SET state = 'open'
+        WHERE d.parent_id = ANY (p_parent_ids)
+          AND d.state = 'waiting'
+        RETURNING d.child_id
+    ), c AS (
+        SELECT e.child_id, count(*) AS n FROM e GROUP BY e.child_id
+    )
+    UPDATE backoff.job_blockers AS b
+    SET remaining = b.remaining + c.n,
+        waiting = b.waiting - c.n
+    FROM c
+    WHERE b.job_id = c.child_id;
+END
+$$;
+
+-- backoff.complete(job id, attempt, now, output): mark the running attempt
+-- p_attempt of a job completed, recording its output when one is given
+-- (backoff.job_outputs, apart from the job row). One guarded statement
+-- moves it to the finished partition; the error path reads the row only
+-- when it matched nothing (backoff._raise_fencing_error). The jobs that
+-- depend on it are settled in the same transaction (docs/adr/0087).
 CREATE OR REPLACE FUNCTION backoff.complete(
     p_job_id  bigint,
     p_attempt integer,
-    p_now     timestamptz DEFAULT now()
+    p_now     timestamptz DEFAULT now(),
+    p_output  jsonb DEFAULT NULL
 )
 RETURNS backoff.jobs
 LANGUAGE plpgsql
@@ -9006,6 +9612,7 @@ DECLARE
     v_scoped    boolean;
     v_half_open boolean;
     v_found     boolean;
+    v_children  boolean;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into the
@@ -9056,14 +9663,22 @@ BEGIN
     -- Probes in one statement, of tables that are empty or one row unless
     -- the feature is used (queue grants or require_queue_grants; a breaker
     -- that opened), so that they cost a completion next to nothing then:
-    -- may the caller be scoped, and is this queue's breaker half open.
+    -- may the caller be scoped, is this queue's breaker half open, and does
+    -- a job depend on this one (docs/adr/0087).
     SELECT backoff._scope_in_force(),
            EXISTS (SELECT FROM backoff.queue_breakers AS b
-                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
-    INTO v_scoped, v_half_open;
+                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
+           EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id)
+    INTO v_scoped, v_half_open, v_children;
     IF v_scoped THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+    END IF;
+    IF p_output IS NOT NULL THEN
+        PERFORM backoff._record_outputs(ARRAY[p_job_id], ARRAY[v_job.queue], ARRAY[p_output], p_now);
+    END IF;
+    IF v_children THEN
+        PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'completed', p_now);
     END IF;
     IF v_half_open THEN
         -- A success closes the queue's half-open breaker (docs/adr/0045).
@@ -9076,18 +9691,20 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
-'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz, jsonb) IS
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. p_output (jsonb, NULL = none; pass it by name) is recorded as the job''s result, read by backoff.job_output and by its dependents through backoff.parent_outputs; at most the queue''s max_output_bytes (backoff.queues, else backoff.settings, 1 MiB by default). The jobs that depend on this one are settled in the same transaction: a blocked job whose last parent this was becomes pending (docs/workflows.md). A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(), an output over the queue''s max_output_bytes (naming its size and the limit); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts FROM backoff.complete(1, 1);';
+SELECT status, attempts FROM backoff.complete(1, 1, p_output => ''{"sent": true}'');';
 
--- backoff.complete_many(job ids, attempts, now): complete a batch in one
--- statement (DELETE of the live rows joined to the unnested arrays, INSERT
--- of the finished ones). Fenced per entry: a job not running
--- the given attempt is left alone and its id not returned.
+-- backoff.complete_many(job ids, attempts, now, outputs): complete a batch
+-- in one statement (DELETE of the live rows joined to the unnested arrays,
+-- INSERT of the finished ones). Fenced per entry: a job not running
+-- the given attempt is left alone and its id not returned. Outputs, when
+-- given, are recorded for the jobs completed, and the jobs that depend on
+-- them are settled in the same transaction (docs/adr/0087).
 --
 -- Plan notes: jobs are found with id = ANY(p_job_ids) (the primary key) and
 -- joined to the arrays by hash, never by a nested loop. Statistics taken
@@ -9099,7 +9716,8 @@ SELECT status, attempts FROM backoff.complete(1, 1);';
 CREATE OR REPLACE FUNCTION backoff.complete_many(
     p_job_ids  bigint[],
     p_attempts integer[],
-    p_now      timestamptz DEFAULT now()
+    p_now      timestamptz DEFAULT now(),
+    p_outputs  jsonb[] DEFAULT NULL
 )
 RETURNS SETOF bigint
 LANGUAGE plpgsql
@@ -9120,12 +9738,18 @@ DECLARE
     v_scope text[];
     v_n     bigint;
     v_total bigint := 0;
+    v_ids   bigint[];
+    v_qs    text[];
+    v_done  bigint[] := '{}';
+    v_doneq text[]   := '{}';
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) THEN
-        RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
-            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
+       OR cardinality(p_job_ids) <> cardinality(p_attempts)
+       OR cardinality(p_job_ids) <> coalesce(cardinality(p_outputs), cardinality(p_job_ids)) THEN
+        RAISE EXCEPTION 'complete_many: job ids, attempts and outputs (when given) must be arrays of equal length, got "%", "%" and "%"',
+            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL'),
+            coalesce(cardinality(p_outputs)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- A scoped caller completes only jobs of its queues: another queue's
@@ -9147,7 +9771,6 @@ BEGIN
     -- snapshot and found by the next; rows already completed are no longer
     -- running.
     FOR v_try IN 1..3 LOOP
-        RETURN QUERY
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
@@ -9185,18 +9808,44 @@ BEGIN
             WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
               AND b.half_open_at <= p_now
         )
-        SELECT d.id FROM done AS d;
-        GET DIAGNOSTICS v_n = ROW_COUNT;
+        SELECT array_agg(d.id), array_agg(d.queue) INTO v_ids, v_qs FROM done AS d;
+        v_n := coalesce(cardinality(v_ids), 0);
+        IF v_n > 0 THEN
+            v_done := v_done || v_ids;
+            v_doneq := v_doneq || v_qs;
+            RETURN QUERY SELECT unnest(v_ids);
+        END IF;
         v_total := v_total + v_n;
         EXIT WHEN v_total >= cardinality(p_job_ids) OR v_try = 3;
         PERFORM backoff._move_to_current_segment(p_job_ids);
     END LOOP;
+    IF v_total = 0 THEN
+        RETURN;
+    END IF;
+    -- Outputs of the jobs completed (an entry whose fencing failed records
+    -- nothing), then their dependents (docs/adr/0087), probed once for the
+    -- batch.
+    IF p_outputs IS NOT NULL THEN
+        SELECT array_agg(c.id), array_agg(c.queue), array_agg(t.output) INTO v_ids, v_qs, p_outputs
+        FROM unnest(v_done, v_doneq) AS c(id, queue)
+        JOIN unnest(p_job_ids, p_outputs) AS t(id, output) ON t.id = c.id
+        WHERE t.output IS NOT NULL;
+        IF v_ids IS NOT NULL THEN
+            PERFORM backoff._record_outputs(v_ids, v_qs, p_outputs, p_now);
+        END IF;
+    END IF;
+    -- First whether any edge exists at all (one index entry read), so that
+    -- a batch of thousands costs no look-up per id where no workflow runs.
+    IF EXISTS (SELECT FROM backoff.job_dependencies AS d)
+       AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
+        PERFORM backoff._settle_dependents(v_done, 'completed', p_now);
+    END IF;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
-'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz, jsonb[]) IS
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared), recording p_outputs[i] as its result when given (NULL array or element = none; each at most its queue''s max_output_bytes, as for backoff.complete). The jobs that depend on the completed ones are settled in the same transaction (docs/workflows.md). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: 22023 for NULL arrays, arrays of different lengths, an output over its queue''s max_output_bytes (naming its size and the limit), a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);
@@ -9412,6 +10061,12 @@ BEGIN
         IF backoff._scope_in_force() THEN
             PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
         END IF;
+        -- A dead letter settles the jobs that depend on it, by each edge's
+        -- policy (docs/adr/0087).
+        IF v_job.status = 'dead_lettered'
+           AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
+            PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'dead_lettered', p_now);
+        END IF;
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker
@@ -9431,7 +10086,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.fail(bigint, integer, text, interval, boolean, timestamptz) IS
-'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now. A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error, started: when the attempt was claimed (last_attempted_at)} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
+'Report that running attempt p_attempt of job p_job_id failed with p_error. One guarded UPDATE decides: not p_retryable -> dead_lettered (reason non_retryable); the job''s lease_expiries >= the policy''s max_lease_expiries -> dead_lettered (lease_expiries); the counted attempt (attempts - uncounted_attempts: claims given back by snooze or before a replay do not count) >= max_attempts (the job''s, else its policy''s) -> dead_lettered (max_attempts); next run after created_at + the policy deadline -> dead_lettered (deadline); otherwise retrying at p_now + (p_retry_in clamped to the policy max, else the policy delay for the counted attempt seeded by the job id). Dead letters get completed_at = p_now, and settle the jobs that depend on this one by each edge''s policy (docs/workflows.md). A retryable fail counts toward the queue''s circuit breaker, if it has one (backoff.queues.breaker_failures): it may open the breaker, and it reopens a half-open one; a fail with p_retryable false (bad input) does not count, and a half-open breaker whose probe fails so hands out another. Lease and locked_by are cleared, last_failed_at = p_now, last_error = p_error (texts over 8 KiB are cut, ending with '' [truncated: N bytes]''), and {attempt (the token p_attempt), counted, at, error, worker, kind: error, started: when the attempt was claimed (last_attempted_at)} is appended to errors (the 20 most recent are kept). reap takes the same decision. Returns the job.
 Errors: BK002 the job is live but not running this attempt; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id, attempt, error or retryable, an attempt < 1, a negative retry_in, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -9555,6 +10210,10 @@ BEGIN
     -- batch's rows are locked by this transaction, so none has moved.
     IF v_dead IS NOT NULL THEN
         PERFORM FROM backoff._move_finished(v_dead);
+        -- Dead letters settle the jobs that depend on them (docs/adr/0087).
+        IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_dead)) THEN
+            PERFORM backoff._settle_dependents(v_dead, 'dead_lettered', p_now);
+        END IF;
     END IF;
     -- That a reap ran, for backoff.liveness (at most a write every 15 s).
     PERFORM backoff._note_maintenance('reap', NULL, p_now);
@@ -9774,14 +10433,17 @@ Example:
 SELECT current_segment, switched_from, moved, truncated, note FROM backoff.rotate();
 SELECT moved FROM backoff.rotate(p_worker => ''worker-1'');';
 
--- backoff.heartbeat(job id, attempt, extend, now): extend the lease of a
--- running attempt. One guarded UPDATE; errors chosen only after it matched
+-- backoff.heartbeat(job id, attempt, extend, now, progress): extend the
+-- lease of a running attempt, and record its progress when one is given
+-- (backoff.job_progress, beside the job row: one more statement, no more
+-- round trips). One guarded UPDATE; errors chosen only after it matched
 -- nothing.
 CREATE OR REPLACE FUNCTION backoff.heartbeat(
     p_job_id  bigint,
     p_attempt integer,
     p_extend  interval DEFAULT NULL,
-    p_now     timestamptz DEFAULT now()
+    p_now     timestamptz DEFAULT now(),
+    p_progress jsonb DEFAULT NULL
 )
 RETURNS timestamptz
 LANGUAGE plpgsql
@@ -9806,6 +10468,13 @@ BEGIN
     IF p_extend <= interval '0' OR NOT backoff._valid_span(p_extend) THEN
         RAISE EXCEPTION 'cannot heartbeat job "%": extend must be positive and at most 876600 hours, got "%"',
             coalesce(p_job_id::text, 'NULL'), p_extend
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Progress is a small status document (a percentage, a step, a
+    -- count), written at every heartbeat: bounded so that it stays cheap.
+    IF pg_catalog.pg_column_size(p_progress) > 8192 THEN
+        RAISE EXCEPTION 'cannot heartbeat job "%": progress is % bytes, over 8192 bytes',
+            coalesce(p_job_id::text, 'NULL'), pg_catalog.pg_column_size(p_progress)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
@@ -9835,6 +10504,12 @@ BEGIN
         IF backoff._scope_in_force() THEN
             PERFORM backoff._check_job_scope(p_job_id, v_queue);
         END IF;
+        IF p_progress IS NOT NULL THEN
+            INSERT INTO backoff.job_progress AS g (job_id, attempt, progress, reported_at)
+            VALUES (p_job_id, p_attempt, p_progress, p_now)
+            ON CONFLICT (job_id) DO UPDATE
+            SET attempt = excluded.attempt, progress = excluded.progress, reported_at = excluded.reported_at;
+        END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('heartbeat', p_job_id, p_attempt);
     END IF;
@@ -9842,13 +10517,14 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz) IS
-'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
-Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.heartbeat(bigint, integer, interval, timestamptz, jsonb) IS
+'Extend the lease of running attempt p_attempt of job p_job_id to p_now + p_extend (the policy lease when NULL); returns the new lease_until. p_progress (jsonb, at most 8 KiB; NULL = leave the last one; pass it by name) is recorded as the job''s progress with the attempt and p_now, replacing the previous one; backoff.job_detail shows it. A lease that expired but was not reaped yet can still be extended: the attempt number, not the clock, says who holds the job.
+Errors: BK002 the job is live but not running this attempt (reaped, re-claimed); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, an extend <= 0, a progress over 8 KiB, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''reports'');
 SELECT id FROM backoff.claim(''reports'', ''worker-1'');
-SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;';
+SELECT backoff.heartbeat(1, 1, ''1 minute'') - now() AS lease_left;
+SELECT backoff.heartbeat(1, 1, p_progress => ''{"done": 40, "of": 100}'') IS NOT NULL AS extended;';
 
 -- backoff.snooze(job id, attempt, delay, now): put a running attempt back
 -- to pending at p_now + p_delay without spending it: uncounted_attempts
@@ -9964,7 +10640,7 @@ BEGIN
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             WHERE j.id = p_job_id
-              AND j.status IN ('pending', 'running', 'retrying')
+              AND j.status IN ('pending', 'running', 'retrying', 'blocked')
             RETURNING j.*
         ), k AS (
             DELETE FROM backoff.dedupe_keys AS k
@@ -9990,6 +10666,15 @@ BEGIN
         FROM d
         RETURNING j.* INTO v_job;
         IF FOUND THEN
+            -- Its dependents are settled by each edge's policy
+            -- (docs/adr/0087). A blocked job's counter is left to prune:
+            -- a parent settling it locks the counter before the job's
+            -- row, and taking them here in the other order could deadlock
+            -- with it; a counter whose job is no longer blocked releases
+            -- nothing.
+            IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
+                PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'cancelled', p_now);
+            END IF;
             RETURN v_job;
         END IF;
     END LOOP;
@@ -10004,7 +10689,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
+'Cancel job p_job_id if it is pending, retrying, running or blocked (waiting for the jobs it depends on): status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. The jobs that depend on it are settled by each edge''s policy: cancelled in turn (''cancel'', the default, with a reason naming this job), run (''run''), or kept blocked for an operator (''wait''; docs/workflows.md). Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -10081,6 +10766,11 @@ BEGIN
         RETURNING j.* INTO v_job;
     END IF;
     IF v_job.id IS NOT NULL THEN
+        -- Children kept waiting for this job ('wait' edges) wait for its
+        -- new run (docs/adr/0087).
+        IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id AND d.state = 'waiting') THEN
+            PERFORM backoff._reopen_dependents(ARRAY[p_job_id]);
+        END IF;
         PERFORM pg_catalog.pg_notify('backoff_jobs', v_job.queue);
         RETURN v_job;
     END IF;
@@ -10095,7 +10785,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
-'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history, and {attempt (the token so far), counted: 0, at: p_now, kind: replayed, role: the login role (session_user)} is appended to errors (20 most recent kept); it is not a failed attempt (stats, activity and the retry budget do not count it). attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. Notifies channel backoff_jobs. Returns the job.
+'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history, and {attempt (the token so far), counted: 0, at: p_now, kind: replayed, role: the login role (session_user)} is appended to errors (20 most recent kept); it is not a failed attempt (stats, activity and the retry budget do not count it). attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. The jobs kept blocked by this one''s failure (edges with policy ''wait'') wait for its new run again (docs/workflows.md). Notifies channel backoff_jobs. Returns the job.
 Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
@@ -10139,7 +10829,7 @@ BEGIN
       AND k.dedupe_key IN (SELECT j.dedupe_key FROM backoff.jobs AS j
                            WHERE j.queue = p_queue AND j.status = 'dead_lettered' AND j.dedupe_key IS NOT NULL)
       AND NOT EXISTS (SELECT FROM backoff.jobs AS u
-                      WHERE u.id = k.job_id AND u.status IN ('pending', 'running', 'retrying'));
+                      WHERE u.id = k.job_id AND u.status IN ('pending', 'running', 'retrying', 'blocked'));
     WITH locked AS MATERIALIZED (
         SELECT j.id, j.dedupe_key
         FROM backoff.jobs AS j
@@ -10206,6 +10896,13 @@ BEGIN
     FROM unnest(v_ids, v_reasons) AS t(id, reason);
 
     IF FOUND THEN
+        -- Children kept waiting for a replayed job wait for its new run
+        -- (docs/adr/0087).
+        IF EXISTS (SELECT FROM backoff.job_dependencies AS d
+                   WHERE d.parent_id = ANY (v_ids) AND d.state = 'waiting') THEN
+            PERFORM backoff._reopen_dependents(
+                ARRAY(SELECT t.id FROM unnest(v_ids, v_reasons) AS t(id, reason) WHERE t.reason IS NULL));
+        END IF;
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
     END IF;
 END
@@ -10216,6 +10913,142 @@ COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
 Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';
+
+-- backoff.unblock(job id, now): an operator releases a blocked job from
+-- the parents that failed under a 'wait' edge (docs/adr/0087): those edges
+-- are 'released', and the job becomes pending when no parent is still
+-- open, else it goes on waiting for those. The counter is locked first,
+-- as a settling parent locks it. Admin only.
+CREATE OR REPLACE FUNCTION backoff.unblock(
+    p_job_id bigint,
+    p_now    timestamptz DEFAULT now()
+)
+RETURNS backoff.jobs
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job     backoff.jobs;
+    v_left    integer;
+    v_waiting integer;
+BEGIN
+    IF p_job_id IS NULL THEN
+        RAISE EXCEPTION 'cannot unblock job "NULL": job id must not be null'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    p_now := backoff._now(p_now);
+    SELECT b.remaining, b.waiting INTO v_left, v_waiting
+    FROM backoff.job_blockers AS b
+    WHERE b.job_id = p_job_id
+    FOR UPDATE;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'job "%" not found', p_job_id
+            USING ERRCODE = 'BK001';
+    END IF;
+    IF v_job.status <> 'blocked' OR coalesce(v_waiting, 0) = 0 THEN
+        RAISE EXCEPTION 'cannot unblock job "%": it is "%" and no failed parent keeps it waiting', p_job_id, v_job.status
+            USING ERRCODE = 'BK003',
+                  HINT = 'a job blocked by parents that have not finished waits for them; cancel it to give it up';
+    END IF;
+    UPDATE backoff.job_dependencies AS d SET state = 'released'
+    WHERE d.child_id = p_job_id AND d.state = 'waiting';
+    UPDATE backoff.job_blockers AS b SET waiting = 0 WHERE b.job_id = p_job_id;
+    IF v_left = 0 THEN
+        PERFORM backoff._release_blocked(ARRAY[p_job_id], p_now);
+    END IF;
+    SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    RETURN v_job;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.unblock(bigint, timestamptz) IS
+'Release blocked job p_job_id from the parents that failed (dead_lettered or cancelled) under an edge with on_failure ''wait'': those edges count as satisfied, and the job becomes pending if no other parent is still unfinished, else it waits for those. Returns the job. To run the failed parent again instead, replay it: the child then waits for its new run. Admin only.
+Errors: BK001 no such job; BK003 it is not blocked, or no failed parent keeps it waiting; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Example:
+SELECT * FROM backoff.enqueue_graph(''[{"ref": "a", "queue": "etl"}, {"ref": "b", "queue": "etl", "depends_on": [{"ref": "a", "on_failure": "wait"}]}]'');
+SELECT backoff.cancel(1, ''source gone'');
+SELECT id, status FROM backoff.unblock(2);';
+
+-- backoff.job_output(job id): the output a job's completion recorded
+-- (backoff.job_outputs, docs/adr/0087), or NULL when it recorded none or
+-- has not completed. Scoped as backoff.job: a job of a queue the caller may
+-- not work on or produce into looks missing.
+CREATE OR REPLACE FUNCTION backoff.job_output(p_job_id bigint)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue  text;
+    v_output jsonb;
+BEGIN
+    SELECT j.queue INTO v_queue FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND OR (backoff._scope_in_force()
+                     AND NOT coalesce(v_queue OPERATOR(pg_catalog.~~) ANY (backoff._queue_scope('work')), false)
+                     AND NOT coalesce(v_queue OPERATOR(pg_catalog.~~) ANY (backoff._queue_scope('produce')), false)) THEN
+        RAISE EXCEPTION 'job "%" not found', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'BK001';
+    END IF;
+    SELECT o.output INTO v_output FROM backoff.job_outputs AS o WHERE o.job_id = p_job_id;
+    RETURN v_output;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.job_output(bigint) IS
+'The output job p_job_id recorded when it completed (backoff.complete''s p_output, backoff.complete_many''s p_outputs), or NULL when it recorded none or has not completed. Kept until prune deletes the job. Workers, producers and admins.
+Errors: BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may neither work on nor produce into.
+Example:
+SELECT backoff.enqueue(''thumbnails'');
+SELECT id FROM backoff.claim(''thumbnails'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1, p_output => ''{"url": "https://cdn.example.com/1.png"}'');
+SELECT backoff.job_output(1);';
+
+-- backoff.parent_outputs(job id): what a job's parents left it, in one
+-- call: one row per job it depends on, with the parent's status and
+-- output (docs/adr/0087). The child's queue is scoped as backoff.job; the
+-- parents are read through their child, whatever their queues, as the
+-- child's worker needs them. prune keeps a finished parent while its child
+-- is unfinished.
+CREATE OR REPLACE FUNCTION backoff.parent_outputs(p_job_id bigint)
+RETURNS TABLE (parent_id bigint, queue text, status text, on_failure text, output jsonb)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+    v_scope text[];
+BEGIN
+    SELECT j.queue INTO v_queue FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    v_scope := backoff._work_scope();
+    IF NOT FOUND OR (v_scope IS NOT NULL AND NOT v_queue OPERATOR(pg_catalog.~~) ANY (v_scope)) THEN
+        RAISE EXCEPTION 'job "%" not found', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'BK001';
+    END IF;
+    RETURN QUERY
+    SELECT d.parent_id, p.queue, p.status, d.on_failure, o.output
+    FROM backoff.job_dependencies AS d
+    LEFT JOIN backoff.jobs AS p ON p.id = d.parent_id
+    LEFT JOIN backoff.job_outputs AS o ON o.job_id = d.parent_id
+    WHERE d.child_id = p_job_id
+    ORDER BY d.parent_id;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.parent_outputs(bigint) IS
+'The jobs job p_job_id depends on, one row each in id order: parent_id, its queue and status (NULL when prune has deleted it), the edge''s on_failure, and the output it recorded when it completed (NULL if none). No row for a job without dependencies. Workers and admins.
+Errors: BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on.
+Example:
+SELECT * FROM backoff.enqueue_graph(''[{"ref": "a", "queue": "etl"}, {"ref": "b", "queue": "etl", "depends_on": ["a"]}]'');
+SELECT id FROM backoff.claim(''etl'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1, p_output => ''{"rows": 42}'');
+SELECT parent_id, status, output FROM backoff.parent_outputs(2);';
 
 -- backoff._error_signature(error): the rule behind backoff.error_signature
 -- (the masks are documented there), for the functions that compute it per
@@ -10371,6 +11204,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
+    v_ids   bigint[];
 BEGIN
     IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
         RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
@@ -10381,15 +11215,37 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    DELETE FROM backoff.jobs AS j
-    WHERE j.id = ANY (ARRAY(
-        SELECT f.id
-        FROM backoff.jobs AS f
-        WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
-          AND f.completed_at < p_now - p_older_than
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    -- A finished job that an unfinished job depends on is kept, with its
+    -- output: the dependent reads it (backoff.parent_outputs), and an
+    -- operator may replay a failed parent that keeps a child waiting
+    -- (docs/adr/0087).
+    WITH d AS (
+        DELETE FROM backoff.jobs AS j
+        WHERE j.id = ANY (ARRAY(
+            SELECT f.id
+            FROM backoff.jobs AS f
+            WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
+              AND f.completed_at < p_now - p_older_than
+              AND NOT EXISTS (SELECT FROM backoff.job_dependencies AS e
+                              JOIN backoff.jobs AS c ON c.id = e.child_id
+                              WHERE e.parent_id = f.id
+                                AND c.status IN ('blocked', 'pending', 'running', 'retrying'))
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.id
+    )
+    SELECT array_agg(d.id) INTO v_ids FROM d;
+    v_count := coalesce(cardinality(v_ids), 0);
+    -- What the deleted jobs kept beside their rows: outputs, progress,
+    -- their edges either way (a deleted parent's children are finished,
+    -- or it would have been kept) and a stale counter.
+    IF v_count > 0 THEN
+        DELETE FROM backoff.job_outputs AS o WHERE o.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_progress AS g WHERE g.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_dependencies AS e WHERE e.child_id = ANY (v_ids);
+        DELETE FROM backoff.job_dependencies AS e WHERE e.parent_id = ANY (v_ids);
+    END IF;
 
     -- The failure log: a queue without a breaker (or without a row), and,
     -- with one, rows older than its window except those an open breaker's
@@ -10438,7 +11294,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
-'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. A finished job that a blocked, pending, running or retrying job depends on is kept until that job finishes; a deleted job''s output, progress and dependency edges go with it. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
 It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at; and the queue history (backoff.queue_events) from before p_now - p_older_than.
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
@@ -11379,7 +12235,7 @@ BEGIN
     END IF;
     IF p_statuses IS NOT NULL THEN
         FOREACH v_status IN ARRAY p_statuses LOOP
-            IF v_status IS NULL OR v_status NOT IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled') THEN
+            IF v_status IS NULL OR v_status NOT IN ('pending', 'running', 'retrying', 'blocked', 'completed', 'dead_lettered', 'cancelled') THEN
                 RAISE EXCEPTION 'unknown status "%"', coalesce(v_status, 'NULL')
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;
@@ -11703,7 +12559,12 @@ RETURNS TABLE (
     effective_max_attempts integer,
     payload_text           text,
     payload_bytes          bigint,
-    payload_truncated      boolean
+    payload_truncated      boolean,
+    progress               jsonb,
+    progress_at            timestamptz,
+    parents                bigint[],
+    parents_open           integer,
+    parents_waiting        integer
 )
 LANGUAGE plpgsql
 STABLE
@@ -11722,8 +12583,16 @@ BEGIN
            j.last_attempted_at, j.last_failed_at, j.last_error, j.errors, j.dead_letter_reason, j.dedupe_key,
            j.created_at, j.completed_at, j.schedule, j.schedule_slot, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
            pg_catalog.left(pt.text, p_payload_chars), pg_catalog.octet_length(pt.text)::bigint,
-           pg_catalog.length(pt.text) > p_payload_chars
+           pg_catalog.length(pt.text) > p_payload_chars,
+           g.progress, g.reported_at,
+           ARRAY(SELECT e.parent_id FROM backoff.job_dependencies AS e WHERE e.child_id = j.id ORDER BY e.parent_id),
+           b.remaining, b.waiting
     FROM backoff.jobs AS j
+    -- Workflows (docs/adr/0087): the last progress reported, the jobs this
+    -- one depends on, and while it is blocked how many are still open and
+    -- how many failed and wait for an operator.
+    LEFT JOIN backoff.job_progress AS g ON g.job_id = j.id
+    LEFT JOIN backoff.job_blockers AS b ON b.job_id = j.id AND j.status = 'blocked'
     CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp
     LEFT JOIN backoff.policies AS p ON p.name = gp.name
     -- The payload's text only when a preview is asked for.
@@ -11733,7 +12602,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.job_detail(bigint, integer) IS
-'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history; schedule and schedule_slot: the schedule that enqueued it and its slot, NULL for a manual fire), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
+'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history; schedule and schedule_slot: the schedule that enqueued it and its slot, NULL for a manual fire), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. progress and progress_at: the last progress a heartbeat reported (backoff.heartbeat''s p_progress) and when, NULL if none; parents: the ids of the jobs it depends on (empty if none); parents_open and parents_waiting, while it is blocked: how many parents have not finished yet, and how many failed under a ''wait'' edge and wait for backoff.unblock or a replay (NULL when not blocked). Admin only.
 Errors: 22023 for a p_payload_chars below 1.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -13450,7 +14319,7 @@ BEGIN
             -- call and p_limit in all; the next call goes on from v_next.
             v_running := v_s.skip_if_running
                          AND EXISTS (SELECT FROM backoff.jobs AS j
-                                     WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying'));
+                                     WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying', 'blocked'));
             v_slot := v_from;
             LOOP
                 IF v_running THEN
@@ -13645,12 +14514,12 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
-               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'queue_state', 'unfinished_job'))
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'enqueue_graph', 'queue_state', 'unfinished_job', 'job_output'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap', 'rotate', 'maintain',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
-                       'fire_schedules', 'schedule_fires', 'policy_list',
+                       'fire_schedules', 'schedule_fires', 'policy_list', 'job_output', 'parent_outputs',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'

@@ -198,7 +198,7 @@ type filter struct {
 	At int64
 }
 
-var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
+var statuses = []string{"pending", "running", "retrying", "blocked", "completed", "dead_lettered", "cancelled"}
 var reasons = []string{"max_attempts", "non_retryable", "deadline", "lease_expiries"}
 
 // parseFilter reads and checks the filter in q.
@@ -309,6 +309,7 @@ var statusWords = map[string]string{
 	"pending":       "pending: waiting for its first run",
 	"running":       "running: claimed by a worker",
 	"retrying":      "retrying: failed, waiting to retry",
+	"blocked":       "blocked: waiting for the jobs it depends on",
 	"completed":     "completed",
 	"dead_lettered": "dead-lettered: given up",
 	"cancelled":     "cancelled",
@@ -485,6 +486,9 @@ type jobData struct {
 	CanStop      bool         // cancel allowed
 	Counted      int          // J.AttemptNumber()
 	Schedule     *jobSchedule // the schedule that enqueued the job (nil: none)
+	// Waiting: of a blocked job, how many parents failed and wait for an
+	// operator (J.ParentsWaiting, 0 when none or not blocked).
+	Waiting int
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
@@ -501,6 +505,9 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := jobData{J: j, Payload: pv.Text, Counted: j.AttemptNumber(), PreviewChars: payloadPreviewChars}
+	if j.ParentsWaiting != nil {
+		d.Waiting = *j.ParentsWaiting
+	}
 	if pv.Truncated {
 		d.PayloadBytes = pv.Bytes
 	} else {
@@ -524,7 +531,8 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Timeline = buildTimeline(j, d.Policy, time.Now())
 	d.CanRetry = j.Status == client.StatusDeadLettered || j.Status == client.StatusCancelled
-	d.CanStop = j.Status == client.StatusPending || j.Status == client.StatusRetrying || j.Status == client.StatusRunning
+	d.CanStop = j.Status == client.StatusPending || j.Status == client.StatusRetrying || j.Status == client.StatusRunning ||
+		j.Status == client.StatusBlocked
 	h.render(w, r, http.StatusOK, "job", view{Title: fmt.Sprintf("Job %d", id), Nav: "jobs", Data: d})
 }
 

@@ -22,6 +22,9 @@ const (
 	StatusCompleted    Status = "completed"
 	StatusDeadLettered Status = "dead_lettered"
 	StatusCancelled    Status = "cancelled"
+	// StatusBlocked: waiting for the jobs it depends on (docs/workflows.md);
+	// never claimed until its last parent completes.
+	StatusBlocked Status = "blocked"
 )
 
 // Job mirrors a row of backoff.jobs. Nullable columns are pointers or the

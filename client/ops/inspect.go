@@ -39,6 +39,16 @@ type JobDetail struct {
 	// callers that pass it on unchanged (backoffctl --output json, a web
 	// UI); Errors holds it decoded.
 	ErrorsJSON json.RawMessage
+	// Workflows (docs/workflows.md), read by Details and DetailsPreview,
+	// not by List: the last progress a heartbeat reported (nil: none) and
+	// when; the jobs this one depends on; and while it is blocked, how
+	// many of them have not finished (ParentsOpen) and how many failed
+	// and wait for an operator (ParentsWaiting).
+	Progress       json.RawMessage
+	ProgressAt     *time.Time
+	Parents        []int64
+	ParentsOpen    *int
+	ParentsWaiting *int
 }
 
 // JobOrder is the order List returns jobs in.
@@ -337,8 +347,13 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 	var text *string
 	var size *int64
 	var truncated *bool
-	d, err := scanDetail(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated FROM "+call, args...),
-		&text, &size, &truncated)
+	var progress []byte
+	var progressAt *time.Time
+	var parents []int64
+	var open, waiting *int32
+	d, err := scanDetail(c.db.QueryRow(ctx, "SELECT "+detailColumns+", payload_text, payload_bytes, payload_truncated, "+
+		"progress, progress_at, parents, parents_open, parents_waiting FROM "+call, args...),
+		&text, &size, &truncated, &progress, &progressAt, &parents, &open, &waiting)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return JobDetail{}, PayloadPreview{}, fmt.Errorf("%s: %w", op, sqlapi.ErrJobNotFound)
 	}
@@ -347,6 +362,17 @@ func (c *Client) detail(ctx context.Context, op string, jobID int64, chars any) 
 	}
 	if text != nil {
 		pv = PayloadPreview{Text: *text, Bytes: *size, Truncated: *truncated}
+	}
+	if progress != nil {
+		d.Progress = json.RawMessage(progress)
+	}
+	d.ProgressAt = progressAt
+	if len(parents) > 0 {
+		d.Parents = parents
+	}
+	if open != nil {
+		o, w := int(*open), int(*waiting)
+		d.ParentsOpen, d.ParentsWaiting = &o, &w
 	}
 	return d, pv, nil
 }

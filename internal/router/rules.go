@@ -64,6 +64,11 @@ var Rules = map[string][]Rule{
 			"p_queues", "p_payloads", "p_run_ats", "p_max_attempts", "p_priorities", "p_dedupe_keys", "p_policies"}},
 	},
 
+	// A workflow's edges are rows of one shard: the whole graph goes to
+	// one shard, so through the router only a graph whose queues all live
+	// on the shard it reaches works (docs/workflows.md).
+	"enqueue_graph": {{Kind: Any}},
+
 	// Workers.
 	"claim":         {{Kind: ByQueue, Arg: "p_queue"}},
 	"acquire":       {{Kind: ByJob, Arg: "p_job_id"}},
@@ -84,6 +89,11 @@ var Rules = map[string][]Rule{
 	// Operators.
 	"cancel": {{Kind: ByJob, Arg: "p_job_id"}},
 	"replay": {{Kind: ByJob, Arg: "p_job_id"}},
+	// Workflows (docs/adr/0087): by the job, whose shard holds its edges
+	// and outputs.
+	"unblock":        {{Kind: ByJob, Arg: "p_job_id"}},
+	"job_output":     {{Kind: ByJob, Arg: "p_job_id"}},
+	"parent_outputs": {{Kind: ByJob, Arg: "p_job_id"}},
 	// A queue's dead letters live on the queue's shard.
 	"replay_dead_letters": {{Kind: ByQueue, Arg: "p_queue"}},
 	// A filter may span queues: every shard acts on its own matches.
@@ -199,4 +209,10 @@ var Tables = map[string]TableKind{
 	// themselves to its rotate (docs/adr/0079).
 	"maintenance":         TableAll,
 	"maintenance_workers": TableAll,
+	// Workflows (docs/adr/0087): each shard holds its jobs' edges,
+	// counters, outputs and progress.
+	"job_dependencies": TableAll,
+	"job_blockers":     TableAll,
+	"job_outputs":      TableAll,
+	"job_progress":     TableAll,
 }

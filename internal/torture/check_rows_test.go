@@ -143,7 +143,7 @@ SELECT format('job %s breaks the rules of a job row: segment %s, status %s, atte
               j.id, j.segment, j.status, j.attempts, j.uncounted_attempts, coalesce(j.max_attempts::text, 'NULL'),
               coalesce(j.lease_until::text, 'NULL'), coalesce(j.dead_letter_reason, 'NULL'), j.queue)
 FROM backoff.jobs AS j
-WHERE j.status NOT IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled')
+WHERE j.status NOT IN ('pending', 'running', 'retrying', 'blocked', 'completed', 'dead_lettered', 'cancelled')
    OR (j.status = 'running') <> (j.lease_until IS NOT NULL)
    OR j.attempts < 0 OR j.max_attempts < 1
    OR j.uncounted_attempts < 0 OR j.uncounted_attempts > j.attempts

@@ -40,7 +40,7 @@ BEGIN
     END IF;
     IF p_statuses IS NOT NULL THEN
         FOREACH v_status IN ARRAY p_statuses LOOP
-            IF v_status IS NULL OR v_status NOT IN ('pending', 'running', 'retrying', 'completed', 'dead_lettered', 'cancelled') THEN
+            IF v_status IS NULL OR v_status NOT IN ('pending', 'running', 'retrying', 'blocked', 'completed', 'dead_lettered', 'cancelled') THEN
                 RAISE EXCEPTION 'unknown status "%"', coalesce(v_status, 'NULL')
                     USING ERRCODE = 'invalid_parameter_value';
             END IF;

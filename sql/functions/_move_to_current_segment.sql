@@ -1,4 +1,5 @@
--- backoff._move_to_current_segment(ids): move the live jobs among p_ids
+-- backoff._move_to_current_segment(ids): move the live jobs (blocked ones
+-- too) among p_ids
 -- that are outside the current segment into it (docs/adr/0061); returns
 -- how many it moved. Private.
 --
@@ -28,7 +29,7 @@ BEGIN
         DELETE FROM backoff.jobs AS j
         WHERE j.id = ANY (p_ids)
           AND j.segment <> backoff._current_segment()
-          AND j.status IN ('pending', 'running', 'retrying')
+          AND j.status IN ('pending', 'running', 'retrying', 'blocked')
         RETURNING j.*
     )
     INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,

@@ -27,7 +27,7 @@ BEGIN
         IF FOUND THEN
             IF v_holder = p_job_id
                OR EXISTS (SELECT FROM backoff.jobs AS j
-                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying')) THEN
+                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked')) THEN
                 held := CASE WHEN v_holder IS DISTINCT FROM p_job_id THEN v_holder END;
                 job_id := CASE WHEN v_holder = p_job_id THEN p_job_id END;
                 RETURN;

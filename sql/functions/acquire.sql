@@ -56,7 +56,7 @@ BEGIN
           -- "pending or retrying", spelled so that it does not imply the
           -- predicate of jobs_claimable_idx: a generic plan would otherwise
           -- scan every due job of that index for this one id.
-          AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled')
+          AND j.status NOT IN ('running', 'completed', 'dead_lettered', 'cancelled', 'blocked')
           AND j.run_at <= p_now
         RETURNING j.* INTO v_job;
         IF FOUND THEN
@@ -85,6 +85,13 @@ BEGIN
         RAISE EXCEPTION 'cannot acquire job "%": it is "%"', p_job_id, v_job.status
             USING ERRCODE = 'BK003';
     END IF;
+    -- A job waiting for its parents (docs/adr/0087) has no time it is
+    -- ready at: BK004 without one.
+    IF v_job.status = 'blocked' THEN
+        RAISE EXCEPTION 'job "%" is not ready: it is blocked by the jobs it depends on', p_job_id
+            USING ERRCODE = 'BK004',
+                  HINT = format('attempts=%s', v_job.attempts);
+    END IF;
     RAISE EXCEPTION 'job "%" is not ready until "%" (attempts "%")',
         p_job_id, backoff._iso8601(v_job.run_at), v_job.attempts
         USING ERRCODE = 'BK004',
@@ -95,7 +102,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK004 also for a job blocked by the jobs it depends on (no DETAIL); BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';

@@ -35,7 +35,7 @@ BEGIN
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             WHERE j.id = p_job_id
-              AND j.status IN ('pending', 'running', 'retrying')
+              AND j.status IN ('pending', 'running', 'retrying', 'blocked')
             RETURNING j.*
         ), k AS (
             DELETE FROM backoff.dedupe_keys AS k
@@ -61,6 +61,15 @@ BEGIN
         FROM d
         RETURNING j.* INTO v_job;
         IF FOUND THEN
+            -- Its dependents are settled by each edge's policy
+            -- (docs/adr/0087). A blocked job's counter is left to prune:
+            -- a parent settling it locks the counter before the job's
+            -- row, and taking them here in the other order could deadlock
+            -- with it; a counter whose job is no longer blocked releases
+            -- nothing.
+            IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
+                PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'cancelled', p_now);
+            END IF;
             RETURN v_job;
         END IF;
     END LOOP;
@@ -75,7 +84,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
-'Cancel job p_job_id if it is pending, retrying or running: status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. Returns the job.
+'Cancel job p_job_id if it is pending, retrying, running or blocked (waiting for the jobs it depends on): status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. The jobs that depend on it are settled by each edge''s policy: cancelled in turn (''cancel'', the default, with a reason naming this job), run (''run''), or kept blocked for an operator (''wait''; docs/workflows.md). Returns the job.
 Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');

@@ -1,11 +1,14 @@
--- backoff.complete(job id, attempt, now): mark the running attempt p_attempt
--- of a job completed. One guarded statement moves it to the finished
--- partition; the error path reads the row only when it matched nothing
--- (backoff._raise_fencing_error).
+-- backoff.complete(job id, attempt, now, output): mark the running attempt
+-- p_attempt of a job completed, recording its output when one is given
+-- (backoff.job_outputs, apart from the job row). One guarded statement
+-- moves it to the finished partition; the error path reads the row only
+-- when it matched nothing (backoff._raise_fencing_error). The jobs that
+-- depend on it are settled in the same transaction (docs/adr/0087).
 CREATE OR REPLACE FUNCTION backoff.complete(
     p_job_id  bigint,
     p_attempt integer,
-    p_now     timestamptz DEFAULT now()
+    p_now     timestamptz DEFAULT now(),
+    p_output  jsonb DEFAULT NULL
 )
 RETURNS backoff.jobs
 LANGUAGE plpgsql
@@ -29,6 +32,7 @@ DECLARE
     v_scoped    boolean;
     v_half_open boolean;
     v_found     boolean;
+    v_children  boolean;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into the
@@ -79,14 +83,22 @@ BEGIN
     -- Probes in one statement, of tables that are empty or one row unless
     -- the feature is used (queue grants or require_queue_grants; a breaker
     -- that opened), so that they cost a completion next to nothing then:
-    -- may the caller be scoped, and is this queue's breaker half open.
+    -- may the caller be scoped, is this queue's breaker half open, and does
+    -- a job depend on this one (docs/adr/0087).
     SELECT backoff._scope_in_force(),
            EXISTS (SELECT FROM backoff.queue_breakers AS b
-                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now)
-    INTO v_scoped, v_half_open;
+                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
+           EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id)
+    INTO v_scoped, v_half_open, v_children;
     IF v_scoped THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
+    END IF;
+    IF p_output IS NOT NULL THEN
+        PERFORM backoff._record_outputs(ARRAY[p_job_id], ARRAY[v_job.queue], ARRAY[p_output], p_now);
+    END IF;
+    IF v_children THEN
+        PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'completed', p_now);
     END IF;
     IF v_half_open THEN
         -- A success closes the queue's half-open breaker (docs/adr/0045).
@@ -99,10 +111,10 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz) IS
-'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.complete(bigint, integer, timestamptz, jsonb) IS
+'Mark job p_job_id completed, if it is running attempt p_attempt (the attempts value claim returned: the fencing token, which no other claim of the job ever has, across snooze, cancel and replay too). Sets completed_at = p_now, clears lease_until and locked_by; returns the job. p_output (jsonb, NULL = none; pass it by name) is recorded as the job''s result, read by backoff.job_output and by its dependents through backoff.parent_outputs; at most the queue''s max_output_bytes (backoff.queues, else backoff.settings, 1 MiB by default). The jobs that depend on this one are settled in the same transaction: a blocked job whose last parent this was becomes pending (docs/workflows.md). A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: BK002 the job is live but not running this attempt (its lease was reaped, or another attempt holds it); BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on (nothing is changed); 22023 a NULL id or attempt, an attempt < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(), an output over the queue''s max_output_bytes (naming its size and the limit); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT status, attempts FROM backoff.complete(1, 1);';
+SELECT status, attempts FROM backoff.complete(1, 1, p_output => ''{"sent": true}'');';

@@ -1,7 +1,9 @@
--- backoff.complete_many(job ids, attempts, now): complete a batch in one
--- statement (DELETE of the live rows joined to the unnested arrays, INSERT
--- of the finished ones). Fenced per entry: a job not running
--- the given attempt is left alone and its id not returned.
+-- backoff.complete_many(job ids, attempts, now, outputs): complete a batch
+-- in one statement (DELETE of the live rows joined to the unnested arrays,
+-- INSERT of the finished ones). Fenced per entry: a job not running
+-- the given attempt is left alone and its id not returned. Outputs, when
+-- given, are recorded for the jobs completed, and the jobs that depend on
+-- them are settled in the same transaction (docs/adr/0087).
 --
 -- Plan notes: jobs are found with id = ANY(p_job_ids) (the primary key) and
 -- joined to the arrays by hash, never by a nested loop. Statistics taken
@@ -13,7 +15,8 @@
 CREATE OR REPLACE FUNCTION backoff.complete_many(
     p_job_ids  bigint[],
     p_attempts integer[],
-    p_now      timestamptz DEFAULT now()
+    p_now      timestamptz DEFAULT now(),
+    p_outputs  jsonb[] DEFAULT NULL
 )
 RETURNS SETOF bigint
 LANGUAGE plpgsql
@@ -34,12 +37,18 @@ DECLARE
     v_scope text[];
     v_n     bigint;
     v_total bigint := 0;
+    v_ids   bigint[];
+    v_qs    text[];
+    v_done  bigint[] := '{}';
+    v_doneq text[]   := '{}';
 BEGIN
     p_now := backoff._now(p_now);
     IF p_job_ids IS NULL OR p_attempts IS NULL
-       OR cardinality(p_job_ids) <> cardinality(p_attempts) THEN
-        RAISE EXCEPTION 'complete_many: job ids and attempts must be arrays of equal length, got "%" and "%"',
-            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL')
+       OR cardinality(p_job_ids) <> cardinality(p_attempts)
+       OR cardinality(p_job_ids) <> coalesce(cardinality(p_outputs), cardinality(p_job_ids)) THEN
+        RAISE EXCEPTION 'complete_many: job ids, attempts and outputs (when given) must be arrays of equal length, got "%", "%" and "%"',
+            coalesce(cardinality(p_job_ids)::text, 'NULL'), coalesce(cardinality(p_attempts)::text, 'NULL'),
+            coalesce(cardinality(p_outputs)::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- A scoped caller completes only jobs of its queues: another queue's
@@ -61,7 +70,6 @@ BEGIN
     -- snapshot and found by the next; rows already completed are no longer
     -- running.
     FOR v_try IN 1..3 LOOP
-        RETURN QUERY
         WITH d AS (
             DELETE FROM backoff.jobs AS j
             USING unnest(p_job_ids, p_attempts) AS t(id, attempt)
@@ -99,18 +107,44 @@ BEGIN
             WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
               AND b.half_open_at <= p_now
         )
-        SELECT d.id FROM done AS d;
-        GET DIAGNOSTICS v_n = ROW_COUNT;
+        SELECT array_agg(d.id), array_agg(d.queue) INTO v_ids, v_qs FROM done AS d;
+        v_n := coalesce(cardinality(v_ids), 0);
+        IF v_n > 0 THEN
+            v_done := v_done || v_ids;
+            v_doneq := v_doneq || v_qs;
+            RETURN QUERY SELECT unnest(v_ids);
+        END IF;
         v_total := v_total + v_n;
         EXIT WHEN v_total >= cardinality(p_job_ids) OR v_try = 3;
         PERFORM backoff._move_to_current_segment(p_job_ids);
     END LOOP;
+    IF v_total = 0 THEN
+        RETURN;
+    END IF;
+    -- Outputs of the jobs completed (an entry whose fencing failed records
+    -- nothing), then their dependents (docs/adr/0087), probed once for the
+    -- batch.
+    IF p_outputs IS NOT NULL THEN
+        SELECT array_agg(c.id), array_agg(c.queue), array_agg(t.output) INTO v_ids, v_qs, p_outputs
+        FROM unnest(v_done, v_doneq) AS c(id, queue)
+        JOIN unnest(p_job_ids, p_outputs) AS t(id, output) ON t.id = c.id
+        WHERE t.output IS NOT NULL;
+        IF v_ids IS NOT NULL THEN
+            PERFORM backoff._record_outputs(v_ids, v_qs, p_outputs, p_now);
+        END IF;
+    END IF;
+    -- First whether any edge exists at all (one index entry read), so that
+    -- a batch of thousands costs no look-up per id where no workflow runs.
+    IF EXISTS (SELECT FROM backoff.job_dependencies AS d)
+       AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
+        PERFORM backoff._settle_dependents(v_done, 'completed', p_now);
+    END IF;
 END
 $$;
 
-COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz) IS
-'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
-Errors: 22023 for NULL arrays, arrays of different lengths, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+COMMENT ON FUNCTION backoff.complete_many(bigint[], integer[], timestamptz, jsonb[]) IS
+'Complete a batch in one statement: p_job_ids[i] is completed if it is running attempt p_attempts[i] (completed_at = p_now, lease and locked_by cleared), recording p_outputs[i] as its result when given (NULL array or element = none; each at most its queue''s max_output_bytes, as for backoff.complete). The jobs that depend on the completed ones are settled in the same transaction (docs/workflows.md). Returns the ids it completed; an entry whose fencing fails (stale attempt, finished, unknown, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on) is left untouched and not returned. The fast path for workers that claim in batches. A completed job of a queue whose circuit breaker is half open closes the breaker.
+Errors: 22023 for NULL arrays, arrays of different lengths, an output over its queue''s max_output_bytes (naming its size and the limit), a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'', 3);

@@ -138,7 +138,7 @@ BEGIN
             -- call and p_limit in all; the next call goes on from v_next.
             v_running := v_s.skip_if_running
                          AND EXISTS (SELECT FROM backoff.jobs AS j
-                                     WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying'));
+                                     WHERE j.schedule = v_s.name AND j.status IN ('pending', 'running', 'retrying', 'blocked'));
             v_slot := v_from;
             LOOP
                 IF v_running THEN

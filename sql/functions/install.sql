@@ -43,6 +43,7 @@
 {{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "enqueue.sql" . }}
+{{ template "enqueue_graph.sql" . }}
 {{ template "_queue_burst.sql" . }}
 {{ template "_claim_controlled.sql" . }}
 {{ template "claim.sql" . }}
@@ -50,6 +51,11 @@
 {{ template "_move_finished.sql" . }}
 {{ template "_add_segment.sql" . }}
 {{ template "_next_segment.sql" . }}
+{{ template "_check_output.sql" . }}
+{{ template "_record_outputs.sql" . }}
+{{ template "_release_blocked.sql" . }}
+{{ template "_settle_dependents.sql" . }}
+{{ template "_reopen_dependents.sql" . }}
 {{ template "complete.sql" . }}
 {{ template "complete_many.sql" . }}
 {{ template "_breaker_failure.sql" . }}
@@ -61,6 +67,9 @@
 {{ template "cancel.sql" . }}
 {{ template "replay.sql" . }}
 {{ template "replay_dead_letters.sql" . }}
+{{ template "unblock.sql" . }}
+{{ template "job_output.sql" . }}
+{{ template "parent_outputs.sql" . }}
 {{ template "_error_signature.sql" . }}
 {{ template "error_signature.sql" . }}
 {{ template "bulk_jobs.sql" . }}

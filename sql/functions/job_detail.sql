@@ -33,7 +33,12 @@ RETURNS TABLE (
     effective_max_attempts integer,
     payload_text           text,
     payload_bytes          bigint,
-    payload_truncated      boolean
+    payload_truncated      boolean,
+    progress               jsonb,
+    progress_at            timestamptz,
+    parents                bigint[],
+    parents_open           integer,
+    parents_waiting        integer
 )
 LANGUAGE plpgsql
 STABLE
@@ -52,8 +57,16 @@ BEGIN
            j.last_attempted_at, j.last_failed_at, j.last_error, j.errors, j.dead_letter_reason, j.dedupe_key,
            j.created_at, j.completed_at, j.schedule, j.schedule_slot, gp.name, coalesce(j.max_attempts, p.max_attempts, 0),
            pg_catalog.left(pt.text, p_payload_chars), pg_catalog.octet_length(pt.text)::bigint,
-           pg_catalog.length(pt.text) > p_payload_chars
+           pg_catalog.length(pt.text) > p_payload_chars,
+           g.progress, g.reported_at,
+           ARRAY(SELECT e.parent_id FROM backoff.job_dependencies AS e WHERE e.child_id = j.id ORDER BY e.parent_id),
+           b.remaining, b.waiting
     FROM backoff.jobs AS j
+    -- Workflows (docs/adr/0087): the last progress reported, the jobs this
+    -- one depends on, and while it is blocked how many are still open and
+    -- how many failed and wait for an operator.
+    LEFT JOIN backoff.job_progress AS g ON g.job_id = j.id
+    LEFT JOIN backoff.job_blockers AS b ON b.job_id = j.id AND j.status = 'blocked'
     CROSS JOIN LATERAL (SELECT backoff.job_policy(j.policy, j.queue) AS name) AS gp
     LEFT JOIN backoff.policies AS p ON p.name = gp.name
     -- The payload's text only when a preview is asked for.
@@ -63,7 +76,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.job_detail(bigint, integer) IS
-'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history; schedule and schedule_slot: the schedule that enqueued it and its slot, NULL for a manual fire), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. Admin only.
+'Job p_job_id as an operator sees it: the columns of backoff.jobs (errors: the error history; schedule and schedule_slot: the schedule that enqueued it and its slot, NULL for a manual fire), effective_policy (backoff.job_policy) and effective_max_attempts (max_attempts, else the policy''s, else 0); no row for an unknown id. With p_payload_chars, payload is NULL and payload_text holds the first p_payload_chars characters of the payload''s JSON text (then no longer valid JSON when payload_truncated), payload_bytes the size of the whole text; without, payload is the whole payload and the three are NULL. progress and progress_at: the last progress a heartbeat reported (backoff.heartbeat''s p_progress) and when, NULL if none; parents: the ids of the jobs it depends on (empty if none); parents_open and parents_waiting, while it is blocked: how many parents have not finished yet, and how many failed under a ''wait'' edge and wait for backoff.unblock or a replay (NULL when not blocked). Admin only.
 Errors: 22023 for a p_payload_chars below 1.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');

@@ -30,6 +30,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
+    v_ids   bigint[];
 BEGIN
     IF p_older_than IS NULL OR p_older_than < interval '0' OR NOT backoff._valid_span(p_older_than) THEN
         RAISE EXCEPTION 'prune: older_than must be between 0 and 876600 hours, got "%"', coalesce(p_older_than::text, 'NULL')
@@ -40,15 +41,37 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    DELETE FROM backoff.jobs AS j
-    WHERE j.id = ANY (ARRAY(
-        SELECT f.id
-        FROM backoff.jobs AS f
-        WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
-          AND f.completed_at < p_now - p_older_than
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    -- A finished job that an unfinished job depends on is kept, with its
+    -- output: the dependent reads it (backoff.parent_outputs), and an
+    -- operator may replay a failed parent that keeps a child waiting
+    -- (docs/adr/0087).
+    WITH d AS (
+        DELETE FROM backoff.jobs AS j
+        WHERE j.id = ANY (ARRAY(
+            SELECT f.id
+            FROM backoff.jobs AS f
+            WHERE f.status IN ('completed', 'dead_lettered', 'cancelled')
+              AND f.completed_at < p_now - p_older_than
+              AND NOT EXISTS (SELECT FROM backoff.job_dependencies AS e
+                              JOIN backoff.jobs AS c ON c.id = e.child_id
+                              WHERE e.parent_id = f.id
+                                AND c.status IN ('blocked', 'pending', 'running', 'retrying'))
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED))
+        RETURNING j.id
+    )
+    SELECT array_agg(d.id) INTO v_ids FROM d;
+    v_count := coalesce(cardinality(v_ids), 0);
+    -- What the deleted jobs kept beside their rows: outputs, progress,
+    -- their edges either way (a deleted parent's children are finished,
+    -- or it would have been kept) and a stale counter.
+    IF v_count > 0 THEN
+        DELETE FROM backoff.job_outputs AS o WHERE o.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_progress AS g WHERE g.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_dependencies AS e WHERE e.child_id = ANY (v_ids);
+        DELETE FROM backoff.job_dependencies AS e WHERE e.parent_id = ANY (v_ids);
+    END IF;
 
     -- The failure log: a queue without a breaker (or without a row), and,
     -- with one, rows older than its window except those an open breaker's
@@ -97,7 +120,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
-'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. A finished job that a blocked, pending, running or retrying job depends on is kept until that job finishes; a deleted job''s output, progress and dependency edges go with it. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
 It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at; and the queue history (backoff.queue_events) from before p_now - p_older_than.
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:

@@ -115,6 +115,10 @@ BEGIN
     -- batch's rows are locked by this transaction, so none has moved.
     IF v_dead IS NOT NULL THEN
         PERFORM FROM backoff._move_finished(v_dead);
+        -- Dead letters settle the jobs that depend on them (docs/adr/0087).
+        IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_dead)) THEN
+            PERFORM backoff._settle_dependents(v_dead, 'dead_lettered', p_now);
+        END IF;
     END IF;
     -- That a reap ran, for backoff.liveness (at most a write every 15 s).
     PERFORM backoff._note_maintenance('reap', NULL, p_now);

@@ -34,7 +34,7 @@ BEGIN
       AND k.dedupe_key IN (SELECT j.dedupe_key FROM backoff.jobs AS j
                            WHERE j.queue = p_queue AND j.status = 'dead_lettered' AND j.dedupe_key IS NOT NULL)
       AND NOT EXISTS (SELECT FROM backoff.jobs AS u
-                      WHERE u.id = k.job_id AND u.status IN ('pending', 'running', 'retrying'));
+                      WHERE u.id = k.job_id AND u.status IN ('pending', 'running', 'retrying', 'blocked'));
     WITH locked AS MATERIALIZED (
         SELECT j.id, j.dedupe_key
         FROM backoff.jobs AS j
@@ -101,6 +101,13 @@ BEGIN
     FROM unnest(v_ids, v_reasons) AS t(id, reason);
 
     IF FOUND THEN
+        -- Children kept waiting for a replayed job wait for its new run
+        -- (docs/adr/0087).
+        IF EXISTS (SELECT FROM backoff.job_dependencies AS d
+                   WHERE d.parent_id = ANY (v_ids) AND d.state = 'waiting') THEN
+            PERFORM backoff._reopen_dependents(
+                ARRAY(SELECT t.id FROM unnest(v_ids, v_reasons) AS t(id, reason) WHERE t.reason IS NULL));
+        END IF;
         PERFORM pg_catalog.pg_notify('backoff_jobs', p_queue);
     END IF;
 END

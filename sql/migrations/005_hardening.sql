@@ -229,7 +229,8 @@ ALTER STATISTICS backoff.jobs_queue_status RENAME TO jobs_finished_queue_status;
 
 -- No CHECK constraint (docs/adr/0084): the functions are what writes
 -- jobs, and each states the rules the old table declared (a status of
--- pending, running, retrying, completed, dead_lettered or cancelled; a
+-- pending, running, retrying, completed, dead_lettered or cancelled, and
+-- blocked since workflows, below; a
 -- lease exactly while running; attempts >= 0, max_attempts >= 1,
 -- uncounted_attempts between 0 and attempts; a non-empty queue; a dead
 -- letter reason from its list). PostgreSQL rebuilds a table's CHECK
@@ -453,6 +454,78 @@ DROP FUNCTION IF EXISTS backoff.job_detail(bigint, integer);
 -- those older than catch_up_window.
 ALTER TABLE backoff.schedules ADD COLUMN missed bigint NOT NULL DEFAULT 0;
 
+-- == Workflows: dependencies, outputs and progress (docs/adr/0087) ==
+-- A job that depends on others is 'blocked': live (in a live segment, its
+-- dedupe key held) but outside the claim index, whose predicate names
+-- 'pending' and 'retrying' only, so claims never walk it. It becomes
+-- 'pending' in the transaction that settles its last parent. (The job
+-- table declares no status list, docs/adr/0084: the functions keep it.)
+-- One row per edge: child_id waits for parent_id. on_failure says what a
+-- parent that ends without completing (dead_lettered, cancelled) does to
+-- the child: 'cancel' it, let it 'run' (the edge is satisfied), or keep it
+-- blocked until an operator acts ('wait'). state: 'open' until the parent
+-- finishes, then 'satisfied', 'failed' (the child was cancelled),
+-- 'waiting' (a 'wait' edge whose parent failed; replay of the parent opens
+-- it again) or 'released' (backoff.unblock). Completing a parent reads its
+-- open edges by parent_id; prune reads them to keep what a child needs.
+CREATE TABLE backoff.job_dependencies (
+    child_id   bigint NOT NULL,
+    parent_id  bigint NOT NULL,
+    on_failure text NOT NULL DEFAULT 'cancel'
+               CONSTRAINT job_dependencies_on_failure_check CHECK (on_failure IN ('cancel', 'run', 'wait')),
+    state      text NOT NULL DEFAULT 'open'
+               CONSTRAINT job_dependencies_state_check CHECK (state IN ('open', 'satisfied', 'failed', 'waiting', 'released')),
+    CONSTRAINT job_dependencies_pkey PRIMARY KEY (child_id, parent_id),
+    CONSTRAINT job_dependencies_no_self CHECK (child_id <> parent_id)
+);
+CREATE INDEX job_dependencies_parent_idx ON backoff.job_dependencies (parent_id);
+-- One row per blocked job: how many of its edges are still open
+-- (remaining) and how many wait for an operator (waiting). A parent that
+-- settles decrements it under the row's lock, so of two last parents
+-- settling at once the second sees the first's decrement (READ COMMITTED
+-- re-reads the locked row) and unblocks the child: the last parent's work
+-- is one row, whatever the fan-in.
+CREATE TABLE backoff.job_blockers (
+    job_id    bigint PRIMARY KEY,
+    remaining integer NOT NULL CONSTRAINT job_blockers_remaining_check CHECK (remaining >= 0),
+    waiting   integer NOT NULL DEFAULT 0 CONSTRAINT job_blockers_waiting_check CHECK (waiting >= 0)
+);
+-- A job's result, recorded by complete or complete_many: apart from the
+-- job row, so that the claim path never reads or moves it.
+CREATE TABLE backoff.job_outputs (
+    job_id      bigint PRIMARY KEY,
+    output      jsonb NOT NULL,
+    recorded_at timestamptz NOT NULL
+);
+-- The last progress a running attempt reported with its heartbeat.
+-- Beside the job row, so that rotate's and the settling calls' moves of
+-- the row neither carry nor lose it.
+CREATE TABLE backoff.job_progress (
+    job_id      bigint PRIMARY KEY,
+    attempt     integer NOT NULL,
+    progress    jsonb NOT NULL,
+    reported_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.job_dependencies OWNER TO backoff_owner;
+ALTER TABLE backoff.job_blockers OWNER TO backoff_owner;
+ALTER TABLE backoff.job_outputs OWNER TO backoff_owner;
+ALTER TABLE backoff.job_progress OWNER TO backoff_owner;
+REVOKE ALL ON backoff.job_dependencies, backoff.job_blockers, backoff.job_outputs, backoff.job_progress FROM PUBLIC;
+GRANT SELECT ON backoff.job_dependencies, backoff.job_blockers, backoff.job_outputs, backoff.job_progress TO backoff_admin;
+-- Output size limits: a default for every queue, and a queue's own
+-- (NULL: the default), both at most 64 MiB.
+ALTER TABLE backoff.settings
+    ADD COLUMN max_output_bytes integer NOT NULL DEFAULT 1048576
+        CONSTRAINT settings_max_output_bytes_check CHECK (max_output_bytes >= 1024 AND max_output_bytes <= 67108864);
+ALTER TABLE backoff.queues
+    ADD COLUMN max_output_bytes integer
+        CONSTRAINT queues_max_output_bytes_check CHECK (max_output_bytes >= 1024 AND max_output_bytes <= 67108864);
+-- New signatures: complete and complete_many take an output, heartbeat a
+-- progress document; the old ones go so that calls do not become ambiguous.
+DROP FUNCTION IF EXISTS backoff.complete(bigint, integer, timestamptz);
+DROP FUNCTION IF EXISTS backoff.complete_many(bigint[], integer[], timestamptz);
+DROP FUNCTION IF EXISTS backoff.heartbeat(bigint, integer, interval, timestamptz);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -485,6 +558,24 @@ END
 $$;
 
 -- == Undo the schema changes (reverse order of the sections above) ==
+
+-- == Workflows: dependencies, outputs and progress (docs/adr/0087) ==
+-- Version 4 has no blocked status: refuse while a job still waits for a
+-- parent (complete, cancel or unblock it first).
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.status = 'blocked') THEN
+        RAISE EXCEPTION 'cannot migrate below version 5: jobs are blocked by dependencies; finish, cancel or unblock them first'
+            USING ERRCODE = 'object_in_use';
+    END IF;
+END
+$$;
+ALTER TABLE backoff.queues DROP COLUMN max_output_bytes;
+ALTER TABLE backoff.settings DROP COLUMN max_output_bytes;
+DROP TABLE backoff.job_progress;
+DROP TABLE backoff.job_outputs;
+DROP TABLE backoff.job_blockers;
+DROP TABLE backoff.job_dependencies;
 
 -- == Missed slots counted (docs/adr/0076) ==
 ALTER TABLE backoff.schedules DROP COLUMN missed;

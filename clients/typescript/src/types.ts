@@ -13,7 +13,7 @@ import type pg from "pg";
 export type JobId = string;
 
 /** A job's place in its life cycle (backoff.jobs.status). */
-export type Status = "pending" | "running" | "retrying" | "completed" | "dead_lettered" | "cancelled";
+export type Status = "pending" | "running" | "retrying" | "completed" | "dead_lettered" | "cancelled" | "blocked";
 
 /**
  * What runs a query: a pg.Pool, or a pg.PoolClient / pg.Client, which is

@@ -267,8 +267,8 @@ func TestJobMovesCarryEveryColumn(t *testing.T) {
 		"backoff._move_finished(bigint[])",
 		"backoff._move_to_current_segment(bigint[])",
 		"backoff.cancel(bigint,text,timestamp with time zone)",
-		"backoff.complete(bigint,integer,timestamp with time zone)",
-		"backoff.complete_many(bigint[],integer[],timestamp with time zone)",
+		"backoff.complete(bigint,integer,timestamp with time zone,jsonb)",
+		"backoff.complete_many(bigint[],integer[],timestamp with time zone,jsonb[])",
 		"backoff.replay(bigint,timestamp with time zone)",
 		"backoff.replay_dead_letters(text,timestamp with time zone)",
 	} {

@@ -118,6 +118,16 @@ func checks() []check {
 		// Names every schedule, as backoff.schedules does: admin only.
 		{"upcoming_fires", `SELECT * FROM backoff.upcoming_fires(p_now => $1)`, now, []string{admin}},
 		{"schedule_list", `SELECT * FROM backoff.schedule_list()`, nil, []string{admin}},
+		// Workflows (docs/adr/0087): producers enqueue graphs, workers
+		// read what a job's parents left it, both read an output, admins
+		// release a waiting job; the edges and outputs are read through
+		// the functions, never the tables.
+		{"enqueue_graph", `SELECT * FROM backoff.enqueue_graph('[{"ref": "a", "queue": "q2"}]', $1)`, now, []string{producer, admin}},
+		{"job_output", `SELECT backoff.job_output($1)`, func(f fixtures) []any { return []any{f.dead} }, []string{producer, worker, admin}},
+		{"parent_outputs", `SELECT * FROM backoff.parent_outputs($1)`, func(f fixtures) []any { return []any{f.dead} }, []string{worker, admin}},
+		{"read job_outputs", `SELECT * FROM backoff.job_outputs`, nil, []string{admin}},
+		{"read job_dependencies", `SELECT * FROM backoff.job_dependencies`, nil, []string{admin}},
+		{"write job_blockers", `INSERT INTO backoff.job_blockers VALUES (1, 1, 0)`, nil, nil},
 		{"read schedules", `SELECT * FROM backoff.schedules`, nil, []string{admin}},
 		{"write schedules", `UPDATE backoff.schedules SET cron = '61 * * * *'`, nil, nil},
 		{"select jobs", `SELECT count(*) FROM backoff.jobs`, nil, []string{admin}},

@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Status = Literal["pending", "running", "retrying", "completed", "dead_lettered", "cancelled"]
+Status = Literal["pending", "running", "retrying", "completed", "dead_lettered", "cancelled", "blocked"]
 
 #: Seconds (int or float) or a timedelta: every duration the package takes.
 Duration = float | dt.timedelta

@@ -22,7 +22,7 @@ import (
 func init() { register(newJobsCommand) }
 
 // statuses are the values of backoff.jobs.status.
-var statuses = []string{"pending", "running", "retrying", "completed", "dead_lettered", "cancelled"}
+var statuses = []string{"pending", "running", "retrying", "blocked", "completed", "dead_lettered", "cancelled"}
 
 // jobRow is a row of backoff.jobs as the CLI shows it, with the policy and
 // max_attempts that apply to it resolved. Attempts is the fencing token
@@ -49,6 +49,14 @@ type jobRow struct {
 	CompletedAt      *time.Time      `json:"completed_at"`
 	Payload          json.RawMessage `json:"payload"`
 	Errors           json.RawMessage `json:"errors"`
+	// Workflows (docs/workflows.md), in jobs show only: the last progress
+	// a heartbeat reported, the jobs this one depends on, and while it is
+	// blocked how many are unfinished and how many failed and wait.
+	Progress       json.RawMessage `json:"progress,omitempty"`
+	ProgressAt     *time.Time      `json:"progress_at,omitempty"`
+	Parents        []int64         `json:"parents,omitempty"`
+	ParentsOpen    *int            `json:"parents_open,omitempty"`
+	ParentsWaiting *int            `json:"parents_waiting,omitempty"`
 }
 
 // jsonTime marshals a time as RFC 3339 with fractional seconds, as
@@ -64,9 +72,9 @@ func (j jsonTime) MarshalJSON() ([]byte, error) {
 	return json.Marshal(j.t.Format(time.RFC3339Nano))
 }
 
-// MarshalJSON writes the row as encoding/json would, fields in order,
-// except that its times are jsonTime (so a year beyond 9999 does not fail
-// the whole output).
+// MarshalJSON writes the row as encoding/json would, fields in order and
+// omitempty honoured, except that its times are jsonTime (so a year beyond
+// 9999 does not fail the whole output).
 func (j jobRow) MarshalJSON() ([]byte, error) {
 	v := reflect.ValueOf(j)
 	typ := v.Type()
@@ -74,8 +82,11 @@ func (j jobRow) MarshalJSON() ([]byte, error) {
 	b.WriteByte('{')
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		name := strings.Split(f.Tag.Get("json"), ",")[0]
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if !f.IsExported() || name == "-" {
+			continue
+		}
+		if opts == "omitempty" && v.Field(i).IsZero() {
 			continue
 		}
 		var val any = v.Field(i).Interface()
@@ -112,6 +123,8 @@ func jobRowOf(d ops.JobDetail) jobRow {
 		LastError: nullable(j.LastError), DeadLetterReason: nullable(j.DeadLetterReason),
 		DedupeKey: nullable(j.DedupeKey), CreatedAt: j.CreatedAt, CompletedAt: j.CompletedAt,
 		Payload: j.Payload, Errors: d.ErrorsJSON,
+		Progress: d.Progress, ProgressAt: d.ProgressAt, Parents: d.Parents,
+		ParentsOpen: d.ParentsOpen, ParentsWaiting: d.ParentsWaiting,
 	}
 }
 
@@ -324,6 +337,20 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 	field("finished", formatTime(j.CompletedAt))
 	field("dedupe key", orDash(j.DedupeKey))
 	field("last error", orDash(j.LastError))
+	if j.Progress != nil {
+		field("progress", esc(string(j.Progress))+" (at "+formatTime(j.ProgressAt)+")")
+	}
+	if len(j.Parents) > 0 {
+		ids := make([]string, len(j.Parents))
+		for i, id := range j.Parents {
+			ids[i] = strconv.FormatInt(id, 10)
+		}
+		line := strings.Join(ids, ", ")
+		if j.ParentsOpen != nil {
+			line += fmt.Sprintf(" (%d unfinished, %d failed and waiting for backoff.unblock or a replay)", *j.ParentsOpen, *j.ParentsWaiting)
+		}
+		field("depends on", line)
+	}
 	_ = tw.Flush()
 
 	var pretty bytes.Buffer
