@@ -233,6 +233,12 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 	for _, d := range drivers {
 		fmt.Fprintf(b.out, "driver %s: %s\n", d.name, d.about)
 	}
+	var version int
+	if err := b.admin.QueryRow(ctx, `SELECT current_setting('server_version_num')::integer`).Scan(&version); err != nil {
+		return fmt.Errorf("server version: %w", err)
+	}
+	major := version / 10000
+	dump := pgDumpFor(major)
 	results := make(map[string]map[string]mvccResult) // hold key -> driver name -> result
 	for _, h := range mvccHolds {
 		results[h.key] = map[string]mvccResult{}
@@ -241,12 +247,13 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 				fmt.Fprintf(b.out, "\n-- %s, %s: no maintenance of its own, as held --\n", h.key, d.name)
 				continue
 			}
-			if h.dump && pgDumpPath() == "" {
-				fmt.Fprintf(b.out, "\n-- %s, %s: skipped, no pg_dump on PATH or in /usr/lib/postgresql/*/bin --\n", h.key, d.name)
+			if h.dump && dump == "" {
+				fmt.Fprintf(b.out, "\n-- %s, %s: skipped, no pg_dump of version %d or later beside the server's binaries, on PATH or in /usr/lib/postgresql/*/bin --\n",
+					h.key, d.name, major)
 				continue
 			}
 			fmt.Fprintf(b.out, "\n-- %s, %s: %s --\n", h.key, d.name, h.about)
-			res, err := b.mvccRun(ctx, d, h, n)
+			res, err := b.mvccRun(ctx, d, h, n, dump)
 			if err != nil {
 				return fmt.Errorf("held snapshot, %s, %s: %w", h.key, d.name, err)
 			}
@@ -498,7 +505,7 @@ func batchDue(k int, rate float64, batch int) time.Duration {
 // mvccRun is one run: a fresh database, the driver's setup, VACUUM ANALYZE
 // and CHECKPOINT, the hold opened, n intervals of load sampled, the load
 // stopped, the hold terminated.
-func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (mvccResult, error) {
+func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int, pgDump string) (mvccResult, error) {
 	db, drop, err := b.freshDatabase(ctx)
 	if err != nil {
 		return mvccResult{}, err
@@ -557,7 +564,7 @@ func (b *bench) mvccRun(ctx context.Context, d queueDriver, h mvccHold, n int) (
 	var dumps atomic.Int64
 	dumped := make(chan error, 1)
 	if h.dump {
-		go func() { dumped <- dumpUntil(ctx, db.url, load.stop, &dumps) }()
+		go func() { dumped <- dumpUntil(ctx, pgDump, db.url, load.stop, &dumps) }()
 	}
 	first, err := read(load)
 	if err != nil {
@@ -671,10 +678,10 @@ func (b *bench) endHold(ctx context.Context, db *database) error {
 	return nil
 }
 
-// dumpUntil runs pg_dump of the database at url, one dump after the other,
+// dumpUntil runs pgDump of the database at url, one dump after the other,
 // until stop is closed (the dump then running is ended), counting the
 // dumps that finished.
-func dumpUntil(ctx context.Context, url string, stop <-chan struct{}, dumps *atomic.Int64) error {
+func dumpUntil(ctx context.Context, pgDump, url string, stop <-chan struct{}, dumps *atomic.Int64) error {
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -686,7 +693,7 @@ func dumpUntil(ctx context.Context, url string, stop <-chan struct{}, dumps *ato
 	}()
 	for dctx.Err() == nil {
 		var stderr strings.Builder
-		cmd := exec.CommandContext(dctx, pgDumpPath(), "--dbname", url, "--file", os.DevNull)
+		cmd := exec.CommandContext(dctx, pgDump, "--dbname", url, "--file", os.DevNull)
 		cmd.Stderr = &stderr
 		if err := cmd.Run(); err != nil {
 			if dctx.Err() != nil {
@@ -699,22 +706,40 @@ func dumpUntil(ctx context.Context, url string, stop <-chan struct{}, dumps *ato
 	return nil
 }
 
-// pgDumpPath is pg_dump on PATH, else the newest in Debian's
-// /usr/lib/postgresql/*/bin, else "".
-func pgDumpPath() string {
+// pgDumpFor is a pg_dump that can dump a server of major version major
+// (pg_dump refuses a server newer than itself): the first of the one
+// beside the server's binaries (BACKOFF_PG_BINDIR), pg_dump on PATH and
+// Debian's /usr/lib/postgresql/*/bin/pg_dump, newest first, whose version
+// is major or later; "" when there is none.
+func pgDumpFor(major int) string {
+	var found []string
+	if dir := os.Getenv("BACKOFF_PG_BINDIR"); dir != "" {
+		found = append(found, filepath.Join(dir, "pg_dump"))
+	}
 	if p, err := exec.LookPath("pg_dump"); err == nil {
-		return p
+		found = append(found, p)
 	}
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
-	if len(found) == 0 {
-		return ""
+	debian, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
+	slices.Reverse(debian)
+	for _, p := range append(found, debian...) {
+		if pgDumpMajor(p) >= major {
+			return p
+		}
 	}
-	slices.SortFunc(found, func(a, b string) int { return versionOfPath(b) - versionOfPath(a) })
-	return found[0]
+	return ""
 }
 
-// versionOfPath is the major version in /usr/lib/postgresql/NN/bin/...
-func versionOfPath(p string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(filepath.Dir(p))))
+// pgDumpMajor is the major version pg_dump at path prints ("pg_dump
+// (PostgreSQL) 15.18 (Debian …)"), 0 when it cannot be run.
+func pgDumpMajor(path string) int {
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 3 {
+		return 0
+	}
+	v, _ := strconv.Atoi(strings.SplitN(f[2], ".", 2)[0])
 	return v
 }

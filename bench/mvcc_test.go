@@ -87,7 +87,7 @@ func TestMVCCDriverSetupMaintenanceAndHold(t *testing.T) {
 	d := mvccDrivers()[1]
 	d.setup = []string{`CREATE TABLE public.mvcc_maintenance (at timestamptz NOT NULL)`}
 	d.maintenance = `INSERT INTO public.mvcc_maintenance VALUES (now())`
-	res, err := b.mvccRun(t.Context(), d, mvccHolds[2], 1)
+	res, err := b.mvccRun(t.Context(), d, mvccHolds[2], 1, "")
 	require.NoError(t, err, out.String())
 	require.GreaterOrEqual(t, res.maintained, int64(1))
 	require.Contains(t, out.String(), "maintenance calls")
