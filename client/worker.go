@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -128,6 +129,21 @@ type Worker struct {
 
 	mu       sync.Mutex
 	attempts map[int64]*attempt
+
+	// The idle Worker's look (look.go): lookOff once the schema turned out
+	// to have no backoff.next_work, lookFailed while looks fail (the
+	// maintenance loop's own), claims counts the claims that found jobs
+	// (busy or idle).
+	lookOff    atomic.Bool
+	lookFailed bool
+	claims     atomic.Int64
+	// newTicker makes the maintenance loop's tickers, newPollTicker the
+	// producers' polls, and stepped is called
+	// after each of its steps: a test drives the loop with them (nil: real
+	// tickers, nothing called).
+	newTicker     func(time.Duration) ticker
+	newPollTicker func(time.Duration) ticker // the producers' polls
+	stepped       func()
 }
 
 // ConnectionsNeeded is how many connections of its pool a Worker with this
