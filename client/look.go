@@ -38,11 +38,14 @@ func (w *Worker) lookOn() bool {
 }
 
 // lookEvery is the look's cadence: PollInterval bounds how late a job
-// starts, ScheduleInterval how late a slot fires.
+// starts, ScheduleInterval how late a slot fires, ReapInterval how late an
+// expired lease is reaped.
 func (w *Worker) lookEvery() time.Duration {
 	d := w.cfg.PollInterval
-	if w.cfg.ScheduleInterval > 0 && w.cfg.ScheduleInterval < d {
-		d = w.cfg.ScheduleInterval
+	for _, e := range []time.Duration{w.cfg.ScheduleInterval, w.cfg.ReapInterval} {
+		if e > 0 && e < d {
+			d = e
+		}
 	}
 	return d
 }

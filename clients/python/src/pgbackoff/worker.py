@@ -147,10 +147,9 @@ class Settings:
 
     def look_every(self) -> float:
         """The idle queues' look (docs/adr/0083): poll_interval bounds how
-        late a job starts, schedule_interval how late a slot fires."""
-        if self.schedule_interval is not None:
-            return min(self.poll_interval, self.schedule_interval)
-        return self.poll_interval
+        late a job starts, schedule_interval how late a slot fires,
+        reap_interval how late an expired lease is reaped."""
+        return min(e for e in (self.poll_interval, self.schedule_interval, self.reap_interval) if e is not None and e > 0)
 
     def registration_ttl(self) -> float:
         """How long a registration lasts: an idle producer renews it at a
