@@ -136,15 +136,12 @@ func (w *Worker) look(ctx context.Context) (work, bool) {
 }
 
 // lookAndDo makes one look and does what it found due; after a failed look
-// it does what the look would have decided (every parked producer claims,
-// schedules fire).
+// every producer claims, and the maintenance loop fires, reaps and rotates
+// at their own intervals until a look works again.
 func (w *Worker) lookAndDo(ctx context.Context, rotate *bool) {
 	found, ok := w.look(ctx)
 	if !ok {
 		w.wakeProducers()
-		if w.cfg.ScheduleInterval > 0 {
-			w.fireSchedules(ctx)
-		}
 		return
 	}
 	for _, q := range found.queues {

@@ -336,8 +336,9 @@ export class Worker {
 
   /**
    * lookAndDo makes one look (backoff.next_work) for the parked queues and
-   * does what it found due; after a failed look, what it would have
-   * decided: every producer claims, schedules fire.
+   * does what it found due; after a failed look every producer claims, and
+   * the loop fires, reaps and rotates at their own intervals until a look
+   * works.
    */
   private async lookAndDo(signal: AbortSignal): Promise<void> {
     const parked = this.producers.filter((p) => p.parked).map((p) => p.cfg.queue);
@@ -356,7 +357,6 @@ export class Worker {
           { err },
         );
         this.lookFailed = true;
-        if (this.scheduleIntervalMs > 0) await this.fireSchedules(signal);
       }
       for (const p of this.producers) p.wake();
       return;

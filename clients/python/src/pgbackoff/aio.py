@@ -715,8 +715,6 @@ class AsyncWorker:
             self._look_failed = True
             m.look_ok = False
             self._wake_all()
-            if s.schedule_interval is not None:
-                await self._fire_schedules()
             return
         self._look_failed = False
         m.look_ok = True

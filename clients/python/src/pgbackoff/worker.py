@@ -739,8 +739,8 @@ class Worker:
 
     def _look_and_do(self, m: _pacing.Maintenance) -> None:
         """One look (backoff.next_work) for the parked queues, and what it
-        found due; after a failed look, what it would have decided: every
-        producer claims, schedules fire."""
+        found due; after a failed look every producer claims, and the loop
+        fires, reaps and rotates at their own intervals until a look works."""
         s = self.settings
         parked = [p.queue.name for p in self.producers if p.parked]
         try:
@@ -758,8 +758,6 @@ class Worker:
             self._look_failed = True
             m.look_ok = False
             self._wake_all()
-            if s.schedule_interval is not None:
-                self._fire_schedules()
             return
         self._look_failed = False
         m.look_ok = True
