@@ -53,7 +53,7 @@ func (w *Worker) lookEvery() time.Duration {
 // work is what one look found due at the time it was made.
 type work struct {
 	queues                  []string // parked queues with a job to claim
-	fire, reap, rotate, any bool
+	fire, reap, rotate bool
 }
 
 // look asks backoff.next_work about the parked queues. It reports ok false
