@@ -52,7 +52,7 @@ func (w *Worker) lookEvery() time.Duration {
 
 // work is what one look found due at the time it was made.
 type work struct {
-	queues                  []string // parked queues with a job to claim
+	queues             []string // parked queues with a job to claim
 	fire, reap, rotate bool
 }
 
