@@ -382,3 +382,30 @@ def test_an_idle_worker_looks_once_for_all_its_queues(
         assert job_row(conn, job_id)["status"] == "pending", "not due yet"
         clock.advance(30)
         eventually(lambda: job_row(conn, job_id)["status"] == "completed", what="the job ran once due")
+
+
+def test_an_idle_worker_runs_a_retry_once_its_backoff_ends(
+    pool: ConnectionPool, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/adr/0083: no statement announces a retry whose backoff ends;
+    the parked queue's look finds it once the clock reaches it, not
+    before."""
+    attempts: list[dt.datetime] = []
+
+    def handle(job: Job, ctx: Context) -> None:
+        attempts.append(clock())
+        if len(attempts) == 1:
+            raise pgbackoff.RetryAfter("downstream 503", 10)
+
+    worker = Worker(pool, [Queue("idle-retry", handle, concurrency=1)], poll_interval=0.05, now=clock)
+    counts = idle_calls(monkeypatch, worker.client)
+    with running(worker):
+        eventually(lambda: worker.listening and all(p.parked for p in worker.producers), what="the producer parked")
+        job_id = Client(pool, now=clock).enqueue("idle-retry", {})
+        eventually(lambda: job_row(conn, job_id)["status"] == "retrying", what="the first attempt failed")
+        looked = counts["next_work"]
+        eventually(lambda: counts["next_work"] >= looked + 3, what="three looks")
+        assert len(attempts) == 1, "the retry is not due yet"
+        clock.advance(10)
+        eventually(lambda: job_row(conn, job_id)["status"] == "completed", what="the retry ran once due")
+    assert len(attempts) == 2

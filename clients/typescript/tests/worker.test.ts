@@ -536,4 +536,52 @@ describe("Worker", () => {
       await counted.end();
     }
   });
+
+  test("an idle worker runs a retry once its backoff ends, found by the look", opts, async () => {
+    // docs/adr/0083: no statement announces a retry whose backoff ends; the
+    // parked queue's look finds it once the clock reaches it, not before.
+    const counted = newPool(12);
+    let looks = 0;
+    const query = counted.query.bind(counted) as (...args: unknown[]) => unknown;
+    (counted as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      if (typeof args[0] === "string" && args[0].includes("backoff.next_work(")) looks++;
+      return query(...args);
+    };
+    const clock = new TestClock();
+    const q = queueName("idle-retry");
+    let attempts = 0;
+    const w = start(
+      {
+        queues: [
+          {
+            queue: q,
+            concurrency: 1,
+            handler: async () => {
+              attempts++;
+              if (attempts === 1) throw new RetryAfterError(10_000, new Error("downstream 503"));
+            },
+          },
+        ],
+        pollIntervalMs: 50,
+        now: clock.now,
+      },
+      counted,
+    );
+    const inside = w.worker as unknown as { producers: { parked: boolean }[]; notifier?: { listening: boolean } };
+    try {
+      await until(() => inside.notifier?.listening === true && inside.producers.length === 1 && inside.producers.every((p) => p.parked), 10_000, "the producer parked");
+      const c = await connect(pool, { now: clock.now });
+      const id = await c.enqueue(q, {});
+      await until(async () => (await readJob(pool, id)).status === "retrying", 10_000, "the first attempt failed");
+      const seen = looks;
+      await until(() => looks >= seen + 3, 10_000, "three looks");
+      assert.equal(attempts, 1, "the retry is not due yet");
+      clock.advance(10_000);
+      await until(async () => (await readJob(pool, id)).status === "completed", 10_000, "the retry ran once due");
+      assert.equal(attempts, 2);
+    } finally {
+      await w.stop();
+      await counted.end();
+    }
+  });
 });
