@@ -127,7 +127,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 3*time.Minute, 30*time.Second
 		c.WakeupSamples = 100
 		c.LanguageJobs = 10_000
-		c.IdleWarmup, c.IdleWindow = 10*time.Second, time.Minute
+		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
 		c.Trim = true
@@ -145,7 +145,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 10*time.Minute, time.Minute
 		c.WakeupSamples = 300
 		c.LanguageJobs = 40_000
-		c.IdleWarmup, c.IdleWindow = 10*time.Second, time.Minute
+		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
 	case "test":

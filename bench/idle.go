@@ -27,6 +27,12 @@ const (
 // process each) alone on a fresh database, serving 10 empty queues that
 // 100 hourly schedules, none due within the run, point at, with the
 // default intervals (poll, reap and rotate, fire_schedules, LISTEN), and
+// idleWarmup is the wait before the idle window: longer than the 10 s a
+// PostgreSQL backend that went idle may hold its statistics before it
+// reports them (PGSTAT_IDLE_INTERVAL), so that the start-up's claims of an
+// idle Worker's connections, reported late, do not count in the window.
+const idleWarmup = 15 * time.Second
+
 // counts what it sends over IdleWindow after IdleWarmup:
 //
 //   - statements per second: the database's xact_commit + xact_rollback

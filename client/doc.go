@@ -38,10 +38,14 @@
 // Run claims jobs in batches into free handler slots (a finished handler
 // frees a slot and triggers the next claim), runs up to Concurrency
 // handlers, and reaps expired leases of crashed workers (safe from many
-// workers). A queue found empty is polled every PollInterval (retries coming
-// due) and woken at once by LISTEN/NOTIFY: the worker registers that it
-// waits for the queue, and only then does backoff.enqueue notify, so a busy
-// system takes no notify lock (docs/adr/0027).
+// workers). A queue found empty is woken at once by LISTEN/NOTIFY: the
+// worker registers that it waits for the queue, and only then does
+// backoff.enqueue notify, so a busy system takes no notify lock
+// (docs/adr/0027). Jobs that come due later (retries, run_at ahead,
+// snoozes) are found by the worker's one look, backoff.next_work, made every
+// PollInterval for all its idle queues at once: an idle Worker sends about
+// one statement a second, whatever the number of its queues
+// (docs/adr/0083).
 //
 // # Several queues, one worker
 //

@@ -60,6 +60,12 @@ type producer struct {
 	// queue with a token, so claim once more; lookedAgain: that was done
 	// since the last claim that found jobs.
 	lookAgain, lookedAgain bool
+	// drained: the last claim found the queue drained (nothing due, no
+	// controls holding it); parked: drained and waiting for the Worker's
+	// look, a notification or a freed slot instead of its own poll
+	// (look.go), read by the look to know which queues to ask about.
+	drained bool
+	parked  atomic.Bool
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -67,7 +73,11 @@ func newProducer(w *Worker, cfg QueueConfig) *producer {
 }
 
 func (p *producer) run(ctx context.Context) {
-	poll := time.NewTicker(p.w.cfg.PollInterval)
+	newTicker := p.w.newPollTicker
+	if newTicker == nil {
+		newTicker = realTicker
+	}
+	poll := newTicker(p.w.cfg.PollInterval)
 	defer poll.Stop()
 	defer p.release()
 	empty := false // the queue had nothing due at the last look
@@ -83,6 +93,7 @@ func (p *producer) run(ctx context.Context) {
 		}
 		if free := p.cfg.Concurrency - int(p.inflight.Load()); free > 0 && !empty {
 			want := min(free, p.cfg.BatchSize)
+			p.drained = false
 			n, err := p.claim(ctx, want)
 			if n == 0 {
 				p.streak = 0
@@ -108,6 +119,7 @@ func (p *producer) run(ctx context.Context) {
 					// still registered: wait for the next notification
 					// instead of a claim that would find nothing.
 					empty = true
+					p.drained = true
 					break
 				}
 				continue
@@ -126,17 +138,26 @@ func (p *producer) run(ctx context.Context) {
 				continue
 			default:
 				empty = true
+				p.drained = true
 			}
 		}
 		var timer <-chan time.Time
 		if p.hold != nil {
 			timer = p.hold.C
 		}
+		// A drained queue leaves its poll to the Worker's look, which
+		// wakes it when a job comes due (and renews its registration).
+		pollC := poll.C
+		parked := empty && p.drained && p.w.lookOn()
+		if parked {
+			pollC = nil
+		}
+		p.parked.Store(parked)
 		select {
 		case <-ctx.Done():
 		case <-p.wake:
 			empty = false
-		case <-poll.C:
+		case <-pollC:
 			empty = false
 			p.awaitProbe = false
 			if p.idle {
@@ -162,6 +183,7 @@ func (p *producer) run(ctx context.Context) {
 			p.release()
 			empty = false
 		}
+		p.parked.Store(false)
 	}
 }
 
@@ -285,6 +307,9 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	jobs, err := p.w.c.Claim(cctx, p.cfg.Queue, n, p.cfg.Lease)
 	if err != nil {
 		return 0, err
+	}
+	if len(jobs) > 0 {
+		p.w.claims.Add(1)
 	}
 	for i := range jobs {
 		p.w.start(ctx, p, jobs[i])

@@ -9,15 +9,21 @@ import (
 )
 
 // maintain is the worker's maintenance loop: it reaps expired leases and
-// rotates the job segments every ReapInterval, and fires due schedules
-// every ScheduleInterval, one call at a time, so that all share one
-// connection of the pool and no leader is needed (backoff.reap,
-// backoff.rotate and backoff.fire_schedules are safe to run from many
-// workers at once). Each runs once at start: a worker restarted after a
-// crash frees what its predecessor stranded, and fires what came due while
-// none ran, without waiting an interval.
+// rotates the job segments, fires due schedules and makes the idle queues'
+// one look (look.go), one call at a time, so that all share one connection
+// of the pool and no leader is needed (backoff.reap, backoff.rotate and
+// backoff.fire_schedules are safe to run from many workers at once). Each
+// runs once at start: a worker restarted after a crash frees what its
+// predecessor stranded, and fires what came due while none ran, without
+// waiting an interval.
+//
+// Every ReapInterval while jobs flow it reaps and rotates, as the segments
+// need under load; idle, the look calls each only when it has work, and
+// all three run once every idleMaintenanceInterval. Without the look (a
+// schema before next_work, or a look that failed) each runs at its own
+// interval.
 func (w *Worker) maintain(ctx context.Context) {
-	var reapC, fireC <-chan time.Time
+	var reapC, fireC, lookC <-chan time.Time
 	rotate := true // until the schema turns out to have no backoff.rotate
 	reapAndRotate := func() {
 		w.reap(ctx)
@@ -25,26 +31,64 @@ func (w *Worker) maintain(ctx context.Context) {
 			rotate = w.rotate(ctx)
 		}
 	}
+	newTicker := w.newTicker
+	if newTicker == nil {
+		newTicker = realTicker
+	}
 	if w.cfg.ReapInterval > 0 {
-		t := time.NewTicker(w.cfg.ReapInterval)
+		t := newTicker(w.cfg.ReapInterval)
 		defer t.Stop()
 		reapC = t.C
 		reapAndRotate()
 	}
 	if w.cfg.ScheduleInterval > 0 {
-		t := time.NewTicker(w.cfg.ScheduleInterval)
+		t := newTicker(w.cfg.ScheduleInterval)
 		defer t.Stop()
 		fireC = t.C
 		w.fireSchedules(ctx)
+	}
+	{
+		t := newTicker(w.lookEvery())
+		defer t.Stop()
+		lookC = t.C
+	}
+	lastFull := w.c.clock() // the last reap, rotate and fire not asked for by a look
+	lastClaims := w.claims.Load()
+	if w.stepped != nil {
+		w.stepped() // the loop is ready for its first tick
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reapC:
-			reapAndRotate()
+			if w.busy(&lastClaims) || !w.lookOn() || w.lookFailed {
+				reapAndRotate()
+				lastFull = w.c.clock()
+			}
 		case <-fireC:
-			w.fireSchedules(ctx)
+			if !w.lookOn() || w.lookFailed {
+				w.fireSchedules(ctx)
+			}
+		case <-lookC:
+			if !w.lookOn() {
+				break
+			}
+			w.lookAndDo(ctx, &rotate)
+			if w.c.clock().Sub(lastFull) >= idleMaintenanceInterval {
+				// Idle or not: the maintenance's timestamps stay fresh for
+				// backoff.liveness, and rotate names this worker to it.
+				if w.cfg.ReapInterval > 0 {
+					reapAndRotate()
+				}
+				if w.cfg.ScheduleInterval > 0 {
+					w.fireSchedules(ctx)
+				}
+				lastFull = w.c.clock()
+			}
+		}
+		if w.stepped != nil {
+			w.stepped()
 		}
 	}
 }

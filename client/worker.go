@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,20 +86,30 @@ type WorkerConfig struct {
 	// one LISTEN connection, one reaper and one batched completer.
 	Queues []QueueConfig
 
-	// PollInterval is how often an idle queue is looked at when no
-	// notification woke it: retries coming due, a missed wake-up
-	// (default 1s). It bounds how late a job can start.
+	// PollInterval is how often the worker looks at its idle queues when no
+	// notification woke them: retries coming due, jobs whose run_at has
+	// come, a missed wake-up (default 1s). It bounds how late a job can
+	// start. One look (backoff.next_work) covers every idle queue, the
+	// schedules and the leases (docs/adr/0083); without a maintenance loop
+	// (ReapInterval and ScheduleInterval negative) each idle queue polls
+	// with a claim of its own.
 	PollInterval time.Duration
 	// ReapInterval is how often this worker reaps expired leases and
 	// rotates the segments the live jobs are stored in (backoff.rotate,
-	// docs/adr/0061) (default 5s; negative: never, when something else runs
-	// backoff.reap and backoff.rotate, e.g. backoffctl cron install).
+	// docs/adr/0061) while jobs flow (default 5s; negative: never, when
+	// something else runs backoff.reap and backoff.rotate, e.g. backoffctl
+	// cron install). Idle, the look reaps when a lease has expired and
+	// rotates when a segment has rows to move, and both run once every
+	// 30s; the look runs at least every ReapInterval, so an expired lease
+	// is reaped within it.
 	ReapInterval time.Duration
-	// ScheduleInterval is how often this worker fires the periodic jobs
+	// ScheduleInterval bounds how late this worker fires a periodic job
 	// that came due (backoff.fire_schedules, docs/schedules.md; default 1s;
-	// negative: never, when pg_cron or another process fires them). Any
-	// number of workers may fire: each slot is enqueued once. It bounds how
-	// late a slot's job is enqueued. It shares the reaper's connection.
+	// negative: never, when pg_cron or another process fires them): the
+	// look runs at least that often and fires when a slot is due (and once
+	// every 30s, which keeps backoff.liveness's fire time fresh). Any
+	// number of workers may fire: each slot is enqueued once. It shares the
+	// reaper's connection.
 	ScheduleInterval time.Duration
 	// ShutdownTimeout is how long shutdown waits for running handlers
 	// before cancelling them (default 30s). See Run.
@@ -128,6 +139,21 @@ type Worker struct {
 
 	mu       sync.Mutex
 	attempts map[int64]*attempt
+
+	// The idle Worker's look (look.go): lookOff once the schema turned out
+	// to have no backoff.next_work, lookFailed while looks fail (the
+	// maintenance loop's own), claims counts the claims that found jobs
+	// (busy or idle).
+	lookOff    atomic.Bool
+	lookFailed bool
+	claims     atomic.Int64
+	// newTicker makes the maintenance loop's tickers, newPollTicker the
+	// producers' polls, and stepped is called
+	// after each of its steps: a test drives the loop with them (nil: real
+	// tickers, nothing called).
+	newTicker     func(time.Duration) ticker
+	newPollTicker func(time.Duration) ticker // the producers' polls
+	stepped       func()
 }
 
 // ConnectionsNeeded is how many connections of its pool a Worker with this

@@ -85,6 +85,11 @@ var Rules = map[string][]Rule{
 	// (enqueue reads it there); NOTIFY itself does not cross the router.
 	"wait_for_jobs": {{Kind: ByQueue, Arg: "p_queue"}},
 	"stop_waiting":  {{Kind: ByQueue, Arg: "p_queue"}},
+	// An idle worker's one look (docs/adr/0083): each shard answers for
+	// its part of the queues, its schedules, leases and segments, and
+	// renews the registrations it holds; the worker takes the earliest
+	// time of each kind and queue.
+	"next_work": {{Kind: AllUnion}},
 
 	// Operators.
 	"cancel": {{Kind: ByJob, Arg: "p_job_id"}},

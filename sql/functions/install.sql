@@ -76,6 +76,7 @@
 {{ template "prune.sql" . }}
 {{ template "stats.sql" . }}
 {{ template "queue_state.sql" . }}
+{{ template "next_work.sql" . }}
 {{ template "overview.sql" . }}
 {{ template "workers.sql" . }}
 {{ template "activity.sql" . }}

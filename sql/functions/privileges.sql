@@ -21,7 +21,7 @@ BEGIN
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap', 'rotate', 'maintain',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
-                       'wait_for_jobs', 'stop_waiting', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
+                       'wait_for_jobs', 'stop_waiting', 'next_work', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
                        'fire_schedules', 'schedule_fires', 'policy_list', 'job_output', 'parent_outputs',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))

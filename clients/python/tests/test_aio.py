@@ -279,3 +279,53 @@ def test_async_worker_fires_due_schedules(db_url: str, clock: FakeClock, conn: p
         assert clock() - dt.timedelta(hours=1) < row[1] <= clock()
 
     with_pool(db_url, body)
+
+
+def test_async_idle_worker_looks_once_for_all_its_queues(
+    db_url: str, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AsyncWorker, as the threaded Worker (docs/adr/0083): parked queues,
+    one look a poll interval, no claim and no queue_state while idle, and a
+    job due later started by the first look after it is due."""
+    from test_worker import IDLE_CALLS, idle_calls
+
+    async def body(pool: AsyncConnectionPool) -> None:
+        queues = [f"aidle-{i}" for i in range(5)]
+
+        async def handle(job: Job, ctx: Context) -> None:
+            pass
+
+        worker = AsyncWorker(pool, [Queue(q, handle, concurrency=1) for q in queues], poll_interval=0.05, now=clock)
+        counts = idle_calls(monkeypatch, worker.client)
+        run = asyncio.create_task(worker.run())
+
+        async def looks(n: int) -> None:
+            async def done() -> bool:
+                return counts["next_work"] >= n
+
+            await until(done, what=f"{n} looks")
+
+        async def parked() -> bool:
+            return worker.listening and all(p.parked for p in worker.producers)
+
+        await until(parked, what="every producer parked")
+        await looks(counts["next_work"] + 2)
+        before = dict(counts)
+        await looks(before["next_work"] + 20)
+        during = {n: counts[n] - before[n] for n in IDLE_CALLS}
+        assert during["claim"] == 0 and during["queue_state"] == 0, during
+        assert sum(during.values()) <= 2 * during["next_work"], during
+
+        job_id = await AsyncClient(pool, now=clock).enqueue("aidle-3", {}, run_at=clock() + dt.timedelta(seconds=30))
+        await looks(counts["next_work"] + 3)
+        assert job_row(conn, job_id)["status"] == "pending", "not due yet"
+        clock.advance(30)
+
+        async def completed() -> bool:
+            return bool(job_row(conn, job_id)["status"] == "completed")
+
+        await until(completed, what="the job ran once due")
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+
+    with_pool(db_url, body)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-from pgbackoff._pacing import FREED, POLL, SETTLED, WAKE, Maintenance, Pacer
+from pgbackoff._pacing import FREED, IDLE_MAINTENANCE, POLL, SETTLED, WAKE, Maintenance, Pacer
 from pgbackoff.types import QueueState
 
 T0 = dt.datetime(2030, 1, 1, tzinfo=dt.timezone.utc)
@@ -81,3 +81,39 @@ def test_maintenance_fires_at_start_and_reaps_every_interval() -> None:
     only_reap = Maintenance(5.0, None, 0.0)
     assert only_reap.due() == 5.0 and not only_reap.fire_due(100.0)
     assert not Maintenance(0.0, None, 0.0).reap_due(100.0)
+
+
+def test_a_drained_queue_parks_only_while_the_look_runs() -> None:
+    """docs/adr/0083: a claim that found nothing, registered and without
+    controls, parks the producer; a wake-up, a hold or a failed claim does
+    not leave it parked."""
+    p = Pacer(batch_size=1)
+    st = state()
+    assert p.found_none(st, listening=True, read_mono=time.monotonic(), read_clock=None).register
+    assert not p.found_none(st, listening=True, read_mono=time.monotonic(), read_clock=None).again
+    assert p.parked(True) and not p.parked(False)
+    p.signalled({WAKE})
+    assert not p.parked(True) and p.want(1, None) == 1
+    p.failed()
+    assert not p.parked(True), "a failed claim polls"
+    held = Pacer(batch_size=1)
+    held.found_none(state(rate=1.0, burst=1, tokens=0.0, next_claim_at=T0 + dt.timedelta(seconds=5)), listening=True, read_mono=time.monotonic(), read_clock=None)
+    assert not held.parked(True), "a held queue waits for its timer"
+
+
+def test_maintenance_with_the_look() -> None:
+    """With the look on: fire_schedules at start, then left to the look;
+    reap and rotate at their interval only while busy; all three every
+    IDLE_MAINTENANCE; a failed look brings the intervals of old back."""
+    m = Maintenance(5.0, 1.0, 100.0, look_every=1.0)
+    assert m.fire_due(100.0)
+    m.fired(100.0)
+    assert m.look_due(101.0) and not m.fire_due(101.0), "the look covers the schedules"
+    m.looked(101.0)
+    assert not m.reap_due(105.0, busy=False) and m.next_reap == 110.0, "idle: no reap at its interval"
+    assert m.reap_due(110.0, busy=True)
+    assert not m.full_due(100.0 + IDLE_MAINTENANCE - 1) and m.full_due(100.0 + IDLE_MAINTENANCE)
+    m.look_ok = False
+    assert m.fire_due(200.0) and m.reap_due(200.0, busy=False)
+    m.look_off()
+    assert not m.look_due(1e9) and not m.full_due(1e9)

@@ -324,20 +324,88 @@ def test_worker_fires_due_schedules(pool: ConnectionPool, clock: FakeClock, conn
 
 
 def test_worker_with_schedules_off_fires_nothing(pool: ConnectionPool, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    """schedule_interval=None: the maintenance loop reaps but never fires
-    (a fire would come first, at start, before the first reap)."""
+    """schedule_interval=None: the maintenance loop looks (and would reap)
+    but never fires, though its looks see the slot due (a fire would come
+    first, at start, before the first look)."""
     put_due_schedule(conn, "tick", "ticks", clock)
-    worker = Worker(pool, [Queue("ticks", lambda job, ctx: None)], reap_interval=0.02, schedule_interval=None, listen=False, now=clock)
-    reaps = 0
-    reap = worker.client.reap
-
-    def counted() -> int:
-        nonlocal reaps
-        reaps += 1
-        return reap()
-
-    monkeypatch.setattr(worker.client, "reap", counted)
+    worker = Worker(pool, [Queue("ticks", lambda job, ctx: None)], poll_interval=0.02, reap_interval=0.02, schedule_interval=None, listen=False, now=clock)
+    counts = idle_calls(monkeypatch, worker.client)
     with running(worker):
-        eventually(lambda: reaps >= 2, what="two reaps")
+        eventually(lambda: counts["next_work"] >= 2, what="two looks")
+    assert counts["fire_schedules"] == 0
     assert scheduled_jobs(conn, "tick") == []
     assert pgbackoff.Client(pool, now=clock).fire_schedules()[0].schedule == "tick", "the slot was due all along"
+
+
+#: The calls an idle worker could send, counted by idle_calls.
+IDLE_CALLS = ("claim", "queue_state", "next_work", "reap", "rotate", "fire_schedules", "wait_for_jobs")
+
+
+def idle_calls(monkeypatch: pytest.MonkeyPatch, client: Any) -> dict[str, int]:
+    """Count the worker's client calls by name (Client or AsyncClient)."""
+    counts = {n: 0 for n in IDLE_CALLS}
+    for name in IDLE_CALLS:
+        call = getattr(client, name)
+
+        def counted(*args: Any, _name: str = name, _call: Any = call, **kwargs: Any) -> Any:
+            counts[_name] += 1
+            return _call(*args, **kwargs)
+
+        monkeypatch.setattr(client, name, counted)
+    return counts
+
+
+def test_an_idle_worker_looks_once_for_all_its_queues(
+    pool: ConnectionPool, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/adr/0083: drained queues park, and one backoff.next_work a poll
+    interval stands for their claims and state reads: no claim, no
+    queue_state, at most 2 calls a look. A job due later is not claimed
+    before the clock reaches it, and the first look after starts it."""
+    queues = [f"idle-{i}" for i in range(5)]
+    worker = Worker(pool, [Queue(q, lambda job, ctx: None, concurrency=1) for q in queues], poll_interval=0.05, now=clock)
+    counts = idle_calls(monkeypatch, worker.client)
+    with running(worker):
+        eventually(lambda: worker.listening, what="listening")
+        eventually(lambda: all(p.parked for p in worker.producers), what="every producer parked")
+        settled = counts["next_work"]
+        eventually(lambda: counts["next_work"] >= settled + 2, what="two looks")
+        before = dict(counts)
+        eventually(lambda: counts["next_work"] >= before["next_work"] + 20, what="20 looks")
+        during = {n: counts[n] - before[n] for n in IDLE_CALLS}
+        assert during["claim"] == 0 and during["queue_state"] == 0, during
+        assert sum(during.values()) <= 2 * during["next_work"], during
+
+        job_id = Client(pool, now=clock).enqueue("idle-3", {}, run_at=clock() + dt.timedelta(seconds=30))
+        looked = counts["next_work"]
+        eventually(lambda: counts["next_work"] >= looked + 3, what="three looks")
+        assert job_row(conn, job_id)["status"] == "pending", "not due yet"
+        clock.advance(30)
+        eventually(lambda: job_row(conn, job_id)["status"] == "completed", what="the job ran once due")
+
+
+def test_an_idle_worker_runs_a_retry_once_its_backoff_ends(
+    pool: ConnectionPool, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/adr/0083: no statement announces a retry whose backoff ends;
+    the parked queue's look finds it once the clock reaches it, not
+    before."""
+    attempts: list[dt.datetime] = []
+
+    def handle(job: Job, ctx: Context) -> None:
+        attempts.append(clock())
+        if len(attempts) == 1:
+            raise pgbackoff.RetryAfter("downstream 503", 10)
+
+    worker = Worker(pool, [Queue("idle-retry", handle, concurrency=1)], poll_interval=0.05, now=clock)
+    counts = idle_calls(monkeypatch, worker.client)
+    with running(worker):
+        eventually(lambda: worker.listening and all(p.parked for p in worker.producers), what="the producer parked")
+        job_id = Client(pool, now=clock).enqueue("idle-retry", {})
+        eventually(lambda: job_row(conn, job_id)["status"] == "retrying", what="the first attempt failed")
+        looked = counts["next_work"]
+        eventually(lambda: counts["next_work"] >= looked + 3, what="three looks")
+        assert len(attempts) == 1, "the retry is not due yet"
+        clock.advance(10)
+        eventually(lambda: job_row(conn, job_id)["status"] == "completed", what="the retry ran once due")
+    assert len(attempts) == 2

@@ -12,6 +12,13 @@
 // once more, and sleeps until a notification, a reaped lease or the poll
 // interval wakes it. Two claims in a row that find jobs end the
 // registration (backoff.stop_waiting).
+//
+// A queue found drained (idle, nothing holding it) parks while the
+// Worker's look runs (docs/adr/0083): it leaves its poll to the Worker,
+// which asks backoff.next_work about every parked queue at once each poll
+// interval and wakes those with a job due (and renews their
+// registrations), so an idle Worker costs one statement a poll interval,
+// not two per queue.
 
 import type { Client } from "./sql.js";
 import type { Notifier } from "./notifier.js";
@@ -31,6 +38,10 @@ export interface ProducerHost {
   log: Logger;
   notifier: Notifier;
   pollIntervalMs: number;
+  /** lookOn: the Worker's look runs, so a drained queue may park. */
+  lookOn(): boolean;
+  /** claimed: a claim found jobs (the Worker is busy). */
+  claimed(): void;
   /** start runs a claimed job's handler. */
   start(p: Producer, job: Job): void;
 }
@@ -57,6 +68,10 @@ export class Producer {
   // once more before calling it idle (lookedAgain: done since the last find).
   private lookAgain = false;
   private lookedAgain = false;
+  // The last claim found the queue drained; parked: drained and waiting
+  // for the Worker's look, a notification or a freed slot, not its poll.
+  private drained = false;
+  parked = false;
   private events = { wake: false, freed: false, settled: false };
   private waiter: (() => void) | undefined;
 
@@ -116,6 +131,7 @@ export class Producer {
           const want = Math.min(free, batchSize);
           let n = 0;
           let failed = false;
+          this.drained = false;
           try {
             n = await this.claim(want);
           } catch (err) {
@@ -135,6 +151,7 @@ export class Producer {
             }
             if (n < want && this.trickle()) {
               empty = true; // took all that was due; the next enqueue notifies
+              this.drained = true;
             } else {
               continue;
             }
@@ -151,16 +168,24 @@ export class Producer {
             continue;
           } else {
             empty = true;
+            this.drained = true;
           }
         }
 
-        await this.waitUntil(Math.min(nextPoll, this.holdTimerAt ?? Infinity), signal);
+        // A drained queue leaves its poll to the Worker's look, which wakes
+        // it when a job comes due and renews its registration.
+        const parked = empty && this.drained && this.holdUntil === undefined && !this.awaitProbe && this.host.lookOn();
+        this.parked = parked;
+        await this.waitUntil(parked ? Infinity : Math.min(nextPoll, this.holdTimerAt ?? Infinity), signal);
+        this.parked = false;
         if (signal.aborted) break;
         const now = Date.now();
         const ev = this.events;
         this.events = { wake: false, freed: false, settled: false };
         if (ev.wake) empty = false;
-        if (now >= nextPoll) {
+        if (parked) {
+          nextPoll = now + pollIntervalMs;
+        } else if (now >= nextPoll) {
           nextPoll = now + pollIntervalMs;
           empty = false;
           this.awaitProbe = false;
@@ -205,6 +230,7 @@ export class Producer {
   /** claim takes up to n jobs and starts a handler for each; it returns how many. */
   private async claim(n: number): Promise<number> {
     const jobs = await this.host.client.claim(this.cfg.queue, n, this.cfg.leaseMs);
+    if (jobs.length > 0) this.host.claimed();
     for (const job of jobs) this.host.start(this, job);
     return jobs.length;
   }

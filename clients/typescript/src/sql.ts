@@ -464,6 +464,29 @@ export class Client {
     )[0]?.until;
   }
 
+  /**
+   * nextWork is the idle worker's one look (backoff.next_work,
+   * docs/adr/0083): for each kind of work (queue, one row per queue: a claim
+   * can return a job; schedules; reap; rotate) whether it is due now, on
+   * the clock the look used. With register, this worker's wake-up
+   * registrations of the queues are renewed when they expire within a
+   * third of ttlMs.
+   */
+  async nextWork(queues: string[], register: boolean, ttlMs: number): Promise<{ kind: string; queue: string; due: boolean }[]> {
+    const op = `look for work in ${queues.length} idle queues`;
+    const args: Arg[] = [["p_queues", "text[]", queues]];
+    if (register) args.push(["p_worker", "text", this.workerId], ["p_ttl", "interval", interval(op, ttlMs)]);
+    const [sql, values] = this.fn("next_work", args);
+    // Due is decided against the time the look used (this clock, else the
+    // database's): a skew between the two delays nothing.
+    const rows = await this.run(
+      op,
+      `SELECT kind, coalesce(queue, '') AS queue, coalesce(at <= coalesce($${values.length}::timestamptz, statement_timestamp()), false) AS due FROM ${sql}`,
+      values,
+    );
+    return rows.map((r) => ({ kind: r.kind, queue: r.queue, due: r.due === true }));
+  }
+
   /** stopWaiting ends this worker's registration for queue; it reports whether one existed. */
   async stopWaiting(queue: string): Promise<boolean> {
     const op = `stop waiting on ${JSON.stringify(queue)}`;

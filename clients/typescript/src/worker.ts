@@ -8,7 +8,7 @@
 import type pg from "pg";
 
 import { Completer, confirmCompletions } from "./completer.js";
-import { InvalidArgumentError, InvalidTransitionError, JobNotFoundError, StaleAttemptError, transient } from "./errors.js";
+import { InvalidArgumentError, InvalidTransitionError, JobNotFoundError, StaleAttemptError, sqlState, transient } from "./errors.js";
 import { Notifier } from "./notifier.js";
 import {
   LeaseExpiredError,
@@ -100,6 +100,13 @@ interface Attempt {
   controller: AbortController;
 }
 
+/**
+ * How often an idle Worker reaps, rotates and fires schedules when no look
+ * asked for it (docs/adr/0083): under backoff.liveness's minute for the
+ * workers it sees.
+ */
+export const IDLE_MAINTENANCE_MS = 30_000;
+
 /** How many times a settle call is made in all while it fails with a transient error. */
 const SETTLE_TRIES = 6;
 
@@ -123,6 +130,12 @@ export class Worker {
   private completer!: Completer;
   private notifier!: Notifier;
   private producers: Producer[] = [];
+  // The idle queues' look (docs/adr/0083): on while the maintenance loop
+  // runs and the schema has backoff.next_work; lookFailed while looks fail;
+  // claims counts the claims that found jobs (busy or idle).
+  private lookOn = false;
+  private lookFailed = false;
+  private claims = 0;
 
   /**
    * The pool serves the calls and lends the worker one connection for
@@ -203,6 +216,10 @@ export class Worker {
       log,
       notifier: this.notifier,
       pollIntervalMs: this.pollIntervalMs,
+      lookOn: () => this.lookOn,
+      claimed: () => {
+        this.claims++;
+      },
       start: (p: Producer, job: Job) => this.start(p, job),
     };
     this.producers = this.queues.map((q) => new Producer(host, settingsOf(q)));
@@ -210,7 +227,8 @@ export class Worker {
     const background = new AbortController();
     const loops: Promise<void>[] = [];
     if (!this.cfg.disableListen) loops.push(this.notifier.listen(background.signal));
-    if (this.reapIntervalMs > 0 || this.scheduleIntervalMs > 0) loops.push(this.maintain(background.signal));
+    this.lookOn = this.reapIntervalMs > 0 || this.scheduleIntervalMs > 0;
+    if (this.lookOn) loops.push(this.maintain(background.signal));
     log.info("worker started", { worker: this.client.workerId, queues: this.queues.map((q) => q.queue) });
 
     await Promise.all(this.producers.map((p) => p.run(signal)));
@@ -256,28 +274,101 @@ export class Worker {
   }
 
   /**
-   * maintain reaps and rotates every reapIntervalMs and fires due schedules
-   * every scheduleIntervalMs (the first time at start: what came due while no
-   * worker ran fires now), one call at a time on one connection, as the Go
-   * Worker does; every call is safe from many workers at once, so no leader
-   * is needed.
+   * maintain fires due schedules at start, then makes the idle queues' look
+   * every pollIntervalMs (or scheduleIntervalMs or reapIntervalMs, the
+   * shortest; docs/adr/0083): it wakes the parked producers whose queue has a job due
+   * and fires, reaps and rotates only when each has work. Reap and rotate
+   * keep their reapIntervalMs while jobs flow (rotate keeps the live
+   * segments small under load); idle, they and fireSchedules run once every
+   * IDLE_MAINTENANCE_MS, which keeps backoff.liveness seeing the worker.
+   * One call at a time on one connection, as the Go Worker does; every call
+   * is safe from many workers at once, so no leader is needed. Without the
+   * look (a schema before next_work, a look that failed) each runs at its
+   * own interval.
    */
   private async maintain(signal: AbortSignal): Promise<void> {
     const start = Date.now();
+    // PollInterval bounds how late a job starts, scheduleIntervalMs how late
+    // a slot fires, reapIntervalMs how late an expired lease is reaped.
+    const lookEvery = Math.min(
+      this.pollIntervalMs,
+      this.scheduleIntervalMs > 0 ? this.scheduleIntervalMs : Infinity,
+      this.reapIntervalMs > 0 ? this.reapIntervalMs : Infinity,
+    );
     let nextReap = this.reapIntervalMs > 0 ? start + this.reapIntervalMs : Infinity;
     let nextFire = this.scheduleIntervalMs > 0 ? start : Infinity;
+    let nextLook = start + lookEvery;
+    let fireAtStart = this.scheduleIntervalMs > 0;
+    let lastFull = start;
+    let claims = this.claims;
     while (!signal.aborted) {
-      await sleep(Math.min(nextReap, nextFire) - Date.now(), signal);
+      await sleep(Math.min(nextReap, nextFire, this.lookOn ? nextLook : Infinity) - Date.now(), signal);
       if (signal.aborted) return;
       const now = Date.now();
+      const covered = this.lookOn && !this.lookFailed; // the look decides
       if (now >= nextFire) {
-        await this.fireSchedules(signal);
+        if (fireAtStart || !covered) await this.fireSchedules(signal);
+        fireAtStart = false;
         nextFire = Math.max(nextFire + this.scheduleIntervalMs, Date.now());
       }
       if (now >= nextReap) {
-        await this.reap(signal);
+        const busy = this.claims !== claims || this.producers.some((p) => p.inflight > 0);
+        claims = this.claims;
+        if (busy || !covered) {
+          await this.reap(signal);
+          lastFull = Date.now();
+        }
         nextReap = Math.max(nextReap + this.reapIntervalMs, Date.now());
       }
+      if (this.lookOn && now >= nextLook) {
+        await this.lookAndDo(signal);
+        nextLook = Math.max(nextLook + lookEvery, Date.now());
+        if (this.lookOn && now - lastFull >= IDLE_MAINTENANCE_MS) {
+          // Idle or not: backoff.liveness sees the maintenance run, and
+          // rotate names this worker to it.
+          if (this.reapIntervalMs > 0) await this.reap(signal);
+          if (this.scheduleIntervalMs > 0) await this.fireSchedules(signal);
+          lastFull = Date.now();
+        }
+      }
+    }
+  }
+
+  /**
+   * lookAndDo makes one look (backoff.next_work) for the parked queues and
+   * does what it found due; after a failed look every producer claims, and
+   * the loop fires, reaps and rotates at their own intervals until a look
+   * works.
+   */
+  private async lookAndDo(signal: AbortSignal): Promise<void> {
+    const parked = this.producers.filter((p) => p.parked).map((p) => p.cfg.queue);
+    let rows;
+    try {
+      rows = await this.client.nextWork(parked, this.notifier.listening, this.notifier.ttlMs);
+    } catch (err) {
+      if (signal.aborted) return;
+      if (sqlState(err) === "42883") {
+        this.log.info("the schema has no backoff.next_work: idle queues poll on their own (migrate to version 5)");
+        this.lookOn = false;
+      } else {
+        (this.lookFailed ? this.log.debug : this.log.error).call(
+          this.log,
+          "look for work failed; idle queues claim and schedules fire at every look until it works",
+          { err },
+        );
+        this.lookFailed = true;
+      }
+      for (const p of this.producers) p.wake();
+      return;
+    }
+    this.lookFailed = false;
+    const due = new Set(rows.filter((r) => r.due && r.kind === "queue").map((r) => r.queue));
+    for (const p of this.producers) if (due.has(p.cfg.queue)) p.wake();
+    const has = (kind: string) => rows.some((r) => r.due && r.kind === kind);
+    if (has("schedules") && this.scheduleIntervalMs > 0) await this.fireSchedules(signal);
+    if (this.reapIntervalMs > 0) {
+      if (has("reap")) await this.reapLeases(signal);
+      if (has("rotate")) await this.rotate(signal);
     }
   }
 
@@ -299,8 +390,15 @@ export class Worker {
     }
   }
 
-  /** reap sends expired leases through the retry decision and wakes the producers when it moved any. */
+  /** reap sends expired leases through the retry decision, then rotates the live jobs' segments. */
   private async reap(signal: AbortSignal): Promise<void> {
+    await this.reapLeases(signal);
+    // The live jobs' segments, beside reap (docs/adr/0061).
+    await this.rotate(signal);
+  }
+
+  /** reapLeases sends expired leases through the retry decision and wakes the producers when it moved any. */
+  private async reapLeases(signal: AbortSignal): Promise<void> {
     try {
       const n = await this.client.reap();
       if (n > 0) {
@@ -310,7 +408,9 @@ export class Worker {
     } catch (err) {
       if (!signal.aborted) this.log.error("reap failed", { err });
     }
-    // The live jobs' segments, beside reap (docs/adr/0061).
+  }
+
+  private async rotate(signal: AbortSignal): Promise<void> {
     try {
       // Named: the worker counts as seen (backoff.liveness), busy or idle.
       await this.client.rotate(this.client.workerId);

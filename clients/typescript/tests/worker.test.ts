@@ -495,4 +495,93 @@ describe("Worker", () => {
     await pool.query("SELECT backoff.drop_schedule($1)", [name]);
     assert.deepEqual(fired.filter((f) => f.schedule === name).length, 1, "the slot was due all along");
   });
+
+  test("an idle worker looks once for all its queues: no claim, no queue_state, a job due later started by the look", opts, async () => {
+    // docs/adr/0083: drained queues park and one backoff.next_work a poll
+    // interval stands for their claims and state reads.
+    const counted = newPool(12);
+    const calls = new Map<string, number>();
+    const query = counted.query.bind(counted) as (...args: unknown[]) => unknown;
+    (counted as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      const m = typeof args[0] === "string" ? /backoff\.([a-z_]+)\(/.exec(args[0]) : null;
+      if (m) calls.set(m[1]!, (calls.get(m[1]!) ?? 0) + 1);
+      return query(...args);
+    };
+    const n = (fn: string) => calls.get(fn) ?? 0;
+    const looks = (k: number) => until(() => n("next_work") >= k, 10_000, `${k} looks`);
+    const clock = new TestClock();
+    const queues = [...Array(5)].map(() => queueName("idle"));
+    const w = start({ queues: queues.map((queue) => ({ queue, handler: async () => {}, concurrency: 1 })), pollIntervalMs: 50, now: clock.now }, counted);
+    const inside = w.worker as unknown as { producers: { parked: boolean }[]; notifier?: { listening: boolean } };
+    try {
+      await until(() => inside.notifier?.listening === true && inside.producers.length === 5 && inside.producers.every((p) => p.parked), 10_000, "every producer parked");
+      await looks(n("next_work") + 2);
+      const fns = ["claim", "queue_state", "next_work", "reap", "rotate", "fire_schedules", "wait_for_jobs"];
+      const before = new Map(fns.map((f) => [f, n(f)]));
+      await looks(before.get("next_work")! + 20);
+      const during = Object.fromEntries(fns.map((f) => [f, n(f) - before.get(f)!]));
+      assert.equal(during.claim, 0, JSON.stringify(during));
+      assert.equal(during.queue_state, 0, JSON.stringify(during));
+      const total = Object.values(during).reduce((a, b) => a + b, 0);
+      assert.ok(total <= 2 * during.next_work!, JSON.stringify(during));
+
+      const c = await connect(pool, { now: clock.now });
+      const id = await c.enqueue(queues[3]!, {}, { runAt: new Date(clock.now().getTime() + 30_000) });
+      await looks(n("next_work") + 3);
+      assert.equal((await readJob(pool, id)).status, "pending", "not due yet");
+      clock.advance(30_000);
+      await until(async () => (await readJob(pool, id)).status === "completed", 10_000, "the job ran once due");
+    } finally {
+      await w.stop();
+      await counted.end();
+    }
+  });
+
+  test("an idle worker runs a retry once its backoff ends, found by the look", opts, async () => {
+    // docs/adr/0083: no statement announces a retry whose backoff ends; the
+    // parked queue's look finds it once the clock reaches it, not before.
+    const counted = newPool(12);
+    let looks = 0;
+    const query = counted.query.bind(counted) as (...args: unknown[]) => unknown;
+    (counted as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+      if (typeof args[0] === "string" && args[0].includes("backoff.next_work(")) looks++;
+      return query(...args);
+    };
+    const clock = new TestClock();
+    const q = queueName("idle-retry");
+    let attempts = 0;
+    const w = start(
+      {
+        queues: [
+          {
+            queue: q,
+            concurrency: 1,
+            handler: async () => {
+              attempts++;
+              if (attempts === 1) throw new RetryAfterError(10_000, new Error("downstream 503"));
+            },
+          },
+        ],
+        pollIntervalMs: 50,
+        now: clock.now,
+      },
+      counted,
+    );
+    const inside = w.worker as unknown as { producers: { parked: boolean }[]; notifier?: { listening: boolean } };
+    try {
+      await until(() => inside.notifier?.listening === true && inside.producers.length === 1 && inside.producers.every((p) => p.parked), 10_000, "the producer parked");
+      const c = await connect(pool, { now: clock.now });
+      const id = await c.enqueue(q, {});
+      await until(async () => (await readJob(pool, id)).status === "retrying", 10_000, "the first attempt failed");
+      const seen = looks;
+      await until(() => looks >= seen + 3, 10_000, "three looks");
+      assert.equal(attempts, 1, "the retry is not due yet");
+      clock.advance(10_000);
+      await until(async () => (await readJob(pool, id)).status === "completed", 10_000, "the retry ran once due");
+      assert.equal(attempts, 2);
+    } finally {
+      await w.stop();
+      await counted.end();
+    }
+  });
 });

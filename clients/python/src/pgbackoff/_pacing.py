@@ -18,6 +18,16 @@ docs/adr/0047):
   docs/adr/0027), look once more, then wait for a notification, a reaped
   lease or the poll. Two claims in a row that find jobs end the
   registration (``backoff.stop_waiting``): a busy queue needs no wake-ups.
+
+A queue found drained (idle, nothing holding it) parks when the worker's
+look runs (docs/adr/0083): it leaves its poll to the maintenance loop,
+which asks ``backoff.next_work`` about every parked queue at once each
+poll interval and wakes those with a job due; the look also says when
+fire_schedules, reap and rotate have work. While jobs flow, reap and
+rotate keep their reap_interval; idle, they and fire_schedules run once
+every IDLE_MAINTENANCE seconds, which keeps backoff.liveness seeing the
+worker. So an idle worker sends about one statement a second whatever the
+number of its queues.
 """
 
 from __future__ import annotations
@@ -33,6 +43,10 @@ WAKE = "wake"  # a notification of its queue, or reaped leases
 FREED = "freed"  # a handler slot became free
 SETTLED = "settled"  # the completer committed completions of its queue
 POLL = "poll"  # the poll interval passed
+
+#: How often an idle worker reaps, rotates and fires schedules when no look
+#: asked for it: under backoff.liveness's minute for the workers it sees.
+IDLE_MAINTENANCE = 30.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Pacer:
         self.await_probe = False
         self.uncontrolled = False  # the last state read showed no controls
         self.looked_again = False
+        self.drained = False  # the last claim found the queue drained
 
     def want(self, free: int, clock: dt.datetime | None) -> int:
         """How many jobs to claim now (0: wait)."""
@@ -82,6 +97,7 @@ class Pacer:
         came meanwhile (jobs enqueued: claim them now)."""
         self.streak += 1
         self.looked_again = False
+        self.drained = False
         unregister = self.idle and self.streak >= 2
         if unregister:
             self.idle = False
@@ -90,6 +106,7 @@ class Pacer:
             # enqueued since will notify; a claim now would find nothing.
             self.streak = 0
             self.empty = True
+            self.drained = True
             return Step(again=False, unregister=unregister)
         return Step(again=True, unregister=unregister)
 
@@ -106,6 +123,7 @@ class Pacer:
         hold counts from them, not from after the read."""
         self.streak = 0
         self.uncontrolled = False
+        self.drained = False
         if st is not None:
             self.half_open = st.state == "half_open"
             self.uncontrolled = st.state == "closed" and st.rate is None
@@ -128,6 +146,7 @@ class Pacer:
             self.idle = True
             return Step(again=True, register=True)
         self.empty = True
+        self.drained = True
         return Step(again=False)
 
     def _hold(self) -> Step:
@@ -138,6 +157,12 @@ class Pacer:
     def failed(self) -> None:
         """A claim failed: wait for the poll before trying again."""
         self.empty = True
+        self.drained = False
+
+    def parked(self, look_on: bool) -> bool:
+        """Whether the producer leaves its poll to the worker's look: the
+        queue was found drained and nothing since woke it."""
+        return look_on and self.empty and self.drained and self.hold_until is None and not self.await_probe
 
     def timeout(self, until_poll: float) -> float:
         """How long to wait for a signal."""
@@ -183,30 +208,103 @@ class Poll:
 class Maintenance:
     """When the maintenance loop calls: reap and rotate every reap_every,
     fire due schedules every fire_every, the first time at start (what
-    came due while no worker ran fires now); times are monotonic seconds.
-    A call that overruns its interval moves the next one to its end: no
+    came due while no worker ran fires now), and the idle queues' look
+    every look_every (None: no look); times are monotonic seconds. With the
+    look on, fire_schedules is left to it, reap and rotate run at reap_every
+    only while jobs flow, and all three once every IDLE_MAINTENANCE. A
+    call that overruns its interval moves the next one to its end: no
     burst of calls to catch up."""
 
-    def __init__(self, reap_every: float | None, fire_every: float | None, now: float) -> None:
+    def __init__(self, reap_every: float | None, fire_every: float | None, now: float, look_every: float | None = None) -> None:
         self.reap_every = reap_every or None
         self.fire_every = fire_every
         self.next_reap = now + self.reap_every if self.reap_every else None
         self.next_fire = now if fire_every is not None else None
+        self.fire_at_start = fire_every is not None
+        self.look_every = look_every
+        self.next_look = now + look_every if look_every else None
+        self.last_full = now
+        #: The look answered last time (False: it failed, and the loop does
+        #: what it would have decided at the intervals of old).
+        self.look_ok = True
+
+    @property
+    def look_on(self) -> bool:
+        return self.next_look is not None
+
+    def look_off(self) -> None:
+        """The schema has no backoff.next_work: the intervals of old."""
+        self.next_look = None
 
     def due(self) -> float:
         """When the next call is due."""
-        return min(t for t in (self.next_reap, self.next_fire) if t is not None)
+        return min(t for t in (self.next_reap, self.next_fire, self.next_look) if t is not None)
+
+    def look_due(self, now: float) -> bool:
+        return self.next_look is not None and now >= self.next_look
+
+    def looked(self, now: float) -> None:
+        if self.next_look is not None and self.look_every is not None:
+            self.next_look = max(self.next_look + self.look_every, now)
+
+    def full_due(self, now: float) -> bool:
+        """Reap, rotate and fire now although no look asked for them."""
+        return self.look_on and now - self.last_full >= IDLE_MAINTENANCE
 
     def fire_due(self, now: float) -> bool:
-        return self.next_fire is not None and now >= self.next_fire
+        """fire_schedules at its own interval: at start, and when no look
+        covers the schedules."""
+        if self.next_fire is None or now < self.next_fire:
+            return False
+        if self.fire_at_start or not self.look_on or not self.look_ok:
+            return True
+        self.fired(now)  # the look covers the schedules
+        return False
 
-    def reap_due(self, now: float) -> bool:
-        return self.next_reap is not None and now >= self.next_reap
+    def reap_due(self, now: float, busy: bool = True) -> bool:
+        """reap and rotate at their interval: while jobs flow, or when no
+        look covers them."""
+        if self.next_reap is None or now < self.next_reap:
+            return False
+        if busy or not self.look_on or not self.look_ok:
+            return True
+        self.reaped(now)  # idle: the look and IDLE_MAINTENANCE cover it
+        return False
 
     def fired(self, now: float) -> None:
+        self.fire_at_start = False
         if self.next_fire is not None and self.fire_every is not None:
             self.next_fire = max(self.next_fire + self.fire_every, now)
 
     def reaped(self, now: float) -> None:
         if self.next_reap is not None and self.reap_every is not None:
             self.next_reap = max(self.next_reap + self.reap_every, now)
+
+    def full(self, now: float) -> None:
+        self.last_full = now
+
+
+@dataclass
+class Found:
+    """What one look found due."""
+
+    queues: list[str]
+    fire: bool = False
+    reap: bool = False
+    rotate: bool = False
+
+    @staticmethod
+    def of(rows: list[tuple[str, str, bool]]) -> Found:
+        f = Found(queues=[])
+        for kind, queue, due in rows:
+            if not due:
+                continue
+            if kind == "queue":
+                f.queues.append(queue)
+            elif kind == "schedules":
+                f.fire = True
+            elif kind == "reap":
+                f.reap = True
+            elif kind == "rotate":
+                f.rotate = True
+        return f

@@ -421,6 +421,22 @@ def wait_for_jobs(queue: str, worker: str, ttl: Duration) -> Call[dt.datetime]:
     )
 
 
+def next_work(
+    queues: Sequence[str], worker: str | None, ttl: Duration | None, now: dt.datetime | None
+) -> Call[list[tuple[str, str, bool]]]:
+    """The idle worker's one look (docs/adr/0083): (kind, queue, due) for
+    each kind of work, due decided against the time the look used (the
+    client's clock when it has one, else the database's), so that a skew
+    between the two delays nothing."""
+    return Call(
+        f"look for work in {len(queues)} idle queues",
+        "SELECT kind, coalesce(queue, ''), coalesce(at <= coalesce(%s::timestamptz, statement_timestamp()), false) "
+        "FROM backoff.next_work(p_queues => %s::text[], p_worker => %s::text, p_ttl => %s::interval, p_now => %s::timestamptz)",
+        (now, list(queues), worker, None if ttl is None else as_interval(ttl), now),
+        lambda rows: [(r[0], r[1], r[2]) for r in rows],
+    )
+
+
 def stop_waiting(queue: str, worker: str) -> Call[bool]:
     return Call(
         f'stop waiting on "{queue}"',

@@ -159,6 +159,10 @@ class AsyncClient:
     async def wait_for_jobs(self, queue: str, ttl: Duration = 60) -> dt.datetime:
         return await self._run(_sql.wait_for_jobs(queue, self.worker_id, ttl))
 
+    async def next_work(self, queues: Sequence[str], *, register: bool = False, ttl: Duration = 30) -> list[tuple[str, str, bool]]:
+        """As Client.next_work."""
+        return await self._run(_sql.next_work(queues, self.worker_id if register else None, ttl if register else None, self.now()))
+
     async def stop_waiting(self, queue: str) -> bool:
         return await self._run(_sql.stop_waiting(queue, self.worker_id))
 
@@ -323,6 +327,8 @@ class _Producer:
         self.pacer = _pacing.Pacer(queue.batch_size or queue.concurrency)
         self.signals = _Signals()
         self.inflight = 0
+        #: Drained and waiting for the worker's look (read by the look).
+        self.parked = False
 
 
 class AsyncWorker:
@@ -365,6 +371,10 @@ class AsyncWorker:
         self._completer_stopped = False
         self._listening = False
         self._registered: dict[str, float] = {}
+        #: As Worker: producers may park while the look runs.
+        self._look_on = self.settings.maintains
+        self._look_failed = False
+        self._claims = 0
 
     @property
     def worker_id(self) -> str:
@@ -426,8 +436,13 @@ class AsyncWorker:
                         await self._set_waiting(p.queue.name, True)
                     if step.again:
                         continue
-            signals = await p.signals.wait(pacer.timeout(poll.until()))
-            if poll.tick(signals) and pacer.idle:
+            # A drained queue leaves its poll to the worker's look, which
+            # wakes it when a job comes due and renews its registration.
+            parked = pacer.parked(self._look_on)
+            p.parked = parked
+            signals = await p.signals.wait(3600.0 if parked else pacer.timeout(poll.until()))
+            p.parked = False
+            if not parked and poll.tick(signals) and pacer.idle:
                 await self._refresh(p.queue.name)
             pacer.signalled(signals)
 
@@ -443,6 +458,7 @@ class AsyncWorker:
         for job in jobs:
             self._start(p, job)
         if jobs:
+            self._claims += 1
             return p.pacer.found(len(jobs), want, woken=p.signals.take(_pacing.WAKE))
         read_mono, read_clock = time.monotonic(), self.client.now()
         state: QueueState | None = None
@@ -649,28 +665,84 @@ class AsyncWorker:
                     self._wake_all()
 
     async def _maintain_loop(self) -> None:
-        """As Worker._maintain_loop: reap and rotate every reap_interval,
-        fire due schedules every schedule_interval (first at start), one
-        call at a time."""
+        """As Worker._maintain_loop: fire due schedules at start, then the
+        idle queues' look every poll interval, reap and rotate at
+        reap_interval while jobs flow, all three every IDLE_MAINTENANCE
+        idle; one call at a time."""
         loop = asyncio.get_running_loop()
-        m = _pacing.Maintenance(self.settings.reap_interval, self.settings.schedule_interval, loop.time())
+        s = self.settings
+        m = _pacing.Maintenance(s.reap_interval, s.schedule_interval, loop.time(), s.look_every() if self._look_on else None)
+        claims = self._claims
         while True:
             await asyncio.sleep(max(0.0, m.due() - loop.time()))
             now = loop.time()
             if m.fire_due(now):
                 await self._fire_schedules()
                 m.fired(loop.time())
-            if m.reap_due(now):
-                await self._reap()
-                m.reaped(loop.time())
+            if m.next_reap is not None and now >= m.next_reap:
+                busy = self._claims != claims or any(p.inflight for p in self.producers)
+                claims = self._claims
+                if m.reap_due(now, busy):
+                    await self._reap()
+                    m.reaped(loop.time())
+                    m.full(loop.time())
+            if m.look_due(now):
+                await self._look_and_do(m)
+                m.looked(loop.time())
+                if m.full_due(now):
+                    if s.reap_interval:
+                        await self._reap()
+                    if s.schedule_interval is not None:
+                        await self._fire_schedules()
+                    m.full(loop.time())
+
+    async def _look_and_do(self, m: _pacing.Maintenance) -> None:
+        """As Worker._look_and_do."""
+        s = self.settings
+        parked = [p.queue.name for p in self.producers if p.parked]
+        try:
+            rows = await self.client.next_work(parked, register=self.listening, ttl=s.registration_ttl())
+        except Exception as e:
+            if getattr(e, "sqlstate", None) == "42883":
+                log.info("the schema has no backoff.next_work: idle queues poll on their own (migrate to version 5)")
+                m.look_off()
+                self._look_on = False
+                self._wake_all()
+                return
+            (log.debug if self._look_failed else log.error)(
+                "look for work failed; idle queues claim and schedules fire at every look until it works: %s", e
+            )
+            self._look_failed = True
+            m.look_ok = False
+            self._wake_all()
+            return
+        self._look_failed = False
+        m.look_ok = True
+        found = _pacing.Found.of(rows)
+        for p in self.producers:
+            if p.queue.name in found.queues:
+                p.signals.send(_pacing.WAKE)
+        if found.fire and s.schedule_interval is not None:
+            await self._fire_schedules()
+        if s.reap_interval:
+            if found.reap:
+                await self._reap_leases()
+            if found.rotate:
+                await self._rotate()
 
     async def _reap(self) -> None:
+        await self._reap_leases()
+        # The live jobs' segments, beside reap (docs/adr/0061).
+        await self._rotate()
+
+    async def _reap_leases(self) -> None:
         try:
             if reaped(await self.client.reap()):
                 self._wake_all()
         except Exception as e:
             log.error("reap failed: %s", e)
-        # The live jobs' segments, beside reap (docs/adr/0061).
+
+    async def _rotate(self) -> None:
         try:
             await self.client.rotate(worker=self.client.worker_id)
         except Exception as e:

@@ -218,6 +218,14 @@ class Client:
         """End the registration; whether one existed."""
         return self._run(_sql.stop_waiting(queue, self.worker_id))
 
+    def next_work(self, queues: Sequence[str], *, register: bool = False, ttl: Duration = 30) -> list[tuple[str, str, bool]]:
+        """The idle worker's one look (``backoff.next_work``, docs/adr/0083):
+        (kind, queue, due) rows, kind queue (one per queue: a claim can
+        return a job), schedules, reap or rotate (queue ""). register renews
+        this worker's wake-up registrations of the queues when they expire
+        within ttl / 3."""
+        return self._run(_sql.next_work(queues, self.worker_id if register else None, ttl if register else None, self.now()))
+
     # --- operators ---
 
     def cancel(self, job_id: int, reason: str | None = None) -> Job:

@@ -145,6 +145,12 @@ class Settings:
                 f"the pool allows {max_size} connections, this worker needs at least {need}: raise max_size",
             )
 
+    def look_every(self) -> float:
+        """The idle queues' look (docs/adr/0083): poll_interval bounds how
+        late a job starts, schedule_interval how late a slot fires,
+        reap_interval how late an expired lease is reaped."""
+        return min(e for e in (self.poll_interval, self.schedule_interval, self.reap_interval) if e is not None and e > 0)
+
     def registration_ttl(self) -> float:
         """How long a registration lasts: an idle producer renews it at a
         poll tick long before, and one left by a dead worker costs at most
@@ -269,6 +275,8 @@ class _Producer:
         self.handlers = handlers
         self.inflight = 0
         self.lock = threading.Lock()
+        #: Drained and waiting for the worker's look (read by the look).
+        self.parked = False
 
     def free(self) -> int:
         with self.lock:
@@ -322,6 +330,11 @@ class Worker:
         self._completer_cond = threading.Condition()
         self._listening = threading.Event()
         self._registered: dict[str, float] = {}
+        #: Producers may park: the maintenance loop runs and makes the
+        #: look (off for good on a schema without backoff.next_work).
+        self._look_on = self.settings.maintains
+        self._look_failed = False
+        self._claims = 0  # claims that found jobs: busy or idle
 
     @property
     def worker_id(self) -> str:
@@ -401,8 +414,13 @@ class Worker:
                         self._set_waiting(p.queue.name, True)
                     if step.again:
                         continue
-            signals = p.signals.wait(pacer.timeout(poll.until()), self._stopping)
-            if poll.tick(signals) and pacer.idle:
+            # A drained queue leaves its poll to the worker's look, which
+            # wakes it when a job comes due and renews its registration.
+            parked = pacer.parked(self._look_on)
+            p.parked = parked
+            signals = p.signals.wait(3600.0 if parked else pacer.timeout(poll.until()), self._stopping)
+            p.parked = False
+            if not parked and poll.tick(signals) and pacer.idle:
                 self._refresh(p.queue.name)
             pacer.signalled(signals)
 
@@ -417,6 +435,7 @@ class Worker:
             p.pacer.failed()
             return None
         if jobs:
+            self._claims += 1
             self._start(p, jobs)
             return p.pacer.found(len(jobs), want, woken=p.signals.take(_pacing.WAKE))
         read_mono, read_clock = time.monotonic(), self.client.now()
@@ -682,29 +701,92 @@ class Worker:
                         self._wake_all()
 
     def _maintain_loop(self) -> None:
-        """Reap and rotate every reap_interval, fire due schedules every
-        schedule_interval (the first time at start: what came due while no
-        worker ran fires now), one call at a time on one connection, as the
-        Go Worker does; every call is safe from many workers at once, so no
-        leader is needed."""
-        m = _pacing.Maintenance(self.settings.reap_interval, self.settings.schedule_interval, time.monotonic())
+        """Fire due schedules at start, then make the idle queues' look every
+        poll interval (docs/adr/0083): it wakes the parked producers whose
+        queue has a job due and fires, reaps and rotates only when each has
+        work; reap and rotate keep their reap_interval while jobs flow, and
+        all three run once every IDLE_MAINTENANCE seconds idle. One call at
+        a time on one connection, as the Go Worker does; every call is safe
+        from many workers at once, so no leader is needed. Without the look
+        (a schema before next_work, a look that failed) each runs at its own
+        interval."""
+        s = self.settings
+        m = _pacing.Maintenance(s.reap_interval, s.schedule_interval, time.monotonic(), s.look_every() if self._look_on else None)
+        claims = self._claims
         while not self._background_stop.wait(max(0.0, m.due() - time.monotonic())):
             now = time.monotonic()
             if m.fire_due(now):
                 self._fire_schedules()
                 m.fired(time.monotonic())
-            if m.reap_due(now):
-                self._reap()
-                m.reaped(time.monotonic())
+            if m.next_reap is not None and now >= m.next_reap:
+                busy = self._claims != claims or any(p.inflight for p in self.producers)
+                claims = self._claims
+                if m.reap_due(now, busy):
+                    self._reap()
+                    m.reaped(time.monotonic())
+                    m.full(time.monotonic())
+            if m.look_due(now):
+                self._look_and_do(m)
+                m.looked(time.monotonic())
+                if m.full_due(now):
+                    # Idle or not: backoff.liveness sees the maintenance
+                    # run, and rotate names this worker to it.
+                    if s.reap_interval:
+                        self._reap()
+                    if s.schedule_interval is not None:
+                        self._fire_schedules()
+                    m.full(time.monotonic())
+
+    def _look_and_do(self, m: _pacing.Maintenance) -> None:
+        """One look (backoff.next_work) for the parked queues, and what it
+        found due; after a failed look every producer claims, and the loop
+        fires, reaps and rotates at their own intervals until a look works."""
+        s = self.settings
+        parked = [p.queue.name for p in self.producers if p.parked]
+        try:
+            rows = self.client.next_work(parked, register=self.listening, ttl=s.registration_ttl())
+        except Exception as e:
+            if getattr(e, "sqlstate", None) == "42883":
+                log.info("the schema has no backoff.next_work: idle queues poll on their own (migrate to version 5)")
+                m.look_off()
+                self._look_on = False
+                self._wake_all()
+                return
+            (log.debug if self._look_failed else log.error)(
+                "look for work failed; idle queues claim and schedules fire at every look until it works: %s", e
+            )
+            self._look_failed = True
+            m.look_ok = False
+            self._wake_all()
+            return
+        self._look_failed = False
+        m.look_ok = True
+        found = _pacing.Found.of(rows)
+        for p in self.producers:
+            if p.queue.name in found.queues:
+                p.signals.send(_pacing.WAKE)
+        if found.fire and s.schedule_interval is not None:
+            self._fire_schedules()
+        if s.reap_interval:
+            if found.reap:
+                self._reap_leases()
+            if found.rotate:
+                self._rotate()
 
     def _reap(self) -> None:
         """Send expired leases of crashed workers back through the retry
         decision, then rotate the live jobs' segments (docs/adr/0061)."""
+        self._reap_leases()
+        self._rotate()
+
+    def _reap_leases(self) -> None:
         try:
             if reaped(self.client.reap()):
                 self._wake_all()
         except Exception as e:
             log.error("reap failed: %s", e)
+
+    def _rotate(self) -> None:
         try:
             # Named: the worker counts as seen (backoff.liveness), busy or idle.
             self.client.rotate(worker=self.client.worker_id)
@@ -713,9 +795,7 @@ class Worker:
 
     def _fire_schedules(self) -> None:
         """Enqueue the jobs of the schedules due now (docs/schedules.md).
-        With nothing due it is one index probe, as cheap as a probe of the
-        next fire time would be (docs/adr/0068). A failure is a warning: a
-        slot stays due until a call fires it."""
+        A failure is a warning: a slot stays due until a call fires it."""
         try:
             if fired(self.client.fire_schedules()):
                 self._wake_all()
