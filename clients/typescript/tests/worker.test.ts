@@ -501,12 +501,10 @@ describe("Worker", () => {
     // interval stands for their claims and state reads.
     const counted = newPool(12);
     const calls = new Map<string, number>();
-    const query = counted.query.bind(counted) as (...args: unknown[]) => unknown;
-    (counted as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      const m = typeof args[0] === "string" ? /backoff\.([a-z_]+)\(/.exec(args[0]) : null;
+    countStatements(counted, (text) => {
+      const m = /backoff\.([a-z_]+)\(/.exec(text);
       if (m) calls.set(m[1]!, (calls.get(m[1]!) ?? 0) + 1);
-      return query(...args);
-    };
+    });
     const n = (fn: string) => calls.get(fn) ?? 0;
     const looks = (k: number) => until(() => n("next_work") >= k, 10_000, `${k} looks`);
     const clock = new TestClock();
@@ -542,11 +540,9 @@ describe("Worker", () => {
     // parked queue's look finds it once the clock reaches it, not before.
     const counted = newPool(12);
     let looks = 0;
-    const query = counted.query.bind(counted) as (...args: unknown[]) => unknown;
-    (counted as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
-      if (typeof args[0] === "string" && args[0].includes("backoff.next_work(")) looks++;
-      return query(...args);
-    };
+    countStatements(counted, (text) => {
+      if (text.includes("backoff.next_work(")) looks++;
+    });
     const clock = new TestClock();
     const q = queueName("idle-retry");
     let attempts = 0;
@@ -585,3 +581,33 @@ describe("Worker", () => {
     }
   });
 });
+
+// countStatements calls count with the text of every statement sent
+// through p: by p.query, and on the connections the client borrows with
+// p.connect(), where it runs each call in a READ COMMITTED transaction of
+// its own when the database's default is another level
+// (src/isolation.ts). p.query borrows with a callback and is counted by
+// itself; the client uses one way or the other in a given database.
+function countStatements(p: pg.Pool, count: (text: string) => void): void {
+  type Queryable = { query: (...args: unknown[]) => unknown };
+  const wrap = (target: Queryable) => {
+    const query = target.query.bind(target);
+    target.query = (...args: unknown[]) => {
+      if (typeof args[0] === "string") count(args[0]);
+      return query(...args);
+    };
+  };
+  wrap(p as unknown as Queryable);
+  const wrapped = new WeakSet<object>();
+  const connect = p.connect.bind(p) as (...args: unknown[]) => unknown;
+  (p as unknown as { connect: (...args: unknown[]) => unknown }).connect = (...args: unknown[]) => {
+    if (args.length > 0) return connect(...args);
+    return (connect() as Promise<pg.PoolClient>).then((c) => {
+      if (!wrapped.has(c)) {
+        wrapped.add(c);
+        wrap(c as unknown as Queryable);
+      }
+      return c;
+    });
+  };
+}
