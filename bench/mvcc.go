@@ -443,15 +443,8 @@ func startLoad(ctx context.Context, pool *pgxpool.Pool, d queueDriver, every tim
 		run(conns[k-1], func(c *pgxpool.Conn) error {
 			// A call may last most of its interval (backoff.maintain):
 			// stopping the load cancels it.
-			mctx, cancel := context.WithCancel(ctx)
+			mctx, cancel := untilClosed(ctx, l.stop)
 			defer cancel()
-			go func() {
-				select {
-				case <-l.stop:
-					cancel()
-				case <-mctx.Done():
-				}
-			}()
 			next := time.Now()
 			for {
 				if _, err := c.Exec(mctx, d.maintenance); err != nil {
@@ -682,15 +675,8 @@ func (b *bench) endHold(ctx context.Context, db *database) error {
 // until stop is closed (the dump then running is ended), counting the
 // dumps that finished.
 func dumpUntil(ctx context.Context, pgDump, url string, stop <-chan struct{}, dumps *atomic.Int64) error {
-	dctx, cancel := context.WithCancel(ctx)
+	dctx, cancel := untilClosed(ctx, stop)
 	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-dctx.Done():
-		}
-	}()
 	for dctx.Err() == nil {
 		var stderr strings.Builder
 		cmd := exec.CommandContext(dctx, pgDump, "--dbname", url, "--file", os.DevNull)
@@ -742,4 +728,18 @@ func pgDumpMajor(path string) int {
 	}
 	v, _ := strconv.Atoi(strings.SplitN(f[2], ".", 2)[0])
 	return v
+}
+
+// untilClosed is ctx, cancelled too once stop is closed: a call that may
+// outlast the load (backoff.maintain, pg_dump) ends with it.
+func untilClosed(ctx context.Context, stop <-chan struct{}) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-c.Done():
+		}
+	}()
+	return c, cancel
 }

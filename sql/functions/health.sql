@@ -58,6 +58,7 @@ SET jit = off
 AS $$
 DECLARE
     v_sees_all boolean := pg_catalog.pg_has_role('backoff_owner', 'pg_read_all_stats', 'USAGE');
+    v_waiting  pg_catalog.oid[];  -- the segments not current that still take space
 BEGIN
     IF p_max_age IS NULL OR p_max_age < interval '0' THEN
         RAISE EXCEPTION 'health: max age must be 0 or more, got "%"', coalesce(p_max_age::text, 'NULL')
@@ -120,22 +121,22 @@ BEGIN
     -- wait for a transaction that read backoff.jobs, named here by the
     -- locks it holds on them.
     SELECT count(*)::integer,
-           (count(*) FILTER (WHERE w.waits))::integer,
-           coalesce(sum(pg_catalog.pg_total_relation_size(w.rel)) FILTER (WHERE w.waits), 0)::bigint
-    INTO segments, segments_waiting, segments_waiting_bytes
-    FROM (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass AS rel,
-                 NOT s.current AND pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass) > 0 AS waits
-          FROM backoff.segments AS s) AS w;
+           pg_catalog.array_agg(w.rel::pg_catalog.oid) FILTER (WHERE w.waits)
+    INTO segments, v_waiting
+    FROM (SELECT r.rel, NOT s.current AND pg_catalog.pg_relation_size(r.rel) > 0 AS waits
+          FROM backoff.segments AS s,
+               LATERAL (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass AS rel) AS r) AS w;
+    segments_waiting := coalesce(pg_catalog.cardinality(v_waiting), 0);
+    SELECT coalesce(sum(pg_catalog.pg_total_relation_size(r)), 0)::bigint
+    INTO segments_waiting_bytes
+    FROM pg_catalog.unnest(v_waiting) AS r;
     SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('pid %s (%s)', l.pid,
                                      coalesce(pg_catalog.quote_literal(NULLIF(a.application_name, '')), 'no name')), ', ')
     INTO segments_held_by
     FROM pg_catalog.pg_locks AS l
     LEFT JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
     WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_catalog.pg_backend_pid()
-      AND l.relation IN (SELECT pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass::pg_catalog.oid
-                         FROM backoff.segments AS s
-                         WHERE NOT s.current
-                           AND pg_catalog.pg_relation_size(pg_catalog.format('backoff.jobs_live_%s', s.segment)::pg_catalog.regclass) > 0);
+      AND l.relation = ANY (v_waiting);
 
     IF holder_age > p_max_age OR holder_xid_age > p_max_xid_age THEN
         warning := pg_catalog.format(
