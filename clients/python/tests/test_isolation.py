@@ -193,3 +193,36 @@ def test_a_read_committed_database_gets_each_statement_alone(db_url: str) -> Non
         client = pgbackoff.Client(pool)
         assert client._run(PROBE) == ["read committed"] * 3
         assert client._run(ALONE) is True
+
+
+#: A call that waits for the advisory lock the test holds.
+WAITS = _sql.Call("wait", "SELECT pg_advisory_xact_lock(4242)", (), lambda rows: rows)
+
+
+@pytest.mark.parametrize("pipeline", [True, False], ids=["pipeline", "no-pipeline"])
+def test_async_call_cut_short_is_cancelled(level_url: tuple[str, str], monkeypatch: pytest.MonkeyPatch, pipeline: bool) -> None:
+    """A task cancelled while its call runs in its own READ COMMITTED
+    transaction ends in CancelledError, never in the error of the
+    connection left busy: the AsyncWorker stops its loops by cancelling
+    them, and a loop that logs errors and goes on would outlive it."""
+    if not pipeline:
+        monkeypatch.setattr(psycopg.AsyncPipeline, "is_supported", classmethod(lambda cls: False))
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory' AND query = %s"
+
+    async def run() -> None:
+        async with AsyncConnectionPool(level_url[0], min_size=1, max_size=2, kwargs={"autocommit": True}) as pool:
+            client = pgbackoff.AsyncClient(pool)
+            assert await client._run(PROBE) == ["read committed"] * 3
+            async with await psycopg.AsyncConnection.connect(level_url[0], autocommit=True) as holder:
+                await holder.execute("SELECT pg_advisory_lock(4242)")
+                call = asyncio.create_task(client._run(WAITS))
+                while await (await holder.execute(waiting, (WAITS.sql,))).fetchone() != (1,):
+                    await asyncio.sleep(0.01)
+                call.cancel()
+                await holder.execute("SELECT pg_advisory_unlock(4242)")
+                with pytest.raises(asyncio.CancelledError):
+                    await asyncio.wait_for(call, 30)
+            # The pool still hands out working connections.
+            assert await client._run(PROBE) == ["read committed"] * 3
+
+    asyncio.run(run())

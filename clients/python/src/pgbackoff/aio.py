@@ -251,8 +251,7 @@ async def _fetch_read_committed(conn: psycopg.AsyncConnection[Any], call: _sql.C
         cur = conn.cursor(row_factory=tuple_row)
         try:
             if psycopg.AsyncPipeline.is_supported():
-                async with conn.pipeline():
-                    await _begin_call_commit(conn, cur, call)
+                await _pipelined(conn, cur, call)
             else:
                 await _begin_call_commit(conn, cur, call)
             return await cur.fetchall()
@@ -263,6 +262,21 @@ async def _fetch_read_committed(conn: psycopg.AsyncConnection[Any], call: _sql.C
             raise
         finally:
             await cur.close()
+
+
+async def _pipelined(conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncCursor[Any], call: _sql.Call[Any]) -> None:
+    """BEGIN, the statement and COMMIT in one pipeline. A task cancelled
+    while the pipeline waits for them leaves it busy, and closing it raises
+    an OperationalError in place of the cancellation, which the task's
+    owner must see (the AsyncWorker stops its loops by cancelling them):
+    the cancellation is raised, and the pool discards the connection."""
+    try:
+        async with conn.pipeline():
+            await _begin_call_commit(conn, cur, call)
+    except psycopg.Error as e:
+        if isinstance(e.__context__, asyncio.CancelledError):
+            raise e.__context__ from None
+        raise
 
 
 async def _begin_call_commit(conn: psycopg.AsyncConnection[Any], cur: psycopg.AsyncCursor[Any], call: _sql.Call[Any]) -> None:
