@@ -92,6 +92,8 @@ type Config struct {
 	// default, since it costs every other line a little.
 	PgStatStatements bool
 	IdleOverride     time.Duration // -idle-window
+	// WorkflowJobs is the jobs of each graph of the workflows section.
+	WorkflowJobs int
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
 	// LatencyWindow is the shortest insert time of the enqueue -> handler
@@ -127,6 +129,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 3*time.Minute, 30*time.Second
 		c.WakeupSamples = 100
 		c.LanguageJobs = 10_000
+		c.WorkflowJobs = 10_000
 		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -145,6 +148,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 10*time.Minute, time.Minute
 		c.WakeupSamples = 300
 		c.LanguageJobs = 40_000
+		c.WorkflowJobs = 10_000
 		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -163,6 +167,7 @@ func (c *Config) setDefaults() error {
 		c.MVCC, c.MVCCEvery = 900*time.Millisecond, 300*time.Millisecond
 		c.WakeupSamples = 5
 		c.LanguageJobs = 200
+		c.WorkflowJobs = 60
 		c.IdleWarmup, c.IdleWindow = time.Second, 2*time.Second
 		c.UIRefresh = 50 * time.Millisecond
 	default:

@@ -108,6 +108,27 @@ func TestSchedulesSection(t *testing.T) {
 	require.NotContains(t, text, "mvcc", "another section's targets")
 }
 
+// TestWorkflowsSection runs the workflow shapes at tiny sizes: every
+// graph is worked to its last job (checkCompleted fails the run otherwise)
+// and the child of a fan-in is claimable right after its last parent's
+// completion commits.
+func TestWorkflowsSection(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Only: "workflows"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	for _, shape := range []string{"fan-out", "fan-in", "layers", "chain"} {
+		require.Regexp(t, fmt.Sprintf(`(?m)^%-8s +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9. ]+ +[0-9.]+ +[0-9.]+/[0-9.]+ ms `, shape), text)
+	}
+	for _, name := range []string{"fan-out", "fan-in", "layers"} {
+		require.Regexp(t, `(?m)^target workflow-`+name+`-vs-plain: [0-9.]+ \(goal >= 0.[89]0\) (met|MISS)$`, text)
+	}
+	require.Regexp(t, `(?m)^fan-in, the last parent's completion: [0-9]+ buffers with 9 parents, [0-9]+ with 59 `, text)
+	require.Regexp(t, `(?m)^target workflow-fanin-last-complete-buffers-ratio: [0-9.]+ \(goal <= 1.50\) (met|MISS)$`, text)
+}
+
 // TestControlsSection runs only the queue-controls lines at
 // tiny sizes: both sides must do their work (a claim that finds nothing
 // fails the step), and the controlled side must really be controlled.

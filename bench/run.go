@@ -95,6 +95,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.wants("workflows") {
+		if err := b.workflows(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("schedules") {
 		if err := b.schedules(ctx); err != nil {
 			return err

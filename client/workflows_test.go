@@ -191,6 +191,14 @@ func TestWorkflowRefusesBadGraphs(t *testing.T) {
 			Add("a", "wf-bad", nil, []Dependency{After("c")}).
 			Add("b", "wf-bad", nil, []Dependency{After("a")}).
 			Add("c", "wf-bad", nil, []Dependency{After("b")}), `cycle through "a", "b", "c"`},
+		// The jobs before the cycle are not named; those after it are.
+		"cycle with a way in and out": {NewGraph().
+			Add("root", "wf-bad", nil, nil).
+			Add("a", "wf-bad", nil, []Dependency{After("root"), After("c")}).
+			Add("b", "wf-bad", nil, []Dependency{After("a")}).
+			Add("c", "wf-bad", nil, []Dependency{After("b")}).
+			Add("after", "wf-bad", nil, []Dependency{After("c"), After("root")}).
+			Add("free", "wf-bad", nil, []Dependency{After("root")}), `cycle through "a", "b", "c", "after"`},
 		"self":        {NewGraph().Add("a", "wf-bad", nil, []Dependency{After("a")}), `job "a" depends on itself`},
 		"unknown ref": {NewGraph().Add("a", "wf-bad", nil, []Dependency{After("nope")}), `unknown ref "nope"`},
 		"unknown id":  {NewGraph().Add("a", "wf-bad", nil, []Dependency{AfterJob(987654)}), `job "987654", which does not exist`},
