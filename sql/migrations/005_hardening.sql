@@ -1,8 +1,8 @@
 -- Hardening found by an attack on the queue grants, the clock, the queue
 -- controls and the input limits (docs/reliability.md, "Attacks"): the
--- schema changes below, then the working copy of every function (snapshot
--- "unreleased", sql/functions) with its privileges (privileges.sql).
--- Migration 004's functions stay frozen in snapshots/004.
+-- schema changes below, then every function as released with 0.1.0
+-- (snapshots/005) with its privileges (privileges.sql). Migration 004's
+-- functions stay frozen in snapshots/004.
 --
 -- Each section below belongs to one change; its down counterpart is in the
 -- same order, reversed, after the marker.
@@ -528,7 +528,7 @@ DROP FUNCTION IF EXISTS backoff.heartbeat(bigint, integer, interval, timestamptz
 
 -- (end of schema changes)
 
-{{ install_snapshot "unreleased" }}
+{{ install_snapshot "005" }}
 
 -- == Live jobs in rotating segments: the default segment (docs/adr/0061) ==
 -- Here, after the functions: the default calls one. ONLY: an INSERT through

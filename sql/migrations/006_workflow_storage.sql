@@ -1,0 +1,51 @@
+-- Changes since 0.1.0: the schema changes below, then the working copy of
+-- every function (snapshot "unreleased", sql/functions) with its
+-- privileges (privileges.sql). Migration 005's functions stay frozen in
+-- snapshots/005.
+--
+-- Each section below belongs to one change; its down counterpart is in the
+-- same order, reversed, after the marker.
+
+-- == Schema changes (one section per change) ==
+
+-- == Dependencies settled in place (docs/adr/0087) ==
+-- A parent's completion sets the state of each of its edges and counts
+-- down its children's blockers: with room left in their pages those
+-- UPDATEs are heap-only (neither table indexes the columns they set), so
+-- they write no index entry. Existing pages keep their fill until rewritten.
+ALTER TABLE backoff.job_dependencies SET (fillfactor = 50);
+ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
+
+-- (end of schema changes)
+
+{{ install_snapshot "unreleased" }}
+
+---- create above / drop below ----
+
+-- Back to version 5: drop every function and procedure but the two that a
+-- column default and the row-level security policies call (version 5 has
+-- them with the same signatures; its install replaces them), so that none
+-- added since is left behind, undo the schema changes, then install
+-- migration 005's functions and privileges.
+DO $$
+DECLARE
+    v_fn pg_catalog.regprocedure;
+BEGIN
+    FOR v_fn IN
+        SELECT p.oid::pg_catalog.regprocedure
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'backoff'::pg_catalog.regnamespace
+          AND p.proname NOT IN ('_current_segment', '_visible_queues')
+    LOOP
+        EXECUTE pg_catalog.format('DROP ROUTINE %s', v_fn);
+    END LOOP;
+END
+$$;
+
+-- == Dependencies settled in place ==
+ALTER TABLE backoff.job_blockers RESET (fillfactor);
+ALTER TABLE backoff.job_dependencies RESET (fillfactor);
+
+-- (end of undo)
+
+{{ install_snapshot "005" }}
