@@ -104,7 +104,7 @@ func defaultWorkerID() string {
 // the latest migration in sql/migrations. It is a constant so that the
 // client does not import the migration tooling (tern); TestRequiredSchema
 // keeps it equal to the embedded migrations.
-const requiredSchema int32 = 5
+const requiredSchema int32 = 6
 
 // New returns a client over db after checking, once, that the database's
 // pgbackoff schema is at least the version this build needs. An older (or

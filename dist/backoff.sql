@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 d8d1089ee54ce71a42322b2249f5c168c706233470286e57f177ba5aeb6e60fe
+-- Sources: sha256 48420830dafeb8af32db0ca47c3e205f52640f30a41891784df19beede4bf0fb
 
 CREATE SCHEMA backoff;
 
@@ -14692,6 +14692,11 @@ ALTER TABLE ONLY backoff.jobs ALTER COLUMN segment SET DEFAULT backoff._current_
 ALTER TABLE backoff.job_dependencies SET (fillfactor = 50);
 ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
 
+-- == Blocked jobs released as they move (docs/adr/0087) ==
+-- backoff._move_to_current_segment takes p_release: the old signature goes,
+-- so that calls do not become ambiguous.
+DROP FUNCTION backoff._move_to_current_segment(bigint[]);
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -16312,10 +16317,11 @@ $$;
 
 SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;
 
--- backoff._move_to_current_segment(ids): move the live jobs (blocked ones
--- too) among p_ids
--- that are outside the current segment into it (docs/adr/0061); returns
--- how many it moved. Private.
+-- backoff._move_to_current_segment(ids, release): move the live jobs
+-- (blocked ones too) among p_ids that are outside the current segment into
+-- it (docs/adr/0061); returns how many it moved. With p_release, only the
+-- blocked ones, which become pending as they move (backoff._release_blocked:
+-- one row written, not an UPDATE and then a move). Private.
 --
 -- complete, complete_many, fail, heartbeat and snooze look for a job in the
 -- current segment only, a statement whose other segments are pruned when
@@ -16327,7 +16333,7 @@ SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WH
 -- It waits for a row another transaction holds, as the caller would;
 -- backoff.rotate, which waits for nobody, moves only rows it has locked
 -- with FOR UPDATE SKIP LOCKED.
-CREATE OR REPLACE FUNCTION backoff._move_to_current_segment(p_ids bigint[])
+CREATE OR REPLACE FUNCTION backoff._move_to_current_segment(p_ids bigint[], p_release boolean DEFAULT false)
 RETURNS bigint
 LANGUAGE plpgsql
 VOLATILE
@@ -16344,6 +16350,7 @@ BEGIN
         WHERE j.id = ANY (p_ids)
           AND j.segment <> backoff._current_segment()
           AND j.status IN ('pending', 'running', 'retrying', 'blocked')
+          AND (NOT p_release OR j.status = 'blocked')
         RETURNING j.*
     )
     INSERT INTO backoff.jobs AS j (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
@@ -16351,7 +16358,7 @@ BEGIN
                                    dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
                                    lease_expiries, schedule, schedule_slot, segment)
     OVERRIDING SYSTEM VALUE
-    SELECT m.id, m.queue, m.payload, m.status, m.priority, m.attempts, m.max_attempts, m.policy, m.run_at,
+    SELECT m.id, m.queue, m.payload, CASE WHEN p_release THEN 'pending' ELSE m.status END, m.priority, m.attempts, m.max_attempts, m.policy, m.run_at,
            m.lease_until, m.locked_by, m.last_attempted_at, m.last_failed_at, m.last_error, m.errors,
            m.dead_letter_reason, m.dedupe_key, m.created_at, m.completed_at, m.uncounted_attempts,
            m.lease_expiries, m.schedule, m.schedule_slot, backoff._current_segment()
@@ -17801,8 +17808,9 @@ $$;
 -- pending, in the current segment, and a worker waiting for their queue is
 -- woken at commit when one is due. Their counters go. Called by
 -- backoff._settle_dependents when a child's last parent settles, and by
--- backoff.unblock. An UPDATE that missed a row backoff.rotate moved while
--- it waited runs again (a new statement sees the moved row), twice at most.
+-- backoff.unblock. A statement that missed a row backoff.rotate moved
+-- while it waited runs again (a new statement sees the moved row), twice
+-- at most.
 -- Private.
 CREATE OR REPLACE FUNCTION backoff._release_blocked(p_ids bigint[], p_now timestamptz)
 RETURNS void
@@ -17810,29 +17818,33 @@ LANGUAGE plpgsql
 VOLATILE
 AS $$
 DECLARE
-    v_left   bigint[] := p_ids;
-    v_queues text[]   := '{}';
-    v_due    text[];
+    v_left bigint[] := p_ids;
 BEGIN
     DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (p_ids);
     FOR v_try IN 1..3 LOOP
-        WITH u AS (
-            UPDATE backoff.jobs AS j
-            SET status = 'pending'
-            WHERE j.id = ANY (v_left)
-              AND j.status = 'blocked'
-            RETURNING j.queue, j.run_at
-        )
-        SELECT array_agg(DISTINCT u.queue) FILTER (WHERE u.run_at <= p_now) INTO v_due FROM u;
-        v_queues := v_queues || coalesce(v_due, '{}');
+        -- A claim reads the current segment only (docs/adr/0061): a job
+        -- blocked in another segment moves into it as it is released, one
+        -- blocked there since the last switch is released in place.
+        PERFORM backoff._move_to_current_segment(v_left, p_release => true);
+        UPDATE backoff.jobs AS j
+        SET status = 'pending'
+        WHERE j.segment = backoff._current_segment()
+          AND j.id = ANY (v_left)
+          AND j.status = 'blocked';
         v_left := ARRAY(SELECT j.id FROM backoff.jobs AS j WHERE j.id = ANY (v_left) AND j.status = 'blocked');
         EXIT WHEN cardinality(v_left) = 0;
     END LOOP;
-    -- A claim reads the current segment only (docs/adr/0061).
-    PERFORM backoff._move_to_current_segment(p_ids);
-    PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
-    FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
-          WHERE w.queue = ANY (v_queues) AND w.expires_at > pg_catalog.now()) AS w;
+    -- Only where a worker waits are the released jobs' queues looked up.
+    IF EXISTS (SELECT FROM backoff.waiting_workers AS w WHERE w.expires_at > pg_catalog.now()) THEN
+        PERFORM pg_catalog.pg_notify('backoff_jobs', w.queue)
+        FROM (SELECT DISTINCT w.queue FROM backoff.waiting_workers AS w
+              WHERE w.expires_at > pg_catalog.now()
+                AND w.queue = ANY (ARRAY(SELECT DISTINCT j.queue FROM backoff.jobs AS j
+                                         WHERE j.segment = backoff._current_segment()
+                                           AND j.id = ANY (p_ids)
+                                           AND j.status = 'pending'
+                                           AND j.run_at <= p_now))) AS w;
+    END IF;
 END
 $$;
 

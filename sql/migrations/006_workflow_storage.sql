@@ -16,6 +16,11 @@
 ALTER TABLE backoff.job_dependencies SET (fillfactor = 50);
 ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
 
+-- == Blocked jobs released as they move (docs/adr/0087) ==
+-- backoff._move_to_current_segment takes p_release: the old signature goes,
+-- so that calls do not become ambiguous.
+DROP FUNCTION backoff._move_to_current_segment(bigint[]);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}

@@ -265,7 +265,7 @@ func TestJobMovesCarryEveryColumn(t *testing.T) {
 	// would otherwise pass with nothing checked.
 	for _, want := range []string{
 		"backoff._move_finished(bigint[])",
-		"backoff._move_to_current_segment(bigint[])",
+		"backoff._move_to_current_segment(bigint[],boolean)",
 		"backoff.cancel(bigint,text,timestamp with time zone)",
 		"backoff.complete(bigint,integer,timestamp with time zone,jsonb)",
 		"backoff.complete_many(bigint[],integer[],timestamp with time zone,jsonb[])",
@@ -307,11 +307,11 @@ func TestJobMovesCheckFailsOnADriftedCopy(t *testing.T) {
 	}))
 	require.Equal(t, []string{"backoff._move_finished(bigint[]): column lease_expiries of backoff.jobs is missing from the INSERT's column list: a job's lease_expiries would be lost when it moves"}, problems)
 
-	problems, _ = moveProblems(t, drifted(t, pool, "backoff._move_to_current_segment(bigint[])", func(s string) string {
+	problems, _ = moveProblems(t, drifted(t, pool, "backoff._move_to_current_segment(bigint[],boolean)", func(s string) string {
 		return strings.Replace(s, "m.last_attempted_at, m.last_failed_at,", "m.last_failed_at, m.last_attempted_at,", 1)
 	}))
 	require.Len(t, problems, 2, "%q", problems)
-	require.Contains(t, problems[0], "backoff._move_to_current_segment(bigint[]): value 12, m.last_failed_at, goes into column last_attempted_at")
+	require.Contains(t, problems[0], "backoff._move_to_current_segment(bigint[],boolean): value 12, m.last_failed_at, goes into column last_attempted_at")
 }
 
 var (
