@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 48420830dafeb8af32db0ca47c3e205f52640f30a41891784df19beede4bf0fb
+-- Sources: sha256 551230b9f38a6f1fc62e1cb3a793499330b64a1c7bdf9fff06aaf14fe55d662e
 
 CREATE SCHEMA backoff;
 
@@ -113,7 +113,7 @@ CREATE UNIQUE INDEX jobs_dedupe_key_idx ON backoff.jobs (queue, dedupe_key)
 -- ===== migration 2: 002_functions.sql =====
 
 -- Installs every public and private function of the backoff schema as
--- released with schema version 3 (round 1), frozen in snapshots/002 so this
+-- released with schema version 3, frozen in snapshots/002 so this
 -- migration never changes meaning (docs/adr/0003-migrations-and-function-versioning.md).
 -- Later function changes are installed by migration 004.
 -- The function files, in dependency order. Each file creates one function
@@ -5449,7 +5449,7 @@ BEGIN
               WHERE j.queue = v_row.name AND j.completed_at IS NOT NULL
               LIMIT p_exact_limit + 1) AS f;
         finished_exact := v_total <= p_exact_limit;
-        -- The queue's controls (issue 19), for a queue that has any.
+        -- The queue's controls, for a queue that has any.
         breaker := 'closed';
         rate := NULL;
         tokens := NULL;

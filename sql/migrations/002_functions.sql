@@ -1,12 +1,12 @@
 -- Installs every public and private function of the backoff schema as
--- released with schema version 3 (round 1), frozen in snapshots/002 so this
+-- released with schema version 3, frozen in snapshots/002 so this
 -- migration never changes meaning (docs/adr/0003-migrations-and-function-versioning.md).
 -- Later function changes are installed by migration 004.
 {{ install_snapshot "002" }}
 
 ---- create above / drop below ----
 
--- Every name qualified (issue 16: an unqualified format() here ran a
+-- Every name qualified (an unqualified format() here once ran a
 -- look-alike planted in public as the migrating user); the migrator also
 -- pins search_path = pg_catalog.
 DO $$

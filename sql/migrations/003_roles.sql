@@ -105,7 +105,7 @@ $$;
 -- the functions NOT executable by PUBLIC: they are SECURITY DEFINER, and
 -- once owned by the migrating (often super)user, EXECUTE for PUBLIC would
 -- let any role that is ever given USAGE on the schema act as that user
--- (issue 16). Only their owner may run them at version 2. The roles are NOT dropped: they belong to the
+-- (docs/adr/0036-install-hygiene.md). Only their owner may run them at version 2. The roles are NOT dropped: they belong to the
 -- server and other databases may use them (and login roles may be members).
 -- Once no database uses them, drop them by hand:
 --   DROP ROLE backoff_producer, backoff_worker, backoff_admin, backoff_owner;

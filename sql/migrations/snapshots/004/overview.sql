@@ -121,7 +121,7 @@ BEGIN
               WHERE j.queue = v_row.name AND j.completed_at IS NOT NULL
               LIMIT p_exact_limit + 1) AS f;
         finished_exact := v_total <= p_exact_limit;
-        -- The queue's controls (issue 19), for a queue that has any.
+        -- The queue's controls, for a queue that has any.
         breaker := 'closed';
         rate := NULL;
         tokens := NULL;
