@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/router"
 )
 
@@ -250,6 +251,26 @@ func TestPlacement(t *testing.T) {
 	require.Equal(t, []any{4, true, v2 + 2}, []any{shard, placed, v3})
 	err = router.Install(ctx, conn, all[:4])
 	require.ErrorContains(t, err, "the router has 5 shards and 4 given: shards are only added")
+
+	// The Go client reads the same layout.
+	lay, err := sharding.ReadLayout(ctx, held)
+	require.NoError(t, err)
+	require.Equal(t, []int{4, 5}, []int{lay.HashShards, lay.Shards})
+	require.Equal(t, map[string]int{"placed": 4, "moving": to}, lay.Placed)
+	queues := []string{"placed", "moving"}
+	for i := range 50 {
+		queues = append(queues, fmt.Sprintf("layout-%d", i))
+	}
+	want, err := queueShards(ctx, held, queues)
+	require.NoError(t, err)
+	for i, q := range queues {
+		got, placed := lay.QueueShard(q)
+		require.Equal(t, int(want[i]), got, "queue %q", q)
+		require.Equal(t, i < 2, placed, "queue %q", q)
+	}
+	s, err := sharding.Lookup(ctx, held, "placed")
+	require.NoError(t, err)
+	require.Equal(t, 4, s.Number)
 }
 
 // TestEnqueueGraphThroughRouter: a workflow goes to the shard of its
