@@ -326,3 +326,50 @@ func TestEnqueueGraphThroughRouter(t *testing.T) {
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "22023", pgErr.Code)
 }
+
+// TestPlacementPrivileges: every router role reads a queue's placement;
+// only an admin places a queue, and the check on the queue's shard runs
+// as that admin (not a superuser): it sees the queue's jobs there.
+func TestPlacementPrivileges(t *testing.T) {
+	ctx := context.Background()
+	adminURL := asRole(t, "shardtest_placer", "backoff_admin")
+	workURL := asRole(t, "shardtest_placement_reader", "backoff_worker")
+	super, err := pgx.Connect(ctx, env.routerURL)
+	require.NoError(t, err)
+	defer super.Close(ctx)
+	fresh := fmt.Sprintf("placement-priv-%d", rand.IntN(1_000_000))
+	to := (router.QueueShard(fresh, NShards) + 1) % NShards
+	t.Cleanup(func() {
+		_, _ = super.Exec(context.Background(), `DELETE FROM backoff.router_placements WHERE queue = $1`, fresh)
+	})
+
+	worker, err := pgx.Connect(ctx, workURL)
+	require.NoError(t, err)
+	defer worker.Close(ctx)
+	var shard int
+	var placed bool
+	require.NoError(t, worker.QueryRow(ctx, `SELECT shard, placed FROM backoff.router_placement($1)`, fresh).Scan(&shard, &placed))
+	require.Equal(t, router.QueueShard(fresh, NShards), shard)
+	require.False(t, placed)
+	_, err = worker.Exec(ctx, `SELECT backoff.router_place_queue($1, $2)`, fresh, to)
+	require.Equal(t, "42501", sqlstate(err), "a worker does not place queues: %v", err)
+
+	admin, err := pgx.Connect(ctx, adminURL)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var changed bool
+	require.NoError(t, admin.QueryRow(ctx, `SELECT backoff.router_place_queue($1, $2)`, fresh, to).Scan(&changed))
+	require.True(t, changed)
+	require.NoError(t, worker.QueryRow(ctx, `SELECT shard, placed FROM backoff.router_placement($1)`, fresh).Scan(&shard, &placed))
+	require.Equal(t, []any{to, true}, []any{shard, placed})
+
+	busy := queuesOnEveryShard(t, "placement-busy")[0]
+	var id int64
+	require.NoError(t, super.QueryRow(ctx, `SELECT backoff.enqueue($1)`, busy).Scan(&id))
+	defer func() {
+		_, err := super.Exec(ctx, `SELECT backoff.cancel($1)`, id)
+		require.NoError(t, err)
+	}()
+	_, err = admin.Exec(ctx, `SELECT backoff.router_place_queue($1, 1)`, busy)
+	require.Equal(t, "55006", sqlstate(err), "%v", err)
+}
