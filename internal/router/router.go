@@ -41,8 +41,10 @@ func IDRange(k int) (lo, hi int64) {
 // ShardOfJob is the shard that holds job id.
 func ShardOfJob(id int64) int { return int(id >> ShardBits) }
 
-// QueueShard is the shard that holds queue among n shards
-// (sharding.QueueShard, the Go twin of the router's backoff._queue_shard).
+// QueueShard is the hash rule alone (sharding.QueueShard, the Go twin of
+// the router's backoff._hash_shard): the shard of a queue that is not
+// placed, with n the shard count of the router's first install. The router
+// decides by its placements first (docs/adr/0091-placement-table.md).
 func QueueShard(queue string, n int) int { return sharding.QueueShard(queue, n) }
 
 // Shard is one shard database as the router reaches it.
@@ -100,7 +102,7 @@ func AddShard(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, shard
 		}
 		shards = append(shards, Shard{Config: cfg})
 	}
-	if err := Install(ctx, router, append(shards, shard)); err != nil {
+	if err := install(ctx, router, append(shards, shard), len(shards)); err != nil {
 		return 0, err
 	}
 	return len(shards), nil
@@ -115,6 +117,14 @@ func AddShard(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, shard
 // privileges that hide the shards' connection strings); every name of the
 // install resolves in pg_catalog only, on the router and on the shards.
 func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
+	return install(ctx, router, shards, -1)
+}
+
+// install is Install; registered, when not -1, is the number of shards the
+// router must have now (AddShard read it: a shard added meanwhile by
+// another installer would otherwise be replaced by the new one, under the
+// same number and id range).
+func install(ctx context.Context, router *pgx.Conn, shards []Shard, registered int) error {
 	if len(shards) == 0 {
 		return errors.New("install router: no shard given")
 	}
@@ -193,6 +203,9 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 			} else if ok {
 				old, had = Layout{Version: 1, HashShards: n, Shards: n, Placed: map[string]int{}}, true
 			}
+		}
+		if registered >= 0 && (!had || old.Shards != registered) {
+			return fmt.Errorf("install router: the router's shards changed while this shard was added (%d registered, %d expected): list them again", old.Shards, registered)
 		}
 		layout, err := nextLayout(old, had, len(shards))
 		if err != nil {

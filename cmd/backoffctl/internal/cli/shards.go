@@ -277,7 +277,7 @@ user, password and TLS settings of --database-url.`,
 			}
 			w := cmd.OutOrStdout()
 			if jsonOut {
-				return writeJSON(w, map[string]any{"shard": k, "layout_version": layout.Version, "moved_queues": 0})
+				return writeJSON(w, map[string]any{"shard": k, "layout_version": layout.Version})
 			}
 			fmt.Fprintf(w, "added shard %d (%s:%d/%s), migrated to version %d; no queue moved (layout version %d)\n",
 				k, esc(shardCfg.Host), shardCfg.Port, esc(shardCfg.Database), migrations.Latest(), layout.Version)
