@@ -117,13 +117,13 @@ RETURN coalesce((SELECT p.shard FROM backoff.router_placements AS p WHERE p.queu
 LANGUAGE plproxy VOLATILE AS $p$
 `+cluster+`
 RUN ON p_shard;
-SELECT EXISTS (SELECT FROM backoff.jobs AS t WHERE t.queue = p_queue)
-    OR EXISTS (SELECT FROM backoff.schedules AS t WHERE t.queue = p_queue)
-    OR EXISTS (SELECT FROM backoff.waiting_workers AS t WHERE t.queue = p_queue)
-    OR EXISTS (SELECT FROM backoff.queue_failures AS t WHERE t.queue = p_queue)
-    OR EXISTS (SELECT FROM backoff.queue_breakers AS t WHERE t.queue = p_queue)
-    OR EXISTS (SELECT FROM backoff.queue_tokens AS t WHERE t.queue = p_queue)
-    OR EXISTS (SELECT FROM backoff.dedupe_keys AS t WHERE t.queue = p_queue);
+SELECT EXISTS (SELECT FROM backoff.jobs AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue)
+    OR EXISTS (SELECT FROM backoff.schedules AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue)
+    OR EXISTS (SELECT FROM backoff.waiting_workers AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue)
+    OR EXISTS (SELECT FROM backoff.queue_failures AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue)
+    OR EXISTS (SELECT FROM backoff.queue_breakers AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue)
+    OR EXISTS (SELECT FROM backoff.queue_tokens AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue)
+    OR EXISTS (SELECT FROM backoff.dedupe_keys AS t WHERE t.queue OPERATOR(pg_catalog.=) p_queue);
 $p$`,
 		`CREATE FUNCTION backoff.router_placement(p_queue text, OUT shard integer, OUT placed boolean, OUT layout_version bigint)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
