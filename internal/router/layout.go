@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 )
 
 // Placement (docs/adr/0091-placement-table.md): the router decides a
@@ -22,19 +24,9 @@ import (
 // shards changes neither, so it moves no queue; a new shard takes the
 // queues placed on it.
 
-// Layout is the router's layout as an install reads and keeps it.
-type Layout struct {
-	// Version is raised by every change of the layout (a shard added, a
-	// queue placed).
-	Version int64
-	// HashShards is the shard count of the first install: a queue that
-	// is not placed lives on md5(queue) mod HashShards.
-	HashShards int
-	// Shards is the number of shards behind the router.
-	Shards int
-	// Placed is the queues placed explicitly, with their shards.
-	Placed map[string]int
-}
+// Layout is the router's layout as an install reads and keeps it (the
+// client's view of it, sharding.Layout).
+type Layout = sharding.Layout
 
 // readLayout reads the layout a router holds (ok false when the router
 // database holds none: a first install, or a router installed before
