@@ -100,3 +100,15 @@ func InstallRouter(ctx context.Context, conn *pgx.Conn, shardURLs []string) erro
 	}
 	return router.Install(ctx, conn, shards)
 }
+
+// AddRouterShard registers the shard database of shardURL behind the
+// router installed in the database of conn, moving no queue: the shard is
+// migrated to Latest and given the next range of job ids, and the router is
+// regenerated over its shards and the new one, keeping its layout (queues
+// not placed keep the hash rule of the first install; placed queues stay).
+// The registered shards are reached at the addresses the router lists with
+// base's user, password and TLS settings. It is `backoffctl shards add`,
+// and returns the new shard's number.
+func AddRouterShard(ctx context.Context, conn *pgx.Conn, base *pgx.ConnConfig, shardURL string) (int, error) {
+	return router.AddShard(ctx, conn, base, router.Shard{URL: shardURL})
+}

@@ -34,14 +34,67 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// QueueShard is the number of the shard that holds queue among n shards:
-// the first four bytes of the MD5 of its name, as a non-negative int32,
-// modulo n. It is the Go twin of the router's backoff._queue_shard (a test
-// compares them), for a program that knows its shards without asking the
-// router (Lookup asks it).
+// QueueShard is the hash rule alone: the first four bytes of the MD5 of
+// the queue's name, as a non-negative int32, modulo n. It is the Go twin
+// of the router's backoff._hash_shard (a test compares them). It is the
+// shard of a queue only for a queue that is not placed explicitly, and
+// only with n the layout's hash shard count (the number of shards of the
+// router's first install, not the number of shards now): ask the router
+// (Lookup, or ReadLayout and Layout.QueueShard) for a queue's shard.
 func QueueShard(queue string, n int) int {
 	sum := md5.Sum([]byte(queue))
 	return int(binary.BigEndian.Uint32(sum[:4])&0x7fffffff) % n
+}
+
+// Layout is how a router places queues (docs/sharding.md, "Adding a shard
+// and placing a queue"): a queue placed explicitly lives on its shard; any
+// other on QueueShard(queue, HashShards), the hash rule frozen at the
+// router's first install, so that adding shards moves no queue.
+type Layout struct {
+	// Version is raised by every change of the layout.
+	Version int64
+	// HashShards is the shard count of the hash rule.
+	HashShards int
+	// Shards is the number of shards behind the router.
+	Shards int
+	// Placed is the queues placed explicitly, with their shards.
+	Placed map[string]int
+}
+
+// ReadLayout reads the router's layout (one query). A router installed
+// before placements existed has the hash of its shard count and nothing
+// placed.
+func ReadLayout(ctx context.Context, router Querier) (Layout, error) {
+	l := Layout{Placed: map[string]int{}}
+	var has bool
+	if err := router.QueryRow(ctx, `SELECT to_regclass('backoff.router_layout') IS NOT NULL`).Scan(&has); err != nil {
+		return Layout{}, fmt.Errorf("read the router's layout: %w", err)
+	}
+	if !has {
+		err := router.QueryRow(ctx, `SELECT count(*) FROM backoff.router_shards()`).Scan(&l.Shards)
+		if err != nil {
+			return Layout{}, fmt.Errorf("read the router's layout: %w", err)
+		}
+		l.HashShards = l.Shards
+		return l, nil
+	}
+	err := router.QueryRow(ctx, `
+SELECT l.version, l.hash_shards, l.shards,
+       (SELECT coalesce(jsonb_object_agg(p.queue, p.shard), '{}') FROM backoff.router_placements AS p)
+FROM backoff.router_layout AS l`).Scan(&l.Version, &l.HashShards, &l.Shards, &l.Placed)
+	if err != nil {
+		return Layout{}, fmt.Errorf("read the router's layout: %w", err)
+	}
+	return l, nil
+}
+
+// QueueShard is the shard that holds queue in the layout, and whether the
+// queue was placed there explicitly (else the hash rule decided).
+func (l Layout) QueueShard(queue string) (shard int, placed bool) {
+	if k, ok := l.Placed[queue]; ok {
+		return k, true
+	}
+	return QueueShard(queue, l.HashShards), false
 }
 
 // Shard is one shard database behind a router.
@@ -55,7 +108,8 @@ type Shard struct {
 	Conninfo string
 }
 
-// Lookup asks the router which shard holds queue.
+// Lookup asks the router which shard holds queue (its placement, else the
+// hash rule), on every call: a placement changed meanwhile is followed.
 func Lookup(ctx context.Context, router Querier, queue string) (Shard, error) {
 	var s Shard
 	err := router.QueryRow(ctx, `

@@ -37,3 +37,18 @@ func TestConnConfig(t *testing.T) {
 		t.Fatal("a bad connection string is refused")
 	}
 }
+
+// TestLayoutQueueShard: a placed queue is on its shard; any other follows
+// the hash rule of the layout's hash shard count, not of its shard count.
+func TestLayoutQueueShard(t *testing.T) {
+	l := Layout{HashShards: 3, Shards: 5, Placed: map[string]int{"emails": 4}}
+	if k, placed := l.QueueShard("emails"); k != 4 || !placed {
+		t.Fatalf("emails: shard %d, placed %v", k, placed)
+	}
+	for i := range 200 {
+		q := "q-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if k, placed := l.QueueShard(q); k != QueueShard(q, 3) || placed {
+			t.Fatalf("%s: shard %d, placed %v, want the hash rule's %d", q, k, placed, QueueShard(q, 3))
+		}
+	}
+}

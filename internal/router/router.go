@@ -41,15 +41,71 @@ func IDRange(k int) (lo, hi int64) {
 // ShardOfJob is the shard that holds job id.
 func ShardOfJob(id int64) int { return int(id >> ShardBits) }
 
-// QueueShard is the shard that holds queue among n shards
-// (sharding.QueueShard, the Go twin of the router's backoff._queue_shard).
+// QueueShard is the hash rule alone (sharding.QueueShard, the Go twin of
+// the router's backoff._hash_shard): the shard of a queue that is not
+// placed, with n the shard count of the router's first install. The router
+// decides by its placements first (docs/adr/0091-placement-table.md).
 func QueueShard(queue string, n int) int { return sharding.QueueShard(queue, n) }
 
 // Shard is one shard database as the router reaches it.
 type Shard struct {
 	// URL connects the installer to the shard (and gives the router the
-	// host, port, database, user and password it uses).
+	// host, port and database it uses).
 	URL string
+	// Config, when set, is used instead of URL.
+	Config *pgx.ConnConfig
+}
+
+// config is the shard's connection settings.
+func (s Shard) config() (*pgx.ConnConfig, error) {
+	if s.Config != nil {
+		return s.Config, nil
+	}
+	return pgx.ParseConfig(s.URL)
+}
+
+// AddShard registers one more shard behind the router installed in the
+// database of router, moving no queue: the shard is migrated and given the
+// next range of job ids, and the router is reinstalled over its shards and
+// the new one, keeping its layout (the hash rule stays that of the first
+// install, the placements stay; docs/adr/0091-placement-table.md). The
+// registered shards are reached at the addresses the router lists, with
+// base's user, password and TLS settings. It returns the new shard's
+// number.
+func AddShard(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, shard Shard) (int, error) {
+	rows, err := router.Query(ctx, `SELECT s.shard, s.conninfo FROM backoff.router_shards() AS s ORDER BY s.shard`)
+	if err != nil {
+		return 0, fmt.Errorf("add shard: list the router's shards: %w", err)
+	}
+	listed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sharding.Shard, error) {
+		var s sharding.Shard
+		return s, r.Scan(&s.Number, &s.Conninfo)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("add shard: list the router's shards: %w", err)
+	}
+	newCfg, err := shard.config()
+	if err != nil {
+		return 0, fmt.Errorf("add shard: %w", err)
+	}
+	var shards []Shard
+	for i, s := range listed {
+		if s.Number != i {
+			return 0, fmt.Errorf("add shard: the router lists shard %d in place %d", s.Number, i)
+		}
+		cfg, err := s.ConnConfig(base)
+		if err != nil {
+			return 0, fmt.Errorf("add shard: %w", err)
+		}
+		if cfg.Host == newCfg.Host && cfg.Port == newCfg.Port && cfg.Database == newCfg.Database {
+			return 0, fmt.Errorf("add shard: %s:%d/%s is already shard %d", cfg.Host, cfg.Port, cfg.Database, i)
+		}
+		shards = append(shards, Shard{Config: cfg})
+	}
+	if err := install(ctx, router, append(shards, shard), len(shards)); err != nil {
+		return 0, err
+	}
+	return len(shards), nil
 }
 
 // Install migrates every shard to the latest version, gives shard k its
@@ -61,6 +117,14 @@ type Shard struct {
 // privileges that hide the shards' connection strings); every name of the
 // install resolves in pg_catalog only, on the router and on the shards.
 func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
+	return install(ctx, router, shards, -1)
+}
+
+// install is Install; registered, when not -1, is the number of shards the
+// router must have now (AddShard read it: a shard added meanwhile by
+// another installer would otherwise be replaced by the new one, under the
+// same number and id range).
+func install(ctx context.Context, router *pgx.Conn, shards []Shard, registered int) error {
 	if len(shards) == 0 {
 		return errors.New("install router: no shard given")
 	}
@@ -72,7 +136,7 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		servers []string
 	)
 	for k, s := range shards {
-		cfg, err := pgx.ParseConfig(s.URL)
+		cfg, err := s.config()
 		if err != nil {
 			return fmt.Errorf("install router: shard %d: %w", k, err)
 		}
@@ -98,10 +162,6 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		}
 		servers = append(servers, fmt.Sprintf("p%d '%s'", k, quoteLit(conninfo(cfg))))
 	}
-	sqls, err := cat.routerSQL(len(shards))
-	if err != nil {
-		return fmt.Errorf("install router: %w", err)
-	}
 	return pgx.BeginFunc(ctx, router, func(tx pgx.Tx) error {
 		// Every name of the install resolves in pg_catalog: an SQL-standard
 		// body (backoff._queue_shard) and the column types are bound when
@@ -117,6 +177,43 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		}
 		if isShard {
 			return errors.New("install router: the router database holds a pgbackoff schema (backoff.schema_migrations): a router must be its own database")
+		}
+		// The layout survives the reinstall: the hash rule's shard count
+		// and the placements stay, so adding shards moves no queue
+		// (docs/adr/0091-placement-table.md). No placement changes while
+		// the router is rebuilt.
+		var hasLayout bool
+		if err := tx.QueryRow(ctx, `SELECT pg_catalog.to_regclass('backoff.router_placements') IS NOT NULL`).Scan(&hasLayout); err != nil {
+			return fmt.Errorf("install router: %w", err)
+		}
+		if hasLayout {
+			if _, err := tx.Exec(ctx, `LOCK TABLE backoff.router_layout, backoff.router_placements IN EXCLUSIVE MODE`); err != nil {
+				return fmt.Errorf("install router: %w", err)
+			}
+		}
+		old, had, err := readLayout(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("install router: %w", err)
+		}
+		if !had {
+			// A router installed before placements existed: its queues
+			// follow the hash of its shard count, which the layout keeps.
+			if n, ok, err := installedShards(ctx, tx); err != nil {
+				return fmt.Errorf("install router: %w", err)
+			} else if ok {
+				old, had = Layout{Version: 1, HashShards: n, Shards: n, Placed: map[string]int{}}, true
+			}
+		}
+		if registered >= 0 && (!had || old.Shards != registered) {
+			return fmt.Errorf("install router: the router's shards changed while this shard was added (%d registered, %d expected): list them again", old.Shards, registered)
+		}
+		layout, err := nextLayout(old, had, len(shards))
+		if err != nil {
+			return fmt.Errorf("install router: %w", err)
+		}
+		sqls, err := cat.routerSQL(layout)
+		if err != nil {
+			return fmt.Errorf("install router: %w", err)
 		}
 		head := []string{
 			// In pg_catalog, as plpgsql: no other schema's owner can
@@ -142,6 +239,16 @@ func Install(ctx context.Context, router *pgx.Conn, shards []Shard) error {
 		}
 		return nil
 	})
+}
+
+// installedShards is the number of shards of the router installed in the
+// database (ok false when there is none).
+func installedShards(ctx context.Context, tx pgx.Tx) (n int, ok bool, err error) {
+	err = tx.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE o ~ '^p[0-9]+='), count(*) > 0
+FROM pg_catalog.pg_foreign_server AS s LEFT JOIN LATERAL unnest(s.srvoptions) AS o ON true
+WHERE s.srvname = '`+ServerName+`'`).Scan(&n, &ok)
+	return n, ok && n > 0, err
 }
 
 // conninfo is the libpq connection string PL/Proxy uses for a shard: its
@@ -425,6 +532,48 @@ AS $$
     ORDER BY 1
 $$`
 
+// graphShardSQL creates backoff._graph_shard(jobs): the shard of a
+// workflow (backoff.enqueue_graph's p_jobs), where the queues of its jobs
+// and the existing jobs it depends on all live. A graph whose parts live on
+// different shards is refused with 0A000, naming each queue and job with its
+// shard: its edges are rows of one shard. What the shard itself would
+// refuse (no array, no queue) goes to shard 0, which says why.
+const graphShardSQL = `CREATE FUNCTION backoff._graph_shard(p_jobs jsonb) RETURNS integer
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shards integer[];
+    v_parts  text;
+BEGIN
+    IF p_jobs IS NULL OR jsonb_typeof(p_jobs) <> 'array' THEN
+        RETURN 0;
+    END IF;
+    WITH part AS (
+        SELECT format('queue "%s" on shard %s', q.queue, backoff._queue_shard(q.queue)) AS what,
+               backoff._queue_shard(q.queue) AS shard, 0 AS kind
+        FROM (SELECT DISTINCT j ->> 'queue' AS queue
+              FROM jsonb_array_elements(p_jobs) AS j
+              WHERE jsonb_typeof(j -> 'queue') = 'string') AS q
+        UNION
+        SELECT format('job %s on shard %s', x.id, backoff._job_shard(x.id)), backoff._job_shard(x.id), 1
+        FROM jsonb_array_elements(p_jobs) AS j
+        CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(j -> 'depends_on') = 'array' THEN j -> 'depends_on' ELSE '[]' END) AS d
+        CROSS JOIN LATERAL (SELECT CASE WHEN jsonb_typeof(d) = 'number' THEN d #>> '{}'
+                                        WHEN jsonb_typeof(d -> 'job') = 'number' THEN d ->> 'job' END) AS t(id)
+        CROSS JOIN LATERAL (SELECT t.id::bigint WHERE t.id ~ '^[0-9]{1,18}$') AS x(id)
+    )
+    SELECT array_agg(DISTINCT p.shard), string_agg(p.what, ', ' ORDER BY p.kind, p.what)
+    INTO v_shards, v_parts
+    FROM part AS p;
+    IF cardinality(v_shards) > 1 THEN
+        RAISE EXCEPTION 'enqueue_graph: the graph spans shards (%): through the router, its queues and the jobs it depends on must live on one shard', v_parts
+            USING ERRCODE = 'feature_not_supported',
+                  HINT = 'Place the graph''s queues on one shard before their first jobs (backoffctl shards placement QUEUE --shard K), or enqueue the parts as separate graphs.';
+    END IF;
+    RETURN coalesce(v_shards[1], 0);
+END
+$$`
+
 // catalogSQL hides the SQL/MED server's options (the shards' connection
 // strings, where an operator may have put a password) from every role but
 // the owner's: pg_foreign_server and information_schema show a server's
@@ -495,36 +644,46 @@ func hasAll(have, want []string) bool {
 	return true
 }
 
-// routerSQL generates the router's helper functions, views and forwarding
-// functions for n shards.
-func (c *catalog) routerSQL(n int) ([]string, error) {
+// routerSQL generates the router's helper functions, layout, views and
+// forwarding functions for the layout l.
+func (c *catalog) routerSQL(l Layout) ([]string, error) {
 	var errs []error
+	placement, err := layoutSQL(l)
+	if err != nil {
+		return nil, err
+	}
 	out := []string{
-		fmt.Sprintf(`CREATE FUNCTION backoff._queue_shard(p_queue text) RETURNS integer
+		// The hash rule of the queues not placed, frozen at the shard
+		// count of the first install (docs/adr/0091-placement-table.md).
+		fmt.Sprintf(`CREATE FUNCTION backoff._hash_shard(p_queue text) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN coalesce(((('x' OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.md5(p_queue), 1, 8))::pg_catalog.bit(32)::pg_catalog.int4
-    OPERATOR(pg_catalog.&) 2147483647) OPERATOR(pg_catalog.%%) %d), 0)`, n),
+    OPERATOR(pg_catalog.&) 2147483647) OPERATOR(pg_catalog.%%) %d), 0)`, l.HashShards),
 		fmt.Sprintf(`CREATE FUNCTION backoff._job_shard(p_job_id bigint) RETURNS integer
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN coalesce(CASE WHEN p_job_id OPERATOR(pg_catalog.>) 0 THEN (p_job_id OPERATOR(pg_catalog.>>) %d)::pg_catalog.int4 ELSE 0 END, 0)`, ShardBits),
+		graphShardSQL,
 		clusterSQL,
 		catalogSQL,
 		routerShardsSQL,
+	}
+	out = append(out, placement...)
+	out = append(out,
 		`COMMENT ON FUNCTION backoff.router_shards() IS 'Router only (admins and producers): the shards behind this router, by number, with each one''s address (host, port, dbname) from the connection string PL/Proxy uses; no user, password or other setting.'`,
 		`CREATE FUNCTION backoff.router_queue_shard(p_queue text) RETURNS integer
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 RETURN backoff._queue_shard(p_queue)`,
-		`COMMENT ON FUNCTION backoff.router_queue_shard(text) IS 'Router only: the shard number that holds a queue (enqueue in your own transaction needs a connection to it).'`,
+		`COMMENT ON FUNCTION backoff.router_queue_shard(text) IS 'Router only: the shard number that holds a queue, by its placement or else the hash rule (enqueue in your own transaction needs a connection to it).'`,
 		`ALTER FUNCTION backoff.router_shards() OWNER TO backoff_owner`,
-		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._job_shard(bigint), backoff._cluster() FROM PUBLIC`,
+		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._hash_shard(text), backoff._graph_shard(jsonb), backoff._job_shard(bigint), backoff._cluster() FROM PUBLIC`,
 		// Workers route through the router and never need a shard's
 		// address; producers need their queue's shard to enqueue in their
 		// own transaction (client/sharding), admins every shard for the
 		// configuration commands.
 		`GRANT EXECUTE ON FUNCTION backoff.router_shards() TO backoff_producer, backoff_admin`,
 		`GRANT EXECUTE ON FUNCTION backoff.router_queue_shard(text), backoff._queue_shard(text) TO backoff_producer, backoff_worker, backoff_admin`,
-		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._job_shard(bigint), backoff._cluster() TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
-	}
+		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._hash_shard(text), backoff._graph_shard(jsonb), backoff._job_shard(bigint), backoff._cluster() TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
+	)
 	out = append(out, c.types...)
 	// Views over the tables: their row types are the composite types the
 	// functions return (backoff.jobs).
@@ -616,6 +775,8 @@ func forward(f function, r Rule) []string {
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON backoff._queue_shard("+r.Arg+");"))
 	case ByJob:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON backoff._job_shard("+r.Arg+");"))
+	case ByGraph:
+		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON backoff._graph_shard("+r.Arg+");"))
 	case ByJobSplit:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result,
 			"SPLIT "+strings.Join(r.Split, ", ")+";\nRUN ON backoff._job_shard("+r.Arg+");"))

@@ -34,7 +34,7 @@ func TestEveryFunctionRouted(t *testing.T) {
 	if u := c.unrouted(); len(u) > 0 {
 		t.Errorf("functions without a routing rule (add them to Rules in internal/router/rules.go):\n  %s", strings.Join(u, "\n  "))
 	}
-	if _, err := c.routerSQL(3); err != nil {
+	if _, err := c.routerSQL(Layout{Version: 1, HashShards: 3, Shards: 3}); err != nil {
 		t.Errorf("router SQL: %v", err)
 	}
 	// A rule may come before its function (written for another branch's
@@ -54,14 +54,14 @@ func TestEveryFunctionRouted(t *testing.T) {
 // stops the router's generation, naming it.
 func TestUnroutedFunctionFailsInstall(t *testing.T) {
 	c := &catalog{functions: []function{{name: "frobnicate", identity: "p_queue text", inputs: []string{"p_queue"}, retType: "integer", result: "integer", volatility: "v"}}}
-	_, err := c.routerSQL(2)
+	_, err := c.routerSQL(Layout{Version: 1, HashShards: 2, Shards: 2})
 	if err == nil || !strings.Contains(err.Error(), "backoff.frobnicate(p_queue text) has no routing rule") {
 		t.Fatalf("err = %v, want the unrouted function named", err)
 	}
 	c.functions[0].name = "claim" // a rule whose argument it lacks
 	c.functions[0].inputs = []string{"p_other"}
 	c.functions[0].identity = "p_other text"
-	if _, err := c.routerSQL(2); err == nil || !strings.Contains(err.Error(), "no rule of \"claim\" matches") {
+	if _, err := c.routerSQL(Layout{Version: 1, HashShards: 2, Shards: 2}); err == nil || !strings.Contains(err.Error(), "no rule of \"claim\" matches") {
 		t.Fatalf("err = %v, want the argument mismatch named", err)
 	}
 }
@@ -75,11 +75,11 @@ func TestQueueShardMatchesSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	sqls, err := (&catalog{}).routerSQL(3)
+	sqls, err := (&catalog{}).routerSQL(Layout{Version: 1, HashShards: 3, Shards: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fn := strings.Replace(sqls[0], "backoff._queue_shard", "pg_temp.queue_shard", 1)
+	fn := strings.Replace(sqls[0], "backoff._hash_shard", "pg_temp.queue_shard", 1)
 	if _, err := conn.Exec(ctx, fn); err != nil {
 		t.Fatal(err)
 	}

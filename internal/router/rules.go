@@ -31,6 +31,10 @@ const (
 	// Any runs the call on one shard (pure computations and reads of the
 	// configuration, which every shard holds alike).
 	Any
+	// ByGraph runs a workflow (the jobs array Arg of enqueue_graph) on the
+	// shard where its queues and the jobs it depends on live, and refuses
+	// one that spans shards (0A000).
+	ByGraph
 )
 
 // Rule routes one public function (every overload of its name).
@@ -65,9 +69,10 @@ var Rules = map[string][]Rule{
 	},
 
 	// A workflow's edges are rows of one shard: the whole graph goes to
-	// one shard, so through the router only a graph whose queues all live
-	// on the shard it reaches works (docs/workflows.md).
-	"enqueue_graph": {{Kind: Any}},
+	// the shard of its queues (and of the jobs it depends on); a graph
+	// that spans shards is refused, naming each part's shard
+	// (docs/workflows.md).
+	"enqueue_graph": {{Kind: ByGraph, Arg: "p_jobs"}},
 
 	// Workers.
 	"claim":         {{Kind: ByQueue, Arg: "p_queue"}},

@@ -3,6 +3,7 @@ package shardtest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -108,5 +109,37 @@ func cycle(b *testing.B, ctx context.Context, p *pgxpool.Pool, q string) {
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkShardAddMovedShare is not timed: it prints the share of 1,000
+// queue names whose shard changed when a fifth shard was added to a router
+// over four (the goal is none: docs/adr/0091-placement-table.md), once,
+// as a target line.
+func BenchmarkShardAddMovedShare(b *testing.B) {
+	movedShareOnce.Do(func() {
+		share, err := shardAddMovedShare(context.Background())
+		if err != nil {
+			movedShareErr = err
+			return
+		}
+		movedShare = share
+		verdict := "met"
+		if share > 0 {
+			verdict = "MISS"
+		}
+		fmt.Printf("target shard-add-moved-share: %.2f (goal <= 0.00) %s\n", share, verdict)
+	})
+	if movedShareErr != nil {
+		b.Fatal(movedShareErr)
+	}
+	// Computed, not timed: no ns/op.
+	b.ReportMetric(0, "ns/op")
+	b.ReportMetric(movedShare, "moved-share")
+}
+
+var (
+	movedShareOnce sync.Once
+	movedShare     float64
+	movedShareErr  error
+)
 
 func queueShard(q string) int { return router.QueueShard(q, NShards) }

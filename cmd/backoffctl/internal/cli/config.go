@@ -143,7 +143,7 @@ it exits 0 either way.`,
 						return fmt.Errorf("%s: %w", tg.label, err)
 					}
 					if tg.label != "" {
-						st.shard, st.shards = i, len(targets)
+						st.shard, st.shards, st.layout = i, len(targets), tg.layout
 					}
 					changes := planChanges(c, st)
 					total += len(changes)
@@ -297,7 +297,7 @@ func applyAll(ctx context.Context, targets []target, c *config.Config, prune boo
 			return nil, fmt.Errorf("%s%w", where, err)
 		}
 		if tg.label != "" {
-			st.shard, st.shards = i, len(targets)
+			st.shard, st.shards, st.layout = i, len(targets), tg.layout
 		}
 		st.now = now
 		results[i] = planChanges(c, st)

@@ -13,6 +13,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/client/policy"
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
@@ -51,10 +52,12 @@ type dbState struct {
 	Grants   map[config.Grant]bool
 	Settings *config.Settings // the row of backoff.settings; nil when there is none
 	// Schedules and whether each is paused (schedulesdb.go); shard and
-	// shards say which shard of how many this is (shards 0: no router).
+	// shards say which shard of how many this is (shards 0: no router),
+	// and layout where the router places each queue.
 	Schedules      map[string]config.Schedule
 	SchedulePaused map[string]bool
 	shard, shards  int
+	layout         *sharding.Layout
 	now            *time.Time // apply's --now, for put_schedule
 }
 

@@ -3,12 +3,14 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 	"github.com/pgbackoff/pgbackoff/pgserver"
 )
@@ -116,4 +118,67 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 	out, code = backoffctl("dlq", "replay", "--queue", "cli-q", "--all", "--yes")
 	require.Equal(t, ExitOK, code, out)
 	require.Contains(t, out, "replayed 1 dead-lettered job(s) of queue cli-q")
+
+	// Shards: a fourth is added moving no queue; a queue is placed on it
+	// before its first job; one with jobs stays where it is.
+	out, code = backoffctl("shards", "list")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, "layout version 1: 3 shard(s); a queue not placed lives on md5(queue) mod 3")
+	out, code = backoffctl("shards", "placement", "cli-q")
+	require.Equal(t, ExitOK, code, out)
+	home := sharding.QueueShard("cli-q", nShards)
+	require.Contains(t, out, fmt.Sprintf("queue cli-q: shard %d, by the hash rule", home))
+	out, code = backoffctl("shards", "placement", "cli-q", "--shard", strconv.Itoa((home+1)%nShards))
+	require.Equal(t, ExitFailure, code, out)
+	require.Equal(t, 1, strings.Count(out, "\n"), out)
+	require.Contains(t, out, fmt.Sprintf("it has jobs, schedules or controls on shard %d", home))
+
+	fourth := testdb.NewEmptyURL(t)
+	out, code = backoffctl("shards", "add", fourth)
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, "added shard 3 (")
+	require.Contains(t, out, "no queue moved (layout version 2)")
+	out, code = backoffctl("shards", "placement", "cli-q")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("queue cli-q: shard %d, by the hash rule", home), "adding a shard moved no queue")
+	out, code = backoffctl("shards", "placement", "cli-new", "--shard", "3")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, "placed queue cli-new on shard 3 (layout version 3)")
+	out, code = backoffctl("shards", "placement", "cli-new", "--shard", "3", "--output", "json")
+	require.Equal(t, ExitOK, code, out)
+	require.JSONEq(t, `{"queue": "cli-new", "shard": 3, "decided_by": "placement", "layout_version": 3, "changed": false}`, out)
+	out, code = backoffctl("enqueue", "cli-new", `{"x": 2}`)
+	require.Equal(t, ExitOK, code, out)
+	sc, err := pgx.Connect(ctx, fourth)
+	require.NoError(t, err)
+	var n int
+	err = sc.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE queue = 'cli-new'`).Scan(&n)
+	sc.Close(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the placed queue's job is on the new shard")
+	out, code = backoffctl("shards", "list")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, "layout version 3: 4 shard(s); a queue not placed lives on md5(queue) mod 3")
+	require.Regexp(t, `(?m)^3 +host=\S+ port=\d+ dbname=\S+ +1$`, out)
+
+	// Bad input: one line, non-zero exit.
+	for _, bad := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"shards", "placement", "x", "--shard", "9"}, ExitFailure, "the router has shards 0 to 3"},
+		{[]string{"shards", "placement", "x", "--shard", "-1"}, ExitUsage, "want a shard number"},
+		{[]string{"shards", "placement"}, ExitUsage, "QUEUE"},
+		{[]string{"shards", "add", "postgres://%zz"}, ExitUsage, "SHARD_URL"},
+		{[]string{"shards", "add", fourth}, ExitFailure, "is already shard 3"},
+	} {
+		out, code = backoffctl(bad.args...)
+		require.Equal(t, bad.code, code, "%v: %s", bad.args, out)
+		require.Equal(t, 1, strings.Count(out, "\n"), "%v: %s", bad.args, out)
+		require.Contains(t, out, bad.want, "%v", bad.args)
+	}
+	code, out, errOut := run(t, "shards", "list", "--database-url", shardURLs[0])
+	require.Equal(t, ExitUsage, code, out+errOut)
+	require.Contains(t, errOut, "not a pgbackoff router")
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgbackoff/pgbackoff/client"
-	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/cmd/backoffctl/internal/config"
 )
 
@@ -101,7 +100,11 @@ func scheduleFields(s config.Schedule, paused bool) [][2]string {
 // ownsSchedule reports whether st's database holds s: always, unless st
 // is one shard of several and s's queue lives on another.
 func ownsSchedule(st *dbState, queue string) bool {
-	return st.shards <= 1 || sharding.QueueShard(queue, st.shards) == st.shard
+	if st.shards <= 1 || st.layout == nil {
+		return true
+	}
+	k, _ := st.layout.QueueShard(queue)
+	return k == st.shard
 }
 
 // planSchedules compares the file's schedules with the database's.

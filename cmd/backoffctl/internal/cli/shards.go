@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
 	"github.com/pgbackoff/pgbackoff/client/sharding"
+	"github.com/pgbackoff/pgbackoff/migrations"
 )
 
 // target is one database a configuration command reads or writes: the
@@ -17,6 +19,9 @@ type target struct {
 	// label is "" for a plain database, else "shard K (host:port/db)".
 	label string
 	conn  *pgx.Conn
+	// layout is the router's placement of queues (nil for a plain
+	// database): which shard holds a queue.
+	layout *sharding.Layout
 }
 
 // isRouter reports whether conn is a pgbackoff router database.
@@ -58,6 +63,10 @@ func connectTargets(ctx context.Context, cmd *cobra.Command) ([]target, error) {
 		return []target{{conn: conn}}, nil
 	}
 	defer conn.Close(ctx)
+	layout, err := sharding.ReadLayout(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := conn.Query(ctx, `SELECT shard, conninfo FROM backoff.router_shards()`)
 	if err != nil {
 		return nil, fmt.Errorf("list the router's shards: %w", err)
@@ -93,7 +102,7 @@ func connectTargets(ctx context.Context, cmd *cobra.Command) ([]target, error) {
 			closeTargets(ctx, out)
 			return nil, fmt.Errorf("connect to %s: %w", label, rootCause(err))
 		}
-		out = append(out, target{label: label, conn: c})
+		out = append(out, target{label: label, conn: c, layout: &layout})
 	}
 	return out, nil
 }
@@ -115,11 +124,231 @@ func connectForQueue(ctx context.Context, cmd *cobra.Command, queue string) (*pg
 	if len(targets) == 1 && targets[0].label == "" {
 		return targets[0].conn, nil
 	}
-	k := sharding.QueueShard(queue, len(targets))
+	// The router's placement, else the hash rule of its first install.
+	k, _ := targets[0].layout.QueueShard(queue)
+	if k >= len(targets) {
+		closeTargets(ctx, targets)
+		return nil, fmt.Errorf("queue %q is placed on shard %d, which the router does not list", queue, k)
+	}
 	for i, t := range targets {
 		if i != k {
 			t.conn.Close(ctx)
 		}
 	}
 	return targets[k].conn, nil
+}
+
+func init() { register(newShardsCommand) }
+
+func newShardsCommand() *cobra.Command {
+	cmd := groupCommand(&cobra.Command{
+		Use:   "shards",
+		Short: "Show the shards behind a router and where it places queues; add a shard; place a queue",
+		Long: `Behind a PL/Proxy router (docs/sharding.md), a queue placed explicitly
+lives on its shard; any other on md5(queue) mod the shard count of the
+router's first install. Adding a shard therefore moves no queue: a new
+shard takes the queues placed on it. A queue is placed before its first
+job: placing a queue that has jobs, schedules or controls on its shard is
+refused (moving a live queue is not supported).`,
+		Example: `  backoffctl shards list --database-url postgres://admin@router/jobs
+  backoffctl shards add postgres://admin@db3/jobs --database-url postgres://admin@router/jobs
+  backoffctl shards placement emails
+  backoffctl shards placement emails --shard 3`,
+	})
+	cmd.AddCommand(newShardsListCommand(), newShardsAddCommand(), newShardsPlacementCommand())
+	return cmd
+}
+
+// connectRouter connects to --database-url and refuses a database that is
+// not a router.
+func connectRouter(ctx context.Context, cmd *cobra.Command) (*pgx.Conn, error) {
+	conn, err := connect(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := isRouter(ctx, conn)
+	if err == nil && !ok {
+		err = usagef("%s: the database is not a pgbackoff router (docs/sharding.md)", cmd.CommandPath())
+	}
+	if err != nil {
+		conn.Close(ctx)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// shardRow is one shard as shards list shows it.
+type shardRow struct {
+	Shard        int    `json:"shard"`
+	Conninfo     string `json:"conninfo"`
+	PlacedQueues int    `json:"placed_queues"`
+}
+
+func newShardsListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the shards behind the router, with the number of queues placed on each, and the layout's version",
+		Example: `  backoffctl shards list
+  backoffctl shards list --output json`,
+		Args: exactArgs(0, ""),
+		RunE: withOutput(func(cmd *cobra.Command, _ []string, jsonOut bool) error {
+			ctx := cmd.Context()
+			conn, err := connectRouter(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			layout, err := sharding.ReadLayout(ctx, conn)
+			if err != nil {
+				return err
+			}
+			rows, err := conn.Query(ctx, `SELECT shard, conninfo FROM backoff.router_shards() ORDER BY shard`)
+			if err != nil {
+				return fmt.Errorf("list the router's shards: %w", err)
+			}
+			shards, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (shardRow, error) {
+				var s shardRow
+				return s, r.Scan(&s.Shard, &s.Conninfo)
+			})
+			if err != nil {
+				return fmt.Errorf("list the router's shards: %w", err)
+			}
+			for i := range shards {
+				for _, k := range layout.Placed {
+					if k == shards[i].Shard {
+						shards[i].PlacedQueues++
+					}
+				}
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(w, map[string]any{
+					"layout_version": layout.Version, "hash_shards": layout.HashShards, "shards": shards,
+				})
+			}
+			fmt.Fprintf(w, "layout version %d: %d shard(s); a queue not placed lives on md5(queue) mod %d\n",
+				layout.Version, len(shards), layout.HashShards)
+			tw := newTable(w)
+			row(tw, "SHARD", "ADDRESS", "PLACED QUEUES")
+			for _, s := range shards {
+				row(tw, strconv.Itoa(s.Shard), esc(s.Conninfo), strconv.Itoa(s.PlacedQueues))
+			}
+			return tw.Flush()
+		}),
+	}
+}
+
+func newShardsAddCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "add SHARD_URL",
+		Short: "Register a new shard database behind the router, moving no queue",
+		Long: `add migrates the database of SHARD_URL to the latest version, gives it
+the next shard number and its range of job ids, and regenerates the router
+over its shards and the new one (as migrate up --router does; a superuser
+login). No queue moves: queues not placed keep the hash rule of the first
+install, placed queues their shard. Place queues on the new shard with
+"shards placement QUEUE --shard K" before their first jobs. The shards
+already registered are reached at the addresses the router lists, with the
+user, password and TLS settings of --database-url.`,
+		Example: `  backoffctl shards add postgres://admin@db3/jobs --database-url postgres://admin@router/jobs`,
+		Args:    exactArgs(1, "SHARD_URL"),
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
+			shardCfg, err := parseConnConfig(args[0])
+			if err != nil {
+				return usagef("shards add: SHARD_URL: %v", err)
+			}
+			ctx := cmd.Context()
+			conn, err := connectRouter(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			base, err := connConfig(cmd)
+			if err != nil {
+				return err
+			}
+			k, err := migrations.AddRouterShard(ctx, conn, base, args[0])
+			if err != nil {
+				return err
+			}
+			layout, err := sharding.ReadLayout(ctx, conn)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(w, map[string]any{"shard": k, "layout_version": layout.Version})
+			}
+			fmt.Fprintf(w, "added shard %d (%s:%d/%s), migrated to version %d; no queue moved (layout version %d)\n",
+				k, esc(shardCfg.Host), shardCfg.Port, esc(shardCfg.Database), migrations.Latest(), layout.Version)
+			return nil
+		}),
+	}
+}
+
+func newShardsPlacementCommand() *cobra.Command {
+	var shard int
+	cmd := &cobra.Command{
+		Use:   "placement QUEUE",
+		Short: "Show a queue's shard and how it was decided, or place the queue on a shard (--shard)",
+		Long: `Without --shard, placement prints the shard that holds QUEUE and whether
+it was placed there explicitly or by the hash rule. With --shard K it
+places QUEUE on shard K (an admin), which the router follows at once; a
+queue that has jobs, schedules or controls on its shard is refused.`,
+		Example: `  backoffctl shards placement emails
+  backoffctl shards placement emails --shard 3`,
+		Args: exactArgs(1, "QUEUE"),
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
+			queue := args[0]
+			set := cmd.Flags().Changed("shard")
+			if set && shard < 0 {
+				return usagef("--shard %d: want a shard number, 0 or more", shard)
+			}
+			ctx := cmd.Context()
+			conn, err := connectRouter(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			changed := false
+			if set {
+				if err := conn.QueryRow(ctx, `SELECT backoff.router_place_queue($1, $2)`, queue, shard).Scan(&changed); err != nil {
+					return fmt.Errorf("place queue %q: %w", queue, err)
+				}
+			}
+			var k int
+			var placed bool
+			var version int64
+			err = conn.QueryRow(ctx, `SELECT shard, placed, layout_version FROM backoff.router_placement($1)`, queue).
+				Scan(&k, &placed, &version)
+			if err != nil {
+				return fmt.Errorf("find the shard of queue %q: %w", queue, err)
+			}
+			decided := "hash"
+			if placed {
+				decided = "placement"
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				out := map[string]any{"queue": queue, "shard": k, "decided_by": decided, "layout_version": version}
+				if set {
+					out["changed"] = changed
+				}
+				return writeJSON(w, out)
+			}
+			switch {
+			case set && changed:
+				fmt.Fprintf(w, "placed queue %s on shard %d (layout version %d)\n", esc(queue), k, version)
+			case set:
+				fmt.Fprintf(w, "queue %s is already placed on shard %d (layout version %d)\n", esc(queue), k, version)
+			case placed:
+				fmt.Fprintf(w, "queue %s: shard %d, placed explicitly (layout version %d)\n", esc(queue), k, version)
+			default:
+				fmt.Fprintf(w, "queue %s: shard %d, by the hash rule (not placed; layout version %d)\n", esc(queue), k, version)
+			}
+			return nil
+		}),
+	}
+	cmd.Flags().IntVar(&shard, "shard", 0, "place the queue on this shard (an admin; refused while the queue has jobs, schedules or controls on its shard)")
+	return cmd
 }
