@@ -94,6 +94,11 @@ type Config struct {
 	IdleOverride     time.Duration // -idle-window
 	// WorkflowJobs is the jobs of each graph of the workflows section.
 	WorkflowJobs int
+	// OutputSeed is the jobs seeded for the output-cost line, and
+	// OutputWindow the length of each run of the 1 MiB outputs line
+	// (outputs.go).
+	OutputSeed   int
+	OutputWindow time.Duration
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
 	// LatencyWindow is the shortest insert time of the enqueue -> handler
@@ -130,6 +135,7 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 100
 		c.LanguageJobs = 10_000
 		c.WorkflowJobs = 10_000
+		c.OutputSeed, c.OutputWindow = 100_000, time.Minute
 		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -149,6 +155,7 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 300
 		c.LanguageJobs = 40_000
 		c.WorkflowJobs = 10_000
+		c.OutputSeed, c.OutputWindow = 200_000, 10*time.Minute
 		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -168,6 +175,7 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 5
 		c.LanguageJobs = 200
 		c.WorkflowJobs = 60
+		c.OutputSeed, c.OutputWindow = 5000, 500*time.Millisecond
 		c.IdleWarmup, c.IdleWindow = time.Second, 2*time.Second
 		c.UIRefresh = 50 * time.Millisecond
 	default:

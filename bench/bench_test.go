@@ -129,6 +129,21 @@ func TestWorkflowsSection(t *testing.T) {
 	require.Regexp(t, `(?m)^target workflow-fanin-last-complete-buffers-ratio: [0-9.]+ \(goal <= 1.50\) (met|MISS)$`, text)
 }
 
+// TestOutputsSection runs the output lines at tiny sizes: both variants
+// complete jobs, the sampler claims beside the 1 MiB outputs.
+func TestOutputsSection(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Only: "outputs"}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	require.Regexp(t, `(?m)^claim\+complete, 1 job a transaction, 4 clients: [0-9]+ jobs/s with a 1 KiB output, [0-9]+ without `, text)
+	require.Regexp(t, `(?m)^target output-1kib-vs-none-4c: [0-9.]+ \(goal >= 0.95\) (met|MISS)$`, text)
+	require.Regexp(t, `(?m)^claim p99 of a sampler .*: [0-9.]+ ms with 1 MiB outputs at 100 jobs/s in another queue, [0-9.]+ ms without `, text)
+	require.Regexp(t, `(?m)^target output-1mib-claim-p99-ratio: [0-9.]+ \(goal <= 1.10\) (met|MISS)$`, text)
+}
+
 // TestControlsSection runs only the queue-controls lines at
 // tiny sizes: both sides must do their work (a claim that finds nothing
 // fails the step), and the controlled side must really be controlled.

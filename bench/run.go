@@ -100,6 +100,11 @@ func (b *bench) runAll(ctx context.Context) error {
 			return err
 		}
 	}
+	if b.cfg.wants("outputs") {
+		if err := b.outputs(ctx); err != nil {
+			return err
+		}
+	}
 	if b.cfg.wants("schedules") {
 		if err := b.schedules(ctx); err != nil {
 			return err
