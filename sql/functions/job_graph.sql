@@ -77,7 +77,7 @@ BEGIN
                pg_catalog.array_agg(d.on_failure ORDER BY d.parent_id) AS parent_policies,
                pg_catalog.array_agg(d.state ORDER BY d.parent_id) AS parent_states,
                pg_catalog.array_agg(d.parent_id ORDER BY d.parent_id)
-                   FILTER (WHERE d.state IN ('open', 'waiting')) AS waiting_for
+                   FILTER (WHERE d.state IN ('open', 'waiting') AND j.status = 'blocked') AS waiting_for
         FROM backoff.job_dependencies AS d
         WHERE d.child_id = j.id
     ) AS e ON true
@@ -86,7 +86,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.job_graph(bigint, integer) IS
-'The workflow job p_job_id belongs to: the job and every job reachable from it through dependencies, its parents and their parents, its children and theirs, and so on both ways, one row each, nearest first (distance: the fewest edges from p_job_id, 0 for itself), then by id. At most p_limit jobs (default 1000, at most 10000): when the graph has more, the rows are the p_limit nearest and truncated is true on each. Each row: id, queue, status; parent_ids: the jobs it depends on, in id order, with each edge''s on_failure in parent_policies and its state in parent_states (open: the parent has not finished; satisfied; failed: the policy was applied; waiting: the parent failed under a ''wait'' edge and the job waits for backoff.unblock or a replay; released: by backoff.unblock); waiting_for: the parents whose edge is open or waiting, the ones a blocked job still waits for. A parent that prune deleted is listed in parent_ids but has no row. Admin only.
+'The workflow job p_job_id belongs to: the job and every job reachable from it through dependencies, its parents and their parents, its children and theirs, and so on both ways, one row each, nearest first (distance: the fewest edges from p_job_id, 0 for itself), then by id. At most p_limit jobs (default 1000, at most 10000): when the graph has more, the rows are the p_limit nearest and truncated is true on each. Each row: id, queue, status; parent_ids: the jobs it depends on, in id order, with each edge''s on_failure in parent_policies and its state in parent_states (open: the parent has not finished; satisfied; failed: the policy was applied; waiting: the parent failed under a ''wait'' edge and the job waits for backoff.unblock or a replay; released: by backoff.unblock); waiting_for: for a blocked job, the parents whose edge is open or waiting, the ones it still waits for (empty for a job in any other status: a job cancelled by one parent keeps its other edges open). A parent that prune deleted is listed in parent_ids but has no row. Admin only.
 Errors: BK001 no such job; 22023 a p_limit that is NULL, below 1 or above 10000.
 Example:
 SELECT * FROM backoff.enqueue_graph(''[{"ref": "a", "queue": "etl"}, {"ref": "b", "queue": "etl"}, {"ref": "c", "queue": "etl", "depends_on": ["a", {"ref": "b", "on_failure": "run"}]}]'');
