@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 16db3768de317d4269d9f0e60222d301c3b8681e6fac72d858f70e3aedf703f4
+-- Sources: sha256 6109ad2ca801b02016808ed60988ffacb0b040aaa6d086928f73d06036210bef
 
 CREATE SCHEMA backoff;
 
@@ -12791,6 +12791,7 @@ AS $$
 DECLARE
     v_seen      bigint[];
     v_frontier  bigint[];
+    v_previous  bigint[] := '{}';
     v_next      bigint[];
     v_distances integer[];
     v_distance  integer := 0;
@@ -12810,14 +12811,16 @@ BEGIN
     WHILE pg_catalog.cardinality(v_frontier) > 0 LOOP
         v_distance := v_distance + 1;
         -- The neighbours of this round not seen yet, in id order, that
-        -- still name a job (prune deletes a job with its edges).
+        -- still name a job (prune deletes a job with its edges). A
+        -- neighbour of a job at distance d is at d - 1, d or d + 1: only
+        -- the last two rounds can hold it, not everything seen.
         SELECT coalesce(pg_catalog.array_agg(n.id ORDER BY n.id), '{}') INTO v_next
         FROM (
             SELECT d.parent_id AS id FROM backoff.job_dependencies AS d WHERE d.child_id = ANY (v_frontier)
             UNION
             SELECT d.child_id FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_frontier)
         ) AS n
-        WHERE n.id <> ALL (v_seen)
+        WHERE n.id <> ALL (v_frontier) AND n.id <> ALL (v_previous)
           AND EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = n.id);
         IF pg_catalog.cardinality(v_seen) + pg_catalog.cardinality(v_next) > p_limit THEN
             v_next := v_next[1:p_limit - pg_catalog.cardinality(v_seen)];
@@ -12826,6 +12829,7 @@ BEGIN
         v_seen := v_seen || v_next;
         v_distances := v_distances || pg_catalog.array_fill(v_distance, ARRAY[pg_catalog.cardinality(v_next)]);
         EXIT WHEN v_truncated;
+        v_previous := v_frontier;
         v_frontier := v_next;
     END LOOP;
     RETURN QUERY

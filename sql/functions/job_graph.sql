@@ -29,6 +29,7 @@ AS $$
 DECLARE
     v_seen      bigint[];
     v_frontier  bigint[];
+    v_previous  bigint[] := '{}';
     v_next      bigint[];
     v_distances integer[];
     v_distance  integer := 0;
@@ -48,14 +49,16 @@ BEGIN
     WHILE pg_catalog.cardinality(v_frontier) > 0 LOOP
         v_distance := v_distance + 1;
         -- The neighbours of this round not seen yet, in id order, that
-        -- still name a job (prune deletes a job with its edges).
+        -- still name a job (prune deletes a job with its edges). A
+        -- neighbour of a job at distance d is at d - 1, d or d + 1: only
+        -- the last two rounds can hold it, not everything seen.
         SELECT coalesce(pg_catalog.array_agg(n.id ORDER BY n.id), '{}') INTO v_next
         FROM (
             SELECT d.parent_id AS id FROM backoff.job_dependencies AS d WHERE d.child_id = ANY (v_frontier)
             UNION
             SELECT d.child_id FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_frontier)
         ) AS n
-        WHERE n.id <> ALL (v_seen)
+        WHERE n.id <> ALL (v_frontier) AND n.id <> ALL (v_previous)
           AND EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = n.id);
         IF pg_catalog.cardinality(v_seen) + pg_catalog.cardinality(v_next) > p_limit THEN
             v_next := v_next[1:p_limit - pg_catalog.cardinality(v_seen)];
@@ -64,6 +67,7 @@ BEGIN
         v_seen := v_seen || v_next;
         v_distances := v_distances || pg_catalog.array_fill(v_distance, ARRAY[pg_catalog.cardinality(v_next)]);
         EXIT WHEN v_truncated;
+        v_previous := v_frontier;
         v_frontier := v_next;
     END LOOP;
     RETURN QUERY

@@ -350,7 +350,8 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 		}
 		line := strings.Join(ids, ", ")
 		if j.ParentsOpen != nil {
-			line += fmt.Sprintf(" (%d unfinished, %d failed and waiting for backoff.unblock or a replay)", *j.ParentsOpen, *j.ParentsWaiting)
+			line += fmt.Sprintf(" (%d unfinished, %d failed and waiting for jobs unblock %d or a replay; jobs graph %d shows the workflow)",
+				*j.ParentsOpen, *j.ParentsWaiting, j.ID, j.ID)
 		}
 		field("depends on", line)
 	}
