@@ -132,3 +132,20 @@ func TestGraphPageAndUnblock(t *testing.T) {
 		require.Contains(t, body, want, path)
 	}
 }
+
+// A queue name with markup in a graph is text on the graph page: in the
+// boxes, their tooltips and the table.
+func TestGraphPageEscapesNames(t *testing.T) {
+	dbURL := testdb.NewURL(t)
+	admin := testdb.Pool(t, dbURL)
+	ctx := context.Background()
+	var child int64
+	require.NoError(t, admin.QueryRow(ctx, `SELECT max(job_id) FROM backoff.enqueue_graph('[
+		{"ref": "a", "queue": "<img src=x onerror=alert(1)>"},
+		{"ref": "b", "queue": "ui-graph-esc", "depends_on": ["a"]}]')`).Scan(&child))
+	srv, _ := serve(t, dbURL, webui.Options{})
+	code, body, _ := get(t, http.DefaultClient, srv.URL+"/jobs/"+strconv.FormatInt(child, 10)+"/graph")
+	require.Equal(t, 200, code, body)
+	require.NotContains(t, body, "<img")
+	require.Contains(t, body, "&lt;img src=x onerror=alert(1)&gt;")
+}
