@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 6109ad2ca801b02016808ed60988ffacb0b040aaa6d086928f73d06036210bef
+-- Sources: sha256 ef12e24d8188096e641c5b87b74337bc1f4aff29128176b4e6f93356a5938231
 
 CREATE SCHEMA backoff;
 
@@ -12768,8 +12768,8 @@ SELECT id, status, effective_policy, payload_text, payload_bytes FROM backoff.jo
 -- probes per distance (the edges' primary key by child, their index by
 -- parent), stopped at p_limit jobs: a graph's size is bounded by what
 -- enqueue_graph takes at once, but graphs can be joined through existing
--- jobs without end. No JIT, as for the other reads. Admin only: it shows
--- any queue's jobs (docs/adr/0072).
+-- jobs without end (docs/adr/0090). No JIT, as for the other reads. Admin
+-- only: it shows any queue's jobs (docs/adr/0072).
 CREATE OR REPLACE FUNCTION backoff.job_graph(p_job_id bigint, p_limit integer DEFAULT 1000)
 RETURNS TABLE (
     id              bigint,

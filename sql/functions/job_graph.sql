@@ -6,8 +6,8 @@
 -- probes per distance (the edges' primary key by child, their index by
 -- parent), stopped at p_limit jobs: a graph's size is bounded by what
 -- enqueue_graph takes at once, but graphs can be joined through existing
--- jobs without end. No JIT, as for the other reads. Admin only: it shows
--- any queue's jobs (docs/adr/0072).
+-- jobs without end (docs/adr/0090). No JIT, as for the other reads. Admin
+-- only: it shows any queue's jobs (docs/adr/0072).
 CREATE OR REPLACE FUNCTION backoff.job_graph(p_job_id bigint, p_limit integer DEFAULT 1000)
 RETURNS TABLE (
     id              bigint,
