@@ -2,7 +2,7 @@
 -- operator sees it (backoffctl jobs graph, the web UI's graph page): every
 -- job reachable from it through dependencies, up to its parents and down to
 -- its children, nearest first, with each job's edges to its parents and
--- those it still waits for (docs/adr/0087). Breadth first, one round of
+-- those it still waits for (docs/adr/0087). Breadth first, one step of
 -- probes per distance (the edges' primary key by child, their index by
 -- parent), stopped at p_limit jobs: a graph's size is bounded by what
 -- enqueue_graph takes at once, but graphs can be joined through existing
@@ -48,10 +48,10 @@ BEGIN
     v_frontier := ARRAY[p_job_id];
     WHILE pg_catalog.cardinality(v_frontier) > 0 LOOP
         v_distance := v_distance + 1;
-        -- The neighbours of this round not seen yet, in id order, that
+        -- The neighbours of this step not seen yet, in id order, that
         -- still name a job (prune deletes a job with its edges). A
         -- neighbour of a job at distance d is at d - 1, d or d + 1: only
-        -- the last two rounds can hold it, not everything seen.
+        -- the last two steps can hold it, not everything seen.
         SELECT coalesce(pg_catalog.array_agg(n.id ORDER BY n.id), '{}') INTO v_next
         FROM (
             SELECT d.parent_id AS id FROM backoff.job_dependencies AS d WHERE d.child_id = ANY (v_frontier)
