@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 551230b9f38a6f1fc62e1cb3a793499330b64a1c7bdf9fff06aaf14fe55d662e
+-- Sources: sha256 1d3e3203f3ac1ac7653a18faa2f9d26671fa974fa85d987a4942447ddc6c73ed
 
 CREATE SCHEMA backoff;
 
@@ -14697,6 +14697,12 @@ ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
 -- so that calls do not become ambiguous.
 DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 
+-- == Blocked jobs counted by the operator's reads (docs/adr/0090) ==
+-- backoff.stats and backoff.overview return a last column, blocked: a
+-- return type cannot be replaced in place.
+DROP FUNCTION backoff.stats(interval, timestamptz);
+DROP FUNCTION backoff.overview(timestamptz, integer);
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -19705,7 +19711,9 @@ SELECT backoff.prune(''7 days'', p_now => now() + interval ''8 days'') AS delete
 -- backoff.stats(window, now): one row per queue for the CLI and dashboards:
 -- jobs per status, how many are due and how long the oldest due job has
 -- waited, and what happened in the window (p_now - p_window, p_now]:
--- retries scheduled and jobs dead-lettered. A failure is read from the error
+-- retries scheduled and jobs dead-lettered. blocked, last (a column added
+-- after the others, so that positional reads keep working), counts the
+-- jobs waiting for their parents (docs/workflows.md). A failure is read from the error
 -- history, so only the 20 most recent per job count; an operator's entries
 -- there (replayed, cancelled) are no failures, and a failure that
 -- dead-lettered its job stays no retry when the job is replayed
@@ -19729,7 +19737,8 @@ RETURNS TABLE (
     oldest_due_age interval,
     retries        bigint,
     dead_letters   bigint,
-    paused         boolean
+    paused         boolean,
+    blocked        bigint
 )
 LANGUAGE plpgsql
 STABLE
@@ -19752,6 +19761,7 @@ BEGIN
                count(*) FILTER (WHERE j.status = 'completed') AS completed,
                count(*) FILTER (WHERE j.status = 'dead_lettered') AS dead_lettered,
                count(*) FILTER (WHERE j.status = 'cancelled') AS cancelled,
+               count(*) FILTER (WHERE j.status = 'blocked') AS blocked,
                count(*) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now) AS due,
                p_now - min(j.run_at) FILTER (WHERE j.status IN ('pending', 'retrying') AND j.run_at <= p_now)
                    AS oldest_due_age,
@@ -19778,7 +19788,7 @@ BEGIN
         GROUP BY j.queue
     )
     SELECT c.queue, c.pending, c.running, c.expired, c.retrying, c.completed, c.dead_lettered, c.cancelled,
-           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters, coalesce(q.paused, false)
+           c.due, c.oldest_due_age, coalesce(f.retries, 0), c.dead_letters, coalesce(q.paused, false), c.blocked
     FROM counts AS c
     LEFT JOIN failures AS f ON f.queue = c.queue
     LEFT JOIN backoff.queues AS q ON q.name = c.queue
@@ -19787,12 +19797,12 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.stats(interval, timestamptz) IS
-'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled); expired = running jobs whose lease ended before p_now (stranded by a worker that stopped; backoff.reap settles them); paused = the queue is paused (backoff.pause_queue); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history (an operator''s replay is no retry: the failure that dead-lettered a replayed job is not counted, nor are the history''s replayed and cancelled entries); dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
+'One row per queue that has jobs: counts per status (pending, running, retrying, completed, dead_lettered, cancelled, and blocked, the last column: jobs waiting for the jobs they depend on, backoff.enqueue_graph); expired = running jobs whose lease ended before p_now (stranded by a worker that stopped; backoff.reap settles them); paused = the queue is paused (backoff.pause_queue); due = pending or retrying with run_at <= p_now; oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and for the window (p_now - p_window, p_now]: retries = failed attempts (handler errors and expired leases) followed by a retry, read from the error history (an operator''s replay is no retry: the failure that dead-lettered a replayed job is not counted, nor are the history''s replayed and cancelled entries); dead_letters = jobs dead-lettered. Scans the whole table: for operators and dashboards, not for tight loops.
 Errors: 22023 for a NULL or negative window, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'') FROM generate_series(1, 3);
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
-SELECT queue, pending, running, expired, due, retries, dead_letters, paused FROM backoff.stats(''15 minutes'');';
+SELECT queue, pending, running, expired, due, retries, dead_letters, paused, blocked FROM backoff.stats(''15 minutes'');';
 
 -- backoff.queue_state(queue, now): where a queue's controls stand at p_now
 -- (docs/adr/0045): the circuit breaker's state, when it opened, the
@@ -20036,6 +20046,8 @@ SELECT kind, queue, at <= now() AS due FROM backoff.next_work(ARRAY[''emails'', 
 -- finished rows (docs/adr/0048-overview-without-full-scans.md):
 -- * pending, retrying, due and the oldest due from an index-only scan of
 --   jobs_claimable_idx (its live rows only; status is INCLUDEd);
+-- * blocked (the last column, added after the others) from
+--   backoff.job_blockers, one row per blocked job, each job by its key;
 -- * running from jobs_lease_idx (lease_until is set exactly while running),
 --   and expired: those whose lease ended before p_now, stranded by a worker
 --   that stopped until reap settles them (docs/adr/0066);
@@ -20071,7 +20083,8 @@ RETURNS TABLE (
     breaker        text,
     rate           double precision,
     tokens         double precision,
-    next_claim_at  timestamptz
+    next_claim_at  timestamptz,
+    blocked        bigint
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -20116,10 +20129,20 @@ BEGIN
             WHERE j.lease_until IS NOT NULL
             GROUP BY j.queue
         ),
+        -- Blocked jobs are outside the claim index: one row each in
+        -- backoff.job_blockers, whose job is found by its primary key.
+        held AS (
+            SELECT j.queue AS name, count(*) AS blocked
+            FROM backoff.job_blockers AS b
+            JOIN backoff.jobs AS j ON j.id = b.job_id
+            WHERE j.status = 'blocked'
+            GROUP BY j.queue
+        ),
         names AS (
             SELECT q.name FROM backoff.queues AS q
             UNION SELECT w.name FROM waiting AS w
             UNION SELECT l.name FROM leased AS l
+            UNION SELECT h.name FROM held AS h
             UNION SELECT f.name FROM finished_queues AS f WHERE f.name IS NOT NULL
         )
         SELECT n.name,
@@ -20132,11 +20155,13 @@ BEGIN
                coalesce(l.expired, 0) AS expired,
                coalesce(w.retrying, 0) AS retrying,
                coalesce(w.due, 0) AS due,
-               CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age
+               CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age,
+               coalesce(h.blocked, 0) AS blocked
         FROM names AS n
         LEFT JOIN backoff.queues AS q ON q.name = n.name
         LEFT JOIN waiting AS w ON w.name = n.name
         LEFT JOIN leased AS l ON l.name = n.name
+        LEFT JOIN held AS h ON h.name = n.name
         ORDER BY n.name
     LOOP
         queue := v_row.name;
@@ -20149,6 +20174,7 @@ BEGIN
         retrying := v_row.retrying;
         due := v_row.due;
         oldest_due_age := v_row.oldest_due_age;
+        blocked := v_row.blocked;
         -- At most p_exact_limit + 1 entries of the queue's finished rows.
         SELECT count(*) FILTER (WHERE f.status = 'completed'),
                count(*) FILTER (WHERE f.status = 'dead_lettered'),
@@ -20192,10 +20218,10 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
-'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; expired = running jobs whose lease ended before p_now (stranded by a worker that stopped, until backoff.reap settles them); due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying, and blocked (the last column: jobs waiting for the jobs they depend on, backoff.enqueue_graph); expired = running jobs whose lease ended before p_now (stranded by a worker that stopped, until backoff.reap settles them); due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
 Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
 Example:
-SELECT queue, pending, running, expired, retrying, due, completed, finished_exact FROM backoff.overview();';
+SELECT queue, pending, running, expired, retrying, blocked, due, completed, finished_exact FROM backoff.overview();';
 
 -- backoff.workers(now): the workers the database knows about, from the
 -- jobs they hold (locked_by of the running jobs, read through
@@ -21138,6 +21164,106 @@ Errors: 22023 for a p_payload_chars below 1.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT id, status, effective_policy, payload_text, payload_bytes FROM backoff.job_detail(1, 200);';
+
+-- backoff.job_graph(job id, limit): the workflow a job belongs to, as an
+-- operator sees it (backoffctl jobs graph, the web UI's graph page): every
+-- job reachable from it through dependencies, up to its parents and down to
+-- its children, nearest first, with each job's edges to its parents and
+-- those it still waits for (docs/adr/0087). Breadth first, one step of
+-- probes per distance (the edges' primary key by child, their index by
+-- parent), stopped at p_limit jobs: a graph's size is bounded by what
+-- enqueue_graph takes at once, but graphs can be joined through existing
+-- jobs without end (docs/adr/0090). No JIT, as for the other reads. Admin
+-- only: it shows any queue's jobs (docs/adr/0072).
+CREATE OR REPLACE FUNCTION backoff.job_graph(p_job_id bigint, p_limit integer DEFAULT 1000)
+RETURNS TABLE (
+    id              bigint,
+    queue           text,
+    status          text,
+    distance        integer,
+    parent_ids      bigint[],
+    parent_policies text[],
+    parent_states   text[],
+    waiting_for     bigint[],
+    truncated       boolean
+)
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+DECLARE
+    v_seen      bigint[];
+    v_frontier  bigint[];
+    v_previous  bigint[] := '{}';
+    v_next      bigint[];
+    v_distances integer[];
+    v_distance  integer := 0;
+    v_truncated boolean := false;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 OR p_limit > 10000 THEN
+        RAISE EXCEPTION 'graph of job %: limit of % jobs: want 1 to 10000', p_job_id, coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = p_job_id) THEN
+        RAISE EXCEPTION 'job "%" not found', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'BK001';
+    END IF;
+    v_seen := ARRAY[p_job_id];
+    v_distances := ARRAY[0];
+    v_frontier := ARRAY[p_job_id];
+    WHILE pg_catalog.cardinality(v_frontier) > 0 LOOP
+        v_distance := v_distance + 1;
+        -- The neighbours of this step not seen yet, in id order, that
+        -- still name a job (prune deletes a job with its edges). A
+        -- neighbour of a job at distance d is at d - 1, d or d + 1: only
+        -- the last two steps can hold it, not everything seen.
+        SELECT coalesce(pg_catalog.array_agg(n.id ORDER BY n.id), '{}') INTO v_next
+        FROM (
+            SELECT d.parent_id AS id FROM backoff.job_dependencies AS d WHERE d.child_id = ANY (v_frontier)
+            UNION
+            SELECT d.child_id FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_frontier)
+        ) AS n
+        WHERE n.id <> ALL (v_frontier) AND n.id <> ALL (v_previous)
+          AND EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = n.id);
+        IF pg_catalog.cardinality(v_seen) + pg_catalog.cardinality(v_next) > p_limit THEN
+            v_next := v_next[1:p_limit - pg_catalog.cardinality(v_seen)];
+            v_truncated := true;
+        END IF;
+        v_seen := v_seen || v_next;
+        v_distances := v_distances || pg_catalog.array_fill(v_distance, ARRAY[pg_catalog.cardinality(v_next)]);
+        EXIT WHEN v_truncated;
+        v_previous := v_frontier;
+        v_frontier := v_next;
+    END LOOP;
+    RETURN QUERY
+    SELECT j.id, j.queue, j.status, s.distance,
+           coalesce(e.parent_ids, '{}'), coalesce(e.parent_policies, '{}'), coalesce(e.parent_states, '{}'),
+           coalesce(e.waiting_for, '{}'), v_truncated
+    FROM ROWS FROM (pg_catalog.unnest(v_seen), pg_catalog.unnest(v_distances)) AS s(id, distance)
+    JOIN backoff.jobs AS j ON j.id = s.id
+    LEFT JOIN LATERAL (
+        SELECT pg_catalog.array_agg(d.parent_id ORDER BY d.parent_id) AS parent_ids,
+               pg_catalog.array_agg(d.on_failure ORDER BY d.parent_id) AS parent_policies,
+               pg_catalog.array_agg(d.state ORDER BY d.parent_id) AS parent_states,
+               pg_catalog.array_agg(d.parent_id ORDER BY d.parent_id)
+                   FILTER (WHERE d.state IN ('open', 'waiting') AND j.status = 'blocked') AS waiting_for
+        FROM backoff.job_dependencies AS d
+        WHERE d.child_id = j.id
+    ) AS e ON true
+    ORDER BY s.distance, j.id;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.job_graph(bigint, integer) IS
+'The workflow job p_job_id belongs to: the job and every job reachable from it through dependencies, its parents and their parents, its children and theirs, and so on both ways, one row each, nearest first (distance: the fewest edges from p_job_id, 0 for itself), then by id. At most p_limit jobs (default 1000, at most 10000): when the graph has more, the rows are the p_limit nearest and truncated is true on each. Each row: id, queue, status; parent_ids: the jobs it depends on, in id order, with each edge''s on_failure in parent_policies and its state in parent_states (open: the parent has not finished; satisfied; failed: the policy was applied; waiting: the parent failed under a ''wait'' edge and the job waits for backoff.unblock or a replay; released: by backoff.unblock); waiting_for: for a blocked job, the parents whose edge is open or waiting, the ones it still waits for (empty for a job in any other status: a job cancelled by one parent keeps its other edges open). A parent that prune deleted is listed in parent_ids but has no row. Admin only.
+Errors: BK001 no such job; 22023 a p_limit that is NULL, below 1 or above 10000.
+Example:
+SELECT * FROM backoff.enqueue_graph(''[{"ref": "a", "queue": "etl"}, {"ref": "b", "queue": "etl"}, {"ref": "c", "queue": "etl", "depends_on": ["a", {"ref": "b", "on_failure": "run"}]}]'');
+SELECT id FROM backoff.claim(''etl'', ''worker-1'');
+SELECT status FROM backoff.complete(1, 1);
+SELECT id, status, distance, parent_ids, parent_policies, parent_states, waiting_for FROM backoff.job_graph(3);';
 
 -- backoff.queue_history(queue, limit): the newest pauses and resumes of a
 -- queue, or of every queue, from backoff.queue_events (which pause_queue

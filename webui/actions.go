@@ -72,6 +72,22 @@ func (h *Handler) cancelJob(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", h.opts.Prefix, id), http.StatusSeeOther)
 }
 
+// unblockJob releases a blocked job from the parents that failed under a
+// wait edge (backoff.unblock) and returns to the job.
+func (h *Handler) unblockJob(w http.ResponseWriter, r *http.Request) {
+	id, ok := h.jobID(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	if _, err := h.ops.Unblock(ctx, id); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("%s/jobs/%d", h.opts.Prefix, id), http.StatusSeeOther)
+}
+
 // reap retries now the running jobs whose lease expired (backoff.reap, as
 // a worker's reaper does), up to 10 batches, and returns to the overview.
 func (h *Handler) reap(w http.ResponseWriter, r *http.Request) {

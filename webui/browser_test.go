@@ -498,6 +498,73 @@ func TestBrowser(t *testing.T) {
 		do(t, ctx, chromedp.EmulateViewport(1200, 800))
 	})
 
+	t.Run("a workflow's graph", func(t *testing.T) {
+		// extract completed; load-eu running, load-us dead-lettered (its
+		// wait edge holds report for an operator), load-asia pending;
+		// report waits for the three loads, notify for report. New queues,
+		// after the pages above counted theirs.
+		bg := context.Background()
+		cc, err := client.New(bg, pool)
+		require.NoError(t, err)
+		ids, err := cc.EnqueueGraph(bg, client.NewGraph().
+			Add("extract", "etl", map[string]string{"table": "orders"}, nil).
+			Add("load-eu", "etl", nil, []client.Dependency{client.After("extract")}).
+			Add("load-us", "etl", nil, []client.Dependency{client.After("extract")}).
+			Add("load-asia", "etl", nil, []client.Dependency{client.After("extract")}).
+			Add("report", "etl-reports", nil, []client.Dependency{client.After("load-eu"),
+				client.After("load-us").Or(client.OnFailureWait), client.After("load-asia")}).
+			Add("notify", "etl-reports", nil, []client.Dependency{client.After("report")}))
+		require.NoError(t, err)
+		j, err := cc.Acquire(bg, ids["extract"], time.Hour)
+		require.NoError(t, err)
+		_, err = cc.CompleteWithOutput(bg, j.ID, j.Token, map[string]int{"rows": 42})
+		require.NoError(t, err)
+		_, err = cc.Acquire(bg, ids["load-eu"], time.Hour)
+		require.NoError(t, err)
+		j, err = cc.Acquire(bg, ids["load-us"], time.Hour)
+		require.NoError(t, err)
+		_, err = cc.Fail(bg, j.ID, j.Token, "region us-east-1 unreachable", client.NonRetryable())
+		require.NoError(t, err)
+
+		do(t, ctx, chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", srv.URL, ids["report"])))
+		require.NotEmpty(t, run(t, ctx, chromedp.Text(chromedp.ID("unblock"))), "a job held by a wait edge can be unblocked")
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil, chromedp.Click(chromedp.ID("graph-link"))))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("%s/jobs/%d/graph", srv.URL, ids["report"]), run(t, ctx, chromedp.Location()))
+		require.Contains(t, run(t, ctx, chromedp.Text(chromedp.CSS("h1"))), fmt.Sprintf("Graph of job %d", ids["report"]))
+		require.Equal(t, 6, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#graph g.node").length`)))
+		require.Equal(t, 7, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#graph path.edge").length`)))
+		statuses := run(t, ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("#graph-jobs tbody tr")).map(r => r.cells[2].textContent.trim())`))
+		require.Equal(t, []string{"completed", "running", "dead_lettered", "pending", "blocked", "blocked"}, statuses)
+		require.Equal(t, fmt.Sprint(ids["report"]), run(t, ctx, chromedp.Evaluate[string](`document.querySelector("#graph g.node.focus").dataset.job`)))
+		require.Equal(t, 1, run(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#graph path.edge.wait.waiting").length`)))
+		require.NotEmpty(t, run(t, ctx, chromedp.Text(chromedp.ID(fmt.Sprintf("graph-operator-%d", ids["report"])))))
+		// Every edge runs rightwards, from its parent's box to its child's,
+		// and no two boxes overlap.
+		bad := run(t, ctx, chromedp.Evaluate[[]string](`(() => {
+			const box = id => document.querySelector('#graph g.node[data-job="' + id + '"] rect').getBBox();
+			const out = [];
+			for (const e of document.querySelectorAll("#graph path.edge")) {
+				const [p, c] = e.dataset.edge.split("-");
+				if (box(p).x + box(p).width > box(c).x) out.push("edge " + e.dataset.edge);
+			}
+			const rects = Array.from(document.querySelectorAll("#graph g.node rect")).map(r => r.getBBox());
+			rects.forEach((a, i) => rects.slice(i + 1).forEach(b => {
+				if (a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height) out.push("overlap");
+			}));
+			return out;
+		})()`))
+		require.Empty(t, bad)
+		require.Empty(t, console())
+		shot("graph")
+		// A box opens its job.
+		_, err = chromedp.Run(ctx, chromedp.WaitEvent(pageLoad, nil,
+			chromedp.Click(chromedp.CSS(fmt.Sprintf(`#graph g.node[data-job="%d"] rect`, ids["extract"])))))
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("%s/jobs/%d", srv.URL, ids["extract"]), run(t, ctx, chromedp.Location()))
+		require.Empty(t, console())
+	})
+
 	t.Run("bad input gets a page that says what was wrong", func(t *testing.T) {
 		for path, want := range map[string]string{
 			"/jobs/99999999":       "no such job",

@@ -489,6 +489,9 @@ type jobData struct {
 	// Waiting: of a blocked job, how many parents failed and wait for an
 	// operator (J.ParentsWaiting, 0 when none or not blocked).
 	Waiting int
+	// InGraph: the job has parents or children; the page links to its
+	// graph.
+	InGraph bool
 }
 
 func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
@@ -528,6 +531,17 @@ func (h *Handler) job(w http.ResponseWriter, r *http.Request) {
 		if j.ScheduleSlot != nil {
 			d.Schedule.Slot = *j.ScheduleSlot
 		}
+	}
+	if len(j.Parents) > 0 {
+		d.InGraph = true
+	} else {
+		// A job without parents may have children: two jobs say so.
+		g, err := h.ops.Graph(ctx, id, 2)
+		if err != nil {
+			h.failErr(w, r, err)
+			return
+		}
+		d.InGraph = len(g.Jobs) > 1
 	}
 	d.Timeline = buildTimeline(j, d.Policy, time.Now())
 	d.CanRetry = j.Status == client.StatusDeadLettered || j.Status == client.StatusCancelled

@@ -35,7 +35,7 @@ type view struct {
 	Data         any
 }
 
-var pageNames = []string{"overview", "jobs", "job", "deadletters", "policies", "schedules", "schedule", "bulk", "enqueue", "result", "error"}
+var pageNames = []string{"overview", "jobs", "job", "graph", "deadletters", "policies", "schedules", "schedule", "bulk", "enqueue", "result", "error"}
 
 func parseTemplates(h *Handler) (map[string]*pageTemplate, error) {
 	funcs := template.FuncMap{

@@ -47,7 +47,7 @@ type Options struct {
 	// trailing slash; "" for the root. Requests keep it (do not wrap the
 	// handler in http.StripPrefix): links are built with it.
 	Prefix string
-	// AllowActions enables the actions (replay, cancel, pause, resume,
+	// AllowActions enables the actions (replay, cancel, unblock, pause, resume,
 	// bulk, enqueue). Without it the UI is read only and says so.
 	AllowActions bool
 	// Hosts are the names (or addresses) the UI answers to in a request's
@@ -178,6 +178,7 @@ func (h *Handler) routes() {
 	get("/overview/table", h.overviewTable)
 	get("/jobs", h.jobs)
 	get("/jobs/{id}", h.job)
+	get("/jobs/{id}/graph", h.jobGraph)
 	get("/dead-letters", h.deadLetters)
 	get("/policies", h.policies)
 	get("/schedules", h.schedules)
@@ -186,6 +187,7 @@ func (h *Handler) routes() {
 	get("/enqueue", h.enqueueForm)
 	post("/jobs/{id}/replay", h.replayJob)
 	post("/jobs/{id}/cancel", h.cancelJob)
+	post("/jobs/{id}/unblock", h.unblockJob)
 	post("/reap", h.reap)
 	post("/queues/pause", h.pauseQueue)
 	post("/queues/resume", h.resumeQueue)

@@ -114,19 +114,19 @@ func TestReadCallsSQL(t *testing.T) {
 
 	// Stats reads the SQL function backoff.stats: one source of truth.
 	statsSQL := "SELECT queue, pending, running, expired, retrying, completed, dead_lettered, cancelled, " +
-		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused FROM backoff.stats("
+		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused, blocked FROM backoff.stats("
 	statsCols := []string{"queue", "pending", "running", "expired", "retrying", "completed", "dead_lettered", "cancelled",
-		"due", "coalesce", "retries", "dead_letters", "paused"}
+		"due", "coalesce", "retries", "dead_letters", "paused", "blocked"}
 	mock.ExpectQuery(statsSQL+"p_window => $1::interval, p_now => $2::timestamptz)").WithArgs(15*time.Minute, nil).
 		WillReturnRows(pgxmock.NewRows(statsCols).
-			AddRow("emails", int64(1), int64(2), int64(1), int64(3), int64(4), int64(5), int64(6), int64(7), 90*time.Second, int64(8), int64(9), true).
-			AddRow("sms", int64(0), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), time.Duration(0), int64(0), int64(0), false)).
+			AddRow("emails", int64(1), int64(2), int64(1), int64(3), int64(4), int64(5), int64(6), int64(7), 90*time.Second, int64(8), int64(9), true, int64(2)).
+			AddRow("sms", int64(0), int64(0), int64(0), int64(0), int64(1), int64(0), int64(0), int64(0), time.Duration(0), int64(0), int64(0), false, int64(0))).
 		RowsWillBeClosed()
 	stats, err := o.Stats(ctx, 15*time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []QueueStats{
 		{Queue: "emails", Pending: 1, Running: 2, Expired: 1, Retrying: 3, Completed: 4, DeadLettered: 5, Cancelled: 6,
-			Due: 7, OldestDueAge: 90 * time.Second, Retries: 8, DeadLetters: 9, Paused: true},
+			Due: 7, OldestDueAge: 90 * time.Second, Retries: 8, DeadLetters: 9, Paused: true, Blocked: 2},
 		{Queue: "sms", Completed: 1},
 	}, stats)
 	mock.ExpectQuery(statsSQL + "p_now => $1::timestamptz)").WithArgs(nil).

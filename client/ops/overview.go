@@ -24,6 +24,9 @@ type QueueOverview struct {
 	// Expired counts the running jobs whose lease has ended: work a
 	// stopped worker stranded, until a reap settles it (docs/adr/0066).
 	Expired int64
+	// Blocked counts the jobs waiting for the jobs they depend on
+	// (docs/workflows.md), exactly.
+	Blocked int64
 	// Due counts pending and retrying jobs whose run_at has passed;
 	// OldestDueAge is how long the oldest of them has waited (0: none due).
 	Due          int64
@@ -56,7 +59,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 	call, args := c.fn("overview", sqlapi.Arg("p_exact_limit", "integer", nullIntDefault(exactLimit, 10000)))
 	rows, err := c.db.Query(ctx, "SELECT queue, policy, paused, configured, pending, running, expired, retrying, due, "+
 		"coalesce(oldest_due_age, interval '0'), completed, dead_lettered, cancelled, finished_exact, "+
-		"breaker, rate, tokens, next_claim_at FROM "+call, args...)
+		"breaker, rate, tokens, next_claim_at, blocked FROM "+call, args...)
 	if err != nil {
 		return nil, translate(op, err)
 	}
@@ -68,7 +71,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 		var next *time.Time
 		if err := rows.Scan(&q.Queue, &q.Policy, &q.Paused, &q.Configured, &q.Pending, &q.Running, &q.Expired, &q.Retrying,
 			&q.Due, &q.OldestDueAge, &q.Completed, &q.DeadLettered, &q.Cancelled, &q.FinishedExact,
-			&q.Breaker, &q.Rate, &q.Tokens, &next); err != nil {
+			&q.Breaker, &q.Rate, &q.Tokens, &next, &q.Blocked); err != nil {
 			return nil, translate(op, err)
 		}
 		if next != nil {
@@ -83,6 +86,7 @@ func (c *Client) Overview(ctx context.Context, exactLimit int) ([]QueueOverview,
 		p := &out[i]
 		p.Pending, p.Running, p.Retrying, p.Due = p.Pending+q.Pending, p.Running+q.Running, p.Retrying+q.Retrying, p.Due+q.Due
 		p.Expired += q.Expired
+		p.Blocked += q.Blocked
 		p.OldestDueAge = max(p.OldestDueAge, q.OldestDueAge)
 		p.Completed, p.DeadLettered, p.Cancelled = p.Completed+q.Completed, p.DeadLettered+q.DeadLettered, p.Cancelled+q.Cancelled
 		p.FinishedExact = p.FinishedExact && q.FinishedExact

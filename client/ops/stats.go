@@ -19,6 +19,9 @@ type QueueStats struct {
 	Completed    int64
 	DeadLettered int64
 	Cancelled    int64
+	// Blocked counts the jobs waiting for the jobs they depend on
+	// (docs/workflows.md).
+	Blocked int64
 	// Due counts claimable jobs whose run_at has passed; OldestDueAge is
 	// how long the oldest of them has waited (0 when none is due).
 	Due          int64
@@ -44,7 +47,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats,
 	}
 	call, values := c.fn("stats", args...)
 	rows, err := c.db.Query(ctx, "SELECT queue, pending, running, expired, retrying, completed, dead_lettered, cancelled, "+
-		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused FROM "+call, values...)
+		"due, COALESCE(oldest_due_age, interval '0'), retries, dead_letters, paused, blocked FROM "+call, values...)
 	if err != nil {
 		return nil, translate(op, err)
 	}
@@ -53,7 +56,7 @@ func (c *Client) Stats(ctx context.Context, window time.Duration) ([]QueueStats,
 	for rows.Next() {
 		var s QueueStats
 		if err := rows.Scan(&s.Queue, &s.Pending, &s.Running, &s.Expired, &s.Retrying, &s.Completed, &s.DeadLettered,
-			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters, &s.Paused); err != nil {
+			&s.Cancelled, &s.Due, &s.OldestDueAge, &s.Retries, &s.DeadLetters, &s.Paused, &s.Blocked); err != nil {
 			return nil, translate(op, err)
 		}
 		out = append(out, s)

@@ -133,6 +133,7 @@ var Rules = map[string][]Rule{
 	"list_jobs":           {{Kind: AllUnion}},
 	"count_jobs":          {{Kind: AllSum}},
 	"job_detail":          {{Kind: ByJob, Arg: "p_job_id"}},
+	"job_graph":           {{Kind: ByJob, Arg: "p_job_id"}},
 	"dead_letter_groups":  {{Kind: AllUnion}},
 	"dead_letter_reasons": {{Kind: AllUnion}},
 	"dead_letter_sample":  {{Kind: AllUnion}},

@@ -88,6 +88,7 @@
 {{ template "list_jobs.sql" . }}
 {{ template "count_jobs.sql" . }}
 {{ template "job_detail.sql" . }}
+{{ template "job_graph.sql" . }}
 {{ template "queue_history.sql" . }}
 {{ template "policy_list.sql" . }}
 {{ template "dead_letter_groups.sql" . }}

@@ -3,6 +3,8 @@
 -- finished rows (docs/adr/0048-overview-without-full-scans.md):
 -- * pending, retrying, due and the oldest due from an index-only scan of
 --   jobs_claimable_idx (its live rows only; status is INCLUDEd);
+-- * blocked (the last column, added after the others) from
+--   backoff.job_blockers, one row per blocked job, each job by its key;
 -- * running from jobs_lease_idx (lease_until is set exactly while running),
 --   and expired: those whose lease ended before p_now, stranded by a worker
 --   that stopped until reap settles them (docs/adr/0066);
@@ -38,7 +40,8 @@ RETURNS TABLE (
     breaker        text,
     rate           double precision,
     tokens         double precision,
-    next_claim_at  timestamptz
+    next_claim_at  timestamptz,
+    blocked        bigint
 )
 LANGUAGE plpgsql
 VOLATILE
@@ -83,10 +86,20 @@ BEGIN
             WHERE j.lease_until IS NOT NULL
             GROUP BY j.queue
         ),
+        -- Blocked jobs are outside the claim index: one row each in
+        -- backoff.job_blockers, whose job is found by its primary key.
+        held AS (
+            SELECT j.queue AS name, count(*) AS blocked
+            FROM backoff.job_blockers AS b
+            JOIN backoff.jobs AS j ON j.id = b.job_id
+            WHERE j.status = 'blocked'
+            GROUP BY j.queue
+        ),
         names AS (
             SELECT q.name FROM backoff.queues AS q
             UNION SELECT w.name FROM waiting AS w
             UNION SELECT l.name FROM leased AS l
+            UNION SELECT h.name FROM held AS h
             UNION SELECT f.name FROM finished_queues AS f WHERE f.name IS NOT NULL
         )
         SELECT n.name,
@@ -99,11 +112,13 @@ BEGIN
                coalesce(l.expired, 0) AS expired,
                coalesce(w.retrying, 0) AS retrying,
                coalesce(w.due, 0) AS due,
-               CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age
+               CASE WHEN w.first_run_at <= p_now THEN p_now - w.first_run_at END AS oldest_due_age,
+               coalesce(h.blocked, 0) AS blocked
         FROM names AS n
         LEFT JOIN backoff.queues AS q ON q.name = n.name
         LEFT JOIN waiting AS w ON w.name = n.name
         LEFT JOIN leased AS l ON l.name = n.name
+        LEFT JOIN held AS h ON h.name = n.name
         ORDER BY n.name
     LOOP
         queue := v_row.name;
@@ -116,6 +131,7 @@ BEGIN
         retrying := v_row.retrying;
         due := v_row.due;
         oldest_due_age := v_row.oldest_due_age;
+        blocked := v_row.blocked;
         -- At most p_exact_limit + 1 entries of the queue's finished rows.
         SELECT count(*) FILTER (WHERE f.status = 'completed'),
                count(*) FILTER (WHERE f.status = 'dead_lettered'),
@@ -159,7 +175,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.overview(timestamptz, integer) IS
-'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying; expired = running jobs whose lease ended before p_now (stranded by a worker that stopped, until backoff.reap settles them); due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
+'One row per queue (configured in backoff.queues, or holding jobs), by name, for a display that refreshes often (the web UI''s overview): policy (backoff.job_policy), paused, configured; exact counts of the live statuses pending, running and retrying, and blocked (the last column: jobs waiting for the jobs they depend on, backoff.enqueue_graph); expired = running jobs whose lease ended before p_now (stranded by a worker that stopped, until backoff.reap settles them); due = pending or retrying with run_at <= p_now and oldest_due_age = p_now - the earliest run_at among them (NULL when none is due); and completed, dead_lettered, cancelled: exact when the queue has at most p_exact_limit (default 10000) finished jobs (finished_exact true), else the planner''s estimate from the table statistics as of the last ANALYZE (finished_exact false; show them as approximate); for a queue with a rate or a circuit breaker, breaker, rate, tokens and next_claim_at as backoff.queue_state reads them (else breaker ''closed'' and NULLs). Reads indexes, not the whole table: its cost grows with the live jobs and the number of queues, not with the finished ones. backoff.stats keeps its exact whole-table counts for the CLI. Admin only.
 Errors: 22023 for a NULL or negative p_exact_limit or a bad p_now.
 Example:
-SELECT queue, pending, running, expired, retrying, due, completed, finished_exact FROM backoff.overview();';
+SELECT queue, pending, running, expired, retrying, blocked, due, completed, finished_exact FROM backoff.overview();';

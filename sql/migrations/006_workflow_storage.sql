@@ -21,6 +21,12 @@ ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
 -- so that calls do not become ambiguous.
 DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 
+-- == Blocked jobs counted by the operator's reads (docs/adr/0090) ==
+-- backoff.stats and backoff.overview return a last column, blocked: a
+-- return type cannot be replaced in place.
+DROP FUNCTION backoff.stats(interval, timestamptz);
+DROP FUNCTION backoff.overview(timestamptz, integer);
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}

@@ -686,6 +686,7 @@ func TestStats(t *testing.T) {
 		OldestDueAge                                                 *time.Duration
 		Retries, DeadLetters                                         int64
 		Paused                                                       bool
+		Blocked                                                      int64
 	}
 	read := func(window string, now time.Time) []row {
 		rows, err := db.Query(context.Background(), `SELECT * FROM backoff.stats($1, $2)`, window, now)
@@ -694,7 +695,7 @@ func TestStats(t *testing.T) {
 		for rows.Next() {
 			var r row
 			require.NoError(t, rows.Scan(&r.Queue, &r.Pending, &r.Running, &r.Expired, &r.Retrying, &r.Completed, &r.DeadLettered,
-				&r.Cancelled, &r.Due, &r.OldestDueAge, &r.Retries, &r.DeadLetters, &r.Paused))
+				&r.Cancelled, &r.Due, &r.OldestDueAge, &r.Retries, &r.DeadLetters, &r.Paused, &r.Blocked))
 			out = append(out, r)
 		}
 		require.NoError(t, rows.Err())

@@ -19,6 +19,7 @@ type overviewRow struct {
 	Breaker                            string
 	Rate, Tokens                       *float64
 	NextClaimAt                        *time.Time
+	Blocked                            int64
 }
 
 func readOverview(t *testing.T, q querier, now time.Time, limit any) []overviewRow {
@@ -31,7 +32,7 @@ func readOverview(t *testing.T, q querier, now time.Time, limit any) []overviewR
 		var r overviewRow
 		require.NoError(t, rows.Scan(&r.Queue, &r.Policy, &r.Paused, &r.Configured, &r.Pending, &r.Running, &r.Expired, &r.Retrying,
 			&r.Due, &r.OldestDueAge, &r.Completed, &r.DeadLettered, &r.Cancelled, &r.FinishedExact,
-			&r.Breaker, &r.Rate, &r.Tokens, &r.NextClaimAt))
+			&r.Breaker, &r.Rate, &r.Tokens, &r.NextClaimAt, &r.Blocked))
 		if r.NextClaimAt != nil {
 			*r.NextClaimAt = r.NextClaimAt.UTC()
 		}

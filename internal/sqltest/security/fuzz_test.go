@@ -85,6 +85,7 @@ var fuzzFns = []fuzzFn{
 	{"count_jobs", []string{"text", "text[]", "policy", "text", "text", "text", "timestamptz", "timestamptz", "timestamptz",
 		"timestamptz", "text", "bigint"}},
 	{"job_detail", []string{"bigint", "integer"}},
+	{"job_graph", []string{"bigint", "integer"}},
 	{"queue_history", []string{"text", "integer"}},
 	{"dead_letter_groups", []string{"text", "integer"}},
 	{"dead_letter_reasons", []string{"text", "integer", "integer"}},

@@ -100,6 +100,7 @@ func checks() []check {
 		{"list_jobs", `SELECT * FROM backoff.list_jobs()`, nil, []string{admin}},
 		{"count_jobs", `SELECT backoff.count_jobs()`, nil, []string{admin}},
 		{"job_detail", `SELECT * FROM backoff.job_detail($1)`, func(f fixtures) []any { return []any{f.dead} }, []string{admin}},
+		{"job_graph", `SELECT * FROM backoff.job_graph($1)`, func(f fixtures) []any { return []any{f.dead} }, []string{admin}},
 		{"queue_history", `SELECT * FROM backoff.queue_history()`, nil, []string{admin}},
 		{"dead_letter_groups", `SELECT * FROM backoff.dead_letter_groups()`, nil, []string{admin}},
 		{"dead_letter_reasons", `SELECT * FROM backoff.dead_letter_reasons()`, nil, []string{admin}},

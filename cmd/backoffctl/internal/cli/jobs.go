@@ -139,12 +139,15 @@ func jobRowsOf(ds []ops.JobDetail) []jobRow {
 func newJobsCommand() *cobra.Command {
 	cmd := groupCommand(&cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs, show one job with its error history, cancel one",
+		Short: "List jobs, show one job with its error history or its workflow, cancel or unblock one",
 		Example: `  backoffctl jobs list --queue emails --status retrying
   backoffctl jobs show 42
-  backoffctl jobs cancel 42 --reason "sent by hand"`,
+  backoffctl jobs graph 42
+  backoffctl jobs cancel 42 --reason "sent by hand"
+  backoffctl jobs unblock 42`,
 	})
-	cmd.AddCommand(newJobsListCommand(), newJobsShowCommand(), newJobsCancelCommand())
+	cmd.AddCommand(newJobsListCommand(), newJobsShowCommand(), newJobsGraphCommand(), newJobsCancelCommand(),
+		newJobsUnblockCommand())
 	return cmd
 }
 
@@ -347,7 +350,8 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 		}
 		line := strings.Join(ids, ", ")
 		if j.ParentsOpen != nil {
-			line += fmt.Sprintf(" (%d unfinished, %d failed and waiting for backoff.unblock or a replay)", *j.ParentsOpen, *j.ParentsWaiting)
+			line += fmt.Sprintf(" (%d unfinished, %d failed and waiting for jobs unblock %d or a replay; jobs graph %d shows the workflow)",
+				*j.ParentsOpen, *j.ParentsWaiting, j.ID, j.ID)
 		}
 		field("depends on", line)
 	}

@@ -63,6 +63,7 @@ type statsRow struct {
 	Running      int64          `json:"running"`
 	Expired      int64          `json:"expired"`
 	Retrying     int64          `json:"retrying"`
+	Blocked      int64          `json:"blocked"`
 	Completed    int64          `json:"completed"`
 	DeadLettered int64          `json:"dead_lettered"`
 	Cancelled    int64          `json:"cancelled"`
@@ -88,7 +89,8 @@ func newStatsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "Jobs per queue and status, the oldest due job, recent retries and dead letters, breaker and rate",
-		Long: `Print one line per queue: jobs per status, how many are due and how long
+		Long: `Print one line per queue: jobs per status (BLOCKED: waiting for the jobs
+they depend on, "jobs graph" shows for which), how many are due and how long
 the oldest due job has waited, EXPIRED: the running jobs whose lease has
 ended (work a stopped worker stranded, marked "!" until "backoffctl reap"
 or a worker's reaper settles it), whether the queue is paused, the retries
@@ -180,7 +182,7 @@ func readStats(ctx context.Context, c *client.Client, o *ops.Client, win time.Du
 	}
 	stats := make([]statsRow, len(qs))
 	for i, q := range qs {
-		stats[i] = statsRow{Queue: q.Queue, Pending: q.Pending, Running: q.Running, Expired: q.Expired, Retrying: q.Retrying, Paused: q.Paused,
+		stats[i] = statsRow{Queue: q.Queue, Pending: q.Pending, Running: q.Running, Expired: q.Expired, Retrying: q.Retrying, Blocked: q.Blocked, Paused: q.Paused,
 			Completed: q.Completed, DeadLettered: q.DeadLettered, Cancelled: q.Cancelled, Due: q.Due,
 			Retries: q.Retries, DeadLetters: q.DeadLetters}
 		if q.Due > 0 {
@@ -208,7 +210,7 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 	}
 	win := formatDelay(window)
 	tw := newTable(w)
-	row(tw, "QUEUE", "PAUSED", "PENDING", "RUNNING", "EXPIRED", "RETRYING", "COMPLETED", "DEAD", "CANCELLED", "DUE", "OLDEST_DUE",
+	row(tw, "QUEUE", "PAUSED", "PENDING", "RUNNING", "EXPIRED", "RETRYING", "BLOCKED", "COMPLETED", "DEAD", "CANCELLED", "DUE", "OLDEST_DUE",
 		"RETRIES/"+win, "DEAD/"+win, "BREAKER", "RATE")
 	i := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, s := range stats {
@@ -220,7 +222,7 @@ func writeStats(w io.Writer, stats []statsRow, window time.Duration) {
 		if s.Expired > 0 {
 			expired += "!" // stranded by a stopped worker: `backoffctl reap` settles them
 		}
-		row(tw, s.Queue, yesNo(s.Paused), i(s.Pending), i(s.Running), expired, i(s.Retrying), i(s.Completed), i(s.DeadLettered), i(s.Cancelled),
+		row(tw, s.Queue, yesNo(s.Paused), i(s.Pending), i(s.Running), expired, i(s.Retrying), i(s.Blocked), i(s.Completed), i(s.DeadLettered), i(s.Cancelled),
 			i(s.Due), age, i(s.Retries), i(s.DeadLetters), orDashCell(s.cells[0]), orDashCell(s.cells[1]))
 	}
 	_ = tw.Flush()

@@ -55,3 +55,61 @@ func TestJobsShowWorkflow(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "cli-wf")
 }
+
+// jobs graph shows a workflow from any of its jobs, with each edge's
+// policy and state; jobs unblock releases a job that a failed parent keeps
+// waiting under a wait edge; stats counts the blocked jobs; bad input is
+// one line and a non-zero exit.
+func TestGoldenWorkflows(t *testing.T) {
+	t.Parallel()
+	url := testdb.NewURL(t)
+	s := newTranscript(t, url)
+	// The install made segment 1 current at the real time: the
+	// transcript's clock is fixed.
+	sqlExec(t, url, `UPDATE backoff.segments SET switched_at = '2029-12-31T12:00:00Z'`)
+	// 1 extract; 2, 3 load (3's edge waits for an operator when 1 fails);
+	// 4 report after both loads (3's failure lets it run); 5 alone.
+	sqlExec(t, url, `
+SELECT * FROM backoff.enqueue_graph('[
+  {"ref": "extract", "queue": "etl"},
+  {"ref": "load-eu", "queue": "etl", "depends_on": ["extract"]},
+  {"ref": "load-us", "queue": "etl", "depends_on": [{"ref": "extract", "on_failure": "wait"}]},
+  {"ref": "report", "queue": "reports", "depends_on": ["load-eu", {"ref": "load-us", "on_failure": "run"}]}]',
+  '2030-01-01T00:00:00Z');
+SELECT backoff.enqueue('etl', p_now => '2030-01-01T00:00:00Z');`)
+	s.run("jobs", "graph", "4")
+	s.run("stats")
+	s.run("jobs", "unblock", "3")
+	s.run("jobs", "graph", "5")
+
+	// extract is cancelled: load-eu is cancelled with it (a cancel edge),
+	// load-us waits for an operator.
+	sqlExec(t, url, `SELECT backoff.cancel(1, 'source gone', '2030-01-01T00:00:01Z')`)
+	s.run("jobs", "graph", "1")
+	s.run("jobs", "graph", "1", "--limit", "2")
+	s.run("jobs", "graph", "3", "--output", "json")
+	s.run("jobs", "unblock", "3")
+	s.run("jobs", "graph", "3")
+	s.run("jobs", "unblock", "3")
+
+	// 6 and 7, and 8 after both, waiting on 6's failure: released from
+	// 6, it still waits for 7.
+	sqlExec(t, url, `
+SELECT * FROM backoff.enqueue_graph('[
+  {"ref": "a", "queue": "etl"}, {"ref": "b", "queue": "etl"},
+  {"ref": "c", "queue": "etl", "depends_on": [{"ref": "a", "on_failure": "wait"}, "b"]}]',
+  '2030-01-01T00:00:00Z');
+SELECT backoff.cancel(6, 'gone', '2030-01-01T00:00:01Z');`)
+	s.run("jobs", "unblock", "8")
+	s.run("jobs", "graph", "8")
+	s.run("jobs", "unblock", "8", "--output", "json")
+
+	s.run("jobs", "graph", "99")
+	s.run("jobs", "unblock", "99")
+	s.run("jobs", "graph", "abc")
+	s.run("jobs", "graph")
+	s.run("jobs", "graph", "1", "--limit", "0")
+	s.run("jobs", "graph", "1", "--limit", "10001")
+	s.run("jobs", "unblock", "0")
+	s.check("workflows")
+}
