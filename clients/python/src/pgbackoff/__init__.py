@@ -30,6 +30,7 @@ from .errors import (
 )
 from .types import AttemptError, DeadLetterGroup, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 from .worker import Handler, Queue, Worker
+from .workflows import Dependency, Graph, GraphJob, OnFailure, ParentOutput, RawJSON, after, after_job
 
 __all__ = [
     "NOTIFY_CHANNEL",
@@ -43,6 +44,9 @@ __all__ = [
     "Clock",
     "Context",
     "DeadLetterGroup",
+    "Dependency",
+    "Graph",
+    "GraphJob",
     "Handler",
     "InvalidArgument",
     "InvalidTransition",
@@ -53,10 +57,13 @@ __all__ = [
     "LeaseLost",
     "NewJob",
     "NotReady",
+    "OnFailure",
+    "ParentOutput",
     "Permanent",
     "PermissionDenied",
     "PgBackoffError",
     "Queue",
+    "RawJSON",
     "QueueState",
     "QueueStats",
     "ReplayOutcome",
@@ -67,4 +74,6 @@ __all__ = [
     "StaleAttempt",
     "Worker",
     "WorkerShutdown",
+    "after",
+    "after_job",
 ]

@@ -21,11 +21,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import _pacing, _sql
 from ._outcome import Context, Outcome
-from ._settling import Completion, attempt_outcome, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
+from ._settling import Completion, attempt_outcome, batch_outputs, batched, output_refused, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from .client import BEGIN_READ_COMMITTED, MISSING_SCHEMA, READ_DEFAULT_LEVEL, Clock, can_run_alone, default_worker_id, missing_schema, schema_too_old
-from .errors import LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
+from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
-from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings
+from .workflows import GraphLike, ParentOutput, encode_json, graph_text
+from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, _raw
+from .workflows import RawJSON
 
 log = logging.getLogger("pgbackoff")
 T = TypeVar("T")
@@ -119,8 +121,15 @@ class AsyncClient:
     async def complete(self, job_id: int, attempt: int) -> Job:
         return await self._run(_sql.complete(job_id, attempt, self.now()))
 
-    async def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
-        return await self._run(_sql.complete_many(job_ids, attempts, self.now()))
+    async def complete_with_output(self, job_id: int, attempt: int, output: Any) -> Job:
+        op = f"complete job {job_id} (attempt {attempt})"
+        return await self._run(_sql.complete(job_id, attempt, self.now(), encode_json(op + ": output", output)))
+
+    async def complete_many(
+        self, job_ids: Sequence[int], attempts: Sequence[int], outputs: Sequence[Any] | None = None
+    ) -> list[int]:
+        texts = None if outputs is None else [None if o is None else encode_json(f"complete {len(job_ids)} jobs: output", o) for o in outputs]
+        return await self._run(_sql.complete_many(job_ids, attempts, self.now(), texts))
 
     async def completed_by(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
         return await self._run(_sql.completed_by(job_ids, attempts))
@@ -140,6 +149,19 @@ class AsyncClient:
 
     async def heartbeat(self, job_id: int, attempt: int, *, extend: Duration | None = None) -> dt.datetime:
         return await self._run(_sql.heartbeat(job_id, attempt, extend, self.now()))
+
+    async def heartbeat_progress(self, job_id: int, attempt: int, progress: Any, *, extend: Duration | None = None) -> dt.datetime:
+        op = f"heartbeat job {job_id} (attempt {attempt})"
+        return await self._run(_sql.heartbeat(job_id, attempt, extend, self.now(), encode_json(op + ": progress", progress)))
+
+    async def enqueue_graph(self, graph: GraphLike) -> dict[str, int]:
+        return await self._run(_sql.enqueue_graph(*graph_text(graph), self.now()))
+
+    async def job_output(self, job_id: int) -> Any:
+        return await self._run(_sql.job_output(job_id))
+
+    async def parent_outputs(self, job_id: int) -> list[ParentOutput]:
+        return await self._run(_sql.parent_outputs(job_id))
 
     async def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
         return await self._run(_sql.snooze(job_id, attempt, delay, self.now()))
@@ -533,7 +555,7 @@ class AsyncWorker:
             if beats is not None:
                 beats.cancel()
                 await asyncio.gather(beats, return_exceptions=True)
-            if (o := attempt_outcome(a.job, exc, a.ctx.cause)) is not None:
+            if (o := attempt_outcome(a.job, exc, a.ctx.cause, a.ctx.output)) is not None:
                 await self._settle(a.job, o)
         except Exception:
             log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
@@ -552,7 +574,10 @@ class AsyncWorker:
         while True:
             await asyncio.sleep(every)
             try:
-                until = await self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+                if (progress := a.ctx.take_progress()) is not None:
+                    until = await self.client.heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
+                else:
+                    until = await self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
             except Exception as e:
                 if is_lost(e):
                     log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
@@ -566,13 +591,19 @@ class AsyncWorker:
                 watchdog = loop.call_later(left, a.cancel, LeaseExpired("lease expired"))
 
     async def _settle(self, job: Job, o: Outcome) -> None:
-        if o.kind == "completed" and not self._completer_stopped:
-            self._completions.append((job.id, job.attempt, job.queue))
+        if o.kind == "completed" and batched(o) and not self._completer_stopped:
+            self._completions.append((job.id, job.attempt, job.queue, o.output))
             self._completed.set()
             return
         try:
             if o.kind == "completed":
-                await self._complete_one(job)
+                try:
+                    await self._complete_one(job, o.output)
+                except InvalidArgument as e:
+                    if o.output is None:
+                        raise
+                    msg = output_refused(e)
+                    failed(job, o, await retry_transient(lambda: self.client.fail(job.id, job.attempt, msg, retryable=False)))
             elif o.kind == "snoozed":
                 await retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
@@ -581,13 +612,15 @@ class AsyncWorker:
         except Exception as e:
             not_recorded(job, o, e)
 
-    async def _complete_one(self, job: Job) -> None:
+    async def _complete_one(self, job: Job, output: str | None = None) -> None:
         """Worker._complete_one, awaited."""
         calls = 0
 
         def call() -> Awaitable[Job]:
             nonlocal calls
             calls += 1
+            if output is not None:
+                return self.client.complete_with_output(job.id, job.attempt, RawJSON(output))
             return self.client.complete(job.id, job.attempt)
 
         try:
@@ -639,7 +672,7 @@ class AsyncWorker:
         def call() -> Awaitable[list[int]]:
             nonlocal calls
             calls += 1
-            return self.client.complete_many(*ids_and_attempts(batch))
+            return self.client.complete_many(*ids_and_attempts(batch), _raw(batch_outputs(batch)))
 
         try:
             done = set(await retry_transient(call))

@@ -17,6 +17,7 @@ from psycopg_pool import ConnectionPool
 
 from . import _sql
 from .errors import SchemaTooOld, reraise
+from .workflows import GraphLike, ParentOutput, encode_json, graph_text
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 
 T = TypeVar("T")
@@ -152,10 +153,24 @@ class Client:
         """Mark running attempt ``attempt`` of the job completed."""
         return self._run(_sql.complete(job_id, attempt, self.now()))
 
-    def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
+    def complete_with_output(self, job_id: int, attempt: int, output: Any) -> Job:
+        """Complete the running attempt as complete does, and record output
+        (any JSON value; a RawJSON as it is) as the job's result, which
+        job_output and its dependents' parent_outputs read. An output over
+        the queue's max_output_bytes is refused (InvalidArgument) and the
+        job stays running."""
+        op = f"complete job {job_id} (attempt {attempt})"
+        return self._run(_sql.complete(job_id, attempt, self.now(), encode_json(op + ": output", output)))
+
+    def complete_many(
+        self, job_ids: Sequence[int], attempts: Sequence[int], outputs: Sequence[Any] | None = None
+    ) -> list[int]:
         """Complete each job still running its given attempt, in one
-        statement; returns the ids completed (a stale entry is skipped)."""
-        return self._run(_sql.complete_many(job_ids, attempts, self.now()))
+        statement; returns the ids completed (a stale entry is skipped).
+        outputs[i], unless None, is recorded as job_ids[i]'s output; one
+        over its queue's limit refuses the whole batch."""
+        texts = None if outputs is None else [None if o is None else encode_json(f"complete {len(job_ids)} jobs: output", o) for o in outputs]
+        return self._run(_sql.complete_many(job_ids, attempts, self.now(), texts))
 
     def completed_by(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
         """The ids of those jobs that their given attempt completed: after a
@@ -180,6 +195,34 @@ class Client:
         """Extend the running attempt's lease to now + extend (None: the
         policy's lease); returns the new lease end. StaleAttempt: lost."""
         return self._run(_sql.heartbeat(job_id, attempt, extend, self.now()))
+
+    def heartbeat_progress(self, job_id: int, attempt: int, progress: Any, *, extend: Duration | None = None) -> dt.datetime:
+        """heartbeat, recording progress (any JSON value, at most 8 KiB) as
+        the job's progress, which backoff.job_detail and `backoffctl jobs
+        show` display."""
+        op = f"heartbeat job {job_id} (attempt {attempt})"
+        return self._run(_sql.heartbeat(job_id, attempt, extend, self.now(), encode_json(op + ": progress", progress)))
+
+    # --- workflows (docs/workflows.md) ---
+
+    def enqueue_graph(self, graph: GraphLike) -> dict[str, int]:
+        """Enqueue every job of graph (a Graph, or the documents
+        backoff.enqueue_graph takes) in one call and one transaction, and
+        return each job's id by its ref. A job with a parent that has not
+        completed is blocked until its last parent completes. Cycles,
+        self-dependencies and unknown refs or ids are refused
+        (InvalidArgument, naming them), and nothing is enqueued."""
+        return self._run(_sql.enqueue_graph(*graph_text(graph), self.now()))
+
+    def job_output(self, job_id: int) -> Any:
+        """The output the job recorded when it completed; None when it
+        recorded none or has not completed."""
+        return self._run(_sql.job_output(job_id))
+
+    def parent_outputs(self, job_id: int) -> list[ParentOutput]:
+        """In one call, the jobs job_id depends on with their status and
+        output, in id order; none for a job without dependencies."""
+        return self._run(_sql.parent_outputs(job_id))
 
     def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
         """Put the running attempt back to pending for delay; no attempt spent."""
