@@ -672,7 +672,9 @@ class AsyncWorker:
         def call() -> Awaitable[list[int]]:
             nonlocal calls
             calls += 1
-            return self.client.complete_many(*ids_and_attempts(batch), _raw(batch_outputs(batch)))
+            if (outputs := _raw(batch_outputs(batch))) is not None:
+                return self.client.complete_many(*ids_and_attempts(batch), outputs)
+            return self.client.complete_many(*ids_and_attempts(batch))
 
         try:
             done = set(await retry_transient(call))
