@@ -294,6 +294,24 @@ END
 $$;
 CREATE TRIGGER conformance_leased AFTER INSERT OR UPDATE ON backoff.jobs
     FOR EACH ROW EXECUTE FUNCTION public.conformance_leased();
+-- Every time a job left blocked (docs/workflows.md): released once its
+-- parents completed, or settled by a failed parent's edge.
+CREATE TABLE public.conformance_unblocks (
+    job_id bigint NOT NULL,
+    status text NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION public.conformance_unblocked() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    IF OLD.status = 'blocked' AND NEW.status <> 'blocked' THEN
+        INSERT INTO public.conformance_unblocks (job_id, status) VALUES (NEW.id, NEW.status);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER conformance_unblocked AFTER UPDATE ON backoff.jobs
+    FOR EACH ROW EXECUTE FUNCTION public.conformance_unblocked();
 GRANT INSERT ON public.conformance_effects TO PUBLIC;`)
 	require.NoError(t, err)
 }
