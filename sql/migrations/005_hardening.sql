@@ -520,6 +520,19 @@ ALTER TABLE backoff.settings
 ALTER TABLE backoff.queues
     ADD COLUMN max_output_bytes integer
         CONSTRAINT queues_max_output_bytes_check CHECK (max_output_bytes >= 1024 AND max_output_bytes <= 67108864);
+-- Who awaits which job (backoff.await_job): the call that finishes a job
+-- notifies channel backoff_finished for it, and deletes its rows. Empty
+-- unless the feature is used, so that the finishing calls' probe of it
+-- costs next to nothing.
+CREATE TABLE backoff.job_awaiters (
+    job_id     bigint NOT NULL,
+    awaiter    text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT job_awaiters_pkey PRIMARY KEY (job_id, awaiter)
+);
+ALTER TABLE backoff.job_awaiters OWNER TO backoff_owner;
+REVOKE ALL ON backoff.job_awaiters FROM PUBLIC;
+GRANT SELECT ON backoff.job_awaiters TO backoff_admin;
 -- New signatures: complete and complete_many take an output, heartbeat a
 -- progress document; the old ones go so that calls do not become ambiguous.
 DROP FUNCTION IF EXISTS backoff.complete(bigint, integer, timestamptz);
@@ -572,6 +585,7 @@ END
 $$;
 ALTER TABLE backoff.queues DROP COLUMN max_output_bytes;
 ALTER TABLE backoff.settings DROP COLUMN max_output_bytes;
+DROP TABLE backoff.job_awaiters;
 DROP TABLE backoff.job_progress;
 DROP TABLE backoff.job_outputs;
 DROP TABLE backoff.job_blockers;
