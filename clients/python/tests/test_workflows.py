@@ -238,3 +238,68 @@ def test_async_worker_records_outputs(db_url: str, clock: FakeClock, conn: psyco
             assert job_row(conn, ids["over"])["last_error"].startswith("output refused: ")
 
     asyncio.run(main())
+
+
+def _registered(conn: psycopg.Connection[Any], job_id: int) -> bool:
+    return conn.execute("SELECT count(*) FROM backoff.job_awaiters WHERE job_id = %s", (job_id,)).fetchone() == (1,)
+
+
+def test_wait_for_output(client: Client, db_url: str, conn: psycopg.Connection[Any]) -> None:
+    """wait_for_output over a pool returns when the finishing call
+    notifies (a poll of an hour could not end the wait in time); on a
+    connection it polls; a finished job comes back at once, a missing one
+    is JobNotFound, and a wait that times out leaves no registration."""
+    job_id = client.enqueue("wf-await", max_attempts=1)
+    got: list[pgbackoff.FinishedJob] = []
+    waiter = threading.Thread(target=lambda: got.append(client.wait_for_output(job_id, timeout=120, poll_interval=3600)))
+    waiter.start()
+    eventually(lambda: _registered(conn, job_id), what="the registration")
+    job = claim_one(client, "wf-await")
+    client.complete_with_output(job.id, job.attempt, {"rows": 42})
+    waiter.join(60)
+    assert not waiter.is_alive(), "wait_for_output did not return when the job finished"
+    assert got == [pgbackoff.FinishedJob(job_id, "completed", {"rows": 42})]
+    assert conn.execute("SELECT count(*) FROM backoff.job_awaiters").fetchone() == (0,)
+
+    assert client.wait_for_output(job_id) == pgbackoff.FinishedJob(job_id, "completed", {"rows": 42})
+    with pytest.raises(pgbackoff.JobNotFound):
+        client.wait_for_output(job_id + 1000)
+
+    never = client.enqueue("wf-await-never")
+    with pytest.raises(TimeoutError):
+        client.wait_for_output(never, timeout=0.3, poll_interval=3600)
+    assert conn.execute("SELECT count(*) FROM backoff.job_awaiters").fetchone() == (0,)
+
+    with psycopg.connect(db_url, autocommit=True) as own:
+        on_conn = client.using(own)
+        polled = client.enqueue("wf-await-poll")
+        got.clear()
+        waiter = threading.Thread(target=lambda: got.append(on_conn.wait_for_output(polled, timeout=120, poll_interval=0.02)))
+        waiter.start()
+        eventually(lambda: _registered(conn, polled), what="the registration")
+        job = claim_one(client, "wf-await-poll")
+        client.fail(job.id, job.attempt, "broken", retryable=False)
+        waiter.join(60)
+        assert got == [pgbackoff.FinishedJob(polled, "dead_lettered", None)]
+
+
+def test_async_wait_for_output(db_url: str, clock: FakeClock, conn: psycopg.Connection[Any]) -> None:
+    """AsyncClient.wait_for_output: woken by the notification of a cancel."""
+
+    async def main() -> None:
+        async with AsyncConnectionPool(db_url, min_size=1, max_size=4, kwargs={"autocommit": True}) as pool:
+            client = AsyncClient(pool, now=clock)
+            job_id = await client.enqueue("wf-async-await")
+            task = asyncio.create_task(client.wait_for_output(job_id, timeout=120, poll_interval=3600))
+            deadline = asyncio.get_running_loop().time() + 60
+            while not _registered(conn, job_id):
+                assert asyncio.get_running_loop().time() < deadline, "never registered"
+                await asyncio.sleep(0.01)
+            await client.cancel(job_id, "not needed")
+            got = await asyncio.wait_for(task, 60)
+            assert got == pgbackoff.FinishedJob(job_id, "cancelled", None)
+            with pytest.raises(TimeoutError):
+                await client.wait_for_output(await client.enqueue("wf-async-never"), timeout=0.3, poll_interval=3600)
+            assert conn.execute("SELECT count(*) FROM backoff.job_awaiters").fetchone() == (0,)
+
+    asyncio.run(main())

@@ -8,7 +8,7 @@ LISTEN wake-ups and a graceful shutdown.
 """
 
 from ._outcome import Context
-from ._sql import NOTIFY_CHANNEL, REQUIRED_SCHEMA
+from ._sql import FINISHED_CHANNEL, NOTIFY_CHANNEL, REQUIRED_SCHEMA
 from .aio import AsyncClient, AsyncHandler, AsyncWorker
 from .client import Client, Clock
 from .errors import (
@@ -30,9 +30,10 @@ from .errors import (
 )
 from .types import AttemptError, DeadLetterGroup, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 from .worker import Handler, Queue, Worker
-from .workflows import Dependency, Graph, GraphJob, OnFailure, ParentOutput, RawJSON, after, after_job
+from .workflows import Dependency, FinishedJob, Graph, GraphJob, OnFailure, ParentOutput, RawJSON, after, after_job
 
 __all__ = [
+    "FINISHED_CHANNEL",
     "NOTIFY_CHANNEL",
     "REQUIRED_SCHEMA",
     "AsyncClient",
@@ -44,6 +45,7 @@ __all__ = [
     "Clock",
     "Context",
     "DeadLetterGroup",
+    "FinishedJob",
     "Dependency",
     "Graph",
     "GraphJob",

@@ -32,6 +32,7 @@ from .types import (
     QueueStats,
     ReplayOutcome,
     ScheduleFire,
+    Status,
     as_interval,
     optional_interval,
 )
@@ -508,6 +509,30 @@ def parent_outputs(job_id: int) -> Call[list[ParentOutput]]:
         "SELECT parent_id, queue, status, on_failure, output FROM backoff.parent_outputs(p_job_id => %s::bigint)",
         (job_id,),
         lambda rows: [ParentOutput(parent_id=r[0], queue=r[1], status=r[2], on_failure=r[3], output=r[4]) for r in rows],
+    )
+
+
+#: The channel a call that finishes an awaited job notifies, with its id
+#: (backoff.await_job).
+FINISHED_CHANNEL = "backoff_finished"
+
+
+def await_job(job_id: int, awaiter: str, ttl: Duration) -> Call[Status]:
+    """Register that awaiter waits for the job to finish; its status now."""
+    return Call(
+        f"wait for the output of job {job_id}",
+        "SELECT backoff.await_job(p_job_id => %s::bigint, p_awaiter => %s::text, p_ttl => %s::interval)",
+        (job_id, awaiter, as_interval(ttl)),
+        _scalar,
+    )
+
+
+def stop_awaiting(job_id: int, awaiter: str) -> Call[bool]:
+    return Call(
+        f"stop waiting for job {job_id}",
+        "SELECT backoff.stop_awaiting(p_job_id => %s::bigint, p_awaiter => %s::text)",
+        (job_id, awaiter),
+        _scalar,
     )
 
 

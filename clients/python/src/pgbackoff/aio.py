@@ -24,8 +24,8 @@ from ._outcome import Context, Outcome
 from ._settling import Completion, attempt_outcome, batch_outputs, batched, output_refused, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from .client import BEGIN_READ_COMMITTED, MISSING_SCHEMA, READ_DEFAULT_LEVEL, Clock, can_run_alone, default_worker_id, missing_schema, schema_too_old
 from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
-from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
-from .workflows import GraphLike, ParentOutput, encode_json, graph_text
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire, as_seconds
+from .workflows import FINISHED, FinishedJob, GraphLike, ParentOutput, encode_json, graph_text
 from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, _raw
 from .workflows import RawJSON
 
@@ -163,6 +163,34 @@ class AsyncClient:
     async def parent_outputs(self, job_id: int) -> list[ParentOutput]:
         return await self._run(_sql.parent_outputs(job_id))
 
+    async def wait_for_output(self, job_id: int, *, timeout: Duration = 60.0, poll_interval: Duration = 1.0) -> FinishedJob:
+        """Client.wait_for_output, awaited: LISTEN on a connection of the
+        AsyncConnectionPool, polling on a connection."""
+        deadline = time.monotonic() + as_seconds(timeout)
+        poll = as_seconds(poll_interval)
+        ttl = max(60.0, 3 * poll)
+        listening = _listening(self._db) if isinstance(self._db, AsyncConnectionPool) else contextlib.nullcontext(None)
+        async with listening as conn:
+            registered = False
+            try:
+                while True:
+                    status = await self._run(_sql.await_job(job_id, self.worker_id, ttl))
+                    if status in FINISHED:
+                        return FinishedJob(job_id, status, await self.job_output(job_id))
+                    registered = True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"wait for the output of job {job_id}: not finished after {as_seconds(timeout)}s")
+                    if conn is None:
+                        await asyncio.sleep(min(poll, left))
+                    else:
+                        await _wait_notified(conn, str(job_id), min(poll, left))
+            except BaseException:
+                if registered:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(self._run(_sql.stop_awaiting(job_id, self.worker_id)))
+                raise
+
     async def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
         return await self._run(_sql.snooze(job_id, attempt, delay, self.now()))
 
@@ -237,6 +265,49 @@ class AsyncClient:
 
     async def resume_queue(self, queue: str) -> bool:
         return await self._run(_sql.resume_queue(queue))
+
+
+@contextlib.asynccontextmanager
+async def _listening(pool: AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """client._listening, awaited."""
+    async with pool.connection() as conn:
+        was = conn.autocommit
+        await conn.set_autocommit(True)
+        await conn.execute(f"LISTEN {_sql.FINISHED_CHANNEL}")
+        try:
+            yield conn
+        finally:
+            try:
+                await conn.execute(f"UNLISTEN {_sql.FINISHED_CHANNEL}")
+                await conn.set_autocommit(was)
+            except psycopg.Error:
+                await conn.close()
+
+
+async def _wait_notified(conn: psycopg.AsyncConnection[Any], job_id: str, timeout: float) -> bool:
+    """Wait up to timeout seconds for a notification of the job on conn
+    (a reader on its socket, as notifies() has no timeout here); whether
+    one came."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    readable = asyncio.Event()
+    loop.add_reader(conn.fileno(), readable.set)
+    try:
+        while (left := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait_for(readable.wait(), left)
+            except asyncio.TimeoutError:
+                return False
+            readable.clear()
+            conn.pgconn.consume_input()
+            found = False
+            while (n := conn.pgconn.notifies()) is not None:
+                found = found or n.extra.decode() == job_id
+            if found:
+                return True
+        return False
+    finally:
+        loop.remove_reader(conn.fileno())
 
 
 async def _fetch(conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any]) -> _sql.Rows:

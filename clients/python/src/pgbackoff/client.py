@@ -6,7 +6,9 @@ import contextlib
 import datetime as dt
 import os
 import secrets
+import select
 import socket
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -17,8 +19,8 @@ from psycopg_pool import ConnectionPool
 
 from . import _sql
 from .errors import SchemaTooOld, reraise
-from .workflows import GraphLike, ParentOutput, encode_json, graph_text
-from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire, as_seconds
+from .workflows import FINISHED, FinishedJob, GraphLike, ParentOutput, encode_json, graph_text
 
 T = TypeVar("T")
 
@@ -224,6 +226,41 @@ class Client:
         output, in id order; none for a job without dependencies."""
         return self._run(_sql.parent_outputs(job_id))
 
+    def wait_for_output(self, job_id: int, *, timeout: Duration = 60.0, poll_interval: Duration = 1.0) -> FinishedJob:
+        """Wait until the job has finished (completed, dead-lettered or
+        cancelled) and return how it ended with its output. It registers
+        with backoff.await_job, so that the call that finishes the job
+        notifies channel backoff_finished: over a pool it LISTENs on a
+        connection of the pool for the wait and returns as soon as the job
+        finishes, and looks at the job every poll_interval in case a
+        notification is missed; on a connection it polls. TimeoutError
+        after timeout seconds; JobNotFound for a job that does not exist
+        (or of a queue the caller may not read)."""
+        deadline = time.monotonic() + as_seconds(timeout)
+        poll = as_seconds(poll_interval)
+        ttl = max(60.0, 3 * poll)
+        listening = _listening(self._db) if isinstance(self._db, ConnectionPool) else contextlib.nullcontext(None)
+        with listening as conn:
+            registered = False
+            try:
+                while True:
+                    status = self._run(_sql.await_job(job_id, self.worker_id, ttl))
+                    if status in FINISHED:
+                        return FinishedJob(job_id, status, self.job_output(job_id))
+                    registered = True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"wait for the output of job {job_id}: not finished after {as_seconds(timeout)}s")
+                    if conn is None:
+                        time.sleep(min(poll, left))
+                    else:
+                        _wait_notified(conn, str(job_id), min(poll, left))
+            except BaseException:
+                if registered:
+                    with contextlib.suppress(Exception):
+                        self._run(_sql.stop_awaiting(job_id, self.worker_id))
+                raise
+
     def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
         """Put the running attempt back to pending for delay; no attempt spent."""
         return self._run(_sql.snooze(job_id, attempt, delay, self.now()))
@@ -328,6 +365,42 @@ class Client:
     def resume_queue(self, queue: str) -> bool:
         """Let claims of the queue start again; whether it was paused."""
         return self._run(_sql.resume_queue(queue))
+
+
+@contextlib.contextmanager
+def _listening(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of the pool LISTENing on backoff_finished for the block;
+    UNLISTENed before it goes back (closed if that fails, so that the pool
+    never lends a listening connection)."""
+    with pool.connection() as conn:
+        was = conn.autocommit
+        conn.autocommit = True
+        conn.execute(f"LISTEN {_sql.FINISHED_CHANNEL}")
+        try:
+            yield conn
+        finally:
+            try:
+                conn.execute(f"UNLISTEN {_sql.FINISHED_CHANNEL}")
+                conn.autocommit = was
+            except psycopg.Error:
+                conn.close()
+
+
+def _wait_notified(conn: psycopg.Connection[Any], job_id: str, timeout: float) -> bool:
+    """Wait up to timeout seconds for a notification of the job on conn;
+    whether one came."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([conn.fileno()], [], [], left)
+        if not ready:
+            return False
+        conn.pgconn.consume_input()
+        found = False
+        while (n := conn.pgconn.notifies()) is not None:
+            found = found or n.extra.decode() == job_id
+        if found:
+            return True
+    return False
 
 
 def _fetch(conn: psycopg.Connection[Any], call: _sql.Call[Any]) -> _sql.Rows:

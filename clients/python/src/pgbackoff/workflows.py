@@ -166,6 +166,21 @@ def graph_text(graph: GraphLike) -> tuple[int, str]:
     return len(docs), encode_json(f"enqueue a graph of {len(docs)} jobs", docs)
 
 
+#: The statuses of a job that has finished.
+FINISHED = ("completed", "dead_lettered", "cancelled")
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """How a job ended, as wait_for_output returns it."""
+
+    id: int
+    #: completed, dead_lettered or cancelled.
+    status: Status
+    #: The output it recorded (any JSON value); None when it recorded none.
+    output: Any
+
+
 @dataclass(frozen=True)
 class ParentOutput:
     """One job a job depends on, as the child sees it
