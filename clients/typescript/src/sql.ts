@@ -5,13 +5,17 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
-import { BackoffError, InvalidArgumentError, SchemaTooOldError, sqlState, translate } from "./errors.js";
+import type pg from "pg";
+
+import { BackoffError, InvalidArgumentError, SchemaTooOldError, WaitTimeoutError, sqlState, translate } from "./errors.js";
+import { sleep } from "./sleep.js";
 import { READ_DEFAULT_LEVEL, isPool, readCommitted } from "./isolation.js";
 import type {
   AttemptError,
   ClientOptions,
   EnqueueOptions,
   FailOptions,
+  FinishedJob,
   GraphJob,
   Job,
   JobId,
@@ -25,7 +29,11 @@ import type {
   ReplayOutcome,
   ScheduleFire,
   Status,
+  WaitOptions,
 } from "./types.js";
+
+/** The channel a call that finishes an awaited job notifies, with its id (backoff.await_job). */
+export const FINISHED_CHANNEL = "backoff_finished";
 
 /**
  * The schema version this package needs (backoff.schema_version()); a
@@ -290,6 +298,79 @@ export class Client {
       ["p_progress", "jsonb", encodeJSON(`${op}: progress`, progress)],
     ]);
     return (await this.run(op, `SELECT ${sql} AS until`, values))[0]?.until as Date;
+  }
+
+  /**
+   * waitForOutput waits until the job has finished (completed,
+   * dead-lettered or cancelled) and returns how it ended with its output.
+   * It registers with backoff.await_job, so that the call that finishes
+   * the job notifies channel backoff_finished: over a pg.Pool it LISTENs on
+   * a client of the pool for the wait and resolves as soon as the job
+   * finishes, and looks at the job every pollIntervalMs in case a
+   * notification is missed; on a client it polls. WaitTimeoutError after
+   * timeoutMs; JobNotFoundError for a job that does not exist (or of a
+   * queue the caller may not read).
+   */
+  async waitForOutput(jobId: JobId, opts: WaitOptions = {}): Promise<FinishedJob> {
+    const op = `wait for the output of job ${jobId}`;
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const pollMs = opts.pollIntervalMs ?? 1000;
+    const deadline = Date.now() + timeoutMs;
+    const ttl = interval(op, Math.max(60_000, 3 * pollMs));
+    const db = this.db;
+    let listener: pg.PoolClient | undefined;
+    let wake: (() => void) | undefined;
+    let registered = false;
+    try {
+      if (isPool(db)) {
+        listener = await db.connect();
+        // A connection that breaks while it listens leaves the wait to its polls.
+        listener.on("error", () => {});
+        listener.on("notification", (msg) => {
+          if (msg.channel === FINISHED_CHANNEL && msg.payload === String(jobId)) wake?.();
+        });
+        await listener.query(`LISTEN ${FINISHED_CHANNEL}`);
+      }
+      for (;;) {
+        opts.signal?.throwIfAborted();
+        const rows = await this.run(
+          op,
+          "SELECT backoff.await_job(p_job_id => $1::bigint, p_awaiter => $2::text, p_ttl => $3::interval) AS status",
+          [jobId, this.workerId, ttl],
+        );
+        const status = rows[0]?.status as Status;
+        if (status === "completed" || status === "dead_lettered" || status === "cancelled") {
+          return { id: String(jobId), status, output: await this.jobOutput(jobId) };
+        }
+        registered = true;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new WaitTimeoutError(`${op}: not finished after ${timeoutMs}ms`);
+        const woken = new AbortController();
+        wake = () => woken.abort();
+        const stop = () => woken.abort();
+        opts.signal?.addEventListener("abort", stop, { once: true });
+        await sleep(Math.min(pollMs, left), woken.signal);
+        opts.signal?.removeEventListener("abort", stop);
+        wake = undefined;
+      }
+    } catch (err) {
+      if (registered) {
+        await this.run(`stop waiting for job ${jobId}`, "SELECT backoff.stop_awaiting(p_job_id => $1::bigint, p_awaiter => $2::text)", [
+          jobId,
+          this.workerId,
+        ]).catch(() => {});
+      }
+      throw err;
+    } finally {
+      if (listener !== undefined) {
+        const l = listener;
+        // Back to the pool only once it no longer listens.
+        await l.query(`UNLISTEN ${FINISHED_CHANNEL}`).then(
+          () => l.release(),
+          (err: Error) => l.release(err),
+        );
+      }
+    }
   }
 
   /** complete marks running attempt `attempt` of a job completed. */

@@ -225,6 +225,24 @@ export interface GraphJob<T = unknown> extends NewJob<T> {
   dependsOn?: GraphDependency[];
 }
 
+/** How a job ended, as waitForOutput returns it. */
+export interface FinishedJob {
+  id: JobId;
+  status: "completed" | "dead_lettered" | "cancelled";
+  /** The output it recorded (any JSON value); undefined when it recorded none. */
+  output: unknown;
+}
+
+/** waitForOutput's options. */
+export interface WaitOptions {
+  /** How long to wait, in ms (default 60000): then a WaitTimeoutError. */
+  timeoutMs?: number;
+  /** How often the job is looked at without a notification, in ms (default 1000). */
+  pollIntervalMs?: number;
+  /** Ends the wait early: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
 /** One job a job depends on, as the child sees it (backoff.parent_outputs). */
 export interface ParentOutput {
   parentId: JobId;

@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 
 import pg from "pg";
 
-import { InvalidArgumentError, RawJSON, Worker } from "../src/index.js";
+import { InvalidArgumentError, JobNotFoundError, RawJSON, WaitTimeoutError, Worker } from "../src/index.js";
 import type { Job, OnFailure } from "../src/index.js";
 import { MemoryLogger, connect, deferred, newPool, queueName, readJob, until } from "./helpers.js";
 
@@ -205,5 +205,38 @@ describe("workflows", () => {
     assert.equal(over.deadLetterReason, "non_retryable");
     assert.match(over.lastError ?? "", /^output refused: /);
     assert.equal(await c.jobOutput(ids.over!), undefined);
+  });
+
+  test("waitForOutput: woken by the finishing call's notification over a pool, polling on a client; finished, missing, timed out", opts, async () => {
+    const q = queueName("wf-await");
+    const c = await connect(pool);
+    const registered = async (id: string) =>
+      (await pool.query("SELECT 1 FROM backoff.job_awaiters WHERE job_id = $1", [id])).rowCount === 1;
+
+    const id = await c.enqueue(q);
+    // A poll of an hour: only the notification can end the wait in time.
+    const waiting = c.waitForOutput(id, { timeoutMs: 120_000, pollIntervalMs: 3_600_000 });
+    await until(() => registered(id), 60_000, "the registration");
+    const job = await claimOne(c, q);
+    await c.completeWithOutput(job.id, job.attempt, { rows: 42 });
+    assert.deepEqual(await waiting, { id, status: "completed", output: { rows: 42 } });
+    assert.deepEqual(await c.waitForOutput(id), { id, status: "completed", output: { rows: 42 } });
+    await assert.rejects(c.waitForOutput(String(Number(id) + 100_000)), JobNotFoundError);
+
+    const never = await c.enqueue(q);
+    await assert.rejects(c.waitForOutput(never, { timeoutMs: 300, pollIntervalMs: 3_600_000 }), WaitTimeoutError);
+    assert.equal((await pool.query("SELECT 1 FROM backoff.job_awaiters WHERE job_id = $1", [never])).rowCount, 0);
+
+    const own = await pool.connect();
+    try {
+      const onClient = c.with(own);
+      const polled = await c.enqueue(q);
+      const w = onClient.waitForOutput(polled, { timeoutMs: 120_000, pollIntervalMs: 20 });
+      await until(() => registered(polled), 60_000, "the registration");
+      await c.cancel(polled, "not needed");
+      assert.deepEqual(await w, { id: polled, status: "cancelled", output: undefined });
+    } finally {
+      own.release();
+    }
   });
 });
