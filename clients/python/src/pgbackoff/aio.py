@@ -673,8 +673,8 @@ class AsyncWorker:
                 except InvalidArgument as e:
                     if o.output is None:
                         raise
-                    msg = output_refused(e)
-                    failed(job, o, await retry_transient(lambda: self.client.fail(job.id, job.attempt, msg, retryable=False)))
+                    refused = Outcome("permanent", output_refused(e))
+                    failed(job, refused, await retry_transient(lambda: self.client.fail(job.id, job.attempt, refused.error, retryable=False)))
             elif o.kind == "snoozed":
                 await retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:

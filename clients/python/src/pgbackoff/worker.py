@@ -528,8 +528,8 @@ class Worker:
                 except InvalidArgument as e:
                     if o.output is None:
                         raise
-                    msg = output_refused(e)
-                    failed(job, o, retry_transient(lambda: self.client.fail(job.id, job.attempt, msg, retryable=False)))
+                    refused = Outcome("permanent", output_refused(e))
+                    failed(job, refused, retry_transient(lambda: self.client.fail(job.id, job.attempt, refused.error, retryable=False)))
             elif o.kind == "snoozed":
                 retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
