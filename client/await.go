@@ -30,8 +30,8 @@ const DefaultAwaitPoll = time.Second
 // dead-lettered or cancelled) and returns how it ended with its output.
 // It registers with backoff.await_job, so that the call that finishes the
 // job notifies FinishedChannel: on a client over a *pgxpool.Pool it
-// LISTENs on a connection of the pool for the wait and returns as soon as
-// the job finishes, and looks at the job every poll (DefaultAwaitPoll when
+// LISTENs on a connection of the pool for the wait (its calls take
+// another) and returns as soon as the job finishes, and looks at the job every poll (DefaultAwaitPoll when
 // 0) in case a notification is missed; on another DB it polls. ctx bounds
 // the wait: its deadline is the timeout, and its error is returned,
 // wrapped, when it ends first. A job that does not exist, or one of a

@@ -305,8 +305,8 @@ export class Client {
    * dead-lettered or cancelled) and returns how it ended with its output.
    * It registers with backoff.await_job, so that the call that finishes
    * the job notifies channel backoff_finished: over a pg.Pool it LISTENs on
-   * a client of the pool for the wait and resolves as soon as the job
-   * finishes, and looks at the job every pollIntervalMs in case a
+   * a client of the pool for the wait (its calls take another) and
+   * resolves as soon as the job finishes, and looks at the job every pollIntervalMs in case a
    * notification is missed; on a client it polls. WaitTimeoutError after
    * timeoutMs; JobNotFoundError for a job that does not exist (or of a
    * queue the caller may not read).

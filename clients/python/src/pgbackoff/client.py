@@ -231,8 +231,8 @@ class Client:
         cancelled) and return how it ended with its output. It registers
         with backoff.await_job, so that the call that finishes the job
         notifies channel backoff_finished: over a pool it LISTENs on a
-        connection of the pool for the wait and returns as soon as the job
-        finishes, and looks at the job every poll_interval in case a
+        connection of the pool for the wait (its calls take another) and
+        returns as soon as the job finishes, and looks at the job every poll_interval in case a
         notification is missed; on a connection it polls. TimeoutError
         after timeout seconds; JobNotFound for a job that does not exist
         (or of a queue the caller may not read)."""
