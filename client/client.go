@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 )
@@ -31,6 +32,9 @@ type DB interface {
 type Client struct {
 	db  DB
 	cfg *config
+	// pool: db when it is a pool, where WaitForOutput takes a connection
+	// to LISTEN on; nil otherwise (it polls).
+	pool *pgxpool.Pool
 }
 
 type config struct {
@@ -118,10 +122,11 @@ func New(ctx context.Context, db DB, opts ...Option) (*Client, error) {
 	if err := checkSchema(ctx, db); err != nil {
 		return nil, err
 	}
+	pool, _ := db.(*pgxpool.Pool)
 	if db, err = readCommittedIfNeeded(ctx, db); err != nil {
 		return nil, fmt.Errorf("new client: %w", err)
 	}
-	return &Client{db: db, cfg: cfg}, nil
+	return &Client{db: db, cfg: cfg, pool: pool}, nil
 }
 
 func checkSchema(ctx context.Context, db DB) error {
@@ -152,7 +157,10 @@ func checkSchema(ctx context.Context, db DB) error {
 // With returns a client that runs its calls on db (typically a pgx.Tx, to
 // enqueue in the caller's transaction) and shares c's options. It does not
 // check the schema again.
-func (c *Client) With(db DB) *Client { return &Client{db: db, cfg: c.cfg} }
+func (c *Client) With(db DB) *Client {
+	pool, _ := db.(*pgxpool.Pool)
+	return &Client{db: db, cfg: c.cfg, pool: pool}
+}
 
 // WorkerID is the name this client writes into locked_by.
 func (c *Client) WorkerID() string { return c.cfg.workerID }

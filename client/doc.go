@@ -144,7 +144,8 @@
 // Reap, Rotate, Get, QueueState and WaitIdle; for workflows (jobs that
 // depend on other jobs, docs/workflows.md) EnqueueGraph with a Graph,
 // CompleteWithOutput, JobOutput, ParentOutputs and HeartbeatProgress, and
-// in a Worker's handler SetOutput and ReportProgress. It runs on any DB: a
+// in a Worker's handler SetOutput and ReportProgress; WaitForOutput waits
+// for a job to finish and returns its output. It runs on any DB: a
 // *pgxpool.Pool, a *pgx.Conn, a pgx.Tx. To enqueue atomically with your own
 // writes, run the call on your transaction:
 //

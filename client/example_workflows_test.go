@@ -61,3 +61,44 @@ func ExampleClient_EnqueueGraph() {
 	// report reads completed {"job": 3}
 	// report: {"job": 4}
 }
+
+// A producer waits for the output of the job it enqueued: the call that
+// completes the job notifies it, with a poll each second in case a
+// notification is missed; the context's deadline is the timeout.
+func ExampleClient_WaitForOutput() {
+	pool, cleanup := client.SampleDatabase() // your *pgxpool.Pool
+	defer cleanup()
+	ctx := context.Background()
+	c, err := client.New(ctx, pool, quiet)
+	if err != nil {
+		panic(err)
+	}
+	id, err := c.Enqueue(ctx, "thumbnails", map[string]string{"image": "cat.png"})
+	if err != nil {
+		panic(err)
+	}
+	go func() { // a worker, elsewhere
+		for {
+			jobs, err := c.Claim(ctx, "thumbnails", 1, time.Minute)
+			if err != nil {
+				panic(err)
+			}
+			if len(jobs) == 1 {
+				if _, err := c.CompleteWithOutput(ctx, jobs[0].ID, jobs[0].Token, map[string]string{"url": "/t/cat.png"}); err != nil {
+					panic(err)
+				}
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	done, err := c.WaitForOutput(wctx, id, time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(done.Status, string(done.Output))
+	// Output:
+	// completed {"url": "/t/cat.png"}
+}

@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 1d3e3203f3ac1ac7653a18faa2f9d26671fa974fa85d987a4942447ddc6c73ed
+-- Sources: sha256 040b7ef72bf2cd6292a8b2221b579767fa168bdd42d3df6e6ef206d4c51710c9
 
 CREATE SCHEMA backoff;
 
@@ -14703,6 +14703,21 @@ DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 DROP FUNCTION backoff.stats(interval, timestamptz);
 DROP FUNCTION backoff.overview(timestamptz, integer);
 
+-- == Awaiting a job's output (docs/workflows.md) ==
+-- Who awaits which job (backoff.await_job): the call that finishes a job
+-- notifies channel backoff_finished for it, and deletes its rows. Empty
+-- unless the feature is used, so that the finishing calls' probe of it
+-- costs next to nothing.
+CREATE TABLE backoff.job_awaiters (
+    job_id     bigint NOT NULL,
+    awaiter    text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT job_awaiters_pkey PRIMARY KEY (job_id, awaiter)
+);
+ALTER TABLE backoff.job_awaiters OWNER TO backoff_owner;
+REVOKE ALL ON backoff.job_awaiters FROM PUBLIC;
+GRANT SELECT ON backoff.job_awaiters TO backoff_admin;
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -18018,6 +18033,7 @@ DECLARE
     v_half_open boolean;
     v_found     boolean;
     v_children  boolean;
+    v_awaited   boolean;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into the
@@ -18069,12 +18085,14 @@ BEGIN
     -- the feature is used (queue grants or require_queue_grants; a breaker
     -- that opened), so that they cost a completion next to nothing then:
     -- may the caller be scoped, is this queue's breaker half open, and does
-    -- a job depend on this one (docs/adr/0087).
+    -- a job depend on this one (docs/adr/0087), does anyone await it
+    -- (backoff.await_job).
     SELECT backoff._scope_in_force(),
            EXISTS (SELECT FROM backoff.queue_breakers AS b
                    WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
-           EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id)
-    INTO v_scoped, v_half_open, v_children;
+           EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id),
+           EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id)
+    INTO v_scoped, v_half_open, v_children, v_awaited;
     IF v_scoped THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
@@ -18084,6 +18102,9 @@ BEGIN
     END IF;
     IF v_children THEN
         PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'completed', p_now);
+    END IF;
+    IF v_awaited THEN
+        PERFORM backoff._notify_awaiters(ARRAY[p_job_id]);
     END IF;
     IF v_half_open THEN
         -- A success closes the queue's half-open breaker (docs/adr/0045).
@@ -18244,6 +18265,10 @@ BEGIN
     IF EXISTS (SELECT FROM backoff.job_dependencies AS d)
        AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
         PERFORM backoff._settle_dependents(v_done, 'completed', p_now);
+    END IF;
+    -- Those someone awaits (backoff.await_job): the same one read first.
+    IF EXISTS (SELECT FROM backoff.job_awaiters AS a) THEN
+        PERFORM backoff._notify_awaiters(v_done);
     END IF;
 END
 $$;
@@ -18472,6 +18497,11 @@ BEGIN
            AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
             PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'dead_lettered', p_now);
         END IF;
+        -- And tells those who await it (backoff.await_job).
+        IF v_job.status = 'dead_lettered'
+           AND EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id) THEN
+            PERFORM backoff._notify_awaiters(ARRAY[p_job_id]);
+        END IF;
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker
@@ -18618,6 +18648,9 @@ BEGIN
         -- Dead letters settle the jobs that depend on them (docs/adr/0087).
         IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_dead)) THEN
             PERFORM backoff._settle_dependents(v_dead, 'dead_lettered', p_now);
+        END IF;
+        IF EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = ANY (v_dead)) THEN
+            PERFORM backoff._notify_awaiters(v_dead);
         END IF;
     END IF;
     -- That a reap ran, for backoff.liveness (at most a write every 15 s).
@@ -19080,6 +19113,9 @@ BEGIN
             IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
                 PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'cancelled', p_now);
             END IF;
+            IF EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id) THEN
+                PERFORM backoff._notify_awaiters(ARRAY[p_job_id]);
+            END IF;
             RETURN v_job;
         END IF;
     END LOOP;
@@ -19454,6 +19490,107 @@ SELECT * FROM backoff.enqueue_graph(''[{"ref": "a", "queue": "etl"}, {"ref": "b"
 SELECT id FROM backoff.claim(''etl'', ''worker-1'');
 SELECT status FROM backoff.complete(1, 1, p_output => ''{"rows": 42}'');
 SELECT parent_id, status, output FROM backoff.parent_outputs(2);';
+
+-- backoff._notify_awaiters(job ids): the jobs just finished (completed,
+-- dead-lettered or cancelled) that someone awaits (backoff.await_job):
+-- their registrations are deleted and channel backoff_finished is notified
+-- with each one's id. The calls that finish a job run it only when a
+-- probe of backoff.job_awaiters, empty unless the feature is used, finds
+-- one of theirs: a NOTIFY serializes the commits of the transactions that
+-- send one, so none is sent for a job nobody awaits.
+CREATE OR REPLACE FUNCTION backoff._notify_awaiters(p_ids bigint[])
+RETURNS void
+LANGUAGE sql
+VOLATILE
+AS $$
+    WITH d AS (
+        DELETE FROM backoff.job_awaiters AS a
+        WHERE a.job_id = ANY (p_ids)
+        RETURNING a.job_id
+    )
+    SELECT pg_catalog.pg_notify('backoff_finished', d.job_id::text)
+    FROM (SELECT DISTINCT d.job_id FROM d) AS d;
+$$;
+
+-- backoff.await_job(job id, awaiter, ttl): register that p_awaiter waits
+-- for job p_job_id to finish, until now() + p_ttl, so that the call that
+-- finishes it (complete, complete_many, fail, reap, cancel) notifies
+-- channel backoff_finished with its id (backoff._notify_awaiters). The
+-- registration follows the database's clock, not p_now: it is about a
+-- live connection. Scoped as backoff.job_output: a job of a queue the
+-- caller may neither work on nor produce into looks missing.
+CREATE OR REPLACE FUNCTION backoff.await_job(
+    p_job_id  bigint,
+    p_awaiter text,
+    p_ttl     interval DEFAULT interval '1 minute'
+)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue  text;
+    v_status text;
+BEGIN
+    p_awaiter := backoff._check_name('awaiter', p_awaiter);
+    IF p_ttl IS NULL OR p_ttl <= interval '0' OR p_ttl > interval '1 day' THEN
+        RAISE EXCEPTION 'await job %: ttl must be positive and at most 1 day, got "%"', coalesce(p_job_id::text, 'NULL'), coalesce(p_ttl::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    SELECT j.queue, j.status INTO v_queue, v_status FROM backoff.jobs AS j WHERE j.id = p_job_id;
+    IF NOT FOUND OR (backoff._scope_in_force()
+                     AND NOT coalesce(v_queue OPERATOR(pg_catalog.~~) ANY (backoff._queue_scope('work')), false)
+                     AND NOT coalesce(v_queue OPERATOR(pg_catalog.~~) ANY (backoff._queue_scope('produce')), false)) THEN
+        RAISE EXCEPTION 'job "%" not found', coalesce(p_job_id::text, 'NULL')
+            USING ERRCODE = 'BK001';
+    END IF;
+    IF v_status NOT IN ('completed', 'dead_lettered', 'cancelled') THEN
+        INSERT INTO backoff.job_awaiters AS a (job_id, awaiter, expires_at)
+        VALUES (p_job_id, p_awaiter, pg_catalog.now() + p_ttl)
+        ON CONFLICT (job_id, awaiter) DO UPDATE SET expires_at = excluded.expires_at;
+    END IF;
+    -- Registrations of awaiters that went away, while we are here.
+    DELETE FROM backoff.job_awaiters AS a WHERE a.expires_at < pg_catalog.now();
+    RETURN v_status;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.await_job(bigint, text, interval) IS
+'Register that p_awaiter waits for job p_job_id to finish, until now() + p_ttl (1 minute by default, at most 1 day): the call that completes, dead-letters or cancels it then notifies channel backoff_finished with the job''s id, and deletes the registration. Returns the job''s status now; a job already finished registers nothing. A client LISTENs first, then calls it, and reads the job again on a notification, on its own poll, or at its deadline; backoff.stop_awaiting ends a registration early. No notification is sent for a job nobody awaits. Through the PL/Proxy router a notification does not reach the client: it polls. Workers, producers and admins.
+Errors: BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may neither work on nor produce into; 22023 an awaiter that is not 1 to 128 bytes without control characters, a ttl that is NULL, not positive or over 1 day.
+Example:
+SELECT backoff.enqueue(''thumbnails'');
+LISTEN backoff_finished;
+SELECT backoff.await_job(1, ''web-1'', interval ''30 seconds'');';
+
+-- backoff.stop_awaiting(job id, awaiter): end p_awaiter's registration
+-- for job p_job_id (backoff.await_job), as an awaiter that gave up does.
+CREATE OR REPLACE FUNCTION backoff.stop_awaiting(
+    p_job_id  bigint,
+    p_awaiter text
+)
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    p_awaiter := backoff._check_name('awaiter', p_awaiter);
+    DELETE FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id AND a.awaiter = p_awaiter;
+    RETURN FOUND;
+END
+$$;
+
+COMMENT ON FUNCTION backoff.stop_awaiting(bigint, text) IS
+'End p_awaiter''s registration for job p_job_id (see backoff.await_job), as an awaiter whose deadline passed does. The finishing call deletes the registrations of the job it finishes, and await_job those expired. Returns whether a registration existed. Workers, producers and admins.
+Errors: 22023 an awaiter that is not 1 to 128 bytes without control characters.
+Example:
+SELECT backoff.enqueue(''thumbnails'');
+SELECT backoff.await_job(1, ''web-1'');
+SELECT backoff.stop_awaiting(1, ''web-1'');  -- true';
 
 -- backoff._error_signature(error): the rule behind backoff.error_signature
 -- (the masks are documented there), for the functions that compute it per
@@ -23171,12 +23308,13 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
-               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'enqueue_graph', 'queue_state', 'unfinished_job', 'job_output'))
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'enqueue_graph', 'queue_state', 'unfinished_job', 'job_output',
+                                                                 'await_job', 'stop_awaiting'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap', 'rotate', 'maintain',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'next_work', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
-                       'fire_schedules', 'schedule_fires', 'policy_list', 'job_output', 'parent_outputs',
+                       'fire_schedules', 'schedule_fires', 'policy_list', 'job_output', 'parent_outputs', 'await_job', 'stop_awaiting',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -40,6 +41,15 @@ type settings struct {
 
 type payload struct {
 	Steps []string `json:"steps"`
+	// Name is the job's name in its scenario or graph, which the output
+	// steps record.
+	Name string `json:"name"`
+}
+
+// parentOutput is one parent as the fan_in step records it.
+type parentOutput struct {
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output"`
 }
 
 func main() { os.Exit(run()) }
@@ -71,7 +81,12 @@ func run() int {
 	}
 	defer pool.Close()
 
-	h := handler{pool: pool, language: s.Language}
+	c, err := client.New(context.Background(), pool)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
+		return 1
+	}
+	h := handler{pool: pool, client: c, language: s.Language}
 	cfg := client.WorkerConfig{
 		Queue:             s.Queue,
 		Handler:           h.handle,
@@ -107,6 +122,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 type handler struct {
 	pool     *pgxpool.Pool
+	client   *client.Client
 	language string
 }
 
@@ -130,6 +146,23 @@ func (h handler) handle(ctx context.Context, job *client.Job) error {
 	switch kind {
 	case "ok":
 		return nil
+	case "output":
+		return client.SetOutput(ctx, map[string]string{"name": p.Name})
+	case "big_output":
+		return client.SetOutput(ctx, map[string]string{"name": p.Name, "pad": strings.Repeat("x", 300)})
+	case "fan_in":
+		parents, err := h.client.ParentOutputs(ctx, job.ID)
+		if err != nil {
+			return fmt.Errorf("conformance: read the parents: %w", err)
+		}
+		out := make([]parentOutput, len(parents))
+		for i, p := range parents {
+			out[i] = parentOutput{Status: string(p.Status), Output: p.Output}
+			if p.Output == nil {
+				out[i].Output = json.RawMessage("null")
+			}
+		}
+		return client.SetOutput(ctx, map[string]any{"parents": out})
 	case "fail":
 		return errors.New(msg)
 	case "permanent":

@@ -30,6 +30,7 @@ def seconds(ms: int | None) -> float | None:
 class Handler:
     def __init__(self, pool: ConnectionPool, language: str) -> None:
         self.pool = pool
+        self.client = pgbackoff.Client(pool)
         self.language = language
 
     def __call__(self, job: pgbackoff.Job, ctx: pgbackoff.Context) -> None:
@@ -48,6 +49,16 @@ class Handler:
         n = int(arg) if arg else 0
         msg = f"conformance: {kind} at attempt {job.attempt}"
         if kind == "ok":
+            return
+        if kind == "output":
+            ctx.set_output({"name": job.payload.get("name")})
+            return
+        if kind == "big_output":
+            ctx.set_output({"name": job.payload.get("name"), "pad": "x" * 300})
+            return
+        if kind == "fan_in":
+            parents = self.client.parent_outputs(job.id)
+            ctx.set_output({"parents": [{"status": p.status, "output": p.output} for p in parents]})
             return
         if kind == "fail":
             raise RuntimeError(msg)

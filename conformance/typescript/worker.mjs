@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const dist = process.env.PGBACKOFF_TS_DIST ?? path.join(here, "..", "..", "clients", "typescript", "dist");
-const { Worker, PermanentError, RetryAfterError, SnoozeError } = await import(
+const { Client, Worker, PermanentError, RetryAfterError, SnoozeError } = await import(
   pathToFileURL(path.join(dist, "src", "index.js")).href
 );
 const { default: pg } = await import(pathToFileURL(path.join(dist, "..", "node_modules", "pg", "lib", "index.js")).href);
@@ -30,8 +30,9 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // "queues", when set, are served beside "queue" by the same Worker.
 const names = [s.queue, ...(s.queues ?? [])];
 const pool = new pg.Pool({ connectionString: url, max: 4 + names.length + concurrency });
+const client = await Client.connect(pool);
 
-async function handle(job, signal) {
+async function handle(job, signal, ctx) {
   const steps = job.payload?.steps;
   if (!Array.isArray(steps) || steps.length === 0) {
     throw new PermanentError(`conformance: bad payload ${JSON.stringify(job.payload)}`);
@@ -50,6 +51,17 @@ async function handle(job, signal) {
   switch (kind) {
     case "ok":
       return;
+    case "output":
+      ctx.setOutput({ name: job.payload.name });
+      return;
+    case "big_output":
+      ctx.setOutput({ name: job.payload.name, pad: "x".repeat(300) });
+      return;
+    case "fan_in": {
+      const parents = await client.parentOutputs(job.id);
+      ctx.setOutput({ parents: parents.map((p) => ({ status: p.status, output: p.output ?? null })) });
+      return;
+    }
     case "fail":
       throw new Error(msg);
     case "permanent":

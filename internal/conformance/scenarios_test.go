@@ -38,6 +38,11 @@ type scenario struct {
 		// Schedule: the job is not enqueued but left to a schedule whose
 		// slot is due when the worker starts; the worker must fire it.
 		Schedule bool `json:"schedule"`
+		// DependsOn: the jobs of the scenario it depends on, as
+		// backoff.enqueue_graph takes them (a name, or {"ref": name,
+		// "on_failure": policy}); a scenario with any is enqueued as one
+		// graph (docs/workflows.md).
+		DependsOn []json.RawMessage `json:"depends_on"`
 	} `json:"jobs"`
 	// StopWhenRunning: the worker is told to stop as soon as every job's
 	// handler runs its step (its side effect recorded), instead of when
@@ -77,6 +82,8 @@ type endState struct {
 	// LeaseExtendedMS: heartbeats of the job's last attempt carried its
 	// lease at least this far past the lease its claim gave.
 	LeaseExtendedMS *int `json:"lease_extended_ms,omitempty"`
+	// Output: the job's output (backoff.job_output), as jsonb equals it.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 func loadRegistry(t *testing.T) registry {
@@ -150,8 +157,14 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 
 	ids := map[string]int64{}
 	var schedules []string // of the jobs left to a schedule, by job name
+	var graph []map[string]any
 	for _, j := range s.Jobs {
-		p, err := json.Marshal(map[string]any{"steps": j.Steps})
+		if len(j.DependsOn) > 0 {
+			graph = []map[string]any{}
+		}
+	}
+	for _, j := range s.Jobs {
+		p, err := json.Marshal(map[string]any{"steps": j.Steps, "name": j.Name})
 		require.NoError(t, err)
 		if j.Schedule {
 			// Daily slots at now + 12 h + k days, written as of 13 h ago:
@@ -164,9 +177,34 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 			schedules = append(schedules, j.Name)
 			continue
 		}
+		if graph != nil {
+			graph = append(graph, map[string]any{"ref": j.Name, "queue": queue, "payload": json.RawMessage(p), "depends_on": j.DependsOn})
+			continue
+		}
 		var id int64
 		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => $1, p_payload => $2::jsonb)`, queue, string(p)).Scan(&id))
 		ids[j.Name] = id
+	}
+	if graph != nil {
+		doc, err := json.Marshal(graph)
+		require.NoError(t, err)
+		rows, err := pool.Query(ctx, `SELECT ref, job_id FROM backoff.enqueue_graph(p_jobs => $1::jsonb)`, string(doc))
+		require.NoError(t, err)
+		for rows.Next() {
+			var ref string
+			var id int64
+			require.NoError(t, rows.Scan(&ref, &id))
+			ids[ref] = id
+		}
+		require.NoError(t, rows.Err())
+	}
+	// A job expected blocked (a failed parent's wait edge) is settled once
+	// it is blocked and every other job is finished.
+	blocked := []int64{}
+	for name, e := range s.Expect {
+		if e.Status == "blocked" {
+			blocked = append(blocked, ids[name])
+		}
 	}
 
 	settings := map[string]any{"queue": queue, "language": l.Language}
@@ -185,12 +223,13 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 		require.NoError(t, err)
 		require.EqualValues(t, len(s.Jobs), tag.RowsAffected(), "leases ended")
 	}
-	want := "status IN ('completed', 'dead_lettered', 'cancelled')"
+	want, args := "status IN ('completed', 'dead_lettered', 'cancelled') OR (status = 'blocked' AND id = ANY ($3::bigint[]))",
+		[]any{queue, len(schedules), blocked}
 	if s.StopWhenRunning {
-		want = running
+		want, args = running, args[:2]
 	}
 	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0
-		AND count(*) FILTER (WHERE schedule IS NOT NULL) = $2 FROM backoff.jobs WHERE queue = $1`, want), queue, len(schedules))
+		AND count(*) FILTER (WHERE schedule IS NOT NULL) = $2 FROM backoff.jobs WHERE queue = $1`, want), args...)
 	w.stop(t)
 	for _, name := range schedules {
 		var id int64
@@ -255,6 +294,24 @@ END
 $$;
 CREATE TRIGGER conformance_leased AFTER INSERT OR UPDATE ON backoff.jobs
     FOR EACH ROW EXECUTE FUNCTION public.conformance_leased();
+-- Every time a job left blocked (docs/workflows.md): released once its
+-- parents completed, or settled by a failed parent's edge.
+CREATE TABLE public.conformance_unblocks (
+    job_id bigint NOT NULL,
+    status text NOT NULL,
+    at     timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE FUNCTION public.conformance_unblocked() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    IF OLD.status = 'blocked' AND NEW.status <> 'blocked' THEN
+        INSERT INTO public.conformance_unblocks (job_id, status) VALUES (NEW.id, NEW.status);
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER conformance_unblocked AFTER UPDATE ON backoff.jobs
+    FOR EACH ROW EXECUTE FUNCTION public.conformance_unblocked();
 GRANT INSERT ON public.conformance_effects TO PUBLIC;`)
 	require.NoError(t, err)
 }
@@ -388,6 +445,11 @@ func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name s
 	}
 	if want.DueNow {
 		require.True(t, got.DueNow, "job %q (id %d): due at once", name, id)
+	}
+	if want.Output != nil {
+		var got []byte
+		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.job_output($1)`, id).Scan(&got))
+		require.JSONEq(t, string(want.Output), string(got), "job %q (id %d): output", name, id)
 	}
 	if want.LeaseExtendedMS != nil {
 		require.GreaterOrEqual(t, extended, *want.LeaseExtendedMS,

@@ -104,6 +104,10 @@ var Rules = map[string][]Rule{
 	"unblock":        {{Kind: ByJob, Arg: "p_job_id"}},
 	"job_output":     {{Kind: ByJob, Arg: "p_job_id"}},
 	"parent_outputs": {{Kind: ByJob, Arg: "p_job_id"}},
+	// Registered on the job's shard, whose finishing call notifies; the
+	// notification does not cross the router, so a client there polls.
+	"await_job":     {{Kind: ByJob, Arg: "p_job_id"}},
+	"stop_awaiting": {{Kind: ByJob, Arg: "p_job_id"}},
 	// A queue's dead letters live on the queue's shard.
 	"replay_dead_letters": {{Kind: ByQueue, Arg: "p_queue"}},
 	// A filter may span queues: every shard acts on its own matches.
@@ -226,4 +230,5 @@ var Tables = map[string]TableKind{
 	"job_blockers":     TableAll,
 	"job_outputs":      TableAll,
 	"job_progress":     TableAll,
+	"job_awaiters":     TableAll,
 }

@@ -70,6 +70,9 @@ BEGIN
             IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
                 PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'cancelled', p_now);
             END IF;
+            IF EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id) THEN
+                PERFORM backoff._notify_awaiters(ARRAY[p_job_id]);
+            END IF;
             RETURN v_job;
         END IF;
     END LOOP;

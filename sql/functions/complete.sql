@@ -33,6 +33,7 @@ DECLARE
     v_half_open boolean;
     v_found     boolean;
     v_children  boolean;
+    v_awaited   boolean;
 BEGIN
     p_now := backoff._now(p_now);
     -- The live row is deleted and the finished one inserted into the
@@ -84,12 +85,14 @@ BEGIN
     -- the feature is used (queue grants or require_queue_grants; a breaker
     -- that opened), so that they cost a completion next to nothing then:
     -- may the caller be scoped, is this queue's breaker half open, and does
-    -- a job depend on this one (docs/adr/0087).
+    -- a job depend on this one (docs/adr/0087), does anyone await it
+    -- (backoff.await_job).
     SELECT backoff._scope_in_force(),
            EXISTS (SELECT FROM backoff.queue_breakers AS b
                    WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
-           EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id)
-    INTO v_scoped, v_half_open, v_children;
+           EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id),
+           EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id)
+    INTO v_scoped, v_half_open, v_children, v_awaited;
     IF v_scoped THEN
         -- Another queue's job looks missing; the error undoes the UPDATE.
         PERFORM backoff._check_job_scope(p_job_id, v_job.queue);
@@ -99,6 +102,9 @@ BEGIN
     END IF;
     IF v_children THEN
         PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'completed', p_now);
+    END IF;
+    IF v_awaited THEN
+        PERFORM backoff._notify_awaiters(ARRAY[p_job_id]);
     END IF;
     IF v_half_open THEN
         -- A success closes the queue's half-open breaker (docs/adr/0045).

@@ -139,6 +139,10 @@ BEGIN
        AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_done)) THEN
         PERFORM backoff._settle_dependents(v_done, 'completed', p_now);
     END IF;
+    -- Those someone awaits (backoff.await_job): the same one read first.
+    IF EXISTS (SELECT FROM backoff.job_awaiters AS a) THEN
+        PERFORM backoff._notify_awaiters(v_done);
+    END IF;
 END
 $$;
 

@@ -98,6 +98,11 @@ BEGIN
            AND EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id) THEN
             PERFORM backoff._settle_dependents(ARRAY[p_job_id], 'dead_lettered', p_now);
         END IF;
+        -- And tells those who await it (backoff.await_job).
+        IF v_job.status = 'dead_lettered'
+           AND EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id) THEN
+            PERFORM backoff._notify_awaiters(ARRAY[p_job_id]);
+        END IF;
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker

@@ -70,6 +70,9 @@
 {{ template "unblock.sql" . }}
 {{ template "job_output.sql" . }}
 {{ template "parent_outputs.sql" . }}
+{{ template "_notify_awaiters.sql" . }}
+{{ template "await_job.sql" . }}
+{{ template "stop_awaiting.sql" . }}
 {{ template "_error_signature.sql" . }}
 {{ template "error_signature.sql" . }}
 {{ template "bulk_jobs.sql" . }}

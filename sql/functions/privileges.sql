@@ -17,12 +17,13 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE ALL ON ROUTINE %s FROM PUBLIC', v_fn.sig);
         FOREACH v_role IN ARRAY ARRAY['backoff_producer', 'backoff_worker', 'backoff_admin'] LOOP
             IF v_fn.name = 'schema_version'
-               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'enqueue_graph', 'queue_state', 'unfinished_job', 'job_output'))
+               OR (v_role = 'backoff_producer' AND v_fn.name IN ('enqueue', 'enqueue_graph', 'queue_state', 'unfinished_job', 'job_output',
+                                                                 'await_job', 'stop_awaiting'))
                OR (v_role = 'backoff_worker' AND v_fn.name IN (
                        'claim', 'acquire', 'complete', 'complete_many', 'fail', 'heartbeat', 'snooze', 'reap', 'rotate', 'maintain',
                        'retry_delay', 'compute_delay', 'schedule', 'calculate_step_next_retry_time', 'job_policy',
                        'wait_for_jobs', 'stop_waiting', 'next_work', 'error_signature', 'queue_state', 'job', 'unfinished_job', 'queue_list',
-                       'fire_schedules', 'schedule_fires', 'policy_list', 'job_output', 'parent_outputs',
+                       'fire_schedules', 'schedule_fires', 'policy_list', 'job_output', 'parent_outputs', 'await_job', 'stop_awaiting',
                        -- private, for the row-level security policy of backoff.jobs
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'

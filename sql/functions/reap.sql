@@ -119,6 +119,9 @@ BEGIN
         IF EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = ANY (v_dead)) THEN
             PERFORM backoff._settle_dependents(v_dead, 'dead_lettered', p_now);
         END IF;
+        IF EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = ANY (v_dead)) THEN
+            PERFORM backoff._notify_awaiters(v_dead);
+        END IF;
     END IF;
     -- That a reap ran, for backoff.liveness (at most a write every 15 s).
     PERFORM backoff._note_maintenance('reap', NULL, p_now);

@@ -27,6 +27,21 @@ DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 DROP FUNCTION backoff.stats(interval, timestamptz);
 DROP FUNCTION backoff.overview(timestamptz, integer);
 
+-- == Awaiting a job's output (docs/workflows.md) ==
+-- Who awaits which job (backoff.await_job): the call that finishes a job
+-- notifies channel backoff_finished for it, and deletes its rows. Empty
+-- unless the feature is used, so that the finishing calls' probe of it
+-- costs next to nothing.
+CREATE TABLE backoff.job_awaiters (
+    job_id     bigint NOT NULL,
+    awaiter    text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    CONSTRAINT job_awaiters_pkey PRIMARY KEY (job_id, awaiter)
+);
+ALTER TABLE backoff.job_awaiters OWNER TO backoff_owner;
+REVOKE ALL ON backoff.job_awaiters FROM PUBLIC;
+GRANT SELECT ON backoff.job_awaiters TO backoff_admin;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -52,6 +67,9 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- == Awaiting a job's output ==
+DROP TABLE backoff.job_awaiters;
 
 -- == Dependencies settled in place ==
 ALTER TABLE backoff.job_blockers RESET (fillfactor);

@@ -238,7 +238,7 @@ def test_async_completion_whose_reply_was_lost_is_confirmed(
 
         worker.client.complete_many = lost_reply(worker.client.complete_many)  # type: ignore[method-assign]
         worker.client.complete = lost_reply(worker.client.complete)  # type: ignore[method-assign]
-        await worker._flush([(batched.id, batched.attempt, "lost")])
+        await worker._flush([(batched.id, batched.attempt, "lost", None)])
         await worker._complete_one(alone)
         for j in (batched, alone):
             assert job_row(conn, j.id)["status"] == "completed"

@@ -254,7 +254,7 @@ def test_a_completion_whose_reply_was_lost_is_confirmed(
     monkeypatch.setattr(worker.client, "complete", lost_reply(worker.client.complete))
     caplog.set_level("INFO", logger="pgbackoff")
 
-    worker._flush([(batched.id, batched.attempt, "lost")])
+    worker._flush([(batched.id, batched.attempt, "lost", None)])
     worker._complete_one(alone)  # raised InvalidTransition before the check
 
     assert job_row(conn, batched.id)["status"] == "completed"
@@ -279,7 +279,7 @@ def test_a_refused_completion_stays_refused(
     monkeypatch.setattr(worker.client, "complete_many", lost_reply(worker.client.complete_many))
     caplog.set_level("INFO", logger="pgbackoff")
 
-    worker._flush([(old.id, old.attempt, "stale")])
+    worker._flush([(old.id, old.attempt, "stale", None)])
 
     assert job_row(conn, new.id)["status"] == "running"
     assert [r for r in caplog.records if "refused" in r.getMessage()], caplog.text

@@ -5,7 +5,7 @@
 // load (docs/adr/0013, 0026).
 
 import type { JobId, Logger } from "./types.js";
-import type { Client } from "./sql.js";
+import { RawJSON, type Client } from "./sql.js";
 
 /** The most completions one complete_many call carries. */
 const MAX_BATCH = 5000;
@@ -14,7 +14,18 @@ interface Completion {
   id: JobId;
   attempt: number;
   queue: string;
+  /** The output, as JSON text of at most BATCHED_OUTPUT_BYTES; undefined: none. */
+  output: string | undefined;
 }
+
+/**
+ * An output whose JSON text is at most this long rides the batch: as jsonb
+ * it stays under 1 KiB (a value's binary form takes at most about five
+ * times its shortest text), the smallest max_output_bytes a queue may
+ * have, so it cannot be refused and fail the whole batch. A larger one is
+ * completed by a call of its own, as the Go Worker does.
+ */
+export const BATCHED_OUTPUT_BYTES = 128;
 
 export class Completer {
   private queued: Completion[] = [];
@@ -31,9 +42,9 @@ export class Completer {
   ) {}
 
   /** add queues a completion; false once stopped, and the caller completes the job itself. */
-  add(id: JobId, attempt: number, queue: string): boolean {
+  add(id: JobId, attempt: number, queue: string, output?: string): boolean {
     if (this.stopped) return false;
-    this.queued.push({ id, attempt, queue });
+    this.queued.push({ id, attempt, queue, output });
     this.flushing ??= this.drain();
     return true;
   }
@@ -62,6 +73,9 @@ export class Completer {
         return this.client.completeMany(
           batch.map((c) => c.id),
           batch.map((c) => c.attempt),
+          batch.some((c) => c.output !== undefined)
+            ? batch.map((c) => (c.output === undefined ? undefined : new RawJSON(c.output)))
+            : undefined,
         );
       });
     } catch (err) {

@@ -19,6 +19,9 @@ export class BackoffError extends Error {
 /** An argument was refused (SQLSTATE 22023): an empty queue, a limit below 1, an unknown policy... */
 export class InvalidArgumentError extends BackoffError {}
 
+/** waitForOutput's deadline passed before the job finished. */
+export class WaitTimeoutError extends BackoffError {}
+
 /** No job has that id (SQLSTATE BK001). */
 export class JobNotFoundError extends BackoffError {}
 

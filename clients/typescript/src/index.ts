@@ -2,8 +2,8 @@
 // Worker over node-postgres. Every decision (retry or dead-letter, the delay,
 // what is due) is taken in SQL; see docs/adr/0064-typescript-package.md.
 
-export { Client, REQUIRED_SCHEMA, cleanErrorText } from "./sql.js";
-export { Worker, defineQueue, connectionsNeeded } from "./worker.js";
+export { Client, FINISHED_CHANNEL, REQUIRED_SCHEMA, RawJSON, cleanErrorText } from "./sql.js";
+export { HandlerContext, Worker, defineQueue, connectionsNeeded } from "./worker.js";
 export type { Handler, QueueConfig, WorkerConfig } from "./worker.js";
 export { NOTIFY_CHANNEL } from "./notifier.js";
 export {
@@ -15,6 +15,7 @@ export {
   PermissionDeniedError,
   SchemaTooOldError,
   StaleAttemptError,
+  WaitTimeoutError,
 } from "./errors.js";
 export {
   LeaseExpiredError,

@@ -78,14 +78,14 @@ export class WorkerShutdownError extends Error {
 }
 
 export type Outcome =
-  | { kind: "completed" }
+  | { kind: "completed"; output?: string | undefined }
   | { kind: "snoozed"; delayMs: number }
   | { kind: "permanent"; text: string }
   | { kind: "failed"; text: string; retryInMs: number | undefined };
 
-/** readOutcome classifies what a handler threw (undefined: it returned). */
-export function readOutcome(thrown: unknown, threw: boolean): Outcome {
-  if (!threw) return { kind: "completed" };
+/** readOutcome classifies what a handler threw (undefined: it returned); a completion carries the output it set (JSON text). */
+export function readOutcome(thrown: unknown, threw: boolean, output?: string): Outcome {
+  if (!threw) return output === undefined ? { kind: "completed" } : { kind: "completed", output };
   const snooze = find(thrown, SnoozeError);
   if (snooze !== undefined) return { kind: "snoozed", delayMs: snooze.delayMs };
   const text = errorText(thrown);

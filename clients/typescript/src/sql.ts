@@ -5,24 +5,35 @@
 import { hostname } from "node:os";
 import { randomBytes } from "node:crypto";
 
-import { BackoffError, InvalidArgumentError, SchemaTooOldError, sqlState, translate } from "./errors.js";
+import type pg from "pg";
+
+import { BackoffError, InvalidArgumentError, SchemaTooOldError, WaitTimeoutError, sqlState, translate } from "./errors.js";
+import { sleep } from "./sleep.js";
 import { READ_DEFAULT_LEVEL, isPool, readCommitted } from "./isolation.js";
 import type {
   AttemptError,
   ClientOptions,
   EnqueueOptions,
   FailOptions,
+  FinishedJob,
+  GraphJob,
   Job,
   JobId,
   Logger,
   NewJob,
+  OnFailure,
+  ParentOutput,
   Queryable,
   QueueState,
   QueueStats,
   ReplayOutcome,
   ScheduleFire,
   Status,
+  WaitOptions,
 } from "./types.js";
+
+/** The channel a call that finishes an awaited job notifies, with its id (backoff.await_job). */
+export const FINISHED_CHANNEL = "backoff_finished";
 
 /**
  * The schema version this package needs (backoff.schema_version()); a
@@ -196,6 +207,172 @@ export class Client {
     return this.oneJob<T>(op, sql, values);
   }
 
+  /**
+   * enqueueGraph enqueues every job of a graph in one call and one
+   * transaction (backoff.enqueue_graph) and returns each job's id by its
+   * ref. A job with a parent that has not completed is blocked until its
+   * last parent completes. Cycles, self-dependencies and unknown refs or
+   * ids are refused (InvalidArgumentError, naming them), and nothing is
+   * enqueued.
+   */
+  async enqueueGraph<T>(jobs: GraphJob<T>[]): Promise<Record<string, JobId>> {
+    const op = `enqueue a graph of ${jobs.length} jobs`;
+    const docs = jobs.map((j) => {
+      const d: Record<string, unknown> = { ref: j.ref, queue: j.queue, payload: j.payload ?? {} };
+      if (j.runAt !== undefined) d.run_at = j.runAt.toISOString();
+      if (j.maxAttempts !== undefined) d.max_attempts = j.maxAttempts;
+      if (j.priority !== undefined) d.priority = j.priority;
+      if (j.dedupeKey !== undefined) d.dedupe_key = j.dedupeKey;
+      if (j.policy !== undefined) d.policy = j.policy;
+      if (j.dependsOn !== undefined && j.dependsOn.length > 0) {
+        d.depends_on = j.dependsOn.map((dep) => {
+          if (typeof dep === "string") return dep;
+          const e: Record<string, unknown> = "ref" in dep ? { ref: dep.ref } : { job: String(dep.job) };
+          if (dep.onFailure !== undefined) e.on_failure = dep.onFailure;
+          return e;
+        });
+      }
+      return d;
+    });
+    const [sql, values] = this.fn("enqueue_graph", [["p_jobs", "jsonb", encodeJSON(op, docs)]]);
+    const rows = await this.run(op, `SELECT ref, job_id FROM ${sql}`, values);
+    return Object.fromEntries(rows.map((r) => [r.ref as string, String(r.job_id)]));
+  }
+
+  /**
+   * completeWithOutput completes the running attempt as complete does and
+   * records output (any JSON value; a RawJSON as it is) as the job's
+   * result, which jobOutput and its dependents' parentOutputs read. An
+   * output over the queue's max_output_bytes is refused
+   * (InvalidArgumentError) and the job stays running.
+   */
+  async completeWithOutput(jobId: JobId, attempt: number, output: unknown): Promise<Job> {
+    const op = `complete job ${jobId} (attempt ${attempt})`;
+    const [sql, values] = this.fn("complete", [
+      ["p_job_id", "bigint", jobId],
+      ["p_attempt", "integer", attempt],
+      ["p_output", "jsonb", encodeJSON(`${op}: output`, output)],
+    ]);
+    return this.oneJob(op, sql, values);
+  }
+
+  /** jobOutput returns the output a job recorded when it completed; undefined when it recorded none or has not completed. */
+  async jobOutput(jobId: JobId): Promise<unknown> {
+    const op = `read the output of job ${jobId}`;
+    const rows = await this.run(op, "SELECT backoff.job_output(p_job_id => $1::bigint) AS output", [jobId]);
+    return rows[0]?.output ?? undefined;
+  }
+
+  /**
+   * parentOutputs returns, in one call, the jobs jobId depends on with
+   * their status and output, in id order; none for a job without
+   * dependencies.
+   */
+  async parentOutputs(jobId: JobId): Promise<ParentOutput[]> {
+    const op = `read the parents of job ${jobId}`;
+    const rows = await this.run(
+      op,
+      "SELECT parent_id, queue, status, on_failure, output FROM backoff.parent_outputs(p_job_id => $1::bigint)",
+      [jobId],
+    );
+    return rows.map((r) => ({
+      parentId: String(r.parent_id),
+      queue: r.queue ?? null,
+      status: (r.status ?? null) as Status | null,
+      onFailure: r.on_failure as OnFailure,
+      output: r.output ?? undefined,
+    }));
+  }
+
+  /**
+   * heartbeatProgress extends the lease as heartbeat does and records
+   * progress (any JSON value, at most 8 KiB) as the job's progress, which
+   * backoff.job_detail and `backoffctl jobs show` display.
+   */
+  async heartbeatProgress(jobId: JobId, attempt: number, progress: unknown, extendMs?: number): Promise<Date> {
+    const op = `heartbeat job ${jobId} (attempt ${attempt})`;
+    const [sql, values] = this.fn("heartbeat", [
+      ["p_job_id", "bigint", jobId],
+      ["p_attempt", "integer", attempt],
+      ["p_extend", "interval", interval(op, extendMs)],
+      ["p_progress", "jsonb", encodeJSON(`${op}: progress`, progress)],
+    ]);
+    return (await this.run(op, `SELECT ${sql} AS until`, values))[0]?.until as Date;
+  }
+
+  /**
+   * waitForOutput waits until the job has finished (completed,
+   * dead-lettered or cancelled) and returns how it ended with its output.
+   * It registers with backoff.await_job, so that the call that finishes
+   * the job notifies channel backoff_finished: over a pg.Pool it LISTENs on
+   * a client of the pool for the wait (its calls take another) and
+   * resolves as soon as the job finishes, and looks at the job every pollIntervalMs in case a
+   * notification is missed; on a client it polls. WaitTimeoutError after
+   * timeoutMs; JobNotFoundError for a job that does not exist (or of a
+   * queue the caller may not read).
+   */
+  async waitForOutput(jobId: JobId, opts: WaitOptions = {}): Promise<FinishedJob> {
+    const op = `wait for the output of job ${jobId}`;
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const pollMs = opts.pollIntervalMs ?? 1000;
+    const deadline = Date.now() + timeoutMs;
+    const ttl = interval(op, Math.max(60_000, 3 * pollMs));
+    const db = this.db;
+    let listener: pg.PoolClient | undefined;
+    let wake: (() => void) | undefined;
+    let registered = false;
+    try {
+      if (isPool(db)) {
+        listener = await db.connect();
+        // A connection that breaks while it listens leaves the wait to its polls.
+        listener.on("error", () => {});
+        listener.on("notification", (msg) => {
+          if (msg.channel === FINISHED_CHANNEL && msg.payload === String(jobId)) wake?.();
+        });
+        await listener.query(`LISTEN ${FINISHED_CHANNEL}`);
+      }
+      for (;;) {
+        opts.signal?.throwIfAborted();
+        const rows = await this.run(
+          op,
+          "SELECT backoff.await_job(p_job_id => $1::bigint, p_awaiter => $2::text, p_ttl => $3::interval) AS status",
+          [jobId, this.workerId, ttl],
+        );
+        const status = rows[0]?.status as Status;
+        if (status === "completed" || status === "dead_lettered" || status === "cancelled") {
+          return { id: String(jobId), status, output: await this.jobOutput(jobId) };
+        }
+        registered = true;
+        const left = deadline - Date.now();
+        if (left <= 0) throw new WaitTimeoutError(`${op}: not finished after ${timeoutMs}ms`);
+        const woken = new AbortController();
+        wake = () => woken.abort();
+        const stop = () => woken.abort();
+        opts.signal?.addEventListener("abort", stop, { once: true });
+        await sleep(Math.min(pollMs, left), woken.signal);
+        opts.signal?.removeEventListener("abort", stop);
+        wake = undefined;
+      }
+    } catch (err) {
+      if (registered) {
+        await this.run(`stop waiting for job ${jobId}`, "SELECT backoff.stop_awaiting(p_job_id => $1::bigint, p_awaiter => $2::text)", [
+          jobId,
+          this.workerId,
+        ]).catch(() => {});
+      }
+      throw err;
+    } finally {
+      if (listener !== undefined) {
+        const l = listener;
+        // Back to the pool only once it no longer listens.
+        await l.query(`UNLISTEN ${FINISHED_CHANNEL}`).then(
+          () => l.release(),
+          (err: Error) => l.release(err),
+        );
+      }
+    }
+  }
+
   /** complete marks running attempt `attempt` of a job completed. */
   async complete(jobId: JobId, attempt: number): Promise<Job> {
     const op = `complete job ${jobId} (attempt ${attempt})`;
@@ -210,17 +387,25 @@ export class Client {
    * completeMany completes, in one statement, each job still running its
    * given attempt (jobIds[i] with attempts[i]) and returns the ids it
    * completed; an entry whose token no longer holds its job is left alone.
+   * outputs[i], unless undefined, is recorded as jobIds[i]'s output; one
+   * over its queue's limit refuses the whole batch.
    */
-  async completeMany(jobIds: JobId[], attempts: number[]): Promise<JobId[]> {
+  async completeMany(jobIds: JobId[], attempts: number[], outputs?: unknown[]): Promise<JobId[]> {
     const op = `complete ${jobIds.length} jobs`;
-    if (jobIds.length !== attempts.length) {
-      throw new InvalidArgumentError(`${op}: ${jobIds.length} ids but ${attempts.length} attempts`);
+    if (jobIds.length !== attempts.length || (outputs !== undefined && outputs.length !== jobIds.length)) {
+      throw new InvalidArgumentError(
+        `${op}: ${jobIds.length} ids but ${attempts.length} attempts${outputs === undefined ? "" : ` and ${outputs.length} outputs`}`,
+      );
     }
     if (jobIds.length === 0) return [];
-    const [sql, values] = this.fn("complete_many", [
+    const args: Arg[] = [
       ["p_job_ids", "bigint[]", jobIds],
       ["p_attempts", "integer[]", attempts],
-    ]);
+    ];
+    if (outputs !== undefined && outputs.some((o) => o !== undefined)) {
+      args.push(["p_outputs", "jsonb[]", outputs.map((o) => (o === undefined ? null : encodeJSON(`${op}: output`, o)))]);
+    }
+    const [sql, values] = this.fn("complete_many", args);
     return (await this.run(op, `SELECT id FROM ${sql} AS t(id)`, values)).map((r) => String(r.id));
   }
 
@@ -554,6 +739,27 @@ function interval(op: string, ms: number | undefined): string | null {
   if (ms === undefined) return null;
   if (!Number.isFinite(ms)) throw new InvalidArgumentError(`${op}: duration must be a finite number of milliseconds, got ${ms}`);
   return `${ms} milliseconds`;
+}
+
+/**
+ * RawJSON is a JSON text sent as it is where an output or a progress is
+ * taken (as Go's json.RawMessage): not encoded again.
+ */
+export class RawJSON {
+  constructor(readonly text: string) {}
+}
+
+/** encodeJSON is value as JSON text (a RawJSON as it is); a value without a JSON form is an InvalidArgumentError naming op. */
+export function encodeJSON(op: string, value: unknown): string {
+  if (value instanceof RawJSON) return value.text;
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (err) {
+    throw new InvalidArgumentError(`${op}: encode as JSON: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+  if (text === undefined) throw new InvalidArgumentError(`${op}: ${String(value)} has no JSON form`);
+  return text;
 }
 
 function encodePayload(op: string, payload: unknown): string {

@@ -203,3 +203,54 @@ export interface ClientOptions {
   /** Default: warnings and errors on the console. */
   logger?: Logger;
 }
+
+/**
+ * What a dependency does to its child when the parent ends without
+ * completing (dead-lettered or cancelled): "cancel" the child (the
+ * default), "run" it as if the parent had completed, or "wait" blocked for
+ * an operator (backoff.unblock, or a replay of the parent).
+ */
+export type OnFailure = "cancel" | "run" | "wait";
+
+/**
+ * One parent of a graph's job: the ref of a job of the same graph, the id
+ * of an existing job (a JobId string), or either with the policy for a
+ * parent that fails.
+ */
+export type GraphDependency = string | { ref: string; onFailure?: OnFailure } | { job: JobId; onFailure?: OnFailure };
+
+/** One job of a graph for enqueueGraph: a NewJob with a ref local to the graph and the jobs it depends on. */
+export interface GraphJob<T = unknown> extends NewJob<T> {
+  ref: string;
+  dependsOn?: GraphDependency[];
+}
+
+/** How a job ended, as waitForOutput returns it. */
+export interface FinishedJob {
+  id: JobId;
+  status: "completed" | "dead_lettered" | "cancelled";
+  /** The output it recorded (any JSON value); undefined when it recorded none. */
+  output: unknown;
+}
+
+/** waitForOutput's options. */
+export interface WaitOptions {
+  /** How long to wait, in ms (default 60000): then a WaitTimeoutError. */
+  timeoutMs?: number;
+  /** How often the job is looked at without a notification, in ms (default 1000). */
+  pollIntervalMs?: number;
+  /** Ends the wait early: the promise rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** One job a job depends on, as the child sees it (backoff.parent_outputs). */
+export interface ParentOutput {
+  parentId: JobId;
+  /** null when the parent was pruned. */
+  queue: string | null;
+  /** null when the parent was pruned. */
+  status: Status | null;
+  onFailure: OnFailure;
+  /** The output it recorded (any JSON value); undefined when it recorded none. */
+  output: unknown;
+}

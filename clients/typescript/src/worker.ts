@@ -7,7 +7,7 @@
 
 import type pg from "pg";
 
-import { Completer, confirmCompletions } from "./completer.js";
+import { BATCHED_OUTPUT_BYTES, Completer, confirmCompletions } from "./completer.js";
 import { InvalidArgumentError, InvalidTransitionError, JobNotFoundError, StaleAttemptError, sqlState, transient } from "./errors.js";
 import { Notifier } from "./notifier.js";
 import {
@@ -21,7 +21,7 @@ import {
 } from "./outcome.js";
 import { Producer, type QueueSettings } from "./producer.js";
 import { sleep } from "./sleep.js";
-import { Client } from "./sql.js";
+import { Client, RawJSON, encodeJSON } from "./sql.js";
 import type { ClientOptions, Job, Logger } from "./types.js";
 
 /**
@@ -31,7 +31,55 @@ import type { ClientOptions, Job, Logger } from "./types.js";
  * (LeaseLostError) or expires (LeaseExpiredError), or at the end of a
  * shutdown's grace period (WorkerShutdownError): return promptly then.
  */
-export type Handler<T = unknown> = (job: Job<T>, signal: AbortSignal) => Promise<void> | void;
+export type Handler<T = unknown> = (job: Job<T>, signal: AbortSignal, ctx: HandlerContext) => Promise<void> | void;
+
+/** The largest progress document backoff.heartbeat takes, in bytes. */
+const MAX_PROGRESS_BYTES = 8192;
+
+/**
+ * HandlerContext is what a handler may record for its attempt, the
+ * third argument of every handler (docs/workflows.md).
+ */
+export class HandlerContext {
+  /** The output set so far, as JSON text; undefined: none. */
+  output: string | undefined;
+  private progress: string | undefined;
+
+  /**
+   * setOutput records value (any JSON value; a RawJSON as it is) as the
+   * job's output: when the handler returns, the Worker completes the job
+   * with it, and jobOutput and its dependents' parentOutputs read it. A
+   * later call replaces an earlier one. An output over the queue's
+   * max_output_bytes dead-letters the job, naming the refusal.
+   * InvalidArgumentError when value has no JSON form.
+   */
+  setOutput(value: unknown): void {
+    this.output = encodeJSON("set output", value);
+  }
+
+  /**
+   * reportProgress records value (any JSON value, at most 8 KiB) as the
+   * job's progress: the attempt's next heartbeat sends it (every heartbeat
+   * interval, a third of the lease by default), and backoff.job_detail and
+   * `backoffctl jobs show` display it. A later call replaces a progress not
+   * sent yet.
+   */
+  reportProgress(value: unknown): void {
+    const text = encodeJSON("report progress", value);
+    const size = Buffer.byteLength(text, "utf8");
+    if (size > MAX_PROGRESS_BYTES) {
+      throw new InvalidArgumentError(`report progress: ${size} bytes, over ${MAX_PROGRESS_BYTES}`);
+    }
+    this.progress = text;
+  }
+
+  /** takeProgress returns the progress reported since the last heartbeat and forgets it (the heartbeat's). */
+  takeProgress(): string | undefined {
+    const p = this.progress;
+    this.progress = undefined;
+    return p;
+  }
+}
 
 /** One queue a Worker serves. Only queue and handler are required. */
 export interface QueueConfig<T = unknown> {
@@ -98,6 +146,7 @@ interface Attempt {
   producer: Producer;
   queue: QueueConfig<any>;
   controller: AbortController;
+  ctx: HandlerContext;
 }
 
 /**
@@ -422,7 +471,7 @@ export class Worker {
   /** start runs one claimed job. */
   private start(p: Producer, job: Job): void {
     const queue = this.queues.find((q) => q.queue === p.cfg.queue)!;
-    const attempt: Attempt = { job, producer: p, queue, controller: new AbortController() };
+    const attempt: Attempt = { job, producer: p, queue, controller: new AbortController(), ctx: new HandlerContext() };
     const key = `${job.id}/${job.attempt}`;
     p.inflight++;
     const done = this.runAttempt(attempt)
@@ -464,7 +513,7 @@ export class Worker {
           throw new PermanentError(new Error(`decode payload of job ${job.id}: ${errorText(err)}`, { cause: err }));
         }
       }
-      await queue.handler({ ...job, payload }, signal);
+      await queue.handler({ ...job, payload }, signal, a.ctx);
     } catch (err) {
       thrown = err;
       threw = true;
@@ -479,7 +528,7 @@ export class Worker {
       });
       return;
     }
-    let outcome = readOutcome(thrown, threw);
+    let outcome = readOutcome(thrown, threw, a.ctx.output);
     if (outcome.kind === "failed" && signal.reason instanceof WorkerShutdownError) {
       // Aborted by the shutdown: not the job's fault, so it is retried at
       // once elsewhere (the attempt, counted at claim, stays spent).
@@ -496,14 +545,18 @@ export class Worker {
    * heartbeat aborts it with LeaseExpiredError.
    */
   private heartbeat(a: Attempt, leaseMs: number, every: number): () => Promise<void> {
-    const { job, controller, queue } = a;
+    const { job, controller, queue, ctx } = a;
     let watchdog = setTimeout(() => controller.abort(new LeaseExpiredError()), leaseMs);
     let stopped = false;
     let beat: Promise<void> | undefined;
     let timer: NodeJS.Timeout;
     const tick = async () => {
       try {
-        const until = await this.client.heartbeat(job.id, job.attempt, queue.leaseMs);
+        const progress = ctx.takeProgress();
+        const until =
+          progress === undefined
+            ? await this.client.heartbeat(job.id, job.attempt, queue.leaseMs)
+            : await this.client.heartbeatProgress(job.id, job.attempt, new RawJSON(progress), queue.leaseMs);
         const left = until.getTime() - this.client.clock().getTime();
         if (left > 0 && !stopped) {
           clearTimeout(watchdog);
@@ -530,7 +583,11 @@ export class Worker {
 
   /** settle records an outcome: completions go to the batched completer, the rest are one fenced call each. */
   private async settle(job: Job, o: Outcome): Promise<void> {
-    if (o.kind === "completed" && this.completer.add(job.id, job.attempt, job.queue)) return;
+    // A small output rides the batch; a larger one, which its queue's
+    // limit may refuse, is a call of its own (BATCHED_OUTPUT_BYTES).
+    const output = o.kind === "completed" ? o.output : undefined;
+    const batched = output === undefined || Buffer.byteLength(output, "utf8") <= BATCHED_OUTPUT_BYTES;
+    if (o.kind === "completed" && batched && this.completer.add(job.id, job.attempt, job.queue, output)) return;
     try {
       switch (o.kind) {
         case "completed": {
@@ -538,9 +595,21 @@ export class Worker {
           try {
             await this.repeat(() => {
               calls++;
-              return this.client.complete(job.id, job.attempt);
+              return output === undefined
+                ? this.client.complete(job.id, job.attempt)
+                : this.client.completeWithOutput(job.id, job.attempt, new RawJSON(output));
             });
           } catch (err) {
+            if (output !== undefined && err instanceof InvalidArgumentError) {
+              // The output was refused (over the queue's max_output_bytes):
+              // the job stays running, and another attempt would produce
+              // the same output, so it is dead-lettered with the refusal
+              // instead of waiting for the reaper.
+              const text = `output refused: ${err.message}`;
+              const j = await this.repeat(() => this.client.fail(job.id, job.attempt, text, { retryable: false }));
+              this.log.info("job failed", { job: job.id, attempt: job.attempt, status: j.status, runAt: j.runAt, err: text });
+              break;
+            }
             // A repeat refused because the first call, whose reply was
             // lost, completed the job: that is this attempt's completion.
             const refused = err instanceof StaleAttemptError || err instanceof InvalidTransitionError;

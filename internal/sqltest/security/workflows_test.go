@@ -48,6 +48,7 @@ func TestWorkflowScopes(t *testing.T) {
 	for _, sql := range []string{
 		`SELECT backoff.job_output($1) WHERE $2::timestamptz IS NOT NULL`,
 		`SELECT * FROM backoff.parent_outputs($1) WHERE $2::timestamptz IS NOT NULL`,
+		`SELECT backoff.await_job($1, 'web-1') WHERE $2::timestamptz IS NOT NULL`,
 	} {
 		got := answer(w1, sql, theirs.pending)
 		require.Equal(t, answer(w1, sql, missing), got, sql)

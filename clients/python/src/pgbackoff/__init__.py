@@ -8,7 +8,7 @@ LISTEN wake-ups and a graceful shutdown.
 """
 
 from ._outcome import Context
-from ._sql import NOTIFY_CHANNEL, REQUIRED_SCHEMA
+from ._sql import FINISHED_CHANNEL, NOTIFY_CHANNEL, REQUIRED_SCHEMA
 from .aio import AsyncClient, AsyncHandler, AsyncWorker
 from .client import Client, Clock
 from .errors import (
@@ -30,8 +30,10 @@ from .errors import (
 )
 from .types import AttemptError, DeadLetterGroup, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
 from .worker import Handler, Queue, Worker
+from .workflows import Dependency, FinishedJob, Graph, GraphJob, OnFailure, ParentOutput, RawJSON, after, after_job
 
 __all__ = [
+    "FINISHED_CHANNEL",
     "NOTIFY_CHANNEL",
     "REQUIRED_SCHEMA",
     "AsyncClient",
@@ -43,6 +45,10 @@ __all__ = [
     "Clock",
     "Context",
     "DeadLetterGroup",
+    "FinishedJob",
+    "Dependency",
+    "Graph",
+    "GraphJob",
     "Handler",
     "InvalidArgument",
     "InvalidTransition",
@@ -53,10 +59,13 @@ __all__ = [
     "LeaseLost",
     "NewJob",
     "NotReady",
+    "OnFailure",
+    "ParentOutput",
     "Permanent",
     "PermissionDenied",
     "PgBackoffError",
     "Queue",
+    "RawJSON",
     "QueueState",
     "QueueStats",
     "ReplayOutcome",
@@ -67,4 +76,6 @@ __all__ = [
     "StaleAttempt",
     "Worker",
     "WorkerShutdown",
+    "after",
+    "after_job",
 ]

@@ -10,9 +10,10 @@ import datetime as dt
 import threading
 import traceback
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from .errors import Cancelled, Permanent, RetryAfter, Snooze, WorkerShutdown
+from .errors import Cancelled, InvalidArgument, Permanent, RetryAfter, Snooze, WorkerShutdown
+from .workflows import MAX_PROGRESS_BYTES, encode_json
 
 Kind = Literal["completed", "failed", "permanent", "snoozed"]
 
@@ -24,6 +25,9 @@ class Outcome:
     error: str = ""
     #: The snooze delay, or the retry_in a RetryAfter asked for.
     delay: dt.timedelta | None = None
+    #: For a completion: the output the handler set, as JSON text (None:
+    #: none).
+    output: str | None = None
 
 
 def error_text(e: BaseException) -> str:
@@ -38,14 +42,14 @@ def error_text(e: BaseException) -> str:
     return text
 
 
-def read_outcome(exc: BaseException | None, cause: Cancelled | None = None) -> Outcome:
+def read_outcome(exc: BaseException | None, cause: Cancelled | None = None, output: str | None = None) -> Outcome:
     """None completes; Snooze snoozes; Permanent dead-letters; RetryAfter
     fails with its delay; any other exception fails with the policy's
     delay. A failure after the shutdown cancelled the handler is not the
     job's fault: it is handed back, due at once elsewhere (retry_in 0; the
     attempt, counted at claim, stays spent)."""
     if exc is None:
-        return Outcome("completed")
+        return Outcome("completed", output=output)
     if isinstance(exc, Snooze):
         return Outcome("snoozed", error_text(exc), exc.delay)
     if isinstance(exc, Permanent):
@@ -58,7 +62,9 @@ def read_outcome(exc: BaseException | None, cause: Cancelled | None = None) -> O
 
 
 class Context:
-    """What a running handler may ask: whether it should stop, and why.
+    """What a running handler may ask: whether it should stop, and why; and
+    what it may record: the job's output (set_output) and its progress
+    (report_progress).
 
     ``cause`` is :class:`~pgbackoff.errors.LeaseLost` (the job is no longer
     this attempt's: stop, the result is dropped),
@@ -76,6 +82,42 @@ class Context:
     def __init__(self) -> None:
         self._event: threading.Event | None = None
         self._cause: Cancelled | None = None
+        self._output: str | None = None
+        self._progress: str | None = None
+
+    def set_output(self, value: Any) -> None:
+        """Record value (any JSON value; a RawJSON as it is) as the job's
+        output: when the handler returns, the worker completes the job with
+        it, and job_output and its dependents' parent_outputs read it. A
+        later call replaces an earlier one. An output over the queue's
+        max_output_bytes dead-letters the job, naming the refusal.
+        InvalidArgument when value has no JSON form."""
+        self._output = encode_json("set output", value)
+
+    @property
+    def output(self) -> str | None:
+        """The output set so far, as JSON text; None: none."""
+        return self._output
+
+    def report_progress(self, value: Any) -> None:
+        """Record value (any JSON value, at most 8 KiB) as the job's
+        progress: the attempt's next heartbeat sends it (every heartbeat
+        interval, a third of the lease by default), and backoff.job_detail
+        and `backoffctl jobs show` display it. A later call replaces a
+        progress not sent yet."""
+        text = encode_json("report progress", value)
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_PROGRESS_BYTES:
+            raise InvalidArgument("report progress", f"{size} bytes, over {MAX_PROGRESS_BYTES}")
+        with Context._lock:
+            self._progress = text
+
+    def take_progress(self) -> str | None:
+        """The progress reported since the last heartbeat, as JSON text,
+        and forget it (the heartbeat's)."""
+        with Context._lock:
+            p, self._progress = self._progress, None
+            return p
 
     @property
     def cancelled(self) -> bool:

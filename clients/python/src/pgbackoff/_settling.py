@@ -16,8 +16,34 @@ from .types import Job, ScheduleFire
 
 log = logging.getLogger("pgbackoff")
 
-#: A completion waiting for the completer: job id, attempt, queue.
-Completion = tuple[int, int, str]
+#: A completion waiting for the completer: job id, attempt, queue, output
+#: (JSON text of at most BATCHED_OUTPUT_BYTES, or None).
+Completion = tuple[int, int, str, str | None]
+
+#: An output whose JSON text is at most this long rides the batch: as
+#: jsonb it stays under 1 KiB (a value's binary form takes at most about
+#: five times its shortest text), the smallest max_output_bytes a queue may
+#: have, so it cannot be refused and fail the whole batch. A larger one is
+#: completed by a call of its own, as the Go Worker does.
+BATCHED_OUTPUT_BYTES = 128
+
+
+def batched(o: Outcome) -> bool:
+    """Whether a completion rides the completer's batch."""
+    return o.output is None or len(o.output.encode("utf-8", "surrogatepass")) <= BATCHED_OUTPUT_BYTES
+
+
+def batch_outputs(batch: Sequence[Completion]) -> list[str | None] | None:
+    """The outputs of a batch for complete_many; None when it has none."""
+    return [c[3] for c in batch] if any(c[3] is not None for c in batch) else None
+
+
+def output_refused(e: BaseException) -> str:
+    """The error a job is dead-lettered with when its output was refused
+    (over the queue's max_output_bytes): the job stays running, and another
+    attempt would produce the same output, so it is failed at once instead
+    of waiting for the reaper."""
+    return f"output refused: {e}"
 
 
 def is_lost(e: BaseException) -> bool:
@@ -25,7 +51,7 @@ def is_lost(e: BaseException) -> bool:
     return isinstance(e, (StaleAttempt, InvalidTransition, JobNotFound))
 
 
-def attempt_outcome(job: Job, exc: BaseException | None, cause: Cancelled | None) -> Outcome | None:
+def attempt_outcome(job: Job, exc: BaseException | None, cause: Cancelled | None, output: str | None = None) -> Outcome | None:
     """What to record for an attempt whose handler returned (exc None) or
     raised; None when its lease was lost: the job is no longer the
     attempt's, so its result is dropped."""
@@ -34,7 +60,7 @@ def attempt_outcome(job: Job, exc: BaseException | None, cause: Cancelled | None
         return None
     if exc is not None:
         log.info("job %d attempt %d raised", job.id, job.attempt, exc_info=exc)
-    return read_outcome(exc, cause)
+    return read_outcome(exc, cause, output)
 
 
 def snooze_delay(o: Outcome) -> dt.timedelta:
@@ -81,7 +107,7 @@ def settled_queues(batch: Sequence[Completion], done: set[int]) -> set[str]:
     half-open breaker's probe may have closed it); each refusal is
     logged."""
     queues = set()
-    for job_id, attempt, queue in batch:
+    for job_id, attempt, queue, _ in batch:
         if job_id in done:
             queues.add(queue)
         else:

@@ -32,9 +32,11 @@ from .types import (
     QueueStats,
     ReplayOutcome,
     ScheduleFire,
+    Status,
     as_interval,
     optional_interval,
 )
+from .workflows import ParentOutput
 
 T = TypeVar("T")
 Rows = list[tuple[Any, ...]]
@@ -228,21 +230,41 @@ def acquire(job_id: int, worker: str, lease: Duration | None, now: dt.datetime |
     )
 
 
-def complete(job_id: int, attempt: int, now: dt.datetime | None) -> Call[Job]:
+def complete(job_id: int, attempt: int, now: dt.datetime | None, output: str | None = None) -> Call[Job]:
+    """output: the JSON text recorded as the job's output (None: none)."""
+    if output is None:
+        return _job_call(
+            f"complete job {job_id} (attempt {attempt})",
+            "complete",
+            "p_job_id => %s::bigint, p_attempt => %s::integer, p_now => %s::timestamptz",
+            (job_id, attempt, now),
+        )
     return _job_call(
         f"complete job {job_id} (attempt {attempt})",
         "complete",
-        "p_job_id => %s::bigint, p_attempt => %s::integer, p_now => %s::timestamptz",
-        (job_id, attempt, now),
+        "p_job_id => %s::bigint, p_attempt => %s::integer, p_now => %s::timestamptz, p_output => %s::jsonb",
+        (job_id, attempt, now, output),
     )
 
 
-def complete_many(job_ids: Sequence[int], attempts: Sequence[int], now: dt.datetime | None) -> Call[list[int]]:
+def complete_many(
+    job_ids: Sequence[int], attempts: Sequence[int], now: dt.datetime | None, outputs: Sequence[str | None] | None = None
+) -> Call[list[int]]:
+    """outputs: each job's output as JSON text, None for none; a batch
+    without outputs is the call it always was."""
+    if outputs is None or all(o is None for o in outputs):
+        return Call(
+            f"complete {len(job_ids)} jobs",
+            "SELECT id FROM backoff.complete_many(p_job_ids => %s::bigint[], p_attempts => %s::integer[], "
+            "p_now => %s::timestamptz) AS t(id)",
+            (list(job_ids), list(attempts), now),
+            _ids,
+        )
     return Call(
         f"complete {len(job_ids)} jobs",
         "SELECT id FROM backoff.complete_many(p_job_ids => %s::bigint[], p_attempts => %s::integer[], "
-        "p_now => %s::timestamptz) AS t(id)",
-        (list(job_ids), list(attempts), now),
+        "p_now => %s::timestamptz, p_outputs => %s::text[]::jsonb[]) AS t(id)",
+        (list(job_ids), list(attempts), now, list(outputs)),
         _ids,
     )
 
@@ -280,12 +302,24 @@ def fail(
     )
 
 
-def heartbeat(job_id: int, attempt: int, extend: Duration | None, now: dt.datetime | None) -> Call[dt.datetime]:
+def heartbeat(
+    job_id: int, attempt: int, extend: Duration | None, now: dt.datetime | None, progress: str | None = None
+) -> Call[dt.datetime]:
+    """progress: the JSON text recorded as the job's progress (None: the
+    call as it always was)."""
+    if progress is None:
+        return Call(
+            f"heartbeat job {job_id} (attempt {attempt})",
+            "SELECT backoff.heartbeat(p_job_id => %s::bigint, p_attempt => %s::integer, p_extend => %s::interval, "
+            "p_now => %s::timestamptz)",
+            (job_id, attempt, optional_interval(extend), now),
+            _scalar,
+        )
     return Call(
         f"heartbeat job {job_id} (attempt {attempt})",
         "SELECT backoff.heartbeat(p_job_id => %s::bigint, p_attempt => %s::integer, p_extend => %s::interval, "
-        "p_now => %s::timestamptz)",
-        (job_id, attempt, optional_interval(extend), now),
+        "p_now => %s::timestamptz, p_progress => %s::jsonb)",
+        (job_id, attempt, optional_interval(extend), now, progress),
         _scalar,
     )
 
@@ -442,6 +476,62 @@ def stop_waiting(queue: str, worker: str) -> Call[bool]:
         f'stop waiting on "{queue}"',
         "SELECT backoff.stop_waiting(p_queue => %s::text, p_worker => %s::text)",
         (queue, worker),
+        _scalar,
+    )
+
+
+# Workflows (docs/workflows.md).
+
+
+def enqueue_graph(count: int, jobs: str, now: dt.datetime | None) -> Call[dict[str, int]]:
+    """backoff.enqueue_graph: jobs is its p_jobs as JSON text; each job's
+    id by its ref."""
+    return Call(
+        f"enqueue a graph of {count} jobs",
+        "SELECT ref, job_id FROM backoff.enqueue_graph(p_jobs => %s::jsonb, p_now => %s::timestamptz)",
+        (jobs, now),
+        lambda rows: {r[0]: r[1] for r in rows},
+    )
+
+
+def job_output(job_id: int) -> Call[Any]:
+    return Call(
+        f"read the output of job {job_id}",
+        "SELECT backoff.job_output(p_job_id => %s::bigint)",
+        (job_id,),
+        _scalar,
+    )
+
+
+def parent_outputs(job_id: int) -> Call[list[ParentOutput]]:
+    return Call(
+        f"read the parents of job {job_id}",
+        "SELECT parent_id, queue, status, on_failure, output FROM backoff.parent_outputs(p_job_id => %s::bigint)",
+        (job_id,),
+        lambda rows: [ParentOutput(parent_id=r[0], queue=r[1], status=r[2], on_failure=r[3], output=r[4]) for r in rows],
+    )
+
+
+#: The channel a call that finishes an awaited job notifies, with its id
+#: (backoff.await_job).
+FINISHED_CHANNEL = "backoff_finished"
+
+
+def await_job(job_id: int, awaiter: str, ttl: Duration) -> Call[Status]:
+    """Register that awaiter waits for the job to finish; its status now."""
+    return Call(
+        f"wait for the output of job {job_id}",
+        "SELECT backoff.await_job(p_job_id => %s::bigint, p_awaiter => %s::text, p_ttl => %s::interval)",
+        (job_id, awaiter, as_interval(ttl)),
+        _scalar,
+    )
+
+
+def stop_awaiting(job_id: int, awaiter: str) -> Call[bool]:
+    return Call(
+        f"stop waiting for job {job_id}",
+        "SELECT backoff.stop_awaiting(p_job_id => %s::bigint, p_awaiter => %s::text)",
+        (job_id, awaiter),
         _scalar,
     )
 

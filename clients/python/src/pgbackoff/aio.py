@@ -21,11 +21,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import _pacing, _sql
 from ._outcome import Context, Outcome
-from ._settling import Completion, attempt_outcome, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
+from ._settling import Completion, attempt_outcome, batch_outputs, batched, output_refused, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from .client import BEGIN_READ_COMMITTED, MISSING_SCHEMA, READ_DEFAULT_LEVEL, Clock, can_run_alone, default_worker_id, missing_schema, schema_too_old
-from .errors import LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
-from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
-from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings
+from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire, as_seconds
+from .workflows import FINISHED, FinishedJob, GraphLike, ParentOutput, encode_json, graph_text
+from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, _raw
+from .workflows import RawJSON
 
 log = logging.getLogger("pgbackoff")
 T = TypeVar("T")
@@ -119,8 +121,15 @@ class AsyncClient:
     async def complete(self, job_id: int, attempt: int) -> Job:
         return await self._run(_sql.complete(job_id, attempt, self.now()))
 
-    async def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
-        return await self._run(_sql.complete_many(job_ids, attempts, self.now()))
+    async def complete_with_output(self, job_id: int, attempt: int, output: Any) -> Job:
+        op = f"complete job {job_id} (attempt {attempt})"
+        return await self._run(_sql.complete(job_id, attempt, self.now(), encode_json(op + ": output", output)))
+
+    async def complete_many(
+        self, job_ids: Sequence[int], attempts: Sequence[int], outputs: Sequence[Any] | None = None
+    ) -> list[int]:
+        texts = None if outputs is None else [None if o is None else encode_json(f"complete {len(job_ids)} jobs: output", o) for o in outputs]
+        return await self._run(_sql.complete_many(job_ids, attempts, self.now(), texts))
 
     async def completed_by(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
         return await self._run(_sql.completed_by(job_ids, attempts))
@@ -140,6 +149,47 @@ class AsyncClient:
 
     async def heartbeat(self, job_id: int, attempt: int, *, extend: Duration | None = None) -> dt.datetime:
         return await self._run(_sql.heartbeat(job_id, attempt, extend, self.now()))
+
+    async def heartbeat_progress(self, job_id: int, attempt: int, progress: Any, *, extend: Duration | None = None) -> dt.datetime:
+        op = f"heartbeat job {job_id} (attempt {attempt})"
+        return await self._run(_sql.heartbeat(job_id, attempt, extend, self.now(), encode_json(op + ": progress", progress)))
+
+    async def enqueue_graph(self, graph: GraphLike) -> dict[str, int]:
+        return await self._run(_sql.enqueue_graph(*graph_text(graph), self.now()))
+
+    async def job_output(self, job_id: int) -> Any:
+        return await self._run(_sql.job_output(job_id))
+
+    async def parent_outputs(self, job_id: int) -> list[ParentOutput]:
+        return await self._run(_sql.parent_outputs(job_id))
+
+    async def wait_for_output(self, job_id: int, *, timeout: Duration = 60.0, poll_interval: Duration = 1.0) -> FinishedJob:
+        """Client.wait_for_output, awaited: LISTEN on a connection of the
+        AsyncConnectionPool, polling on a connection."""
+        deadline = time.monotonic() + as_seconds(timeout)
+        poll = as_seconds(poll_interval)
+        ttl = max(60.0, 3 * poll)
+        listening = _listening(self._db) if isinstance(self._db, AsyncConnectionPool) else contextlib.nullcontext(None)
+        async with listening as conn:
+            registered = False
+            try:
+                while True:
+                    status = await self._run(_sql.await_job(job_id, self.worker_id, ttl))
+                    if status in FINISHED:
+                        return FinishedJob(job_id, status, await self.job_output(job_id))
+                    registered = True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"wait for the output of job {job_id}: not finished after {as_seconds(timeout)}s")
+                    if conn is None:
+                        await asyncio.sleep(min(poll, left))
+                    else:
+                        await _wait_notified(conn, str(job_id), min(poll, left))
+            except BaseException:
+                if registered:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(self._run(_sql.stop_awaiting(job_id, self.worker_id)))
+                raise
 
     async def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
         return await self._run(_sql.snooze(job_id, attempt, delay, self.now()))
@@ -215,6 +265,49 @@ class AsyncClient:
 
     async def resume_queue(self, queue: str) -> bool:
         return await self._run(_sql.resume_queue(queue))
+
+
+@contextlib.asynccontextmanager
+async def _listening(pool: AsyncConnectionPool) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """client._listening, awaited."""
+    async with pool.connection() as conn:
+        was = conn.autocommit
+        await conn.set_autocommit(True)
+        await conn.execute(f"LISTEN {_sql.FINISHED_CHANNEL}")
+        try:
+            yield conn
+        finally:
+            try:
+                await conn.execute(f"UNLISTEN {_sql.FINISHED_CHANNEL}")
+                await conn.set_autocommit(was)
+            except psycopg.Error:
+                await conn.close()
+
+
+async def _wait_notified(conn: psycopg.AsyncConnection[Any], job_id: str, timeout: float) -> bool:
+    """Wait up to timeout seconds for a notification of the job on conn
+    (a reader on its socket, as notifies() has no timeout here); whether
+    one came."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    readable = asyncio.Event()
+    loop.add_reader(conn.fileno(), readable.set)
+    try:
+        while (left := deadline - loop.time()) > 0:
+            try:
+                await asyncio.wait_for(readable.wait(), left)
+            except asyncio.TimeoutError:
+                return False
+            readable.clear()
+            conn.pgconn.consume_input()
+            found = False
+            while (n := conn.pgconn.notifies()) is not None:
+                found = found or n.extra.decode() == job_id
+            if found:
+                return True
+        return False
+    finally:
+        loop.remove_reader(conn.fileno())
 
 
 async def _fetch(conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any]) -> _sql.Rows:
@@ -533,7 +626,7 @@ class AsyncWorker:
             if beats is not None:
                 beats.cancel()
                 await asyncio.gather(beats, return_exceptions=True)
-            if (o := attempt_outcome(a.job, exc, a.ctx.cause)) is not None:
+            if (o := attempt_outcome(a.job, exc, a.ctx.cause, a.ctx.output)) is not None:
                 await self._settle(a.job, o)
         except Exception:
             log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
@@ -552,7 +645,10 @@ class AsyncWorker:
         while True:
             await asyncio.sleep(every)
             try:
-                until = await self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+                if (progress := a.ctx.take_progress()) is not None:
+                    until = await self.client.heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
+                else:
+                    until = await self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
             except Exception as e:
                 if is_lost(e):
                     log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
@@ -566,13 +662,19 @@ class AsyncWorker:
                 watchdog = loop.call_later(left, a.cancel, LeaseExpired("lease expired"))
 
     async def _settle(self, job: Job, o: Outcome) -> None:
-        if o.kind == "completed" and not self._completer_stopped:
-            self._completions.append((job.id, job.attempt, job.queue))
+        if o.kind == "completed" and batched(o) and not self._completer_stopped:
+            self._completions.append((job.id, job.attempt, job.queue, o.output))
             self._completed.set()
             return
         try:
             if o.kind == "completed":
-                await self._complete_one(job)
+                try:
+                    await self._complete_one(job, o.output)
+                except InvalidArgument as e:
+                    if o.output is None:
+                        raise
+                    refused = Outcome("permanent", output_refused(e))
+                    failed(job, refused, await retry_transient(lambda: self.client.fail(job.id, job.attempt, refused.error, retryable=False)))
             elif o.kind == "snoozed":
                 await retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
@@ -581,13 +683,15 @@ class AsyncWorker:
         except Exception as e:
             not_recorded(job, o, e)
 
-    async def _complete_one(self, job: Job) -> None:
+    async def _complete_one(self, job: Job, output: str | None = None) -> None:
         """Worker._complete_one, awaited."""
         calls = 0
 
         def call() -> Awaitable[Job]:
             nonlocal calls
             calls += 1
+            if output is not None:
+                return self.client.complete_with_output(job.id, job.attempt, RawJSON(output))
             return self.client.complete(job.id, job.attempt)
 
         try:
@@ -639,6 +743,8 @@ class AsyncWorker:
         def call() -> Awaitable[list[int]]:
             nonlocal calls
             calls += 1
+            if (outputs := _raw(batch_outputs(batch))) is not None:
+                return self.client.complete_many(*ids_and_attempts(batch), outputs)
             return self.client.complete_many(*ids_and_attempts(batch))
 
         try:

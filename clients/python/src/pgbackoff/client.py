@@ -6,7 +6,9 @@ import contextlib
 import datetime as dt
 import os
 import secrets
+import select
 import socket
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -17,7 +19,8 @@ from psycopg_pool import ConnectionPool
 
 from . import _sql
 from .errors import SchemaTooOld, reraise
-from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire
+from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire, as_seconds
+from .workflows import FINISHED, FinishedJob, GraphLike, ParentOutput, encode_json, graph_text
 
 T = TypeVar("T")
 
@@ -152,10 +155,24 @@ class Client:
         """Mark running attempt ``attempt`` of the job completed."""
         return self._run(_sql.complete(job_id, attempt, self.now()))
 
-    def complete_many(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
+    def complete_with_output(self, job_id: int, attempt: int, output: Any) -> Job:
+        """Complete the running attempt as complete does, and record output
+        (any JSON value; a RawJSON as it is) as the job's result, which
+        job_output and its dependents' parent_outputs read. An output over
+        the queue's max_output_bytes is refused (InvalidArgument) and the
+        job stays running."""
+        op = f"complete job {job_id} (attempt {attempt})"
+        return self._run(_sql.complete(job_id, attempt, self.now(), encode_json(op + ": output", output)))
+
+    def complete_many(
+        self, job_ids: Sequence[int], attempts: Sequence[int], outputs: Sequence[Any] | None = None
+    ) -> list[int]:
         """Complete each job still running its given attempt, in one
-        statement; returns the ids completed (a stale entry is skipped)."""
-        return self._run(_sql.complete_many(job_ids, attempts, self.now()))
+        statement; returns the ids completed (a stale entry is skipped).
+        outputs[i], unless None, is recorded as job_ids[i]'s output; one
+        over its queue's limit refuses the whole batch."""
+        texts = None if outputs is None else [None if o is None else encode_json(f"complete {len(job_ids)} jobs: output", o) for o in outputs]
+        return self._run(_sql.complete_many(job_ids, attempts, self.now(), texts))
 
     def completed_by(self, job_ids: Sequence[int], attempts: Sequence[int]) -> list[int]:
         """The ids of those jobs that their given attempt completed: after a
@@ -180,6 +197,69 @@ class Client:
         """Extend the running attempt's lease to now + extend (None: the
         policy's lease); returns the new lease end. StaleAttempt: lost."""
         return self._run(_sql.heartbeat(job_id, attempt, extend, self.now()))
+
+    def heartbeat_progress(self, job_id: int, attempt: int, progress: Any, *, extend: Duration | None = None) -> dt.datetime:
+        """heartbeat, recording progress (any JSON value, at most 8 KiB) as
+        the job's progress, which backoff.job_detail and `backoffctl jobs
+        show` display."""
+        op = f"heartbeat job {job_id} (attempt {attempt})"
+        return self._run(_sql.heartbeat(job_id, attempt, extend, self.now(), encode_json(op + ": progress", progress)))
+
+    # --- workflows (docs/workflows.md) ---
+
+    def enqueue_graph(self, graph: GraphLike) -> dict[str, int]:
+        """Enqueue every job of graph (a Graph, or the documents
+        backoff.enqueue_graph takes) in one call and one transaction, and
+        return each job's id by its ref. A job with a parent that has not
+        completed is blocked until its last parent completes. Cycles,
+        self-dependencies and unknown refs or ids are refused
+        (InvalidArgument, naming them), and nothing is enqueued."""
+        return self._run(_sql.enqueue_graph(*graph_text(graph), self.now()))
+
+    def job_output(self, job_id: int) -> Any:
+        """The output the job recorded when it completed; None when it
+        recorded none or has not completed."""
+        return self._run(_sql.job_output(job_id))
+
+    def parent_outputs(self, job_id: int) -> list[ParentOutput]:
+        """In one call, the jobs job_id depends on with their status and
+        output, in id order; none for a job without dependencies."""
+        return self._run(_sql.parent_outputs(job_id))
+
+    def wait_for_output(self, job_id: int, *, timeout: Duration = 60.0, poll_interval: Duration = 1.0) -> FinishedJob:
+        """Wait until the job has finished (completed, dead-lettered or
+        cancelled) and return how it ended with its output. It registers
+        with backoff.await_job, so that the call that finishes the job
+        notifies channel backoff_finished: over a pool it LISTENs on a
+        connection of the pool for the wait (its calls take another) and
+        returns as soon as the job finishes, and looks at the job every poll_interval in case a
+        notification is missed; on a connection it polls. TimeoutError
+        after timeout seconds; JobNotFound for a job that does not exist
+        (or of a queue the caller may not read)."""
+        deadline = time.monotonic() + as_seconds(timeout)
+        poll = as_seconds(poll_interval)
+        ttl = max(60.0, 3 * poll)
+        listening = _listening(self._db) if isinstance(self._db, ConnectionPool) else contextlib.nullcontext(None)
+        with listening as conn:
+            registered = False
+            try:
+                while True:
+                    status = self._run(_sql.await_job(job_id, self.worker_id, ttl))
+                    if status in FINISHED:
+                        return FinishedJob(job_id, status, self.job_output(job_id))
+                    registered = True
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"wait for the output of job {job_id}: not finished after {as_seconds(timeout)}s")
+                    if conn is None:
+                        time.sleep(min(poll, left))
+                    else:
+                        _wait_notified(conn, str(job_id), min(poll, left))
+            except BaseException:
+                if registered:
+                    with contextlib.suppress(Exception):
+                        self._run(_sql.stop_awaiting(job_id, self.worker_id))
+                raise
 
     def snooze(self, job_id: int, attempt: int, delay: Duration) -> Job:
         """Put the running attempt back to pending for delay; no attempt spent."""
@@ -285,6 +365,42 @@ class Client:
     def resume_queue(self, queue: str) -> bool:
         """Let claims of the queue start again; whether it was paused."""
         return self._run(_sql.resume_queue(queue))
+
+
+@contextlib.contextmanager
+def _listening(pool: ConnectionPool) -> Iterator[psycopg.Connection[Any]]:
+    """A connection of the pool LISTENing on backoff_finished for the block;
+    UNLISTENed before it goes back (closed if that fails, so that the pool
+    never lends a listening connection)."""
+    with pool.connection() as conn:
+        was = conn.autocommit
+        conn.autocommit = True
+        conn.execute(f"LISTEN {_sql.FINISHED_CHANNEL}")
+        try:
+            yield conn
+        finally:
+            try:
+                conn.execute(f"UNLISTEN {_sql.FINISHED_CHANNEL}")
+                conn.autocommit = was
+            except psycopg.Error:
+                conn.close()
+
+
+def _wait_notified(conn: psycopg.Connection[Any], job_id: str, timeout: float) -> bool:
+    """Wait up to timeout seconds for a notification of the job on conn;
+    whether one came."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([conn.fileno()], [], [], left)
+        if not ready:
+            return False
+        conn.pgconn.consume_input()
+        found = False
+        while (n := conn.pgconn.notifies()) is not None:
+            found = found or n.extra.decode() == job_id
+        if found:
+            return True
+    return False
 
 
 def _fetch(conn: psycopg.Connection[Any], call: _sql.Call[Any]) -> _sql.Rows:

@@ -27,11 +27,12 @@ from psycopg_pool import ConnectionPool
 
 from . import _pacing
 from ._outcome import Context, Outcome
-from ._settling import Completion, attempt_outcome, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
+from ._settling import Completion, attempt_outcome, batch_outputs, batched, output_refused, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from ._sql import NOTIFY_CHANNEL
 from .client import Client, Clock
 from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient
 from .types import Duration, Job, QueueState, as_seconds
+from .workflows import RawJSON
 
 log = logging.getLogger("pgbackoff")
 T = TypeVar("T")
@@ -173,6 +174,11 @@ class Settings:
             # it would let the lease lapse between beats.
             every = lease / 3
         return lease, every
+
+
+def _raw(outputs: list[str | None] | None) -> list[RawJSON | None] | None:
+    """A batch's outputs (JSON texts) as complete_many sends them as they are."""
+    return None if outputs is None else [None if o is None else RawJSON(o) for o in outputs]
 
 
 def retry_transient(call: Callable[[], T], stopping: threading.Event | None = None) -> T:
@@ -498,7 +504,7 @@ class Worker:
             with self._lock:
                 # From here on the heartbeater leaves the attempt alone.
                 self._attempts.pop(a.job.id, None)
-            if (o := attempt_outcome(a.job, exc, a.ctx.cause)) is not None:
+            if (o := attempt_outcome(a.job, exc, a.ctx.cause, a.ctx.output)) is not None:
                 self._settle(a.job, o)
         except Exception:
             log.exception("job %d: recording its outcome failed; the reaper will retry it", a.job.id)
@@ -511,11 +517,19 @@ class Worker:
             p.signals.send(_pacing.FREED)
 
     def _settle(self, job: Job, o: Outcome) -> None:
-        if o.kind == "completed" and self._queue_completion(job):
+        # A small output rides the batch; a larger one, which its queue's
+        # limit may refuse, is a call of its own (BATCHED_OUTPUT_BYTES).
+        if o.kind == "completed" and batched(o) and self._queue_completion(job, o.output):
             return
         try:
             if o.kind == "completed":
-                self._complete_one(job)
+                try:
+                    self._complete_one(job, o.output)
+                except InvalidArgument as e:
+                    if o.output is None:
+                        raise
+                    refused = Outcome("permanent", output_refused(e))
+                    failed(job, refused, retry_transient(lambda: self.client.fail(job.id, job.attempt, refused.error, retryable=False)))
             elif o.kind == "snoozed":
                 retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
@@ -524,7 +538,7 @@ class Worker:
         except Exception as e:
             not_recorded(job, o, e)
 
-    def _complete_one(self, job: Job) -> None:
+    def _complete_one(self, job: Job, output: str | None = None) -> None:
         """Complete a job with one call, repeated on the connection's
         failures; a repeat refused because an earlier call whose reply was
         lost completed the job is the job's completion, not a refusal."""
@@ -533,6 +547,8 @@ class Worker:
         def call() -> Job:
             nonlocal calls
             calls += 1
+            if output is not None:
+                return self.client.complete_with_output(job.id, job.attempt, RawJSON(output))
             return self.client.complete(job.id, job.attempt)
 
         try:
@@ -601,7 +617,10 @@ class Worker:
 
     def _beat(self, a: _Attempt) -> None:
         try:
-            until = self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+            if (progress := a.ctx.take_progress()) is not None:
+                until = self.client.heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
+            else:
+                until = self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
         except Exception as e:
             if is_lost(e):
                 log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
@@ -616,12 +635,12 @@ class Worker:
 
     # --- completer ---
 
-    def _queue_completion(self, job: Job) -> bool:
+    def _queue_completion(self, job: Job, output: str | None = None) -> bool:
         """Hand a completion to the completer; False once it has stopped."""
         with self._completer_cond:
             if self._completer_stopped:
                 return False
-            self._completions.append((job.id, job.attempt, job.queue))
+            self._completions.append((job.id, job.attempt, job.queue, output))
             self._completer_cond.notify_all()
             return True
 
@@ -646,6 +665,8 @@ class Worker:
         def call() -> list[int]:
             nonlocal calls
             calls += 1
+            if (outputs := _raw(batch_outputs(batch))) is not None:
+                return self.client.complete_many(*ids_and_attempts(batch), outputs)
             return self.client.complete_many(*ids_and_attempts(batch))
 
         try:
