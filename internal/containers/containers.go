@@ -1,6 +1,8 @@
 // Package containers starts the test servers' PostgreSQL containers with
-// Testcontainers (github.com/testcontainers/testcontainers-go), as a
-// pgserver.ContainerEngine.
+// Testcontainers (github.com/testcontainers/testcontainers-go and its
+// postgres module), as a pgserver.ContainerEngine: the fault tests' own
+// (Use, from their TestMain) and the one server make test gives the
+// library's and the CLI's packages (cmd/pgcontainer).
 //
 // It is a Go module of its own, never published, so that no program that
 // imports the library downloads Testcontainers or the Docker client: the
@@ -27,6 +29,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/postgres"
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
@@ -87,26 +90,24 @@ func (e *engine) Pull(context.Context, string) error {
 	return errors.New("images are built locally (make pg-image), never pulled by the Testcontainers engine")
 }
 
+// Start runs the image with Testcontainers' postgres module: env and cmd
+// replace the module's (pgserver sets the same user, password and
+// database, and the server settings on the command line).
 func (e *engine) Start(ctx context.Context, image string, env map[string]string, cmd []string) (pgserver.Container, error) {
-	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
-		ContainerRequest: testcontainers.ContainerRequest{
-			Image:        image,
-			Env:          env,
-			Cmd:          cmd,
-			ExposedPorts: []string{"5432/tcp"},
-			// Published on loopback only, on a port the engine chooses:
-			// Testcontainers binds every interface by default.
-			HostConfigModifier: func(hc *container.HostConfig) {
-				hc.PortBindings = network.PortMap{
-					network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
-				}
-			},
-			// The local image has no nc or cat for the check inside the
-			// container; pgserver then waits for SQL itself.
-			WaitingFor: wait.ForListeningPort("5432/tcp").SkipInternalCheck(),
-		},
-		Started: true,
-	})
+	c, err := postgres.Run(ctx, image,
+		testcontainers.WithEnv(env),
+		testcontainers.WithCmd(cmd...),
+		// Published on loopback only, on a port the engine chooses:
+		// Testcontainers binds every interface by default.
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings = network.PortMap{
+				network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
+			}
+		}),
+		// The local image has no nc or cat for the check inside the
+		// container; pgserver then waits for SQL itself.
+		testcontainers.WithWaitStrategy(wait.ForListeningPort("5432/tcp").SkipInternalCheck()),
+	)
 	if err != nil {
 		if c != nil {
 			_ = c.Terminate(context.WithoutCancel(ctx))

@@ -9,12 +9,16 @@ import (
 	"strings"
 )
 
-// ContainerEngine starts the containers of KindDocker servers. The default
-// is the docker command: it needs no Docker library in the library's
-// module, whose requirements every program that imports client resolves
-// (ADR 0070). The test harness of internal/containers, a module of its own
-// that no importer downloads, sets Testcontainers instead
-// (docs/adr/0086-testcontainers-in-a-module-of-its-own.md).
+// ContainerEngine starts the containers of KindDocker servers. There is
+// none by default: the tests' containers are started with Testcontainers
+// (internal/containers, a module of its own that no importer downloads),
+// whose harness sets it (SetContainerEngine; its pgcontainer command starts
+// the server make test gives the library's and the CLI's packages); the
+// demo and the benchmarks pass the docker command (DockerCommand), which
+// needs no Docker library in the library's module, whose requirements
+// every program that imports client resolves (ADR 0070,
+// docs/adr/0086-testcontainers-in-a-module-of-its-own.md,
+// docs/adr/0088-tests-start-containers-with-testcontainers.md).
 type ContainerEngine interface {
 	// Name says which engine this is, for Describe.
 	Name() string
@@ -49,11 +53,18 @@ type Container interface {
 	Remove(ctx context.Context) error
 }
 
-var engine ContainerEngine = dockerCommand{}
+// engine starts the containers of Start, ChooseImage and StartContainer;
+// nil: none.
+var engine ContainerEngine
 
-// SetContainerEngine makes e start every later container. A test harness
-// calls it once, before any server starts (in TestMain).
+// SetContainerEngine makes e start the containers of every later Start. A
+// test harness calls it once, before any server starts (in TestMain).
 func SetContainerEngine(e ContainerEngine) { engine = e }
+
+// DockerCommand is the engine of the docker command, for the programs
+// whose modules cannot require Testcontainers (backoffctl demo, the
+// benchmarks; StartWithEngine).
+func DockerCommand() ContainerEngine { return dockerCommand{} }
 
 // dockerCommand is the ContainerEngine of the docker command.
 type dockerCommand struct{}
