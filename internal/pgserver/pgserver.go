@@ -263,7 +263,7 @@ func startDocker(ctx context.Context, e ContainerEngine, settings []string) (*Se
 // containers are started with Testcontainers, by make test (one server for
 // the library's and the CLI's packages, given as TEST_DATABASE_URL) and by
 // the test modules that require internal/containers.
-const NoEngine = "no container engine in this program (make test starts the tests' container with Testcontainers)"
+const NoEngine = "no container engine here (make test starts the tests' container with Testcontainers when Docker answers)"
 
 // ChooseImage picks the container's image: BACKOFF_TEST_PG_IMAGE when
 // set; else DefaultImage when present; else pgbackoff/postgres:<major>-local
