@@ -12,15 +12,18 @@
 // TestMain (docs/adr/0086-testcontainers-in-a-module-of-its-own.md).
 //
 // No image registry is reachable from the machines this runs on: images
-// are built locally (make pg-image) and never pulled, and Testcontainers'
+// are built locally, from the machine's PostgreSQL binaries, imported
+// through the Docker API, and never pulled, and Testcontainers'
 // reaper (Ryuk, an image of its own) is switched off; every container is
 // removed by the server's Stop instead.
 package containers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"sync"
@@ -88,6 +91,38 @@ func (e *engine) ImageExists(ctx context.Context, image string) bool {
 // timeout before pgserver builds the local image.
 func (e *engine) Pull(context.Context, string) error {
 	return errors.New("images are built locally (make pg-image), never pulled by the Testcontainers engine")
+}
+
+// ImportImage makes an image from a root filesystem through the Docker
+// API (what docker import does), for the local image pgserver builds from
+// the machine's PostgreSQL binaries.
+func (e *engine) ImportImage(ctx context.Context, tar io.Reader, tag string, changes []string) error {
+	p, err := e.docker()
+	if err != nil {
+		return err
+	}
+	res, err := p.Client().ImageImport(ctx, client.ImageImportSource{Source: tar, SourceName: "-"}, tag,
+		client.ImageImportOptions{Changes: changes})
+	if err != nil {
+		return fmt.Errorf("import image %s: %w", tag, err)
+	}
+	defer res.Close()
+	// The engine answers with a stream of JSON messages; a failure is one
+	// with an error.
+	dec := json.NewDecoder(res)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("import image %s: read the engine's answer: %w", tag, err)
+		}
+		if m.Error != "" {
+			return fmt.Errorf("import image %s: %s", tag, m.Error)
+		}
+	}
 }
 
 // Start runs the image with Testcontainers' postgres module: env and cmd

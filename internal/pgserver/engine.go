@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -28,6 +29,10 @@ type ContainerEngine interface {
 	ImageExists(ctx context.Context, image string) bool
 	// Pull fetches image from its registry.
 	Pull(ctx context.Context, image string) error
+	// ImportImage makes the image tag from a root filesystem (a tar) and
+	// settings (Dockerfile instructions, as docker import --change takes
+	// them).
+	ImportImage(ctx context.Context, tar io.Reader, tag string, changes []string) error
 	// Start runs image with env and the command cmd, port 5432 published
 	// on 127.0.0.1 only, and returns once the container runs (not once
 	// its server answers: the caller probes with SQL).
@@ -84,6 +89,19 @@ func (dockerCommand) ImageExists(ctx context.Context, image string) bool {
 
 func (dockerCommand) Pull(ctx context.Context, image string) error {
 	return dockerCLI(ctx, "pull", "-q", image)
+}
+
+func (dockerCommand) ImportImage(ctx context.Context, tar io.Reader, tag string, changes []string) error {
+	args := []string{"import"}
+	for _, c := range changes {
+		args = append(args, "--change", c)
+	}
+	cmd := exec.CommandContext(ctx, "docker", append(args, "-", tag)...)
+	cmd.Stdin = tar
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("docker import: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func (dockerCommand) Start(ctx context.Context, image string, env map[string]string, cmd []string) (Container, error) {

@@ -28,6 +28,7 @@ import (
 	_ "embed" // build-pg-image.sh
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -285,7 +286,7 @@ func chooseImage(ctx context.Context, engine ContainerEngine) (string, error) {
 	if engine.ImageExists(ctx, DefaultImage) {
 		return DefaultImage, nil
 	}
-	major := debianMajor()
+	major := DebianMajor()
 	local := "pgbackoff/postgres:" + major + "-local"
 	if major != "" && engine.ImageExists(ctx, local) {
 		return local, nil // built before: no registry to wait for again
@@ -309,7 +310,7 @@ func chooseImage(ctx context.Context, engine ContainerEngine) (string, error) {
 	if major == "" {
 		return "", fmt.Errorf("%s cannot be pulled and no Debian PostgreSQL binaries (/usr/lib/postgresql/*/bin) can make a local image", DefaultImage)
 	}
-	if err := BuildImage(ctx, local, major); err != nil {
+	if err := buildImage(ctx, engine, local, major); err != nil {
 		return "", fmt.Errorf("%s cannot be pulled; build %s: %w", DefaultImage, local, err)
 	}
 	return local, nil
@@ -332,18 +333,49 @@ func lockFile(path string) (unlock func(), err error) {
 //go:embed build-pg-image.sh
 var buildImageScript string
 
-// BuildImage builds a PostgreSQL image tagged tag from this machine's Debian
-// PostgreSQL major binaries (/usr/lib/postgresql/<major>), for machines that
-// cannot pull images. See build-pg-image.sh.
+// BuildImage builds the image tag from this machine's Debian PostgreSQL
+// major binaries (see buildImage) with the engine SetContainerEngine chose.
 func BuildImage(ctx context.Context, tag, major string) error {
-	cmd := exec.CommandContext(ctx, "bash", "-s", "--", tag)
-	cmd.Stdin = strings.NewReader(buildImageScript)
-	cmd.Env = append(os.Environ(), "PG_MAJOR="+major)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	if engine == nil {
+		return errors.New(NoEngine)
 	}
-	return nil
+	return buildImage(ctx, engine, tag, major)
+}
+
+// buildImage builds a PostgreSQL image tagged tag from this machine's
+// Debian PostgreSQL major binaries (/usr/lib/postgresql/<major>), for
+// machines that cannot pull images: build-pg-image.sh assembles its root
+// filesystem and names its settings, and e imports them.
+func buildImage(ctx context.Context, e ContainerEngine, tag, major string) error {
+	script := func(arg string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "bash", "-s", "--", arg)
+		cmd.Stdin = strings.NewReader(buildImageScript)
+		cmd.Env = append(os.Environ(), "PG_MAJOR="+major)
+		return cmd
+	}
+	out, err := script("--changes").Output()
+	if err != nil {
+		return fmt.Errorf("build-pg-image.sh --changes: %w%s", err, stderrOf(err))
+	}
+	changes := strings.Split(strings.TrimSpace(string(out)), "\n")
+	cmd := script("--tar")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	tar, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("build-pg-image.sh --tar: %w", err)
+	}
+	importErr := e.ImportImage(ctx, tar, tag, changes)
+	if importErr != nil {
+		_, _ = io.Copy(io.Discard, tar) // let the script end
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("build-pg-image.sh --tar: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return importErr
 }
 
 // StartContainer starts PostgreSQL from image with the container engine
