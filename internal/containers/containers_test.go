@@ -115,6 +115,13 @@ func TestLocalImageThroughTheDockerAPI(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = p.Client().ImageRemove(context.Background(), tag, client.ImageRemoveOptions{Force: true})
 	})
+	// A build that fails before the root filesystem is whole leaves no
+	// image behind, which a later run would take for one built before.
+	err = pgserver.BuildImage(ctx, tag, "99")
+	require.ErrorContains(t, err, "/usr/lib/postgresql/99/bin/postgres not found")
+	_, err = p.Client().ImageInspect(ctx, tag)
+	require.Error(t, err, "no image after a failed build")
+
 	require.NoError(t, pgserver.BuildImage(ctx, tag, major))
 	srv, err := pgserver.StartContainer(ctx, tag)
 	require.NoError(t, err)

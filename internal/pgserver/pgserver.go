@@ -24,6 +24,7 @@
 package pgserver
 
 import (
+	"bufio"
 	"context"
 	_ "embed" // build-pg-image.sh
 	"errors"
@@ -368,10 +369,14 @@ func buildImage(ctx context.Context, e ContainerEngine, tag, major string) error
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("build-pg-image.sh --tar: %w", err)
 	}
-	importErr := e.ImportImage(ctx, tar, tag, changes)
-	if importErr != nil {
-		_, _ = io.Copy(io.Discard, tar) // let the script end
+	// The script writes nothing until the root filesystem is assembled: a
+	// script that failed before must not leave an empty image behind.
+	r := bufio.NewReaderSize(tar, 64*1024)
+	importErr := errors.New("build-pg-image.sh --tar wrote nothing")
+	if _, err := r.Peek(1); err == nil {
+		importErr = e.ImportImage(ctx, r, tag, changes)
 	}
+	_, _ = io.Copy(io.Discard, r) // let the script end
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("build-pg-image.sh --tar: %w: %s", err, strings.TrimSpace(stderr.String()))
 	}
