@@ -113,7 +113,7 @@ migrate: build ## Apply the migrations to DATABASE_URL
 
 .PHONY: pg-container
 pg-container: ## Start the tests' PostgreSQL container with Testcontainers and print its URL; Ctrl-C removes it
-	$(GO) -C internal/containers run ./cmd/pgcontainer
+	$(GO) -C internal/containers build -o $(CURDIR)/$(PGCONTAINER) ./cmd/pgcontainer && exec $(PGCONTAINER)
 
 .PHONY: pg-image
 pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 binaries (the tests do it when needed)
