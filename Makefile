@@ -37,9 +37,19 @@ TEST_FLAGS := -json
 TEST_FILTER := $(GO) run ./internal/testsummary -log $(TEST_LOG)
 endif
 
+# The library's and the CLI's packages share one server: the one
+# TEST_DATABASE_URL or DATABASE_URL names; else, when Docker answers, a
+# container that pgcontainer (internal/containers) starts with
+# Testcontainers and gives them as TEST_DATABASE_URL (ADR 0088); else each
+# package starts a local cluster. The test modules start their own servers
+# (the fault tests restart and pause theirs). $(call LIBRARY_TESTS,FLAGS,PKGS)
+PGCONTAINER := bin/pgcontainer
+WITH_TEST_SERVER = $(GO) -C internal/containers build -o $(CURDIR)/$(PGCONTAINER) ./cmd/pgcontainer && $(PGCONTAINER) --
+LIBRARY_TESTS = $(WITH_TEST_SERVER) bash -c 'rc=0; $(GO) test $(1) $(2) || rc=1; $(GO) -C $(CLI) test $(1) ./... || rc=1; exit $$rc'
+
 .PHONY: test
-test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else Docker, else a local cluster; it says which); V=1 prints every test's output
-	set -o pipefail; { rc=0; $(GO) test -count=1 $(TEST_FLAGS) $(TEST_PKGS) || rc=1; for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m test -count=1 $(TEST_FLAGS) ./... || rc=1; done; exit $$rc; } 2>&1 | $(TEST_FILTER)
+test: ## Run every test against real PostgreSQL (TEST_DATABASE_URL, else a Docker container through Testcontainers, else a local cluster; it says which); V=1 prints every test's output
+	set -o pipefail; { rc=0; $(call LIBRARY_TESTS,-count=1 $(TEST_FLAGS),$(TEST_PKGS)) || rc=1; for m in $(TEST_MODULES); do $(GO) -C $$m test -count=1 $(TEST_FLAGS) ./... || rc=1; done; exit $$rc; } 2>&1 | $(TEST_FILTER)
 
 .PHONY: conformance
 conformance: ## The cross-language conformance suite (conformance/): every scenario against the Go, Python and TypeScript workers, then the mixed run with kills (BACKOFF_MIXED_JOBS, default 2000)
@@ -65,7 +75,7 @@ bench-sharded: ## Calls per second through the router vs straight to one shard (
 
 .PHONY: test-race
 test-race: ## Run every test with the race detector
-	set -o pipefail; { rc=0; $(GO) test -race -count=1 $(TEST_FLAGS) $(PKGS) || rc=1; for m in $(CLI) $(TEST_MODULES); do $(GO) -C $$m test -race -count=1 $(TEST_FLAGS) ./... || rc=1; done; exit $$rc; } 2>&1 | $(TEST_FILTER)
+	set -o pipefail; { rc=0; $(call LIBRARY_TESTS,-race -count=1 $(TEST_FLAGS),$(PKGS)) || rc=1; for m in $(TEST_MODULES); do $(GO) -C $$m test -race -count=1 $(TEST_FLAGS) ./... || rc=1; done; exit $$rc; } 2>&1 | $(TEST_FILTER)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (every module)
@@ -100,6 +110,10 @@ demo: build ## Run the demo: a throwaway PostgreSQL, failing workers, retries an
 .PHONY: migrate
 migrate: build ## Apply the migrations to DATABASE_URL
 	$(BIN) migrate up
+
+.PHONY: pg-container
+pg-container: ## Start the tests' PostgreSQL container with Testcontainers and print its URL; Ctrl-C removes it
+	$(GO) -C internal/containers build -o $(CURDIR)/$(PGCONTAINER) ./cmd/pgcontainer && exec $(PGCONTAINER)
 
 .PHONY: pg-image
 pg-image: ## Build the local PostgreSQL image from this machine's PostgreSQL 15 binaries (the tests do it when needed)

@@ -82,7 +82,9 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 	// Never TEST_DATABASE_URL or DATABASE_URL (pgserver.URLFromEnv): a
 	// shared development server runs with fsync off, which would flatter
 	// every number. Only an explicit URL, else a server of our own.
-	srv, err := pgserver.Start(ctx, cfg.DatabaseURL, "-database-url or BENCH_DATABASE_URL", settings...)
+	// A container through the docker command, as the demo's: the library's
+	// module does not require Testcontainers (ADR 0086).
+	srv, err := pgserver.StartWithEngine(ctx, pgserver.DockerCommand(), cfg.DatabaseURL, "-database-url or BENCH_DATABASE_URL", settings...)
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}

@@ -2,8 +2,9 @@
 // URL names, else a throwaway one that Stop removes, a container started
 // with the docker command or else a temporary cluster made with the
 // machine's PostgreSQL server binaries. backoffctl demo runs on it; the
-// tests and benchmarks of pgbackoff find their servers the same way, in
-// the same code.
+// benchmarks of pgbackoff find their servers the same way, in the same
+// code, and so do its tests, except that their containers are started
+// with Testcontainers instead of the docker command.
 //
 // BACKOFF_PG_SERVER=docker or =local takes only that kind;
 // BACKOFF_TEST_PG_IMAGE names the container's image and BACKOFF_PG_BINDIR
@@ -51,7 +52,9 @@ func URLFromEnv() (url, source string) { return pgserver.URLFromEnv() }
 // returns an error whose first line says what to install. settings
 // ("name=value") apply to a server it starts.
 func Start(ctx context.Context, url, source string, settings ...string) (*Server, error) {
-	s, err := pgserver.Start(ctx, url, source, settings...)
+	// The docker command: this package is the CLI's, whose module cannot
+	// require Testcontainers (docs/adr/0088-tests-start-containers-with-testcontainers.md).
+	s, err := pgserver.StartWithEngine(ctx, pgserver.DockerCommand(), url, source, settings...)
 	if err != nil {
 		return nil, err
 	}

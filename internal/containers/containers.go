@@ -1,6 +1,8 @@
 // Package containers starts the test servers' PostgreSQL containers with
-// Testcontainers (github.com/testcontainers/testcontainers-go), as a
-// pgserver.ContainerEngine.
+// Testcontainers (github.com/testcontainers/testcontainers-go and its
+// postgres module), as a pgserver.ContainerEngine: the fault tests' own
+// (Use, from their TestMain) and the one server make test gives the
+// library's and the CLI's packages (cmd/pgcontainer).
 //
 // It is a Go module of its own, never published, so that no program that
 // imports the library downloads Testcontainers or the Docker client: the
@@ -10,15 +12,18 @@
 // TestMain (docs/adr/0086-testcontainers-in-a-module-of-its-own.md).
 //
 // No image registry is reachable from the machines this runs on: images
-// are built locally (make pg-image) and never pulled, and Testcontainers'
+// are built locally, from the machine's PostgreSQL binaries, imported
+// through the Docker API, and never pulled, and Testcontainers'
 // reaper (Ryuk, an image of its own) is switched off; every container is
 // removed by the server's Stop instead.
 package containers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"sync"
@@ -27,6 +32,7 @@ import (
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/modules/postgres"
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/pgbackoff/pgbackoff/internal/pgserver"
@@ -87,26 +93,56 @@ func (e *engine) Pull(context.Context, string) error {
 	return errors.New("images are built locally (make pg-image), never pulled by the Testcontainers engine")
 }
 
+// ImportImage makes an image from a root filesystem through the Docker
+// API (what docker import does), for the local image pgserver builds from
+// the machine's PostgreSQL binaries.
+func (e *engine) ImportImage(ctx context.Context, tar io.Reader, tag string, changes []string) error {
+	p, err := e.docker()
+	if err != nil {
+		return err
+	}
+	res, err := p.Client().ImageImport(ctx, client.ImageImportSource{Source: tar, SourceName: "-"}, tag,
+		client.ImageImportOptions{Changes: changes})
+	if err != nil {
+		return fmt.Errorf("import image %s: %w", tag, err)
+	}
+	defer res.Close()
+	// The engine answers with a stream of JSON messages; a failure is one
+	// with an error.
+	dec := json.NewDecoder(res)
+	for {
+		var m struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("import image %s: read the engine's answer: %w", tag, err)
+		}
+		if m.Error != "" {
+			return fmt.Errorf("import image %s: %s", tag, m.Error)
+		}
+	}
+}
+
+// Start runs the image with Testcontainers' postgres module: env and cmd
+// replace the module's (pgserver sets the same user, password and
+// database, and the server settings on the command line).
 func (e *engine) Start(ctx context.Context, image string, env map[string]string, cmd []string) (pgserver.Container, error) {
-	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{
-		ContainerRequest: testcontainers.ContainerRequest{
-			Image:        image,
-			Env:          env,
-			Cmd:          cmd,
-			ExposedPorts: []string{"5432/tcp"},
-			// Published on loopback only, on a port the engine chooses:
-			// Testcontainers binds every interface by default.
-			HostConfigModifier: func(hc *container.HostConfig) {
-				hc.PortBindings = network.PortMap{
-					network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
-				}
-			},
-			// The local image has no nc or cat for the check inside the
-			// container; pgserver then waits for SQL itself.
-			WaitingFor: wait.ForListeningPort("5432/tcp").SkipInternalCheck(),
-		},
-		Started: true,
-	})
+	c, err := postgres.Run(ctx, image,
+		testcontainers.WithEnv(env),
+		testcontainers.WithCmd(cmd...),
+		// Published on loopback only, on a port the engine chooses:
+		// Testcontainers binds every interface by default.
+		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
+			hc.PortBindings = network.PortMap{
+				network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}},
+			}
+		}),
+		// The local image has no nc or cat for the check inside the
+		// container; pgserver then waits for SQL itself.
+		testcontainers.WithWaitStrategy(wait.ForListeningPort("5432/tcp").SkipInternalCheck()),
+	)
 	if err != nil {
 		if c != nil {
 			_ = c.Terminate(context.WithoutCancel(ctx))

@@ -85,3 +85,19 @@ relocatable = false
 trusted = false
 `
 }
+
+// ExtensionFiles are the files CREATE EXTENSION backoff needs in the
+// server's extension directory, by name: what make install-extension
+// installs, rendered from this tree. The tests put them into the servers
+// they start (pgserver's InstallExtensionFiles; cmd/pgcontainer of
+// internal/containers).
+func ExtensionFiles() (map[string][]byte, error) {
+	script, err := Render(Extension)
+	if err != nil {
+		return nil, err
+	}
+	return map[string][]byte{
+		"backoff.control":                       []byte(Control()),
+		"backoff--" + ExtensionVersion + ".sql": []byte(script),
+	}, nil
+}

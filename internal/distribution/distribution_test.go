@@ -37,14 +37,6 @@ var generated = map[string]func() (string, error){
 	"extension/backoff.control": func() (string, error) { return distribution.Control(), nil },
 }
 
-// extensionFiles are the files CREATE EXTENSION backoff needs, by name.
-var extensionFiles = map[string]func() (string, error){
-	"backoff.control": func() (string, error) { return distribution.Control(), nil },
-	"backoff--" + distribution.ExtensionVersion + ".sql": func() (string, error) {
-		return distribution.Render(distribution.Extension)
-	},
-}
-
 // TestExtensionScriptFromDist: scripts/extension-script.sh, which `make
 // install-extension` runs on the committed dist/backoff.sql, prints exactly
 // the extension script the migrations render.
@@ -114,25 +106,18 @@ func TestStandaloneMatchesMigrations(t *testing.T) {
 // extension directory: a server testdb started gives it (a container, or a
 // local cluster whose files are put back when it stops); against
 // TEST_DATABASE_URL it runs only when the extension was installed there
-// (`make install-extension`).
+// (`make install-extension`; make test's container has them), and fails
+// without them when CI is set.
 func TestCreateExtension(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	conn := connect(t, testdb.NewEmptyURL(t))
 	if srv := testdb.Server(t); srv.Controllable() {
-		files := map[string][]byte{}
-		for name, render := range extensionFiles {
-			body, err := render()
-			require.NoError(t, err)
-			files[name] = []byte(body)
-		}
+		files, err := distribution.ExtensionFiles()
+		require.NoError(t, err)
 		require.NoError(t, srv.InstallExtensionFiles(ctx, files))
 	} else {
-		var available bool
-		require.NoError(t, conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'backoff')").Scan(&available))
-		if !available {
-			t.Skip("extension files are not installed on the TEST_DATABASE_URL server; run `make install-extension` there")
-		}
+		testdb.RequireExtensionFiles(t, "backoff")
 	}
 	_, err := conn.Exec(ctx, "CREATE EXTENSION backoff")
 	require.NoError(t, err)

@@ -8,19 +8,41 @@
 # leading "postgres" argument and passes the rest (e.g. "-c fsync=off") to
 # the server.
 #
-# pgserver runs it (embedded) when Docker answers but no image can be pulled;
-# `make pg-image` runs it by hand.
+# pgserver runs it (embedded) when Docker answers but no image can be pulled:
+# with --changes and --tar, and imports the tar with its container engine
+# (the tests' Testcontainers, through the Docker API; the docker command for
+# the demo and the benchmarks). `make pg-image` runs it by hand, and it then
+# imports the image with the docker command.
 #
 # Usage: internal/pgserver/build-pg-image.sh [IMAGE_TAG]   (default pgbackoff/postgres:$PG_MAJOR-local, PG_MAJOR default 15)
+#        internal/pgserver/build-pg-image.sh --changes     (the image's settings, one Dockerfile instruction a line)
+#        internal/pgserver/build-pg-image.sh --tar         (the image's root filesystem, a tar on stdout)
 set -euo pipefail
 
 pg_major=${PG_MAJOR:-15}
-tag=${1:-pgbackoff/postgres:$pg_major-local}
 pg_lib=/usr/lib/postgresql/$pg_major
 pg_share=/usr/share/postgresql/$pg_major
 
+# The image's settings, as docker import --change takes them.
+changes() {
+  printf '%s\n' \
+    "ENV PATH=$pg_lib/bin:/usr/local/bin:/bin" \
+    "ENV PGDATA=/var/lib/postgresql/data" \
+    "USER postgres" \
+    "EXPOSE 5432" \
+    'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]' \
+    'CMD ["postgres"]'
+}
+
+mode=import
+case "${1-}" in
+  --changes) changes; exit 0 ;;
+  --tar) mode=tar ;;
+  *) tag=${1:-pgbackoff/postgres:$pg_major-local} ;;
+esac
+
 [ -x "$pg_lib/bin/postgres" ] || { echo "build-pg-image: $pg_lib/bin/postgres not found (install postgresql-$pg_major)" >&2; exit 1; }
-command -v docker >/dev/null || { echo "build-pg-image: docker not found" >&2; exit 1; }
+[ $mode = tar ] || command -v docker >/dev/null || { echo "build-pg-image: docker not found" >&2; exit 1; }
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
@@ -90,12 +112,11 @@ exec postgres -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/v
 ENTRY
 chmod 755 "$root/usr/local/bin/docker-entrypoint.sh"
 
-tar -C "$root" -c . | docker import \
-  --change "ENV PATH=$pg_lib/bin:/usr/local/bin:/bin" \
-  --change "ENV PGDATA=/var/lib/postgresql/data" \
-  --change "USER postgres" \
-  --change "EXPOSE 5432" \
-  --change 'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]' \
-  --change 'CMD ["postgres"]' \
-  - "$tag" >/dev/null
+if [ $mode = tar ]; then
+  tar -C "$root" -c .
+  exit 0
+fi
+args=()
+while IFS= read -r c; do args+=(--change "$c"); done < <(changes)
+tar -C "$root" -c . | docker import "${args[@]}" - "$tag" >/dev/null
 echo "built $tag"

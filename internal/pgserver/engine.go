@@ -4,17 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 )
 
-// ContainerEngine starts the containers of KindDocker servers. The default
-// is the docker command: it needs no Docker library in the library's
-// module, whose requirements every program that imports client resolves
-// (ADR 0070). The test harness of internal/containers, a module of its own
-// that no importer downloads, sets Testcontainers instead
-// (docs/adr/0086-testcontainers-in-a-module-of-its-own.md).
+// ContainerEngine starts the containers of KindDocker servers. There is
+// none by default: the tests' containers are started with Testcontainers
+// (internal/containers, a module of its own that no importer downloads),
+// whose harness sets it (SetContainerEngine; its pgcontainer command starts
+// the server make test gives the library's and the CLI's packages); the
+// demo and the benchmarks pass the docker command (DockerCommand), which
+// needs no Docker library in the library's module, whose requirements
+// every program that imports client resolves (ADR 0070,
+// docs/adr/0086-testcontainers-in-a-module-of-its-own.md,
+// docs/adr/0088-tests-start-containers-with-testcontainers.md).
 type ContainerEngine interface {
 	// Name says which engine this is, for Describe.
 	Name() string
@@ -24,6 +29,10 @@ type ContainerEngine interface {
 	ImageExists(ctx context.Context, image string) bool
 	// Pull fetches image from its registry.
 	Pull(ctx context.Context, image string) error
+	// ImportImage makes the image tag from a root filesystem (a tar) and
+	// settings (Dockerfile instructions, as docker import --change takes
+	// them).
+	ImportImage(ctx context.Context, tar io.Reader, tag string, changes []string) error
 	// Start runs image with env and the command cmd, port 5432 published
 	// on 127.0.0.1 only, and returns once the container runs (not once
 	// its server answers: the caller probes with SQL).
@@ -49,11 +58,18 @@ type Container interface {
 	Remove(ctx context.Context) error
 }
 
-var engine ContainerEngine = dockerCommand{}
+// engine starts the containers of Start, ChooseImage and StartContainer;
+// nil: none.
+var engine ContainerEngine
 
-// SetContainerEngine makes e start every later container. A test harness
-// calls it once, before any server starts (in TestMain).
+// SetContainerEngine makes e start the containers of every later Start. A
+// test harness calls it once, before any server starts (in TestMain).
 func SetContainerEngine(e ContainerEngine) { engine = e }
+
+// DockerCommand is the engine of the docker command, for the programs
+// whose modules cannot require Testcontainers (backoffctl demo, the
+// benchmarks; StartWithEngine).
+func DockerCommand() ContainerEngine { return dockerCommand{} }
 
 // dockerCommand is the ContainerEngine of the docker command.
 type dockerCommand struct{}
@@ -73,6 +89,19 @@ func (dockerCommand) ImageExists(ctx context.Context, image string) bool {
 
 func (dockerCommand) Pull(ctx context.Context, image string) error {
 	return dockerCLI(ctx, "pull", "-q", image)
+}
+
+func (dockerCommand) ImportImage(ctx context.Context, tar io.Reader, tag string, changes []string) error {
+	args := []string{"import"}
+	for _, c := range changes {
+		args = append(args, "--change", c)
+	}
+	cmd := exec.CommandContext(ctx, "docker", append(args, "-", tag)...)
+	cmd.Stdin = tar
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("docker import: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 func (dockerCommand) Start(ctx context.Context, image string, env map[string]string, cmd []string) (Container, error) {

@@ -135,9 +135,9 @@ func majorInPath(dir string) int {
 	return v
 }
 
-// debianMajor is the newest Debian PostgreSQL major whose binaries and data
+// DebianMajor is the newest Debian PostgreSQL major whose binaries and data
 // files are installed (what build-pg-image.sh can package), or "".
-func debianMajor() string {
+func DebianMajor() string {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	best := 0
 	for _, d := range dirs {

@@ -4,11 +4,12 @@
 //
 //  1. a server given by URL (the caller's flag, else TEST_DATABASE_URL, else
 //     DATABASE_URL: see URLFromEnv);
-//  2. a container, when a Docker engine answers and an image can be had,
-//     started by the ContainerEngine (engine.go: the docker command, or
-//     Testcontainers when a test module set it): BACKOFF_TEST_PG_IMAGE when set; else
-//     postgres:17-alpine when present or pullable (the Testcontainers
-//     engine never pulls); else the image
+//  2. a container, when the program chose a ContainerEngine (engine.go:
+//     Testcontainers for the tests, from internal/containers; the docker
+//     command for the demo and the benchmarks, StartWithEngine), a Docker
+//     engine answers and an image can be had: BACKOFF_TEST_PG_IMAGE when
+//     set; else postgres:17-alpine when present or pullable (the
+//     Testcontainers engine never pulls); else the image
 //     pgbackoff/postgres:<major>-local, built in seconds from this machine's
 //     Debian PostgreSQL binaries (build-pg-image.sh) and kept (see
 //     ChooseImage);
@@ -23,10 +24,12 @@
 package pgserver
 
 import (
+	"bufio"
 	"context"
 	_ "embed" // build-pg-image.sh
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -46,6 +49,11 @@ const DefaultImage = "postgres:17-alpine"
 // do.
 const InstallHint = "install PostgreSQL's server binaries (Debian/Ubuntu: apt-get install postgresql; " +
 	"macOS: brew install postgresql@17) or start Docker, or set TEST_DATABASE_URL"
+
+// TestSettings are the settings of the servers the tests start (a
+// package's own, or the container make test shares between packages):
+// throwaway servers, so no durability.
+var TestSettings = []string{"max_connections=300", "fsync=off", "synchronous_commit=off", "full_page_writes=off"}
 
 // Kinds of server.
 const (
@@ -75,6 +83,7 @@ type Server struct {
 	stop      func(context.Context) error
 	local     *localCluster
 	container Container
+	engine    string // the ContainerEngine's Name, for Describe
 }
 
 // Stop stops a server this package started; a server given by URL is left
@@ -91,7 +100,7 @@ func (s *Server) Stop(ctx context.Context) error {
 func (s *Server) Describe() string {
 	switch s.Kind {
 	case KindDocker:
-		return "a Docker container from image " + s.Source + " (" + engine.Name() + ")"
+		return "a Docker container from image " + s.Source + " (" + s.engine + ")"
 	case KindLocal:
 		if s.local != nil && s.local.memory {
 			return "a temporary local cluster from " + s.Source + ", in memory (" + filepath.Dir(s.local.dir) + ")"
@@ -192,10 +201,18 @@ func URLFromEnv() (string, string) {
 func FromURL(u, source string) *Server { return &Server{URL: u, Kind: KindURL, Source: source} }
 
 // Start picks a server: url when given (source names where it came from);
-// else a Docker container when an engine answers and an image can be had;
-// else a temporary local cluster; else an error whose first line says what
-// to install. settings ("name=value") apply to servers it starts.
+// else a Docker container, through the ContainerEngine a harness chose
+// (SetContainerEngine), when a Docker engine answers and an image can be
+// had; else a temporary local cluster; else an error whose first line says
+// what to install. settings ("name=value") apply to servers it starts.
 func Start(ctx context.Context, url, source string, settings ...string) (*Server, error) {
+	return StartWithEngine(ctx, engine, url, source, settings...)
+}
+
+// StartWithEngine is Start with the containers started by e instead (nil:
+// none). The demo and the benchmarks pass DockerCommand(): their modules
+// cannot require Testcontainers (ADR 0086).
+func StartWithEngine(ctx context.Context, e ContainerEngine, url, source string, settings ...string) (*Server, error) {
 	if url != "" {
 		return FromURL(url, source), nil
 	}
@@ -207,7 +224,7 @@ func Start(ctx context.Context, url, source string, settings ...string) (*Server
 	}
 	var skipped []string
 	if only != "local" {
-		s, err := startDocker(ctx, settings)
+		s, err := startDocker(ctx, e, settings)
 		if err == nil {
 			return s, nil
 		}
@@ -228,32 +245,49 @@ func Start(ctx context.Context, url, source string, settings ...string) (*Server
 	return nil, fmt.Errorf("no PostgreSQL server: %s\n(%s)", InstallHint, strings.Join(skipped, "; "))
 }
 
-// startDocker starts a container when an engine answers and an image can be
-// had.
-func startDocker(ctx context.Context, settings []string) (*Server, error) {
-	if !dockerAnswers(ctx) {
+// startDocker starts a container with e when a Docker engine answers and an
+// image can be had.
+func startDocker(ctx context.Context, e ContainerEngine, settings []string) (*Server, error) {
+	if e == nil {
+		return nil, errors.New(NoEngine)
+	}
+	if !dockerAnswers(ctx, e) {
 		return nil, errors.New("no Docker engine answers")
 	}
-	image, err := ChooseImage(ctx)
+	image, err := chooseImage(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	return StartContainer(ctx, image, settings...)
+	return startContainer(ctx, e, image, settings)
 }
+
+// NoEngine is why a test package started no container itself: the tests'
+// containers are started with Testcontainers, by make test (one server for
+// the library's and the CLI's packages, given as TEST_DATABASE_URL) and by
+// the test modules that require internal/containers.
+const NoEngine = "no container engine here (make test starts the tests' container with Testcontainers when Docker answers)"
 
 // ChooseImage picks the container's image: BACKOFF_TEST_PG_IMAGE when
 // set; else DefaultImage when present; else pgbackoff/postgres:<major>-local
 // when built before; else DefaultImage when it can be pulled (20 s at most);
 // else pgbackoff/postgres:<major>-local, built from this machine's Debian
-// PostgreSQL binaries (build-pg-image.sh, a few seconds).
+// PostgreSQL binaries (build-pg-image.sh, a few seconds). It asks the
+// engine SetContainerEngine chose.
 func ChooseImage(ctx context.Context) (string, error) {
+	if engine == nil {
+		return "", errors.New(NoEngine)
+	}
+	return chooseImage(ctx, engine)
+}
+
+func chooseImage(ctx context.Context, engine ContainerEngine) (string, error) {
 	if img := os.Getenv("BACKOFF_TEST_PG_IMAGE"); img != "" {
 		return img, nil
 	}
 	if engine.ImageExists(ctx, DefaultImage) {
 		return DefaultImage, nil
 	}
-	major := debianMajor()
+	major := DebianMajor()
 	local := "pgbackoff/postgres:" + major + "-local"
 	if major != "" && engine.ImageExists(ctx, local) {
 		return local, nil // built before: no registry to wait for again
@@ -277,7 +311,7 @@ func ChooseImage(ctx context.Context) (string, error) {
 	if major == "" {
 		return "", fmt.Errorf("%s cannot be pulled and no Debian PostgreSQL binaries (/usr/lib/postgresql/*/bin) can make a local image", DefaultImage)
 	}
-	if err := BuildImage(ctx, local, major); err != nil {
+	if err := buildImage(ctx, engine, local, major); err != nil {
 		return "", fmt.Errorf("%s cannot be pulled; build %s: %w", DefaultImage, local, err)
 	}
 	return local, nil
@@ -300,25 +334,66 @@ func lockFile(path string) (unlock func(), err error) {
 //go:embed build-pg-image.sh
 var buildImageScript string
 
-// BuildImage builds a PostgreSQL image tagged tag from this machine's Debian
-// PostgreSQL major binaries (/usr/lib/postgresql/<major>), for machines that
-// cannot pull images. See build-pg-image.sh.
+// BuildImage builds the image tag from this machine's Debian PostgreSQL
+// major binaries (see buildImage) with the engine SetContainerEngine chose.
 func BuildImage(ctx context.Context, tag, major string) error {
-	cmd := exec.CommandContext(ctx, "bash", "-s", "--", tag)
-	cmd.Stdin = strings.NewReader(buildImageScript)
-	cmd.Env = append(os.Environ(), "PG_MAJOR="+major)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+	if engine == nil {
+		return errors.New(NoEngine)
 	}
-	return nil
+	return buildImage(ctx, engine, tag, major)
+}
+
+// buildImage builds a PostgreSQL image tagged tag from this machine's
+// Debian PostgreSQL major binaries (/usr/lib/postgresql/<major>), for
+// machines that cannot pull images: build-pg-image.sh assembles its root
+// filesystem and names its settings, and e imports them.
+func buildImage(ctx context.Context, e ContainerEngine, tag, major string) error {
+	script := func(arg string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, "bash", "-s", "--", arg)
+		cmd.Stdin = strings.NewReader(buildImageScript)
+		cmd.Env = append(os.Environ(), "PG_MAJOR="+major)
+		return cmd
+	}
+	out, err := script("--changes").Output()
+	if err != nil {
+		return fmt.Errorf("build-pg-image.sh --changes: %w%s", err, stderrOf(err))
+	}
+	changes := strings.Split(strings.TrimSpace(string(out)), "\n")
+	cmd := script("--tar")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	tar, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("build-pg-image.sh --tar: %w", err)
+	}
+	// The script writes nothing until the root filesystem is assembled: a
+	// script that failed before must not leave an empty image behind.
+	r := bufio.NewReaderSize(tar, 64*1024)
+	importErr := errors.New("build-pg-image.sh --tar wrote nothing")
+	if _, err := r.Peek(1); err == nil {
+		importErr = e.ImportImage(ctx, r, tag, changes)
+	}
+	_, _ = io.Copy(io.Discard, r) // let the script end
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("build-pg-image.sh --tar: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return importErr
 }
 
 // StartContainer starts PostgreSQL from image with the container engine
-// (SetContainerEngine; the docker command unless a harness chose
-// another), its port published on 127.0.0.1, and waits until it answers
-// SQL; extra server settings are given as "name=value".
+// SetContainerEngine chose, its port published on 127.0.0.1, and waits
+// until it answers SQL; extra server settings are given as "name=value".
 func StartContainer(ctx context.Context, image string, settings ...string) (*Server, error) {
+	if engine == nil {
+		return nil, errors.New(NoEngine)
+	}
+	return startContainer(ctx, engine, image, settings)
+}
+
+func startContainer(ctx context.Context, engine ContainerEngine, image string, settings []string) (*Server, error) {
 	cmd := []string{"postgres", "-c", "fsync=off"}
 	for _, s := range settings {
 		cmd = append(cmd, "-c", s)
@@ -333,7 +408,7 @@ func StartContainer(ctx context.Context, image string, settings ...string) (*Ser
 		_ = c.Remove(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("start %s: %w", image, err)
 	}
-	return &Server{URL: u, Kind: KindDocker, Source: image, ContainerID: c.ID(), stop: c.Remove, container: c}, nil
+	return &Server{URL: u, Kind: KindDocker, Source: image, ContainerID: c.ID(), stop: c.Remove, container: c, engine: engine.Name()}, nil
 }
 
 // containerReady waits (2 minutes at most) until the container's server
@@ -375,16 +450,19 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// dockerAnswers is DockerAvailable; a test replaces it.
-var dockerAnswers = DockerAvailable
+// dockerAnswers is engineAnswers; a test replaces it.
+var dockerAnswers = engineAnswers
 
 // DockerAvailable reports whether a Docker engine answers the container
-// engine (for the docker command: DOCKER_HOST and the docker contexts
-// apply).
+// engine SetContainerEngine chose (false when none was chosen).
 func DockerAvailable(ctx context.Context) bool {
+	return engine != nil && engineAnswers(ctx, engine)
+}
+
+func engineAnswers(ctx context.Context, e ContainerEngine) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	return engine.Available(ctx)
+	return e.Available(ctx)
 }
 
 func dockerCLI(ctx context.Context, args ...string) error {

@@ -114,7 +114,8 @@ func TestLocalRestartPause(t *testing.T) {
 }
 
 // TestStartOrder: a URL wins; BACKOFF_PG_SERVER=local skips Docker; with no
-// binaries and no Docker the error's first line says what to install.
+// binaries and no container (no engine chosen, or no Docker) the error's
+// first line says what to install.
 func TestStartOrder(t *testing.T) {
 	ctx := context.Background()
 	s, err := Start(ctx, "postgres://u@db.example:5433/x", "TEST_DATABASE_URL")
@@ -130,13 +131,20 @@ func TestStartOrder(t *testing.T) {
 	require.ErrorContains(t, err, "BACKOFF_PG_SERVER=local: "+BinDirEnv+"=")
 
 	t.Setenv("BACKOFF_PG_SERVER", "")
-	dockerAnswers = func(context.Context) bool { return false }
-	t.Cleanup(func() { dockerAnswers = DockerAvailable })
 	_, err = Start(ctx, "", "")
 	require.Error(t, err)
 	first := strings.SplitN(err.Error(), "\n", 2)[0]
 	require.Equal(t, "no PostgreSQL server: "+InstallHint, first)
+	require.Contains(t, err.Error(), NoEngine, "no harness chose an engine: no containers")
+
+	dockerAnswers = func(context.Context, ContainerEngine) bool { return false }
+	t.Cleanup(func() { dockerAnswers = engineAnswers })
+	_, err = StartWithEngine(ctx, DockerCommand(), "", "")
+	require.Error(t, err)
 	require.Contains(t, err.Error(), "no Docker engine answers")
+	t.Setenv("BACKOFF_PG_SERVER", "docker")
+	_, err = Start(ctx, "", "")
+	require.ErrorContains(t, err, "BACKOFF_PG_SERVER=docker: "+NoEngine)
 }
 
 // TestFindBinariesOverride: BACKOFF_PG_BINDIR is taken as given, and its

@@ -90,3 +90,30 @@ func RequireServerExtension(t testing.TB, name, debianPackage string) {
 	}
 	t.Skipf("testdb: %s is not installed on the server under test (apt-get install %s)", name, debianPackage)
 }
+
+// RequireExtensionFiles is for a server given by URL, whose extension
+// directory is not the tests' to write: it skips unless the files of the
+// extension name are installed there (make install-extension; the
+// container make test starts has them), and fails instead when CI is set,
+// where the server under test is one CI started.
+func RequireExtensionFiles(t testing.TB, name string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, AdminURL(t))
+	if err != nil {
+		t.Fatalf("testdb: connect to look for extension %s: %v", name, err)
+	}
+	defer conn.Close(ctx)
+	var available bool
+	if err := conn.QueryRow(ctx,
+		`SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = $1)`, name).Scan(&available); err != nil {
+		t.Fatalf("testdb: look for extension %s: %v", name, err)
+	}
+	if available {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("testdb: the files of extension %s are not installed on %s (CI is set)", name, Server(t).Describe())
+	}
+	t.Skipf("testdb: the files of extension %s are not installed on %s; run `make install-extension` there", name, Server(t).Describe())
+}

@@ -3,11 +3,14 @@
 //
 // The server comes from pgserver.Start, the one place that finds a
 // PostgreSQL: TEST_DATABASE_URL or DATABASE_URL (testdb creates and drops its
-// own databases there and never touches others); else one Docker
-// container per test package; else one temporary local cluster per test
-// package from the machine's PostgreSQL binaries. Servers testdb starts run
-// with fsync off and keep their data in memory where they can (a tmpfs).
-// Each package prints which server it uses, once, on stderr.
+// own databases there and never touches others; make test sets
+// TEST_DATABASE_URL to the container it starts with Testcontainers when
+// Docker answers); else one container per test package, in the test modules
+// whose harness chose Testcontainers (pgserver.SetContainerEngine); else
+// one temporary local cluster per test package from the machine's
+// PostgreSQL binaries. Servers testdb starts run with fsync off and keep
+// their data in memory where they can (a tmpfs). Each package prints which
+// server it uses, once, on stderr.
 //
 // With none, tests skip on a developer's machine and fail when CI is set,
 // so a missing server can never pass as green in CI.
@@ -30,6 +33,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -180,6 +184,41 @@ func Server(t testing.TB) *pgserver.Server {
 	return server.srv
 }
 
+// ReachedThroughForwardedPort reports whether the tests reach the server
+// under test through a forwarded port, as a container's port published on
+// the host: its URL names a loopback address, where the server sees the
+// connection arrive on another. Such a server cannot connect to itself at
+// the tests' URLs (a PL/Proxy router to shards on it).
+func ReachedThroughForwardedPort(t testing.TB) bool {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(AdminURL(t))
+	if err != nil {
+		t.Fatalf("testdb: parse the server's URL: %v", err)
+	}
+	if !isLoopback(cfg.Host) {
+		return false
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("testdb: connect to ask the server's address: %v", err)
+	}
+	defer conn.Close(ctx)
+	var addr *string // NULL over a Unix socket
+	if err := conn.QueryRow(ctx, "SELECT host(inet_server_addr())").Scan(&addr); err != nil {
+		t.Fatalf("testdb: ask the server's address: %v", err)
+	}
+	return addr != nil && !isLoopback(*addr)
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // Major is the major version of the server under test (e.g. 15).
 func Major(t testing.TB) int {
 	t.Helper()
@@ -223,9 +262,6 @@ type setupError struct{ err error }
 func (e *setupError) Error() string { return "set up the template database: " + e.err.Error() }
 func (e *setupError) Unwrap() error { return e.err }
 
-// Settings of the servers testdb starts: throwaway, so no durability.
-var serverSettings = []string{"max_connections=300", "fsync=off", "synchronous_commit=off", "full_page_writes=off"}
-
 func startServer() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -234,7 +270,7 @@ func startServer() error {
 	// disk, and every test copies a database, which costs ten times less
 	// in memory (pgserver.InMemory).
 	pgserver.InMemory = true
-	srv, err := pgserver.Start(ctx, u, source, serverSettings...)
+	srv, err := pgserver.Start(ctx, u, source, pgserver.TestSettings...)
 	if err != nil {
 		return err
 	}

@@ -190,18 +190,11 @@ func TestInstallRouteCreateExtension(t *testing.T) {
 	ctx := context.Background()
 	dbURL, super := plantedDB(t)
 	if srv := testdb.Server(t); srv.Controllable() {
-		script, err := distribution.Render(distribution.Extension)
+		files, err := distribution.ExtensionFiles()
 		require.NoError(t, err)
-		require.NoError(t, srv.InstallExtensionFiles(ctx, map[string][]byte{
-			"backoff--" + distribution.ExtensionVersion + ".sql": []byte(script),
-			"backoff.control": []byte(distribution.Control()),
-		}))
+		require.NoError(t, srv.InstallExtensionFiles(ctx, files))
 	} else {
-		var available bool
-		require.NoError(t, super.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = 'backoff')").Scan(&available))
-		if !available {
-			t.Skip("extension files are not installed on the TEST_DATABASE_URL server; run `make install-extension` there")
-		}
+		testdb.RequireExtensionFiles(t, "backoff")
 	}
 	_ = dbURL
 	_, err := super.Exec(ctx, "CREATE EXTENSION backoff")

@@ -12,7 +12,6 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
-	"github.com/pgbackoff/pgbackoff/pgserver"
 )
 
 // TestBackoffctlThroughRouter: migrate up --router installs a router over
@@ -21,7 +20,7 @@ import (
 // a shard that drifted, and the read commands and dlq replay work against
 // the router.
 func TestBackoffctlThroughRouter(t *testing.T) {
-	if testdb.Server(t).Kind == pgserver.KindDocker {
+	if testdb.ReachedThroughForwardedPort(t) {
 		// The router connects to its shards with the URLs the CLI migrates
 		// them with; inside a container those name a port that is only
 		// published outside. make test-sharded runs this test on local
