@@ -99,6 +99,8 @@ type Config struct {
 	// (outputs.go).
 	OutputSeed   int
 	OutputWindow time.Duration
+	// AwaitSamples is how many waits the await line times.
+	AwaitSamples int
 	// WakeupSamples is how many jobs the idle-Worker latency line times.
 	WakeupSamples int
 	// LatencyWindow is the shortest insert time of the enqueue -> handler
@@ -135,7 +137,7 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 100
 		c.LanguageJobs = 10_000
 		c.WorkflowJobs = 10_000
-		c.OutputSeed, c.OutputWindow = 100_000, time.Minute
+		c.OutputSeed, c.OutputWindow, c.AwaitSamples = 100_000, time.Minute, 200
 		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 5 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -155,7 +157,7 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 300
 		c.LanguageJobs = 40_000
 		c.WorkflowJobs = 10_000
-		c.OutputSeed, c.OutputWindow = 200_000, 10*time.Minute
+		c.OutputSeed, c.OutputWindow, c.AwaitSamples = 200_000, 10*time.Minute, 1000
 		c.IdleWarmup, c.IdleWindow = idleWarmup, time.Minute
 		c.LatencyWindow = 10 * time.Second
 		c.UIRefresh = 5 * time.Second
@@ -175,7 +177,7 @@ func (c *Config) setDefaults() error {
 		c.WakeupSamples = 5
 		c.LanguageJobs = 200
 		c.WorkflowJobs = 60
-		c.OutputSeed, c.OutputWindow = 5000, 500*time.Millisecond
+		c.OutputSeed, c.OutputWindow, c.AwaitSamples = 5000, 500*time.Millisecond, 5
 		c.IdleWarmup, c.IdleWindow = time.Second, 2*time.Second
 		c.UIRefresh = 50 * time.Millisecond
 	default:

@@ -142,6 +142,8 @@ func TestOutputsSection(t *testing.T) {
 	require.Regexp(t, `(?m)^target output-1kib-vs-none-4c: [0-9.]+ \(goal >= 0.95\) (met|MISS)$`, text)
 	require.Regexp(t, `(?m)^claim p99 of a sampler .*: [0-9.]+ ms with 1 MiB outputs at 100 jobs/s in another queue, [0-9.]+ ms without `, text)
 	require.Regexp(t, `(?m)^target output-1mib-claim-p99-ratio: [0-9.]+ \(goal <= 1.10\) (met|MISS)$`, text)
+	require.Regexp(t, `(?m)^await a job's output, 5 waits: woken [0-9.]+ ms p50, [0-9.]+ ms p99 after the completion's commit`, text)
+	require.Regexp(t, `(?m)^target await-wake-p50-ms: [0-9.]+ \(goal <= 10.00\) (met|MISS)$`, text)
 }
 
 // TestControlsSection runs only the queue-controls lines at

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgbackoff/pgbackoff/client"
 )
 
 // outputs measures job outputs (docs/workflows.md), kept apart from the hot
@@ -21,7 +23,11 @@ import (
 //     completes one job every 10 ms in another queue: the sampler's claim
 //     p99 against the same sampler with no output load (goal: at most
 //     1.10). The outputs are pruned 10 s after completion, as a retention
-//     would; each document is JSON that compresses about 3 to 1.
+//     would; each document is JSON that compresses about 3 to 1;
+//   - the await call (Client.WaitForOutput, LISTEN-driven, its poll set to
+//     a minute so that only the notification can wake it): from the
+//     return of the complete that commits the job to the return of the
+//     wait, p50 and p99 (goal: p50 under 10 ms).
 func (b *bench) outputs(ctx context.Context) error {
 	fmt.Fprintf(b.out, "\n== job outputs ==\n")
 	db, drop, err := b.freshDatabase(ctx)
@@ -70,7 +76,66 @@ func (b *bench) outputs(ctx context.Context) error {
 	fmt.Fprintf(b.out, "claim p99 of a sampler (one claim+complete every 10 ms) over %s: %.2f ms with 1 MiB outputs at 100 jobs/s in another queue, %.2f ms without (ratio %.2f, goal <= 1.10)\n",
 		b.cfg.OutputWindow, loaded, free, p99)
 	b.targetAtMost("output-1mib-claim-p99-ratio", p99, 1.10)
+
+	wake, err := b.awaitWakeups(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "await a job's output, %d waits: woken %.2f ms p50, %.2f ms p99 after the completion's commit (goal: p50 < 10 ms)\n",
+		len(wake), millis(percentile(wake, 0.5)), millis(percentile(wake, 0.99)))
+	b.targetAtMost("await-wake-p50-ms", millis(percentile(wake, 0.5)), 10)
 	return nil
+}
+
+func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// awaitWakeups completes AwaitSamples jobs, each while a WaitForOutput
+// waits for it (registered before the completion: its row is seen in
+// backoff.job_awaiters), and returns how long after each completion's
+// commit its wait returned.
+func (b *bench) awaitWakeups(ctx context.Context) ([]time.Duration, error) {
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	c, err := client.New(ctx, db.pool, client.WithLogger(discard))
+	if err != nil {
+		return nil, err
+	}
+	n := b.cfg.AwaitSamples
+	if err := seedQueue(ctx, db, "out-await", n); err != nil {
+		return nil, err
+	}
+	var took []time.Duration
+	for range n {
+		var id int64
+		var token int
+		if err := db.pool.QueryRow(ctx, "SELECT id, attempts FROM backoff.claim('out-await', 'bench', 1)").Scan(&id, &token); err != nil {
+			return nil, fmt.Errorf("await: claim: %w", err)
+		}
+		woken := make(chan error, 1)
+		var at time.Time
+		go func() {
+			_, err := c.WaitForOutput(ctx, id, time.Minute)
+			at = time.Now()
+			woken <- err
+		}()
+		for registered := false; !registered; {
+			if err := db.pool.QueryRow(ctx, "SELECT EXISTS (SELECT FROM backoff.job_awaiters WHERE job_id = $1)", id).Scan(&registered); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := db.pool.Exec(ctx, `SELECT 1 FROM backoff.complete($1, $2, p_output => '{"done": true}')`, id, token); err != nil {
+			return nil, fmt.Errorf("await: complete: %w", err)
+		}
+		committed := time.Now()
+		if err := <-woken; err != nil {
+			return nil, fmt.Errorf("await job %d: %w", id, err)
+		}
+		took = append(took, max(0, at.Sub(committed)))
+	}
+	return took, nil
 }
 
 // outputDocument is a JSON document of at most size bytes as text that
