@@ -37,12 +37,6 @@ func (c *Client) fn(name string, args ...arg) (string, []any) {
 	return sqlapi.CallAt(name, c.nowArg(), params(args)...)
 }
 
-// sqlCall writes a call of backoff.name with named, typed arguments, for
-// the functions that take no time.
-func sqlCall(name string, args ...arg) (string, []any) {
-	return sqlapi.Call(name, params(args)...)
-}
-
 // The NULLs of the optional arguments: a zero value passes NULL, the
 // function's default.
 var (

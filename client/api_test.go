@@ -22,7 +22,6 @@ import (
 // The harness (client/internal/mockdb), under the names these tests use.
 var (
 	mockNow     = mockdb.Now
-	exactSQL    = mockdb.ExactSQL
 	newMockConn = mockdb.NewConn
 	jobRows     = mockdb.JobRows
 	addJob      = mockdb.AddJob

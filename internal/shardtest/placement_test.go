@@ -22,7 +22,6 @@ type layoutRouter struct {
 	routerURL string
 	shardURLs []string // the shards installed so far
 	spare     []string // databases made for the shards to add
-	drop      []string // admin URL, database: to drop at the end
 }
 
 // newLayoutRouter installs a router over n shards and makes extra empty

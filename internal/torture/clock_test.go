@@ -26,7 +26,3 @@ func (c *simClock) tick(d time.Duration) time.Time {
 	return c.start.Add(time.Duration(c.us.Add(d.Microseconds())) * time.Microsecond)
 }
 
-// now is the current time without moving the clock.
-func (c *simClock) now() time.Time {
-	return c.start.Add(time.Duration(c.us.Load()) * time.Microsecond)
-}

@@ -144,9 +144,7 @@ loop:
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, f := range r.findings {
-		res.violations = append(res.violations, f)
-	}
+	res.violations = append(res.violations, r.findings...)
 	if len(res.violations) > 0 && res.foundAfter == 0 {
 		res.foundAfter = res.elapsed
 	}

@@ -116,12 +116,6 @@ func openClient(ctx context.Context, cmd *cobra.Command) (*client.Client, func()
 	return clientOn(ctx, cmd, func() (*pgx.Conn, error) { return connect(ctx, cmd) })
 }
 
-// openClientForQueue is openClient on the database that holds queue's jobs
-// (its shard, behind a router), for calls a router cannot forward.
-func openClientForQueue(ctx context.Context, cmd *cobra.Command, queue string) (*client.Client, func(), error) {
-	return clientOn(ctx, cmd, func() (*pgx.Conn, error) { return connectForQueue(ctx, cmd, queue) })
-}
-
 // withClient is the preamble of every command that reads or changes jobs
 // and queues, in one place: it reads --now and the database URL, connects,
 // builds the client (which checks the schema version), runs fn with it and
@@ -130,18 +124,6 @@ func openClientForQueue(ctx context.Context, cmd *cobra.Command, queue string) (
 func withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
 	ctx := cmd.Context()
 	c, done, err := openClient(ctx, cmd)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return fn(ctx, c)
-}
-
-// withClientForQueue is withClient on the database that holds queue's jobs
-// (openClientForQueue).
-func withClientForQueue(cmd *cobra.Command, queue string, fn func(ctx context.Context, c *client.Client) error) error {
-	ctx := cmd.Context()
-	c, done, err := openClientForQueue(ctx, cmd, queue)
 	if err != nil {
 		return err
 	}

@@ -16,9 +16,9 @@ func TestCronInstallSchedules(t *testing.T) {
 	admin, app := cronServer(t)
 	ctx := context.Background()
 
-	code, out, errOut := run(t, "cron", "install", "--database-url", app)
+	code, _, errOut := run(t, "cron", "install", "--database-url", app)
 	require.Equal(t, 0, code, errOut)
-	code, out, errOut = run(t, "cron", "install", "--schedules", "--database-url", app)
+	code, out, errOut := run(t, "cron", "install", "--schedules", "--database-url", app)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^scheduled pg_cron job \d+ \(backoff-fire-schedules:app\): "SELECT count\(\*\) FROM backoff.fire_schedules\(p_limit => 1000\)" on "\* \* \* \* \*" in database app\n`, out)
 	code, out, _ = run(t, "cron", "install", "--schedules", "--database-url", app)
