@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 040b7ef72bf2cd6292a8b2221b579767fa168bdd42d3df6e6ef206d4c51710c9
+-- Sources: sha256 53158566b475ebd88c8646025a367afca2132f0e74b7c372e0bd8e9dcfcf7b39
 
 CREATE SCHEMA backoff;
 
@@ -17839,19 +17839,31 @@ LANGUAGE plpgsql
 VOLATILE
 AS $$
 DECLARE
-    v_left bigint[] := p_ids;
+    v_left  bigint[] := p_ids;
+    v_done  bigint[];
+    v_moved bigint;
 BEGIN
     DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (p_ids);
+    -- A claim reads the current segment only (docs/adr/0061): a job blocked
+    -- there since the last switch is released in place, one blocked in
+    -- another segment moves into it as it is released. Each statement
+    -- looks only for the jobs the ones before it left.
     FOR v_try IN 1..3 LOOP
-        -- A claim reads the current segment only (docs/adr/0061): a job
-        -- blocked in another segment moves into it as it is released, one
-        -- blocked there since the last switch is released in place.
-        PERFORM backoff._move_to_current_segment(v_left, p_release => true);
-        UPDATE backoff.jobs AS j
-        SET status = 'pending'
-        WHERE j.segment = backoff._current_segment()
-          AND j.id = ANY (v_left)
-          AND j.status = 'blocked';
+        WITH u AS (
+            UPDATE backoff.jobs AS j
+            SET status = 'pending'
+            WHERE j.segment = backoff._current_segment()
+              AND j.id = ANY (v_left)
+              AND j.status = 'blocked'
+            RETURNING j.id
+        )
+        SELECT array_agg(u.id) INTO v_done FROM u;
+        IF v_done IS NOT NULL THEN
+            v_left := ARRAY(SELECT unnest(v_left) EXCEPT SELECT unnest(v_done));
+        END IF;
+        EXIT WHEN cardinality(v_left) = 0;
+        v_moved := backoff._move_to_current_segment(v_left, p_release => true);
+        EXIT WHEN v_moved = cardinality(v_left);
         v_left := ARRAY(SELECT j.id FROM backoff.jobs AS j WHERE j.id = ANY (v_left) AND j.status = 'blocked');
         EXIT WHEN cardinality(v_left) = 0;
     END LOOP;
