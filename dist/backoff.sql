@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 53158566b475ebd88c8646025a367afca2132f0e74b7c372e0bd8e9dcfcf7b39
+-- Sources: sha256 176be10d2b8a1e47853e71462ae405dee6a74386fa33fe0249133e237cc67009
 
 CREATE SCHEMA backoff;
 
@@ -17827,9 +17827,9 @@ $$;
 
 -- backoff._release_blocked(ids, now): the blocked jobs among p_ids become
 -- pending, in the current segment, and a worker waiting for their queue is
--- woken at commit when one is due. Their counters go. Called by
--- backoff._settle_dependents when a child's last parent settles, and by
--- backoff.unblock. A statement that missed a row backoff.rotate moved
+-- woken at commit when one is due. Called by backoff._settle_dependents
+-- when a child's last parent settles, and by backoff.unblock, which have
+-- deleted the jobs' counters (backoff.job_blockers). A statement that missed a row backoff.rotate moved
 -- while it waited runs again (a new statement sees the moved row), twice
 -- at most.
 -- Private.
@@ -17843,7 +17843,6 @@ DECLARE
     v_done  bigint[];
     v_moved bigint;
 BEGIN
-    DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (p_ids);
     -- A claim reads the current segment only (docs/adr/0061): a job blocked
     -- there since the last switch is released in place, one blocked in
     -- another segment moves into it as it is released. Each statement
@@ -17942,15 +17941,25 @@ BEGIN
                min(e.parent_id) FILTER (WHERE e.state = 'failed') AS failed_by
         FROM e
         GROUP BY e.child_id
+    ), r AS (
+        -- A child this settles the last open edge of, with none waiting and
+        -- none failed: its counter goes (one write, not a decrement and a
+        -- delete), and it is released below.
+        DELETE FROM backoff.job_blockers AS b
+        USING c
+        WHERE b.job_id = c.child_id
+          AND c.failed_by IS NULL AND b.remaining = c.n AND b.waiting + c.w = 0
+        RETURNING b.job_id
     ), b AS (
         UPDATE backoff.job_blockers AS b
         SET remaining = b.remaining - c.n,
             waiting = b.waiting + c.w
         FROM c
         WHERE b.job_id = c.child_id
-        RETURNING b.job_id, b.remaining, b.waiting, c.failed_by
+          AND NOT (c.failed_by IS NULL AND b.remaining = c.n AND b.waiting + c.w = 0)
+        RETURNING b.job_id, c.failed_by
     )
-    SELECT array_agg(b.job_id) FILTER (WHERE b.failed_by IS NULL AND b.remaining = 0 AND b.waiting = 0),
+    SELECT (SELECT array_agg(r.job_id) FROM r),
            array_agg(b.job_id ORDER BY b.job_id) FILTER (WHERE b.failed_by IS NOT NULL),
            array_agg(b.failed_by ORDER BY b.job_id) FILTER (WHERE b.failed_by IS NOT NULL)
     INTO v_ready, v_failed, v_failed_by
@@ -19408,9 +19417,11 @@ BEGIN
     END IF;
     UPDATE backoff.job_dependencies AS d SET state = 'released'
     WHERE d.child_id = p_job_id AND d.state = 'waiting';
-    UPDATE backoff.job_blockers AS b SET waiting = 0 WHERE b.job_id = p_job_id;
     IF v_left = 0 THEN
+        DELETE FROM backoff.job_blockers AS b WHERE b.job_id = p_job_id;
         PERFORM backoff._release_blocked(ARRAY[p_job_id], p_now);
+    ELSE
+        UPDATE backoff.job_blockers AS b SET waiting = 0 WHERE b.job_id = p_job_id;
     END IF;
     SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
     RETURN v_job;

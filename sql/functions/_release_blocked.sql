@@ -1,8 +1,8 @@
 -- backoff._release_blocked(ids, now): the blocked jobs among p_ids become
 -- pending, in the current segment, and a worker waiting for their queue is
--- woken at commit when one is due. Their counters go. Called by
--- backoff._settle_dependents when a child's last parent settles, and by
--- backoff.unblock. A statement that missed a row backoff.rotate moved
+-- woken at commit when one is due. Called by backoff._settle_dependents
+-- when a child's last parent settles, and by backoff.unblock, which have
+-- deleted the jobs' counters (backoff.job_blockers). A statement that missed a row backoff.rotate moved
 -- while it waited runs again (a new statement sees the moved row), twice
 -- at most.
 -- Private.
@@ -16,7 +16,6 @@ DECLARE
     v_done  bigint[];
     v_moved bigint;
 BEGIN
-    DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (p_ids);
     -- A claim reads the current segment only (docs/adr/0061): a job blocked
     -- there since the last switch is released in place, one blocked in
     -- another segment moves into it as it is released. Each statement

@@ -59,15 +59,25 @@ BEGIN
                min(e.parent_id) FILTER (WHERE e.state = 'failed') AS failed_by
         FROM e
         GROUP BY e.child_id
+    ), r AS (
+        -- A child this settles the last open edge of, with none waiting and
+        -- none failed: its counter goes (one write, not a decrement and a
+        -- delete), and it is released below.
+        DELETE FROM backoff.job_blockers AS b
+        USING c
+        WHERE b.job_id = c.child_id
+          AND c.failed_by IS NULL AND b.remaining = c.n AND b.waiting + c.w = 0
+        RETURNING b.job_id
     ), b AS (
         UPDATE backoff.job_blockers AS b
         SET remaining = b.remaining - c.n,
             waiting = b.waiting + c.w
         FROM c
         WHERE b.job_id = c.child_id
-        RETURNING b.job_id, b.remaining, b.waiting, c.failed_by
+          AND NOT (c.failed_by IS NULL AND b.remaining = c.n AND b.waiting + c.w = 0)
+        RETURNING b.job_id, c.failed_by
     )
-    SELECT array_agg(b.job_id) FILTER (WHERE b.failed_by IS NULL AND b.remaining = 0 AND b.waiting = 0),
+    SELECT (SELECT array_agg(r.job_id) FROM r),
            array_agg(b.job_id ORDER BY b.job_id) FILTER (WHERE b.failed_by IS NOT NULL),
            array_agg(b.failed_by ORDER BY b.job_id) FILTER (WHERE b.failed_by IS NOT NULL)
     INTO v_ready, v_failed, v_failed_by

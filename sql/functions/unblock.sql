@@ -39,9 +39,11 @@ BEGIN
     END IF;
     UPDATE backoff.job_dependencies AS d SET state = 'released'
     WHERE d.child_id = p_job_id AND d.state = 'waiting';
-    UPDATE backoff.job_blockers AS b SET waiting = 0 WHERE b.job_id = p_job_id;
     IF v_left = 0 THEN
+        DELETE FROM backoff.job_blockers AS b WHERE b.job_id = p_job_id;
         PERFORM backoff._release_blocked(ARRAY[p_job_id], p_now);
+    ELSE
+        UPDATE backoff.job_blockers AS b SET waiting = 0 WHERE b.job_id = p_job_id;
     END IF;
     SELECT * INTO v_job FROM backoff.jobs AS j WHERE j.id = p_job_id;
     RETURN v_job;
