@@ -66,6 +66,10 @@ type Config struct {
 	// only (-mvcc-ours-only): a full-mode run then takes 30 minutes, not 60,
 	// and prints every target line but the WAL comparison.
 	MVCCOursOnly bool
+	// MVCCWorkflows runs the held-snapshot section free and held with
+	// dependencies and outputs in the mix (-mvcc-workflows), in place of
+	// its usual runs.
+	MVCCWorkflows bool
 
 	// Filled by setDefaults from Mode.
 	Clients     []int         // client counts of the concurrent scenarios

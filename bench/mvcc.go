@@ -219,14 +219,36 @@ func (r mvccResult) last() mvccRow {
 // vacuumed and checkpointed), prints each run's intervals and a summary,
 // and records the targets of the functions driver.
 func (b *bench) mvcc(ctx context.Context) error {
+	if b.cfg.MVCCWorkflows {
+		// Free and held only: the deployments' differences are the same
+		// with dependencies as without.
+		return b.mvccWith(ctx, []queueDriver{workflowsDriver()}, mvccHolds[:2], "mvcc-workflows-")
+	}
 	drivers := mvccDrivers()
 	if b.cfg.MVCCOursOnly {
 		drivers = drivers[:1]
 	}
-	return b.mvccWith(ctx, drivers)
+	return b.mvccWith(ctx, drivers, mvccHolds, "mvcc-")
 }
 
-func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
+// workflowsDriver is the functions driver with dependencies and outputs in
+// the mix: each enqueue is one graph of pairs, a parent and a child that
+// waits for it, and every completion records an output.
+func workflowsDriver() queueDriver {
+	d := mvccDrivers()[0]
+	d.name = "workflows"
+	d.about = "backoff.enqueue_graph of pairs (a child after its parent), backoff.claim, backoff.complete_many with an output each, on backoff.jobs, backoff.rotate once a second"
+	d.enqueue = `SELECT job_id FROM backoff.enqueue_graph((
+		SELECT jsonb_agg(jsonb_build_object('ref', 'j' || t.i, 'queue', t.q, 'payload', t.p,
+		                                    'depends_on', CASE WHEN t.i % 2 = 0 THEN jsonb_build_array('j' || (t.i - 1)) ELSE '[]'::jsonb END)
+		                 ORDER BY t.i)
+		FROM unnest($1::text[], $2::jsonb[]) WITH ORDINALITY AS t(q, p, i)))`
+	d.complete = `SELECT id FROM backoff.complete_many($1::bigint[], $2::integer[],
+		p_outputs => array_fill('{"rows": 42, "ok": true}'::jsonb, ARRAY[cardinality($1::bigint[])])) AS t(id)`
+	return d
+}
+
+func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver, holds []mvccHold, prefix string) error {
 	n := mvccIntervals(b.cfg.MVCC, b.cfg.MVCCEvery)
 	fmt.Fprintf(b.out, "\n== held snapshot: the queue free vs while an old snapshot holds back vacuum (%.0f jobs/s offered by %d producers enqueueing %d a call; %d claimers of %d + complete; %s a run, sampled every %s) ==\n",
 		mvccRate, mvccProducers, mvccEnqueueBatch, mvccClaimers, mvccClaimBatch, time.Duration(n)*b.cfg.MVCCEvery, b.cfg.MVCCEvery)
@@ -240,7 +262,7 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 	major := version / 10000
 	dump := pgDumpFor(major)
 	results := make(map[string]map[string]mvccResult) // hold key -> driver name -> result
-	for _, h := range mvccHolds {
+	for _, h := range holds {
 		results[h.key] = map[string]mvccResult{}
 		for _, d := range drivers {
 			if h.cron && d.cron == "" {
@@ -267,7 +289,7 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 		fmt.Fprintf(b.out, " %14s %14s %14s", d.name+" done/s", "claim p99", "backlog")
 	}
 	fmt.Fprintln(b.out)
-	for _, h := range mvccHolds {
+	for _, h := range holds {
 		fmt.Fprintf(b.out, "%-9s", h.key)
 		for _, d := range drivers {
 			r, ok := results[h.key][d.name]
@@ -279,7 +301,7 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 		}
 		fmt.Fprintln(b.out)
 	}
-	for _, h := range mvccHolds[1:] {
+	for _, h := range holds[1:] {
 		var parts []string
 		for _, d := range drivers {
 			if r, ok := results[h.key][d.name]; ok {
@@ -292,21 +314,21 @@ func (b *bench) mvccWith(ctx context.Context, drivers []queueDriver) error {
 	// Targets are ours: the first driver; WAL lines set it beside the second.
 	ours := drivers[0].name
 	free := results["free"][ours]
-	for _, h := range mvccHolds[1:] {
+	for _, h := range holds[1:] {
 		r, ok := results[h.key][ours]
 		if !ok {
 			continue
 		}
-		b.target("mvcc-"+h.key+"-vs-free", ratioOf(r.last().done, free.last().done), 0.95)
+		b.target(prefix+h.key+"-vs-free", ratioOf(r.last().done, free.last().done), 0.95)
 		if h.targets {
-			b.targetAtMost("mvcc-"+h.key+"-backlog-s", float64(r.backlog)/mvccRate, 1.00)
-			b.targetAtMost("mvcc-"+h.key+"-claim-p99-ratio", ratioOf(float64(r.last().p99), float64(free.last().p99)), 2.00)
+			b.targetAtMost(prefix+h.key+"-backlog-s", float64(r.backlog)/mvccRate, 1.00)
+			b.targetAtMost(prefix+h.key+"-claim-p99-ratio", ratioOf(float64(r.last().p99), float64(free.last().p99)), 2.00)
 		}
 	}
 	if len(drivers) > 1 {
-		for _, h := range mvccHolds {
+		for _, h := range holds {
 			if sql, ok := results[h.key][drivers[1].name]; ok {
-				b.wal("mvcc-"+h.key, results[h.key][ours].walPerJob, sql.walPerJob)
+				b.wal(prefix+h.key, results[h.key][ours].walPerJob, sql.walPerJob)
 			}
 		}
 	}

@@ -183,3 +183,23 @@ func TestRawClaimSQL(t *testing.T) {
 	require.Contains(t, s, "LIMIT 10 FOR UPDATE SKIP LOCKED")
 	require.NotContains(t, s, "LIMIT 100")
 }
+
+// TestMVCCWorkflows runs the held-snapshot section with dependencies and
+// outputs in the mix (-mvcc-workflows): free and held, the pairs' children
+// completed too (a child is claimable only once its parent completed, so a
+// run that completes jobs has released children), and the targets under
+// their own names.
+func TestMVCCWorkflows(t *testing.T) {
+	cfg := Config{Mode: "test", DatabaseURL: testdb.AdminURL(t), Only: "mvcc", MVCCWorkflows: true}
+	require.NoError(t, cfg.setDefaults())
+	var out bytes.Buffer
+	require.NoError(t, run(t.Context(), cfg, &out))
+	text := out.String()
+	t.Log(text)
+	require.Contains(t, text, "\n-- free, workflows: nothing held --")
+	require.Contains(t, text, "\n-- held, workflows: "+mvccHolds[1].about+" --")
+	require.NotContains(t, text, "held-reader")
+	for _, name := range []string{"mvcc-workflows-held-vs-free", "mvcc-workflows-held-backlog-s", "mvcc-workflows-held-claim-p99-ratio"} {
+		require.Regexp(t, `(?m)^target `+name+`: [0-9.]+ \(goal (>=|<=) [0-9.]+\) (met|MISS)$`, text)
+	}
+}
