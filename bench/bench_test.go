@@ -127,6 +127,8 @@ func TestWorkflowsSection(t *testing.T) {
 	}
 	require.Regexp(t, `(?m)^fan-in, the last parent's completion: [0-9]+ buffers with 9 parents, [0-9]+ with 59 `, text)
 	require.Regexp(t, `(?m)^target workflow-fanin-last-complete-buffers-ratio: [0-9.]+ \(goal <= 1.50\) (met|MISS)$`, text)
+	require.Regexp(t, `(?m)^completions that release a child, 4 clients: [0-9]+/s over 1,000 queues, [0-9]+/s over 1 `, text)
+	require.Regexp(t, `(?m)^target workflow-complete-1000-queues-vs-1: [0-9.]+ \(goal >= 0.90\) (met|MISS)$`, text)
 }
 
 // TestOutputsSection runs the output lines at tiny sizes: both variants

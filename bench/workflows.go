@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pgbackoff/pgbackoff/client"
@@ -24,9 +26,10 @@ import (
 // transaction that completes its last parent: the section checks that the
 // first claim after that commit takes it, and prints the buffers the last
 // parent's completion touches in a fan-in of (n-1)/100 and of n-1 parents
-// (flat: the release is a counter, not a count of the parents), and how
-// long after its last parent's completion each child was claimed (the
-// Worker's batching of completions and its claim loop, not the release).
+// (flat: the release is a counter, not a count of the parents), how long
+// after its last parent's completion each child was claimed (the Worker's
+// batching of completions and its claim loop, not the release), and
+// completions that release a child over 1 and over 1,000 queues.
 func (b *bench) workflows(ctx context.Context) error {
 	n := b.cfg.WorkflowJobs
 	fmt.Fprintf(b.out, "\n== workflows: graphs of %d jobs worked by one Worker vs the same jobs without dependencies, medians of %d rounds ==\n", n, b.cfg.Rounds)
@@ -76,7 +79,111 @@ func (b *bench) workflows(ctx context.Context) error {
 		fmt.Fprintf(b.out, "%-8s %12.0f %12.0f %7.2f %15s %12.2f %18s %7s\n", s.name, median(graph), median(plain), ratio,
 			roundRatios(ratios), median(enqueue), gap, goal)
 	}
-	return b.lastParent(ctx, n)
+	if err := b.lastParent(ctx, n); err != nil {
+		return err
+	}
+	return b.completionByQueues(ctx, n/2)
+}
+
+// completionByQueues times the completions of pairs parents, each with
+// one child waiting for it, spread over 1 and over 1,000 queues: 4
+// clients, one completion a transaction, alternating rounds. A completion
+// that releases a child reads and writes rows of that child only, so the
+// number of queues should not show (goal: within 10%).
+func (b *bench) completionByQueues(ctx context.Context, pairs int) error {
+	const clients = 4
+	var one, many, ratios []float64
+	for r := range b.cfg.Rounds {
+		order := []int{1, 1000}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, queues := range order {
+			rate, err := b.completeParents(ctx, pairs, queues, clients)
+			if err != nil {
+				return fmt.Errorf("workflows, completions over %d queues: %w", queues, err)
+			}
+			if queues == 1 {
+				one = append(one, rate)
+			} else {
+				many = append(many, rate)
+			}
+		}
+		ratios = append(ratios, many[r]/one[r])
+	}
+	ratio := median(many) / median(one)
+	fmt.Fprintf(b.out, "completions that release a child, %d clients: %.0f/s over 1,000 queues, %.0f/s over 1 (ratio %.2f, rounds %s, goal >= 0.90)\n",
+		clients, median(many), median(one), ratio, roundRatios(ratios))
+	b.target("workflow-complete-1000-queues-vs-1", ratio, 0.90)
+	return nil
+}
+
+// completeParents enqueues pairs parent/child pairs over queues queues in
+// a fresh database, claims the parents, and returns the completions per
+// second of clients completing them one a transaction.
+func (b *bench) completeParents(ctx context.Context, pairs, queues, clients int) (float64, error) {
+	db, drop, err := b.freshDatabase(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer drop()
+	c, err := client.New(ctx, db.pool, client.WithLogger(discard))
+	if err != nil {
+		return 0, err
+	}
+	g := client.NewGraph()
+	for i := range pairs {
+		q := fmt.Sprintf("wf-q%d", i%queues)
+		g.Add(fmt.Sprintf("p%d", i), q, nil, nil)
+		g.Add(fmt.Sprintf("c%d", i), q, nil, []client.Dependency{client.After(fmt.Sprintf("p%d", i))})
+	}
+	if _, err := c.EnqueueGraph(ctx, g); err != nil {
+		return 0, err
+	}
+	var parents []client.Job
+	for q := range queues {
+		jobs, err := c.Claim(ctx, fmt.Sprintf("wf-q%d", q), pairs, time.Hour)
+		if err != nil {
+			return 0, err
+		}
+		parents = append(parents, jobs...)
+	}
+	if len(parents) != pairs {
+		return 0, fmt.Errorf("claimed %d parents of %d", len(parents), pairs)
+	}
+	if _, err := db.pool.Exec(ctx, "ANALYZE backoff.jobs, backoff.job_dependencies, backoff.job_blockers"); err != nil {
+		return 0, err
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	began := time.Now()
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(len(parents)); i = next.Add(1) - 1 {
+				if _, err := db.pool.Exec(ctx, "SELECT 1 FROM backoff.complete($1, $2)", parents[i].ID, parents[i].Token); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(began)
+	close(errs)
+	if err := <-errs; err != nil {
+		return 0, err
+	}
+	var released int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM backoff.jobs WHERE status = 'pending'").Scan(&released); err != nil {
+		return 0, err
+	}
+	if released != pairs {
+		return 0, fmt.Errorf("%d children released of %d", released, pairs)
+	}
+	return float64(pairs) / took.Seconds(), nil
 }
 
 func roundRatios(rs []float64) string {
