@@ -27,3 +27,22 @@ func HandlerFor[T any](h func(ctx context.Context, job *Job, payload T) error) H
 		return h(ctx, job, v)
 	}
 }
+
+// HandlerWithOutput is HandlerFor for a handler that returns its result:
+// when h returns no error, its output (JSON-encoded, as SetOutput takes
+// it) is recorded as the job's output when the job completes, for
+// JobOutput, WaitForOutput and the dependents' ParentOutputs
+// (docs/workflows.md).
+//
+//	Handler: client.HandlerWithOutput(func(ctx context.Context, job *client.Job, o Order) (Invoice, error) {
+//		return bill(ctx, o)
+//	}),
+func HandlerWithOutput[T, O any](h func(ctx context.Context, job *Job, payload T) (O, error)) Handler {
+	return HandlerFor(func(ctx context.Context, job *Job, payload T) error {
+		out, err := h(ctx, job, payload)
+		if err != nil {
+			return err
+		}
+		return SetOutput(ctx, out)
+	})
+}

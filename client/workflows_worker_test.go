@@ -50,6 +50,39 @@ func TestWorkerHandlerOutputReleasesTheChild(t *testing.T) {
 	require.JSONEq(t, `{"doubled": 40}`, string(out))
 }
 
+// A typed handler returns its output: the job completes with it, and a
+// payload that does not decode dead-letters the job without one.
+func TestHandlerWithOutputRecordsWhatItReturns(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	c := newTestClient(t, pool)
+	ctx := context.Background()
+	type order struct{ Cents int }
+	type invoice struct{ Total string }
+	good, err := c.Enqueue(ctx, "wf-typed", order{Cents: 1250})
+	require.NoError(t, err)
+	bad, err := c.Enqueue(ctx, "wf-typed", "not an order")
+	require.NoError(t, err)
+	w, err := NewWorker(pool, WorkerConfig{
+		Queue: "wf-typed", Concurrency: 1, PollInterval: 100 * time.Millisecond, ReapInterval: -1,
+		Handler: HandlerWithOutput(func(ctx context.Context, job *Job, o order) (invoice, error) {
+			return invoice{Total: strconv.Itoa(o.Cents/100) + "." + strconv.Itoa(o.Cents%100)}, nil
+		}),
+	}, WithLogger(testLogger(t)))
+	require.NoError(t, err)
+	stop := startWorker(t, w)
+	eventually(t, time.Minute, "both jobs settled", func() bool {
+		return wfStatus(t, pool, good) == StatusCompleted && wfStatus(t, pool, bad) == StatusDeadLettered
+	})
+	stop()
+	out, err := c.JobOutput(ctx, good)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"Total": "12.50"}`, string(out))
+	out, err = c.JobOutput(ctx, bad)
+	require.NoError(t, err)
+	require.Nil(t, out)
+}
+
 // A graph job whose dedupe key an unfinished job holds is that job: its
 // child waits for it. A fan-in completed in one batch releases its child
 // once, by the number of its parents in the batch.
