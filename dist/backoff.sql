@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 551230b9f38a6f1fc62e1cb3a793499330b64a1c7bdf9fff06aaf14fe55d662e
+-- Sources: sha256 95c0e554218eff3d1cb262c3a7ec0a1b80e7893e316b6b5e9120209a55bf9130
 
 CREATE SCHEMA backoff;
 
@@ -14697,6 +14697,30 @@ ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
 -- so that calls do not become ambiguous.
 DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 
+-- == Queues moved between shards (docs/adr/0092) ==
+-- backoffctl shards move marks a queue 'out' on the shard it leaves (which
+-- then refuses its enqueues and claims; backoff._moved_away) and 'in' on
+-- the shard it goes to (which holds the dedupe keys of the other shard's
+-- jobs meanwhile); peer is the other shard. A job copied to this shard gets
+-- a new id: moved_jobs maps the id it had there (from_id) to it, which
+-- makes the copy idempotent.
+CREATE TABLE backoff.queue_moves (
+    queue     text PRIMARY KEY,
+    direction text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
+    peer      integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
+    since     timestamptz NOT NULL
+);
+CREATE TABLE backoff.moved_jobs (
+    from_id  bigint PRIMARY KEY,
+    job_id   bigint NOT NULL,
+    queue    text NOT NULL,
+    moved_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.queue_moves OWNER TO backoff_owner;
+ALTER TABLE backoff.moved_jobs OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_moves, backoff.moved_jobs FROM PUBLIC;
+GRANT SELECT ON backoff.queue_moves, backoff.moved_jobs TO backoff_admin;
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -16373,7 +16397,9 @@ $$;
 -- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
 -- unique index without its segment, so the keys of unfinished jobs live in
 -- backoff.dedupe_keys, unique there (docs/adr/0061). A row whose job is no
--- longer unfinished (an admin's direct write to backoff.jobs) is taken over.
+-- longer unfinished (an admin's direct write to backoff.jobs) is taken over,
+-- but while the queue moves in from another shard, one held for a job of
+-- that shard (no job here has its id) stays held.
 -- Private; enqueue and replay use it.
 CREATE OR REPLACE FUNCTION backoff._take_dedupe_key(
     p_queue      text,
@@ -16397,7 +16423,11 @@ BEGIN
         IF FOUND THEN
             IF v_holder = p_job_id
                OR EXISTS (SELECT FROM backoff.jobs AS j
-                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked')) THEN
+                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked'))
+               -- While the queue moves in (docs/adr/0092), a key held for a
+               -- job of the shard it comes from stays held.
+               OR (EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'in')
+                   AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = v_holder)) THEN
                 held := CASE WHEN v_holder IS DISTINCT FROM p_job_id THEN v_holder END;
                 job_id := CASE WHEN v_holder = p_job_id THEN p_job_id END;
                 RETURN;
@@ -16421,6 +16451,55 @@ BEGIN
     END LOOP;
     RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
         USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- backoff._moved_away(queue): the shard the queue is moving or has moved
+-- to from this one (a row 'out' in backoff.queue_moves, written by
+-- backoffctl shards move, docs/adr/0092), else NULL. Enqueue refuses such
+-- a queue (55006), claim gives nothing, acquire, replay and cancel refuse
+-- its waiting and dead-lettered jobs, and fire_schedules passes over its
+-- schedules: once the mover has waited for the transactions that did not
+-- see the row, its copies of the queue's waiting jobs are the only ones.
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._moved_away(p_queue text)
+RETURNS integer
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.peer FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out'
+$$;
+
+-- backoff._refuse_moved_job(job id, action): raises 55006 when the job is
+-- waiting (pending, retrying, blocked) or dead-lettered in a queue that
+-- moves away from this shard: the mover copies such jobs, so acting on the
+-- one left here would act on a job that runs elsewhere. Running and
+-- finished jobs are left alone (they stay here). Private.
+CREATE OR REPLACE FUNCTION backoff._refuse_moved_job(p_job_id bigint, p_action text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+    v_peer  integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        RETURN;
+    END IF;
+    SELECT j.queue, m.peer INTO v_queue, v_peer
+    FROM backoff.jobs AS j
+    JOIN backoff.queue_moves AS m ON m.queue = j.queue AND m.direction = 'out'
+    WHERE j.id = p_job_id AND j.status IN ('pending', 'retrying', 'blocked', 'dead_lettered');
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot % job "%": its queue "%" moves to shard %, where its waiting jobs and dead letters go', p_action, p_job_id, v_queue, v_peer
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Look the job up again after the move (backoffctl shards move); moved jobs get new ids, listed in backoff.moved_jobs on the new shard.';
+    END IF;
 END
 $$;
 
@@ -16498,6 +16577,11 @@ BEGIN
             RAISE EXCEPTION 'unknown policy "%"', p_policy
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
+    END IF;
+    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
     END IF;
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
@@ -16644,6 +16728,13 @@ BEGIN
         PERFORM backoff._check_name('queue', q)
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
+    END IF;
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %',
+            (SELECT m.queue FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1),
+            (SELECT m.peer FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
     END IF;
     IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
@@ -17386,6 +17477,11 @@ BEGIN
         END IF;
     END IF;
     p_now := backoff._now(p_now);
+    -- A queue moving away from this shard gives nothing here
+    -- (docs/adr/0092): its waiting jobs go to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+        RETURN;
+    END IF;
 
     IF backoff._scope_in_force() THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
@@ -17521,6 +17617,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
 
     -- Twice when backoff.rotate moved the row while the first waited for it
     -- (docs/adr/0061): the second statement's snapshot sees it moved.
@@ -19032,6 +19129,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'cancel');
     -- One statement moves the job to the finished partition, named as in
     -- backoff._move_finished (docs/adr/0061);
     -- run twice when backoff.rotate moved the row while the first waited.
@@ -19128,6 +19226,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'replay');
     -- The finished job, locked, so that it stays where it is; its dedupe
     -- key is taken again (backoff.dedupe_keys, docs/adr/0061) unless an
     -- unfinished job holds it.
@@ -19221,6 +19320,10 @@ BEGIN
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
+    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot replay the dead letters of queue "%": the queue moves to shard %, with its dead letters', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use';
+    END IF;
     -- A key whose job is no longer unfinished (an admin's direct write to
     -- backoff.jobs) holds nothing (backoff._take_dedupe_key).
     DELETE FROM backoff.dedupe_keys AS k
@@ -22789,6 +22892,8 @@ BEGIN
         FROM backoff.schedules AS s
         WHERE NOT s.paused AND s.next_fire_at <= p_now
           AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+          -- A queue moving away fires on its new shard (docs/adr/0092).
+          AND NOT EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = s.queue AND m.direction = 'out')
         ORDER BY s.name
         LIMIT v_left
         FOR UPDATE
@@ -23026,6 +23131,250 @@ Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_now => ''2026-01-01 00:00+00'');
 SELECT schedule, job_id > 0 AS enqueued FROM backoff.trigger_schedule(''nightly-report'', p_now => ''2026-01-01 09:15+00'');';
 
+-- backoff._transfer_mark(queue, direction, peer): records that the queue
+-- moves 'out' of this shard to shard peer, or 'in' from shard peer
+-- (backoff.queue_moves); a NULL direction removes the row. For the mover
+-- (backoffctl shards move, docs/adr/0092), which calls it on the shards
+-- directly; idempotent. Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_mark(p_queue text, p_direction text, p_peer integer, p_now timestamptz DEFAULT now())
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_direction IS NULL THEN
+        DELETE FROM backoff.queue_moves AS m WHERE m.queue = p_queue;
+        RETURN;
+    END IF;
+    INSERT INTO backoff.queue_moves AS m (queue, direction, peer, since)
+    VALUES (p_queue, p_direction, p_peer, p_now)
+    ON CONFLICT (queue) DO UPDATE SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, since = EXCLUDED.since
+    WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
+END
+$$;
+
+-- backoff._transfer_out(queue, what, limit): what the mover (backoffctl
+-- shards move, docs/adr/0092) reads of a queue on the shard it leaves,
+-- as jsonb rows:
+--   'jobs': up to p_limit waiting (pending, retrying) and dead-lettered
+--           jobs, whole rows, by id; refused (55006) while the queue has
+--           blocked jobs or jobs in a workflow, whose edges stay on one
+--           shard;
+--   'copied': the old ids of the jobs copied here (backoff.moved_jobs),
+--           which an abort deletes where they came from first;
+--   'keys': the dedupe keys of the queue's unfinished jobs
+--           ({dedupe_key, job_id});
+--   'schedules': the queue's schedules, whole rows;
+--   'controls': one object: the queue's breaker, token bucket slots and
+--           failure log;
+--   'state': one object: how many jobs are waiting, blocked and running,
+--           and the running jobs' ids.
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000)
+RETURNS jsonb[]
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE p_what
+    WHEN 'jobs' THEN
+        IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status = 'blocked')
+           OR EXISTS (SELECT FROM backoff.job_dependencies AS d
+                      JOIN backoff.jobs AS j ON j.id = d.child_id OR j.id = d.parent_id
+                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')) THEN
+            RAISE EXCEPTION 'cannot move queue "%": it has blocked jobs or jobs in a workflow, whose edges stay on one shard', p_queue
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Let the workflows finish (or cancel them), then run the move again; or abort it (backoffctl shards move QUEUE --abort).';
+        END IF;
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(j)
+            FROM backoff.jobs AS j
+            WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered')
+            ORDER BY j.id
+            LIMIT p_limit);
+    WHEN 'copied' THEN
+        RETURN ARRAY(SELECT pg_catalog.to_jsonb(m.from_id) FROM backoff.moved_jobs AS m WHERE m.queue = p_queue);
+    WHEN 'keys' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.jsonb_build_object('dedupe_key', k.dedupe_key, 'job_id', k.job_id)
+            FROM backoff.dedupe_keys AS k
+            JOIN backoff.jobs AS j ON j.id = k.job_id AND j.status IN ('pending', 'retrying', 'running', 'blocked')
+            WHERE k.queue = p_queue);
+    WHEN 'schedules' THEN
+        RETURN ARRAY(SELECT pg_catalog.to_jsonb(s) FROM backoff.schedules AS s WHERE s.queue = p_queue ORDER BY s.name);
+    WHEN 'controls' THEN
+        RETURN ARRAY[pg_catalog.jsonb_build_object(
+            'breakers', (SELECT coalesce(pg_catalog.jsonb_agg(b), '[]') FROM backoff.queue_breakers AS b WHERE b.queue = p_queue),
+            'tokens', (SELECT coalesce(pg_catalog.jsonb_agg(t), '[]') FROM backoff.queue_tokens AS t WHERE t.queue = p_queue),
+            'failures', (SELECT coalesce(pg_catalog.jsonb_agg(f), '[]') FROM backoff.queue_failures AS f WHERE f.queue = p_queue))];
+    WHEN 'state' THEN
+        RETURN ARRAY[(
+            SELECT pg_catalog.jsonb_build_object(
+                'waiting', count(*) FILTER (WHERE j.status IN ('pending', 'retrying')),
+                'dead_lettered', count(*) FILTER (WHERE j.status = 'dead_lettered'),
+                'blocked', count(*) FILTER (WHERE j.status = 'blocked'),
+                'running', count(*) FILTER (WHERE j.status = 'running'),
+                'running_ids', coalesce(pg_catalog.jsonb_agg(j.id) FILTER (WHERE j.status = 'running'), '[]'))
+            FROM backoff.jobs AS j
+            WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered', 'blocked', 'running'))];
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+END
+$$;
+
+-- backoff._transfer_in(queue, what, rows): writes on the shard a queue
+-- moves to what backoff._transfer_out read on the shard it leaves
+-- (docs/adr/0092). Idempotent, so that a mover killed at any point can
+-- run again:
+--   'jobs': each job gets a new id of this shard (its id carries the
+--           shard, docs/adr/0034) and keeps the rest of its row; the old id
+--           goes to backoff.moved_jobs, and a job whose old id is there
+--           already is not copied again. Its dedupe key points to the new
+--           id. Returns the old ids now recorded (a jsonb number each),
+--           the ones the mover may delete where they came from;
+--   'keys': the dedupe keys of the queue's unfinished jobs there, held
+--           here for them while the move lasts (backoff._take_dedupe_key);
+--   'schedules': the schedules (a name taken here already is skipped);
+--   'controls': the breaker, token bucket and failure log, replacing
+--           this shard's.
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_in(p_queue text, p_what text, p_rows jsonb[], p_now timestamptz DEFAULT now())
+RETURNS jsonb[]
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+    v_id  bigint;
+    v_c   jsonb;
+BEGIN
+    CASE p_what
+    WHEN 'jobs' THEN
+        FOR v_job IN
+            SELECT r.* FROM unnest(p_rows) AS e, pg_catalog.jsonb_populate_record(NULL::backoff.jobs, e) AS r
+        LOOP
+            IF v_job.queue IS DISTINCT FROM p_queue OR v_job.status NOT IN ('pending', 'retrying', 'dead_lettered') THEN
+                RAISE EXCEPTION 'transfer: job "%" of queue "%" (%) is not a waiting job or dead letter of queue "%"', v_job.id, v_job.queue, v_job.status, p_queue
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            CONTINUE WHEN EXISTS (SELECT FROM backoff.moved_jobs AS m WHERE m.from_id = v_job.id);
+            v_id := pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass);
+            INSERT INTO backoff.jobs (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                      lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                      dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                      lease_expiries, schedule, schedule_slot, segment)
+            OVERRIDING SYSTEM VALUE
+            VALUES (v_id, v_job.queue, v_job.payload, v_job.status, v_job.priority, v_job.attempts, v_job.max_attempts,
+                    v_job.policy, v_job.run_at, NULL, v_job.locked_by, v_job.last_attempted_at, v_job.last_failed_at,
+                    v_job.last_error, v_job.errors, v_job.dead_letter_reason, v_job.dedupe_key, v_job.created_at,
+                    v_job.completed_at, v_job.uncounted_attempts, v_job.lease_expiries, v_job.schedule, v_job.schedule_slot,
+                    CASE WHEN v_job.status = 'dead_lettered' THEN 0 ELSE backoff._current_segment() END);
+            IF v_job.dedupe_key IS NOT NULL AND v_job.status <> 'dead_lettered' THEN
+                INSERT INTO backoff.dedupe_keys AS k (queue, dedupe_key, job_id)
+                VALUES (p_queue, v_job.dedupe_key, v_id)
+                ON CONFLICT (queue, dedupe_key) DO UPDATE SET job_id = EXCLUDED.job_id
+                WHERE k.job_id = v_job.id
+                   OR NOT EXISTS (SELECT FROM backoff.jobs AS j
+                                  WHERE j.id = k.job_id AND j.status IN ('pending', 'running', 'retrying', 'blocked'));
+            END IF;
+            INSERT INTO backoff.moved_jobs (from_id, job_id, queue, moved_at) VALUES (v_job.id, v_id, p_queue, p_now);
+        END LOOP;
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(m.from_id)
+            FROM backoff.moved_jobs AS m
+            WHERE m.from_id IN (SELECT (e OPERATOR(pg_catalog.->>) 'id')::bigint FROM unnest(p_rows) AS e));
+    WHEN 'keys' THEN
+        INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+        SELECT p_queue, e OPERATOR(pg_catalog.->>) 'dedupe_key', (e OPERATOR(pg_catalog.->>) 'job_id')::bigint
+        FROM unnest(p_rows) AS e
+        ON CONFLICT (queue, dedupe_key) DO NOTHING;
+    WHEN 'schedules' THEN
+        INSERT INTO backoff.schedules
+        SELECT r.* FROM unnest(p_rows) AS e, pg_catalog.jsonb_populate_record(NULL::backoff.schedules, e) AS r
+        WHERE r.queue = p_queue
+        ON CONFLICT (name) DO NOTHING;
+    WHEN 'controls' THEN
+        v_c := p_rows[1];
+        DELETE FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        DELETE FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
+        DELETE FROM backoff.queue_failures AS f WHERE f.queue = p_queue;
+        INSERT INTO backoff.queue_breakers
+        SELECT r.* FROM pg_catalog.jsonb_populate_recordset(NULL::backoff.queue_breakers, v_c OPERATOR(pg_catalog.->) 'breakers') AS r
+        WHERE r.queue = p_queue;
+        INSERT INTO backoff.queue_tokens
+        SELECT r.* FROM pg_catalog.jsonb_populate_recordset(NULL::backoff.queue_tokens, v_c OPERATOR(pg_catalog.->) 'tokens') AS r
+        WHERE r.queue = p_queue;
+        INSERT INTO backoff.queue_failures
+        SELECT r.* FROM pg_catalog.jsonb_populate_recordset(NULL::backoff.queue_failures, v_c OPERATOR(pg_catalog.->) 'failures') AS r
+        WHERE r.queue = p_queue;
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+    RETURN NULL;
+END
+$$;
+
+-- backoff._transfer_forget(queue, what, keys): removes what the mover
+-- (docs/adr/0092) has written elsewhere, on the shard the queue leaves,
+-- once the other shard holds it; returns how many rows went:
+--   'jobs': the waiting and dead-lettered jobs of these ids (jsonb
+--           numbers), with their dedupe keys and progress;
+--   'schedules': the schedules of these names (jsonb strings);
+--   'controls': the queue's breaker, token bucket and failure log.
+-- And on the shard the queue moves to:
+--   'keys': the dedupe keys held here for jobs of the other shard
+--           ('keys' of backoff._transfer_in) but those of the ids given
+--           (the ones still unfinished there).
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_forget(p_queue text, p_what text, p_keys jsonb[])
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_n   integer;
+BEGIN
+    CASE p_what
+    WHEN 'jobs' THEN
+        v_ids := ARRAY(SELECT (e #>> '{}')::bigint FROM unnest(p_keys) AS e);
+        DELETE FROM backoff.dedupe_keys AS k
+        WHERE k.queue = p_queue AND k.job_id = ANY (v_ids);
+        DELETE FROM backoff.job_progress AS p WHERE p.job_id = ANY (v_ids);
+        DELETE FROM backoff.jobs AS j
+        WHERE j.id = ANY (v_ids) AND j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered');
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    WHEN 'schedules' THEN
+        DELETE FROM backoff.schedules AS s
+        WHERE s.queue = p_queue AND s.name IN (SELECT e #>> '{}' FROM unnest(p_keys) AS e);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    WHEN 'controls' THEN
+        DELETE FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        DELETE FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
+        DELETE FROM backoff.queue_failures AS f WHERE f.queue = p_queue;
+        v_n := 0;
+    WHEN 'keys' THEN
+        v_ids := ARRAY(SELECT (e #>> '{}')::bigint FROM unnest(p_keys) AS e);
+        DELETE FROM backoff.dedupe_keys AS k
+        WHERE k.queue = p_queue AND NOT (k.job_id = ANY (v_ids))
+          AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = k.job_id);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+    RETURN v_n;
+END
+$$;
+
 -- Privileges of the functions (and the procedure, backoff.maintain)
 -- installed with this file (docs/adr/0017, docs/adr/0038): owner
 -- backoff_owner, nothing for PUBLIC, EXECUTE granted by name so that every
@@ -23055,7 +23404,9 @@ BEGIN
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'
                                                  -- private, the DEFAULT of backoff.jobs.segment
-                                                 OR v_fn.name = '_current_segment')) THEN
+                                                 OR v_fn.name = '_current_segment'
+                                                 -- private, for the mover of a queue between shards
+                                                 OR v_fn.name LIKE '\_transfer\_%')) THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO %I', v_fn.sig, v_role);
             END IF;
         END LOOP;

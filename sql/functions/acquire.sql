@@ -38,6 +38,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
 
     -- Twice when backoff.rotate moved the row while the first waited for it
     -- (docs/adr/0061): the second statement's snapshot sees it moved.

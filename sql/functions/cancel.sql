@@ -28,6 +28,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'cancel');
     -- One statement moves the job to the finished partition, named as in
     -- backoff._move_finished (docs/adr/0061);
     -- run twice when backoff.rotate moved the row while the first waited.

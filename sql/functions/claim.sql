@@ -77,6 +77,11 @@ BEGIN
         END IF;
     END IF;
     p_now := backoff._now(p_now);
+    -- A queue moving away from this shard gives nothing here
+    -- (docs/adr/0092): its waiting jobs go to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+        RETURN;
+    END IF;
 
     IF backoff._scope_in_force() THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'work');

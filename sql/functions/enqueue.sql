@@ -73,6 +73,11 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    END IF;
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
@@ -218,6 +223,13 @@ BEGIN
         PERFORM backoff._check_name('queue', q)
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
+    END IF;
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %',
+            (SELECT m.queue FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1),
+            (SELECT m.peer FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
     END IF;
     IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',

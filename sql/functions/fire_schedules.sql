@@ -77,6 +77,8 @@ BEGIN
         FROM backoff.schedules AS s
         WHERE NOT s.paused AND s.next_fire_at <= p_now
           AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+          -- A queue moving away fires on its new shard (docs/adr/0092).
+          AND NOT EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = s.queue AND m.direction = 'out')
         ORDER BY s.name
         LIMIT v_left
         FOR UPDATE

@@ -32,6 +32,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'replay');
     -- The finished job, locked, so that it stays where it is; its dedupe
     -- key is taken again (backoff.dedupe_keys, docs/adr/0061) unless an
     -- unfinished job holds it.

@@ -27,6 +27,10 @@ BEGIN
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
+    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot replay the dead letters of queue "%": the queue moves to shard %, with its dead letters', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use';
+    END IF;
     -- A key whose job is no longer unfinished (an admin's direct write to
     -- backoff.jobs) holds nothing (backoff._take_dedupe_key).
     DELETE FROM backoff.dedupe_keys AS k

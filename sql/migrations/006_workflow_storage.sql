@@ -21,6 +21,30 @@ ALTER TABLE backoff.job_blockers SET (fillfactor = 50);
 -- so that calls do not become ambiguous.
 DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 
+-- == Queues moved between shards (docs/adr/0092) ==
+-- backoffctl shards move marks a queue 'out' on the shard it leaves (which
+-- then refuses its enqueues and claims; backoff._moved_away) and 'in' on
+-- the shard it goes to (which holds the dedupe keys of the other shard's
+-- jobs meanwhile); peer is the other shard. A job copied to this shard gets
+-- a new id: moved_jobs maps the id it had there (from_id) to it, which
+-- makes the copy idempotent.
+CREATE TABLE backoff.queue_moves (
+    queue     text PRIMARY KEY,
+    direction text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
+    peer      integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
+    since     timestamptz NOT NULL
+);
+CREATE TABLE backoff.moved_jobs (
+    from_id  bigint PRIMARY KEY,
+    job_id   bigint NOT NULL,
+    queue    text NOT NULL,
+    moved_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.queue_moves OWNER TO backoff_owner;
+ALTER TABLE backoff.moved_jobs OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_moves, backoff.moved_jobs FROM PUBLIC;
+GRANT SELECT ON backoff.queue_moves, backoff.moved_jobs TO backoff_admin;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -46,6 +70,10 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- == Queues moved between shards ==
+DROP TABLE backoff.moved_jobs;
+DROP TABLE backoff.queue_moves;
 
 -- == Dependencies settled in place ==
 ALTER TABLE backoff.job_blockers RESET (fillfactor);

@@ -1,0 +1,71 @@
+-- backoff._transfer_out(queue, what, limit): what the mover (backoffctl
+-- shards move, docs/adr/0092) reads of a queue on the shard it leaves,
+-- as jsonb rows:
+--   'jobs': up to p_limit waiting (pending, retrying) and dead-lettered
+--           jobs, whole rows, by id; refused (55006) while the queue has
+--           blocked jobs or jobs in a workflow, whose edges stay on one
+--           shard;
+--   'copied': the old ids of the jobs copied here (backoff.moved_jobs),
+--           which an abort deletes where they came from first;
+--   'keys': the dedupe keys of the queue's unfinished jobs
+--           ({dedupe_key, job_id});
+--   'schedules': the queue's schedules, whole rows;
+--   'controls': one object: the queue's breaker, token bucket slots and
+--           failure log;
+--   'state': one object: how many jobs are waiting, blocked and running,
+--           and the running jobs' ids.
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000)
+RETURNS jsonb[]
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE p_what
+    WHEN 'jobs' THEN
+        IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status = 'blocked')
+           OR EXISTS (SELECT FROM backoff.job_dependencies AS d
+                      JOIN backoff.jobs AS j ON j.id = d.child_id OR j.id = d.parent_id
+                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')) THEN
+            RAISE EXCEPTION 'cannot move queue "%": it has blocked jobs or jobs in a workflow, whose edges stay on one shard', p_queue
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Let the workflows finish (or cancel them), then run the move again; or abort it (backoffctl shards move QUEUE --abort).';
+        END IF;
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(j)
+            FROM backoff.jobs AS j
+            WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered')
+            ORDER BY j.id
+            LIMIT p_limit);
+    WHEN 'copied' THEN
+        RETURN ARRAY(SELECT pg_catalog.to_jsonb(m.from_id) FROM backoff.moved_jobs AS m WHERE m.queue = p_queue);
+    WHEN 'keys' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.jsonb_build_object('dedupe_key', k.dedupe_key, 'job_id', k.job_id)
+            FROM backoff.dedupe_keys AS k
+            JOIN backoff.jobs AS j ON j.id = k.job_id AND j.status IN ('pending', 'retrying', 'running', 'blocked')
+            WHERE k.queue = p_queue);
+    WHEN 'schedules' THEN
+        RETURN ARRAY(SELECT pg_catalog.to_jsonb(s) FROM backoff.schedules AS s WHERE s.queue = p_queue ORDER BY s.name);
+    WHEN 'controls' THEN
+        RETURN ARRAY[pg_catalog.jsonb_build_object(
+            'breakers', (SELECT coalesce(pg_catalog.jsonb_agg(b), '[]') FROM backoff.queue_breakers AS b WHERE b.queue = p_queue),
+            'tokens', (SELECT coalesce(pg_catalog.jsonb_agg(t), '[]') FROM backoff.queue_tokens AS t WHERE t.queue = p_queue),
+            'failures', (SELECT coalesce(pg_catalog.jsonb_agg(f), '[]') FROM backoff.queue_failures AS f WHERE f.queue = p_queue))];
+    WHEN 'state' THEN
+        RETURN ARRAY[(
+            SELECT pg_catalog.jsonb_build_object(
+                'waiting', count(*) FILTER (WHERE j.status IN ('pending', 'retrying')),
+                'dead_lettered', count(*) FILTER (WHERE j.status = 'dead_lettered'),
+                'blocked', count(*) FILTER (WHERE j.status = 'blocked'),
+                'running', count(*) FILTER (WHERE j.status = 'running'),
+                'running_ids', coalesce(pg_catalog.jsonb_agg(j.id) FILTER (WHERE j.status = 'running'), '[]'))
+            FROM backoff.jobs AS j
+            WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered', 'blocked', 'running'))];
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+END
+$$;
