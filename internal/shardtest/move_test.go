@@ -162,6 +162,11 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 	mu.Unlock()
 	_, err = rp.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_every => interval '1 hour')`, q+"-hourly", q)
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		// Other tests fire every shard's schedules far in the future.
+		_, err := rp.Exec(context.Background(), `SELECT backoff.drop_schedule($1)`, q+"-hourly")
+		require.NoError(t, err)
+	})
 
 	// Workers through the router.
 	handler := func(_ context.Context, j *client.Job) error {
