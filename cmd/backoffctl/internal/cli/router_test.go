@@ -161,6 +161,18 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 	require.Contains(t, out, "layout version 3: 4 shard(s); a queue not placed lives on md5(queue) mod 3")
 	require.Regexp(t, `(?m)^3 +host=\S+ port=\d+ dbname=\S+ +1$`, out)
 
+	// A queue with jobs moves with them (docs/adr/0092).
+	away := (home + 1) % nShards
+	out, code = backoffctl("shards", "move", "cli-q", "--to", strconv.Itoa(away))
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("moved queue cli-q from shard %d to shard %d: ", home, away))
+	out, code = backoffctl("shards", "placement", "cli-q")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("queue cli-q: shard %d, placed explicitly", away))
+	out, code = backoffctl("shards", "move", "cli-q", "--to", strconv.Itoa(away), "--output", "json")
+	require.Equal(t, ExitOK, code, out)
+	require.JSONEq(t, fmt.Sprintf(`{"queue": "cli-q", "from": %d, "to": %d, "jobs": 0, "schedules": 0, "changed": false}`, away, away), out)
+
 	// Bad input: one line, non-zero exit.
 	for _, bad := range []struct {
 		args []string
@@ -172,6 +184,10 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 		{[]string{"shards", "placement"}, ExitUsage, "QUEUE"},
 		{[]string{"shards", "add", "postgres://%zz"}, ExitUsage, "SHARD_URL"},
 		{[]string{"shards", "add", fourth}, ExitFailure, "is already shard 3"},
+		{[]string{"shards", "move", "cli-q"}, ExitUsage, "give --to K or --abort"},
+		{[]string{"shards", "move", "cli-q", "--to", "1", "--abort"}, ExitUsage, "give --to K or --abort"},
+		{[]string{"shards", "move", "cli-q", "--abort"}, ExitFailure, "no move of this queue is under way"},
+		{[]string{"shards", "move", "cli-q", "--to", "9"}, ExitFailure, "the router has shards 0 to 3"},
 	} {
 		out, code = backoffctl(bad.args...)
 		require.Equal(t, bad.code, code, "%v: %s", bad.args, out)
