@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 95c0e554218eff3d1cb262c3a7ec0a1b80e7893e316b6b5e9120209a55bf9130
+-- Sources: sha256 02849cb0e90aa5ee19b88d74f667b7183032199837730c563a9fe3e44b4928b1
 
 CREATE SCHEMA backoff;
 
@@ -16902,6 +16902,17 @@ BEGIN
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'enqueue_graph: ref "%" names more than one job', v_bad
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A queue moving away from this shard takes no graph here
+    -- (docs/adr/0092): through the router, it goes to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        v_bad := (SELECT t.j ->> 'queue' FROM pg_catalog.jsonb_array_elements(p_jobs) AS t(j)
+                  WHERE backoff._moved_away(t.j ->> 'queue') IS NOT NULL LIMIT 1);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'enqueue_graph: queue "%" moves to shard %', v_bad, backoff._moved_away(v_bad)
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+        END IF;
     END IF;
 
     -- The edges, one row each: the child's place, its parent's place in the

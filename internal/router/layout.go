@@ -151,7 +151,7 @@ BEGIN
     IF v_from <> p_shard AND backoff._queue_in_use(p_queue, v_from) THEN
         RAISE EXCEPTION 'cannot place queue "%" on shard %: it has jobs, schedules or controls on shard %, where it lives now', p_queue, p_shard, v_from
             USING ERRCODE = 'object_in_use',
-                  HINT = 'Place a queue before its first job; moving a queue that has jobs between shards is not supported (drain it and let prune remove its jobs first).';
+                  HINT = 'Place a queue before its first job; move a queue that has jobs with backoffctl shards move QUEUE --to K.';
     END IF;
     INSERT INTO backoff.router_placements AS p (queue, shard) VALUES (p_queue, p_shard)
     ON CONFLICT (queue) DO UPDATE SET shard = EXCLUDED.shard, placed_at = now();

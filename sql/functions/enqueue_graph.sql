@@ -93,6 +93,17 @@ BEGIN
         RAISE EXCEPTION 'enqueue_graph: ref "%" names more than one job', v_bad
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A queue moving away from this shard takes no graph here
+    -- (docs/adr/0092): through the router, it goes to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        v_bad := (SELECT t.j ->> 'queue' FROM pg_catalog.jsonb_array_elements(p_jobs) AS t(j)
+                  WHERE backoff._moved_away(t.j ->> 'queue') IS NOT NULL LIMIT 1);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'enqueue_graph: queue "%" moves to shard %', v_bad, backoff._moved_away(v_bad)
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+        END IF;
+    END IF;
 
     -- The edges, one row each: the child's place, its parent's place in the
     -- graph or an existing job's id, and the policy.
