@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 02849cb0e90aa5ee19b88d74f667b7183032199837730c563a9fe3e44b4928b1
+-- Sources: sha256 f0f21d21adced212fa8c0927df3935b8f2a961ecc91093cc96dd5204750f68bc
 
 CREATE SCHEMA backoff;
 
@@ -23249,8 +23249,11 @@ $$;
 --           id. Returns the old ids now recorded (a jsonb number each),
 --           the ones the mover may delete where they came from;
 --   'keys': the dedupe keys of the queue's unfinished jobs there, held
---           here for them while the move lasts (backoff._take_dedupe_key);
---   'schedules': the schedules (a name taken here already is skipped);
+--           here for them while the move lasts (backoff._take_dedupe_key),
+--           over a key here whose job is not unfinished;
+--   'schedules': the schedules (a name taken here by another queue's
+--           schedule is skipped); returns the names this queue now has
+--           here, the ones the mover may delete where they came from;
 --   'controls': the breaker, token bucket and failure log, replacing
 --           this shard's.
 -- Private; EXECUTE for backoff_admin.
@@ -23302,15 +23305,22 @@ BEGIN
             FROM backoff.moved_jobs AS m
             WHERE m.from_id IN (SELECT (e OPERATOR(pg_catalog.->>) 'id')::bigint FROM unnest(p_rows) AS e));
     WHEN 'keys' THEN
-        INSERT INTO backoff.dedupe_keys (queue, dedupe_key, job_id)
+        INSERT INTO backoff.dedupe_keys AS k (queue, dedupe_key, job_id)
         SELECT p_queue, e OPERATOR(pg_catalog.->>) 'dedupe_key', (e OPERATOR(pg_catalog.->>) 'job_id')::bigint
         FROM unnest(p_rows) AS e
-        ON CONFLICT (queue, dedupe_key) DO NOTHING;
+        -- A key left here by an earlier move, or by a job finished since,
+        -- holds nothing: the other shard's job takes it.
+        ON CONFLICT (queue, dedupe_key) DO UPDATE SET job_id = EXCLUDED.job_id
+        WHERE NOT EXISTS (SELECT FROM backoff.jobs AS j
+                          WHERE j.id = k.job_id AND j.status IN ('pending', 'running', 'retrying', 'blocked'));
     WHEN 'schedules' THEN
         INSERT INTO backoff.schedules
         SELECT r.* FROM unnest(p_rows) AS e, pg_catalog.jsonb_populate_record(NULL::backoff.schedules, e) AS r
         WHERE r.queue = p_queue
         ON CONFLICT (name) DO NOTHING;
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(s.name) FROM backoff.schedules AS s
+            WHERE s.queue = p_queue AND s.name IN (SELECT e OPERATOR(pg_catalog.->>) 'name' FROM unnest(p_rows) AS e));
     WHEN 'controls' THEN
         v_c := p_rows[1];
         DELETE FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;

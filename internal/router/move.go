@@ -234,18 +234,12 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 		return fail(fmt.Errorf("read the schedules on shard %d: %w", from, err))
 	}
 	if len(schedules) > 0 {
-		if _, err := dst.Exec(ctx, `SELECT backoff._transfer_in($1, 'schedules', $2::jsonb[])`, queue, schedules); err != nil {
+		var names []json.RawMessage
+		if err := dst.QueryRow(ctx, `SELECT backoff._transfer_in($1, 'schedules', $2::jsonb[])`, queue, schedules).Scan(&names); err != nil {
 			return fail(fmt.Errorf("write the schedules on shard %d: %w", to, err))
 		}
-		var names []json.RawMessage
-		for _, s := range schedules {
-			var row struct {
-				Name json.RawMessage `json:"name"`
-			}
-			if err := json.Unmarshal(s, &row); err != nil {
-				return fail(err)
-			}
-			names = append(names, row.Name)
+		if len(names) < len(schedules) {
+			return fail(fmt.Errorf("%d of its %d schedules have names that another queue's schedules have on shard %d: rename them (drop and put again), then run the move again", len(schedules)-len(names), len(schedules), to))
 		}
 		var n int
 		if err := src.QueryRow(ctx, `SELECT backoff._transfer_forget($1, 'schedules', $2::jsonb[])`, queue, names).Scan(&n); err != nil {
@@ -292,9 +286,13 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 			return fail(fmt.Errorf("it has %d blocked jobs on shard %d, whose edges stay on one shard: let its workflows finish, then run the move again, or abort it", st.Blocked, from))
 		}
 		// The keys held for jobs of the origin that have finished there
-		// meanwhile are free again.
-		if _, err := dst.Exec(ctx, `SELECT backoff._transfer_forget($1, 'keys', $2::jsonb[])`, queue, nonNil(st.RunningIDs)); err != nil {
-			return fail(fmt.Errorf("free dedupe keys on shard %d: %w", to, err))
+		// meanwhile are free again. Only once nothing waits there: then
+		// the origin's unfinished jobs are the running ones, and only they
+		// can leave a job waiting again.
+		if st.Waiting == 0 && st.Blocked == 0 {
+			if _, err := dst.Exec(ctx, `SELECT backoff._transfer_forget($1, 'keys', $2::jsonb[])`, queue, nonNil(st.RunningIDs)); err != nil {
+				return fail(fmt.Errorf("free dedupe keys on shard %d: %w", to, err))
+			}
 		}
 		if st.Waiting == 0 && st.DeadLettered == 0 && st.Running == 0 {
 			break
@@ -322,12 +320,16 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 		return fail(fmt.Errorf("delete the controls' state on shard %d: %w", from, err))
 	}
 	step(StepControls)
-	// 8. Done: the destination forgets the origin's keys and its mark; the
-	// origin keeps its mark, refusing the queue's enqueues (a producer
-	// that found the old shard before the move) until a move brings the
-	// queue back.
-	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_forget($1, 'keys', '{}'::jsonb[])`, queue); err != nil {
-		return fail(fmt.Errorf("free dedupe keys on shard %d: %w", to, err))
+	// 8. Done: the shards forget the keys held for each other's jobs, and
+	// the destination its mark. The origin keeps its mark, refusing the
+	// queue's enqueues (a producer that found the old shard before the
+	// move) until a move brings the queue back.
+	for k, c := range map[int]*pgx.Conn{to: dst, from: src} {
+		// Keys either shard holds for jobs of the other (the origin's from
+		// an earlier move, aborted before its flip) hold nothing now.
+		if _, err := c.Exec(ctx, `SELECT backoff._transfer_forget($1, 'keys', '{}'::jsonb[])`, queue); err != nil {
+			return fail(fmt.Errorf("free dedupe keys on shard %d: %w", k, err))
+		}
 	}
 	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_mark($1, NULL, NULL)`, queue); err != nil {
 		return fail(fmt.Errorf("unmark shard %d: %w", to, err))
