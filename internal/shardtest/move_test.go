@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -442,4 +443,86 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// TestMoveQueueWaitsAndRefuses: a move waits for the jobs running on the
+// old shard and, past its wait, stops where it is and resumes when run
+// again; a queue in a workflow is refused mid-move and then moved back with
+// --abort, its jobs and edges intact; the old shard refuses direct
+// enqueues, acquires and replays of a queue moved away.
+func TestMoveQueueWaitsAndRefuses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base, err := pgx.ParseConfig(env.routerURL)
+	require.NoError(t, err)
+	rp := pool(t, env.routerURL)
+	c, err := client.New(ctx, rp)
+	require.NoError(t, err)
+	move := func(q string, to int, o router.MoveOptions) error {
+		conn, err := pgx.Connect(ctx, env.routerURL)
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		_, err = router.MoveQueue(ctx, conn, base, q, to, o)
+		return err
+	}
+
+	// A running job: the move copies the rest and waits for it.
+	q, from := moveQueueName(t, "wait")
+	to := (from + 1) % NShards
+	for i := range 5 {
+		_, err := c.Enqueue(ctx, q, map[string]int{"i": i})
+		require.NoError(t, err)
+	}
+	running, err := c.Claim(ctx, q, 1, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, running, 1)
+	for {
+		// A wait of a millisecond: past it while the job runs (a run that
+		// stopped at a transaction in flight on the old shard goes again).
+		err = move(q, to, router.MoveOptions{Wait: time.Millisecond, Poll: time.Millisecond})
+		require.ErrorIs(t, err, router.ErrMoveWaiting)
+		if !strings.Contains(err.Error(), "transactions that were open") {
+			break
+		}
+	}
+	require.ErrorContains(t, err, fmt.Sprintf("1 jobs still running on shard %d", from))
+	require.Equal(t, 4, shardCount(t, to, "queue = $1 AND status = 'pending'", q))
+	require.Equal(t, 1, shardCount(t, from, "queue = $1", q))
+	_, err = c.Complete(ctx, running[0].ID, running[0].Token)
+	require.NoError(t, err, "a running job completes where it runs")
+	require.NoError(t, move(q, to, router.MoveOptions{}))
+	require.Equal(t, 1, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
+
+	// The old shard, reached directly, refuses the queue.
+	src := pool(t, env.shardURLs[from])
+	_, err = src.Exec(ctx, `SELECT backoff.enqueue($1)`, q)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "55006", pgErr.Code)
+	require.Contains(t, pgErr.Message, fmt.Sprintf("the queue moves to shard %d", to))
+	var n int
+	require.NoError(t, src.QueryRow(ctx, `SELECT count(*) FROM backoff.claim($1, 'w')`, q).Scan(&n))
+	require.Zero(t, n)
+
+	// A workflow: the copy refuses it; abort brings the queue back whole.
+	q2, from2 := moveQueueName(t, "graph")
+	to2 := (from2 + 1) % NShards
+	g := client.NewGraph()
+	g.Add("a", q2, nil, nil)
+	g.Add("b", q2, nil, []client.Dependency{client.After("a")})
+	_, err = c.EnqueueGraph(ctx, g)
+	require.NoError(t, err)
+	_, err = c.Enqueue(ctx, q2, nil, client.DedupeKey("plain"))
+	require.NoError(t, err)
+	err = move(q2, to2, router.MoveOptions{})
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "55006", pgErr.Code)
+	require.Contains(t, pgErr.Message, "blocked jobs or jobs in a workflow")
+	require.NoError(t, move(q2, -1, router.MoveOptions{Abort: true}))
+	require.Equal(t, 3, shardCount(t, from2, "queue = $1 AND status IN ('pending', 'blocked')", q2))
+	require.Zero(t, shardCount(t, to2, "queue = $1", q2))
+	id, err := c.Enqueue(ctx, q2, nil, client.DedupeKey("plain"))
+	require.NoError(t, err)
+	require.Equal(t, from2, router.ShardOfJob(id))
+	require.Equal(t, 3, shardCount(t, from2, "queue = $1", q2), "the key still holds")
 }
