@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 f0f21d21adced212fa8c0927df3935b8f2a961ecc91093cc96dd5204750f68bc
+-- Sources: sha256 68917561cb4dbcdfc24869903e8b18ec0de5531deaa60129370172cac96d2db8
 
 CREATE SCHEMA backoff;
 
@@ -16578,7 +16578,9 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+    -- A queue moving away from this shard (docs/adr/0092): one probe of a
+    -- small table, inline (a function call costs more on this path).
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
         RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
             USING ERRCODE = 'object_in_use',
                   HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
@@ -17628,7 +17630,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
+    END IF;
 
     -- Twice when backoff.rotate moved the row while the first waited for it
     -- (docs/adr/0061): the second statement's snapshot sees it moved.

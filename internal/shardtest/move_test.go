@@ -333,9 +333,12 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 		q, from, to, total, len(moved), killedMoved, refused.Load(), killed)
 }
 
-// TestMoveQueueAbort kills a move in the middle of its copies, then aborts
-// it: every job is back on the shard it came from, waiting, its dedupe key
-// held, and the router sends the queue there again.
+// TestMoveQueueAbort kills a move between a batch's copy and its delete,
+// lets workers complete half of the jobs on the new shard (copies whose
+// originals are still on the old one among them), then aborts, the abort
+// itself killed after each step: the jobs still waiting are back on the
+// shard they came from, each key held by one job, none that completed
+// left to run again, and the router sends the queue there again.
 func TestMoveQueueAbort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -377,6 +380,21 @@ func TestMoveQueueAbort(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Equal(t, jobs, shardCount(t, from, "queue = $1", q)+shardCount(t, to, "queue = $1", q)-20)
+	// Workers complete half of the jobs on the new shard, among them
+	// copies whose originals are still on the old one.
+	for done := 0; done < jobs/2; {
+		claimed, err := c.Claim(ctx, q, 5, time.Minute)
+		require.NoError(t, err)
+		require.NotEmpty(t, claimed)
+		for _, j := range claimed {
+			require.Equal(t, to, router.ShardOfJob(j.ID))
+			_, err := c.Complete(ctx, j.ID, j.Token)
+			require.NoError(t, err)
+			done++
+		}
+	}
+	require.Equal(t, 10, shardCount(t, from, "queue = $1 AND dedupe_key IN ('k20', 'k21', 'k22', 'k23', 'k24', 'k25', 'k26', 'k27', 'k28', 'k29')", q),
+		"completed copies whose originals are still on the old shard")
 
 	// Abort, itself killed once after each of its steps.
 	o := router.MoveOptions{Abort: true, Batch: 20}
@@ -406,21 +424,28 @@ func TestMoveQueueAbort(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 	}
 
+	// Back on the old shard: the jobs that waited (the originals of the
+	// completed copies gone), each key once; the completed ones stay on
+	// the new shard as history.
 	var placed int
 	require.NoError(t, rp.QueryRow(ctx, `SELECT backoff.router_queue_shard($1)`, q).Scan(&placed))
 	require.Equal(t, from, placed)
-	require.Zero(t, shardCount(t, to, "queue = $1", q))
-	require.Equal(t, jobs, shardCount(t, from, "queue = $1 AND status = 'pending'", q))
+	require.Equal(t, jobs/2, shardCount(t, to, "queue = $1 AND status = 'completed'", q))
+	require.Equal(t, jobs/2, shardCount(t, to, "queue = $1", q))
+	require.Equal(t, jobs/2, shardCount(t, from, "queue = $1 AND status = 'pending'", q))
+	require.Equal(t, jobs/2, shardCount(t, from, "queue = $1", q))
 	for i := range jobs {
-		require.Equal(t, 1, shardCount(t, from, "queue = $1 AND dedupe_key = $2", q, fmt.Sprintf("k%d", i)))
+		key := fmt.Sprintf("k%d", i)
+		require.Equal(t, 1, shardCount(t, from, "queue = $1 AND dedupe_key = $2", q, key)+shardCount(t, to, "queue = $1 AND dedupe_key = $2", q, key), key)
 	}
-	// Dedupe keys hold on the origin again, and its jobs are claimed there.
-	id, err := c.Enqueue(ctx, q, map[string]int{"i": 0}, client.DedupeKey("k0"))
+	// Dedupe keys hold on the old shard again, and its jobs are claimed
+	// there.
+	id, err := c.Enqueue(ctx, q, map[string]int{"i": 40}, client.DedupeKey("k40"))
 	require.NoError(t, err)
 	require.Equal(t, from, router.ShardOfJob(id))
-	require.Equal(t, jobs, shardCount(t, from, "queue = $1", q))
+	require.Equal(t, jobs/2, shardCount(t, from, "queue = $1", q))
 	done := 0
-	for done < jobs {
+	for done < jobs/2 {
 		claimed, err := c.Claim(ctx, q, 10, time.Minute)
 		require.NoError(t, err)
 		require.NotEmpty(t, claimed)
@@ -430,19 +455,7 @@ func TestMoveQueueAbort(t *testing.T) {
 			done++
 		}
 	}
-	require.Equal(t, jobs, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
-}
-
-// pause waits for d or until ctx is done.
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	require.Equal(t, jobs/2, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
 }
 
 // TestMoveQueueWaitsAndRefuses: a move waits for the jobs running on the
@@ -525,4 +538,16 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, from2, router.ShardOfJob(id))
 	require.Equal(t, 3, shardCount(t, from2, "queue = $1", q2), "the key still holds")
+}
+
+// pause waits for d or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

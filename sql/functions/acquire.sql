@@ -38,7 +38,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
-    PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
+    END IF;
 
     -- Twice when backoff.rotate moved the row while the first waited for it
     -- (docs/adr/0061): the second statement's snapshot sees it moved.

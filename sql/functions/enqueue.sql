@@ -73,7 +73,9 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+    -- A queue moving away from this shard (docs/adr/0092): one probe of a
+    -- small table, inline (a function call costs more on this path).
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
         RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
             USING ERRCODE = 'object_in_use',
                   HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
