@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 68917561cb4dbcdfc24869903e8b18ec0de5531deaa60129370172cac96d2db8
+-- Sources: sha256 2dec0bb5692278eb4233105a93439d9b98c53180115a96e4eb4bbf11f7c9bbfb
 
 CREATE SCHEMA backoff;
 
@@ -14705,10 +14705,14 @@ DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 -- a new id: moved_jobs maps the id it had there (from_id) to it, which
 -- makes the copy idempotent.
 CREATE TABLE backoff.queue_moves (
-    queue     text PRIMARY KEY,
-    direction text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
-    peer      integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
-    since     timestamptz NOT NULL
+    queue      text PRIMARY KEY,
+    direction  text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
+    peer       integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
+    -- Raised by every move of the queue: of two shards marked 'in' (an
+    -- abort interrupted between its two marks), the higher one is the
+    -- move under way.
+    generation bigint NOT NULL,
+    since      timestamptz NOT NULL
 );
 CREATE TABLE backoff.moved_jobs (
     from_id  bigint PRIMARY KEY,
@@ -23146,12 +23150,14 @@ Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_now => ''2026-01-01 00:00+00'');
 SELECT schedule, job_id > 0 AS enqueued FROM backoff.trigger_schedule(''nightly-report'', p_now => ''2026-01-01 09:15+00'');';
 
--- backoff._transfer_mark(queue, direction, peer): records that the queue
--- moves 'out' of this shard to shard peer, or 'in' from shard peer
--- (backoff.queue_moves); a NULL direction removes the row. For the mover
+-- backoff._transfer_mark(queue, direction, peer, generation): records that
+-- the queue moves 'out' of this shard to shard peer, or 'in' from shard
+-- peer, in the move numbered generation (backoff.queue_moves); a NULL
+-- direction removes the row. A mark that says the same already is kept. For the mover
 -- (backoffctl shards move, docs/adr/0092), which calls it on the shards
 -- directly; idempotent. Private; EXECUTE for backoff_admin.
-CREATE OR REPLACE FUNCTION backoff._transfer_mark(p_queue text, p_direction text, p_peer integer, p_now timestamptz DEFAULT now())
+CREATE OR REPLACE FUNCTION backoff._transfer_mark(p_queue text, p_direction text, p_peer integer, p_generation bigint,
+                                                  p_now timestamptz DEFAULT now())
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE
@@ -23163,9 +23169,10 @@ BEGIN
         DELETE FROM backoff.queue_moves AS m WHERE m.queue = p_queue;
         RETURN;
     END IF;
-    INSERT INTO backoff.queue_moves AS m (queue, direction, peer, since)
-    VALUES (p_queue, p_direction, p_peer, p_now)
-    ON CONFLICT (queue) DO UPDATE SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, since = EXCLUDED.since
+    INSERT INTO backoff.queue_moves AS m (queue, direction, peer, generation, since)
+    VALUES (p_queue, p_direction, p_peer, p_generation, p_now)
+    ON CONFLICT (queue) DO UPDATE
+    SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, generation = EXCLUDED.generation, since = EXCLUDED.since
     WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
 END
 $$;

@@ -137,23 +137,24 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	if err := router.QueryRow(ctx, `SELECT backoff.router_queue_shard($1)`, queue).Scan(&placed); err != nil {
 		return fail(err)
 	}
-	// The newest 'in' mark wins: an abort marks the origin 'in' before it
-	// marks the destination 'out'.
+	// The 'in' mark of the highest generation is the move under way (an
+	// abort marks the origin 'in' before it marks the destination 'out').
 	in, origin := -1, -1
-	var newest time.Time
+	var gen, inGen int64
 	for k, c := range shards {
 		var dir string
 		var peer int
-		var since time.Time
-		err := c.QueryRow(ctx, `SELECT m.direction, m.peer, m.since FROM backoff.queue_moves AS m WHERE m.queue = $1`, queue).Scan(&dir, &peer, &since)
+		var g int64
+		err := c.QueryRow(ctx, `SELECT m.direction, m.peer, m.generation FROM backoff.queue_moves AS m WHERE m.queue = $1`, queue).Scan(&dir, &peer, &g)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return fail(fmt.Errorf("shard %d: %w", k, err))
 		}
-		if dir == "in" && (in < 0 || since.After(newest)) {
-			in, origin, newest = k, peer, since
+		gen = max(gen, g)
+		if dir == "in" && (in < 0 || g > inGen) {
+			in, origin, inGen = k, peer, g
 		}
 	}
 	var from int
@@ -194,15 +195,19 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	}
 	deadline := time.Now().Add(opts.Wait)
 
-	// 1. Marks: the destination first, so that it holds the dedupe keys
+	// 1. Marks (of a new generation, unless this run resumes a move whose
+	// marks are there): the destination first, so that it holds the dedupe keys
 	// of the origin's jobs before any enqueue reaches it; then the
 	// origin, which from then on refuses the queue's enqueues and gives
 	// no claims of it.
-	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_mark($1, 'in', $2)`, queue, from); err != nil {
+	if in != to || origin != from {
+		gen++
+	}
+	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_mark($1, 'in', $2, $3)`, queue, from, gen); err != nil {
 		return fail(fmt.Errorf("mark shard %d: %w", to, err))
 	}
 	step(StepMarkTarget)
-	if _, err := src.Exec(ctx, `SELECT backoff._transfer_mark($1, 'out', $2)`, queue, to); err != nil {
+	if _, err := src.Exec(ctx, `SELECT backoff._transfer_mark($1, 'out', $2, $3)`, queue, to, gen); err != nil {
 		return fail(fmt.Errorf("mark shard %d: %w", from, err))
 	}
 	step(StepMarkSource)
@@ -331,7 +336,7 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 			return fail(fmt.Errorf("free dedupe keys on shard %d: %w", k, err))
 		}
 	}
-	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_mark($1, NULL, NULL)`, queue); err != nil {
+	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_mark($1, NULL, NULL, NULL)`, queue); err != nil {
 		return fail(fmt.Errorf("unmark shard %d: %w", to, err))
 	}
 	step(StepFinish)

@@ -29,10 +29,14 @@ DROP FUNCTION backoff._move_to_current_segment(bigint[]);
 -- a new id: moved_jobs maps the id it had there (from_id) to it, which
 -- makes the copy idempotent.
 CREATE TABLE backoff.queue_moves (
-    queue     text PRIMARY KEY,
-    direction text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
-    peer      integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
-    since     timestamptz NOT NULL
+    queue      text PRIMARY KEY,
+    direction  text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
+    peer       integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
+    -- Raised by every move of the queue: of two shards marked 'in' (an
+    -- abort interrupted between its two marks), the higher one is the
+    -- move under way.
+    generation bigint NOT NULL,
+    since      timestamptz NOT NULL
 );
 CREATE TABLE backoff.moved_jobs (
     from_id  bigint PRIMARY KEY,
