@@ -26,8 +26,8 @@ import (
 // again: a mover killed anywhere finishes when run again, and Abort moves
 // everything back.
 
-// MoveStep names the steps of a move, in their order; MoveOptions.Step is
-// told each one as it is done (a copy and a delete once per batch).
+// The steps of a move, in their order, by the names MoveOptions.Step is
+// told as each is done (a copy and a delete once per batch).
 const (
 	StepMarkTarget = "mark-target"
 	StepMarkSource = "mark-source"
@@ -196,10 +196,10 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	deadline := time.Now().Add(opts.Wait)
 
 	// 1. Marks (of a new generation, unless this run resumes a move whose
-	// marks are there): the destination first, so that it holds the dedupe keys
-	// of the origin's jobs before any enqueue reaches it; then the
-	// origin, which from then on refuses the queue's enqueues and gives
-	// no claims of it.
+	// marks are there): the destination first, so that it holds the
+	// dedupe keys of the origin's jobs before any enqueue reaches it; then
+	// the origin, which from then on refuses the queue's enqueues and
+	// gives no claims of it.
 	if in != to || origin != from {
 		gen++
 	}

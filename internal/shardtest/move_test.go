@@ -116,11 +116,13 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 		}
 	}
 	produce := func(key string) error {
-		a, err := enqueue(key)
+		// Attempts to spare: a job whose second enqueue is not done yet
+		// is retried (below), however long that takes.
+		a, err := enqueue(key, client.MaxAttempts(10000))
 		if err != nil {
 			return err
 		}
-		b, err := enqueue(key)
+		b, err := enqueue(key, client.MaxAttempts(10000))
 		if err != nil {
 			return err
 		}
@@ -179,7 +181,7 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 		defer mu.Unlock()
 		if !ready[p.K] {
 			// Its second enqueue is not done: keep it unfinished.
-			return client.RetryAfter(errors.New("not yet"), 10*time.Millisecond)
+			return client.RetryAfter(errors.New("not yet"), 20*time.Millisecond)
 		}
 		success[p.K]++
 		return nil
