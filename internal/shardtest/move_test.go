@@ -462,7 +462,7 @@ func TestMoveQueueAbort(t *testing.T) {
 
 // TestMoveQueueWaitsAndRefuses: a move waits for the jobs running on the
 // old shard and, past its wait, stops where it is and resumes when run
-// again; a queue in a workflow is refused mid-move and then moved back with
+// again; the state of the queue's controls moves with it; a queue in a workflow is refused mid-move and then moved back with
 // --abort, its jobs and edges intact; the old shard refuses direct
 // enqueues, acquires and replays of a queue moved away.
 func TestMoveQueueWaitsAndRefuses(t *testing.T) {
@@ -491,6 +491,16 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	running, err := c.Claim(ctx, q, 1, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, running, 1)
+	// The state of its controls (as a rate and a breaker leave it).
+	src := pool(t, env.shardURLs[from])
+	for _, stmt := range []string{
+		`INSERT INTO backoff.queue_tokens (queue, slot, tokens, refilled_at) VALUES ($1, 0, 2.5, now()), ($1, 1, 1, now())`,
+		`INSERT INTO backoff.queue_failures (queue, failed_at) VALUES ($1, now())`,
+		`INSERT INTO backoff.queue_breakers (queue, opened_at, half_open_at, counted_from) VALUES ($1, NULL, NULL, now())`,
+	} {
+		_, err = src.Exec(ctx, stmt, q)
+		require.NoError(t, err)
+	}
 	for {
 		// A wait of a millisecond: past it while the job runs (a run that
 		// stopped at a transaction in flight on the old shard goes again).
@@ -507,9 +517,17 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	require.NoError(t, err, "a running job completes where it runs")
 	require.NoError(t, move(q, to, router.MoveOptions{}))
 	require.Equal(t, 1, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
+	dst := pool(t, env.shardURLs[to])
+	controls := `SELECT (SELECT coalesce(sum(tokens), 0) FROM backoff.queue_tokens WHERE queue = $1)
+	                  + (SELECT count(*) FROM backoff.queue_failures WHERE queue = $1)
+	                  + (SELECT count(*) FROM backoff.queue_breakers WHERE queue = $1)`
+	var state float64
+	require.NoError(t, dst.QueryRow(ctx, controls, q).Scan(&state))
+	require.Equal(t, 5.5, state, "the controls' state moved")
+	require.NoError(t, src.QueryRow(ctx, controls, q).Scan(&state))
+	require.Zero(t, state)
 
 	// The old shard, reached directly, refuses the queue.
-	src := pool(t, env.shardURLs[from])
 	_, err = src.Exec(ctx, `SELECT backoff.enqueue($1)`, q)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
