@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -296,7 +297,8 @@ func newShardsPlacementCommand() *cobra.Command {
 		Long: `Without --shard, placement prints the shard that holds QUEUE and whether
 it was placed there explicitly or by the hash rule. With --shard K it
 places QUEUE on shard K (an admin), which the router follows at once; a
-queue that has jobs, schedules or controls on its shard is refused.`,
+queue that has jobs, schedules or controls on its shard is refused (move
+it with "shards move"). A move of QUEUE under way is shown too.`,
 		Example: `  backoffctl shards placement emails
   backoffctl shards placement emails --shard 3`,
 		Args: exactArgs(1, "QUEUE"),
@@ -330,13 +332,28 @@ queue that has jobs, schedules or controls on its shard is refused.`,
 			if placed {
 				decided = "placement"
 			}
+			mv, err := moveUnderWay(ctx, conn, queue)
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				out := map[string]any{"queue": queue, "shard": k, "decided_by": decided, "layout_version": version}
 				if set {
 					out["changed"] = changed
 				}
+				if mv != nil {
+					out["moving"] = mv
+				}
 				return writeJSON(w, out)
+			}
+			switch {
+			case mv != nil && mv.To != nil:
+				defer fmt.Fprintf(w, "a move of queue %s from shard %d to shard %d is under way: finish it with \"shards move %s --to %d\", or undo it with \"shards move %s --abort\"\n",
+					esc(queue), mv.From, *mv.To, esc(queue), *mv.To, esc(queue))
+			case mv != nil:
+				defer fmt.Fprintf(w, "a move of queue %s from shard %d is under way: run the same \"shards move\" again to finish it, or undo it with \"shards move %s --abort\"\n",
+					esc(queue), mv.From, esc(queue))
 			}
 			switch {
 			case set && changed:
@@ -434,4 +451,35 @@ and TLS settings of --database-url.`,
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for the jobs running on the old shard (the move stays resumable past it)")
 	cmd.Flags().IntVar(&batch, "batch", 500, "jobs copied per batch")
 	return cmd
+}
+
+// queueMove is a move of a queue under way, as the shards' marks
+// (backoff.queue_moves, read through the router) show it.
+type queueMove struct {
+	From int  `json:"from"`
+	To   *int `json:"to"` // nil until the origin is marked
+}
+
+// moveUnderWay reads the move of queue under way, if any (nil without one,
+// or for a role that may not read the marks).
+func moveUnderWay(ctx context.Context, conn *pgx.Conn, queue string) (*queueMove, error) {
+	var may bool
+	if err := conn.QueryRow(ctx, `SELECT has_table_privilege('backoff.queue_moves', 'SELECT')`).Scan(&may); err != nil || !may {
+		return nil, err
+	}
+	var mv queueMove
+	err := conn.QueryRow(ctx, `
+SELECT i.peer, (SELECT o.peer FROM backoff.queue_moves AS o
+                WHERE o.queue = i.queue AND o.direction = 'out' AND o.generation = i.generation)
+FROM backoff.queue_moves AS i
+WHERE i.queue = $1 AND i.direction = 'in'
+ORDER BY i.generation DESC
+LIMIT 1`, queue).Scan(&mv.From, &mv.To)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the moves of queue %q: %w", queue, err)
+	}
+	return &mv, nil
 }
