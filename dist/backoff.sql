@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 cd4827eb30406cf36dca5e32672de6455934b53ed4a3c3082a847ecfc1438700
+-- Sources: sha256 ca884461d31beec4fc5655c9b917a7c338809c25324d295a5a25aa5b30e75b64
 
 CREATE SCHEMA backoff;
 
@@ -23181,10 +23181,11 @@ $$;
 -- backoff._transfer_out(queue, what, limit): what the mover (backoffctl
 -- shards move, docs/adr/0092) reads of a queue on the shard it leaves,
 -- as jsonb rows:
+--   'check': nothing; refused (55006) while the queue has blocked jobs
+--           or jobs in a workflow, whose edges stay on one shard (once the
+--           shard is marked, no graph can start there);
 --   'jobs': up to p_limit waiting (pending, retrying) and dead-lettered
---           jobs, whole rows, by id; refused (55006) while the queue has
---           blocked jobs or jobs in a workflow, whose edges stay on one
---           shard;
+--           jobs, whole rows, by id;
 --   'copied': the old ids of the jobs copied here (backoff.moved_jobs),
 --           which an abort deletes where they came from first;
 --   'keys': the dedupe keys of the queue's unfinished jobs
@@ -23204,15 +23205,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     CASE p_what
-    WHEN 'jobs' THEN
+    WHEN 'check' THEN
         IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status = 'blocked')
-           OR EXISTS (SELECT FROM backoff.job_dependencies AS d
-                      JOIN backoff.jobs AS j ON j.id = d.child_id OR j.id = d.parent_id
-                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')) THEN
+           OR EXISTS (SELECT FROM backoff.jobs AS j
+                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')
+                        AND (EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.child_id = j.id)
+                             OR EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = j.id))) THEN
             RAISE EXCEPTION 'cannot move queue "%": it has blocked jobs or jobs in a workflow, whose edges stay on one shard', p_queue
                 USING ERRCODE = 'object_in_use',
                       HINT = 'Let the workflows finish (or cancel them), then run the move again; or abort it (backoffctl shards move QUEUE --abort).';
         END IF;
+        RETURN NULL;
+    WHEN 'jobs' THEN
         RETURN ARRAY(
             SELECT pg_catalog.to_jsonb(j)
             FROM backoff.jobs AS j

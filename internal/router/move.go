@@ -193,6 +193,14 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 			}
 		}
 	}
+	if in < 0 {
+		// A queue in a workflow is refused before anything changes (and
+		// again once the origin is marked, below, for a graph enqueued
+		// meanwhile).
+		if _, err := src.Exec(ctx, `SELECT backoff._transfer_out($1, 'check')`, queue); err != nil {
+			return fail(fmt.Errorf("shard %d: %w", from, err))
+		}
+	}
 	deadline := time.Now().Add(opts.Wait)
 
 	// 1. Marks (of a new generation, unless this run resumes a move whose
@@ -254,7 +262,10 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	}
 	step(StepSchedules)
 	// 6. Waiting jobs and dead letters, in batches, until nothing of the
-	// queue is unfinished on the origin.
+	// queue is unfinished on the origin; not a queue in a workflow.
+	if _, err := src.Exec(ctx, `SELECT backoff._transfer_out($1, 'check')`, queue); err != nil {
+		return fail(fmt.Errorf("shard %d: %w", from, err))
+	}
 	for {
 		var rows []json.RawMessage
 		if err := src.QueryRow(ctx, `SELECT backoff._transfer_out($1, 'jobs', $2)`, queue, opts.Batch).Scan(&rows); err != nil {

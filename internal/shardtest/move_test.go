@@ -537,27 +537,53 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	require.NoError(t, src.QueryRow(ctx, `SELECT count(*) FROM backoff.claim($1, 'w')`, q).Scan(&n))
 	require.Zero(t, n)
 
-	// A workflow: the copy refuses it; abort brings the queue back whole.
+	// A workflow: refused before anything changes.
 	q2, from2 := moveQueueName(t, "graph")
 	to2 := (from2 + 1) % NShards
-	g := client.NewGraph()
-	g.Add("a", q2, nil, nil)
-	g.Add("b", q2, nil, []client.Dependency{client.After("a")})
-	_, err = c.EnqueueGraph(ctx, g)
-	require.NoError(t, err)
-	_, err = c.Enqueue(ctx, q2, nil, client.DedupeKey("plain"))
-	require.NoError(t, err)
+	graph := func(q string) {
+		g := client.NewGraph()
+		g.Add("a", q, nil, nil)
+		g.Add("b", q, nil, []client.Dependency{client.After("a")})
+		_, err := c.EnqueueGraph(ctx, g)
+		require.NoError(t, err)
+	}
+	graph(q2)
 	err = move(q2, to2, router.MoveOptions{})
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, "55006", pgErr.Code)
 	require.Contains(t, pgErr.Message, "blocked jobs or jobs in a workflow")
-	require.NoError(t, move(q2, -1, router.MoveOptions{Abort: true}))
-	require.Equal(t, 3, shardCount(t, from2, "queue = $1 AND status IN ('pending', 'blocked')", q2))
-	require.Zero(t, shardCount(t, to2, "queue = $1", q2))
-	id, err := c.Enqueue(ctx, q2, nil, client.DedupeKey("plain"))
+	require.NoError(t, rp.QueryRow(ctx, `SELECT backoff.router_queue_shard($1)`, q2).Scan(&n))
+	require.Equal(t, from2, n)
+	require.NoError(t, rp.QueryRow(ctx, `SELECT count(*) FROM backoff.queue_moves WHERE queue = $1`, q2).Scan(&n))
+	require.Zero(t, n, "no shard marked")
+	require.ErrorContains(t, move(q2, -1, router.MoveOptions{Abort: true}), "no move of this queue is under way")
+
+	// A graph enqueued after the move began (its first run killed after
+	// its first mark) stops it once the old shard is marked; abort brings
+	// the queue back whole.
+	q3, from3 := moveQueueName(t, "graph-late")
+	to3 := (from3 + 1) % NShards
+	_, err = c.Enqueue(ctx, q3, nil, client.DedupeKey("plain"))
 	require.NoError(t, err)
-	require.Equal(t, from2, router.ShardOfJob(id))
-	require.Equal(t, 3, shardCount(t, from2, "queue = $1", q2), "the key still holds")
+	conn, err := pgx.Connect(ctx, env.routerURL)
+	require.NoError(t, err)
+	kctx, kill := context.WithCancel(ctx)
+	_, err = router.MoveQueue(kctx, conn, base, q3, to3, router.MoveOptions{Step: func(string) { kill() }})
+	kill()
+	conn.Close(context.Background())
+	require.ErrorIs(t, err, context.Canceled)
+	graph(q3)
+	err = move(q3, to3, router.MoveOptions{})
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "55006", pgErr.Code)
+	require.Contains(t, pgErr.Message, "blocked jobs or jobs in a workflow")
+	require.NoError(t, move(q3, -1, router.MoveOptions{Abort: true}))
+	require.Equal(t, 3, shardCount(t, from3, "queue = $1 AND status IN ('pending', 'blocked')", q3))
+	require.Zero(t, shardCount(t, to3, "queue = $1", q3))
+	id, err := c.Enqueue(ctx, q3, nil, client.DedupeKey("plain"))
+	require.NoError(t, err)
+	require.Equal(t, from3, router.ShardOfJob(id))
+	require.Equal(t, 3, shardCount(t, from3, "queue = $1", q3), "the key still holds")
 }
 
 // pause waits for d or until ctx is done.

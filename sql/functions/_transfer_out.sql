@@ -1,10 +1,11 @@
 -- backoff._transfer_out(queue, what, limit): what the mover (backoffctl
 -- shards move, docs/adr/0092) reads of a queue on the shard it leaves,
 -- as jsonb rows:
+--   'check': nothing; refused (55006) while the queue has blocked jobs
+--           or jobs in a workflow, whose edges stay on one shard (once the
+--           shard is marked, no graph can start there);
 --   'jobs': up to p_limit waiting (pending, retrying) and dead-lettered
---           jobs, whole rows, by id; refused (55006) while the queue has
---           blocked jobs or jobs in a workflow, whose edges stay on one
---           shard;
+--           jobs, whole rows, by id;
 --   'copied': the old ids of the jobs copied here (backoff.moved_jobs),
 --           which an abort deletes where they came from first;
 --   'keys': the dedupe keys of the queue's unfinished jobs
@@ -24,15 +25,18 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     CASE p_what
-    WHEN 'jobs' THEN
+    WHEN 'check' THEN
         IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status = 'blocked')
-           OR EXISTS (SELECT FROM backoff.job_dependencies AS d
-                      JOIN backoff.jobs AS j ON j.id = d.child_id OR j.id = d.parent_id
-                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')) THEN
+           OR EXISTS (SELECT FROM backoff.jobs AS j
+                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')
+                        AND (EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.child_id = j.id)
+                             OR EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = j.id))) THEN
             RAISE EXCEPTION 'cannot move queue "%": it has blocked jobs or jobs in a workflow, whose edges stay on one shard', p_queue
                 USING ERRCODE = 'object_in_use',
                       HINT = 'Let the workflows finish (or cancel them), then run the move again; or abort it (backoffctl shards move QUEUE --abort).';
         END IF;
+        RETURN NULL;
+    WHEN 'jobs' THEN
         RETURN ARRAY(
             SELECT pg_catalog.to_jsonb(j)
             FROM backoff.jobs AS j
