@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 ca884461d31beec4fc5655c9b917a7c338809c25324d295a5a25aa5b30e75b64
+-- Sources: sha256 d2dba0cedfc9d687b1b53aff30f97ffa0dc5c817093e2db8b820ce6b7ad8cc23
 
 CREATE SCHEMA backoff;
 
@@ -23384,12 +23384,18 @@ BEGIN
     CASE p_what
     WHEN 'jobs' THEN
         v_ids := ARRAY(SELECT (e #>> '{}')::bigint FROM unnest(p_keys) AS e);
-        DELETE FROM backoff.dedupe_keys AS k
-        WHERE k.queue = p_queue AND k.job_id = ANY (v_ids);
-        DELETE FROM backoff.job_progress AS p WHERE p.job_id = ANY (v_ids);
-        DELETE FROM backoff.jobs AS j
-        WHERE j.id = ANY (v_ids) AND j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered');
-        GET DIAGNOSTICS v_n = ROW_COUNT;
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = ANY (v_ids) AND j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered')
+            RETURNING j.id
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            WHERE k.queue = p_queue AND k.job_id IN (SELECT d.id FROM d)
+        ), p AS (
+            DELETE FROM backoff.job_progress AS p
+            WHERE p.job_id IN (SELECT d.id FROM d)
+        )
+        SELECT count(*) INTO v_n FROM d;
     WHEN 'schedules' THEN
         DELETE FROM backoff.schedules AS s
         WHERE s.queue = p_queue AND s.name IN (SELECT e #>> '{}' FROM unnest(p_keys) AS e);

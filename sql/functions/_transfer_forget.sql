@@ -24,12 +24,18 @@ BEGIN
     CASE p_what
     WHEN 'jobs' THEN
         v_ids := ARRAY(SELECT (e #>> '{}')::bigint FROM unnest(p_keys) AS e);
-        DELETE FROM backoff.dedupe_keys AS k
-        WHERE k.queue = p_queue AND k.job_id = ANY (v_ids);
-        DELETE FROM backoff.job_progress AS p WHERE p.job_id = ANY (v_ids);
-        DELETE FROM backoff.jobs AS j
-        WHERE j.id = ANY (v_ids) AND j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered');
-        GET DIAGNOSTICS v_n = ROW_COUNT;
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = ANY (v_ids) AND j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered')
+            RETURNING j.id
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            WHERE k.queue = p_queue AND k.job_id IN (SELECT d.id FROM d)
+        ), p AS (
+            DELETE FROM backoff.job_progress AS p
+            WHERE p.job_id IN (SELECT d.id FROM d)
+        )
+        SELECT count(*) INTO v_n FROM d;
     WHEN 'schedules' THEN
         DELETE FROM backoff.schedules AS s
         WHERE s.queue = p_queue AND s.name IN (SELECT e #>> '{}' FROM unnest(p_keys) AS e);

@@ -43,6 +43,7 @@
 {{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "_moved_away.sql" . }}
+{{ template "_refuse_moved_job.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "enqueue_graph.sql" . }}
 {{ template "_queue_burst.sql" . }}
