@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 d2dba0cedfc9d687b1b53aff30f97ffa0dc5c817093e2db8b820ce6b7ad8cc23
+-- Sources: sha256 dc54cd58f85e19f0b24fe8953e63b67d2f4c986a25016f0d0c0baa37a3c44cb9
 
 CREATE SCHEMA backoff;
 
@@ -23193,10 +23193,16 @@ $$;
 --   'schedules': the queue's schedules, whole rows;
 --   'controls': one object: the queue's breaker, token bucket slots and
 --           failure log;
---   'state': one object: how many jobs are waiting, blocked and running,
---           and the running jobs' ids.
+--   'state': one object: how many jobs are waiting, dead-lettered,
+--           blocked and running;
+-- and, on the shard the queue moves to:
+--   'held': the jobs of other shards for which a dedupe key of the
+--           queue is held here (backoff._transfer_in's 'keys');
+-- and, on the shard it leaves, of the jobs p_ids:
+--   'unfinished': those that are unfinished here.
 -- Private; EXECUTE for backoff_admin.
-CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000)
+CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000,
+                                                  p_ids jsonb[] DEFAULT NULL)
 RETURNS jsonb[]
 LANGUAGE plpgsql
 VOLATILE
@@ -23244,10 +23250,20 @@ BEGIN
                 'waiting', count(*) FILTER (WHERE j.status IN ('pending', 'retrying')),
                 'dead_lettered', count(*) FILTER (WHERE j.status = 'dead_lettered'),
                 'blocked', count(*) FILTER (WHERE j.status = 'blocked'),
-                'running', count(*) FILTER (WHERE j.status = 'running'),
-                'running_ids', coalesce(pg_catalog.jsonb_agg(j.id) FILTER (WHERE j.status = 'running'), '[]'))
+                'running', count(*) FILTER (WHERE j.status = 'running'))
             FROM backoff.jobs AS j
             WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered', 'blocked', 'running'))];
+    WHEN 'held' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(k.job_id)
+            FROM backoff.dedupe_keys AS k
+            WHERE k.queue = p_queue AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = k.job_id));
+    WHEN 'unfinished' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(j.id)
+            FROM backoff.jobs AS j
+            WHERE j.id IN (SELECT (e #>> '{}')::bigint FROM unnest(p_ids) AS e)
+              AND j.status IN ('pending', 'retrying', 'running', 'blocked'));
     ELSE
         RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
     END CASE;
@@ -23368,7 +23384,8 @@ $$;
 -- And on the shard the queue moves to:
 --   'keys': the dedupe keys held here for jobs of the other shard
 --           ('keys' of backoff._transfer_in) but those of the ids given
---           (the ones still unfinished there).
+--           (the ones still unfinished there, 'unfinished' of
+--           backoff._transfer_out).
 -- Private; EXECUTE for backoff_admin.
 CREATE OR REPLACE FUNCTION backoff._transfer_forget(p_queue text, p_what text, p_keys jsonb[])
 RETURNS integer

@@ -266,6 +266,7 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	if _, err := src.Exec(ctx, `SELECT backoff._transfer_out($1, 'check')`, queue); err != nil {
 		return fail(fmt.Errorf("shard %d: %w", from, err))
 	}
+	batches := 0
 	for {
 		var rows []json.RawMessage
 		if err := src.QueryRow(ctx, `SELECT backoff._transfer_out($1, 'jobs', $2)`, queue, opts.Batch).Scan(&rows); err != nil {
@@ -283,6 +284,11 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 			}
 			res.Jobs += n
 			step(StepDelete)
+			if batches++; batches%50 == 0 {
+				if err := freeKeys(ctx, src, dst, queue); err != nil {
+					return fail(err)
+				}
+			}
 			continue
 		}
 		var state []json.RawMessage
@@ -290,8 +296,10 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 			return fail(fmt.Errorf("read the queue's state on shard %d: %w", from, err))
 		}
 		var st struct {
-			Waiting, DeadLettered, Blocked, Running int64
-			RunningIDs                              []json.RawMessage `json:"running_ids"`
+			Waiting      int64 `json:"waiting"`
+			DeadLettered int64 `json:"dead_lettered"`
+			Blocked      int64 `json:"blocked"`
+			Running      int64 `json:"running"`
 		}
 		if len(state) == 1 {
 			if err := json.Unmarshal(state[0], &st); err != nil {
@@ -301,14 +309,8 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 		if st.Blocked > 0 {
 			return fail(fmt.Errorf("it has %d blocked jobs on shard %d, whose edges stay on one shard: let its workflows finish, then run the move again, or abort it", st.Blocked, from))
 		}
-		// The keys held for jobs of the origin that have finished there
-		// meanwhile are free again. Only once nothing waits there: then
-		// the origin's unfinished jobs are the running ones, and only they
-		// can leave a job waiting again.
-		if st.Waiting == 0 && st.Blocked == 0 {
-			if _, err := dst.Exec(ctx, `SELECT backoff._transfer_forget($1, 'keys', $2::jsonb[])`, queue, nonNil(st.RunningIDs)); err != nil {
-				return fail(fmt.Errorf("free dedupe keys on shard %d: %w", to, err))
-			}
+		if err := freeKeys(ctx, src, dst, queue); err != nil {
+			return fail(err)
 		}
 		if st.Waiting == 0 && st.DeadLettered == 0 && st.Running == 0 {
 			break
@@ -354,11 +356,29 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	return res, nil
 }
 
-func nonNil(v []json.RawMessage) []json.RawMessage {
-	if v == nil {
-		return []json.RawMessage{}
+// freeKeys frees the dedupe keys that the destination holds for jobs of
+// the origin that are no longer unfinished there (completed, cancelled,
+// dead-lettered since): a finished job holds no key. Safe at any time of
+// the move: a job of the origin that is finished stays finished (the
+// origin replays nothing of the queue once marked).
+func freeKeys(ctx context.Context, src, dst *pgx.Conn, queue string) error {
+	var held, keep []json.RawMessage
+	if err := dst.QueryRow(ctx, `SELECT backoff._transfer_out($1, 'held')`, queue).Scan(&held); err != nil {
+		return fmt.Errorf("read the dedupe keys held for the old shard: %w", err)
 	}
-	return v
+	if len(held) == 0 {
+		return nil
+	}
+	if err := src.QueryRow(ctx, `SELECT backoff._transfer_out($1, 'unfinished', p_ids => $2::jsonb[])`, queue, held).Scan(&keep); err != nil {
+		return fmt.Errorf("read which jobs are unfinished on the old shard: %w", err)
+	}
+	if keep == nil {
+		keep = []json.RawMessage{}
+	}
+	if _, err := dst.Exec(ctx, `SELECT backoff._transfer_forget($1, 'keys', $2::jsonb[])`, queue, keep); err != nil {
+		return fmt.Errorf("free dedupe keys: %w", err)
+	}
+	return nil
 }
 
 // connectShards connects to every shard the router lists, with base's

@@ -481,16 +481,20 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 		return err
 	}
 
-	// A running job: the move copies the rest and waits for it.
+	// Two running jobs, one holding a dedupe key: the move copies the rest
+	// and waits for them.
 	q, from := moveQueueName(t, "wait")
 	to := (from + 1) % NShards
+	keyed, err := c.Enqueue(ctx, q, nil, client.DedupeKey("held"), client.Priority(10))
+	require.NoError(t, err)
 	for i := range 5 {
 		_, err := c.Enqueue(ctx, q, map[string]int{"i": i})
 		require.NoError(t, err)
 	}
-	running, err := c.Claim(ctx, q, 1, time.Hour)
+	running, err := c.Claim(ctx, q, 2, time.Hour)
 	require.NoError(t, err)
-	require.Len(t, running, 1)
+	require.Len(t, running, 2)
+	require.Equal(t, keyed, running[0].ID)
 	// The state of its controls (as a rate and a breaker leave it).
 	src := pool(t, env.shardURLs[from])
 	for _, stmt := range []string{
@@ -501,22 +505,39 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 		_, err = src.Exec(ctx, stmt, q)
 		require.NoError(t, err)
 	}
-	for {
-		// A wait of a millisecond: past it while the job runs (a run that
-		// stopped at a transaction in flight on the old shard goes again).
-		err = move(q, to, router.MoveOptions{Wait: time.Millisecond, Poll: time.Millisecond})
-		require.ErrorIs(t, err, router.ErrMoveWaiting)
-		if !strings.Contains(err.Error(), "transactions that were open") {
-			break
+	waiting := func(running int) {
+		t.Helper()
+		for {
+			// A wait of a millisecond: past it while jobs run (a run that
+			// stopped at a transaction in flight on the old shard goes
+			// again).
+			err = move(q, to, router.MoveOptions{Wait: time.Millisecond, Poll: time.Millisecond})
+			require.ErrorIs(t, err, router.ErrMoveWaiting)
+			if !strings.Contains(err.Error(), "transactions that were open") {
+				break
+			}
 		}
+		require.ErrorContains(t, err, fmt.Sprintf("%d jobs still running on shard %d", running, from))
 	}
-	require.ErrorContains(t, err, fmt.Sprintf("1 jobs still running on shard %d", from))
+	waiting(2)
 	require.Equal(t, 4, shardCount(t, to, "queue = $1 AND status = 'pending'", q))
-	require.Equal(t, 1, shardCount(t, from, "queue = $1", q))
+	require.Equal(t, 2, shardCount(t, from, "queue = $1", q))
+	// The new shard holds the running job's key for it...
+	again, err := c.Enqueue(ctx, q, nil, client.DedupeKey("held"))
+	require.NoError(t, err)
+	require.Equal(t, keyed, again)
+	// ...until it completes on the old shard, where it runs.
 	_, err = c.Complete(ctx, running[0].ID, running[0].Token)
 	require.NoError(t, err, "a running job completes where it runs")
+	waiting(1)
+	again, err = c.Enqueue(ctx, q, nil, client.DedupeKey("held"))
+	require.NoError(t, err)
+	require.Equal(t, to, router.ShardOfJob(again), "a key freed on the old shard is free on the new one")
+	_, err = c.Complete(ctx, running[1].ID, running[1].Token)
+	require.NoError(t, err)
 	require.NoError(t, move(q, to, router.MoveOptions{}))
-	require.Equal(t, 1, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
+	require.Equal(t, 2, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
+	require.Equal(t, 5, shardCount(t, to, "queue = $1 AND status = 'pending'", q))
 	dst := pool(t, env.shardURLs[to])
 	controls := `SELECT (SELECT coalesce(sum(tokens), 0) FROM backoff.queue_tokens WHERE queue = $1)
 	                  + (SELECT count(*) FROM backoff.queue_failures WHERE queue = $1)

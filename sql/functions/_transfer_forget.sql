@@ -8,7 +8,8 @@
 -- And on the shard the queue moves to:
 --   'keys': the dedupe keys held here for jobs of the other shard
 --           ('keys' of backoff._transfer_in) but those of the ids given
---           (the ones still unfinished there).
+--           (the ones still unfinished there, 'unfinished' of
+--           backoff._transfer_out).
 -- Private; EXECUTE for backoff_admin.
 CREATE OR REPLACE FUNCTION backoff._transfer_forget(p_queue text, p_what text, p_keys jsonb[])
 RETURNS integer

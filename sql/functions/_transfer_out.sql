@@ -13,10 +13,16 @@
 --   'schedules': the queue's schedules, whole rows;
 --   'controls': one object: the queue's breaker, token bucket slots and
 --           failure log;
---   'state': one object: how many jobs are waiting, blocked and running,
---           and the running jobs' ids.
+--   'state': one object: how many jobs are waiting, dead-lettered,
+--           blocked and running;
+-- and, on the shard the queue moves to:
+--   'held': the jobs of other shards for which a dedupe key of the
+--           queue is held here (backoff._transfer_in's 'keys');
+-- and, on the shard it leaves, of the jobs p_ids:
+--   'unfinished': those that are unfinished here.
 -- Private; EXECUTE for backoff_admin.
-CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000)
+CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000,
+                                                  p_ids jsonb[] DEFAULT NULL)
 RETURNS jsonb[]
 LANGUAGE plpgsql
 VOLATILE
@@ -64,10 +70,20 @@ BEGIN
                 'waiting', count(*) FILTER (WHERE j.status IN ('pending', 'retrying')),
                 'dead_lettered', count(*) FILTER (WHERE j.status = 'dead_lettered'),
                 'blocked', count(*) FILTER (WHERE j.status = 'blocked'),
-                'running', count(*) FILTER (WHERE j.status = 'running'),
-                'running_ids', coalesce(pg_catalog.jsonb_agg(j.id) FILTER (WHERE j.status = 'running'), '[]'))
+                'running', count(*) FILTER (WHERE j.status = 'running'))
             FROM backoff.jobs AS j
             WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered', 'blocked', 'running'))];
+    WHEN 'held' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(k.job_id)
+            FROM backoff.dedupe_keys AS k
+            WHERE k.queue = p_queue AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = k.job_id));
+    WHEN 'unfinished' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(j.id)
+            FROM backoff.jobs AS j
+            WHERE j.id IN (SELECT (e #>> '{}')::bigint FROM unnest(p_ids) AS e)
+              AND j.status IN ('pending', 'retrying', 'running', 'blocked'));
     ELSE
         RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
     END CASE;
