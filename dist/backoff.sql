@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 176be10d2b8a1e47853e71462ae405dee6a74386fa33fe0249133e237cc67009
+-- Sources: sha256 3eb444493ddd2c4fc1845567edc8ad1e5dd5a0059f67be1433bc8eca9331277a
 
 CREATE SCHEMA backoff;
 
@@ -14718,6 +14718,34 @@ ALTER TABLE backoff.job_awaiters OWNER TO backoff_owner;
 REVOKE ALL ON backoff.job_awaiters FROM PUBLIC;
 GRANT SELECT ON backoff.job_awaiters TO backoff_admin;
 
+-- == Queues moved between shards (docs/adr/0092) ==
+-- backoffctl shards move marks a queue 'out' on the shard it leaves (which
+-- then refuses its enqueues and claims; backoff._moved_away) and 'in' on
+-- the shard it goes to (which holds the dedupe keys of the other shard's
+-- jobs meanwhile); peer is the other shard. A job copied to this shard gets
+-- a new id: moved_jobs maps the id it had there (from_id) to it, which
+-- makes the copy idempotent.
+CREATE TABLE backoff.queue_moves (
+    queue      text PRIMARY KEY,
+    direction  text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
+    peer       integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
+    -- Raised by every move of the queue: of two shards marked 'in' (an
+    -- abort interrupted between its two marks), the higher one is the
+    -- move under way.
+    generation bigint NOT NULL,
+    since      timestamptz NOT NULL
+);
+CREATE TABLE backoff.moved_jobs (
+    from_id  bigint PRIMARY KEY,
+    job_id   bigint NOT NULL,
+    queue    text NOT NULL,
+    moved_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.queue_moves OWNER TO backoff_owner;
+ALTER TABLE backoff.moved_jobs OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_moves, backoff.moved_jobs FROM PUBLIC;
+GRANT SELECT ON backoff.queue_moves, backoff.moved_jobs TO backoff_admin;
+
 -- (end of schema changes)
 
 -- The function files, in dependency order. Each file creates one function
@@ -16394,7 +16422,9 @@ $$;
 -- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
 -- unique index without its segment, so the keys of unfinished jobs live in
 -- backoff.dedupe_keys, unique there (docs/adr/0061). A row whose job is no
--- longer unfinished (an admin's direct write to backoff.jobs) is taken over.
+-- longer unfinished (an admin's direct write to backoff.jobs) is taken over,
+-- but while the queue moves in from another shard, one held for a job of
+-- that shard (no job here has its id) stays held.
 -- Private; enqueue and replay use it.
 CREATE OR REPLACE FUNCTION backoff._take_dedupe_key(
     p_queue      text,
@@ -16418,7 +16448,11 @@ BEGIN
         IF FOUND THEN
             IF v_holder = p_job_id
                OR EXISTS (SELECT FROM backoff.jobs AS j
-                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked')) THEN
+                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked'))
+               -- While the queue moves in (docs/adr/0092), a key held for a
+               -- job of the shard it comes from stays held.
+               OR (EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'in')
+                   AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = v_holder)) THEN
                 held := CASE WHEN v_holder IS DISTINCT FROM p_job_id THEN v_holder END;
                 job_id := CASE WHEN v_holder = p_job_id THEN p_job_id END;
                 RETURN;
@@ -16442,6 +16476,55 @@ BEGIN
     END LOOP;
     RAISE EXCEPTION 'enqueue in queue "%": dedupe key "%" kept changing hands', p_queue, p_dedupe_key
         USING ERRCODE = 'serialization_failure';
+END
+$$;
+
+-- backoff._moved_away(queue): the shard the queue is moving or has moved
+-- to from this one (a row 'out' in backoff.queue_moves, written by
+-- backoffctl shards move, docs/adr/0092), else NULL. Enqueue refuses such
+-- a queue (55006), claim gives nothing, acquire, replay and cancel refuse
+-- its waiting and dead-lettered jobs, and fire_schedules passes over its
+-- schedules: once the mover has waited for the transactions that did not
+-- see the row, its copies of the queue's waiting jobs are the only ones.
+-- Private.
+CREATE OR REPLACE FUNCTION backoff._moved_away(p_queue text)
+RETURNS integer
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT m.peer FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out'
+$$;
+
+-- backoff._refuse_moved_job(job id, action): raises 55006 when the job is
+-- waiting (pending, retrying, blocked) or dead-lettered in a queue that
+-- moves away from this shard: the mover copies such jobs, so acting on the
+-- one left here would act on a job that runs elsewhere. Running and
+-- finished jobs are left alone (they stay here). Private.
+CREATE OR REPLACE FUNCTION backoff._refuse_moved_job(p_job_id bigint, p_action text)
+RETURNS void
+LANGUAGE plpgsql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_queue text;
+    v_peer  integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        RETURN;
+    END IF;
+    SELECT j.queue, m.peer INTO v_queue, v_peer
+    FROM backoff.jobs AS j
+    JOIN backoff.queue_moves AS m ON m.queue = j.queue AND m.direction = 'out'
+    WHERE j.id = p_job_id AND j.status IN ('pending', 'retrying', 'blocked', 'dead_lettered');
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot % job "%": its queue "%" moves to shard %, where its waiting jobs and dead letters go', p_action, p_job_id, v_queue, v_peer
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Look the job up again after the move (backoffctl shards move); moved jobs get new ids, listed in backoff.moved_jobs on the new shard.';
+    END IF;
 END
 $$;
 
@@ -16520,6 +16603,13 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    -- A queue moving away from this shard (docs/adr/0092): one probe of a
+    -- small table, inline (a function call costs more on this path).
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    END IF;
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
@@ -16578,7 +16668,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}; at most backoff.settings.max_payload_bytes, 1 MiB by default, measured as the uncompressed jsonb), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first, -32768 to 32767; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
-Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
+Errors: 55006 when the queue moves away from this shard (backoffctl shards move, docs/adr/0092): enqueue again, through the router it goes to the new shard; 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -16666,6 +16756,13 @@ BEGIN
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
     END IF;
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %',
+            (SELECT m.queue FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1),
+            (SELECT m.peer FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    END IF;
     IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
@@ -16733,7 +16830,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
-Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, a max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its place in the batch, its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
+Errors: 55006 when the queue moves away from this shard (backoffctl shards move, docs/adr/0092): enqueue again, through the router it goes to the new shard; 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, a max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its place in the batch, its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';
@@ -16832,6 +16929,17 @@ BEGIN
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION 'enqueue_graph: ref "%" names more than one job', v_bad
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A queue moving away from this shard takes no graph here
+    -- (docs/adr/0092): through the router, it goes to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        v_bad := (SELECT t.j ->> 'queue' FROM pg_catalog.jsonb_array_elements(p_jobs) AS t(j)
+                  WHERE backoff._moved_away(t.j ->> 'queue') IS NOT NULL LIMIT 1);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'enqueue_graph: queue "%" moves to shard %', v_bad, backoff._moved_away(v_bad)
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+        END IF;
     END IF;
 
     -- The edges, one row each: the child's place, its parent's place in the
@@ -17043,7 +17151,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue_graph(jsonb, timestamptz) IS
 'Enqueue a workflow in one call and one transaction, and return each job''s ref and id, in input order. p_jobs is a JSON array of jobs, each an object with "ref" (a name for the job within this graph, 1 to 128 bytes, unique), "queue", and optionally "payload", "run_at", "max_attempts", "priority", "dedupe_key", "policy" (as backoff.enqueue takes them; any queue of the caller''s) and "depends_on": an array of parents, each a ref of this graph ("extract"), an existing job''s id (42), or an object {"ref": "extract"} or {"job": 42} with "on_failure": ''cancel'' (the default), ''run'' or ''wait''. A job with a parent that has not completed is blocked: never claimed, until its last parent completes, in that parent''s transaction. A parent that ends without completing (dead_lettered, cancelled) applies each edge''s on_failure: ''cancel'' cancels the child (its last_error names the parent) and, in turn, the child''s own ''cancel'' children; ''run'' counts the edge as satisfied; ''wait'' keeps the child blocked until backoff.unblock, or a replay of the parent (then the child waits for the new run). An edge to a job that has completed is satisfied already, one to a job that failed applies its policy now. A job whose dedupe key an unfinished job holds is that job, unchanged (its depends_on is not applied). Each job is enqueued as backoff.enqueue would (limits, policies, scopes, wake-ups); atomic: on error nothing is added.
-Errors: 22023 for p_jobs that is not a non-empty array of objects, more than 10000 jobs, an unknown key, a missing, invalid or repeated ref, a depends_on that is not an array, an unknown ref or on_failure (naming them), a job that depends on itself, an edge given twice, a cycle (naming the refs on or after it), a job id that does not exist (or, for a scoped caller, whose queue it may not produce into), and every error of backoff.enqueue for a job''s fields; a field of the wrong JSON type raises its cast''s error (22P02, 22007). 42501 when the caller is scoped and may not produce into a job''s queue.
+Errors: 55006 when one of its queues moves away from this shard (backoffctl shards move, docs/adr/0092); 22023 for p_jobs that is not a non-empty array of objects, more than 10000 jobs, an unknown key, a missing, invalid or repeated ref, a depends_on that is not an array, an unknown ref or on_failure (naming them), a job that depends on itself, an edge given twice, a cycle (naming the refs on or after it), a job id that does not exist (or, for a scoped caller, whose queue it may not produce into), and every error of backoff.enqueue for a job''s fields; a field of the wrong JSON type raises its cast''s error (22P02, 22007). 42501 when the caller is scoped and may not produce into a job''s queue.
 Example:
 SELECT * FROM backoff.enqueue_graph(''[
   {"ref": "extract", "queue": "etl", "payload": {"table": "orders"}},
@@ -17407,6 +17515,11 @@ BEGIN
         END IF;
     END IF;
     p_now := backoff._now(p_now);
+    -- A queue moving away from this shard gives nothing here
+    -- (docs/adr/0092): its waiting jobs go to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+        RETURN;
+    END IF;
 
     IF backoff._scope_in_force() THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
@@ -17496,7 +17609,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows, nor does a queue moving away from this shard (backoffctl shards move, docs/adr/0092). Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
 Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control or format characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
@@ -17542,6 +17655,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
+    END IF;
 
     -- Twice when backoff.rotate moved the row while the first waited for it
     -- (docs/adr/0061): the second statement's snapshot sees it moved.
@@ -17606,7 +17722,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK004 also for a job blocked by the jobs it depends on (no DETAIL); BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 55006 for a waiting or dead-lettered job whose queue moves away from this shard (backoffctl shards move, docs/adr/0092); BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK004 also for a job blocked by the jobs it depends on (no DETAIL); BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';
@@ -19092,6 +19208,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'cancel');
     -- One statement moves the job to the finished partition, named as in
     -- backoff._move_finished (docs/adr/0061);
     -- run twice when backoff.rotate moved the row while the first waited.
@@ -19152,7 +19269,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
 'Cancel job p_job_id if it is pending, retrying, running or blocked (waiting for the jobs it depends on): status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. The jobs that depend on it are settled by each edge''s policy: cancelled in turn (''cancel'', the default, with a reason naming this job), run (''run''), or kept blocked for an operator (''wait''; docs/workflows.md). Returns the job.
-Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 55006 for a waiting or dead-lettered job whose queue moves away from this shard (backoffctl shards move, docs/adr/0092); BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';
@@ -19191,6 +19308,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'replay');
     -- The finished job, locked, so that it stays where it is; its dedupe
     -- key is taken again (backoff.dedupe_keys, docs/adr/0061) unless an
     -- unfinished job holds it.
@@ -19248,7 +19366,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.replay(bigint, timestamptz) IS
 'Bring a dead_lettered or cancelled job back: status pending, run_at = p_now, a fresh budget (uncounted_attempts = attempts, so the counted attempt attempts - uncounted_attempts is 0, and lease_expiries = 0), dead_letter_reason and completed_at cleared; errors and last_error are kept as history, and {attempt (the token so far), counted: 0, at: p_now, kind: replayed, role: the login role (session_user)} is appended to errors (20 most recent kept); it is not a failed attempt (stats, activity and the retry budget do not count it). attempts, the fencing token, is kept and the next claim gets attempts + 1, so a worker still running an attempt from before the cancel or dead letter is refused (BK002) on the replayed job. The job keeps its created_at, so a policy deadline still counts from it. The jobs kept blocked by this one''s failure (edges with policy ''wait'') wait for its new run again (docs/workflows.md). Notifies channel backoff_jobs. Returns the job.
-Errors: BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 55006 for a waiting or dead-lettered job whose queue moves away from this shard (backoffctl shards move, docs/adr/0092); BK003 the job is pending, running, retrying or completed, or an unfinished job of its queue now holds its dedupe key; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT id FROM backoff.claim(''emails'', ''worker-1'');
@@ -19284,6 +19402,10 @@ BEGIN
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
+    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot replay the dead letters of queue "%": the queue moves to shard %, with its dead letters', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use';
+    END IF;
     -- A key whose job is no longer unfinished (an admin's direct write to
     -- backoff.jobs) holds nothing (backoff._take_dedupe_key).
     DELETE FROM backoff.dedupe_keys AS k
@@ -19372,7 +19494,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
 'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept, with a replayed entry naming the login role as backoff.replay appends), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
-Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
+Errors: 55006 when the queue moves away from this shard (backoffctl shards move, docs/adr/0092), its dead letters with it; 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';
 
@@ -23075,6 +23197,8 @@ BEGIN
         FROM backoff.schedules AS s
         WHERE NOT s.paused AND s.next_fire_at <= p_now
           AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+          -- A queue moving away fires on its new shard (docs/adr/0092).
+          AND NOT EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = s.queue AND m.direction = 'out')
         ORDER BY s.name
         LIMIT v_left
         FOR UPDATE
@@ -23201,6 +23325,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.fire_schedules(integer, timestamptz) IS
 'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time, on clocks that differ by up to backoff.settings.max_clock_skew: a slot is enqueued once, whoever calls and however often, and every slot fires while some caller calls within its interval (a due schedule is locked, waiting for a caller that holds it, in name order, and moved past the slots it fires before the lock is released; under REPEATABLE READ or SERIALIZABLE a schedule another caller fired meanwhile raises 40001: retry). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up: ''latest'' fires the latest slot due and every earlier one whose interval ended less than max_clock_skew before p_now (it may still be the current slot on another caller''s clock), oldest first (with skip_if_running only the latest: the others are skipped), and passes over the older ones; ''all'' fires each; either at most catch_up_limit per schedule per call. catch_up_window passes over the slots older than it. Every slot passed over is counted in the schedule''s missed (last_missed_at: the p_now that passed some over). A p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call, and at most 1000 for a caller outside backoff_admin; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into; one without any grant while backoff.settings.require_queue_grants is on fires none. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
+The schedules of a queue moving away from this shard (backoffctl shards move, docs/adr/0092) are passed over: they fire on its new shard.
 Errors: 22023 for a limit outside 1-100000, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_now => ''2026-01-01 00:00+00'');
@@ -23312,6 +23437,290 @@ Example:
 SELECT backoff.put_schedule(''nightly-report'', ''reports'', p_cron => ''30 2 * * *'', p_now => ''2026-01-01 00:00+00'');
 SELECT schedule, job_id > 0 AS enqueued FROM backoff.trigger_schedule(''nightly-report'', p_now => ''2026-01-01 09:15+00'');';
 
+-- backoff._transfer_mark(queue, direction, peer, generation): records that
+-- the queue moves 'out' of this shard to shard peer, or 'in' from shard
+-- peer, in the move numbered generation (backoff.queue_moves); a NULL
+-- direction removes the row. A mark that says the same already is kept. For the mover
+-- (backoffctl shards move, docs/adr/0092), which calls it on the shards
+-- directly; idempotent. Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_mark(p_queue text, p_direction text, p_peer integer, p_generation bigint,
+                                                  p_now timestamptz DEFAULT now())
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_direction IS NULL THEN
+        DELETE FROM backoff.queue_moves AS m WHERE m.queue = p_queue;
+        RETURN;
+    END IF;
+    INSERT INTO backoff.queue_moves AS m (queue, direction, peer, generation, since)
+    VALUES (p_queue, p_direction, p_peer, p_generation, p_now)
+    ON CONFLICT (queue) DO UPDATE
+    SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, generation = EXCLUDED.generation, since = EXCLUDED.since
+    WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
+END
+$$;
+
+-- backoff._transfer_out(queue, what, limit): what the mover (backoffctl
+-- shards move, docs/adr/0092) reads of a queue on the shard it leaves,
+-- as jsonb rows:
+--   'check': nothing; refused (55006) while the queue has blocked jobs
+--           or jobs in a workflow, whose edges stay on one shard (once the
+--           shard is marked, no graph can start there);
+--   'jobs': up to p_limit waiting (pending, retrying) and dead-lettered
+--           jobs, whole rows, by id;
+--   'copied': the old ids of the jobs copied here (backoff.moved_jobs),
+--           which an abort deletes where they came from first;
+--   'keys': the dedupe keys of the queue's unfinished jobs
+--           ({dedupe_key, job_id});
+--   'schedules': the queue's schedules, whole rows;
+--   'controls': one object: the queue's breaker, token bucket slots and
+--           failure log;
+--   'state': one object: how many jobs are waiting, dead-lettered,
+--           blocked and running;
+-- and, on the shard the queue moves to:
+--   'held': the jobs of other shards for which a dedupe key of the
+--           queue is held here (backoff._transfer_in's 'keys');
+-- and, on the shard it leaves, of the jobs p_ids:
+--   'unfinished': those that are unfinished here.
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_out(p_queue text, p_what text, p_limit integer DEFAULT 1000,
+                                                  p_ids jsonb[] DEFAULT NULL)
+RETURNS jsonb[]
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE p_what
+    WHEN 'check' THEN
+        IF EXISTS (SELECT FROM backoff.jobs AS j WHERE j.queue = p_queue AND j.status = 'blocked')
+           OR EXISTS (SELECT FROM backoff.jobs AS j
+                      WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'running', 'dead_lettered')
+                        AND (EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.child_id = j.id)
+                             OR EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = j.id))) THEN
+            RAISE EXCEPTION 'cannot move queue "%": it has blocked jobs or jobs in a workflow, whose edges stay on one shard', p_queue
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Let the workflows finish (or cancel them), then run the move again; or abort it (backoffctl shards move QUEUE --abort).';
+        END IF;
+        RETURN NULL;
+    WHEN 'jobs' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(j)
+            FROM backoff.jobs AS j
+            WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered')
+            ORDER BY j.id
+            LIMIT p_limit);
+    WHEN 'copied' THEN
+        RETURN ARRAY(SELECT pg_catalog.to_jsonb(m.from_id) FROM backoff.moved_jobs AS m WHERE m.queue = p_queue);
+    WHEN 'keys' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.jsonb_build_object('dedupe_key', k.dedupe_key, 'job_id', k.job_id)
+            FROM backoff.dedupe_keys AS k
+            JOIN backoff.jobs AS j ON j.id = k.job_id AND j.status IN ('pending', 'retrying', 'running', 'blocked')
+            WHERE k.queue = p_queue);
+    WHEN 'schedules' THEN
+        RETURN ARRAY(SELECT pg_catalog.to_jsonb(s) FROM backoff.schedules AS s WHERE s.queue = p_queue ORDER BY s.name);
+    WHEN 'controls' THEN
+        RETURN ARRAY[pg_catalog.jsonb_build_object(
+            'breakers', (SELECT coalesce(pg_catalog.jsonb_agg(b), '[]') FROM backoff.queue_breakers AS b WHERE b.queue = p_queue),
+            'tokens', (SELECT coalesce(pg_catalog.jsonb_agg(t), '[]') FROM backoff.queue_tokens AS t WHERE t.queue = p_queue),
+            'failures', (SELECT coalesce(pg_catalog.jsonb_agg(f), '[]') FROM backoff.queue_failures AS f WHERE f.queue = p_queue))];
+    WHEN 'state' THEN
+        RETURN ARRAY[(
+            SELECT pg_catalog.jsonb_build_object(
+                'waiting', count(*) FILTER (WHERE j.status IN ('pending', 'retrying')),
+                'dead_lettered', count(*) FILTER (WHERE j.status = 'dead_lettered'),
+                'blocked', count(*) FILTER (WHERE j.status = 'blocked'),
+                'running', count(*) FILTER (WHERE j.status = 'running'))
+            FROM backoff.jobs AS j
+            WHERE j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered', 'blocked', 'running'))];
+    WHEN 'held' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(k.job_id)
+            FROM backoff.dedupe_keys AS k
+            WHERE k.queue = p_queue AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = k.job_id));
+    WHEN 'unfinished' THEN
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(j.id)
+            FROM backoff.jobs AS j
+            WHERE j.id IN (SELECT (e #>> '{}')::bigint FROM unnest(p_ids) AS e)
+              AND j.status IN ('pending', 'retrying', 'running', 'blocked'));
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+END
+$$;
+
+-- backoff._transfer_in(queue, what, rows): writes on the shard a queue
+-- moves to what backoff._transfer_out read on the shard it leaves
+-- (docs/adr/0092). Idempotent, so that a mover killed at any point can
+-- run again:
+--   'jobs': each job gets a new id of this shard (its id carries the
+--           shard, docs/adr/0034) and keeps the rest of its row; the old id
+--           goes to backoff.moved_jobs, and a job whose old id is there
+--           already is not copied again. Its dedupe key points to the new
+--           id. Returns the old ids now recorded (a jsonb number each),
+--           the ones the mover may delete where they came from;
+--   'keys': the dedupe keys of the queue's unfinished jobs there, held
+--           here for them while the move lasts (backoff._take_dedupe_key),
+--           over a key here whose job is not unfinished;
+--   'schedules': the schedules (a name taken here by another queue's
+--           schedule is skipped); returns the names this queue now has
+--           here, the ones the mover may delete where they came from;
+--   'controls': the breaker, token bucket and failure log, replacing
+--           this shard's.
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_in(p_queue text, p_what text, p_rows jsonb[], p_now timestamptz DEFAULT now())
+RETURNS jsonb[]
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job backoff.jobs;
+    v_id  bigint;
+    v_c   jsonb;
+BEGIN
+    CASE p_what
+    WHEN 'jobs' THEN
+        FOR v_job IN
+            SELECT r.* FROM unnest(p_rows) AS e, pg_catalog.jsonb_populate_record(NULL::backoff.jobs, e) AS r
+        LOOP
+            IF v_job.queue IS DISTINCT FROM p_queue OR v_job.status NOT IN ('pending', 'retrying', 'dead_lettered') THEN
+                RAISE EXCEPTION 'transfer: job "%" of queue "%" (%) is not a waiting job or dead letter of queue "%"', v_job.id, v_job.queue, v_job.status, p_queue
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            CONTINUE WHEN EXISTS (SELECT FROM backoff.moved_jobs AS m WHERE m.from_id = v_job.id);
+            v_id := pg_catalog.nextval('backoff.jobs_id_seq'::pg_catalog.regclass);
+            INSERT INTO backoff.jobs (id, queue, payload, status, priority, attempts, max_attempts, policy, run_at,
+                                      lease_until, locked_by, last_attempted_at, last_failed_at, last_error, errors,
+                                      dead_letter_reason, dedupe_key, created_at, completed_at, uncounted_attempts,
+                                      lease_expiries, schedule, schedule_slot, segment)
+            OVERRIDING SYSTEM VALUE
+            VALUES (v_id, v_job.queue, v_job.payload, v_job.status, v_job.priority, v_job.attempts, v_job.max_attempts,
+                    v_job.policy, v_job.run_at, NULL, v_job.locked_by, v_job.last_attempted_at, v_job.last_failed_at,
+                    v_job.last_error, v_job.errors, v_job.dead_letter_reason, v_job.dedupe_key, v_job.created_at,
+                    v_job.completed_at, v_job.uncounted_attempts, v_job.lease_expiries, v_job.schedule, v_job.schedule_slot,
+                    CASE WHEN v_job.status = 'dead_lettered' THEN 0 ELSE backoff._current_segment() END);
+            IF v_job.dedupe_key IS NOT NULL AND v_job.status <> 'dead_lettered' THEN
+                INSERT INTO backoff.dedupe_keys AS k (queue, dedupe_key, job_id)
+                VALUES (p_queue, v_job.dedupe_key, v_id)
+                ON CONFLICT (queue, dedupe_key) DO UPDATE SET job_id = EXCLUDED.job_id
+                WHERE k.job_id = v_job.id
+                   OR NOT EXISTS (SELECT FROM backoff.jobs AS j
+                                  WHERE j.id = k.job_id AND j.status IN ('pending', 'running', 'retrying', 'blocked'));
+            END IF;
+            INSERT INTO backoff.moved_jobs (from_id, job_id, queue, moved_at) VALUES (v_job.id, v_id, p_queue, p_now);
+        END LOOP;
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(m.from_id)
+            FROM backoff.moved_jobs AS m
+            WHERE m.from_id IN (SELECT (e OPERATOR(pg_catalog.->>) 'id')::bigint FROM unnest(p_rows) AS e));
+    WHEN 'keys' THEN
+        INSERT INTO backoff.dedupe_keys AS k (queue, dedupe_key, job_id)
+        SELECT p_queue, e OPERATOR(pg_catalog.->>) 'dedupe_key', (e OPERATOR(pg_catalog.->>) 'job_id')::bigint
+        FROM unnest(p_rows) AS e
+        -- A key left here by an earlier move, or by a job finished since,
+        -- holds nothing: the other shard's job takes it.
+        ON CONFLICT (queue, dedupe_key) DO UPDATE SET job_id = EXCLUDED.job_id
+        WHERE NOT EXISTS (SELECT FROM backoff.jobs AS j
+                          WHERE j.id = k.job_id AND j.status IN ('pending', 'running', 'retrying', 'blocked'));
+    WHEN 'schedules' THEN
+        INSERT INTO backoff.schedules
+        SELECT r.* FROM unnest(p_rows) AS e, pg_catalog.jsonb_populate_record(NULL::backoff.schedules, e) AS r
+        WHERE r.queue = p_queue
+        ON CONFLICT (name) DO NOTHING;
+        RETURN ARRAY(
+            SELECT pg_catalog.to_jsonb(s.name) FROM backoff.schedules AS s
+            WHERE s.queue = p_queue AND s.name IN (SELECT e OPERATOR(pg_catalog.->>) 'name' FROM unnest(p_rows) AS e));
+    WHEN 'controls' THEN
+        v_c := p_rows[1];
+        DELETE FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        DELETE FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
+        DELETE FROM backoff.queue_failures AS f WHERE f.queue = p_queue;
+        INSERT INTO backoff.queue_breakers
+        SELECT r.* FROM pg_catalog.jsonb_populate_recordset(NULL::backoff.queue_breakers, v_c OPERATOR(pg_catalog.->) 'breakers') AS r
+        WHERE r.queue = p_queue;
+        INSERT INTO backoff.queue_tokens
+        SELECT r.* FROM pg_catalog.jsonb_populate_recordset(NULL::backoff.queue_tokens, v_c OPERATOR(pg_catalog.->) 'tokens') AS r
+        WHERE r.queue = p_queue;
+        INSERT INTO backoff.queue_failures
+        SELECT r.* FROM pg_catalog.jsonb_populate_recordset(NULL::backoff.queue_failures, v_c OPERATOR(pg_catalog.->) 'failures') AS r
+        WHERE r.queue = p_queue;
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+    RETURN NULL;
+END
+$$;
+
+-- backoff._transfer_forget(queue, what, keys): removes what the mover
+-- (docs/adr/0092) has written elsewhere, on the shard the queue leaves,
+-- once the other shard holds it; returns how many rows went:
+--   'jobs': the waiting and dead-lettered jobs of these ids (jsonb
+--           numbers), with their dedupe keys and progress;
+--   'schedules': the schedules of these names (jsonb strings);
+--   'controls': the queue's breaker, token bucket and failure log.
+-- And on the shard the queue moves to:
+--   'keys': the dedupe keys held here for jobs of the other shard
+--           ('keys' of backoff._transfer_in) but those of the ids given
+--           (the ones still unfinished there, 'unfinished' of
+--           backoff._transfer_out).
+-- Private; EXECUTE for backoff_admin.
+CREATE OR REPLACE FUNCTION backoff._transfer_forget(p_queue text, p_what text, p_keys jsonb[])
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_n   integer;
+BEGIN
+    CASE p_what
+    WHEN 'jobs' THEN
+        v_ids := ARRAY(SELECT (e #>> '{}')::bigint FROM unnest(p_keys) AS e);
+        WITH d AS (
+            DELETE FROM backoff.jobs AS j
+            WHERE j.id = ANY (v_ids) AND j.queue = p_queue AND j.status IN ('pending', 'retrying', 'dead_lettered')
+            RETURNING j.id
+        ), k AS (
+            DELETE FROM backoff.dedupe_keys AS k
+            WHERE k.queue = p_queue AND k.job_id IN (SELECT d.id FROM d)
+        ), p AS (
+            DELETE FROM backoff.job_progress AS p
+            WHERE p.job_id IN (SELECT d.id FROM d)
+        )
+        SELECT count(*) INTO v_n FROM d;
+    WHEN 'schedules' THEN
+        DELETE FROM backoff.schedules AS s
+        WHERE s.queue = p_queue AND s.name IN (SELECT e #>> '{}' FROM unnest(p_keys) AS e);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    WHEN 'controls' THEN
+        DELETE FROM backoff.queue_breakers AS b WHERE b.queue = p_queue;
+        DELETE FROM backoff.queue_tokens AS t WHERE t.queue = p_queue;
+        DELETE FROM backoff.queue_failures AS f WHERE f.queue = p_queue;
+        v_n := 0;
+    WHEN 'keys' THEN
+        v_ids := ARRAY(SELECT (e #>> '{}')::bigint FROM unnest(p_keys) AS e);
+        DELETE FROM backoff.dedupe_keys AS k
+        WHERE k.queue = p_queue AND NOT (k.job_id = ANY (v_ids))
+          AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = k.job_id);
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+    ELSE
+        RAISE EXCEPTION 'transfer: unknown part "%"', p_what USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+    RETURN v_n;
+END
+$$;
+
 -- Privileges of the functions (and the procedure, backoff.maintain)
 -- installed with this file (docs/adr/0017, docs/adr/0038): owner
 -- backoff_owner, nothing for PUBLIC, EXECUTE granted by name so that every
@@ -23342,7 +23751,9 @@ BEGIN
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'
                                                  -- private, the DEFAULT of backoff.jobs.segment
-                                                 OR v_fn.name = '_current_segment')) THEN
+                                                 OR v_fn.name = '_current_segment'
+                                                 -- private, for the mover of a queue between shards
+                                                 OR v_fn.name LIKE '\_transfer\_%')) THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO %I', v_fn.sig, v_role);
             END IF;
         END LOOP;

@@ -112,3 +112,27 @@ func InstallRouter(ctx context.Context, conn *pgx.Conn, shardURLs []string) erro
 func AddRouterShard(ctx context.Context, conn *pgx.Conn, base *pgx.ConnConfig, shardURL string) (int, error) {
 	return router.AddShard(ctx, conn, base, router.Shard{URL: shardURL})
 }
+
+// MoveOptions tunes MoveRouterQueue (router.MoveOptions): Abort, the batch
+// size, how long to wait for running jobs, and a hook told each step.
+type MoveOptions = router.MoveOptions
+
+// MoveResult says what a run of MoveRouterQueue did.
+type MoveResult = router.MoveResult
+
+// ErrMoveWaiting is returned (wrapped) by MoveRouterQueue when its wait for
+// the old shard's running jobs or transactions in flight outlasts
+// MoveOptions.Wait; running the move again goes on from there.
+var ErrMoveWaiting = router.ErrMoveWaiting
+
+// MoveRouterQueue moves queue, with its waiting jobs, dead letters,
+// schedules and the state of its controls, to shard to behind the router
+// in the database of conn, while producers and workers go on through the
+// router (docs/adr/0092-moving-a-live-queue.md). The shards are reached at
+// the addresses the router lists with base's user, password and TLS
+// settings. It is resumable: run it again after any failure. With
+// opts.Abort it moves a queue whose move is under way back. It is
+// `backoffctl shards move`.
+func MoveRouterQueue(ctx context.Context, conn *pgx.Conn, base *pgx.ConnConfig, queue string, to int, opts MoveOptions) (MoveResult, error) {
+	return router.MoveQueue(ctx, conn, base, queue, to, opts)
+}

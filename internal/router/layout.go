@@ -151,7 +151,7 @@ BEGIN
     IF v_from <> p_shard AND backoff._queue_in_use(p_queue, v_from) THEN
         RAISE EXCEPTION 'cannot place queue "%" on shard %: it has jobs, schedules or controls on shard %, where it lives now', p_queue, p_shard, v_from
             USING ERRCODE = 'object_in_use',
-                  HINT = 'Place a queue before its first job; moving a queue that has jobs between shards is not supported (drain it and let prune remove its jobs first).';
+                  HINT = 'Place a queue before its first job; move a queue that has jobs with backoffctl shards move QUEUE --to K.';
     END IF;
     INSERT INTO backoff.router_placements AS p (queue, shard) VALUES (p_queue, p_shard)
     ON CONFLICT (queue) DO UPDATE SET shard = EXCLUDED.shard, placed_at = now();
@@ -159,6 +159,31 @@ BEGIN
     RETURN true;
 END
 $$`,
+		// The flip of a move (docs/adr/0092): the mover has marked the
+		// queue 'out' on the shard it leaves and 'in' on p_shard, so the
+		// jobs left behind are its to copy, not a reason to refuse.
+		`CREATE FUNCTION backoff._router_flip_queue(p_queue text, p_shard integer) RETURNS boolean
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_shards integer;
+BEGIN
+    SELECT l.shards INTO v_shards FROM backoff.router_layout AS l FOR UPDATE;
+    IF p_queue IS NULL OR p_queue = '' OR p_shard IS NULL OR p_shard < 0 OR p_shard >= v_shards THEN
+        RAISE EXCEPTION 'cannot move queue "%" to shard %: the router has shards 0 to %', coalesce(p_queue, 'NULL'), coalesce(p_shard::text, 'NULL'), v_shards - 1
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF backoff._queue_shard(p_queue) = p_shard THEN
+        RETURN false;
+    END IF;
+    INSERT INTO backoff.router_placements AS p (queue, shard) VALUES (p_queue, p_shard)
+    ON CONFLICT (queue) DO UPDATE SET shard = EXCLUDED.shard, placed_at = now();
+    UPDATE backoff.router_layout SET version = version + 1, changed_at = now();
+    RETURN true;
+END
+$$`,
+		`REVOKE ALL ON FUNCTION backoff._router_flip_queue(text, integer) FROM PUBLIC`,
+		`GRANT EXECUTE ON FUNCTION backoff._router_flip_queue(text, integer) TO backoff_admin`,
 		`COMMENT ON FUNCTION backoff.router_place_queue(text, integer) IS 'Router only (admins): place a queue on a shard; true if the placement changed. Refused (55006) when the queue has jobs, schedules or controls on the shard it lives on now.'`,
 		`ALTER TABLE backoff.router_layout OWNER TO backoff_owner`,
 		`ALTER TABLE backoff.router_placements OWNER TO backoff_owner`,

@@ -231,4 +231,8 @@ var Tables = map[string]TableKind{
 	"job_outputs":      TableAll,
 	"job_progress":     TableAll,
 	"job_awaiters":     TableAll,
+	// Queues moving between shards (docs/adr/0092): each shard holds its
+	// own marks and the old ids of the jobs copied to it.
+	"queue_moves": TableAll,
+	"moved_jobs":  TableAll,
 }

@@ -3,7 +3,9 @@
 -- id drawn from the job sequence when the key is free). A partitioned backoff.jobs cannot hold a
 -- unique index without its segment, so the keys of unfinished jobs live in
 -- backoff.dedupe_keys, unique there (docs/adr/0061). A row whose job is no
--- longer unfinished (an admin's direct write to backoff.jobs) is taken over.
+-- longer unfinished (an admin's direct write to backoff.jobs) is taken over,
+-- but while the queue moves in from another shard, one held for a job of
+-- that shard (no job here has its id) stays held.
 -- Private; enqueue and replay use it.
 CREATE OR REPLACE FUNCTION backoff._take_dedupe_key(
     p_queue      text,
@@ -27,7 +29,11 @@ BEGIN
         IF FOUND THEN
             IF v_holder = p_job_id
                OR EXISTS (SELECT FROM backoff.jobs AS j
-                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked')) THEN
+                          WHERE j.id = v_holder AND j.status IN ('pending', 'running', 'retrying', 'blocked'))
+               -- While the queue moves in (docs/adr/0092), a key held for a
+               -- job of the shard it comes from stays held.
+               OR (EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'in')
+                   AND NOT EXISTS (SELECT FROM backoff.jobs AS j WHERE j.id = v_holder)) THEN
                 held := CASE WHEN v_holder IS DISTINCT FROM p_job_id THEN v_holder END;
                 job_id := CASE WHEN v_holder = p_job_id THEN p_job_id END;
                 RETURN;

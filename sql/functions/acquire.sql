@@ -38,6 +38,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        PERFORM backoff._refuse_moved_job(p_job_id, 'acquire');
+    END IF;
 
     -- Twice when backoff.rotate moved the row while the first waited for it
     -- (docs/adr/0061): the second statement's snapshot sees it moved.
@@ -102,7 +105,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.acquire(bigint, text, interval, timestamptz) IS
 'Claim the job p_job_id for p_worker if it is due (pending or retrying with run_at <= p_now), exactly as claim would: running, attempts + 1 (the new value is the fencing token), lease_until = p_now + (p_lease, else the policy lease), locked_by = p_worker; returns the job. For workflow engines that pick the step themselves. Two concurrent calls on one due job: exactly one wins, the other gets BK002. A paused queue does not stop it.
-Errors: BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK004 also for a job blocked by the jobs it depends on (no DETAIL); BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 55006 for a waiting or dead-lettered job whose queue moves away from this shard (backoffctl shards move, docs/adr/0092); BK004 not ready: message ''job "42" is not ready until "2026-01-02T03:04:05.000000Z" (attempts "2")'', DETAIL = run_at in ISO 8601 UTC, HINT = ''attempts=2''; BK004 also for a job blocked by the jobs it depends on (no DETAIL); BK002 the job is running; BK003 it is completed, dead_lettered or cancelled; BK001 no such job, or for a caller scoped by backoff.grant_queue a job of a queue it may not work on; 22023 a NULL id, a worker that is not 1 to 128 bytes without control or format characters, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''steps'', ''{"step": "charge"}'');
 SELECT id, status, attempts, locked_by FROM backoff.acquire(1, ''orchestrator-1'');';

@@ -28,6 +28,7 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     p_now := backoff._now(p_now);
+    PERFORM backoff._refuse_moved_job(p_job_id, 'cancel');
     -- One statement moves the job to the finished partition, named as in
     -- backoff._move_finished (docs/adr/0061);
     -- run twice when backoff.rotate moved the row while the first waited.
@@ -88,7 +89,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.cancel(bigint, text, timestamptz) IS
 'Cancel job p_job_id if it is pending, retrying, running or blocked (waiting for the jobs it depends on): status cancelled (terminal), completed_at = p_now, lease and locked_by cleared, last_error = p_reason when given (capped at 8 KiB like fail''s error text). The cancel is appended to the job''s history (errors, 20 most recent kept): {attempt, counted, at, error: p_reason, kind: cancelled, role: the login role (session_user)}, and of a running job the worker and the attempt''s start (started); it is not a failed attempt (stats, activity and the retry budget do not count it). A worker still running it gets BK003 from complete, fail, heartbeat and snooze. replay brings it back; its next claim has a new token, so that worker gets BK002 then. The jobs that depend on it are settled by each edge''s policy: cancelled in turn (''cancel'', the default, with a reason naming this job), run (''run''), or kept blocked for an operator (''wait''; docs/workflows.md). Returns the job.
-Errors: BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
+Errors: 55006 for a waiting or dead-lettered job whose queue moves away from this shard (backoffctl shards move, docs/adr/0092); BK003 the job is already completed, dead_lettered or cancelled; BK001 no such job; 22023 a NULL id, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.enqueue(''emails'');
 SELECT status, last_error FROM backoff.cancel(1, ''customer deleted'');';

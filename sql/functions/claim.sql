@@ -77,6 +77,11 @@ BEGIN
         END IF;
     END IF;
     p_now := backoff._now(p_now);
+    -- A queue moving away from this shard gives nothing here
+    -- (docs/adr/0092): its waiting jobs go to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+        RETURN;
+    END IF;
 
     IF backoff._scope_in_force() THEN
         PERFORM backoff._check_queue(ARRAY[p_queue], 'work');
@@ -166,7 +171,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.claim(text, text, integer, interval, timestamptz) IS
-'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows. Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
+'Claim up to p_limit due jobs (status pending or retrying, run_at <= p_now) of p_queue for p_worker: higher priority first, then earliest run_at, then id. Each becomes running with attempts + 1 (attempts counts every claim of the job and never goes down, so the new value is a fencing token no other claim of the job has: pass it to complete, fail, heartbeat and snooze; the counted attempt that max_attempts bounds is attempts - uncounted_attempts), lease_until = p_now + (p_lease, else the job''s policy lease), locked_by = p_worker, last_attempted_at = p_now. Rows locked by other claimers are skipped (FOR UPDATE SKIP LOCKED), so concurrent claims never overlap. A paused queue (backoff.queues.paused) gives no rows, nor does a queue moving away from this shard (backoffctl shards move, docs/adr/0092). Queue controls (backoff.queues): with an open circuit breaker no rows; half open, at most breaker_probes jobs in total until a complete or fail of the queue closes or reopens it (exact under concurrency; a claim that finds the breaker''s state held by a concurrent transaction gets no rows now); with a rate, at most the whole tokens of the queue''s bucket (rate per second, burst) that concurrent claims do not hold (the bucket is split into up to 16 slots), so fewer rows than p_limit, never waiting. backoff.queue_state says when a claim can return jobs again.
 Errors: 22023 for a queue or worker that is not 1 to 128 bytes without control or format characters, a limit < 1, a lease <= 0, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock; 42501 when the caller is scoped by backoff.grant_queue and may not work on p_queue. lease_until stays within year 9999.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');

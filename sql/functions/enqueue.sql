@@ -73,6 +73,13 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    -- A queue moving away from this shard (docs/adr/0092): one probe of a
+    -- small table, inline (a function call costs more on this path).
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    END IF;
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
         -- docs/benchmarks.md): the job, and two probes in its RETURNING: is
@@ -131,7 +138,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text, jsonb, timestamptz, integer, integer, text, timestamptz, text) IS
 'Insert a job into p_queue and return its id. p_payload (jsonb, NULL = {}; at most backoff.settings.max_payload_bytes, 1 MiB by default, measured as the uncompressed jsonb), p_run_at (first run; NULL = p_now), p_max_attempts (NULL = the policy''s), p_priority (higher first, -32768 to 32767; NULL = 0), p_dedupe_key (while a job of this queue with that key is pending, running or retrying, return its id and insert nothing), p_now (created_at), p_policy (the policy of this job; NULL = its queue''s, from backoff.queues, else ''default''; it comes after p_now so that positional calls keep working, so pass it by name). The job records that policy: remapping the queue later does not change it. A deduplicated call returns the existing job unchanged, whatever p_policy says. A job due now notifies channel backoff_jobs with the queue name as payload, once per transaction and queue, when a worker waits for the queue (backoff.wait_for_jobs).
-Errors: 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
+Errors: 55006 when the queue moves away from this shard (backoffctl shards move, docs/adr/0092): enqueue again, through the router it goes to the new shard; 22023 for a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a p_policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into p_queue.
 Example:
 SELECT backoff.enqueue(''emails'', ''{"to": "a@example.com"}'');
 SELECT backoff.enqueue(''reports'', p_policy => ''conservative'');
@@ -219,6 +226,13 @@ BEGIN
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
     END IF;
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
+        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %',
+            (SELECT m.queue FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1),
+            (SELECT m.peer FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1)
+            USING ERRCODE = 'object_in_use',
+                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    END IF;
     IF 1 > ANY (p_max_attempts) THEN
         RAISE EXCEPTION 'max_attempts must be at least 1, got "%"',
             (SELECT min(m) FROM unnest(p_max_attempts) AS m)
@@ -286,7 +300,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue(text[], jsonb[], timestamptz[], integer[], integer[], text[], timestamptz, text[]) IS
 'Bulk enqueue: insert one job per element of p_queues (element i of p_payloads, p_run_ats, p_max_attempts, p_priorities, p_dedupe_keys and p_policies goes with it; every array but p_policies is required, a NULL array means all NULL; a call with only NULLs after the queues needs a cast or named arguments to pick this form) and return the ids in input order. Each job gets exactly what backoff.enqueue(p_queue, ...) would give it, dedupe included; a batch without dedupe keys is one set-based INSERT. Atomic: on error no job is added. Notifies channel backoff_jobs once per queue with a job due now and a waiting worker (backoff.wait_for_jobs).
-Errors: 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, a max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its place in the batch, its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
+Errors: 55006 when the queue moves away from this shard (backoffctl shards move, docs/adr/0092): enqueue again, through the router it goes to the new shard; 22023 for a NULL p_queues, arrays of different lengths or of more than one dimension, a queue, dedupe key or policy that is not 1 to 128 bytes without control or format characters, a max_attempts < 1, a priority outside -32768 to 32767, a payload over max_payload_bytes (naming its place in the batch, its size and the limit), an empty dedupe key, a run_at outside years 1 to 9999, a policy that names no row of backoff.policies, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock. 42501 when the caller is scoped by backoff.grant_queue and may not produce into one of the queues.
 Example:
 SELECT * FROM backoff.enqueue(ARRAY[''emails'', ''emails'', ''sms''], ARRAY[''{"to": "a"}'', ''{"to": "b"}'', NULL]::jsonb[],
                               NULL, NULL, ARRAY[0, 5, 0], NULL);';

@@ -93,6 +93,17 @@ BEGIN
         RAISE EXCEPTION 'enqueue_graph: ref "%" names more than one job', v_bad
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A queue moving away from this shard takes no graph here
+    -- (docs/adr/0092): through the router, it goes to the new shard.
+    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        v_bad := (SELECT t.j ->> 'queue' FROM pg_catalog.jsonb_array_elements(p_jobs) AS t(j)
+                  WHERE backoff._moved_away(t.j ->> 'queue') IS NOT NULL LIMIT 1);
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'enqueue_graph: queue "%" moves to shard %', v_bad, backoff._moved_away(v_bad)
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+        END IF;
+    END IF;
 
     -- The edges, one row each: the child's place, its parent's place in the
     -- graph or an existing job's id, and the policy.
@@ -303,7 +314,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.enqueue_graph(jsonb, timestamptz) IS
 'Enqueue a workflow in one call and one transaction, and return each job''s ref and id, in input order. p_jobs is a JSON array of jobs, each an object with "ref" (a name for the job within this graph, 1 to 128 bytes, unique), "queue", and optionally "payload", "run_at", "max_attempts", "priority", "dedupe_key", "policy" (as backoff.enqueue takes them; any queue of the caller''s) and "depends_on": an array of parents, each a ref of this graph ("extract"), an existing job''s id (42), or an object {"ref": "extract"} or {"job": 42} with "on_failure": ''cancel'' (the default), ''run'' or ''wait''. A job with a parent that has not completed is blocked: never claimed, until its last parent completes, in that parent''s transaction. A parent that ends without completing (dead_lettered, cancelled) applies each edge''s on_failure: ''cancel'' cancels the child (its last_error names the parent) and, in turn, the child''s own ''cancel'' children; ''run'' counts the edge as satisfied; ''wait'' keeps the child blocked until backoff.unblock, or a replay of the parent (then the child waits for the new run). An edge to a job that has completed is satisfied already, one to a job that failed applies its policy now. A job whose dedupe key an unfinished job holds is that job, unchanged (its depends_on is not applied). Each job is enqueued as backoff.enqueue would (limits, policies, scopes, wake-ups); atomic: on error nothing is added.
-Errors: 22023 for p_jobs that is not a non-empty array of objects, more than 10000 jobs, an unknown key, a missing, invalid or repeated ref, a depends_on that is not an array, an unknown ref or on_failure (naming them), a job that depends on itself, an edge given twice, a cycle (naming the refs on or after it), a job id that does not exist (or, for a scoped caller, whose queue it may not produce into), and every error of backoff.enqueue for a job''s fields; a field of the wrong JSON type raises its cast''s error (22P02, 22007). 42501 when the caller is scoped and may not produce into a job''s queue.
+Errors: 55006 when one of its queues moves away from this shard (backoffctl shards move, docs/adr/0092); 22023 for p_jobs that is not a non-empty array of objects, more than 10000 jobs, an unknown key, a missing, invalid or repeated ref, a depends_on that is not an array, an unknown ref or on_failure (naming them), a job that depends on itself, an edge given twice, a cycle (naming the refs on or after it), a job id that does not exist (or, for a scoped caller, whose queue it may not produce into), and every error of backoff.enqueue for a job''s fields; a field of the wrong JSON type raises its cast''s error (22P02, 22007). 42501 when the caller is scoped and may not produce into a job''s queue.
 Example:
 SELECT * FROM backoff.enqueue_graph(''[
   {"ref": "extract", "queue": "etl", "payload": {"table": "orders"}},

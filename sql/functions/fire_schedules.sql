@@ -77,6 +77,8 @@ BEGIN
         FROM backoff.schedules AS s
         WHERE NOT s.paused AND s.next_fire_at <= p_now
           AND (v_scope IS NULL OR s.queue OPERATOR(pg_catalog.~~) ANY (v_scope))
+          -- A queue moving away fires on its new shard (docs/adr/0092).
+          AND NOT EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = s.queue AND m.direction = 'out')
         ORDER BY s.name
         LIMIT v_left
         FOR UPDATE
@@ -203,6 +205,7 @@ $$;
 
 COMMENT ON FUNCTION backoff.fire_schedules(integer, timestamptz) IS
 'Fire every schedule due at p_now: for each slot due, enqueue one job (the schedule''s queue, payload, policy, priority and max attempts; run_at is the slot; backoff.jobs.schedule and schedule_slot name them) and advance the schedule past it. Returns one row per job enqueued: the schedule, the slot, the job id. Call it from any number of workers, cron jobs or pg_cron at any time, on clocks that differ by up to backoff.settings.max_clock_skew: a slot is enqueued once, whoever calls and however often, and every slot fires while some caller calls within its interval (a due schedule is locked, waiting for a caller that holds it, in name order, and moved past the slots it fires before the lock is released; under REPEATABLE READ or SERIALIZABLE a schedule another caller fired meanwhile raises 40001: retry). With nothing due it costs one index probe. Missed slots follow the schedule''s catch_up: ''latest'' fires the latest slot due and every earlier one whose interval ended less than max_clock_skew before p_now (it may still be the current slot on another caller''s clock), oldest first (with skip_if_running only the latest: the others are skipped), and passes over the older ones; ''all'' fires each; either at most catch_up_limit per schedule per call. catch_up_window passes over the slots older than it. Every slot passed over is counted in the schedule''s missed (last_missed_at: the p_now that passed some over). A p_now before a schedule''s next fire time fires nothing of it, so a clock that goes back repeats nothing. A schedule with skip_if_running and an unfinished job skips its slot (counted in skipped, last_skipped_slot). At most p_limit (1 to 100000, default 1000) jobs per call, and at most 1000 for a caller outside backoff_admin; the rest fire at the next call. Paused schedules fire nothing. A caller scoped by backoff.grant_queue fires only the schedules of the queues it may work on or produce into; one without any grant while backoff.settings.require_queue_grants is on fires none. Notifies channel backoff_jobs once per queue with a waiting worker (backoff.wait_for_jobs).
+The schedules of a queue moving away from this shard (backoffctl shards move, docs/adr/0092) are passed over: they fire on its new shard.
 Errors: 22023 for a limit outside 1-100000, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:
 SELECT backoff.put_schedule(''heartbeat'', ''pings'', p_every => ''5 minutes'', p_now => ''2026-01-01 00:00+00'');

@@ -42,6 +42,8 @@
 {{ template "_current_segment.sql" . }}
 {{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
+{{ template "_moved_away.sql" . }}
+{{ template "_refuse_moved_job.sql" . }}
 {{ template "enqueue.sql" . }}
 {{ template "enqueue_graph.sql" . }}
 {{ template "_queue_burst.sql" . }}
@@ -121,4 +123,8 @@
 {{ template "fire_schedules.sql" . }}
 {{ template "maintain.sql" . }}
 {{ template "trigger_schedule.sql" . }}
+{{ template "_transfer_mark.sql" . }}
+{{ template "_transfer_out.sql" . }}
+{{ template "_transfer_in.sql" . }}
+{{ template "_transfer_forget.sql" . }}
 {{ template "privileges.sql" . }}

@@ -28,7 +28,9 @@ BEGIN
                        '_visible_queues'))
                OR (v_role = 'backoff_admin' AND (v_fn.name NOT LIKE '\_%'
                                                  -- private, the DEFAULT of backoff.jobs.segment
-                                                 OR v_fn.name = '_current_segment')) THEN
+                                                 OR v_fn.name = '_current_segment'
+                                                 -- private, for the mover of a queue between shards
+                                                 OR v_fn.name LIKE '\_transfer\_%')) THEN
                 EXECUTE pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO %I', v_fn.sig, v_role);
             END IF;
         END LOOP;

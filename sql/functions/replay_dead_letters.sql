@@ -27,6 +27,10 @@ BEGIN
     -- have is no queue to act on, and a paused lookalike must not be made.
     p_queue := backoff._check_name('queue', p_queue);
     p_now := backoff._now(p_now);
+    IF backoff._moved_away(p_queue) IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot replay the dead letters of queue "%": the queue moves to shard %, with its dead letters', p_queue, backoff._moved_away(p_queue)
+            USING ERRCODE = 'object_in_use';
+    END IF;
     -- A key whose job is no longer unfinished (an admin's direct write to
     -- backoff.jobs) holds nothing (backoff._take_dedupe_key).
     DELETE FROM backoff.dedupe_keys AS k
@@ -115,6 +119,6 @@ $$;
 
 COMMENT ON FUNCTION backoff.replay_dead_letters(text, timestamptz) IS
 'Replay every dead-lettered job of p_queue in one statement, as backoff.replay would each (status pending, run_at = p_now, a fresh budget: uncounted_attempts = attempts, so the counted attempt is 0, and lease_expiries = 0, while attempts, the fencing token, keeps counting; dead_letter_reason and completed_at cleared, history kept, with a replayed entry naming the login role as backoff.replay appends), and return one row per dead letter, in id order: job_id, replayed, and for a job it left dead-lettered the reason. A job is left when its dedupe key is held by an unfinished job of the queue, or by an older dead letter with the same key that this call replays. Notifies channel backoff_jobs when it replayed anything. Admin only.
-Errors: 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
+Errors: 55006 when the queue moves away from this shard (backoffctl shards move, docs/adr/0092), its dead letters with it; 22023 for a queue that is not 1 to 128 bytes without control or format characters, or a bad p_now (p_now NULL is the database clock); BK003 when a concurrent enqueue took a dedupe key between the check and the update (nothing is replayed; call again).
 Example:
 SELECT * FROM backoff.replay_dead_letters(''emails'');';

@@ -42,6 +42,34 @@ ALTER TABLE backoff.job_awaiters OWNER TO backoff_owner;
 REVOKE ALL ON backoff.job_awaiters FROM PUBLIC;
 GRANT SELECT ON backoff.job_awaiters TO backoff_admin;
 
+-- == Queues moved between shards (docs/adr/0092) ==
+-- backoffctl shards move marks a queue 'out' on the shard it leaves (which
+-- then refuses its enqueues and claims; backoff._moved_away) and 'in' on
+-- the shard it goes to (which holds the dedupe keys of the other shard's
+-- jobs meanwhile); peer is the other shard. A job copied to this shard gets
+-- a new id: moved_jobs maps the id it had there (from_id) to it, which
+-- makes the copy idempotent.
+CREATE TABLE backoff.queue_moves (
+    queue      text PRIMARY KEY,
+    direction  text NOT NULL CONSTRAINT queue_moves_direction_check CHECK (direction IN ('in', 'out')),
+    peer       integer NOT NULL CONSTRAINT queue_moves_peer_check CHECK (peer >= 0),
+    -- Raised by every move of the queue: of two shards marked 'in' (an
+    -- abort interrupted between its two marks), the higher one is the
+    -- move under way.
+    generation bigint NOT NULL,
+    since      timestamptz NOT NULL
+);
+CREATE TABLE backoff.moved_jobs (
+    from_id  bigint PRIMARY KEY,
+    job_id   bigint NOT NULL,
+    queue    text NOT NULL,
+    moved_at timestamptz NOT NULL
+);
+ALTER TABLE backoff.queue_moves OWNER TO backoff_owner;
+ALTER TABLE backoff.moved_jobs OWNER TO backoff_owner;
+REVOKE ALL ON backoff.queue_moves, backoff.moved_jobs FROM PUBLIC;
+GRANT SELECT ON backoff.queue_moves, backoff.moved_jobs TO backoff_admin;
+
 -- (end of schema changes)
 
 {{ install_snapshot "unreleased" }}
@@ -67,6 +95,10 @@ BEGIN
     END LOOP;
 END
 $$;
+
+-- == Queues moved between shards ==
+DROP TABLE backoff.moved_jobs;
+DROP TABLE backoff.queue_moves;
 
 -- == Awaiting a job's output ==
 DROP TABLE backoff.job_awaiters;

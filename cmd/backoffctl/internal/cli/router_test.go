@@ -160,6 +160,50 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 	require.Contains(t, out, "layout version 3: 4 shard(s); a queue not placed lives on md5(queue) mod 3")
 	require.Regexp(t, `(?m)^3 +host=\S+ port=\d+ dbname=\S+ +1$`, out)
 
+	// A queue with jobs moves with them (docs/adr/0092).
+	away := (home + 1) % nShards
+	out, code = backoffctl("shards", "move", "cli-q", "--to", strconv.Itoa(away))
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("moved queue cli-q from shard %d to shard %d: ", home, away))
+	out, code = backoffctl("shards", "placement", "cli-q")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("queue cli-q: shard %d, placed explicitly", away))
+	out, code = backoffctl("shards", "move", "cli-q", "--to", strconv.Itoa(away), "--output", "json")
+	require.Equal(t, ExitOK, code, out)
+	require.JSONEq(t, fmt.Sprintf(`{"queue": "cli-q", "from": %d, "to": %d, "jobs": 0, "schedules": 0, "changed": false}`, away, away), out)
+
+	// A move that stops while a job runs on the old shard is under way
+	// (placement says so) until it is run again or aborted.
+	mvHome := sharding.QueueShard("cli-mv", nShards)
+	mvAway := (mvHome + 1) % nShards
+	for range 3 {
+		out, code = backoffctl("enqueue", "cli-mv", `{}`)
+		require.Equal(t, ExitOK, code, out)
+	}
+	var mvID int64
+	var mvToken int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT id, attempts FROM backoff.claim('cli-mv', 'w')`).Scan(&mvID, &mvToken))
+	out, code = backoffctl("shards", "move", "cli-mv", "--to", strconv.Itoa(mvAway), "--wait", "1ms")
+	require.Equal(t, ExitFailure, code, out)
+	require.Equal(t, 1, strings.Count(out, "\n"), out)
+	require.Contains(t, out, "the move waits")
+	out, code = backoffctl("shards", "placement", "cli-mv")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("a move of queue cli-mv from shard %d to shard %d is under way", mvHome, mvAway))
+	out, code = backoffctl("shards", "placement", "cli-mv", "--output", "json")
+	require.Equal(t, ExitOK, code, out)
+	require.JSONEq(t, fmt.Sprintf(`{"queue": "cli-mv", "shard": %d, "decided_by": "placement", "layout_version": 5, "moving": {"from": %d, "to": %d}}`,
+		mvAway, mvHome, mvAway), out)
+	_, err = conn.Exec(ctx, `SELECT backoff.complete($1, $2)`, mvID, mvToken)
+	require.NoError(t, err)
+	out, code = backoffctl("shards", "move", "cli-mv", "--abort")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("moved queue cli-mv from shard %d to shard %d: 2 waiting or dead-lettered job(s)", mvAway, mvHome))
+	out, code = backoffctl("shards", "placement", "cli-mv")
+	require.Equal(t, ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("queue cli-mv: shard %d, placed explicitly", mvHome))
+	require.NotContains(t, out, "under way")
+
 	// Bad input: one line, non-zero exit.
 	for _, bad := range []struct {
 		args []string
@@ -171,6 +215,10 @@ func TestBackoffctlThroughRouter(t *testing.T) {
 		{[]string{"shards", "placement"}, ExitUsage, "QUEUE"},
 		{[]string{"shards", "add", "postgres://%zz"}, ExitUsage, "SHARD_URL"},
 		{[]string{"shards", "add", fourth}, ExitFailure, "is already shard 3"},
+		{[]string{"shards", "move", "cli-q"}, ExitUsage, "give --to K or --abort"},
+		{[]string{"shards", "move", "cli-q", "--to", "1", "--abort"}, ExitUsage, "give --to K or --abort"},
+		{[]string{"shards", "move", "cli-q", "--abort"}, ExitFailure, "no move of this queue is under way"},
+		{[]string{"shards", "move", "cli-q", "--to", "9"}, ExitFailure, "the router has shards 0 to 3"},
 	} {
 		out, code = backoffctl(bad.args...)
 		require.Equal(t, bad.code, code, "%v: %s", bad.args, out)

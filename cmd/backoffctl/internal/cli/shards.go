@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
@@ -143,19 +145,20 @@ func init() { register(newShardsCommand) }
 func newShardsCommand() *cobra.Command {
 	cmd := groupCommand(&cobra.Command{
 		Use:   "shards",
-		Short: "Show the shards behind a router and where it places queues; add a shard; place a queue",
+		Short: "Show the shards behind a router and where it places queues; add a shard; place or move a queue",
 		Long: `Behind a PL/Proxy router (docs/sharding.md), a queue placed explicitly
 lives on its shard; any other on md5(queue) mod the shard count of the
 router's first install. Adding a shard therefore moves no queue: a new
 shard takes the queues placed on it. A queue is placed before its first
 job: placing a queue that has jobs, schedules or controls on its shard is
-refused (moving a live queue is not supported).`,
+refused; "shards move" moves a live queue with its jobs.`,
 		Example: `  backoffctl shards list --database-url postgres://admin@router/jobs
   backoffctl shards add postgres://admin@db3/jobs --database-url postgres://admin@router/jobs
   backoffctl shards placement emails
-  backoffctl shards placement emails --shard 3`,
+  backoffctl shards placement emails --shard 3
+  backoffctl shards move emails --to 3`,
 	})
-	cmd.AddCommand(newShardsListCommand(), newShardsAddCommand(), newShardsPlacementCommand())
+	cmd.AddCommand(newShardsListCommand(), newShardsAddCommand(), newShardsPlacementCommand(), newShardsMoveCommand())
 	return cmd
 }
 
@@ -294,7 +297,8 @@ func newShardsPlacementCommand() *cobra.Command {
 		Long: `Without --shard, placement prints the shard that holds QUEUE and whether
 it was placed there explicitly or by the hash rule. With --shard K it
 places QUEUE on shard K (an admin), which the router follows at once; a
-queue that has jobs, schedules or controls on its shard is refused.`,
+queue that has jobs, schedules or controls on its shard is refused (move
+it with "shards move"). A move of QUEUE under way is shown too.`,
 		Example: `  backoffctl shards placement emails
   backoffctl shards placement emails --shard 3`,
 		Args: exactArgs(1, "QUEUE"),
@@ -328,13 +332,28 @@ queue that has jobs, schedules or controls on its shard is refused.`,
 			if placed {
 				decided = "placement"
 			}
+			mv, err := moveUnderWay(ctx, conn, queue)
+			if err != nil {
+				return err
+			}
 			w := cmd.OutOrStdout()
 			if jsonOut {
 				out := map[string]any{"queue": queue, "shard": k, "decided_by": decided, "layout_version": version}
 				if set {
 					out["changed"] = changed
 				}
+				if mv != nil {
+					out["moving"] = mv
+				}
 				return writeJSON(w, out)
+			}
+			switch {
+			case mv != nil && mv.To != nil:
+				defer fmt.Fprintf(w, "a move of queue %s from shard %d to shard %d is under way: finish it with \"shards move %s --to %d\", or undo it with \"shards move %s --abort\"\n",
+					esc(queue), mv.From, *mv.To, esc(queue), *mv.To, esc(queue))
+			case mv != nil:
+				defer fmt.Fprintf(w, "a move of queue %s from shard %d is under way: run the same \"shards move\" again to finish it, or undo it with \"shards move %s --abort\"\n",
+					esc(queue), mv.From, esc(queue))
 			}
 			switch {
 			case set && changed:
@@ -351,4 +370,116 @@ queue that has jobs, schedules or controls on its shard is refused.`,
 	}
 	cmd.Flags().IntVar(&shard, "shard", 0, "place the queue on this shard (an admin; refused while the queue has jobs, schedules or controls on its shard)")
 	return cmd
+}
+
+func newShardsMoveCommand() *cobra.Command {
+	var (
+		to    int
+		abort bool
+		wait  time.Duration
+		batch int
+	)
+	cmd := &cobra.Command{
+		Use:   "move QUEUE (--to K | --abort)",
+		Short: "Move a live queue, with its waiting jobs, dead letters, schedules and controls, to shard K",
+		Long: `move moves QUEUE to shard K while producers and workers go on through the
+router (docs/sharding.md, "Moving a queue"): the old shard stops handing
+out the queue's jobs and taking its enqueues, the router sends both to
+shard K, and the queue's waiting jobs (pending, retrying) and dead letters
+are copied to shard K under new ids, with their whole state, then deleted
+on the old shard; its schedules and the state of its breaker, token
+bucket and failure log go along. Jobs running on the old shard finish (or
+are reaped) there; move waits for them (--wait), then finishes. Finished
+jobs stay on the old shard as history. A queue with blocked jobs or jobs
+in a workflow is refused.
+
+Every step can be repeated: after any failure (a timeout, a lost
+connection, the command killed) run the same command again and it goes on
+where it stopped. --abort moves a queue whose move is under way back to
+the shard it came from, with everything copied so far; an abort that is
+interrupted is itself a move under way, finished with "move QUEUE --to"
+the shard it came from. The login must be an admin on the router and the
+shards, reached at the addresses the router lists with the user, password
+and TLS settings of --database-url.`,
+		Example: `  backoffctl shards move emails --to 3
+  backoffctl shards move emails --to 3 --wait 30m
+  backoffctl shards move emails --abort`,
+		Args: exactArgs(1, "QUEUE"),
+		RunE: withOutput(func(cmd *cobra.Command, args []string, jsonOut bool) error {
+			queue := args[0]
+			set := cmd.Flags().Changed("to")
+			if set == abort {
+				return usagef("shards move: give --to K or --abort")
+			}
+			if set && to < 0 {
+				return usagef("--to %d: want a shard number, 0 or more", to)
+			}
+			if !set {
+				to = -1
+			}
+			ctx := cmd.Context()
+			conn, err := connectRouter(ctx, cmd)
+			if err != nil {
+				return err
+			}
+			defer conn.Close(ctx)
+			base, err := connConfig(cmd)
+			if err != nil {
+				return err
+			}
+			res, err := migrations.MoveRouterQueue(ctx, conn, base, queue, to, migrations.MoveOptions{
+				Abort: abort, Wait: wait, Batch: batch,
+			})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if jsonOut {
+				return writeJSON(w, res)
+			}
+			if !res.Changed {
+				fmt.Fprintf(w, "queue %s is on shard %d already; nothing to move\n", esc(queue), res.To)
+				return nil
+			}
+			fmt.Fprintf(w, "moved queue %s from shard %d to shard %d: %d waiting or dead-lettered job(s) and %d schedule(s) copied by this run\n",
+				esc(queue), res.From, res.To, res.Jobs, res.Schedules)
+			return nil
+		}),
+	}
+	cmd.Flags().IntVar(&to, "to", 0, "the shard to move the queue to")
+	cmd.Flags().BoolVar(&abort, "abort", false, "move a queue whose move is under way back to the shard it came from")
+	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for the jobs running on the old shard (the move stays resumable past it)")
+	cmd.Flags().IntVar(&batch, "batch", 500, "jobs copied per batch")
+	return cmd
+}
+
+// queueMove is a move of a queue under way, as the shards' marks
+// (backoff.queue_moves, read through the router) show it.
+type queueMove struct {
+	From int  `json:"from"`
+	To   *int `json:"to"` // nil until the origin is marked
+}
+
+// moveUnderWay reads the move of queue under way, if any (nil without one,
+// or for a role that may not read the marks).
+func moveUnderWay(ctx context.Context, conn *pgx.Conn, queue string) (*queueMove, error) {
+	var may bool
+	if err := conn.QueryRow(ctx, `SELECT has_table_privilege('backoff.queue_moves', 'SELECT')`).Scan(&may); err != nil || !may {
+		return nil, err
+	}
+	var mv queueMove
+	err := conn.QueryRow(ctx, `
+SELECT i.peer, (SELECT o.peer FROM backoff.queue_moves AS o
+                WHERE o.queue = i.queue AND o.direction = 'out' AND o.generation = i.generation)
+FROM backoff.queue_moves AS i
+WHERE i.queue = $1 AND i.direction = 'in'
+ORDER BY i.generation DESC
+LIMIT 1`, queue).Scan(&mv.From, &mv.To)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the moves of queue %q: %w", queue, err)
+	}
+	return &mv, nil
 }
