@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 3eb444493ddd2c4fc1845567edc8ad1e5dd5a0059f67be1433bc8eca9331277a
+-- Sources: sha256 3e7a1976c7d3c82ea084cdea24d4e3a6edcac87072dbfacb8cc4c5e7221669ce
 
 CREATE SCHEMA backoff;
 
@@ -18033,15 +18033,19 @@ DECLARE
     v_failed    bigint[];
     v_failed_by bigint[];
     v_queues    text[];
+    v_children  bigint[];
 BEGIN
     -- The children's counters, locked in id order: two settlements that
     -- share children take their locks in the same order and cannot
-    -- deadlock on them.
-    PERFORM FROM backoff.job_blockers AS b
-    WHERE b.job_id = ANY (ARRAY(SELECT d.child_id FROM backoff.job_dependencies AS d
-                                WHERE d.parent_id = ANY (p_parent_ids) AND d.state = 'open'))
-    ORDER BY b.job_id
-    FOR UPDATE;
+    -- deadlock on them. The statements below find the counters by these
+    -- ids: joined to the counts alone, a generic plan may walk the whole
+    -- primary key, and with it every dead row a held snapshot keeps.
+    v_children := ARRAY(
+        SELECT b.job_id FROM backoff.job_blockers AS b
+        WHERE b.job_id = ANY (ARRAY(SELECT d.child_id FROM backoff.job_dependencies AS d
+                                    WHERE d.parent_id = ANY (p_parent_ids) AND d.state = 'open'))
+        ORDER BY b.job_id
+        FOR UPDATE);
     WITH e AS (
         UPDATE backoff.job_dependencies AS d
         SET state = CASE WHEN p_outcome = 'completed' OR d.on_failure = 'run' THEN 'satisfied'
@@ -18063,7 +18067,8 @@ BEGIN
         -- delete), and it is released below.
         DELETE FROM backoff.job_blockers AS b
         USING c
-        WHERE b.job_id = c.child_id
+        WHERE b.job_id = ANY (v_children)
+          AND b.job_id = c.child_id
           AND c.failed_by IS NULL AND b.remaining = c.n AND b.waiting + c.w = 0
         RETURNING b.job_id
     ), b AS (
@@ -18071,7 +18076,8 @@ BEGIN
         SET remaining = b.remaining - c.n,
             waiting = b.waiting + c.w
         FROM c
-        WHERE b.job_id = c.child_id
+        WHERE b.job_id = ANY (v_children)
+          AND b.job_id = c.child_id
           AND NOT (c.failed_by IS NULL AND b.remaining = c.n AND b.waiting + c.w = 0)
         RETURNING b.job_id, c.failed_by
     )
