@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 3e7a1976c7d3c82ea084cdea24d4e3a6edcac87072dbfacb8cc4c5e7221669ce
+-- Sources: sha256 c8c1f5b175a910cae94474e8a9c469a83677dd36703d7a682d039eb4519c3e04
 
 CREATE SCHEMA backoff;
 
@@ -16366,6 +16366,33 @@ $$;
 
 SELECT backoff._publish_current_segment(s.segment) FROM backoff.segments AS s WHERE s.current;
 
+-- backoff._publish_moves_out(): rewrite backoff._moves_out(), an
+-- IMMUTABLE function that reads no table, to say whether a queue moves
+-- away from this shard (a row 'out' in backoff.queue_moves, docs/adr/0092).
+-- claim and enqueue read backoff.queue_moves only when it says so: the
+-- table read on every call would be two more relations locked by their
+-- transactions, past the 16 a backend takes by the fast path (claim and
+-- complete lock 15). A plan that folded the old answer is invalidated with
+-- the function. Called by backoff._transfer_mark, in the transaction that
+-- changes the marks (the mover waits for the transactions that began
+-- before it, docs/adr/0092), and at install. Private.
+CREATE OR REPLACE FUNCTION backoff._publish_moves_out()
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION backoff._moves_out() RETURNS boolean '
+        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        CASE WHEN EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out')
+             THEN 'SELECT true' ELSE 'SELECT false' END);
+END
+$$;
+
+SELECT backoff._publish_moves_out();
+
 -- backoff._move_to_current_segment(ids, release): move the live jobs
 -- (blocked ones too) among p_ids that are outside the current segment into
 -- it (docs/adr/0061); returns how many it moved. With p_release, only the
@@ -16603,12 +16630,14 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    -- A queue moving away from this shard (docs/adr/0092): one probe of a
-    -- small table, inline (a function call costs more on this path).
-    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
-        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    -- A queue moving away from this shard (docs/adr/0092): the marks are
+    -- read only on a shard that has one (backoff._moves_out).
+    IF backoff._moves_out() THEN
+        IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+            RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+        END IF;
     END IF;
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
@@ -16756,7 +16785,7 @@ BEGIN
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
     END IF;
-    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
+    IF backoff._moves_out() AND EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
         RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %',
             (SELECT m.queue FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1),
             (SELECT m.peer FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1)
@@ -17516,9 +17545,12 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
     -- A queue moving away from this shard gives nothing here
-    -- (docs/adr/0092): its waiting jobs go to the new shard.
-    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
-        RETURN;
+    -- (docs/adr/0092): its waiting jobs go to the new shard. The marks are
+    -- read only on a shard that has one (backoff._moves_out).
+    IF backoff._moves_out() THEN
+        IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+            RETURN;
+        END IF;
     END IF;
 
     IF backoff._scope_in_force() THEN
@@ -23460,13 +23492,17 @@ AS $$
 BEGIN
     IF p_direction IS NULL THEN
         DELETE FROM backoff.queue_moves AS m WHERE m.queue = p_queue;
-        RETURN;
+    ELSE
+        INSERT INTO backoff.queue_moves AS m (queue, direction, peer, generation, since)
+        VALUES (p_queue, p_direction, p_peer, p_generation, p_now)
+        ON CONFLICT (queue) DO UPDATE
+        SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, generation = EXCLUDED.generation, since = EXCLUDED.since
+        WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
     END IF;
-    INSERT INTO backoff.queue_moves AS m (queue, direction, peer, generation, since)
-    VALUES (p_queue, p_direction, p_peer, p_generation, p_now)
-    ON CONFLICT (queue) DO UPDATE
-    SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, generation = EXCLUDED.generation, since = EXCLUDED.since
-    WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
+    -- claim and enqueue read the marks only where backoff._moves_out says.
+    IF backoff._moves_out() IS DISTINCT FROM EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        PERFORM backoff._publish_moves_out();
+    END IF;
 END
 $$;
 

@@ -15,12 +15,16 @@ AS $$
 BEGIN
     IF p_direction IS NULL THEN
         DELETE FROM backoff.queue_moves AS m WHERE m.queue = p_queue;
-        RETURN;
+    ELSE
+        INSERT INTO backoff.queue_moves AS m (queue, direction, peer, generation, since)
+        VALUES (p_queue, p_direction, p_peer, p_generation, p_now)
+        ON CONFLICT (queue) DO UPDATE
+        SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, generation = EXCLUDED.generation, since = EXCLUDED.since
+        WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
     END IF;
-    INSERT INTO backoff.queue_moves AS m (queue, direction, peer, generation, since)
-    VALUES (p_queue, p_direction, p_peer, p_generation, p_now)
-    ON CONFLICT (queue) DO UPDATE
-    SET direction = EXCLUDED.direction, peer = EXCLUDED.peer, generation = EXCLUDED.generation, since = EXCLUDED.since
-    WHERE m.direction IS DISTINCT FROM EXCLUDED.direction OR m.peer IS DISTINCT FROM EXCLUDED.peer;
+    -- claim and enqueue read the marks only where backoff._moves_out says.
+    IF backoff._moves_out() IS DISTINCT FROM EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out') THEN
+        PERFORM backoff._publish_moves_out();
+    END IF;
 END
 $$;

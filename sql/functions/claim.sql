@@ -78,9 +78,12 @@ BEGIN
     END IF;
     p_now := backoff._now(p_now);
     -- A queue moving away from this shard gives nothing here
-    -- (docs/adr/0092): its waiting jobs go to the new shard.
-    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
-        RETURN;
+    -- (docs/adr/0092): its waiting jobs go to the new shard. The marks are
+    -- read only on a shard that has one (backoff._moves_out).
+    IF backoff._moves_out() THEN
+        IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+            RETURN;
+        END IF;
     END IF;
 
     IF backoff._scope_in_force() THEN

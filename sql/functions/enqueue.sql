@@ -73,12 +73,14 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    -- A queue moving away from this shard (docs/adr/0092): one probe of a
-    -- small table, inline (a function call costs more on this path).
-    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
-        RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
-            USING ERRCODE = 'object_in_use',
-                  HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+    -- A queue moving away from this shard (docs/adr/0092): the marks are
+    -- read only on a shard that has one (backoff._moves_out).
+    IF backoff._moves_out() THEN
+        IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.queue = p_queue AND m.direction = 'out') THEN
+            RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %', p_queue, backoff._moved_away(p_queue)
+                USING ERRCODE = 'object_in_use',
+                      HINT = 'Enqueue again: through the router it goes to the queue''s new shard (docs/sharding.md, moving a queue).';
+        END IF;
     END IF;
     IF p_dedupe_key IS NULL THEN
         -- The common case in one statement (one executor start, profile in
@@ -226,7 +228,7 @@ BEGIN
         FROM unnest(p_queues) AS q
         WHERE q IS NULL OR octet_length(q) NOT BETWEEN 1 AND 128 OR q ~ backoff._bad_name_chars();
     END IF;
-    IF EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
+    IF backoff._moves_out() AND EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues)) THEN
         RAISE EXCEPTION 'enqueue in queue "%": the queue moves to shard %',
             (SELECT m.queue FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1),
             (SELECT m.peer FROM backoff.queue_moves AS m WHERE m.direction = 'out' AND m.queue = ANY (p_queues) LIMIT 1)

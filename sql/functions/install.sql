@@ -40,6 +40,7 @@
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
 {{ template "_current_segment.sql" . }}
+{{ template "_moves_out.sql" . }}
 {{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "_moved_away.sql" . }}
