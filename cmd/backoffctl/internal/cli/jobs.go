@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -51,12 +52,43 @@ type jobRow struct {
 	Errors           json.RawMessage `json:"errors"`
 	// Workflows (docs/workflows.md), in jobs show only: the last progress
 	// a heartbeat reported, the jobs this one depends on, and while it is
-	// blocked how many are unfinished and how many failed and wait.
+	// blocked how many are unfinished and how many failed and wait; the
+	// jobs that depend on it (at most showChildren); its output.
 	Progress       json.RawMessage `json:"progress,omitempty"`
 	ProgressAt     *time.Time      `json:"progress_at,omitempty"`
 	Parents        []int64         `json:"parents,omitempty"`
 	ParentsOpen    *int            `json:"parents_open,omitempty"`
 	ParentsWaiting *int            `json:"parents_waiting,omitempty"`
+	Children       []int64         `json:"children,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+}
+
+// showChildren bounds the children jobs show reads (jobs graph reads a
+// whole workflow), and showOutput the bytes of an output it prints as text
+// (--output json gives all of it).
+const (
+	showChildren = 1000
+	showOutput   = 500
+)
+
+// workflowOf adds to j the jobs that depend on it, nearest first as
+// backoff.job_graph gives them, and its output.
+func workflowOf(ctx context.Context, c *client.Client, o *ops.Client, j *jobRow) error {
+	// backoff.job_graph reads at most 10,000 jobs.
+	g, err := o.Graph(ctx, j.ID, min(10_000, showChildren+1+len(j.Parents)))
+	if err != nil {
+		return err
+	}
+	for _, n := range g.Jobs {
+		for _, e := range n.Parents {
+			if e.Parent == j.ID && len(j.Children) < showChildren {
+				j.Children = append(j.Children, n.ID)
+			}
+		}
+	}
+	slices.Sort(j.Children)
+	j.Output, err = c.JobOutput(ctx, j.ID)
+	return err
 }
 
 // jsonTime marshals a time as RFC 3339 with fractional seconds, as
@@ -244,6 +276,9 @@ func newJobsShowCommand() *cobra.Command {
 					return noJob(err, id)
 				}
 				j := jobRowOf(d)
+				if err := workflowOf(ctx, c, o, &j); err != nil {
+					return err
+				}
 				w := cmd.OutOrStdout()
 				if jsonOut {
 					return writeJSON(w, j)
@@ -354,6 +389,32 @@ func writeJob(w io.Writer, j jobRow, now time.Time) {
 				*j.ParentsOpen, *j.ParentsWaiting, j.ID, j.ID)
 		}
 		field("depends on", line)
+	}
+	if len(j.Children) > 0 {
+		ids := make([]string, 0, 20)
+		for _, id := range j.Children[:min(20, len(j.Children))] {
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		line := strings.Join(ids, ", ")
+		if len(j.Children) > 20 {
+			line += fmt.Sprintf(" and %d more", len(j.Children)-20)
+			if len(j.Children) == showChildren {
+				line += " or over"
+			}
+			line += fmt.Sprintf(" (jobs graph %d shows them)", j.ID)
+		}
+		field("needed by", line)
+	}
+	if j.Output != nil {
+		out := string(j.Output)
+		if len(out) > showOutput {
+			cut := showOutput
+			for !utf8.ValidString(out[:cut]) {
+				cut--
+			}
+			out = fmt.Sprintf("%s… (%d bytes; --output json gives all of it)", out[:cut], len(j.Output))
+		}
+		field("output", esc(out))
 	}
 	_ = tw.Flush()
 

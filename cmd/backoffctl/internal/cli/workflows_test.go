@@ -12,8 +12,9 @@ import (
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
-// jobs show prints a running job's progress and a blocked job's parents;
-// --status blocked lists the jobs waiting for their parents.
+// jobs show prints a running job's progress, the jobs that need it and,
+// once it completed, its output, and a blocked job's parents; --status
+// blocked lists the jobs waiting for their parents.
 func TestJobsShowWorkflow(t *testing.T) {
 	t.Parallel()
 	dbURL := testdb.NewURL(t)
@@ -34,6 +35,10 @@ func TestJobsShowWorkflow(t *testing.T) {
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, `progress:`)
 	require.Contains(t, out, `{"done": 3}`)
+	require.Regexp(t, `needed by: +`+strconv.FormatInt(child, 10)+`\n`, out)
+	require.NotContains(t, out, "output:", "no output before it completes")
+
+
 	code, out, errOut = run(t, "jobs", "show", strconv.FormatInt(child, 10), "--database-url", dbURL)
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "depends on:")
@@ -54,6 +59,22 @@ func TestJobsShowWorkflow(t *testing.T) {
 	code, out, errOut = run(t, "jobs", "list", "--status", "blocked", "--database-url", dbURL)
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "cli-wf")
+
+	// Completed with an output: jobs show prints it, and the child it needs.
+	_, err = conn.Exec(ctx, `SELECT backoff.complete($1, $2, p_output => '{"rows": 7}')`, parent, token)
+	require.NoError(t, err)
+	code, out, errOut = run(t, "jobs", "show", strconv.FormatInt(parent, 10), "--database-url", dbURL)
+	require.Zero(t, code, errOut)
+	require.Regexp(t, `output: +\{"rows": 7\}\n`, out)
+	code, out, errOut = run(t, "jobs", "show", strconv.FormatInt(parent, 10), "--output", "json", "--database-url", dbURL)
+	require.Zero(t, code, errOut)
+	var done struct {
+		Children []int64         `json:"children"`
+		Output   json.RawMessage `json:"output"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &done))
+	require.Equal(t, []int64{child}, done.Children)
+	require.JSONEq(t, `{"rows": 7}`, string(done.Output))
 }
 
 // jobs graph shows a workflow from any of its jobs, with each edge's
