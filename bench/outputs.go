@@ -40,24 +40,18 @@ func (b *bench) outputs(ctx context.Context) error {
 	if err := seedQueue(ctx, db, "out-cost", b.cfg.OutputSeed); err != nil {
 		return err
 	}
-	var with, without, ratios []float64
-	for r := range b.cfg.Rounds {
-		order := [][]byte{nil, small}
-		if r%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, out := range order {
+	withOutput := func(out []byte) func() (float64, error) {
+		return func() (float64, error) {
 			rate, err := completeLoop(ctx, db.pool, "out-cost", clients, b.cfg.RunFor, out)
 			if err != nil {
-				return fmt.Errorf("outputs, claim+complete: %w", err)
+				return 0, fmt.Errorf("outputs, claim+complete: %w", err)
 			}
-			if out == nil {
-				without = append(without, rate)
-			} else {
-				with = append(with, rate)
-			}
+			return rate, nil
 		}
-		ratios = append(ratios, with[r]/without[r])
+	}
+	with, without, ratios, err := alternate(b.cfg.Rounds, withOutput(nil), withOutput(small))
+	if err != nil {
+		return err
 	}
 	ratio := median(with) / median(without)
 	fmt.Fprintf(b.out, "claim+complete, 1 job a transaction, %d clients: %.0f jobs/s with a 1 KiB output, %.0f without (ratio %.2f, rounds %s, goal >= 0.95)\n",

@@ -45,30 +45,20 @@ func (b *bench) workflows(ctx context.Context) error {
 		{"chain", chainGraph, 0},
 	}
 	for _, s := range shapes {
-		var graph, plain, ratios, enqueue []float64
+		var enqueue []float64
 		var gap workflowGap
-		for r := range b.cfg.Rounds {
-			runs := []func() error{
-				func() error {
-					res, err := b.plainRun(ctx, n)
-					plain = append(plain, res.rate())
-					return err
-				},
-				func() error {
-					res, took, g, err := b.graphRun(ctx, s.build(n))
-					graph, enqueue, gap = append(graph, res.rate()), append(enqueue, took.Seconds()), g
-					return err
-				},
-			}
-			if r%2 == 1 {
-				runs[0], runs[1] = runs[1], runs[0]
-			}
-			for _, run := range runs {
-				if err := run(); err != nil {
-					return fmt.Errorf("workflows, %s: %w", s.name, err)
-				}
-			}
-			ratios = append(ratios, graph[r]/plain[r])
+		graph, plain, ratios, err := alternate(b.cfg.Rounds,
+			func() (float64, error) {
+				res, err := b.plainRun(ctx, n)
+				return res.rate(), err
+			},
+			func() (float64, error) {
+				res, took, g, err := b.graphRun(ctx, s.build(n))
+				enqueue, gap = append(enqueue, took.Seconds()), g
+				return res.rate(), err
+			})
+		if err != nil {
+			return fmt.Errorf("workflows, %s: %w", s.name, err)
 		}
 		ratio := median(graph) / median(plain)
 		goal := "-"
@@ -92,24 +82,18 @@ func (b *bench) workflows(ctx context.Context) error {
 // number of queues should not show (goal: within 10%).
 func (b *bench) completionByQueues(ctx context.Context, pairs int) error {
 	const clients = 4
-	var one, many, ratios []float64
-	for r := range b.cfg.Rounds {
-		order := []int{1, 1000}
-		if r%2 == 1 {
-			order[0], order[1] = order[1], order[0]
-		}
-		for _, queues := range order {
+	byQueues := func(queues int) func() (float64, error) {
+		return func() (float64, error) {
 			rate, err := b.completeParents(ctx, pairs, queues, clients)
 			if err != nil {
-				return fmt.Errorf("workflows, completions over %d queues: %w", queues, err)
+				return 0, fmt.Errorf("workflows, completions over %d queues: %w", queues, err)
 			}
-			if queues == 1 {
-				one = append(one, rate)
-			} else {
-				many = append(many, rate)
-			}
+			return rate, nil
 		}
-		ratios = append(ratios, many[r]/one[r])
+	}
+	many, one, ratios, err := alternate(b.cfg.Rounds, byQueues(1), byQueues(1000))
+	if err != nil {
+		return err
 	}
 	ratio := median(many) / median(one)
 	fmt.Fprintf(b.out, "completions that release a child, %d clients: %.0f/s over 1,000 queues, %.0f/s over 1 (ratio %.2f, rounds %s, goal >= 0.90)\n",
@@ -184,17 +168,6 @@ func (b *bench) completeParents(ctx context.Context, pairs, queues, clients int)
 		return 0, fmt.Errorf("%d children released of %d", released, pairs)
 	}
 	return float64(pairs) / took.Seconds(), nil
-}
-
-func roundRatios(rs []float64) string {
-	s := ""
-	for i, r := range rs {
-		if i > 0 {
-			s += " "
-		}
-		s += fmt.Sprintf("%.2f", r)
-	}
-	return s
 }
 
 // plainRun works n jobs without dependencies in a fresh database.

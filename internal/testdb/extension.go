@@ -71,18 +71,7 @@ func localBinariesWith(t testing.TB, name, debianPackage string) pgserver.Binari
 // PostgreSQL 15 it fails instead, as LocalServerWith does.
 func RequireServerExtension(t testing.TB, name, debianPackage string) {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, AdminURL(t))
-	if err != nil {
-		t.Fatalf("testdb: connect to look for extension %s: %v", name, err)
-	}
-	defer conn.Close(ctx)
-	var available bool
-	if err := conn.QueryRow(ctx,
-		`SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = $1)`, name).Scan(&available); err != nil {
-		t.Fatalf("testdb: look for extension %s: %v", name, err)
-	}
-	if available {
+	if serverHasExtension(t, name) {
 		return
 	}
 	if major := Major(t); major == DebianOnlyMajor && os.Getenv("CI") != "" {
@@ -98,6 +87,19 @@ func RequireServerExtension(t testing.TB, name, debianPackage string) {
 // where the server under test is one CI started.
 func RequireExtensionFiles(t testing.TB, name string) {
 	t.Helper()
+	if serverHasExtension(t, name) {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("testdb: the files of extension %s are not installed on %s (CI is set)", name, Server(t).Describe())
+	}
+	t.Skipf("testdb: the files of extension %s are not installed on %s; run `make install-extension` there", name, Server(t).Describe())
+}
+
+// serverHasExtension is whether the server under test can create the
+// extension name (its files are installed there).
+func serverHasExtension(t testing.TB, name string) bool {
+	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, AdminURL(t))
 	if err != nil {
@@ -109,11 +111,5 @@ func RequireExtensionFiles(t testing.TB, name string) {
 		`SELECT EXISTS (SELECT FROM pg_catalog.pg_available_extensions WHERE name = $1)`, name).Scan(&available); err != nil {
 		t.Fatalf("testdb: look for extension %s: %v", name, err)
 	}
-	if available {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("testdb: the files of extension %s are not installed on %s (CI is set)", name, Server(t).Describe())
-	}
-	t.Skipf("testdb: the files of extension %s are not installed on %s; run `make install-extension` there", name, Server(t).Describe())
+	return available
 }

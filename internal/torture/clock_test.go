@@ -25,4 +25,3 @@ func newSimClock(start time.Time) *simClock {
 func (c *simClock) tick(d time.Duration) time.Time {
 	return c.start.Add(time.Duration(c.us.Add(d.Microseconds())) * time.Microsecond)
 }
-
