@@ -38,7 +38,6 @@ func TestJobsShowWorkflow(t *testing.T) {
 	require.Regexp(t, `needed by: +`+strconv.FormatInt(child, 10)+`\n`, out)
 	require.NotContains(t, out, "output:", "no output before it completes")
 
-
 	code, out, errOut = run(t, "jobs", "show", strconv.FormatInt(child, 10), "--database-url", dbURL)
 	require.Zero(t, code, errOut)
 	require.Contains(t, out, "depends on:")
