@@ -498,13 +498,15 @@ const cluster = "CLUSTER backoff._cluster();"
 // queue scope (docs/adr/0038): the router refuses a call made under a role
 // other than the login's own, unless the login is a superuser (who is never
 // scoped, and may narrow itself to a role whose scope the shard then
-// applies). See docs/adr/0056.
+// applies). See docs/adr/0056. Every name and operator is qualified
+// instead of a SET search_path: a SET clause makes each call save and
+// restore the setting, and PL/Proxy calls this once per forwarded call.
 const clusterSQL = `CREATE FUNCTION backoff._cluster() RETURNS text
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE
 AS $$
 BEGIN
-    IF session_user <> current_user THEN
-        IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user), false) THEN
+    IF session_user OPERATOR(pg_catalog.<>) current_user THEN
+        IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname OPERATOR(pg_catalog.=) session_user), false) THEN
             RAISE EXCEPTION 'permission denied: login "%" acts as role "%", which the router does not forward', session_user, current_user
                 USING ERRCODE = '42501',
                       HINT = 'RESET ROLE, or log in as the role: a shard checks the role it is reached as, and the queue scope of the login would be lost.';

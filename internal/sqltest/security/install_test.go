@@ -260,7 +260,8 @@ func TestMigration004RepairsAHijackedInstall(t *testing.T) {
 
 // routerPlants are look-alikes of what the router's install runs: on the
 // router, substr (in the shard-of-a-queue hash, an SQL-standard body bound
-// when it is created); on a shard, the aggregate max(bigint) (the job id
+// when it is created) and <> on names (in the login check every forwarded
+// call runs, a PL/pgSQL body resolved when it runs); on a shard, the aggregate max(bigint) (the job id
 // range check). In a database whose search_path puts public before
 // pg_catalog, an exact match in public wins over pg_catalog's own. Each
 // records who ran it and then does the real thing.
@@ -274,6 +275,9 @@ var routerPlants = []string{
 	`CREATE FUNCTION public.evil_max_final(bigint) RETURNS bigint LANGUAGE sql AS
 	 $$INSERT INTO public.calls (fn) VALUES ('max') RETURNING $1$$`,
 	`CREATE AGGREGATE public.max(bigint) (SFUNC = public.evil_max_step, STYPE = bigint, FINALFUNC = public.evil_max_final)`,
+	`CREATE FUNCTION public.evil_name_ne(name, name) RETURNS boolean LANGUAGE sql AS
+	 $$INSERT INTO public.calls (fn) VALUES ('<>') RETURNING $1 OPERATOR(pg_catalog.<>) $2$$`,
+	`CREATE OPERATOR public.<> (LEFTARG = name, RIGHTARG = name, FUNCTION = public.evil_name_ne)`,
 }
 
 // publicFirstDB is an empty database whose owner set search_path = public,
@@ -317,7 +321,9 @@ func requirePlantsIdle(t *testing.T, dbURL, what, live string, want []string) {
 		JOIN pg_catalog.pg_proc AS p ON d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND p.oid = d.refobjid
 		WHERE p.pronamespace = 'public'::pg_catalog.regnamespace
 		  AND NOT (d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
-		           AND d.objid IN (SELECT q.oid FROM pg_catalog.pg_proc AS q WHERE q.pronamespace = 'public'::pg_catalog.regnamespace))`).Scan(&bound))
+		           AND d.objid IN (SELECT q.oid FROM pg_catalog.pg_proc AS q WHERE q.pronamespace = 'public'::pg_catalog.regnamespace))
+		  AND NOT (d.classid = 'pg_catalog.pg_operator'::pg_catalog.regclass
+		           AND d.objid IN (SELECT o.oid FROM pg_catalog.pg_operator AS o WHERE o.oprnamespace = 'public'::pg_catalog.regnamespace))`).Scan(&bound))
 	require.Empty(t, bound, "%s: an installed object is bound to a plant", what)
 
 	tx, err := super.Begin(ctx)
@@ -348,8 +354,12 @@ func TestInstallRouteRouter(t *testing.T) {
 	var shard int
 	require.NoError(t, super.QueryRow(ctx, `SELECT backoff.router_queue_shard('mail')`).Scan(&shard))
 	require.Zero(t, shard)
+	// A forwarded call runs the login check (backoff._cluster) under the
+	// database's search_path.
+	_, err = super.Exec(ctx, `SELECT backoff.enqueue('mail')`)
+	require.NoError(t, err)
 	super.Close(ctx)
 
 	requirePlantsIdle(t, shardURL, "shard", `SELECT max(x) FROM (VALUES (1::bigint)) AS v(x)`, []string{"max"})
-	requirePlantsIdle(t, routerURL, "router", `SELECT substr('abc', 1, 2)`, []string{"substr"})
+	requirePlantsIdle(t, routerURL, "router", `SELECT substr('abc', 1, 2), session_user <> current_user`, []string{"<>", "substr"})
 }
