@@ -105,7 +105,10 @@ func encodePayload(p any) (string, error) {
 
 // Enqueue adds a job to queue and returns its id (the existing job's id
 // when a DedupeKey matches an unfinished job). Run it on a transaction
-// (c.With(tx)) to enqueue atomically with the caller's own writes.
+// (c.With(tx)) to enqueue atomically with the caller's own writes. On a
+// pool, an enqueue refused because the queue is moving to another shard
+// (ErrQueueMoving) is tried again for up to 10 s (see docs/sharding.md);
+// the same holds for EnqueueMany and EnqueueGraph.
 func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ...EnqueueOption) (int64, error) {
 	j := NewJob{Queue: queue, Payload: payload}
 	for _, o := range opts {
@@ -126,10 +129,13 @@ func (c *Client) Enqueue(ctx context.Context, queue string, payload any, opts ..
 		arg{"p_policy", "text", nullString(j.Policy)},
 	)
 	var id int64
-	if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&id); err != nil {
-		return 0, translate(op, 0, err)
-	}
-	return id, nil
+	err = c.retryWhileMoving(ctx, func() error {
+		if err := c.db.QueryRow(ctx, "SELECT "+call, args...).Scan(&id); err != nil {
+			return translate(op, 0, err)
+		}
+		return nil
+	})
+	return id, err
 }
 
 // enqueueManySQL enqueues a batch in one statement through the bulk form of
@@ -194,13 +200,16 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []NewJob) ([]int64, error
 			setColumn(&policies, n, i, j.Policy)
 		}
 	}
-	rows, err := c.db.Query(ctx, enqueueManySQL, queues, payloads, runAts, maxAtt, prios, dedupes, policies, c.nowArg())
+	var ids []int64
+	err := c.retryWhileMoving(ctx, func() error {
+		rows, err := c.db.Query(ctx, enqueueManySQL, queues, payloads, runAts, maxAtt, prios, dedupes, policies, c.nowArg())
+		if err == nil {
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		return translate(op, 0, err)
+	})
 	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, translate(op, 0, err)
+		return nil, err
 	}
 	return ids, nil
 }

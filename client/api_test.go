@@ -160,6 +160,14 @@ func TestEnqueueSQL(t *testing.T) {
 	require.ErrorIs(t, err, ErrPermissionDenied)
 	require.ErrorContains(t, err, `queue "billing"`)
 
+	// A queue moving away from the shard is 55006; not on a pool (here a
+	// connection or transaction), the client does not try again.
+	mock2.ExpectQuery(enqueueSQL+", p_now => $8::timestamptz)").
+		WithArgs("billing", `{}`, nil, nil, 0, nil, nil, mockNow).
+		WillReturnError(&pgconn.PgError{Code: "55006", Message: `queue "billing" is moving to shard 2: enqueue again`})
+	_, err = c2.Enqueue(ctx, "billing", nil)
+	require.ErrorIs(t, err, ErrQueueMoving)
+
 	// A payload that cannot be encoded never reaches the database.
 	_, err = c2.Enqueue(ctx, "emails", func() {})
 	require.ErrorContains(t, err, `enqueue job in "emails": encode payload: `)

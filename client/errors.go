@@ -46,6 +46,12 @@ var (
 	// ErrSchemaTooOld: the database's pgbackoff schema is older than this
 	// client needs; run `backoffctl migrate up`.
 	ErrSchemaTooOld = sqlapi.ErrSchemaTooOld
+	// ErrQueueMoving: the queue is moving away from this shard (SQLSTATE
+	// 55006; backoffctl shards move, docs/sharding.md): enqueue again,
+	// through the router, which sends it to the new shard once the move
+	// flips. A client on a pool does so by itself (see Enqueue); in the
+	// caller's transaction it cannot, and returns this.
+	ErrQueueMoving = sqlapi.ErrQueueMoving
 )
 
 // NotReadyError is what Acquire returns for a job that is not due yet

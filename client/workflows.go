@@ -126,15 +126,20 @@ func (c *Client) EnqueueGraph(ctx context.Context, g *Graph) (map[string]int64, 
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	call, args := c.fn("enqueue_graph", arg{"p_jobs", "jsonb", string(doc)})
-	rows, err := c.db.Query(ctx, "SELECT ref, job_id FROM "+call, args...)
+	var ids map[string]int64
+	err = c.retryWhileMoving(ctx, func() error {
+		rows, err := c.db.Query(ctx, "SELECT ref, job_id FROM "+call, args...)
+		if err != nil {
+			return translate(op, 0, err)
+		}
+		ids = map[string]int64{}
+		var ref string
+		var id int64
+		_, err = pgx.ForEachRow(rows, []any{&ref, &id}, func() error { ids[ref] = id; return nil })
+		return translate(op, 0, err)
+	})
 	if err != nil {
-		return nil, translate(op, 0, err)
-	}
-	ids := map[string]int64{}
-	var ref string
-	var id int64
-	if _, err := pgx.ForEachRow(rows, []any{&ref, &id}, func() error { ids[ref] = id; return nil }); err != nil {
-		return nil, translate(op, 0, err)
+		return nil, err
 	}
 	return ids, nil
 }

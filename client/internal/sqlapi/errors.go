@@ -19,6 +19,7 @@ const (
 	// client reads it into its NotReadyError before calling Translate.
 	CodeNotReady         = "BK004"
 	codePermissionDenied = "42501"
+	codeQueueMoving      = "55006"
 )
 
 // The sentinel errors of the SQL API. Package client exports them under the
@@ -32,6 +33,7 @@ var (
 	ErrNotReady          = errors.New("pgbackoff: job not ready")
 	ErrPermissionDenied  = errors.New("pgbackoff: permission denied")
 	ErrSchemaTooOld      = errors.New("pgbackoff: database schema is older than this client needs")
+	ErrQueueMoving       = errors.New("pgbackoff: queue is moving to another shard")
 )
 
 // Translate is the one boundary where database errors become the API's
@@ -55,6 +57,8 @@ func Translate(op string, err error) error {
 			return fmt.Errorf("%s: %w: %w", op, ErrInvalidTransition, err)
 		case codePermissionDenied:
 			return fmt.Errorf("%s: %w: %w", op, ErrPermissionDenied, err)
+		case codeQueueMoving:
+			return fmt.Errorf("%s: %w: %w", op, ErrQueueMoving, err)
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
