@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 c8c1f5b175a910cae94474e8a9c469a83677dd36703d7a682d039eb4519c3e04
+-- Sources: sha256 c6f4b9bce6019d0d6adfa6cea778524013d9a963770ae0d146876c9c0a7c8cef
 
 CREATE SCHEMA backoff;
 
@@ -14741,6 +14741,8 @@ CREATE TABLE backoff.moved_jobs (
     queue    text NOT NULL,
     moved_at timestamptz NOT NULL
 );
+-- prune deletes the map of the jobs it deletes.
+CREATE INDEX moved_jobs_job_idx ON backoff.moved_jobs (job_id);
 ALTER TABLE backoff.queue_moves OWNER TO backoff_owner;
 ALTER TABLE backoff.moved_jobs OWNER TO backoff_owner;
 REVOKE ALL ON backoff.queue_moves, backoff.moved_jobs FROM PUBLIC;
@@ -19912,7 +19914,8 @@ SELECT * FROM backoff.bulk_jobs(''replay'', p_queue => ''emails'', p_statuses =>
 -- keeps its last window). While a breaker is open, the log rows from
 -- half_open_at on are kept: the next half-open claim reopens from them.
 -- The queue history (backoff.queue_events: pauses and resumes) goes with
--- the same retention as the finished jobs (docs/adr/0066).
+-- the same retention as the finished jobs (docs/adr/0066), and so do the
+-- old ids of jobs moved here from another shard (backoff.moved_jobs).
 -- These rows are not in the result (it counts jobs, so that "call it until
 -- it returns less than p_limit" keeps its meaning); every delete skips
 -- locked rows, so prune never waits for a claim or a fail.
@@ -19970,6 +19973,12 @@ BEGIN
         DELETE FROM backoff.job_blockers AS b WHERE b.job_id = ANY (v_ids);
         DELETE FROM backoff.job_dependencies AS e WHERE e.child_id = ANY (v_ids);
         DELETE FROM backoff.job_dependencies AS e WHERE e.parent_id = ANY (v_ids);
+        -- The old ids of deleted jobs that were moved here from another
+        -- shard (docs/adr/0092), unless their queue's move here is still
+        -- under way: the mover reads them to copy each job once.
+        DELETE FROM backoff.moved_jobs AS m
+        WHERE m.job_id = ANY (v_ids)
+          AND NOT EXISTS (SELECT FROM backoff.queue_moves AS q WHERE q.queue = m.queue AND q.direction = 'in');
     END IF;
 
     -- The failure log: a queue without a breaker (or without a row), and,
@@ -20019,7 +20028,7 @@ END
 $$;
 
 COMMENT ON FUNCTION backoff.prune(interval, integer, timestamptz) IS
-'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. A finished job that a blocked, pending, running or retrying job depends on is kept until that job finishes; a deleted job''s output, progress and dependency edges go with it. Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
+'Delete up to p_limit finished jobs (completed, dead_lettered, cancelled) whose completed_at is before p_now - p_older_than; returns how many. Dead letters are evidence: choose p_older_than long enough to read them. A finished job that a blocked, pending, running or retrying job depends on is kept until that job finishes; a deleted job''s output, progress and dependency edges go with it, and so does its old id in backoff.moved_jobs when it was moved here from another shard (kept while a move of its queue to this shard is under way). Call it repeatedly until it returns less than p_limit. Safe to run concurrently (FOR UPDATE SKIP LOCKED).
 It also deletes, up to p_limit rows of each table per call and not counted in the result, the queue controls'' state that nothing reads any more: rows of backoff.queue_failures, backoff.queue_breakers and backoff.queue_tokens of a queue that has no backoff.queues row or no breaker (failures, breakers) or no rate (tokens); token slots numbered least(16, burst) or more; failure-log rows at or before p_now - breaker_window of a queue with a breaker, except, while its breaker is open, those at or after half_open_at; and the queue history (backoff.queue_events) from before p_now - p_older_than.
 Errors: 22023 for a NULL or negative p_older_than, a limit < 1, a p_now that is infinite, outside years 1-9999, or (for a caller outside backoff_admin, time injection off) further than max_clock_skew from now(); p_now NULL is the database clock.
 Example:

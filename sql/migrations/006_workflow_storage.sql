@@ -65,6 +65,8 @@ CREATE TABLE backoff.moved_jobs (
     queue    text NOT NULL,
     moved_at timestamptz NOT NULL
 );
+-- prune deletes the map of the jobs it deletes.
+CREATE INDEX moved_jobs_job_idx ON backoff.moved_jobs (job_id);
 ALTER TABLE backoff.queue_moves OWNER TO backoff_owner;
 ALTER TABLE backoff.moved_jobs OWNER TO backoff_owner;
 REVOKE ALL ON backoff.queue_moves, backoff.moved_jobs FROM PUBLIC;
