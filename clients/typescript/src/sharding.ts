@@ -147,6 +147,7 @@ export class Shards {
   readonly pools = new Map<number, pg.Pool>();
   private readonly clients = new Map<number, Client>();
   private lastFollow = 0;
+  private following: Promise<boolean> | undefined;
 
   constructor(
     private readonly router: pg.Pool,
@@ -200,16 +201,23 @@ export class Shards {
    * the served queues' new shards. True when it changed.
    */
   async follow(force: boolean): Promise<boolean> {
+    // One at a time: a claim's and the maintenance loop's share the read.
+    if (this.following !== undefined) return this.following;
     const now = Date.now();
     if (!force && now - this.lastFollow < FOLLOW_EVERY_MS) return false;
     this.lastFollow = now;
+    this.following = this.readVersion().finally(() => (this.following = undefined));
+    return this.following;
+  }
+
+  private async readVersion(): Promise<boolean> {
     const r = await this.router.query<{ version: string }>("SELECT version FROM backoff.router_layout");
     if (this.layout !== undefined && Number(r.rows[0]?.version) === this.layout.version) return false;
     await this.open();
     return true;
   }
 
-  /** shardPool is the config of a pool on a shard, from the router pool's options. */
+  /** poolConfig is the config of a pool on a shard, from the router pool's options. */
   poolConfig(address: string): pg.PoolConfig {
     return shardPoolConfig(this.router.options as pg.PoolConfig, address, this.size);
   }
