@@ -126,6 +126,37 @@ async def _async_noop(job: Job, ctx: pgbackoff.Context) -> None:
     return None
 
 
+def test_async_worker_in_direct_mode_claims_on_the_shard(conn: psycopg.Connection[Any], db_url: str, client: pgbackoff.Client) -> None:
+    """As below, for the AsyncWorker: every job runs once and completes,
+    through the shard's pool."""
+    make_router_of_itself(conn, db_url)
+    ids = [client.enqueue("placed", {"i": i}) for i in range(10)] + [client.enqueue("hashed", {"i": i}) for i in range(10)]
+    seen: list[int] = []
+
+    async def handler(job: Job, ctx: pgbackoff.Context) -> None:
+        seen.append(job.id)
+
+    async def main() -> tuple[AsyncConnectionPool, AsyncConnectionPool]:
+        async with AsyncConnectionPool(db_url, min_size=1, max_size=6, open=False) as router:
+            worker = AsyncWorker(router, [Queue("placed", handler), Queue("hashed", handler)], direct_shards=True, poll_interval=0.05)
+            task = asyncio.create_task(worker.run())
+            deadline = asyncio.get_running_loop().time() + 60
+            while len(seen) < len(ids) and not task.done():
+                assert asyncio.get_running_loop().time() < deadline, "every job handled"
+                await asyncio.sleep(0.02)
+            assert worker._shards is not None and set(worker._shards.pools) == {0}
+            shard = worker._shards.pools[0]
+            worker.stop()
+            await task
+            return router, shard
+
+    router, shard = asyncio.run(main())
+    assert shard is not router and shard.closed
+    assert sorted(seen) == sorted(ids)
+    row = conn.execute("SELECT count(*) FROM backoff.jobs WHERE id = ANY(%s) AND status = 'completed'", [ids]).fetchone()
+    assert row == (len(ids),)
+
+
 def test_worker_in_direct_mode_claims_on_the_shard(
     conn: psycopg.Connection[Any], db_url: str, client: pgbackoff.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -245,6 +245,9 @@ export class Shards {
     const address = layout.addresses.get(shard);
     if (address === undefined) throw new NotARouterError(`connect to shard ${shard}: the router lists no such shard`);
     const pool = new pg.Pool(this.poolConfig(address));
+    // An idle connection the shard drops must not end the process (an
+    // 'error' event without a listener throws); the next call reconnects.
+    pool.on("error", (err) => this.opts.logger?.warn("an idle connection to a shard failed", { shard, err }));
     try {
       this.clients.set(shard, await Client.connect(pool, this.opts));
     } catch (err) {
