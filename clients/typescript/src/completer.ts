@@ -33,7 +33,8 @@ export class Completer {
   private stopped = false;
 
   constructor(
-    private readonly client: Client,
+    /** clientFor is where a job's completion goes: its shard's client in direct mode, else the one client. */
+    private readonly clientFor: (id: JobId) => Client,
     private readonly log: Logger,
     /** repeat runs a call again while it fails with a transient error. */
     private readonly repeat: <R>(call: () => Promise<R>) => Promise<R>,
@@ -64,13 +65,30 @@ export class Completer {
     this.flushing = undefined;
   }
 
+  /** flush writes a batch: one complete_many per client (per shard in direct mode). */
   private async flush(batch: Completion[]): Promise<void> {
+    const parts = new Map<Client, Completion[]>();
+    try {
+      for (const c of batch) {
+        const client = this.clientFor(c.id);
+        const part = parts.get(client);
+        if (part === undefined) parts.set(client, [c]);
+        else part.push(c);
+      }
+    } catch (err) {
+      this.log.error("could not record completions; the reaper will retry the jobs", { jobs: batch.length, err });
+      return;
+    }
+    for (const [client, part] of parts) await this.flushOn(client, part);
+  }
+
+  private async flushOn(client: Client, batch: Completion[]): Promise<void> {
     let done: JobId[];
     let calls = 0;
     try {
       done = await this.repeat(() => {
         calls++;
-        return this.client.completeMany(
+        return client.completeMany(
           batch.map((c) => c.id),
           batch.map((c) => c.attempt),
           batch.some((c) => c.output !== undefined)
@@ -84,7 +102,7 @@ export class Completer {
     }
     const ok = new Set(done);
     if (calls > 1 && ok.size < batch.length) {
-      for (const id of await confirmCompletions(this.client, this.log, batch.filter((c) => !ok.has(c.id)))) ok.add(id);
+      for (const id of await confirmCompletions(client, this.log, batch.filter((c) => !ok.has(c.id)))) ok.add(id);
     }
     const queues = new Set<string>();
     for (const c of batch) {

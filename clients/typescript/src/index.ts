@@ -6,6 +6,8 @@ export { Client, FINISHED_CHANNEL, REQUIRED_SCHEMA, RawJSON, cleanErrorText } fr
 export { HandlerContext, Worker, defineQueue, connectionsNeeded } from "./worker.js";
 export type { Handler, QueueConfig, WorkerConfig } from "./worker.js";
 export { NOTIFY_CHANNEL } from "./notifier.js";
+export { NotARouterError, hashShard, jobShard, queueShard, readLayout } from "./sharding.js";
+export type { Layout } from "./sharding.js";
 export {
   BackoffError,
   InvalidArgumentError,

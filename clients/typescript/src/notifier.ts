@@ -25,8 +25,11 @@ export class Notifier {
   listening = false;
   private readonly renewed = new Map<string, number>();
 
+  private relistening: (() => void) | undefined;
+
   constructor(
-    private readonly pool: pg.Pool,
+    /** pools are where to LISTEN: the Worker's pool, or in direct mode its queues' shards'. */
+    private readonly pools: () => pg.Pool[],
     private readonly client: Client,
     private readonly log: Logger,
     private readonly pollIntervalMs: number,
@@ -65,6 +68,16 @@ export class Notifier {
     if (at === undefined || Date.now() - at > this.ttlMs / 3) await this.setWaiting(queue, true);
   }
 
+  /**
+   * relisten ends the LISTEN connections and opens them again where pools
+   * says now, and forgets the registrations so that idle producers write
+   * them again: the queues' shards changed.
+   */
+  relisten(): void {
+    this.renewed.clear();
+    this.relistening?.();
+  }
+
   /** unregisterAll ends the registrations still held, at shutdown. */
   async unregisterAll(): Promise<void> {
     for (const queue of [...this.renewed.keys()]) await this.setWaiting(queue, false);
@@ -79,33 +92,47 @@ export class Notifier {
     let retryMs = 100;
     while (!signal.aborted) {
       let err: unknown;
+      let again = false;
       try {
-        await this.listenOnce(signal);
+        again = await this.listenOnce(signal);
       } catch (e) {
         err = e;
       }
       this.listening = false;
       if (signal.aborted) return;
+      if (again) {
+        retryMs = 100;
+        continue;
+      }
       this.log.warn("listen failed; polling until it reconnects", { err, retryInMs: retryMs });
       await sleep(retryMs, signal);
       retryMs = Math.min(retryMs * 2, 30_000);
     }
   }
 
-  private async listenOnce(signal: AbortSignal): Promise<void> {
-    const conn = await this.pool.connect();
+  /** listenOnce listens until signal aborts (false) or relisten is asked (true); it throws when a connection fails. */
+  private async listenOnce(signal: AbortSignal): Promise<boolean> {
+    const conns: pg.PoolClient[] = [];
     let onAbort: (() => void) | undefined;
+    let again = false;
     try {
+      for (const pool of this.pools()) conns.push(await pool.connect());
       await new Promise<void>((resolve, reject) => {
-        conn.on("error", reject);
-        conn.on("end", () => reject(new Error("the listen connection closed")));
-        conn.on("notification", (msg) => {
-          if (msg.channel === NOTIFY_CHANNEL) this.wake(msg.payload ?? "");
-        });
+        for (const conn of conns) {
+          conn.on("error", reject);
+          conn.on("end", () => reject(new Error("the listen connection closed")));
+          conn.on("notification", (msg) => {
+            if (msg.channel === NOTIFY_CHANNEL) this.wake(msg.payload ?? "");
+          });
+        }
         onAbort = resolve;
         signal.addEventListener("abort", onAbort, { once: true });
+        this.relistening = () => {
+          again = true;
+          resolve();
+        };
         if (signal.aborted) return resolve();
-        conn.query(`LISTEN ${NOTIFY_CHANNEL}`).then(() => {
+        Promise.all(conns.map((conn) => conn.query(`LISTEN ${NOTIFY_CHANNEL}`))).then(() => {
           this.listening = true;
           // Look again: anything enqueued before LISTEN took effect, and a
           // producer that found its queue empty registers now.
@@ -114,9 +141,11 @@ export class Notifier {
       });
     } finally {
       this.listening = false;
+      this.relistening = undefined;
       if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
       // Never back to the pool: the connection carries the subscription.
-      conn.release(true);
+      for (const conn of conns) conn.release(true);
     }
+    return again;
   }
 }

@@ -44,6 +44,10 @@ export interface ProducerHost {
   claimed(): void;
   /** start runs a claimed job's handler. */
   start(p: Producer, job: Job): void;
+  /** forQueue is where the queue's claims go (its shard in direct mode). */
+  forQueue(queue: string): Client;
+  /** fewer: a claim found fewer jobs than asked (direct mode follows the router's layout). */
+  fewer(): Promise<void>;
 }
 
 export class Producer {
@@ -229,8 +233,10 @@ export class Producer {
 
   /** claim takes up to n jobs and starts a handler for each; it returns how many. */
   private async claim(n: number): Promise<number> {
-    const jobs = await this.host.client.claim(this.cfg.queue, n, this.cfg.leaseMs);
+    const jobs = await this.host.forQueue(this.cfg.queue).claim(this.cfg.queue, n, this.cfg.leaseMs);
     if (jobs.length > 0) this.host.claimed();
+    // A queue that moved gives no claims on its old shard.
+    if (jobs.length < n) await this.host.fewer();
     for (const job of jobs) this.host.start(this, job);
     return jobs.length;
   }

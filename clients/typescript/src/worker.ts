@@ -20,9 +20,10 @@ import {
   type Outcome,
 } from "./outcome.js";
 import { Producer, type QueueSettings } from "./producer.js";
+import { Shards } from "./sharding.js";
 import { sleep } from "./sleep.js";
 import { Client, RawJSON, encodeJSON } from "./sql.js";
-import type { ClientOptions, Job, Logger } from "./types.js";
+import type { ClientOptions, Job, JobId, Logger } from "./types.js";
 
 /**
  * A handler runs one attempt of a job. Returning completes the job; what
@@ -128,6 +129,19 @@ export interface WorkerConfig extends ClientOptions {
   shutdownTimeoutMs?: number;
   /** Only poll: no LISTEN connection. */
   disableListen?: boolean;
+  /**
+   * The pool is a pgbackoff router's (docs/sharding.md): read its layout at
+   * start and send claims, completions, failures, heartbeats and snoozes
+   * straight to the shards, over a pool per shard the worker needs (the
+   * pool's options, max included, at the shard's host, port and database),
+   * and LISTEN on the queues' shards. Maintenance (reap, rotate, schedules,
+   * the idle look) and wake-up registrations go through the router. A
+   * layout change (a placement, a queue moved) is followed: the layout's
+   * version is read again when a claim finds fewer jobs than asked (at most
+   * once a second) and at each maintenance tick. A pool that is not a
+   * router's fails run with NotARouterError.
+   */
+  directShards?: boolean;
 }
 
 /**
@@ -179,6 +193,8 @@ export class Worker {
   private completer!: Completer;
   private notifier!: Notifier;
   private producers: Producer[] = [];
+  // Direct mode: the shards' pools and clients.
+  private shards: Shards | undefined;
   // The idle queues' look (docs/adr/0083): on while the maintenance loop
   // runs and the schema has backoff.next_work; lookFailed while looks fail;
   // claims counts the claims that found jobs (busy or idle).
@@ -249,15 +265,31 @@ export class Worker {
     this.started = true;
     this.client = await Client.connect(this.pool, this.cfg);
     const log = (this.log = this.client.logger);
+    if (this.cfg.directShards) {
+      const shards = new Shards(this.pool, this.queues.map((q) => q.queue), this.pool.options?.max ?? 10, {
+        now: this.cfg.now,
+        workerId: this.client.workerId,
+        logger: log,
+      });
+      try {
+        const layout = await shards.open();
+        log.info("direct to the shards", { layoutVersion: layout.version, shards: this.where(shards) });
+      } catch (err) {
+        await shards.close();
+        throw err;
+      }
+      this.shards = shards;
+    }
     this.completer = new Completer(
-      this.client,
+      (id) => this.forJob(id),
       log,
       (call) => this.repeat(call),
       (queues) => {
         for (const p of this.producers) if (queues.has(p.cfg.queue)) p.settled();
       },
     );
-    this.notifier = new Notifier(this.pool, this.client, log, this.pollIntervalMs, (queue) => {
+    const listenOn = () => (this.shards === undefined ? [this.pool] : [...this.shards.served().keys()].map((k) => this.shards!.pools.get(k)!));
+    this.notifier = new Notifier(listenOn, this.client, log, this.pollIntervalMs, (queue) => {
       for (const p of this.producers) if (queue === "" || p.cfg.queue === queue) p.wake();
     });
     const host = {
@@ -270,6 +302,8 @@ export class Worker {
         this.claims++;
       },
       start: (p: Producer, job: Job) => this.start(p, job),
+      forQueue: (queue: string) => (this.shards === undefined ? this.client : this.shards.forQueue(queue)),
+      fewer: () => this.follow(false),
     };
     this.producers = this.queues.map((q) => new Producer(host, settingsOf(q)));
 
@@ -287,7 +321,36 @@ export class Worker {
     background.abort();
     await Promise.all(loops);
     await this.completer.stop();
+    await this.shards?.close();
     log.info("worker stopped", { worker: this.client.workerId });
+  }
+
+  /** forJob is where a job's settling calls go: its id's shard in direct mode. */
+  private forJob(id: JobId): Client {
+    return this.shards === undefined ? this.client : this.shards.forJob(id);
+  }
+
+  private where(shards: Shards): Record<string, number> {
+    return Object.fromEntries(this.queues.map((q) => [q.queue, shards.queueShard(q.queue)]));
+  }
+
+  /**
+   * follow (direct mode) reads the router's layout version, at most once a
+   * second unless force, and follows a change: claims go to the queues'
+   * new shards, LISTEN moves there, registrations are written again.
+   */
+  private async follow(force: boolean): Promise<void> {
+    const shards = this.shards;
+    if (shards === undefined) return;
+    try {
+      if (!(await shards.follow(force))) return;
+    } catch (err) {
+      this.log.warn("read the router's layout failed; claims stay where they went", { err });
+      return;
+    }
+    this.log.info("the router's layout changed", { layoutVersion: shards.layout?.version, shards: this.where(shards) });
+    this.notifier.relisten();
+    for (const p of this.producers) p.wake();
   }
 
   /**
@@ -353,6 +416,7 @@ export class Worker {
     while (!signal.aborted) {
       await sleep(Math.min(nextReap, nextFire, this.lookOn ? nextLook : Infinity) - Date.now(), signal);
       if (signal.aborted) return;
+      await this.follow(true);
       const now = Date.now();
       const covered = this.lookOn && !this.lookFailed; // the look decides
       if (now >= nextFire) {
@@ -555,8 +619,8 @@ export class Worker {
         const progress = ctx.takeProgress();
         const until =
           progress === undefined
-            ? await this.client.heartbeat(job.id, job.attempt, queue.leaseMs)
-            : await this.client.heartbeatProgress(job.id, job.attempt, new RawJSON(progress), queue.leaseMs);
+            ? await this.forJob(job.id).heartbeat(job.id, job.attempt, queue.leaseMs)
+            : await this.forJob(job.id).heartbeatProgress(job.id, job.attempt, new RawJSON(progress), queue.leaseMs);
         const left = until.getTime() - this.client.clock().getTime();
         if (left > 0 && !stopped) {
           clearTimeout(watchdog);
@@ -589,6 +653,7 @@ export class Worker {
     const batched = output === undefined || Buffer.byteLength(output, "utf8") <= BATCHED_OUTPUT_BYTES;
     if (o.kind === "completed" && batched && this.completer.add(job.id, job.attempt, job.queue, output)) return;
     try {
+      const client = this.forJob(job.id);
       switch (o.kind) {
         case "completed": {
           let calls = 0;
@@ -596,8 +661,8 @@ export class Worker {
             await this.repeat(() => {
               calls++;
               return output === undefined
-                ? this.client.complete(job.id, job.attempt)
-                : this.client.completeWithOutput(job.id, job.attempt, new RawJSON(output));
+                ? client.complete(job.id, job.attempt)
+                : client.completeWithOutput(job.id, job.attempt, new RawJSON(output));
             });
           } catch (err) {
             if (output !== undefined && err instanceof InvalidArgumentError) {
@@ -606,24 +671,24 @@ export class Worker {
               // the same output, so it is dead-lettered with the refusal
               // instead of waiting for the reaper.
               const text = `output refused: ${err.message}`;
-              const j = await this.repeat(() => this.client.fail(job.id, job.attempt, text, { retryable: false }));
+              const j = await this.repeat(() => client.fail(job.id, job.attempt, text, { retryable: false }));
               this.log.info("job failed", { job: job.id, attempt: job.attempt, status: j.status, runAt: j.runAt, err: text });
               break;
             }
             // A repeat refused because the first call, whose reply was
             // lost, completed the job: that is this attempt's completion.
             const refused = err instanceof StaleAttemptError || err instanceof InvalidTransitionError;
-            if (!refused || calls === 1 || (await confirmCompletions(this.client, this.log, [job])).length !== 1) throw err;
+            if (!refused || calls === 1 || (await confirmCompletions(client, this.log, [job])).length !== 1) throw err;
           }
           break;
         }
         case "snoozed":
-          await this.repeat(() => this.client.snooze(job.id, job.attempt, o.delayMs));
+          await this.repeat(() => client.snooze(job.id, job.attempt, o.delayMs));
           break;
         case "permanent":
         case "failed": {
           const j = await this.repeat(() =>
-            this.client.fail(job.id, job.attempt, o.text, {
+            client.fail(job.id, job.attempt, o.text, {
               retryable: o.kind === "failed",
               retryInMs: o.kind === "failed" ? o.retryInMs : undefined,
             }),

@@ -26,7 +26,8 @@ from .client import BEGIN_READ_COMMITTED, MISSING_SCHEMA, READ_DEFAULT_LEVEL, Cl
 from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, reraise, transient
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire, as_seconds
 from .workflows import FINISHED, FinishedJob, GraphLike, ParentOutput, encode_json, graph_text
-from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Settings, _raw
+from .sharding import AsyncShards, job_shard, shard_params, split_by_shard
+from .worker import MAX_COMPLETE_BATCH, SETTLE_TRIES, Queue, Row, Settings, _raw
 from .workflows import RawJSON
 
 log = logging.getLogger("pgbackoff")
@@ -450,6 +451,9 @@ class AsyncWorker:
 
         worker = AsyncWorker(pool, [Queue("emails", send_email)])
         await worker.run()  # until worker.stop(), or the task is cancelled
+
+    ``direct_shards=True``: as :class:`pgbackoff.Worker`, the pool is a
+    router's and claims and settling calls go straight to the shards.
     """
 
     def __init__(
@@ -464,11 +468,18 @@ class AsyncWorker:
         listen: bool = True,
         worker_id: str | None = None,
         now: Clock | None = None,
+        direct_shards: bool = False,
     ) -> None:
         self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
         self.settings.check_pool(pool.max_size)
         self.pool = pool
         self.client = AsyncClient(pool, worker_id=worker_id, now=now)
+        self.direct_shards = direct_shards
+        #: Direct mode: the shards' pools, and a client on each.
+        self._shards: AsyncShards | None = None
+        self._shard_clients: dict[int, AsyncClient] = {}
+        self._listen_epoch = 0
+        self._relisten = asyncio.Event()
         self.producers = [_Producer(q) for q in self.settings.queues]
         self._stopping = asyncio.Event()
         self._attempts: dict[int, _Attempt] = {}
@@ -501,6 +512,15 @@ class AsyncWorker:
         """As Worker.run; cancelling the task that awaits it also starts
         the graceful shutdown, and the CancelledError is raised after it."""
         await self.client.check_schema()
+        if self.direct_shards:
+            shards = AsyncShards(self.pool, self.settings.connections_needed(), [q.name for q in self.settings.queues])
+            try:
+                layout = await shards.open()
+            except BaseException:
+                await shards.close()
+                raise
+            self._shards = shards
+            log.info("direct to the shards (router layout version %d): %s", layout.version, self._where())
         background = [asyncio.create_task(self._complete_loop())]
         if self.settings.listen:
             background.append(asyncio.create_task(self._listen_loop()))
@@ -523,9 +543,60 @@ class AsyncWorker:
         self._completer_stopped = True
         self._completed.set()
         await asyncio.gather(*background, return_exceptions=True)
+        if self._shards is not None:
+            await self._shards.close()
         log.info("worker %s stopped", self.worker_id)
         if cancelled:
             raise asyncio.CancelledError()
+
+    # --- direct mode ---
+
+    async def _on_shard(self, shard: int) -> AsyncClient:
+        c = self._shard_clients.get(shard)
+        if c is None:
+            assert self._shards is not None
+            pool = await self._shards.pool(shard)
+            c = self._shard_clients.setdefault(shard, self.client.using(pool))
+        return c
+
+    async def _for_queue(self, queue: str) -> AsyncClient:
+        """Where queue's claims go: its shard in direct mode, else the pool."""
+        if self._shards is None:
+            return self.client
+        return await self._on_shard(self._shards.queue_shard(queue))
+
+    async def _for_job(self, job_id: int) -> AsyncClient:
+        """Where a job's settling calls go: its id's shard in direct mode."""
+        if self._shards is None:
+            return self.client
+        return await self._on_shard(job_shard(job_id))
+
+    def _where(self) -> str:
+        assert self._shards is not None
+        return ", ".join(f"{q.name} on shard {self._shards.queue_shard(q.name)}" for q in self.settings.queues)
+
+    async def _by_shard(self, items: Sequence[Row]) -> list[tuple[AsyncClient, list[Row]]]:
+        """Settling items (job id first) with the client of their job's
+        shard in direct mode, else all with the pool's."""
+        if self._shards is None:
+            return [(self.client, list(items))]
+        return [(await self._on_shard(k), part) for k, part in split_by_shard(items, lambda it: int(it[0])).items()]
+
+    async def _follow(self, force: bool = False) -> None:
+        """As Worker._follow."""
+        if self._shards is None:
+            return
+        try:
+            changed = await self._shards.follow(force)
+        except Exception as e:
+            log.warning("read the router's layout failed; claims stay where they went: %s", e)
+            return
+        if changed:
+            log.info("the router's layout changed: %s", self._where())
+            self._registered.clear()
+            self._listen_epoch += 1
+            self._relisten.set()
+            self._wake_all()
 
     # --- producers ---
 
@@ -557,11 +628,16 @@ class AsyncWorker:
         try:
             # Shielded: a claim committed but never read would leave its
             # jobs running until the reaper.
-            jobs = await asyncio.shield(self.client.claim(p.queue.name, want, lease=p.queue.lease))
+            client = await self._for_queue(p.queue.name)
+            jobs = await asyncio.shield(client.claim(p.queue.name, want, lease=p.queue.lease))
         except Exception as e:
             log.error("claim jobs in %r failed: %s", p.queue.name, e)
             p.pacer.failed()
+            await self._follow()
             return None
+        if len(jobs) < want:
+            # A queue that moved gives no claims on its old shard.
+            await self._follow()
         for job in jobs:
             self._start(p, job)
         if jobs:
@@ -645,10 +721,11 @@ class AsyncWorker:
         while True:
             await asyncio.sleep(every)
             try:
+                c = await self._for_job(a.job.id)
                 if (progress := a.ctx.take_progress()) is not None:
-                    until = await self.client.heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
+                    until = await c.heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
                 else:
-                    until = await self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+                    until = await c.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
             except Exception as e:
                 if is_lost(e):
                     log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
@@ -667,6 +744,7 @@ class AsyncWorker:
             self._completed.set()
             return
         try:
+            c = await self._for_job(job.id)
             if o.kind == "completed":
                 try:
                     await self._complete_one(job, o.output)
@@ -674,25 +752,26 @@ class AsyncWorker:
                     if o.output is None:
                         raise
                     refused = Outcome("permanent", output_refused(e))
-                    failed(job, refused, await retry_transient(lambda: self.client.fail(job.id, job.attempt, refused.error, retryable=False)))
+                    failed(job, refused, await retry_transient(lambda: c.fail(job.id, job.attempt, refused.error, retryable=False)))
             elif o.kind == "snoozed":
-                await retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
+                await retry_transient(lambda: c.snooze(job.id, job.attempt, snooze_delay(o)))
             else:
                 retryable = o.kind != "permanent"
-                failed(job, o, await retry_transient(lambda: self.client.fail(job.id, job.attempt, o.error, retry_in=o.delay, retryable=retryable)))
+                failed(job, o, await retry_transient(lambda: c.fail(job.id, job.attempt, o.error, retry_in=o.delay, retryable=retryable)))
         except Exception as e:
             not_recorded(job, o, e)
 
     async def _complete_one(self, job: Job, output: str | None = None) -> None:
         """Worker._complete_one, awaited."""
         calls = 0
+        c = await self._for_job(job.id)
 
         def call() -> Awaitable[Job]:
             nonlocal calls
             calls += 1
             if output is not None:
-                return self.client.complete_with_output(job.id, job.attempt, RawJSON(output))
-            return self.client.complete(job.id, job.attempt)
+                return c.complete_with_output(job.id, job.attempt, RawJSON(output))
+            return c.complete(job.id, job.attempt)
 
         try:
             await retry_transient(call)
@@ -704,7 +783,10 @@ class AsyncWorker:
         """Worker._confirm, awaited: those refused completions that an
         earlier call, whose reply was lost, made."""
         try:
-            return confirmed(set(await self.client.completed_by(*ids_and_attempts(refused))))
+            done: set[int] = set()
+            for c, part in await self._by_shard(refused):
+                done |= set(await c.completed_by(*ids_and_attempts(part)))
+            return confirmed(done)
         except Exception as e:
             return confirm_failed(refused, e)
 
@@ -738,14 +820,24 @@ class AsyncWorker:
                 return
 
     async def _flush(self, batch: list[Completion]) -> None:
+        """One complete_many per shard in direct mode, else one."""
+        try:
+            parts = await self._by_shard(batch)
+        except Exception as e:
+            log.error("could not record %d completions; the reaper will retry the jobs: %s", len(batch), e)
+            return
+        for client, part in parts:
+            await self._flush_on(client, part)
+
+    async def _flush_on(self, client: AsyncClient, batch: list[Completion]) -> None:
         calls = 0
 
         def call() -> Awaitable[list[int]]:
             nonlocal calls
             calls += 1
             if (outputs := _raw(batch_outputs(batch))) is not None:
-                return self.client.complete_many(*ids_and_attempts(batch), outputs)
-            return self.client.complete_many(*ids_and_attempts(batch))
+                return client.complete_many(*ids_and_attempts(batch), outputs)
+            return client.complete_many(*ids_and_attempts(batch))
 
         try:
             done = set(await retry_transient(call))
@@ -763,7 +855,11 @@ class AsyncWorker:
         retry = 0.1
         while True:
             try:
+                epoch = self._listen_epoch
                 await self._listen_once()
+                if epoch != self._listen_epoch:
+                    retry = 0.1
+                    continue
             except Exception as e:
                 log.warning("listen failed; polling until it reconnects in %.1fs: %s", retry, e)
             finally:
@@ -772,17 +868,44 @@ class AsyncWorker:
             retry = min(retry * 2, 30.0)
 
     async def _listen_once(self) -> None:
-        kwargs: dict[str, Any] = {**self.pool.kwargs, "autocommit": True}
-        async with await psycopg.AsyncConnection.connect(self.pool.conninfo, **kwargs) as conn:
-            await conn.execute(f"LISTEN {_sql.NOTIFY_CHANNEL}")
+        """LISTEN on the pool's database, or in direct mode on each shard
+        of the served queues; a layout change ends it (Worker._listen_once)."""
+        self._relisten.clear()
+        where = [(self.pool.conninfo, dict(self.pool.kwargs))]
+        if self._shards is not None:
+            where = [shard_params(self.pool.conninfo, self.pool.kwargs, a) for a in self._shards.served().values()]
+        conns: list[psycopg.AsyncConnection[Any]] = []
+        tasks: list[asyncio.Task[None]] = []
+        try:
+            for conninfo, kw in where:
+                kwargs: dict[str, Any] = {**kw, "autocommit": True}
+                conns.append(await psycopg.AsyncConnection.connect(conninfo, **kwargs))
+                await conns[-1].execute(f"LISTEN {_sql.NOTIFY_CHANNEL}")
             self._listening = True
             self._wake_all()
             by_queue = {p.queue.name: p for p in self.producers}
-            async for n in conn.notifies():
-                if n.payload in by_queue:
-                    by_queue[n.payload].signals.send(_pacing.WAKE)
-                elif not n.payload:
-                    self._wake_all()
+
+            async def hear(conn: psycopg.AsyncConnection[Any]) -> None:
+                async for n in conn.notifies():
+                    if n.payload in by_queue:
+                        by_queue[n.payload].signals.send(_pacing.WAKE)
+                    elif not n.payload:
+                        self._wake_all()
+
+            tasks = [asyncio.create_task(hear(c)) for c in conns]
+            tasks.append(asyncio.create_task(self._wait_relisten()))
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                t.result()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for c in conns:
+                await c.close()
+
+    async def _wait_relisten(self) -> None:
+        await self._relisten.wait()
 
     async def _maintain_loop(self) -> None:
         """As Worker._maintain_loop: fire due schedules at start, then the
@@ -795,6 +918,7 @@ class AsyncWorker:
         claims = self._claims
         while True:
             await asyncio.sleep(max(0.0, m.due() - loop.time()))
+            await self._follow(force=True)
             now = loop.time()
             if m.fire_due(now):
                 await self._fire_schedules()

@@ -100,6 +100,12 @@ class PermissionDenied(PgBackoffError):
     sqlstate = PERMISSION_DENIED
 
 
+class NotARouter(PgBackoffError):
+    """direct_shards was asked of a Worker whose pool is not a pgbackoff
+    router's (its database has no backoff.router_layout), or the router
+    lists no shard that a queue or a job needs (docs/sharding.md)."""
+
+
 class SchemaTooOld(PgBackoffError):
     """The database's pgbackoff schema is missing or older than this package
     needs: run ``backoffctl migrate up``."""

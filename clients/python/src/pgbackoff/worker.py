@@ -29,6 +29,7 @@ from . import _pacing
 from ._outcome import Context, Outcome
 from ._settling import Completion, attempt_outcome, batch_outputs, batched, output_refused, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from ._sql import NOTIFY_CHANNEL
+from .sharding import Shards, job_shard, shard_params, split_by_shard
 from .client import Client, Clock
 from .errors import InvalidArgument, LeaseExpired, LeaseLost, WorkerShutdown, transient
 from .types import Duration, Job, QueueState, as_seconds
@@ -36,6 +37,8 @@ from .workflows import RawJSON
 
 log = logging.getLogger("pgbackoff")
 T = TypeVar("T")
+#: A settling item: a job id first.
+Row = TypeVar("Row", bound=tuple[Any, ...])
 
 #: A handler runs one attempt of a job. Returning completes the job; an
 #: exception fails it (see pgbackoff.errors: Permanent, RetryAfter,
@@ -302,6 +305,17 @@ class Worker:
     connections (one claim per queue, the completer, the heartbeater, the
     reaper). LISTEN uses one connection of its own, opened with the pool's
     conninfo.
+
+    With ``direct_shards=True`` the pool is a pgbackoff router's
+    (docs/sharding.md): the worker reads the router's layout at start and
+    sends its claims, completions, failures, heartbeats and snoozes
+    straight to the shards (a pool per shard it needs, of the same size,
+    opened with the pool's conninfo and kwargs at the shard's address), and
+    LISTENs on its queues' shards. Maintenance (reap, rotate, schedules,
+    the idle look) and wake-up registrations go through the router. A
+    layout change (a placement, a queue moved) is followed: the layout's
+    version is read again when a claim finds fewer jobs than asked (at most
+    once a second) and at each maintenance tick.
     """
 
     def __init__(
@@ -316,11 +330,17 @@ class Worker:
         listen: bool = True,
         worker_id: str | None = None,
         now: Clock | None = None,
+        direct_shards: bool = False,
     ) -> None:
         self.settings = Settings.of(queues, poll_interval, reap_interval, shutdown_timeout, listen, schedule_interval)
         self.settings.check_pool(pool.max_size)
         self.pool = pool
         self.client = Client(pool, worker_id=worker_id, now=now)
+        self.direct_shards = direct_shards
+        #: Direct mode: the shards' pools, and a client on each.
+        self._shards: Shards | None = None
+        self._shard_clients: dict[int, Client] = {}
+        self._listen_epoch = 0
         self.producers = [
             _Producer(q, _HandlerThreads(q.concurrency, f"pgbackoff-{q.name}"))
             for q in self.settings.queues
@@ -366,6 +386,15 @@ class Worker:
         returned and its outcome is recorded: a handler that ignores its
         context keeps its job, leased to this worker (docs/adr/0028)."""
         self.client.check_schema()
+        if self.direct_shards:
+            shards = Shards(self.pool, self.settings.connections_needed(), [q.name for q in self.settings.queues])
+            try:
+                layout = shards.open()
+            except BaseException:
+                shards.close()
+                raise
+            self._shards = shards
+            log.info("direct to the shards (router layout version %d): %s", layout.version, self._where())
         background = [threading.Thread(target=self._complete_loop, name="pgbackoff-completer")]
         background.append(threading.Thread(target=self._heartbeat_loop, name="pgbackoff-heartbeats"))
         if self.settings.listen:
@@ -402,7 +431,51 @@ class Worker:
             t.join()
         for p in self.producers:
             p.handlers.shutdown()
+        if self._shards is not None:
+            self._shards.close()
         log.info("worker %s stopped", self.worker_id)
+
+    # --- direct mode ---
+
+    def _on_shard(self, shard: int) -> Client:
+        c = self._shard_clients.get(shard)
+        if c is None:
+            assert self._shards is not None
+            c = self._shard_clients.setdefault(shard, self.client.using(self._shards.pool(shard)))
+        return c
+
+    def _for_queue(self, queue: str) -> Client:
+        """Where queue's claims go: its shard in direct mode, else the pool."""
+        if self._shards is None:
+            return self.client
+        return self._on_shard(self._shards.queue_shard(queue))
+
+    def _for_job(self, job_id: int) -> Client:
+        """Where a job's settling calls go: its id's shard in direct mode."""
+        if self._shards is None:
+            return self.client
+        return self._on_shard(job_shard(job_id))
+
+    def _where(self) -> str:
+        assert self._shards is not None
+        return ", ".join(f"{q.name} on shard {self._shards.queue_shard(q.name)}" for q in self.settings.queues)
+
+    def _follow(self, force: bool = False) -> None:
+        """Direct mode: read the router's layout version (at most once a
+        second unless force) and follow a change: claims go to the queues'
+        new shards, LISTEN moves, registrations are written again."""
+        if self._shards is None:
+            return
+        try:
+            changed = self._shards.follow(force)
+        except Exception as e:
+            log.warning("read the router's layout failed; claims stay where they went: %s", e)
+            return
+        if changed:
+            log.info("the router's layout changed: %s", self._where())
+            self._registered.clear()
+            self._listen_epoch += 1
+            self._wake_all()
 
     # --- producers ---
 
@@ -435,11 +508,15 @@ class Worker:
         try:
             # A claim is never cut by the shutdown: a claim committed but
             # never read would leave its jobs running until the reaper.
-            jobs = self.client.claim(p.queue.name, want, lease=p.queue.lease)
+            jobs = self._for_queue(p.queue.name).claim(p.queue.name, want, lease=p.queue.lease)
         except Exception as e:
             log.error("claim jobs in %r failed: %s", p.queue.name, e)
             p.pacer.failed()
+            self._follow()
             return None
+        if len(jobs) < want:
+            # A queue that moved gives no claims on its old shard.
+            self._follow()
         if jobs:
             self._claims += 1
             self._start(p, jobs)
@@ -529,12 +606,12 @@ class Worker:
                     if o.output is None:
                         raise
                     refused = Outcome("permanent", output_refused(e))
-                    failed(job, refused, retry_transient(lambda: self.client.fail(job.id, job.attempt, refused.error, retryable=False)))
+                    failed(job, refused, retry_transient(lambda: self._for_job(job.id).fail(job.id, job.attempt, refused.error, retryable=False)))
             elif o.kind == "snoozed":
-                retry_transient(lambda: self.client.snooze(job.id, job.attempt, snooze_delay(o)))
+                retry_transient(lambda: self._for_job(job.id).snooze(job.id, job.attempt, snooze_delay(o)))
             else:
                 retryable = o.kind != "permanent"
-                failed(job, o, retry_transient(lambda: self.client.fail(job.id, job.attempt, o.error, retry_in=o.delay, retryable=retryable)))
+                failed(job, o, retry_transient(lambda: self._for_job(job.id).fail(job.id, job.attempt, o.error, retry_in=o.delay, retryable=retryable)))
         except Exception as e:
             not_recorded(job, o, e)
 
@@ -548,8 +625,8 @@ class Worker:
             nonlocal calls
             calls += 1
             if output is not None:
-                return self.client.complete_with_output(job.id, job.attempt, RawJSON(output))
-            return self.client.complete(job.id, job.attempt)
+                return self._for_job(job.id).complete_with_output(job.id, job.attempt, RawJSON(output))
+            return self._for_job(job.id).complete(job.id, job.attempt)
 
         try:
             retry_transient(call)
@@ -564,9 +641,20 @@ class Worker:
         whose attempts equal the token was completed by that attempt. If the
         check fails, the refusals stand."""
         try:
-            return confirmed(set(self.client.completed_by(*ids_and_attempts(refused))))
+            done: set[int] = set()
+            for shard, part in self._by_shard(refused).items():
+                c = self.client if shard is None else self._on_shard(shard)
+                done |= set(c.completed_by(*ids_and_attempts(part)))
+            return confirmed(done)
         except Exception as e:
             return confirm_failed(refused, e)
+
+    def _by_shard(self, items: Sequence[Row]) -> dict[int | None, list[Row]]:
+        """Direct mode: settling items (job id first) by the job's shard;
+        else all through the pool (None)."""
+        if self._shards is None:
+            return {None: list(items)}
+        return {k: v for k, v in split_by_shard(items, lambda it: int(it[0])).items()}
 
     def _shutdown(self) -> None:
         """Wait for running handlers, cancel those left after the grace
@@ -618,9 +706,9 @@ class Worker:
     def _beat(self, a: _Attempt) -> None:
         try:
             if (progress := a.ctx.take_progress()) is not None:
-                until = self.client.heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
+                until = self._for_job(a.job.id).heartbeat_progress(a.job.id, a.job.attempt, RawJSON(progress), extend=a.queue.lease)
             else:
-                until = self.client.heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
+                until = self._for_job(a.job.id).heartbeat(a.job.id, a.job.attempt, extend=a.queue.lease)
         except Exception as e:
             if is_lost(e):
                 log.warning("job %d attempt %d: lease lost; cancelling the handler: %s", a.job.id, a.job.attempt, e)
@@ -660,14 +748,19 @@ class Worker:
                 return
 
     def _flush(self, batch: list[Completion]) -> None:
+        """One complete_many per shard in direct mode, else one."""
+        for shard, part in self._by_shard(batch).items():
+            self._flush_on(self.client if shard is None else self._on_shard(shard), part)
+
+    def _flush_on(self, client: Client, batch: list[Completion]) -> None:
         calls = 0
 
         def call() -> list[int]:
             nonlocal calls
             calls += 1
             if (outputs := _raw(batch_outputs(batch))) is not None:
-                return self.client.complete_many(*ids_and_attempts(batch), outputs)
-            return self.client.complete_many(*ids_and_attempts(batch))
+                return client.complete_many(*ids_and_attempts(batch), outputs)
+            return client.complete_many(*ids_and_attempts(batch))
 
         try:
             done = set(retry_transient(call))
@@ -690,7 +783,11 @@ class Worker:
         retry = 0.1
         while not self._background_stop.is_set():
             try:
+                epoch = self._listen_epoch
                 self._listen_once()
+                if epoch != self._listen_epoch:
+                    retry = 0.1
+                    continue
             except Exception as e:
                 if self._background_stop.is_set():
                     return
@@ -701,25 +798,39 @@ class Worker:
             retry = min(retry * 2, 30.0)
 
     def _listen_once(self) -> None:
-        kwargs: dict[str, Any] = {**self.pool.kwargs, "autocommit": True}
-        with psycopg.connect(self.pool.conninfo, **kwargs) as conn:
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+        """LISTEN on the pool's database, or in direct mode on each shard
+        of the served queues (enqueue notifies on the shard); a layout
+        change ends it, and the loop listens again where the queues are."""
+        epoch = self._listen_epoch
+        where = [(self.pool.conninfo, dict(self.pool.kwargs))]
+        if self._shards is not None:
+            where = [shard_params(self.pool.conninfo, self.pool.kwargs, a) for a in self._shards.served().values()]
+        conns: list[psycopg.Connection[Any]] = []
+        try:
+            for conninfo, kwargs in where:
+                kw: dict[str, Any] = {**kwargs, "autocommit": True}
+                conns.append(psycopg.connect(conninfo, **kw))
+                conns[-1].execute(f"LISTEN {NOTIFY_CHANNEL}")
             self._listening.set()
             # Look again: jobs enqueued before LISTEN took effect, and a
             # producer that found its queue empty registers now.
             self._wake_all()
             by_queue = {p.queue.name: p for p in self.producers}
-            while not self._background_stop.is_set():
-                ready, _, _ = select.select([conn.fileno()], [], [], 0.2)
-                if not ready:
-                    continue
-                conn.pgconn.consume_input()
-                while (n := conn.pgconn.notifies()) is not None:
-                    queue = n.extra.decode()
-                    if queue in by_queue:
-                        by_queue[queue].signals.send(_pacing.WAKE)
-                    elif not queue:
-                        self._wake_all()
+            while not self._background_stop.is_set() and epoch == self._listen_epoch:
+                ready, _, _ = select.select([c.fileno() for c in conns], [], [], 0.2)
+                for conn in conns:
+                    if conn.fileno() not in ready:
+                        continue
+                    conn.pgconn.consume_input()
+                    while (n := conn.pgconn.notifies()) is not None:
+                        queue = n.extra.decode()
+                        if queue in by_queue:
+                            by_queue[queue].signals.send(_pacing.WAKE)
+                        elif not queue:
+                            self._wake_all()
+        finally:
+            for conn in conns:
+                conn.close()
 
     def _maintain_loop(self) -> None:
         """Fire due schedules at start, then make the idle queues' look every
@@ -735,6 +846,7 @@ class Worker:
         m = _pacing.Maintenance(s.reap_interval, s.schedule_interval, time.monotonic(), s.look_every() if self._look_on else None)
         claims = self._claims
         while not self._background_stop.wait(max(0.0, m.due() - time.monotonic())):
+            self._follow(force=True)
             now = time.monotonic()
             if m.fire_due(now):
                 self._fire_schedules()
