@@ -24,6 +24,8 @@ export const SHARD_SHIFT = 48n;
 
 /** At most one read of the layout's version per this many ms from claims that found fewer jobs than asked. */
 export const FOLLOW_EVERY_MS = 1000;
+/** ... and per this many from the maintenance ticks, which come every second when idle: an idle Worker reads it 0.2 times a second. */
+export const FOLLOW_IDLE_EVERY_MS = 5000;
 
 /** The pool given with directShards is not a pgbackoff router's, or the router lacks a shard a queue or job needs. */
 export class NotARouterError extends BackoffError {}
@@ -196,15 +198,16 @@ export class Shards {
   }
 
   /**
-   * follow reads the layout's version (at most once per FOLLOW_EVERY_MS
-   * unless force) and, when it changed, the layout again, connecting to
-   * the served queues' new shards. True when it changed.
+   * follow reads the layout's version (at most once per FOLLOW_EVERY_MS,
+   * or FOLLOW_IDLE_EVERY_MS from a maintenance tick) and, when it changed,
+   * the layout again, connecting to the served queues' new shards. True
+   * when it changed.
    */
-  async follow(force: boolean): Promise<boolean> {
+  async follow(tick: boolean): Promise<boolean> {
     // One at a time: a claim's and the maintenance loop's share the read.
     if (this.following !== undefined) return this.following;
     const now = Date.now();
-    if (!force && now - this.lastFollow < FOLLOW_EVERY_MS) return false;
+    if (now - this.lastFollow < (tick ? FOLLOW_IDLE_EVERY_MS : FOLLOW_EVERY_MS)) return false;
     this.lastFollow = now;
     this.following = this.readVersion().finally(() => (this.following = undefined));
     return this.following;

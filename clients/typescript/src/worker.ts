@@ -336,14 +336,15 @@ export class Worker {
 
   /**
    * follow (direct mode) reads the router's layout version, at most once a
-   * second unless force, and follows a change: claims go to the queues'
-   * new shards, LISTEN moves there, registrations are written again.
+   * second, or five from a maintenance tick, and follows a change: claims
+   * go to the queues' new shards, LISTEN moves there, registrations are
+   * written again.
    */
-  private async follow(force: boolean): Promise<void> {
+  private async follow(tick: boolean): Promise<void> {
     const shards = this.shards;
     if (shards === undefined) return;
     try {
-      if (!(await shards.follow(force))) return;
+      if (!(await shards.follow(tick))) return;
     } catch (err) {
       this.log.warn("read the router's layout failed; claims stay where they went", { err });
       return;

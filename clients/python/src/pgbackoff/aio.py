@@ -582,12 +582,12 @@ class AsyncWorker:
             return [(self.client, list(items))]
         return [(await self._on_shard(k), part) for k, part in split_by_shard(items, lambda it: int(it[0])).items()]
 
-    async def _follow(self, force: bool = False) -> None:
+    async def _follow(self, tick: bool = False) -> None:
         """As Worker._follow."""
         if self._shards is None:
             return
         try:
-            changed = await self._shards.follow(force)
+            changed = await self._shards.follow(tick)
         except Exception as e:
             log.warning("read the router's layout failed; claims stay where they went: %s", e)
             return
@@ -918,7 +918,7 @@ class AsyncWorker:
         claims = self._claims
         while True:
             await asyncio.sleep(max(0.0, m.due() - loop.time()))
-            await self._follow(force=True)
+            await self._follow(tick=True)
             now = loop.time()
             if m.fire_due(now):
                 await self._fire_schedules()

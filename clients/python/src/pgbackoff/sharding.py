@@ -38,6 +38,9 @@ ADDRESS_KEYS = ("host", "hostaddr", "port", "dbname")
 #: At most one read of the layout's version per this many seconds from
 #: claims that found fewer jobs than asked.
 FOLLOW_EVERY = 1.0
+#: ... and per this many from the maintenance ticks, which come every
+#: second when idle: an idle Worker reads it 0.2 times a second.
+FOLLOW_IDLE_EVERY = 5.0
 
 IS_ROUTER_SQL = "SELECT to_regclass('backoff.router_layout') IS NOT NULL"
 LAYOUT_SQL = "SELECT version, hash_shards, shards FROM backoff.router_layout"
@@ -150,14 +153,14 @@ def _version(row: Any) -> int:
 
 class _Follower:
     """When to read the version again: at most once per FOLLOW_EVERY from
-    claims; always from the maintenance tick."""
+    claims, once per FOLLOW_IDLE_EVERY from the maintenance tick (tick)."""
 
     def __init__(self) -> None:
         self.last = 0.0
 
-    def due(self, force: bool) -> bool:
+    def due(self, tick: bool) -> bool:
         now = time.monotonic()
-        if not force and now - self.last < FOLLOW_EVERY:
+        if now - self.last < (FOLLOW_IDLE_EVERY if tick else FOLLOW_EVERY):
             return False
         self.last = now
         return True
@@ -212,10 +215,11 @@ class Shards:
             self.pools[shard] = p
             return p
 
-    def follow(self, force: bool = False) -> bool:
-        """Read the layout's version (at most once a second unless force);
+    def follow(self, tick: bool = False) -> bool:
+        """Read the layout's version (at most once a second, or five from a
+        maintenance tick);
         when it changed, read the layout again. True when it changed."""
-        if not self._follow.due(force):
+        if not self._follow.due(tick):
             return False
         with self.router.connection() as conn:
             version = _version(conn.execute(VERSION_SQL).fetchone())
@@ -283,8 +287,8 @@ class AsyncShards:
             self.pools[shard] = p
             return p
 
-    async def follow(self, force: bool = False) -> bool:
-        if not self._follow.due(force):
+    async def follow(self, tick: bool = False) -> bool:
+        if not self._follow.due(tick):
             return False
         async with self.router.connection() as conn:
             version = _version(await (await conn.execute(VERSION_SQL)).fetchone())

@@ -460,14 +460,14 @@ class Worker:
         assert self._shards is not None
         return ", ".join(f"{q.name} on shard {self._shards.queue_shard(q.name)}" for q in self.settings.queues)
 
-    def _follow(self, force: bool = False) -> None:
+    def _follow(self, tick: bool = False) -> None:
         """Direct mode: read the router's layout version (at most once a
-        second unless force) and follow a change: claims go to the queues'
+        second, or five from a maintenance tick) and follow a change: claims go to the queues'
         new shards, LISTEN moves, registrations are written again."""
         if self._shards is None:
             return
         try:
-            changed = self._shards.follow(force)
+            changed = self._shards.follow(tick)
         except Exception as e:
             log.warning("read the router's layout failed; claims stay where they went: %s", e)
             return
@@ -846,7 +846,7 @@ class Worker:
         m = _pacing.Maintenance(s.reap_interval, s.schedule_interval, time.monotonic(), s.look_every() if self._look_on else None)
         claims = self._claims
         while not self._background_stop.wait(max(0.0, m.due() - time.monotonic())):
-            self._follow(force=True)
+            self._follow(tick=True)
             now = time.monotonic()
             if m.fire_due(now):
                 self._fire_schedules()
