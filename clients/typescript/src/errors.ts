@@ -58,6 +58,16 @@ export class NotReadyError extends BackoffError {
  */
 export class PermissionDeniedError extends BackoffError {}
 
+/**
+ * The queue is moving away from this shard (SQLSTATE 55006; `backoffctl
+ * shards move`, docs/sharding.md): enqueue again, through the router, which
+ * sends the job to the new shard once the move flips. A client on a pool
+ * does so by itself (enqueue, enqueueMany and enqueueGraph, for up to
+ * 10 s); on a transaction's client it cannot: the error has aborted the
+ * transaction, and it is thrown at once.
+ */
+export class QueueMovingError extends BackoffError {}
+
 /** The database's pgbackoff schema is missing or older than this package needs: run `backoffctl migrate up`. */
 export class SchemaTooOldError extends BackoffError {}
 
@@ -67,6 +77,7 @@ const byCode: Record<string, new (message: string, options: { cause: unknown; co
   BK002: StaleAttemptError,
   BK003: InvalidTransitionError,
   "42501": PermissionDeniedError,
+  "55006": QueueMovingError,
 };
 
 /** The SQLSTATE of a driver error, if the database sent one. */

@@ -15,6 +15,7 @@ export {
   JobNotFoundError,
   NotReadyError,
   PermissionDeniedError,
+  QueueMovingError,
   SchemaTooOldError,
   StaleAttemptError,
   WaitTimeoutError,

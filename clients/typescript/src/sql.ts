@@ -10,6 +10,7 @@ import type pg from "pg";
 import { BackoffError, InvalidArgumentError, SchemaTooOldError, WaitTimeoutError, sqlState, translate } from "./errors.js";
 import { sleep } from "./sleep.js";
 import { READ_DEFAULT_LEVEL, isPool, readCommitted } from "./isolation.js";
+import { retryWhileMoving } from "./moving.js";
 import type {
   AttemptError,
   ClientOptions,
@@ -136,7 +137,10 @@ export class Client {
 
   /**
    * enqueue adds a job to queue and returns its id (the existing job's id
-   * when dedupeKey matches an unfinished job of the queue).
+   * when dedupeKey matches an unfinished job of the queue). On a pool, an
+   * enqueue refused because the queue is moving to another shard
+   * (QueueMovingError) is tried again for up to 10 s; the same holds for
+   * enqueueMany and enqueueGraph.
    */
   async enqueue<T>(queue: string, payload?: T, opts: EnqueueOptions = {}): Promise<JobId> {
     const op = `enqueue job in ${JSON.stringify(queue)}`;
@@ -149,7 +153,7 @@ export class Client {
       ["p_dedupe_key", "text", opts.dedupeKey ?? null],
       ["p_policy", "text", opts.policy ?? null],
     ]);
-    const rows = await this.run(op, `SELECT ${sql} AS id`, values);
+    const rows = await this.enqueueRun(op, `SELECT ${sql} AS id`, values);
     return String(rows[0]?.id);
   }
 
@@ -171,7 +175,7 @@ export class Client {
       ["p_dedupe_keys", "text[]", jobs.map((j) => j.dedupeKey ?? null)],
       ["p_policies", "text[]", jobs.map((j) => j.policy ?? null)],
     ]);
-    const rows = await this.run(op, `SELECT id FROM ${sql} AS t(id)`, values);
+    const rows = await this.enqueueRun(op, `SELECT id FROM ${sql} AS t(id)`, values);
     return rows.map((r) => String(r.id));
   }
 
@@ -235,7 +239,7 @@ export class Client {
       return d;
     });
     const [sql, values] = this.fn("enqueue_graph", [["p_jobs", "jsonb", encodeJSON(op, docs)]]);
-    const rows = await this.run(op, `SELECT ref, job_id FROM ${sql}`, values);
+    const rows = await this.enqueueRun(op, `SELECT ref, job_id FROM ${sql}`, values);
     return Object.fromEntries(rows.map((r) => [r.ref as string, String(r.job_id)]));
   }
 
@@ -717,6 +721,16 @@ export class Client {
     } catch (err) {
       throw translate(op, err);
     }
+  }
+
+  /**
+   * enqueueRun runs an enqueue; over a pool, again while the queue is
+   * moving to another shard (moving.ts). On a transaction's client the
+   * refusal has aborted the caller's transaction: it is thrown at once.
+   */
+  private async enqueueRun(op: string, text: string, values: unknown[]): Promise<Record<string, any>[]> {
+    if (!isPool(this.db)) return this.run(op, text, values);
+    return retryWhileMoving(() => this.run(op, text, values));
   }
 
   private async runAsIs(op: string, text: string, values: unknown[]): Promise<Record<string, any>[]> {

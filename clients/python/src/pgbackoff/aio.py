@@ -19,7 +19,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from . import _pacing, _sql
+from . import _moving, _pacing, _sql
 from ._outcome import Context, Outcome
 from ._settling import Completion, attempt_outcome, batch_outputs, batched, output_refused, confirm_failed, confirmed, failed, fired, ids_and_attempts, is_lost, lease_left, not_recorded, reaped, refusals, settled_queues, snooze_delay
 from .client import BEGIN_READ_COMMITTED, MISSING_SCHEMA, READ_DEFAULT_LEVEL, Clock, can_run_alone, default_worker_id, missing_schema, schema_too_old
@@ -69,6 +69,13 @@ class AsyncClient:
             reraise(call.op, e)
         return call.decode(rows)
 
+    async def _enqueue(self, call: _sql.Call[T]) -> T:
+        """Client._enqueue, awaited: on a pool, again while the queue is
+        moving to another shard; cancelling the task ends the wait."""
+        if isinstance(self._db, AsyncConnectionPool):
+            return await _moving.retry_while_moving_async(lambda: self._run(call))
+        return await self._run(call)
+
     async def _fetch(self, conn: psycopg.AsyncConnection[Any], call: _sql.Call[Any], *, pooled: bool) -> _sql.Rows:
         """Run the call at READ COMMITTED, as Client._fetch does."""
         if not can_run_alone(conn, pooled):
@@ -101,7 +108,7 @@ class AsyncClient:
         dedupe_key: str | None = None,
         policy: str | None = None,
     ) -> int:
-        return await self._run(
+        return await self._enqueue(
             _sql.enqueue(
                 queue, payload, run_at=run_at, max_attempts=max_attempts, priority=priority,
                 dedupe_key=dedupe_key, policy=policy, now=self.now(),
@@ -111,7 +118,7 @@ class AsyncClient:
     async def enqueue_many(self, jobs: Sequence[NewJob]) -> list[int]:
         if not jobs:
             return []
-        return await self._run(_sql.enqueue_many(jobs, self.now()))
+        return await self._enqueue(_sql.enqueue_many(jobs, self.now()))
 
     async def claim(self, queue: str, limit: int = 1, *, lease: Duration | None = None) -> list[Job]:
         return await self._run(_sql.claim(queue, self.worker_id, limit, lease, self.now()))
@@ -156,7 +163,7 @@ class AsyncClient:
         return await self._run(_sql.heartbeat(job_id, attempt, extend, self.now(), encode_json(op + ": progress", progress)))
 
     async def enqueue_graph(self, graph: GraphLike) -> dict[str, int]:
-        return await self._run(_sql.enqueue_graph(*graph_text(graph), self.now()))
+        return await self._enqueue(_sql.enqueue_graph(*graph_text(graph), self.now()))
 
     async def job_output(self, job_id: int) -> Any:
         return await self._run(_sql.job_output(job_id))

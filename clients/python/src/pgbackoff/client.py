@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from . import _sql
+from . import _moving, _sql
 from .errors import SchemaTooOld, reraise
 from .types import DeadLetterGroup, Duration, Job, JobDetail, NewJob, QueueState, QueueStats, ReplayOutcome, ScheduleFire, as_seconds
 from .workflows import FINISHED, FinishedJob, GraphLike, ParentOutput, encode_json, graph_text
@@ -83,6 +83,14 @@ class Client:
             reraise(call.op, e)
         return call.decode(rows)
 
+    def _enqueue(self, call: _sql.Call[T]) -> T:
+        """Run an enqueue; on a pool, again while the queue is moving to
+        another shard (_moving). On a connection the caller's transaction
+        has been aborted by the refusal: QueueMoving is raised at once."""
+        if isinstance(self._db, ConnectionPool):
+            return _moving.retry_while_moving(lambda: self._run(call))
+        return self._run(call)
+
     def _fetch(self, conn: psycopg.Connection[Any], call: _sql.Call[Any], *, pooled: bool) -> _sql.Rows:
         """Run the call at READ COMMITTED (docs/adr/0080): as it is where the
         sessions start there, else in a transaction of its own. A call in
@@ -126,8 +134,11 @@ class Client:
         policy: str | None = None,
     ) -> int:
         """Add a job (payload: any JSON value; None is {}) and return its id:
-        the existing job's id when dedupe_key matches an unfinished job."""
-        return self._run(
+        the existing job's id when dedupe_key matches an unfinished job. On
+        a pool, an enqueue refused because the queue is moving to another
+        shard (QueueMoving) is tried again for up to 10 s; the same holds
+        for enqueue_many and enqueue_graph."""
+        return self._enqueue(
             _sql.enqueue(
                 queue, payload, run_at=run_at, max_attempts=max_attempts, priority=priority,
                 dedupe_key=dedupe_key, policy=policy, now=self.now(),
@@ -138,7 +149,7 @@ class Client:
         """Add jobs in one statement (atomic) and return their ids in order."""
         if not jobs:
             return []
-        return self._run(_sql.enqueue_many(jobs, self.now()))
+        return self._enqueue(_sql.enqueue_many(jobs, self.now()))
 
     # --- workers ---
 
@@ -214,7 +225,7 @@ class Client:
         completed is blocked until its last parent completes. Cycles,
         self-dependencies and unknown refs or ids are refused
         (InvalidArgument, naming them), and nothing is enqueued."""
-        return self._run(_sql.enqueue_graph(*graph_text(graph), self.now()))
+        return self._enqueue(_sql.enqueue_graph(*graph_text(graph), self.now()))
 
     def job_output(self, job_id: int) -> Any:
         """The output the job recorded when it completed; None when it

@@ -23,6 +23,7 @@ STALE_ATTEMPT = "BK002"
 INVALID_TRANSITION = "BK003"
 NOT_READY = "BK004"
 PERMISSION_DENIED = "42501"
+QUEUE_MOVING = "55006"
 
 
 class PgBackoffError(Exception):
@@ -100,6 +101,17 @@ class PermissionDenied(PgBackoffError):
     sqlstate = PERMISSION_DENIED
 
 
+class QueueMoving(PgBackoffError):
+    """The queue is moving away from this shard (SQLSTATE 55006; ``backoffctl
+    shards move``, docs/sharding.md): enqueue again, through the router,
+    which sends the job to the new shard once the move flips. A client on a
+    pool does so by itself (enqueue, enqueue_many and enqueue_graph, for up
+    to 10 s); on a connection, in your transaction, it cannot: the error
+    has aborted the transaction, and it is raised at once."""
+
+    sqlstate = QUEUE_MOVING
+
+
 class NotARouter(PgBackoffError):
     """direct_shards was asked of a Worker whose pool is not a pgbackoff
     router's (its database has no backoff.router_layout), or the router
@@ -113,7 +125,7 @@ class SchemaTooOld(PgBackoffError):
 
 _BY_SQLSTATE: dict[str, type[PgBackoffError]] = {
     c.sqlstate: c
-    for c in (InvalidArgument, JobNotFound, StaleAttempt, InvalidTransition, NotReady, PermissionDenied)
+    for c in (InvalidArgument, JobNotFound, StaleAttempt, InvalidTransition, NotReady, PermissionDenied, QueueMoving)
     if c.sqlstate is not None
 }
 
