@@ -72,8 +72,9 @@ test-serializable: ## The Go client's, Worker's and fault suites, the Python and
 	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded
-test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
+test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then the conformance suite's Go, Python and TypeScript workers through a router (scenarios, mixed run with kills; BACKOFF_MIXED_JOBS, default 600), then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
 	set -o pipefail; BACKOFF_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/shardtest 2>&1 | scripts/quiet-test-output
+	set -o pipefail; BACKOFF_CONFORMANCE_SHARDED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 	set -o pipefail; cd cmd/backoffctl && BACKOFF_PG_SERVER=local $(GO) test -count=1 -v -timeout 10m -run TestBackoffctlThroughRouter ./internal/cli 2>&1 | ../../scripts/quiet-test-output
 
 .PHONY: bench-sharded

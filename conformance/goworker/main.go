@@ -106,6 +106,10 @@ func run() int {
 		}
 		cfg.Queue, cfg.Handler, cfg.Concurrency, cfg.Lease, cfg.HeartbeatInterval = "", nil, 0, 0, 0
 	}
+	if err := directShards(&cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
+		return 2
+	}
 	w, err := client.NewWorker(pool, cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "goworker: %v\n", err)
@@ -116,6 +120,23 @@ func run() int {
 		return 1
 	}
 	return 0
+}
+
+// directShards is the one place where BACKOFF_DIRECT_SHARDS=1 (the
+// sharded conformance run) gives the Worker the direct shard mode, where
+// it reads the router's layout and calls each queue's shard itself. The
+// Worker does not take the mode yet: asked for it, the program refuses to
+// start rather than run through the router unnoticed.
+func directShards(cfg *client.WorkerConfig) error {
+	switch os.Getenv("BACKOFF_DIRECT_SHARDS") {
+	case "", "0":
+		return nil
+	case "1":
+		// DIRECT SHARDS: set the Worker's option on cfg here.
+		return errors.New("BACKOFF_DIRECT_SHARDS=1: the Worker's direct shard mode is not passed yet")
+	default:
+		return fmt.Errorf("BACKOFF_DIRECT_SHARDS=%q: want 1 or 0", os.Getenv("BACKOFF_DIRECT_SHARDS"))
+	}
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

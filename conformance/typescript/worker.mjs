@@ -91,6 +91,23 @@ async function handle(job, signal, ctx) {
   throw new PermanentError(`conformance: unknown step ${step}`);
 }
 
+// directShards is the one place where BACKOFF_DIRECT_SHARDS=1 (the sharded
+// conformance run) gives the Worker the direct shard mode, where it reads
+// the router's layout and calls each queue's shard itself. The Worker does
+// not take the mode yet: asked for it, the program refuses to start rather
+// than run through the router unnoticed.
+function directShards(cfg) {
+  const value = process.env.BACKOFF_DIRECT_SHARDS ?? "";
+  if (value === "" || value === "0") return;
+  if (value === "1") {
+    // DIRECT SHARDS: set the Worker's option on cfg here.
+    console.error("worker.mjs: BACKOFF_DIRECT_SHARDS=1: the Worker's direct shard mode is not passed yet");
+  } else {
+    console.error(`worker.mjs: BACKOFF_DIRECT_SHARDS=${JSON.stringify(value)}: want 1 or 0`);
+  }
+  process.exit(2);
+}
+
 const queueCfg = (queue) => {
   const cfg = { queue, handler: handle, concurrency };
   if (s.lease_ms) cfg.leaseMs = s.lease_ms;
@@ -102,6 +119,7 @@ if (s.poll_ms) wcfg.pollIntervalMs = s.poll_ms;
 if (s.reap_ms) wcfg.reapIntervalMs = s.reap_ms;
 if (s.shutdown_ms) wcfg.shutdownTimeoutMs = s.shutdown_ms;
 
+directShards(wcfg);
 const worker = new Worker(pool, wcfg);
 const stop = new AbortController();
 process.on("SIGTERM", () => stop.abort());

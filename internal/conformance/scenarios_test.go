@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgbackoff/pgbackoff/internal/conformance"
-	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
 // registry is conformance/scenarios.json.
@@ -54,6 +53,9 @@ type scenario struct {
 	// without waiting out a short lease in real time.
 	ExpireWhenRunning bool                `json:"expire_when_running"`
 	Expect            map[string]endState `json:"expect"`
+	// NotThroughRouter: why the scenario cannot work through a PL/Proxy
+	// router (docs/sharding.md); the sharded run skips it, saying so.
+	NotThroughRouter string `json:"not_through_router"`
 }
 
 type policy struct {
@@ -145,18 +147,26 @@ func TestScenarios(t *testing.T) {
 }
 
 func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
+	if sharded != nil && s.NotThroughRouter != "" {
+		t.Skipf("not through a router: %s", s.NotThroughRouter)
+	}
 	// A guard against a hang, generous for a busy machine: every scenario
 	// runs at once, each language's worker in a process of its own.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dbURL := testdb.NewURL(t)
-	pool := testdb.Pool(t, dbURL)
-	setUpRecording(ctx, t, pool)
-	queue := "conformance_" + s.Name
-	setUpPolicy(ctx, t, pool, queue, s.Policy)
+	tg := newTarget(ctx, t)
+	// A queue of its own: the sharded run's scenarios share one install.
+	queue := "conformance_" + s.Name + "_" + l.Language
+	setUpPolicy(ctx, t, tg, queue, s.Policy)
+	// The runner enqueues as a producer does (through the router in the
+	// sharded run) and reads where the queue's jobs are.
+	pool, db := tg.pool, tg.queueHome(queue)
 
 	ids := map[string]int64{}
 	var schedules []string // of the jobs left to a schedule, by job name
+	// A schedule's name is unique where it lives: qualified by the queue,
+	// since the sharded run's scenarios share their shards.
+	scheduleName := func(job string) string { return queue + "." + job }
 	var graph []map[string]any
 	for _, j := range s.Jobs {
 		if len(j.DependsOn) > 0 {
@@ -172,7 +182,7 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 			// it once) and the next is 12 h away, past any run.
 			_, err := pool.Exec(ctx, `SELECT backoff.put_schedule(p_name => $1, p_queue => $2, p_every => '24 hours',
 				p_payload => $3::jsonb, p_anchor => now() + interval '12 hours', p_now => now() - interval '13 hours')`,
-				j.Name, queue, string(p))
+				scheduleName(j.Name), queue, string(p))
 			require.NoError(t, err)
 			schedules = append(schedules, j.Name)
 			continue
@@ -211,125 +221,35 @@ func runScenario(t *testing.T, s scenario, l conformance.Adapter) {
 	for k, v := range s.Worker {
 		settings[k] = v
 	}
-	w := startWorker(t, l, dbURL, settings)
+	w := startWorker(t, l, tg.url, settings)
 
 	// A job runs once its attempt is claimed and its handler has recorded
 	// its side effect: the handler is in its step, not still starting.
 	running := `status = 'running' AND EXISTS (SELECT FROM public.conformance_effects AS e
 		WHERE e.job_id = backoff.jobs.id AND e.attempt = backoff.jobs.attempts)`
 	if s.ExpireWhenRunning {
-		waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0 FROM backoff.jobs WHERE queue = $1`, running), queue)
-		tag, err := pool.Exec(ctx, `UPDATE backoff.jobs SET lease_until = clock_timestamp() WHERE queue = $1 AND status = 'running'`, queue)
-		require.NoError(t, err)
-		require.EqualValues(t, len(s.Jobs), tag.RowsAffected(), "leases ended")
+		waitFor(ctx, t, db, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0 FROM backoff.jobs WHERE queue = $1`, running), queue)
+		require.EqualValues(t, len(s.Jobs), endLeases(ctx, t, tg, queue), "leases ended")
 	}
 	want, args := "status IN ('completed', 'dead_lettered', 'cancelled') OR (status = 'blocked' AND id = ANY ($3::bigint[]))",
 		[]any{queue, len(schedules), blocked}
 	if s.StopWhenRunning {
 		want, args = running, args[:2]
 	}
-	waitFor(ctx, t, pool, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0
+	waitFor(ctx, t, db, fmt.Sprintf(`SELECT count(*) FILTER (WHERE NOT (%s)) = 0
 		AND count(*) FILTER (WHERE schedule IS NOT NULL) = $2 FROM backoff.jobs WHERE queue = $1`, want), args...)
 	w.stop(t)
 	for _, name := range schedules {
 		var id int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT id FROM backoff.jobs WHERE schedule = $1 AND schedule_slot IS NOT NULL`, name).Scan(&id),
+		require.NoError(t, db.QueryRow(ctx, `SELECT id FROM backoff.jobs WHERE schedule = $1 AND schedule_slot IS NOT NULL`, scheduleName(name)).Scan(&id),
 			"the job of schedule %q", name)
 		ids[name] = id
 	}
 
 	for name, id := range ids {
-		checkEndState(ctx, t, pool, name, id, s.Expect[name])
+		checkEndState(ctx, t, db, name, id, s.Expect[name])
 	}
-	checkFencing(ctx, t, pool)
-}
-
-// setUpRecording creates the tables where the handlers record their side
-// effects (one row per attempt that ran) and a trigger records every
-// transition of a job to completed: the evidence for "done twice".
-func setUpRecording(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	_, err := pool.Exec(ctx, `
-CREATE TABLE public.conformance_effects (
-    job_id   bigint NOT NULL,
-    attempt  integer NOT NULL,
-    language text NOT NULL,
-    step     text NOT NULL,
-    at       timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE TABLE public.conformance_completions (
-    job_id  bigint NOT NULL,
-    attempt integer NOT NULL,
-    at      timestamptz NOT NULL DEFAULT clock_timestamp()
-);
--- SECURITY DEFINER: the settle functions run as backoff_owner, which may
--- not write here.
-CREATE FUNCTION public.conformance_completed() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
-BEGIN
-    IF NEW.status = 'completed' AND (TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM 'completed') THEN
-        INSERT INTO public.conformance_completions (job_id, attempt) VALUES (NEW.id, NEW.attempts);
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER conformance_completed AFTER INSERT OR UPDATE ON backoff.jobs
-    FOR EACH ROW EXECUTE FUNCTION public.conformance_completed();
--- Every lease a running attempt was given: by its claim, then by each
--- heartbeat.
-CREATE TABLE public.conformance_leases (
-    job_id      bigint NOT NULL,
-    attempt     integer NOT NULL,
-    lease_until timestamptz NOT NULL
-);
-CREATE FUNCTION public.conformance_leased() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
-BEGIN
-    IF NEW.status = 'running' AND NEW.lease_until IS NOT NULL
-       AND (TG_OP = 'INSERT' OR OLD.lease_until IS DISTINCT FROM NEW.lease_until) THEN
-        INSERT INTO public.conformance_leases (job_id, attempt, lease_until) VALUES (NEW.id, NEW.attempts, NEW.lease_until);
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER conformance_leased AFTER INSERT OR UPDATE ON backoff.jobs
-    FOR EACH ROW EXECUTE FUNCTION public.conformance_leased();
--- Every time a job left blocked (docs/workflows.md): released once its
--- parents completed, or settled by a failed parent's edge.
-CREATE TABLE public.conformance_unblocks (
-    job_id bigint NOT NULL,
-    status text NOT NULL,
-    at     timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE FUNCTION public.conformance_unblocked() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
-BEGIN
-    IF OLD.status = 'blocked' AND NEW.status <> 'blocked' THEN
-        INSERT INTO public.conformance_unblocks (job_id, status) VALUES (NEW.id, NEW.status);
-    END IF;
-    RETURN NULL;
-END
-$$;
-CREATE TRIGGER conformance_unblocked AFTER UPDATE ON backoff.jobs
-    FOR EACH ROW EXECUTE FUNCTION public.conformance_unblocked();
-GRANT INSERT ON public.conformance_effects TO PUBLIC;`)
-	require.NoError(t, err)
-}
-
-func setUpPolicy(ctx context.Context, t *testing.T, pool *pgxpool.Pool, queue string, p policy) {
-	t.Helper()
-	ms := func(n, def int) string {
-		if n == 0 {
-			n = def
-		}
-		return fmt.Sprintf("%d milliseconds", n)
-	}
-	_, err := pool.Exec(ctx, `INSERT INTO backoff.policies (name, strategy, base, max_delay, max_attempts, lease, max_lease_expiries)
-		VALUES ($1, $2, $3::interval, $4::interval, $5, $6::interval, $7)`,
-		queue, p.Strategy, ms(p.BaseMS, 1), ms(p.MaxDelayMS, 60000), p.MaxAttempts, ms(p.LeaseMS, 30000), p.MaxLeaseExpiries)
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO backoff.queues (name, policy) VALUES ($1, $1)`, queue)
-	require.NoError(t, err)
+	checkFencing(ctx, t, db, queue)
 }
 
 // waitFor polls a condition (a query returning one boolean) every 20 ms.
@@ -337,15 +257,20 @@ func setUpPolicy(ctx context.Context, t *testing.T, pool *pgxpool.Pool, queue st
 // milliseconds.
 func waitFor(ctx context.Context, t *testing.T, pool *pgxpool.Pool, query string, args ...any) {
 	t.Helper()
-	for {
+	waitUntil(ctx, t, query, func() bool {
 		var ok bool
 		require.NoError(t, pool.QueryRow(ctx, query, args...).Scan(&ok), "waiting for %s", query)
-		if ok {
-			return
-		}
+		return ok
+	})
+}
+
+// waitUntil polls cond every 20 ms until it holds or ctx ends.
+func waitUntil(ctx context.Context, t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s: %v", query, ctx.Err())
+			t.Fatalf("gave up waiting for %s: %v", what, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -359,11 +284,18 @@ type worker struct {
 	exited chan error
 }
 
-func startWorker(t *testing.T, l conformance.Adapter, dbURL string, settings map[string]any) *worker {
+// startWorker starts the adapter with env added to its environment.
+func startWorker(t *testing.T, l conformance.Adapter, dbURL string, settings map[string]any, env ...string) *worker {
 	t.Helper()
 	b, err := json.Marshal(settings)
 	require.NoError(t, err)
 	cmd := l.Command(dbURL, string(b))
+	if len(env) > 0 {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, env...)
+	}
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start(), "start the %s worker", l.Language)
@@ -457,38 +389,47 @@ func checkEndState(ctx context.Context, t *testing.T, pool *pgxpool.Pool, name s
 	}
 }
 
-// checkFencing finds what counts as done twice (docs/adr/0069): a token
-// whose handler ran twice, a job completed twice, a completion by a token
-// that never ran or that was not the job's last claim, and an attempt
-// whose handler started after another attempt had completed the job. A
-// handler that ran again after its attempt was lost (a crash, an expired
-// lease) before the job was completed is at-least-once delivery, not a
-// double.
-func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool) {
+// checkFencing finds what counts as done twice (docs/adr/0069) among the
+// jobs of the queues: a token whose handler ran twice, a job completed
+// twice, a completion by a token that never ran or that was not the job's
+// last claim, and an attempt whose handler started after another attempt
+// had completed the job. A handler that ran again after its attempt was
+// lost (a crash, an expired lease) before the job was completed is
+// at-least-once delivery, not a double. A completed job without its
+// recorded completion means the evidence is incomplete (a trigger missing
+// where the job lives, a view that reads no shard): the check would prove
+// nothing, so that fails too.
+func checkFencing(ctx context.Context, t *testing.T, pool *pgxpool.Pool, queues ...string) {
 	t.Helper()
-	require.Empty(t, fencingViolations(ctx, t, pool), "done twice")
+	require.Empty(t, fencingViolations(ctx, t, pool, queues), "done twice")
 }
 
-func fencingViolations(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []string {
+func fencingViolations(ctx context.Context, t *testing.T, pool *pgxpool.Pool, queues []string) []string {
 	t.Helper()
 	rows, err := pool.Query(ctx, `
+		WITH jobs AS MATERIALIZED (SELECT id, attempts, status FROM backoff.jobs WHERE queue = ANY ($1::text[])),
+		effects AS MATERIALIZED (SELECT * FROM public.conformance_effects WHERE job_id IN (SELECT id FROM jobs)),
+		completions AS MATERIALIZED (SELECT * FROM public.conformance_completions WHERE queue = ANY ($1::text[]))
 		SELECT 'token ' || job_id || '/' || attempt || ' ran ' || count(*) || ' times'
-		FROM public.conformance_effects GROUP BY job_id, attempt HAVING count(*) > 1
+		FROM effects GROUP BY job_id, attempt HAVING count(*) > 1
 		UNION ALL
 		SELECT 'job ' || job_id || ' completed ' || count(*) || ' times'
-		FROM public.conformance_completions GROUP BY job_id HAVING count(*) > 1
+		FROM completions GROUP BY job_id HAVING count(*) > 1
 		UNION ALL
 		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', which never ran'
-		FROM public.conformance_completions AS c
-		WHERE NOT EXISTS (SELECT FROM public.conformance_effects AS e WHERE e.job_id = c.job_id AND e.attempt = c.attempt)
+		FROM completions AS c
+		WHERE NOT EXISTS (SELECT FROM effects AS e WHERE e.job_id = c.job_id AND e.attempt = c.attempt)
 		UNION ALL
 		SELECT 'job ' || c.job_id || ' completed by attempt ' || c.attempt || ', not by its last claim ' || j.attempts
-		FROM public.conformance_completions AS c JOIN backoff.jobs AS j ON j.id = c.job_id
+		FROM completions AS c JOIN jobs AS j ON j.id = c.job_id
 		WHERE j.attempts <> c.attempt
 		UNION ALL
 		SELECT 'job ' || c.job_id || ': attempt ' || e.attempt || ' ran after attempt ' || c.attempt || ' completed it'
-		FROM public.conformance_completions AS c
-		JOIN public.conformance_effects AS e ON e.job_id = c.job_id AND e.attempt <> c.attempt AND e.at > c.at`)
+		FROM completions AS c
+		JOIN effects AS e ON e.job_id = c.job_id AND e.attempt <> c.attempt AND e.at > c.at
+		UNION ALL
+		SELECT 'job ' || j.id || ' completed, with no completion recorded'
+		FROM jobs AS j WHERE j.status = 'completed' AND NOT EXISTS (SELECT FROM completions AS c WHERE c.job_id = j.id)`, queues)
 	require.NoError(t, err)
 	var broken []string
 	for rows.Next() {
@@ -502,26 +443,30 @@ func fencingViolations(ctx context.Context, t *testing.T, pool *pgxpool.Pool) []
 }
 
 // TestFencingViolationsAreFound: the check of "done twice" finds each kind
-// in recorded evidence, and nothing in a clean record.
+// in recorded evidence, and nothing in a clean record; in the sharded run,
+// in the evidence the router passed on to the shard.
 func TestFencingViolationsAreFound(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.Pool(t, testdb.NewURL(t))
-	setUpRecording(ctx, t, pool)
+	tg := newTarget(ctx, t)
+	const queue = "fencing"
+	// Calls as a worker's and records as a handler's, through the router
+	// in the sharded run; the evidence is read where the jobs are.
+	pool, db := tg.pool, tg.queueHome(queue)
 	var ids []int64
-	for range 5 {
+	for range 6 {
 		var id int64
-		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => 'fencing')`).Scan(&id))
+		require.NoError(t, pool.QueryRow(ctx, `SELECT backoff.enqueue(p_queue => $1)`, queue).Scan(&id))
 		ids = append(ids, id)
 	}
 	// Claimed, failed and claimed again: every job's last claim is token 2.
-	_, err := pool.Exec(ctx, `SELECT backoff.claim(p_queue => 'fencing', p_worker => 'w', p_limit => 5)`)
+	_, err := pool.Exec(ctx, `SELECT backoff.claim(p_queue => $1, p_worker => 'w', p_limit => 6)`, queue)
 	require.NoError(t, err)
 	for _, id := range ids {
 		_, err = pool.Exec(ctx, `SELECT backoff.fail(p_job_id => $1, p_attempt => 1, p_error => 'crash')`, id)
 		require.NoError(t, err)
 	}
-	_, err = pool.Exec(ctx, `SELECT backoff.claim(p_queue => 'fencing', p_worker => 'w', p_limit => 5, p_now => now() + interval '1 hour')`)
+	_, err = pool.Exec(ctx, `SELECT backoff.claim(p_queue => $1, p_worker => 'w', p_limit => 6, p_now => now() + interval '1 hour')`, queue)
 	require.NoError(t, err)
 	// A clean record: job 0's token 1 crashed, token 2 completed it.
 	effect := func(id int64, attempt int, at string) {
@@ -535,7 +480,7 @@ func TestFencingViolationsAreFound(t *testing.T) {
 	effect(ids[0], 1, "-2 seconds")
 	effect(ids[0], 2, "-1 second")
 	complete(ids[0], 2)
-	require.Empty(t, fencingViolations(ctx, t, pool))
+	require.Empty(t, fencingViolations(ctx, t, db, []string{queue}))
 
 	effect(ids[1], 2, "0")
 	effect(ids[1], 2, "0") // token 2 ran twice
@@ -546,16 +491,23 @@ func TestFencingViolationsAreFound(t *testing.T) {
 	effect(ids[3], 1, "1 minute") // a stale attempt ran after the completion
 	effect(ids[4], 2, "-1 second")
 	complete(ids[4], 2)
-	_, err = pool.Exec(ctx, `INSERT INTO public.conformance_completions (job_id, attempt) VALUES ($1, 1)`, ids[4]) // completed again, by a token that was not the last
+	// Completed again, by a token that was not the last (recorded where
+	// the job lives).
+	_, err = db.Exec(ctx, `INSERT INTO public.conformance_completions (job_id, attempt, queue) VALUES ($1, 1, $2)`, ids[4], queue)
+	require.NoError(t, err)
+	effect(ids[5], 2, "-1 second")
+	complete(ids[5], 2)
+	_, err = db.Exec(ctx, `DELETE FROM public.conformance_completions WHERE job_id = $1`, ids[5]) // the evidence lost
 	require.NoError(t, err)
 
-	got := strings.Join(fencingViolations(ctx, t, pool), "\n")
+	got := strings.Join(fencingViolations(ctx, t, db, []string{queue}), "\n")
 	for _, want := range []string{
 		fmt.Sprintf("token %d/2 ran 2 times", ids[1]),
 		fmt.Sprintf("job %d completed by attempt 2, which never ran", ids[2]),
 		fmt.Sprintf("job %d: attempt 1 ran after attempt 2 completed it", ids[3]),
 		fmt.Sprintf("job %d completed 2 times", ids[4]),
 		fmt.Sprintf("job %d completed by attempt 1, not by its last claim 2", ids[4]),
+		fmt.Sprintf("job %d completed, with no completion recorded", ids[5]),
 	} {
 		require.Contains(t, got, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strings"
 
@@ -780,8 +781,19 @@ func forward(f function, r Rule) []string {
 	case ByGraph:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON backoff._graph_shard("+r.Arg+");"))
 	case ByJobSplit:
-		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result,
-			"SPLIT "+strings.Join(r.Split, ", ")+";\nRUN ON backoff._job_shard("+r.Arg+");"))
+		// PL/Proxy splits a NULL array as an empty one, which then fails
+		// its check of equal lengths: a NULL array beside the ids (an
+		// omitted p_outputs) is passed as an array of NULLs, one per id.
+		args := make([]string, len(f.inputs))
+		for i, in := range f.inputs {
+			args[i] = in
+			if in != r.Arg && slices.Contains(r.Split, in) {
+				args[i] = fmt.Sprintf("coalesce(%[1]s, array_fill(NULL::%[2]s, ARRAY[coalesce(cardinality(%[3]s), 0)]))",
+					in, strings.TrimSuffix(f.typeOf(in), "[]"), r.Arg)
+			}
+		}
+		out = append(out, internal("SPLIT "+strings.Join(r.Split, ", ")+";\nRUN ON backoff._job_shard("+r.Arg+");"),
+			wrapper("sql", "SELECT * FROM backoff._route_"+f.name+"("+strings.Join(args, ", ")+")"))
 	case AllUnion:
 		out = append(out, plproxy("backoff."+quoteIdent(f.name), f.args, f.result, "RUN ON ALL;"))
 	case Any:
@@ -861,7 +873,7 @@ BEGIN
 END`, r.Arg, call, strings.Join(check, " OR "), call0, strings.Join(fill, "\n"))))
 	}
 	out = append(out, "ALTER FUNCTION "+sig+" OWNER TO backoff_owner", "REVOKE ALL ON FUNCTION "+sig+" FROM PUBLIC")
-	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == AllOr || r.Kind == ByQueueSplit {
+	if r.Kind == AllSum || r.Kind == AllMin || r.Kind == AllOr || r.Kind == ByQueueSplit || r.Kind == ByJobSplit {
 		for _, prefix := range []string{"_route_", "_route0_", "_route1_"} {
 			if (prefix == "_route0_" && r.Kind != ByQueueSplit) || (prefix == "_route1_" && r.Create == "") {
 				continue

@@ -75,10 +75,12 @@ var Rules = map[string][]Rule{
 	"enqueue_graph": {{Kind: ByGraph, Arg: "p_jobs"}},
 
 	// Workers.
-	"claim":         {{Kind: ByQueue, Arg: "p_queue"}},
-	"acquire":       {{Kind: ByJob, Arg: "p_job_id"}},
-	"complete":      {{Kind: ByJob, Arg: "p_job_id"}},
-	"complete_many": {{Kind: ByJobSplit, Arg: "p_job_ids", Split: []string{"p_job_ids", "p_attempts"}}},
+	"claim":    {{Kind: ByQueue, Arg: "p_queue"}},
+	"acquire":  {{Kind: ByJob, Arg: "p_job_id"}},
+	"complete": {{Kind: ByJob, Arg: "p_job_id"}},
+	// The outputs are split with the ids they belong to: each shard gets
+	// its jobs' outputs, arrays of equal length.
+	"complete_many": {{Kind: ByJobSplit, Arg: "p_job_ids", Split: []string{"p_job_ids", "p_attempts", "p_outputs"}}},
 	"fail":          {{Kind: ByJob, Arg: "p_job_id"}},
 	"heartbeat":     {{Kind: ByJob, Arg: "p_job_id"}},
 	"snooze":        {{Kind: ByJob, Arg: "p_job_id"}},

@@ -16,7 +16,7 @@ import (
 // knows is refused.
 func TestPauseQueueThroughRouter(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	var has bool
@@ -43,7 +43,7 @@ func TestPauseQueueThroughRouter(t *testing.T) {
 	require.Equal(t, "22023", pgErr.Code)
 	require.Contains(t, pgErr.Message, `cannot pause queue "`+unknown+`": no such queue`)
 	for k := range NShards {
-		sc, err := pgx.Connect(ctx, env.shardURLs[k])
+		sc, err := pgx.Connect(ctx, env.ShardURLs[k])
 		require.NoError(t, err)
 		var rows int
 		err = sc.QueryRow(ctx, `SELECT count(*) FROM backoff.queues WHERE name = $1`, unknown).Scan(&rows)
@@ -52,7 +52,7 @@ func TestPauseQueueThroughRouter(t *testing.T) {
 		require.Zero(t, rows, "a refused pause leaves no row on shard %d", k)
 	}
 	for k := range NShards {
-		sc, err := pgx.Connect(ctx, env.shardURLs[k])
+		sc, err := pgx.Connect(ctx, env.ShardURLs[k])
 		require.NoError(t, err)
 		var paused bool
 		err = sc.QueryRow(ctx, `SELECT paused FROM backoff.queues WHERE name = $1`, q).Scan(&paused)
@@ -75,7 +75,7 @@ func TestPauseQueueThroughRouter(t *testing.T) {
 	_, err = conn.Exec(ctx, `SELECT backoff.complete($1, $2)`, id, attempt)
 	require.NoError(t, err)
 	for k := range NShards {
-		sc, err := pgx.Connect(ctx, env.shardURLs[k])
+		sc, err := pgx.Connect(ctx, env.ShardURLs[k])
 		require.NoError(t, err)
 		_, err = sc.Exec(ctx, `DELETE FROM backoff.queues WHERE name = $1`, q)
 		sc.Close(ctx)

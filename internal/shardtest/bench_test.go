@@ -21,7 +21,7 @@ import (
 func benchTargets(b *testing.B) map[string]*pgxpool.Pool {
 	b.Helper()
 	out := map[string]*pgxpool.Pool{}
-	for name, u := range map[string]string{"direct": env.shardURLs[0], "router": env.routerURL} {
+	for name, u := range map[string]string{"direct": env.ShardURLs[0], "router": env.RouterURL} {
 		cfg, err := pgxpool.ParseConfig(u)
 		if err != nil {
 			b.Fatal(err)

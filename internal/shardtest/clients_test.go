@@ -20,7 +20,7 @@ func examplesDir(t *testing.T) string {
 func TestPsqlExampleThroughRouter(t *testing.T) {
 	psql, err := exec.LookPath("psql")
 	require.NoError(t, err, "psql is needed (postgresql-client)")
-	cmd := exec.Command(psql, "-X", "-v", "ON_ERROR_STOP=1", "-f", "psql/worker.sql", env.routerURL)
+	cmd := exec.Command(psql, "-X", "-v", "ON_ERROR_STOP=1", "-f", "psql/worker.sql", env.RouterURL)
 	cmd.Dir = examplesDir(t)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
@@ -36,7 +36,7 @@ func TestPythonExampleThroughRouter(t *testing.T) {
 	if err := exec.Command("/usr/bin/python3", "-c", "import psycopg, psycopg_pool").Run(); err != nil {
 		t.Fatalf("python3 with psycopg and psycopg_pool is needed (python3-psycopg, python3-psycopg-pool): %v", err)
 	}
-	cmd := exec.Command("/usr/bin/python3", "python/worker.py", env.routerURL)
+	cmd := exec.Command("/usr/bin/python3", "python/worker.py", env.RouterURL)
 	cmd.Dir = examplesDir(t)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))

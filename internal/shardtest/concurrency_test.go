@@ -30,7 +30,7 @@ func TestConcurrentWorkersThroughRouter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	queues := queuesOnEveryShard(t, "conc")
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 
@@ -88,7 +88,7 @@ func TestConcurrentWorkersThroughRouter(t *testing.T) {
 	}
 
 	// A shard restart in the middle.
-	canRestart := env.local()
+	canRestart := env.Local()
 	go func() {
 		defer close(restarted)
 		if !canRestart {
@@ -97,7 +97,7 @@ func TestConcurrentWorkersThroughRouter(t *testing.T) {
 		for done.Load() < int64(total/3) && ctx.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 		}
-		if err := env.servers[2].Restart(ctx); err != nil {
+		if err := env.RestartShard(ctx, 1); err != nil {
 			t.Errorf("restart shard 1: %v", err)
 		}
 	}()
@@ -164,7 +164,7 @@ type jobRow struct {
 func shardRows(t *testing.T, k int) []jobRow {
 	t.Helper()
 	ctx := context.Background()
-	p := pool(t, env.shardURLs[k])
+	p := pool(t, env.ShardURLs[k])
 	rows, err := p.Query(ctx, "SELECT id, queue, status, attempts FROM backoff.jobs WHERE queue LIKE 'conc-%' ORDER BY id")
 	require.NoError(t, err)
 	defer rows.Close()

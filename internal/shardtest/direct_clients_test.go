@@ -179,7 +179,7 @@ func directKinds() []directKind {
 // hash rule give the router's backoff._hash_shard for many queue names.
 func TestClientHashRuleIsTheRouters(t *testing.T) {
 	ctx := context.Background()
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	var n int
 	require.NoError(t, rp.QueryRow(ctx, `SELECT hash_shards FROM backoff.router_layout`).Scan(&n))
 	queues := []string{"", "a", "emails", "déjà-vu", "queue with spaces", strings.Repeat("x", 300)}
@@ -216,7 +216,7 @@ func TestClientHashRuleIsTheRouters(t *testing.T) {
 // by directRouterStats).
 func routerClaimCalls(t *testing.T, ctx context.Context) int64 {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	var n int64
@@ -229,23 +229,23 @@ WHERE schemaname = 'backoff' AND funcname = 'claim'`).Scan(&n))
 // (for new sessions), and checks that a claim through the router counts.
 func directRouterStats(t *testing.T, ctx context.Context) {
 	t.Helper()
-	cfg, err := pgx.ParseConfig(env.routerURL)
+	cfg, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
-	admin, err := pgx.Connect(ctx, env.routerURL)
+	admin, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	db := pgx.Identifier{cfg.Database}.Sanitize()
 	_, err = admin.Exec(ctx, `ALTER DATABASE `+db+` SET track_functions = 'all'`)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), env.routerURL)
+		c, err := pgx.Connect(context.Background(), env.RouterURL)
 		if err == nil {
 			_, _ = c.Exec(context.Background(), `ALTER DATABASE `+db+` RESET track_functions`)
 			c.Close(context.Background())
 		}
 	})
 	before := routerClaimCalls(t, ctx)
-	probe, err := pgx.Connect(ctx, env.routerURL)
+	probe, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	_, err = probe.Exec(ctx, `SELECT count(*) FROM backoff.claim($1, 'stats-probe', 1)`, fmt.Sprintf("probe-%d", rand.IntN(1_000_000)))
 	require.NoError(t, err)
@@ -269,7 +269,7 @@ func TestWorkersDirectToShards(t *testing.T) {
 func testWorkerDirectToShards(t *testing.T, kind directKind) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	directRouterStats(t, ctx)
 
 	prefix := fmt.Sprintf("direct-%s-%d", kind.name, rand.IntN(1_000_000))
@@ -295,7 +295,7 @@ func testWorkerDirectToShards(t *testing.T, kind directKind) {
 	claims := routerClaimCalls(t, ctx)
 
 	app := fmt.Sprintf("pgbackoff-direct-%d", rand.IntN(1_000_000))
-	u, err := url.Parse(env.routerURL)
+	u, err := url.Parse(env.RouterURL)
 	require.NoError(t, err)
 	q := u.Query()
 	q.Set("application_name", app)
@@ -394,9 +394,9 @@ func testWorkerDirectToShards(t *testing.T, kind directKind) {
 	for i := range 300 {
 		enqueueAt(moving, fmt.Sprintf("%s/moved-%d", moving, i), 5*time.Second)
 	}
-	mover, err := pgx.Connect(ctx, env.routerURL)
+	mover, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
 	res, err := router.MoveQueue(ctx, mover, base, moving, to, router.MoveOptions{Batch: 50})
 	mover.Close(ctx)
@@ -466,7 +466,7 @@ func pollUntil(t *testing.T, cond func() bool, d time.Duration, what func() stri
 
 // shardQueryRow runs one query on shard k directly.
 func shardQueryRow(ctx context.Context, k int, sql string, args ...any) pgx.Row {
-	conn, err := pgx.Connect(ctx, env.shardURLs[k])
+	conn, err := pgx.Connect(ctx, env.ShardURLs[k])
 	if err != nil {
 		return errRow{err}
 	}

@@ -19,10 +19,10 @@ import (
 // the caller's writes.
 func TestEnqueueInOwnTransactionOnTheShard(t *testing.T) {
 	ctx := context.Background()
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
-	base, err := pgxpool.ParseConfig(env.routerURL)
+	base, err := pgxpool.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
 	pools := sharding.NewPools(rp, base)
 	defer pools.Close()

@@ -22,7 +22,7 @@ func TestEnqueueWaitsOutAMove(t *testing.T) {
 	defer cancel()
 	q, from := moveQueueName(t, "enqueue-waits")
 	to := (from + 1) % NShards
-	c, err := client.New(ctx, pool(t, env.routerURL))
+	c, err := client.New(ctx, pool(t, env.RouterURL))
 	require.NoError(t, err)
 	_, err = c.Enqueue(ctx, q, nil)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestEnqueueWaitsOutAMove(t *testing.T) {
 		require.ErrorIs(t, err, client.ErrQueueMoving)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "tried again until the deadline")
 
-		shard, err := pgx.Connect(ctx, env.shardURLs[from])
+		shard, err := pgx.Connect(ctx, env.ShardURLs[from])
 		require.NoError(t, err)
 		defer shard.Close(ctx)
 		tx, err := shard.Begin(ctx)
@@ -56,10 +56,10 @@ func TestEnqueueWaitsOutAMove(t *testing.T) {
 			during, duringErr = c.Enqueue(ctx, q, nil)
 		}()
 	}}
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
 	_, err = router.MoveQueue(ctx, conn, base, q, to, opts)
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/pgbackoff/pgbackoff/client"
 	"github.com/pgbackoff/pgbackoff/client/ops"
 	"github.com/pgbackoff/pgbackoff/internal/router"
+	"github.com/pgbackoff/pgbackoff/internal/shardcluster"
 )
 
 var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -22,16 +23,7 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // that the router places on shard k.
 func queuesOnEveryShard(t *testing.T, prefix string) []string {
 	t.Helper()
-	out := make([]string, NShards)
-	found := 0
-	for i := 0; found < NShards; i++ {
-		q := fmt.Sprintf("%s-%d", prefix, i)
-		if k := router.QueueShard(q, NShards); out[k] == "" {
-			out[k] = q
-			found++
-		}
-	}
-	return out
+	return shardcluster.QueuesOnEveryShard(prefix)
 }
 
 func pool(t *testing.T, url string) *pgxpool.Pool {
@@ -46,7 +38,7 @@ func pool(t *testing.T, url string) *pgxpool.Pool {
 func shardCount(t *testing.T, k int, where string, args ...any) int {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.shardURLs[k])
+	conn, err := pgx.Connect(ctx, env.ShardURLs[k])
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	var n int
@@ -64,7 +56,7 @@ func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	now := t0
 	clock := func() time.Time { return now }
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp, client.WithClock(clock), client.WithWorkerID("w1"))
 	require.NoError(t, err)
 	o := ops.New(rp, ops.WithClock(clock))
@@ -157,7 +149,7 @@ func TestLifecycle(t *testing.T) {
 		require.JSONEq(t, fmt.Sprintf(`{"i": %d}`, i), string(j.Payload), "element %d's id is its own job", i)
 	}
 	// A batch the shard refuses gets the shard's own error, not PL/Proxy's.
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, `SELECT backoff.enqueue($1::text[], ARRAY['{}']::jsonb[], NULL, NULL, NULL, NULL)`, queues)
@@ -214,5 +206,67 @@ func TestLifecycle(t *testing.T) {
 	require.GreaterOrEqual(t, pruned, NShards*(1+1+10), "every shard's finished jobs (and other tests')")
 	for k := range NShards {
 		require.Equal(t, 1, shardCount(t, k, "queue LIKE 'life-%'"), "shard %d keeps only its reaped job", k)
+	}
+}
+
+// TestCompleteManyWithOutputsAcrossShards: one complete_many through the
+// router with outputs, for jobs of every shard (a Worker's batched
+// completion): each shard gets its own jobs' outputs, and each job keeps
+// its own; a batch without outputs completes as well.
+func TestCompleteManyWithOutputsAcrossShards(t *testing.T) {
+	ctx := context.Background()
+	rp := pool(t, env.RouterURL)
+	c, err := client.New(ctx, rp)
+	require.NoError(t, err)
+	var ids []int64
+	var attempts []int
+	var outputs []*string
+	for round := range 2 {
+		ids, attempts, outputs = ids[:0], attempts[:0], outputs[:0]
+		for _, q := range queuesOnEveryShard(t, fmt.Sprintf("outputs%d", round)) {
+			for range 2 {
+				_, err := c.Enqueue(ctx, q, nil)
+				require.NoError(t, err)
+			}
+			jobs, err := c.Claim(ctx, q, 2, time.Minute)
+			require.NoError(t, err)
+			require.Len(t, jobs, 2)
+			for i, j := range jobs {
+				ids, attempts = append(ids, j.ID), append(attempts, j.Token)
+				out := fmt.Sprintf(`{"job": %d}`, j.ID)
+				if i == 1 {
+					outputs = append(outputs, nil) // a job without an output in the batch
+				} else {
+					outputs = append(outputs, &out)
+				}
+			}
+		}
+		var done []int64
+		if round == 0 {
+			err = pgx.BeginFunc(ctx, rp, func(tx pgx.Tx) error {
+				rows, err := tx.Query(ctx, `SELECT backoff.complete_many(p_job_ids => $1, p_attempts => $2, p_outputs => $3::jsonb[])`, ids, attempts, outputs)
+				if err != nil {
+					return err
+				}
+				done, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+				return err
+			})
+		} else {
+			rows, qerr := rp.Query(ctx, `SELECT backoff.complete_many(p_job_ids => $1, p_attempts => $2)`, ids, attempts)
+			require.NoError(t, qerr)
+			done, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		}
+		require.NoError(t, err, "round %d", round)
+		require.ElementsMatch(t, ids, done, "round %d", round)
+		for i, id := range ids {
+			var got *string
+			require.NoError(t, rp.QueryRow(ctx, `SELECT backoff.job_output($1)::text`, id).Scan(&got))
+			if round == 0 && outputs[i] != nil {
+				require.NotNil(t, got, "job %d", id)
+				require.JSONEq(t, *outputs[i], *got, "job %d", id)
+			} else {
+				require.Nil(t, got, "job %d", id)
+			}
+		}
 	}
 }

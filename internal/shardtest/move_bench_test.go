@@ -112,7 +112,7 @@ func moveUnderLoad(ctx context.Context) (moveBenchResult, error) {
 	others := []string{queueOn(from, "bench-move-other-a"), queueOn(to, "bench-move-other-b")}
 
 	// Waiting jobs for the mover to copy, enqueued on the shard directly.
-	shard, err := pgx.Connect(ctx, env.shardURLs[from])
+	shard, err := pgx.Connect(ctx, env.ShardURLs[from])
 	if err != nil {
 		return r, err
 	}
@@ -123,7 +123,7 @@ FROM generate_series(1, $2) AS g`, moved, moveBenchWaiting)
 		return r, fmt.Errorf("seed the waiting jobs: %w", err)
 	}
 
-	cfg, err := pgxpool.ParseConfig(env.routerURL)
+	cfg, err := pgxpool.ParseConfig(env.RouterURL)
 	if err != nil {
 		return r, err
 	}
@@ -162,11 +162,11 @@ FROM generate_series(1, $2) AS g`, moved, moveBenchWaiting)
 		return r, err
 	}
 	moveStart := time.Now()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	if err != nil {
 		return r, err
 	}
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	if err != nil {
 		return r, err
 	}
@@ -241,7 +241,7 @@ FROM generate_series(1, $2) AS g`, moved, moveBenchWaiting)
 	r.p99Before, r.p99During = p99(before), p99(during)
 
 	// The waiting jobs arrived, still waiting.
-	dest, err := pgx.Connect(ctx, env.shardURLs[to])
+	dest, err := pgx.Connect(ctx, env.ShardURLs[to])
 	if err != nil {
 		return r, err
 	}

@@ -29,7 +29,7 @@ import (
 // run. It returns the steps after which a run was killed.
 func moveKilled(t *testing.T, ctx context.Context, queue string, to int, opts router.MoveOptions, onStep func(string)) map[string]int {
 	t.Helper()
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
 	killed := map[string]int{}
 	targets := []string{router.StepMarkTarget, router.StepMarkSource, router.StepDrain, router.StepKeys, router.StepFlip,
@@ -47,7 +47,7 @@ func moveKilled(t *testing.T, ctx context.Context, queue string, to int, opts ro
 				}
 			}
 		}
-		conn, err := pgx.Connect(ctx, env.routerURL)
+		conn, err := pgx.Connect(ctx, env.RouterURL)
 		require.NoError(t, err)
 		_, err = router.MoveQueue(rctx, conn, base, queue, to, o)
 		cancel()
@@ -86,7 +86,7 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 	defer cancel()
 	q, from := moveQueueName(t, "move")
 	to := (from + 1) % NShards
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 
@@ -271,8 +271,8 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 	require.Equal(t, to, placed)
 	require.Zero(t, shardCount(t, from, "queue = $1 AND status NOT IN ('completed', 'cancelled')", q), "only history stays on the old shard")
 	require.Equal(t, 1, shardCount(t, to, "queue = $1 AND status = 'dead_lettered' AND dedupe_key = 'dead' AND errors::text LIKE '%poison%'", q))
-	src := pool(t, env.shardURLs[from])
-	dst := pool(t, env.shardURLs[to])
+	src := pool(t, env.ShardURLs[from])
+	dst := pool(t, env.ShardURLs[to])
 	var n int
 	require.NoError(t, dst.QueryRow(ctx, `SELECT count(*) FROM backoff.schedules WHERE queue = $1`, q).Scan(&n))
 	require.Equal(t, 1, n, "the schedule moved")
@@ -346,7 +346,7 @@ func TestMoveQueueAbort(t *testing.T) {
 	defer cancel()
 	q, from := moveQueueName(t, "abort")
 	to := (from + 2) % NShards
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 	const jobs = 60
@@ -354,9 +354,9 @@ func TestMoveQueueAbort(t *testing.T) {
 		_, err := c.Enqueue(ctx, q, map[string]int{"i": i}, client.DedupeKey(fmt.Sprintf("k%d", i)))
 		require.NoError(t, err)
 	}
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 
@@ -409,7 +409,7 @@ func TestMoveQueueAbort(t *testing.T) {
 				stop()
 			}
 		}
-		c2, err := pgx.Connect(ctx, env.routerURL)
+		c2, err := pgx.Connect(ctx, env.RouterURL)
 		require.NoError(t, err)
 		if kill == 1 {
 			_, err = router.MoveQueue(actx, c2, base, q, -1, o)
@@ -468,13 +468,13 @@ func TestMoveQueueAbort(t *testing.T) {
 func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 	move := func(q string, to int, o router.MoveOptions) error {
-		conn, err := pgx.Connect(ctx, env.routerURL)
+		conn, err := pgx.Connect(ctx, env.RouterURL)
 		require.NoError(t, err)
 		defer conn.Close(context.Background())
 		_, err = router.MoveQueue(ctx, conn, base, q, to, o)
@@ -496,7 +496,7 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	require.Len(t, running, 2)
 	require.Equal(t, keyed, running[0].ID)
 	// The state of its controls (as a rate and a breaker leave it).
-	src := pool(t, env.shardURLs[from])
+	src := pool(t, env.ShardURLs[from])
 	for _, stmt := range []string{
 		`INSERT INTO backoff.queue_tokens (queue, slot, tokens, refilled_at) VALUES ($1, 0, 2.5, now()), ($1, 1, 1, now())`,
 		`INSERT INTO backoff.queue_failures (queue, failed_at) VALUES ($1, now())`,
@@ -538,7 +538,7 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	require.NoError(t, move(q, to, router.MoveOptions{}))
 	require.Equal(t, 2, shardCount(t, from, "queue = $1 AND status = 'completed'", q))
 	require.Equal(t, 5, shardCount(t, to, "queue = $1 AND status = 'pending'", q))
-	dst := pool(t, env.shardURLs[to])
+	dst := pool(t, env.ShardURLs[to])
 	controls := `SELECT (SELECT coalesce(sum(tokens), 0) FROM backoff.queue_tokens WHERE queue = $1)
 	                  + (SELECT count(*) FROM backoff.queue_failures WHERE queue = $1)
 	                  + (SELECT count(*) FROM backoff.queue_breakers WHERE queue = $1)`
@@ -586,7 +586,7 @@ func TestMoveQueueWaitsAndRefuses(t *testing.T) {
 	to3 := (from3 + 1) % NShards
 	_, err = c.Enqueue(ctx, q3, nil, client.DedupeKey("plain"))
 	require.NoError(t, err)
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	kctx, kill := context.WithCancel(ctx)
 	_, err = router.MoveQueue(kctx, conn, base, q3, to3, router.MoveOptions{Step: func(string) { kill() }})

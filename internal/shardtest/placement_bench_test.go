@@ -18,7 +18,7 @@ import (
 // a statement of 10,000.
 func BenchmarkPlacementRule(b *testing.B) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/router"
+	"github.com/pgbackoff/pgbackoff/internal/shardcluster"
 )
 
 // layoutRouter is a router of its own over shard databases of its own,
@@ -41,7 +42,7 @@ func newLayoutRouter(ctx context.Context, n, extra int) (*layoutRouter, func(), 
 		}
 	}
 	create := func(server, name string) (string, error) {
-		admin := withDatabase(server, "postgres")
+		admin := shardcluster.WithDatabase(server, "postgres")
 		c, err := pgx.Connect(ctx, admin)
 		if err != nil {
 			return "", err
@@ -51,14 +52,14 @@ func newLayoutRouter(ctx context.Context, n, extra int) (*layoutRouter, func(), 
 			return "", err
 		}
 		made = append(made, db{admin, name})
-		return withDatabase(server, name), nil
+		return shardcluster.WithDatabase(server, name), nil
 	}
 	var err error
-	if l.routerURL, err = create(env.routerURL, "layout_router_"+suffix); err != nil {
+	if l.routerURL, err = create(env.RouterURL, "layout_router_"+suffix); err != nil {
 		return nil, cleanup, err
 	}
 	for k := range n + extra {
-		u, err := create(env.shardURLs[k%len(env.shardURLs)], fmt.Sprintf("layout_shard%d_%s", k, suffix))
+		u, err := create(env.ShardURLs[k%len(env.ShardURLs)], fmt.Sprintf("layout_shard%d_%s", k, suffix))
 		if err != nil {
 			return nil, cleanup, err
 		}
@@ -277,7 +278,7 @@ func TestPlacement(t *testing.T) {
 // shards is refused with 0A000, naming each with its shard.
 func TestEnqueueGraphThroughRouter(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	qs := queuesOnEveryShard(t, "graph")
@@ -333,7 +334,7 @@ func TestPlacementPrivileges(t *testing.T) {
 	ctx := context.Background()
 	adminURL := asRole(t, "shardtest_placer", "backoff_admin")
 	workURL := asRole(t, "shardtest_placement_reader", "backoff_worker")
-	super, err := pgx.Connect(ctx, env.routerURL)
+	super, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer super.Close(ctx)
 	fresh := fmt.Sprintf("placement-priv-%d", rand.IntN(1_000_000))

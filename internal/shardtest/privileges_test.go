@@ -18,7 +18,7 @@ import (
 func asRole(t *testing.T, name, group string) string {
 	t.Helper()
 	ctx := context.Background()
-	for _, u := range append([]string{env.routerURL}, env.shardURLs...) {
+	for _, u := range append([]string{env.RouterURL}, env.ShardURLs...) {
 		conn, err := pgx.Connect(ctx, u)
 		require.NoError(t, err)
 		var exists bool
@@ -36,7 +36,7 @@ func asRole(t *testing.T, name, group string) string {
 		}
 		conn.Close(ctx)
 	}
-	ru, err := url.Parse(env.routerURL)
+	ru, err := url.Parse(env.RouterURL)
 	require.NoError(t, err)
 	ru.User = url.User(name)
 	return ru.String()
@@ -56,7 +56,7 @@ func TestPrivilegesThroughRouter(t *testing.T) {
 	workURL := asRole(t, "shardtest_worker", "backoff_worker")
 	// A new install requires queue grants (docs/adr/0058); grant_queue
 	// through the router writes every shard.
-	admin, err := pgx.Connect(ctx, env.routerURL)
+	admin, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	_, err = admin.Exec(ctx, `SELECT backoff.grant_queue('shardtest_producer', $1, 'produce'), backoff.grant_queue('shardtest_worker', $1, 'work')`, q)

@@ -23,16 +23,16 @@ func TestPruneForgetsMovedJobs(t *testing.T) {
 	defer cancel()
 	q, from := moveQueueName(t, "prune-moved")
 	to := (from + 1) % NShards
-	c, err := client.New(ctx, pool(t, env.routerURL))
+	c, err := client.New(ctx, pool(t, env.RouterURL))
 	require.NoError(t, err)
 	const jobs = 20
 	for range jobs {
 		_, err := c.Enqueue(ctx, q, nil)
 		require.NoError(t, err)
 	}
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 
@@ -45,7 +45,7 @@ func TestPruneForgetsMovedJobs(t *testing.T) {
 	}})
 	stop()
 	require.Error(t, err)
-	dest, err := pgx.Connect(ctx, env.shardURLs[to])
+	dest, err := pgx.Connect(ctx, env.ShardURLs[to])
 	require.NoError(t, err)
 	defer dest.Close(context.Background())
 	movedIDs := func() int {

@@ -22,7 +22,7 @@ import (
 // through their functions (docs/adr/0072).
 func TestSchedulesThroughRouter(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -36,7 +36,7 @@ func TestSchedulesThroughRouter(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		for k := range NShards {
-			sc, err := pgx.Connect(ctx, env.shardURLs[k])
+			sc, err := pgx.Connect(ctx, env.ShardURLs[k])
 			require.NoError(t, err)
 			_, err = sc.Exec(ctx, `DELETE FROM backoff.jobs WHERE schedule LIKE 'router-schedule-%'`)
 			require.NoError(t, err)
@@ -55,7 +55,7 @@ func TestSchedulesThroughRouter(t *testing.T) {
 	require.Equal(t, 3*len(queues), count(start.Add(3*time.Minute)))
 	require.Zero(t, count(start.Add(3*time.Minute)))
 	for k := range NShards {
-		sc, err := pgx.Connect(ctx, env.shardURLs[k])
+		sc, err := pgx.Connect(ctx, env.ShardURLs[k])
 		require.NoError(t, err)
 		var mine, others int
 		err = sc.QueryRow(ctx, `SELECT count(*) FILTER (WHERE schedule = $1 AND queue = $2),
@@ -83,7 +83,7 @@ func TestSchedulesThroughRouter(t *testing.T) {
 	require.Equal(t, 1, triggered)
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM backoff.trigger_schedule('router-schedule-none', $1)`, start).Scan(&triggered))
 	require.Zero(t, triggered)
-	holder, err := pgx.Connect(ctx, env.shardURLs[1])
+	holder, err := pgx.Connect(ctx, env.ShardURLs[1])
 	require.NoError(t, err)
 	require.NoError(t, holder.QueryRow(ctx, `SELECT count(*) FROM backoff.jobs WHERE schedule = $1 AND schedule_slot IS NULL`, names[1]).Scan(&triggered))
 	holder.Close(ctx)

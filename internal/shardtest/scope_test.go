@@ -14,7 +14,7 @@ import (
 func onEveryServer(t *testing.T, sql string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, u := range append([]string{env.routerURL}, env.shardURLs...) {
+	for _, u := range append([]string{env.RouterURL}, env.ShardURLs...) {
 		conn, err := pgx.Connect(ctx, u)
 		require.NoError(t, err)
 		_, err = conn.Exec(ctx, sql)
@@ -67,19 +67,19 @@ func TestScopeFollowsTheLoginThroughRouter(t *testing.T) {
 	w5 := asRole(t, "shardtest_w5", "backoff_worker")
 	onEveryServer(t, "GRANT shardtest_svc TO shardtest_w5")
 
-	admin, err := pgx.Connect(ctx, env.routerURL)
+	admin, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	_, err = admin.Exec(ctx, `SELECT backoff.grant_queue('shardtest_w5', $1, 'work')`, mail)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), env.routerURL)
+		c, err := pgx.Connect(context.Background(), env.RouterURL)
 		require.NoError(t, err)
 		defer c.Close(context.Background())
 		_, err = c.Exec(context.Background(), `SELECT backoff.revoke_queue('shardtest_w5', $1, 'work')`, mail)
 		require.NoError(t, err)
 		for k := range NShards {
-			sc, err := pgx.Connect(context.Background(), env.shardURLs[k])
+			sc, err := pgx.Connect(context.Background(), env.ShardURLs[k])
 			require.NoError(t, err)
 			_, err = sc.Exec(context.Background(), `DELETE FROM backoff.jobs WHERE queue = ANY($1)`, qs)
 			sc.Close(context.Background())
@@ -90,7 +90,7 @@ func TestScopeFollowsTheLoginThroughRouter(t *testing.T) {
 	require.NoError(t, err)
 
 	// On the shard itself, the login's scope wins over SET ROLE.
-	_, err = claimAs(t, withUser(t, env.shardURLs[bShard], "shardtest_w5"), "shardtest_svc", billing)
+	_, err = claimAs(t, withUser(t, env.ShardURLs[bShard], "shardtest_w5"), "shardtest_svc", billing)
 	require.Equal(t, "42501", sqlstate(err), "on the shard: %v", err)
 
 	// Through the router, the same.
@@ -122,7 +122,7 @@ func TestScopeFollowsTheLoginThroughRouter(t *testing.T) {
 
 	// A superuser session that SET ROLEs to the scoped login gets its
 	// scope on the shard: refused on billing.
-	_, err = claimAs(t, env.routerURL, "shardtest_w5", billing)
+	_, err = claimAs(t, env.RouterURL, "shardtest_w5", billing)
 	require.Equal(t, "42501", sqlstate(err), "superuser as w5: %v", err)
 	require.Equal(t, 1, shardCount(t, bShard, "queue = $1 AND status = 'pending'", billing), "the billing job is still pending")
 }
@@ -135,7 +135,7 @@ func TestScopeFollowsTheLoginThroughRouter(t *testing.T) {
 // options of the connection string (a password an operator put there).
 func TestRouterShardsHiddenFromWorkers(t *testing.T) {
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, env.routerURL)
+	admin, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer admin.Close(ctx)
 	var p0 string
@@ -145,7 +145,7 @@ func TestRouterShardsHiddenFromWorkers(t *testing.T) {
 	_, err = admin.Exec(ctx, `ALTER SERVER backoff_shards OPTIONS (SET p0 '`+p0+` password=hunter2')`)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), env.routerURL)
+		c, err := pgx.Connect(context.Background(), env.RouterURL)
 		require.NoError(t, err)
 		defer c.Close(context.Background())
 		_, err = c.Exec(context.Background(), `ALTER SERVER backoff_shards OPTIONS (SET p0 '`+p0+`')`)
@@ -183,7 +183,7 @@ func TestRouterShardsHiddenFromWorkers(t *testing.T) {
 		require.NotContains(t, info, "hunter2", "shard %d", k)
 		cfg, err := pgx.ParseConfig(info)
 		require.NoError(t, err, info)
-		want, err := pgx.ParseConfig(env.shardURLs[k])
+		want, err := pgx.ParseConfig(env.ShardURLs[k])
 		require.NoError(t, err)
 		require.Equal(t, []any{want.Host, want.Port, want.Database}, []any{cfg.Host, cfg.Port, cfg.Database}, "shard %d: %s", k, info)
 	}
