@@ -85,15 +85,13 @@ class Handler:
 def direct_shards(kwargs: dict[str, Any]) -> None:
     """The one place where BACKOFF_DIRECT_SHARDS=1 (the sharded conformance
     run) gives the Worker the direct shard mode, where it reads the router's
-    layout and calls each queue's shard itself. The Worker does not take the
-    mode yet: asked for it, the program refuses to start rather than run
-    through the router unnoticed."""
+    layout and calls each queue's shard itself."""
     value = os.environ.get("BACKOFF_DIRECT_SHARDS", "")
     if value in ("", "0"):
         return
     if value == "1":
-        # DIRECT SHARDS: set the Worker's option in kwargs here.
-        raise SystemExit("worker.py: BACKOFF_DIRECT_SHARDS=1: the Worker's direct shard mode is not passed yet")
+        kwargs["direct_shards"] = True
+        return
     raise SystemExit(f"worker.py: BACKOFF_DIRECT_SHARDS={value!r}: want 1 or 0")
 
 

@@ -93,18 +93,15 @@ async function handle(job, signal, ctx) {
 
 // directShards is the one place where BACKOFF_DIRECT_SHARDS=1 (the sharded
 // conformance run) gives the Worker the direct shard mode, where it reads
-// the router's layout and calls each queue's shard itself. The Worker does
-// not take the mode yet: asked for it, the program refuses to start rather
-// than run through the router unnoticed.
+// the router's layout and calls each queue's shard itself.
 function directShards(cfg) {
   const value = process.env.BACKOFF_DIRECT_SHARDS ?? "";
   if (value === "" || value === "0") return;
   if (value === "1") {
-    // DIRECT SHARDS: set the Worker's option on cfg here.
-    console.error("worker.mjs: BACKOFF_DIRECT_SHARDS=1: the Worker's direct shard mode is not passed yet");
-  } else {
-    console.error(`worker.mjs: BACKOFF_DIRECT_SHARDS=${JSON.stringify(value)}: want 1 or 0`);
+    cfg.directShards = true;
+    return;
   }
+  console.error(`worker.mjs: BACKOFF_DIRECT_SHARDS=${JSON.stringify(value)}: want 1 or 0`);
   process.exit(2);
 }
 
