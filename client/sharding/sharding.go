@@ -21,11 +21,9 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"fmt"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Querier is what Lookup reads the router with (a pool, a connection or a
@@ -104,7 +102,7 @@ type Shard struct {
 	// Conninfo is the shard's address as the router reaches it: a libpq
 	// connection string with host, port and database only (no user,
 	// password or other setting). backoff.router_shards() gives it to
-	// producers and admins, not to workers.
+	// producers, workers and admins.
 	Conninfo string
 }
 
@@ -153,56 +151,4 @@ func (s Shard) ConnConfig(base *pgx.ConnConfig) (*pgx.ConnConfig, error) {
 	}
 	cfg.Fallbacks = fallbacks
 	return cfg, nil
-}
-
-// Pools opens (once) and keeps a pool per shard, found through a router.
-// It is safe for concurrent use; Close closes the shard pools (not the
-// router's).
-type Pools struct {
-	router Querier
-	base   *pgxpool.Config
-
-	mu    sync.Mutex
-	pools map[int]*pgxpool.Pool
-}
-
-// NewPools finds shards through router and connects to them with base's
-// settings (user, password, TLS, pool sizes), at each shard's address.
-func NewPools(router Querier, base *pgxpool.Config) *Pools {
-	return &Pools{router: router, base: base, pools: map[int]*pgxpool.Pool{}}
-}
-
-// ForQueue returns the pool of the shard that holds queue.
-func (p *Pools) ForQueue(ctx context.Context, queue string) (*pgxpool.Pool, error) {
-	s, err := Lookup(ctx, p.router, queue)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pool, ok := p.pools[s.Number]; ok {
-		return pool, nil
-	}
-	cc, err := s.ConnConfig(p.base.ConnConfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg := p.base.Copy()
-	cfg.ConnConfig = cc
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to shard %d: %w", s.Number, err)
-	}
-	p.pools[s.Number] = pool
-	return pool, nil
-}
-
-// Close closes every shard pool opened.
-func (p *Pools) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, pool := range p.pools {
-		pool.Close()
-		delete(p.pools, k)
-	}
 }
