@@ -2,6 +2,11 @@
 // shard databases, docs/sharding.md), the shard database that holds a
 // queue, and connects to it.
 //
+// A Worker can call the shards of its queues and jobs directly
+// (client.WorkerConfig.DirectShards, docs/adr/0093): it reads the layout
+// (ReadLayout) and the shards (ReadShards) once, opens their pools
+// (Pools.ForShard) and routes a job's calls by its id (ShardOfJob).
+//
 // Every call works through the router except enqueue inside your own
 // transaction: a router forwards each call in a transaction of its own on
 // the shard, which commits whatever your transaction on the router does.
