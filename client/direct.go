@@ -184,8 +184,9 @@ func onShard(ctx context.Context, pool *pgxpool.Pool, cfg *config) (*Client, err
 // served is the pools of the shards that hold the Worker's queues now.
 func (d *direct) served() map[int]*pgxpool.Pool {
 	out := map[int]*pgxpool.Pool{}
-	for _, k := range d.routes.Load().shardOf {
-		if c := d.routes.Load().jobs[k]; c != nil && c.pool != nil {
+	r := d.routes.Load()
+	for _, k := range r.shardOf {
+		if c := r.jobs[k]; c != nil && c.pool != nil {
 			out[k] = c.pool
 		}
 	}
