@@ -178,9 +178,9 @@ func BenchmarkWorkerCycle(b *testing.B) {
 // from the first handler to the last (also reported as ns/job).
 func workerCycle(b *testing.B, direct bool) float64 {
 	ctx := context.Background()
-	url := env.shardURLs[0]
+	url := env.ShardURLs[0]
 	if direct {
-		url = env.routerURL
+		url = env.RouterURL
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -192,7 +192,7 @@ func workerCycle(b *testing.B, direct bool) float64 {
 		b.Fatal(err)
 	}
 	defer wp.Close()
-	sp, err := pgxpool.New(ctx, env.shardURLs[0])
+	sp, err := pgxpool.New(ctx, env.ShardURLs[0])
 	if err != nil {
 		b.Fatal(err)
 	}

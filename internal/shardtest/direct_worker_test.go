@@ -35,7 +35,7 @@ var settleFunctions = []string{"claim", "complete", "complete_many", "fail", "he
 func routerCalls(t *testing.T) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT funcname::text, sum(calls)::bigint FROM pg_stat_user_functions
@@ -57,13 +57,13 @@ func routerCalls(t *testing.T) map[string]int64 {
 func trackRouterCalls(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.routerURL)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions TO ''all''', current_database()); END $$`)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), env.routerURL)
+		c, err := pgx.Connect(context.Background(), env.RouterURL)
 		require.NoError(t, err)
 		defer c.Close(context.Background())
 		_, err = c.Exec(context.Background(), `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I RESET track_functions', current_database()); END $$`)
@@ -111,7 +111,7 @@ func TestDirectWorker(t *testing.T) {
 	trackRouterCalls(t)
 	before := routerCalls(t)
 	queues := queuesOnEveryShard(t, fmt.Sprintf("direct-%d", time.Now().UnixNano()))
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 
@@ -151,7 +151,7 @@ func TestDirectWorker(t *testing.T) {
 	// start runs a direct Worker on a pool of its own (closed when the
 	// test ends, or by the caller); stop ends it.
 	start := func(cfg client.WorkerConfig, id string) (wp *pgxpool.Pool, stop func()) {
-		wp = directPool(t, env.routerURL)
+		wp = directPool(t, env.RouterURL)
 		cfg.Queues, cfg.DirectShards = qc, true
 		w, err := client.NewWorker(wp, cfg, client.WithWorkerID(id), quiet)
 		require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestDirectWorker(t *testing.T) {
 		require.NoError(t, rp.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'direct-worker-test'`).Scan(&n))
 		return n == 0
 	})
-	ctl, err := pgx.Connect(ctx, env.routerURL)
+	ctl, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	_, err = ctl.Exec(ctx, `SELECT count(*) FROM backoff.claim($1, 'control')`, queues[0])
 	require.NoError(t, err)
@@ -251,7 +251,7 @@ func TestDirectWorker(t *testing.T) {
 func shardRowsWhere(t *testing.T, k int, sql string, args ...any) int {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.shardURLs[k])
+	conn, err := pgx.Connect(ctx, env.ShardURLs[k])
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 	var n int
@@ -269,7 +269,7 @@ func TestDirectWorkerFollowsMove(t *testing.T) {
 	defer cancel()
 	q, from := moveQueueName(t, "direct-move")
 	to := (from + 1) % NShards
-	rp := pool(t, env.routerURL)
+	rp := pool(t, env.RouterURL)
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 
@@ -280,7 +280,7 @@ func TestDirectWorkerFollowsMove(t *testing.T) {
 	var mu sync.Mutex
 	succeeded := map[int]int{} // the job's number (its payload) -> successful runs
 	var runs []run
-	w, err := client.NewWorker(directPool(t, env.routerURL), client.WorkerConfig{
+	w, err := client.NewWorker(directPool(t, env.RouterURL), client.WorkerConfig{
 		Queue: q, Concurrency: 4, Lease: time.Minute, DirectShards: true,
 		Handler: func(ctx context.Context, j *client.Job) error {
 			var p struct{ N int }
@@ -327,9 +327,9 @@ func TestDirectWorkerFollowsMove(t *testing.T) {
 		return len(runs) >= 20
 	})
 
-	base, err := pgx.ParseConfig(env.routerURL)
+	base, err := pgx.ParseConfig(env.RouterURL)
 	require.NoError(t, err)
-	mover, err := pgx.Connect(ctx, env.routerURL)
+	mover, err := pgx.Connect(ctx, env.RouterURL)
 	require.NoError(t, err)
 	var flipped time.Time
 	moveStart := time.Now()
@@ -387,7 +387,7 @@ func TestDirectWorkerFollowsMove(t *testing.T) {
 func TestDirectWorkerNeedsARouter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sp := pool(t, env.shardURLs[0])
+	sp := pool(t, env.ShardURLs[0])
 	w, err := client.NewWorker(sp, client.WorkerConfig{
 		Queue: "direct-not-a-router", DirectShards: true,
 		Handler: func(context.Context, *client.Job) error { return nil },
