@@ -78,7 +78,7 @@ test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clus
 	set -o pipefail; cd cmd/backoffctl && BACKOFF_PG_SERVER=local $(GO) test -count=1 -v -timeout 10m -run TestBackoffctlThroughRouter ./internal/cli 2>&1 | ../../scripts/quiet-test-output
 
 .PHONY: bench-sharded
-bench-sharded: ## Calls per second through the router vs straight to one shard (four local clusters; run on a quiet machine), and the share of queues a fifth shard moves (target line)
+bench-sharded: ## Calls per second through the router vs straight to one shard (four local clusters; run on a quiet machine), the share of queues a fifth shard moves and a direct-mode Worker vs one database (target lines)
 	BACKOFF_SHARDED=1 $(GO) test -count=1 -run '^$$' -bench . -benchtime $${BENCH_TIME:-5s} ./internal/shardtest
 
 .PHONY: test-race

@@ -108,6 +108,37 @@ func (c *completer) stop() {
 }
 
 func (c *completer) flush(ids []int64, att []int, queues []string, outs []json.RawMessage) {
+	if c.w.direct == nil {
+		c.flushOn(c.w.c, ids, att, queues, outs)
+		return
+	}
+	// Direct mode: one complete_many per shard, on the shard in the ids.
+	type part struct {
+		ids    []int64
+		att    []int
+		queues []string
+		outs   []json.RawMessage
+	}
+	parts := map[*Client]*part{}
+	var order []*Client
+	for i, id := range ids {
+		jc := c.w.jobClient(id)
+		pt := parts[jc]
+		if pt == nil {
+			pt = &part{}
+			parts[jc] = pt
+			order = append(order, jc)
+		}
+		pt.ids, pt.att, pt.queues, pt.outs = append(pt.ids, id), append(pt.att, att[i]), append(pt.queues, queues[i]), append(pt.outs, outs[i])
+	}
+	for _, jc := range order {
+		pt := parts[jc]
+		c.flushOn(jc, pt.ids, pt.att, pt.queues, pt.outs)
+	}
+}
+
+// flushOn completes one batch with one complete_many through jc.
+func (c *completer) flushOn(jc *Client, ids []int64, att []int, queues []string, outs []json.RawMessage) {
 	w := c.w
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -116,7 +147,7 @@ func (c *completer) flush(ids []int64, att []int, queues []string, outs []json.R
 	err := w.retryTransient(ctx, func(ctx context.Context) error {
 		var err error
 		calls++
-		done, err = completeBatch(ctx, w.c, ids, att, outs)
+		done, err = completeBatch(ctx, jc, ids, att, outs)
 		return err
 	})
 	if err != nil {
@@ -124,7 +155,7 @@ func (c *completer) flush(ids []int64, att []int, queues []string, outs []json.R
 		return
 	}
 	if calls > 1 && len(done) < len(ids) {
-		done = append(done, w.confirmCompletions(ctx, ids, att, done)...)
+		done = append(done, w.confirmCompletions(ctx, jc, ids, att, done)...)
 	}
 	got := make(map[int64]bool, len(done))
 	for _, id := range done {
@@ -155,8 +186,10 @@ func (c *completer) flush(ids []int64, att []int, queues []string, outs []json.R
 // job. An attempt's token never repeats (docs/adr/0020), so a completed job
 // whose attempts equal the token was completed by that attempt and no other.
 // Without the check such a completion was logged as refused and counted as
-// a lost lease. If the check itself fails, the refusals stand.
-func (w *Worker) confirmCompletions(ctx context.Context, ids []int64, att []int, done []int64) []int64 {
+// a lost lease. If the check itself fails, the refusals stand. jc is the
+// client the completions were sent through (the jobs' shard in direct
+// mode).
+func (w *Worker) confirmCompletions(ctx context.Context, jc *Client, ids []int64, att []int, done []int64) []int64 {
 	ok := make(map[int64]bool, len(done))
 	for _, id := range done {
 		ok[id] = true
@@ -168,7 +201,7 @@ func (w *Worker) confirmCompletions(ctx context.Context, ids []int64, att []int,
 			refused, tokens = append(refused, id), append(tokens, int32(att[i]))
 		}
 	}
-	rows, err := w.c.db.Query(ctx, confirmCompletionsSQL, refused, tokens)
+	rows, err := jc.db.Query(ctx, confirmCompletionsSQL, refused, tokens)
 	if err == nil {
 		var mine []int64
 		mine, err = pgx.CollectRows(rows, pgx.RowTo[int64])

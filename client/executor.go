@@ -131,6 +131,7 @@ func (w *Worker) heartbeat(a *attempt, lease, every time.Duration) (stop func())
 	quit := make(chan struct{})
 	var done sync.WaitGroup
 	done.Add(1)
+	jc := w.jobClient(a.job.ID) // the job's shard in direct mode
 	go func() {
 		defer done.Done()
 		t := time.NewTicker(every)
@@ -147,9 +148,9 @@ func (w *Worker) heartbeat(a *attempt, lease, every time.Duration) (stop func())
 			var until time.Time
 			var err error
 			if progress := a.slot.takeProgress(); progress != nil {
-				until, err = w.c.HeartbeatProgress(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease, progress)
+				until, err = jc.HeartbeatProgress(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease, progress)
 			} else {
-				until, err = w.c.Heartbeat(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease)
+				until, err = jc.Heartbeat(cctx, a.job.ID, a.job.Token, a.queue.cfg.Lease)
 			}
 			cancel()
 			switch {

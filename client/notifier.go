@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // notifier holds the Worker's one LISTEN connection, shared by all its
@@ -23,8 +25,11 @@ import (
 // most that long of needless notifications; an idle producer renews its
 // registration at its poll ticks.
 type notifier struct {
-	w  *Worker
-	on atomic.Bool // LISTEN is in effect
+	w *Worker
+	// LISTEN is in effect on every connection meant to hold it: want of
+	// them (one; in direct mode one per shard of the Worker's queues),
+	// active of them now.
+	want, active atomic.Int32
 
 	mu      sync.Mutex
 	renewed map[string]time.Time // queue -> when its registration was written
@@ -41,7 +46,10 @@ func (n *notifier) registrationTTL() time.Duration {
 }
 
 // listening reports whether a notification would reach this worker now.
-func (n *notifier) listening() bool { return n.on.Load() }
+func (n *notifier) listening() bool {
+	want := n.want.Load()
+	return want > 0 && n.active.Load() == want
+}
 
 // setWaiting writes (waiting) or ends this worker's registration for
 // queue. A failure is logged: the poll interval still bounds how late a
@@ -51,10 +59,10 @@ func (n *notifier) setWaiting(ctx context.Context, queue string, waiting bool) {
 	defer cancel()
 	var err error
 	if waiting {
-		_, err = n.w.c.db.Exec(ctx, `SELECT backoff.wait_for_jobs(p_queue => $1::text, p_worker => $2::text, p_ttl => $3::interval)`,
+		_, err = n.w.queueClient(queue).db.Exec(ctx, `SELECT backoff.wait_for_jobs(p_queue => $1::text, p_worker => $2::text, p_ttl => $3::interval)`,
 			queue, n.w.c.cfg.workerID, n.registrationTTL())
 	} else {
-		_, err = n.w.c.db.Exec(ctx, `SELECT backoff.stop_waiting(p_queue => $1::text, p_worker => $2::text)`,
+		_, err = n.w.queueClient(queue).db.Exec(ctx, `SELECT backoff.stop_waiting(p_queue => $1::text, p_worker => $2::text)`,
 			queue, n.w.c.cfg.workerID)
 	}
 	if err != nil {
@@ -99,13 +107,40 @@ func (n *notifier) unregisterAll(ctx context.Context) {
 }
 
 // listen wakes the producer of a queue when backoff.enqueue notifies it.
-// It holds one connection of the pool, and reconnects after an error;
+// It holds one connection of the pool (in direct mode, of each shard pool
+// of the Worker's queues, as they come), and reconnects after an error;
 // polling covers the gap.
 func (n *notifier) listen(ctx context.Context) {
+	if n.w.direct == nil {
+		n.want.Store(1)
+		n.listenOn(ctx, n.w.pool)
+		return
+	}
+	var loops sync.WaitGroup
+	defer loops.Wait()
+	started := map[int]bool{}
+	for {
+		for k, pool := range n.w.direct.served() {
+			if !started[k] {
+				started[k] = true
+				n.want.Add(1)
+				loops.Add(1)
+				go func() { defer loops.Done(); n.listenOn(ctx, pool) }()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.w.direct.changed:
+		}
+	}
+}
+
+// listenOn listens on one pool's connection until ctx ends.
+func (n *notifier) listenOn(ctx context.Context, pool *pgxpool.Pool) {
 	retry := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := n.listenOnce(ctx)
-		n.on.Store(false)
+		err := n.listenOnce(ctx, pool)
 		if ctx.Err() != nil {
 			return
 		}
@@ -119,8 +154,8 @@ func (n *notifier) listen(ctx context.Context) {
 	}
 }
 
-func (n *notifier) listenOnce(ctx context.Context) error {
-	conn, err := n.w.pool.Acquire(ctx)
+func (n *notifier) listenOnce(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a connection to listen: %w", err)
 	}
@@ -131,7 +166,8 @@ func (n *notifier) listenOnce(ctx context.Context) error {
 	if _, err := pc.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return fmt.Errorf("listen %s: %w", NotifyChannel, err)
 	}
-	n.on.Store(true)
+	n.active.Add(1)
+	defer n.active.Add(-1)
 	byQueue := make(map[string]*producer, len(n.w.producers))
 	for _, p := range n.w.producers {
 		byQueue[p.cfg.Queue] = p

@@ -69,6 +69,7 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	jc := w.jobClient(job.ID) // the job's shard in direct mode
 	var err error
 	switch o.kind {
 	case outcomeCompleted:
@@ -77,14 +78,14 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 			calls++
 			var err error
 			if o.output != nil {
-				_, err = w.c.CompleteWithOutput(ctx, job.ID, job.Token, o.output)
+				_, err = jc.CompleteWithOutput(ctx, job.ID, job.Token, o.output)
 			} else {
-				_, err = w.c.Complete(ctx, job.ID, job.Token)
+				_, err = jc.Complete(ctx, job.ID, job.Token)
 			}
 			return err
 		})
 		if calls > 1 && (errors.Is(err, ErrStaleAttempt) || errors.Is(err, ErrInvalidTransition)) &&
-			len(w.confirmCompletions(ctx, []int64{job.ID}, []int{job.Token}, nil)) == 1 {
+			len(w.confirmCompletions(ctx, jc, []int64{job.ID}, []int{job.Token}, nil)) == 1 {
 			err = nil // the first call, whose reply was lost, completed it
 		}
 		if o.output != nil && errors.Is(err, ErrInvalidArgument) {
@@ -94,7 +95,7 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 			// of waiting for the reaper.
 			msg := "output refused: " + err.Error()
 			err = w.retryTransient(ctx, func(ctx context.Context) error {
-				j, err := w.c.Fail(ctx, job.ID, job.Token, msg, NonRetryable())
+				j, err := jc.Fail(ctx, job.ID, job.Token, msg, NonRetryable())
 				if err == nil {
 					w.failures.record(job.Queue, j.Status)
 				}
@@ -103,7 +104,7 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 		}
 	case outcomeSnoozed:
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
-			_, err := w.c.Snooze(ctx, job.ID, job.Token, o.delay)
+			_, err := jc.Snooze(ctx, job.ID, job.Token, o.delay)
 			return err
 		})
 	default:
@@ -121,7 +122,7 @@ func (w *Worker) settle(ctx context.Context, job *Job, o outcome, elapsed time.D
 		var j Job
 		err = w.retryTransient(ctx, func(ctx context.Context) error {
 			var err error
-			j, err = w.c.Fail(ctx, job.ID, job.Token, o.err.Error(), opts...)
+			j, err = jc.Fail(ctx, job.ID, job.Token, o.err.Error(), opts...)
 			return err
 		})
 		if err == nil {

@@ -66,6 +66,10 @@ type producer struct {
 	// (look.go), read by the look to know which queues to ask about.
 	drained bool
 	parked  atomic.Bool
+	// moved: the queue's claims go to another shard now (direct mode,
+	// direct.go): what the producer knew of the old shard (its wake-up
+	// registration, a hold by the controls there) is forgotten.
+	moved atomic.Bool
 }
 
 func newProducer(w *Worker, cfg QueueConfig) *producer {
@@ -82,6 +86,10 @@ func (p *producer) run(ctx context.Context) {
 	defer p.release()
 	empty := false // the queue had nothing due at the last look
 	for ctx.Err() == nil {
+		if p.moved.Swap(false) {
+			p.release()
+			p.idle, p.streak, p.awaitProbe, p.halfOpen, p.lookAgain, p.lookedAgain = false, 0, false, false, false, false
+		}
 		wasHeld := !p.holdUntil.IsZero()
 		if p.held() || p.awaitProbe {
 			empty = true
@@ -198,7 +206,7 @@ func (p *producer) controlled(ctx context.Context) bool {
 	// injected clock that moves during the read must not push the end of
 	// the hold past next_claim_at (the state was read at the earlier time).
 	readAt := p.w.c.clock()
-	st, wait, err := p.w.c.queueState(cctx, p.cfg.Queue)
+	st, wait, err := p.w.queueClient(p.cfg.Queue).queueState(cctx, p.cfg.Queue)
 	if err != nil {
 		// Logged once as an error (a database without queue_state would
 		// otherwise log it at every empty claim), then at debug level.
@@ -304,9 +312,14 @@ func (p *producer) claim(ctx context.Context, n int) (int, error) {
 	// but never read would leave its jobs running until the reaper comes.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	jobs, err := p.w.c.Claim(cctx, p.cfg.Queue, n, p.cfg.Lease)
+	jobs, err := p.w.queueClient(p.cfg.Queue).Claim(cctx, p.cfg.Queue, n, p.cfg.Lease)
 	if err != nil {
 		return 0, err
+	}
+	if p.w.direct != nil && len(jobs) < n {
+		// A queue moved away gives no claims on its old shard: look
+		// whether the layout changed (direct.go).
+		p.w.direct.claimedShort()
 	}
 	if len(jobs) > 0 {
 		p.w.claims.Add(1)

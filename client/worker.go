@@ -116,6 +116,20 @@ type WorkerConfig struct {
 	ShutdownTimeout time.Duration
 	// DisableListen turns LISTEN/NOTIFY off: the worker only polls.
 	DisableListen bool
+	// DirectShards: the pool is a router's (docs/sharding.md), and the
+	// Worker calls the shards directly instead of through it
+	// (docs/adr/0093-workers-call-shards-directly.md). It reads the
+	// router's layout and the shards' addresses (backoff.router_shards(),
+	// host, port and dbname) once and opens a pool per shard it needs, with
+	// the router pool's user, password, TLS and pool settings at the
+	// shard's address. Claims go to each queue's shard, settling calls to
+	// the shard in the job's id, and it LISTENs on its queues' shards, so
+	// it wakes on enqueue; maintenance (reap, rotate, fire_schedules, the
+	// idle look) stays through the router. It follows a queue moved to
+	// another shard within seconds. The shards must accept the login from
+	// the worker's host (pg_hba). Run fails, wrapping ErrInvalidArgument,
+	// when the pool is not a router's.
+	DirectShards bool
 }
 
 // Worker claims jobs of one or more queues and runs them with their
@@ -135,6 +149,7 @@ type Worker struct {
 	producers    []*producer
 	completer    *completer
 	notifier     *notifier
+	direct       *direct // DirectShards: the shards' clients; nil otherwise
 	handlers     sync.WaitGroup
 
 	mu       sync.Mutex
@@ -161,7 +176,9 @@ type Worker struct {
 // and the maintenance loop (reaping and firing schedules, one at a time). Settle calls and heartbeats share them and wait for a
 // free one. The LISTEN connection is not counted: it is taken from the pool
 // once and leaves it for good (the pool may open another in its place), so
-// the server sees one connection more than the pool's.
+// the server sees one connection more than the pool's. With DirectShards
+// each shard pool (of the router pool's MaxConns) serves its part of these,
+// and each shard of the Worker's queues sees one LISTEN connection more.
 func ConnectionsNeeded(cfg WorkerConfig) int {
 	n := len(cfg.Queues)
 	if n == 0 {
@@ -254,6 +271,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("run worker for %s: %w", w.names(), err)
 	}
 	w.c = c
+	if w.cfg.DirectShards {
+		if w.direct, err = newDirect(ctx, w); err != nil {
+			return err
+		}
+		defer w.direct.close()
+	}
 	w.log = c.cfg.logger.With("worker", c.cfg.workerID)
 	w.failures = newFailureSummary(time.Now())
 	w.completer = newCompleter(w)
@@ -276,6 +299,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	background.Add(1)
 	go func() { defer background.Done(); w.summarizeFailures(bg) }()
+	if w.direct != nil {
+		background.Add(1)
+		go func() { defer background.Done(); w.direct.follow(bg) }()
+	}
 	w.log.Info("worker started", "queues", w.queueNames())
 
 	var producing sync.WaitGroup

@@ -2,6 +2,11 @@
 // shard databases, docs/sharding.md), the shard database that holds a
 // queue, and connects to it.
 //
+// A Worker can call the shards of its queues and jobs directly
+// (client.WorkerConfig.DirectShards, docs/adr/0093): it reads the layout
+// (ReadLayout) and the shards (ReadShards) once, opens their pools
+// (Pools.ForShard) and routes a job's calls by its id (ShardOfJob).
+//
 // Every call works through the router except enqueue inside your own
 // transaction: a router forwards each call in a transaction of its own on
 // the shard, which commits whatever your transaction on the router does.
@@ -21,11 +26,9 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"fmt"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Querier is what Lookup reads the router with (a pool, a connection or a
@@ -104,7 +107,7 @@ type Shard struct {
 	// Conninfo is the shard's address as the router reaches it: a libpq
 	// connection string with host, port and database only (no user,
 	// password or other setting). backoff.router_shards() gives it to
-	// producers and admins, not to workers.
+	// producers, workers and admins.
 	Conninfo string
 }
 
@@ -153,56 +156,4 @@ func (s Shard) ConnConfig(base *pgx.ConnConfig) (*pgx.ConnConfig, error) {
 	}
 	cfg.Fallbacks = fallbacks
 	return cfg, nil
-}
-
-// Pools opens (once) and keeps a pool per shard, found through a router.
-// It is safe for concurrent use; Close closes the shard pools (not the
-// router's).
-type Pools struct {
-	router Querier
-	base   *pgxpool.Config
-
-	mu    sync.Mutex
-	pools map[int]*pgxpool.Pool
-}
-
-// NewPools finds shards through router and connects to them with base's
-// settings (user, password, TLS, pool sizes), at each shard's address.
-func NewPools(router Querier, base *pgxpool.Config) *Pools {
-	return &Pools{router: router, base: base, pools: map[int]*pgxpool.Pool{}}
-}
-
-// ForQueue returns the pool of the shard that holds queue.
-func (p *Pools) ForQueue(ctx context.Context, queue string) (*pgxpool.Pool, error) {
-	s, err := Lookup(ctx, p.router, queue)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pool, ok := p.pools[s.Number]; ok {
-		return pool, nil
-	}
-	cc, err := s.ConnConfig(p.base.ConnConfig)
-	if err != nil {
-		return nil, err
-	}
-	cfg := p.base.Copy()
-	cfg.ConnConfig = cc
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("connect to shard %d: %w", s.Number, err)
-	}
-	p.pools[s.Number] = pool
-	return pool, nil
-}
-
-// Close closes every shard pool opened.
-func (p *Pools) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, pool := range p.pools {
-		pool.Close()
-		delete(p.pools, k)
-	}
 }

@@ -672,18 +672,18 @@ RETURN coalesce(CASE WHEN p_job_id OPERATOR(pg_catalog.>) 0 THEN (p_job_id OPERA
 	}
 	out = append(out, placement...)
 	out = append(out,
-		`COMMENT ON FUNCTION backoff.router_shards() IS 'Router only (admins and producers): the shards behind this router, by number, with each one''s address (host, port, dbname) from the connection string PL/Proxy uses; no user, password or other setting.'`,
+		`COMMENT ON FUNCTION backoff.router_shards() IS 'Router only (admins, producers and workers): the shards behind this router, by number, with each one''s address (host, port, dbname) from the connection string PL/Proxy uses; no user, password or other setting.'`,
 		`CREATE FUNCTION backoff.router_queue_shard(p_queue text) RETURNS integer
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 RETURN backoff._queue_shard(p_queue)`,
 		`COMMENT ON FUNCTION backoff.router_queue_shard(text) IS 'Router only: the shard number that holds a queue, by its placement or else the hash rule (enqueue in your own transaction needs a connection to it).'`,
 		`ALTER FUNCTION backoff.router_shards() OWNER TO backoff_owner`,
 		`REVOKE ALL ON FUNCTION backoff.router_shards(), backoff.router_queue_shard(text), backoff._queue_shard(text), backoff._hash_shard(text), backoff._graph_shard(jsonb), backoff._job_shard(bigint), backoff._cluster() FROM PUBLIC`,
-		// Workers route through the router and never need a shard's
-		// address; producers need their queue's shard to enqueue in their
-		// own transaction (client/sharding), admins every shard for the
-		// configuration commands.
-		`GRANT EXECUTE ON FUNCTION backoff.router_shards() TO backoff_producer, backoff_admin`,
+		// Producers need their queue's shard to enqueue in their own
+		// transaction (client/sharding), workers in direct mode the shards
+		// of their queues and jobs (docs/adr/0093), admins every shard for
+		// the configuration commands. Addresses only: host, port, dbname.
+		`GRANT EXECUTE ON FUNCTION backoff.router_shards() TO backoff_producer, backoff_worker, backoff_admin`,
 		`GRANT EXECUTE ON FUNCTION backoff.router_queue_shard(text), backoff._queue_shard(text) TO backoff_producer, backoff_worker, backoff_admin`,
 		`GRANT EXECUTE ON FUNCTION backoff._queue_shard(text), backoff._hash_shard(text), backoff._graph_shard(jsonb), backoff._job_shard(bigint), backoff._cluster() TO backoff_owner, backoff_producer, backoff_worker, backoff_admin`,
 	)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgbackoff/pgbackoff/client/sharding"
 	"github.com/pgbackoff/pgbackoff/internal/testdb"
 )
 
@@ -128,5 +129,22 @@ func TestRolesFromMigration(t *testing.T) {
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, rolesSQL); err != nil {
 		t.Fatalf("run rolesSQL: %v", err)
+	}
+}
+
+// TestShardOfJobTwin: the client's twin (sharding.ShardOfJob, which a
+// Worker in direct mode routes by-id calls with) agrees with the router's
+// rule on every shard's id range, at its edges and inside.
+func TestShardOfJobTwin(t *testing.T) {
+	if sharding.ShardBits != ShardBits {
+		t.Fatalf("sharding.ShardBits = %d, router's %d", sharding.ShardBits, ShardBits)
+	}
+	for k := range MaxShards {
+		lo, hi := IDRange(k)
+		for _, id := range []int64{lo, lo + 1, lo + (hi-lo)/2, hi - 1, hi} {
+			if got, want := sharding.ShardOfJob(id), ShardOfJob(id); got != want || want != k {
+				t.Fatalf("job %d: sharding.ShardOfJob %d, router.ShardOfJob %d, want shard %d", id, got, want, k)
+			}
+		}
 	}
 }
