@@ -124,16 +124,14 @@ func run() int {
 
 // directShards is the one place where BACKOFF_DIRECT_SHARDS=1 (the
 // sharded conformance run) gives the Worker the direct shard mode, where
-// it reads the router's layout and calls each queue's shard itself. The
-// Worker does not take the mode yet: asked for it, the program refuses to
-// start rather than run through the router unnoticed.
+// it reads the router's layout and calls each queue's shard itself.
 func directShards(cfg *client.WorkerConfig) error {
 	switch os.Getenv("BACKOFF_DIRECT_SHARDS") {
 	case "", "0":
 		return nil
 	case "1":
-		// DIRECT SHARDS: set the Worker's option on cfg here.
-		return errors.New("BACKOFF_DIRECT_SHARDS=1: the Worker's direct shard mode is not passed yet")
+		cfg.DirectShards = true
+		return nil
 	default:
 		return fmt.Errorf("BACKOFF_DIRECT_SHARDS=%q: want 1 or 0", os.Getenv("BACKOFF_DIRECT_SHARDS"))
 	}

@@ -143,8 +143,7 @@ var shardedWays = []struct {
 	direct bool // directShardsEnv=1
 }{
 	{"router", false},
-	// {"direct", true}: once the Workers of the three languages take the
-	// direct shard mode and the worker programs pass it.
+	{"direct", true},
 }
 
 // runMixed is the mixed run of n plain jobs, spread over the queues, and
