@@ -52,7 +52,8 @@ type MoveOptions struct {
 	// Abort moves a queue whose move is under way back to the shard it
 	// came from (the to argument is ignored).
 	Abort bool
-	// Batch is how many jobs one copy takes (default 500).
+	// Batch is how many jobs one copy takes (default 100: a shorter burst
+	// of work on both shards than a larger batch, for the same share).
 	Batch int
 	// Wait bounds the waits for the old shard's transactions in flight
 	// and running jobs (default 10 minutes); past it the move returns
@@ -60,6 +61,12 @@ type MoveOptions struct {
 	Wait time.Duration
 	// Poll is the pause between two looks while waiting (default 200 ms).
 	Poll time.Duration
+	// Share is the share of the time the copy of waiting jobs works:
+	// after each batch it pauses for as long as that keeps its share, so
+	// that the shards' other queues keep their CPU (default 0.25: a batch
+	// that took 10 ms is followed by a 30 ms pause; 1: no pause, the
+	// fastest move). Outside (0, 1], the default.
+	Share float64
 	// Step, when set, is called after each step is done.
 	Step func(step string)
 }
@@ -88,13 +95,16 @@ type MoveResult struct {
 func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queue string, to int, opts MoveOptions) (MoveResult, error) {
 	res := MoveResult{Queue: queue, From: -1, To: to}
 	if opts.Batch <= 0 {
-		opts.Batch = 500
+		opts.Batch = 100
 	}
 	if opts.Wait <= 0 {
 		opts.Wait = 10 * time.Minute
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 200 * time.Millisecond
+	}
+	if opts.Share <= 0 || opts.Share > 1 {
+		opts.Share = 0.25
 	}
 	step := func(s string) {
 		if opts.Step != nil {
@@ -268,6 +278,7 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 	}
 	batches := 0
 	for {
+		began := time.Now()
 		var rows []json.RawMessage
 		if err := src.QueryRow(ctx, `SELECT backoff._transfer_out($1, 'jobs', $2)`, queue, opts.Batch).Scan(&rows); err != nil {
 			return fail(fmt.Errorf("read jobs on shard %d: %w", from, err))
@@ -288,6 +299,9 @@ func MoveQueue(ctx context.Context, router *pgx.Conn, base *pgx.ConnConfig, queu
 				if err := freeKeys(ctx, src, dst, queue); err != nil {
 					return fail(err)
 				}
+			}
+			if err := pause(ctx, time.Duration(float64(time.Since(began))*(1-opts.Share)/opts.Share)); err != nil {
+				return fail(err)
 			}
 			continue
 		}

@@ -378,6 +378,7 @@ func newShardsMoveCommand() *cobra.Command {
 		abort bool
 		wait  time.Duration
 		batch int
+		share float64
 	)
 	cmd := &cobra.Command{
 		Use:   "move QUEUE (--to K | --abort)",
@@ -387,7 +388,7 @@ router (docs/sharding.md, "Moving a queue"): the old shard stops handing
 out the queue's jobs and taking its enqueues, the router sends both to
 shard K, and the queue's waiting jobs (pending, retrying) and dead letters
 are copied to shard K under new ids, with their whole state, then deleted
-on the old shard; its schedules and the state of its breaker, token
+on the old shard (in batches that work a quarter of the time, --share); its schedules and the state of its breaker, token
 bucket and failure log go along. Jobs running on the old shard finish (or
 are reaped) there; move waits for them (--wait), then finishes. Finished
 jobs stay on the old shard as history. A queue with blocked jobs or jobs
@@ -417,6 +418,12 @@ and TLS settings of --database-url.`,
 			if !set {
 				to = -1
 			}
+			if batch < 1 {
+				return usagef("--batch %d: want 1 or more", batch)
+			}
+			if !(share > 0 && share <= 1) {
+				return usagef("--share %g: want more than 0 and at most 1", share)
+			}
 			ctx := cmd.Context()
 			conn, err := connectRouter(ctx, cmd)
 			if err != nil {
@@ -428,7 +435,7 @@ and TLS settings of --database-url.`,
 				return err
 			}
 			res, err := migrations.MoveRouterQueue(ctx, conn, base, queue, to, migrations.MoveOptions{
-				Abort: abort, Wait: wait, Batch: batch,
+				Abort: abort, Wait: wait, Batch: batch, Share: share,
 			})
 			if err != nil {
 				return err
@@ -449,7 +456,8 @@ and TLS settings of --database-url.`,
 	cmd.Flags().IntVar(&to, "to", 0, "the shard to move the queue to")
 	cmd.Flags().BoolVar(&abort, "abort", false, "move a queue whose move is under way back to the shard it came from")
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for the jobs running on the old shard (the move stays resumable past it)")
-	cmd.Flags().IntVar(&batch, "batch", 500, "jobs copied per batch")
+	cmd.Flags().IntVar(&batch, "batch", 100, "jobs copied per batch")
+	cmd.Flags().Float64Var(&share, "share", 0.25, "the share of the time the copy works, pausing after each batch so that the shards' other queues keep their CPU (1: no pause, the fastest move)")
 	return cmd
 }
 
