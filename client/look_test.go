@@ -205,7 +205,10 @@ func TestIdleWorkerStaysWithinItsBudget(t *testing.T) {
 	queues := make([]string, 10)
 	for i := range queues {
 		queues[i] = fmt.Sprintf("budget-%d", i)
-		_, err := pool.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_every => interval '1 hour', p_now => $3)`,
+		// Anchored at the start: the first slot is an hour later (an
+		// every-hour schedule is otherwise on the hour, which a run that
+		// starts a minute before one would reach).
+		_, err := pool.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_every => interval '1 hour', p_anchor => $3, p_now => $3)`,
 			"budget-hourly-"+queues[i], queues[i], start)
 		require.NoError(t, err)
 	}
@@ -299,7 +302,7 @@ func TestIdleWorkerStillStartsWorkInTime(t *testing.T) {
 
 	// A schedule's slot 3 s from now: fired by the look at that second.
 	slot := sim.Now().Add(3 * time.Second)
-	_, err = pool.Exec(ctx, `SELECT backoff.put_schedule('intime-hourly', 'intime-sched', p_every => interval '1 hour', p_now => $1)`, sim.Now())
+	_, err = pool.Exec(ctx, `SELECT backoff.put_schedule('intime-hourly', 'intime-sched', p_every => interval '1 hour', p_anchor => $1, p_now => $1)`, sim.Now())
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `UPDATE backoff.schedules SET next_fire_at = $1 WHERE name = 'intime-hourly'`, slot)
 	require.NoError(t, err)

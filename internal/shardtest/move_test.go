@@ -163,7 +163,7 @@ func TestMoveQueueUnderLoad(t *testing.T) {
 	mu.Lock()
 	ready["killed"], ready["dead"] = true, true
 	mu.Unlock()
-	_, err = rp.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_every => interval '1 hour')`, q+"-hourly", q)
+	_, err = rp.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_every => interval '1 hour', p_anchor => now())`, q+"-hourly", q)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		// Other tests fire every shard's schedules far in the future.
@@ -617,4 +617,74 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// TestMoveQueueFiresEachSlotOnce: a schedule that fires every slot
+// (catch_up all) moves with its queue. The old shard fires none of its
+// slots once marked, the new one fires those that came due meanwhile when
+// the schedule arrives, and no slot is enqueued twice across the shards:
+// the slot fired before the move moves as a waiting job.
+func TestMoveQueueFiresEachSlotOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	q, from := moveQueueName(t, "move-slots")
+	to := (from + 1) % NShards
+	name := q + "-minutely"
+	anchor := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	minute := func(n int) time.Time { return anchor.Add(time.Duration(n) * time.Minute) }
+	rp := pool(t, env.RouterURL)
+	_, err := rp.Exec(ctx, `SELECT backoff.put_schedule($1, $2, p_every => interval '1 minute', p_catch_up => 'all', p_anchor => $3, p_now => $3)`, name, q, anchor)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = rp.Exec(context.Background(), `SELECT backoff.drop_schedule($1)`, name) })
+	shards := map[int]*pgx.Conn{}
+	for _, k := range []int{from, to} {
+		c, err := pgx.Connect(ctx, env.ShardURLs[k])
+		require.NoError(t, err)
+		defer c.Close(context.Background())
+		shards[k] = c
+	}
+	fire := func(k, at int) []time.Time {
+		rows, err := shards[k].Query(ctx, `SELECT slot FROM backoff.fire_schedules(p_now => $1) WHERE schedule = $2`, minute(at), name)
+		require.NoError(t, err)
+		slots, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		require.NoError(t, err)
+		return slots
+	}
+	require.Len(t, fire(from, 1), 1, "before the move the old shard fires")
+
+	base, err := pgx.ParseConfig(env.RouterURL)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, env.RouterURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = router.MoveQueue(ctx, conn, base, q, to, router.MoveOptions{Step: func(s string) {
+		switch s {
+		case router.StepMarkSource:
+			require.Empty(t, fire(from, 2), "marked, the old shard fires nothing")
+		case router.StepSchedules:
+			require.Empty(t, fire(from, 3), "the schedule left the old shard")
+			require.Len(t, fire(to, 3), 2, "the new shard fires the slots that came due meanwhile")
+		}
+	}})
+	require.NoError(t, err)
+	require.Len(t, fire(to, 4), 1)
+
+	var slots []time.Time
+	for _, k := range []int{from, to} {
+		rows, err := shards[k].Query(ctx, `SELECT schedule_slot FROM backoff.jobs WHERE schedule = $1 ORDER BY schedule_slot`, name)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+		require.NoError(t, err)
+		if k == from {
+			require.Empty(t, got, "the old shard keeps no job of the schedule")
+		}
+		for _, g := range got {
+			slots = append(slots, g.UTC())
+		}
+	}
+	var want []time.Time
+	for n := 1; n <= 4; n++ {
+		want = append(want, minute(n))
+	}
+	require.Equal(t, want, slots, "each slot once")
 }

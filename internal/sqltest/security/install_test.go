@@ -354,9 +354,9 @@ func TestInstallRouteRouter(t *testing.T) {
 	var shard int
 	require.NoError(t, super.QueryRow(ctx, `SELECT backoff.router_queue_shard('mail')`).Scan(&shard))
 	require.Zero(t, shard)
-	// A forwarded call runs the login check (backoff._cluster) under the
-	// database's search_path.
-	_, err = super.Exec(ctx, `SELECT backoff.enqueue('mail')`)
+	// The login check every forwarded call runs first, under the
+	// caller's search_path.
+	_, err = super.Exec(ctx, `SELECT backoff._cluster()`)
 	require.NoError(t, err)
 	super.Close(ctx)
 
