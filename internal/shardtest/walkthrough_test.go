@@ -73,7 +73,7 @@ func TestFromOneDatabaseToTwoShards(t *testing.T) {
 	c, err := client.New(ctx, rp)
 	require.NoError(t, err)
 	var mu sync.Mutex
-	ran := map[string]int{}   // payload -> successful runs
+	ran := map[string]int{}  // payload -> successful runs
 	onShard := map[int]int{} // shard -> jobs of emails run there
 	handler := func(ctx context.Context, j *client.Job) error {
 		var p struct{ N string }
