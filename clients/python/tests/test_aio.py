@@ -281,6 +281,39 @@ def test_async_worker_fires_due_schedules(db_url: str, clock: FakeClock, conn: p
     with_pool(db_url, body)
 
 
+def test_async_worker_stops_when_a_call_loses_its_cancellation(
+    db_url: str, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A maintenance call that loses the cancellation of its loop (a call
+    that completes as the cancellation arrives) does not keep run() from
+    returning: the loop is cancelled again."""
+
+    async def body(pool: AsyncConnectionPool) -> None:
+        async def handle(job: Job, ctx: Context) -> None:
+            pass
+
+        worker = AsyncWorker(pool, [Queue("lost-cancel", handle)], poll_interval=0.05, listen=False, now=clock)
+        entered = asyncio.Event()
+        look = worker._look_and_do
+
+        async def losing(m: Any) -> None:
+            if entered.is_set():
+                return await look(m)
+            entered.set()
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                pass  # lost
+
+        monkeypatch.setattr(worker, "_look_and_do", losing)
+        run = asyncio.create_task(worker.run())
+        await asyncio.wait_for(entered.wait(), 30)
+        worker.stop()
+        await asyncio.wait_for(run, 30)
+
+    with_pool(db_url, body)
+
+
 def test_async_idle_worker_looks_once_for_all_its_queues(
     db_url: str, clock: FakeClock, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

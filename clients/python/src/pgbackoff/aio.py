@@ -545,10 +545,17 @@ class AsyncWorker:
         await self._shutdown()
         for queue in list(self._registered):
             await self._set_waiting(queue, False)
-        for t in background[1:]:
-            t.cancel()
         self._completer_stopped = True
         self._completed.set()
+        # The listen and maintenance loops end when cancelled; cancelled
+        # again while one is left: a cancellation can be lost in a call
+        # that completes as it arrives (asyncio.wait_for in Python before
+        # 3.12, a driver's own handling), and the loop then goes on.
+        loops = set(background[1:])
+        while loops:
+            for t in loops:
+                t.cancel()
+            _, loops = await asyncio.wait(loops, timeout=1)
         await asyncio.gather(*background, return_exceptions=True)
         if self._shards is not None:
             await self._shards.close()
