@@ -67,9 +67,9 @@ test-python-venv: ## Install clients/python with pip into a fresh venv (offline:
 	set -o pipefail; BACKOFF_PYTHON_VENV=1 $(GO) test -count=1 -v -run '^TestPythonPackageInVenv$$' ./internal/clienttest 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-serializable
-test-serializable: ## The Go client's, Worker's and fault suites, the Python and TypeScript suites, the conformance scenarios, and the SQL lifecycle and schedule suites as a SQL-only worker that follows docs/concepts.md, in databases whose default_transaction_isolation is serializable (docs/adr/0080)
+test-serializable: ## The Go client's, Worker's and fault suites, the Python and TypeScript suites, the conformance scenarios and a mixed run of 600 jobs (BACKOFF_MIXED_JOBS), and the SQL lifecycle and schedule suites as a SQL-only worker that follows docs/concepts.md, in databases whose default_transaction_isolation is serializable (docs/adr/0080)
 	set -o pipefail; { rc=0; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) test -count=1 $(TEST_FLAGS) ./internal/sqltest/lifecycle ./internal/clienttest ./client/... || rc=1; BACKOFF_TEST_DEFAULT_ISOLATION=serializable $(GO) -C internal/faulttest test -count=1 $(TEST_FLAGS) ./... || rc=1; exit $$rc; } 2>&1 | $(TEST_FILTER)
-	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
+	set -o pipefail; BACKOFF_TEST_DEFAULT_ISOLATION=serializable BACKOFF_CONFORMANCE=1 BACKOFF_CONFORMANCE_MIXED=1 BACKOFF_MIXED_JOBS=$${BACKOFF_MIXED_JOBS:-600} $(GO) test -count=1 -v -timeout 10m ./internal/conformance 2>&1 | scripts/quiet-test-output
 
 .PHONY: test-sharded
 test-sharded: ## A PL/Proxy router over three shards: four local PostgreSQL clusters, then the conformance suite's Go, Python and TypeScript workers through a router (scenarios, mixed run with kills; BACKOFF_MIXED_JOBS, default 600), then backoffctl through a router on a local cluster (needs postgresql-15-plproxy)
