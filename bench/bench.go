@@ -63,9 +63,13 @@ type Config struct {
 	// (-mvcc-duration: a short smoke run of the held-snapshot section).
 	MVCCOverride time.Duration
 	// MVCCOursOnly runs the held-snapshot section with pgbackoff's driver
-	// only (-mvcc-ours-only): a full-mode run then takes 30 minutes, not 60,
-	// and prints every target line but the WAL comparison.
+	// only (-mvcc-ours-only): half the runs, and every target line but the
+	// WAL comparison.
 	MVCCOursOnly bool
+	// MVCCRuns, when set, is the held-snapshot section's runs to make, by
+	// name (comma-separated: held, held-reader, ...); free always runs
+	// first, the others compare with it.
+	MVCCRuns string
 	// MVCCWorkflows runs the held-snapshot section free and held with
 	// dependencies and outputs in the mix (-mvcc-workflows), in place of
 	// its usual runs.

@@ -54,6 +54,7 @@ func main() {
 	flag.DurationVar(&cfg.RunForOverride, "run-for", 0, "length of one timed run, e.g. 100ms (default: the mode's)")
 	flag.DurationVar(&cfg.MVCCOverride, "mvcc-duration", 0, "length of each run of the held-snapshot section (-only=mvcc), e.g. 20s for a smoke run (default: the mode's, quick 3m, full 10m)")
 	flag.BoolVar(&cfg.MVCCWorkflows, "mvcc-workflows", false, "run the held-snapshot section free and held with dependencies and outputs in the mix (pairs of a parent and a child enqueued as one graph, an output recorded by every completion), in place of its usual runs")
+	flag.StringVar(&cfg.MVCCRuns, "mvcc-runs", "", "the held-snapshot section's runs to make, comma-separated (free, held, held-xid, held-reader, held-cron, held-dump; free always runs): a full-mode run of some deployments")
 	flag.BoolVar(&cfg.MVCCOursOnly, "mvcc-ours-only", false, "run the held-snapshot section with pgbackoff's functions only, without the same-table SQL beside them (half the time; no wal lines)")
 	flag.BoolVar(&cfg.PgStatStatements, "pg-stat-statements", false, "load pg_stat_statements into the server the bench starts: the idle-cost section then lists the statements each Worker sends (every other line pays its small cost)")
 	flag.DurationVar(&cfg.IdleOverride, "idle-window", 0, "measured window of the idle-cost section per Worker (default: the mode's, 60s)")

@@ -228,7 +228,34 @@ func (b *bench) mvcc(ctx context.Context) error {
 	if b.cfg.MVCCOursOnly {
 		drivers = drivers[:1]
 	}
-	return b.mvccWith(ctx, drivers, mvccHolds, "mvcc-")
+	holds, err := chooseHolds(mvccHolds, b.cfg.MVCCRuns)
+	if err != nil {
+		return err
+	}
+	return b.mvccWith(ctx, drivers, holds, "mvcc-")
+}
+
+// chooseHolds is the runs of all named in list (comma-separated; every run
+// when empty), free first whether named or not.
+func chooseHolds(all []mvccHold, list string) ([]mvccHold, error) {
+	if list == "" {
+		return all, nil
+	}
+	want := map[string]bool{"free": true}
+	for _, k := range strings.Split(list, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.ContainsFunc(all, func(h mvccHold) bool { return h.key == k }) {
+			return nil, fmt.Errorf("-mvcc-runs: no run %q (want some of free, held, held-xid, held-reader, held-cron, held-dump)", k)
+		}
+		want[k] = true
+	}
+	var out []mvccHold
+	for _, h := range all {
+		if want[h.key] {
+			out = append(out, h)
+		}
+	}
+	return out, nil
 }
 
 // workflowsDriver is the functions driver with dependencies and outputs in

@@ -203,3 +203,20 @@ func TestMVCCWorkflows(t *testing.T) {
 		require.Regexp(t, `(?m)^target `+name+`: [0-9.]+ \(goal (>=|<=) [0-9.]+\) (met|MISS)$`, text)
 	}
 }
+
+// TestChooseHolds: -mvcc-runs picks runs by name, free first whether named
+// or not, in the section's order; an unknown name is refused, named.
+func TestChooseHolds(t *testing.T) {
+	all, err := chooseHolds(mvccHolds, "")
+	require.NoError(t, err)
+	require.Equal(t, mvccHolds, all)
+	some, err := chooseHolds(mvccHolds, "held-cron, held-reader")
+	require.NoError(t, err)
+	var keys []string
+	for _, h := range some {
+		keys = append(keys, h.key)
+	}
+	require.Equal(t, []string{"free", "held-reader", "held-cron"}, keys)
+	_, err = chooseHolds(mvccHolds, "held,helt")
+	require.ErrorContains(t, err, `no run "helt"`)
+}
