@@ -37,13 +37,7 @@ func pool(t *testing.T, url string) *pgxpool.Pool {
 // shardCount counts rows of backoff.jobs on shard k directly.
 func shardCount(t *testing.T, k int, where string, args ...any) int {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, env.ShardURLs[k])
-	require.NoError(t, err)
-	defer conn.Close(ctx)
-	var n int
-	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM backoff.jobs WHERE "+where, args...).Scan(&n))
-	return n
+	return shardRowsWhere(t, k, "SELECT count(*) FROM backoff.jobs WHERE "+where, args...)
 }
 
 // TestLifecycle drives jobs of a queue on every shard through the Go client

@@ -67,20 +67,6 @@ var (
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// printTarget prints one target line: lower is better for "<=", higher for
-// ">=".
-func printTarget(name string, v float64, op string, goal float64, format string) {
-	met := v <= goal
-	if op == ">=" {
-		met = v >= goal
-	}
-	verdict := "MISS"
-	if met {
-		verdict = "met"
-	}
-	fmt.Printf("target %s: "+format+" (goal %s %.2f) %s\n", name, v, op, goal, verdict)
-}
-
 type moveBenchResult struct {
 	offered, copied, lost, twice int
 	took, unavailable, paused    time.Duration

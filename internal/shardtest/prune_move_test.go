@@ -57,16 +57,20 @@ func TestPruneForgetsMovedJobs(t *testing.T) {
 
 	// The copies run on the new shard and are pruned there: their old
 	// ids stay while the move is under way.
-	for done := 0; done < 10; {
-		claimed, err := c.Claim(ctx, q, 10, time.Minute)
-		require.NoError(t, err)
-		require.NotEmpty(t, claimed)
-		for _, j := range claimed {
-			_, err := c.Complete(ctx, j.ID, j.Token)
+	// runTen claims and completes the queue's ten due jobs.
+	runTen := func() {
+		for done := 0; done < 10; {
+			claimed, err := c.Claim(ctx, q, 10, time.Minute)
 			require.NoError(t, err)
-			done++
+			require.NotEmpty(t, claimed)
+			for _, j := range claimed {
+				_, err := c.Complete(ctx, j.ID, j.Token)
+				require.NoError(t, err)
+				done++
+			}
 		}
 	}
+	runTen()
 	// Prune every finished job of the shard (other tests' too), then
 	// count the queue's.
 	prune := func() int {
@@ -89,16 +93,7 @@ func TestPruneForgetsMovedJobs(t *testing.T) {
 	require.Equal(t, 10, shardCount(t, to, "queue = $1", q), "the ten pruned copies were not copied again")
 
 	// Done: prune deletes the old ids with their jobs.
-	for done := 0; done < 10; {
-		claimed, err := c.Claim(ctx, q, 10, time.Minute)
-		require.NoError(t, err)
-		require.NotEmpty(t, claimed)
-		for _, j := range claimed {
-			_, err := c.Complete(ctx, j.ID, j.Token)
-			require.NoError(t, err)
-			done++
-		}
-	}
+	runTen()
 	require.Zero(t, prune())
 	require.Equal(t, 10, movedIDs(), "the old ids of the jobs pruned during the move stay")
 }
