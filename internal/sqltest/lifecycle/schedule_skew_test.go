@@ -44,7 +44,7 @@ func slotsBetween(t testing.TB, q querier, name string, from, to time.Time) []ti
 }
 
 // TestFireSchedulesSkewedClocks: four firers on their own connections call
-// backoff.fire_schedules concurrently through a simulated week, each on its
+// backoff.fire_schedules concurrently through two simulated days, each on its
 // own clock: 0, 3, 6 and 9 minutes behind a shared minute-by-minute time
 // (max_clock_skew set to 10 minutes), each calling at a random fifth of the
 // minutes and one of them at every minute; the firers go through a minute
@@ -54,14 +54,14 @@ func slotsBetween(t testing.TB, q querier, name string, from, to time.Time) []ti
 // spring-forward night) every slot whose interval held some call's clock
 // fires exactly once; 'all' fires every slot; no slot fires twice; and the
 // slots 'latest' passed over are counted in missed (fired + missed = the
-// slots of the week).
+// slots of the two days).
 func TestFireSchedulesSkewedClocks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := testdb.NewURL(t)
 	db := poolOn(t, url)
-	start := utc("2026-03-05 00:00") // New York springs forward on 2026-03-08
-	const rounds = 7*24*60 + 5
+	start := utc("2026-03-07 00:00") // New York springs forward on 2026-03-08
+	const rounds = 2*24*60 + 5
 	end := start.Add(rounds * time.Minute)
 	schedules := map[string]string{
 		"cron5-latest":  "p_cron => '*/5 * * * *'",
@@ -179,7 +179,7 @@ func TestFireSchedulesSkewedClocks(t *testing.T) {
 			allSet[s] = true
 		}
 		for _, s := range fired[name] {
-			require.True(t, allSet[s], "%s: %s is not a slot of the week", name, s)
+			require.True(t, allSet[s], "%s: %s is not a slot of the run", name, s)
 		}
 		// Covered: some call's clock lay in the slot's interval.
 		var lost []time.Time
