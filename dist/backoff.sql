@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 c6f4b9bce6019d0d6adfa6cea778524013d9a963770ae0d146876c9c0a7c8cef
+-- Sources: sha256 67394c4c06e67484327fb81bf83a9479a06aeee3613fef731ce9cb2efcdd29ed
 
 CREATE SCHEMA backoff;
 
@@ -15782,17 +15782,24 @@ BEGIN
 END
 $$;
 
+-- backoff._name_ok(value): whether value is such a name (false for NULL).
+-- A hot path that checks several inputs tests them in one expression and
+-- calls backoff._check_name only to raise (claim).
+CREATE OR REPLACE FUNCTION backoff._name_ok(p_value text)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
+                    AND p_value OPERATOR(pg_catalog.!~) backoff._bad_name_chars(), false)
+$$;
+
 CREATE OR REPLACE FUNCTION backoff._check_name(p_what text, p_value text)
 RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT CASE
-        WHEN pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
-             AND p_value OPERATOR(pg_catalog.!~) backoff._bad_name_chars()
-        THEN p_value
-        ELSE backoff._bad_name(p_what, p_value)
-    END
+    SELECT CASE WHEN backoff._name_ok(p_value) THEN p_value ELSE backoff._bad_name(p_what, p_value) END
 $$;
 
 -- backoff._span_text(span): a duration as an operator reads it, in its two
@@ -16394,6 +16401,123 @@ END
 $$;
 
 SELECT backoff._publish_moves_out();
+
+-- backoff._queues_held(): whether some queue has a control that can hold
+-- its claims back (backoff._holds_claims: paused, a rate, or a circuit
+-- breaker). A constant, published as backoff._current_segment is: an
+-- IMMUTABLE function whose body is the answer, folded when a statement is
+-- planned, so that while no queue has a control, claim's filter on
+-- backoff.queues and the half-open breaker probes of complete,
+-- complete_many and fail are planned away: their scans are neither started
+-- nor run (about 50,000 instructions a claim and 20,000 a completion,
+-- docs/adr/0094). Replacing it invalidates every cached plan that folded
+-- it, in every session; a transaction sees the new answer from its next
+-- statement that locks a table it had not locked, and at the latest from
+-- its next transaction. Private.
+--
+-- Published true in the transaction of the statement that gives a queue a
+-- control, whoever writes the row (a trigger on backoff.queues:
+-- backoff.pause_queue, backoffctl config, an administrator's own UPDATE);
+-- published false only by backoff._sync_queues_held at READ COMMITTED,
+-- which also repairs the answer after a write that fired no trigger (a
+-- restore, session_replication_role = replica). Every publisher first
+-- takes SHARE UPDATE EXCLUSIVE on backoff.queues: publishers go one at a
+-- time, and acquiring a lock the transaction did not hold makes the
+-- backend read the catalog changes committed meanwhile, so that it
+-- replaces the function's current version and reads its current answer.
+
+-- backoff._holds_claims(queue row): the one rule for "this queue has a
+-- control": paused, a rate, or a circuit breaker (breaker_failures).
+CREATE OR REPLACE FUNCTION backoff._holds_claims(p_queue backoff.queues)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_queue.paused OR p_queue.rate IS NOT NULL OR p_queue.breaker_failures IS NOT NULL
+$$;
+
+CREATE OR REPLACE FUNCTION backoff._publish_queues_held(p_held boolean)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_held IS NULL THEN
+        RAISE EXCEPTION 'queues held must be true or false, got NULL'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION backoff._queues_held() RETURNS boolean '
+        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        CASE WHEN p_held THEN 'SELECT true' ELSE 'SELECT false' END);
+END
+$$;
+
+-- backoff._sync_queues_held(): publish what backoff.queues says now, when
+-- the published answer differs. False is published only at READ
+-- COMMITTED, where the statement that reads backoff.queues after the lock
+-- has a snapshot newer than every publisher that went before; at another
+-- isolation level a snapshot may predate a control, so only true is
+-- published. Called by backoff.rotate and at install. Private.
+CREATE OR REPLACE FUNCTION backoff._sync_queues_held()
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_held boolean;
+BEGIN
+    v_held := EXISTS (SELECT FROM backoff.queues AS q WHERE backoff._holds_claims(q));
+    IF v_held IS NOT DISTINCT FROM backoff._queues_held() THEN
+        RETURN;
+    END IF;
+    IF NOT v_held AND pg_catalog.current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN;
+    END IF;
+    LOCK TABLE backoff.queues IN SHARE UPDATE EXCLUSIVE MODE;
+    v_held := EXISTS (SELECT FROM backoff.queues AS q WHERE backoff._holds_claims(q));
+    IF v_held IS DISTINCT FROM backoff._queues_held() THEN
+        PERFORM backoff._publish_queues_held(v_held);
+    END IF;
+END
+$$;
+
+-- backoff._queues_written(): the trigger of a statement that inserted or
+-- updated rows of backoff.queues (new_queues: those rows as written).
+-- Publishes true when one of them has a control and the published answer
+-- is false. A definer function: the writer may lack the privilege to lock
+-- the table in that mode or to replace the function. Private.
+CREATE OR REPLACE FUNCTION backoff._queues_written()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF EXISTS (SELECT FROM new_queues AS q WHERE backoff._holds_claims(q)) THEN
+        LOCK TABLE backoff.queues IN SHARE UPDATE EXCLUSIVE MODE;
+        IF NOT backoff._queues_held() THEN
+            PERFORM backoff._publish_queues_held(true);
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- A trigger with a transition table takes one event.
+CREATE OR REPLACE TRIGGER queues_held_on_insert
+    AFTER INSERT ON backoff.queues
+    REFERENCING NEW TABLE AS new_queues
+    FOR EACH STATEMENT EXECUTE FUNCTION backoff._queues_written();
+CREATE OR REPLACE TRIGGER queues_held_on_update
+    AFTER UPDATE ON backoff.queues
+    REFERENCING NEW TABLE AS new_queues
+    FOR EACH STATEMENT EXECUTE FUNCTION backoff._queues_written();
+
+SELECT backoff._publish_queues_held(EXISTS (SELECT FROM backoff.queues AS q WHERE backoff._holds_claims(q)));
 
 -- backoff._move_to_current_segment(ids, release): move the live jobs
 -- (blocked ones too) among p_ids that are outside the current segment into
@@ -17492,7 +17616,8 @@ $$;
 -- for such a queue that is not paused, take backoff._claim_controlled. A
 -- queue without controls pays nothing more while it has due jobs; the
 -- probe is a one-time filter, so a held queue's fast statement reads no
--- job.
+-- job. While no queue has a control, backoff._queues_held() is false and
+-- the probe, and the second look, are planned away (docs/adr/0094).
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
 -- the others pruned when the statement is planned (backoff._current_segment
@@ -17527,17 +17652,13 @@ AS $$
 DECLARE
     v_controls backoff.queues;
 BEGIN
-    p_queue := backoff._check_name('queue', p_queue);
-    p_worker := backoff._check_name('worker', p_worker);
-    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+    -- Every input in one expression, which a call evaluates once; the
+    -- error path says what is wrong (the names through _check_name).
+    IF NOT backoff._name_ok(p_queue) OR NOT backoff._name_ok(p_worker) OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
-        IF p_queue IS NULL OR p_queue = '' THEN
-            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_worker IS NULL THEN
-            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+        p_queue := backoff._check_name('queue', p_queue);
+        p_worker := backoff._check_name('worker', p_worker);
+        IF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
@@ -17582,12 +17703,13 @@ BEGIN
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q
-                              WHERE q.name = p_queue
-                                AND (q.paused OR q.rate IS NOT NULL
-                                        OR (q.breaker_failures IS NOT NULL
-                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
-                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
+              AND NOT (backoff._queues_held()
+                       AND EXISTS (SELECT FROM backoff.queues AS q
+                                   WHERE q.name = p_queue
+                                     AND (q.paused OR q.rate IS NOT NULL
+                                             OR (q.breaker_failures IS NOT NULL
+                                                 AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                             WHERE b.queue = q.name AND b.opened_at IS NOT NULL)))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT 1
             FOR UPDATE SKIP LOCKED))
@@ -17611,18 +17733,19 @@ BEGIN
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q
-                              WHERE q.name = p_queue
-                                AND (q.paused OR q.rate IS NOT NULL
-                                        OR (q.breaker_failures IS NOT NULL
-                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
-                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
+              AND NOT (backoff._queues_held()
+                       AND EXISTS (SELECT FROM backoff.queues AS q
+                                   WHERE q.name = p_queue
+                                     AND (q.paused OR q.rate IS NOT NULL
+                                             OR (q.breaker_failures IS NOT NULL
+                                                 AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                             WHERE b.queue = q.name AND b.opened_at IS NOT NULL)))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED))
         RETURNING j.*;
     END IF;
-    IF FOUND THEN
+    IF FOUND OR NOT backoff._queues_held() THEN
         RETURN;
     END IF;
 
@@ -18263,10 +18386,12 @@ BEGIN
     -- that opened), so that they cost a completion next to nothing then:
     -- may the caller be scoped, is this queue's breaker half open, and does
     -- a job depend on this one (docs/adr/0087), does anyone await it
-    -- (backoff.await_job).
+    -- (backoff.await_job). The breaker's probe is planned away while no
+    -- queue has a control (backoff._queues_held, docs/adr/0094).
     SELECT backoff._scope_in_force(),
-           EXISTS (SELECT FROM backoff.queue_breakers AS b
-                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
+           backoff._queues_held()
+               AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                           WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
            EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id),
            EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id)
     INTO v_scoped, v_half_open, v_children, v_awaited;
@@ -18410,6 +18535,8 @@ BEGIN
             -- enable_nestloop off an IN would hash a scan of every breaker).
             WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
               AND b.half_open_at <= p_now
+              -- Planned away while no queue has a control (docs/adr/0094).
+              AND backoff._queues_held()
         )
         SELECT array_agg(d.id), array_agg(d.queue) INTO v_ids, v_qs FROM done AS d;
         v_n := coalesce(cardinality(v_ids), 0);
@@ -18682,13 +18809,16 @@ BEGIN
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker
-        -- open. One primary-key probe of backoff.queues when it has none.
-        SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
-        INTO v_failures, v_window, v_cooldown
-        FROM backoff.queues AS q
-        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL AND p_retryable;
-        IF FOUND THEN
-            PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
+        -- open. One primary-key probe of backoff.queues, and none while no
+        -- queue has a control (backoff._queues_held, docs/adr/0094).
+        IF p_retryable AND backoff._queues_held() THEN
+            SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
+            INTO v_failures, v_window, v_cooldown
+            FROM backoff.queues AS q
+            WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL;
+            IF FOUND THEN
+                PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
+            END IF;
         END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);
@@ -18872,6 +19002,8 @@ SELECT backoff.reap(p_now => now() + interval ''1 minute'') AS reaped;';
 --    the tries of the call: the older ones are those such a transaction
 --    holds, and each try would stall their statements again. Only at READ
 --    COMMITTED: see below.
+-- It also publishes that no queue has a control any more, once none has
+-- (backoff._sync_queues_held, docs/adr/0094).
 -- One call at a time: a call that finds another one running does nothing.
 -- Each call is recorded for backoff.liveness (docs/adr/0079), with the
 -- worker that names itself in p_worker (the Workers do, beside each reap,
@@ -18958,6 +19090,8 @@ BEGIN
     IF backoff._current_segment() IS DISTINCT FROM v_cur THEN
         PERFORM backoff._publish_current_segment(v_cur);
     END IF;
+    -- Whether some queue has a control: false once none has (docs/adr/0094).
+    PERFORM backoff._sync_queues_held();
 
     -- 2. Move what is left behind, in batches.
     FOR v_seg IN SELECT 0::smallint UNION ALL (SELECT s.segment FROM backoff.segments AS s WHERE s.segment <> v_cur ORDER BY 1) LOOP

@@ -60,15 +60,22 @@ BEGIN
 END
 $$;
 
+-- backoff._name_ok(value): whether value is such a name (false for NULL).
+-- A hot path that checks several inputs tests them in one expression and
+-- calls backoff._check_name only to raise (claim).
+CREATE OR REPLACE FUNCTION backoff._name_ok(p_value text)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
+                    AND p_value OPERATOR(pg_catalog.!~) backoff._bad_name_chars(), false)
+$$;
+
 CREATE OR REPLACE FUNCTION backoff._check_name(p_what text, p_value text)
 RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT CASE
-        WHEN pg_catalog.octet_length(p_value) BETWEEN 1 AND 128
-             AND p_value OPERATOR(pg_catalog.!~) backoff._bad_name_chars()
-        THEN p_value
-        ELSE backoff._bad_name(p_what, p_value)
-    END
+    SELECT CASE WHEN backoff._name_ok(p_value) THEN p_value ELSE backoff._bad_name(p_what, p_value) END
 $$;

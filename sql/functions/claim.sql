@@ -23,7 +23,8 @@
 -- for such a queue that is not paused, take backoff._claim_controlled. A
 -- queue without controls pays nothing more while it has due jobs; the
 -- probe is a one-time filter, so a held queue's fast statement reads no
--- job.
+-- job. While no queue has a control, backoff._queues_held() is false and
+-- the probe, and the second look, are planned away (docs/adr/0094).
 --
 -- The candidates come from the current live segment only (docs/adr/0061),
 -- the others pruned when the statement is planned (backoff._current_segment
@@ -58,17 +59,13 @@ AS $$
 DECLARE
     v_controls backoff.queues;
 BEGIN
-    p_queue := backoff._check_name('queue', p_queue);
-    p_worker := backoff._check_name('worker', p_worker);
-    IF p_queue IS NULL OR p_queue = '' OR p_worker IS NULL OR p_limit IS NULL OR p_limit < 1
+    -- Every input in one expression, which a call evaluates once; the
+    -- error path says what is wrong (the names through _check_name).
+    IF NOT backoff._name_ok(p_queue) OR NOT backoff._name_ok(p_worker) OR p_limit IS NULL OR p_limit < 1
        OR p_lease <= interval '0' OR NOT backoff._valid_span(p_lease) THEN
-        IF p_queue IS NULL OR p_queue = '' THEN
-            RAISE EXCEPTION 'queue must be a non-empty name, got "%"', coalesce(p_queue, 'NULL')
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_worker IS NULL THEN
-            RAISE EXCEPTION 'claim in queue "%": worker must not be null', p_queue
-                USING ERRCODE = 'invalid_parameter_value';
-        ELSIF p_limit IS NULL OR p_limit < 1 THEN
+        p_queue := backoff._check_name('queue', p_queue);
+        p_worker := backoff._check_name('worker', p_worker);
+        IF p_limit IS NULL OR p_limit < 1 THEN
             RAISE EXCEPTION 'claim in queue "%": limit must be at least 1, got "%"', p_queue, coalesce(p_limit::text, 'NULL')
                 USING ERRCODE = 'invalid_parameter_value';
         ELSE
@@ -113,12 +110,13 @@ BEGIN
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q
-                              WHERE q.name = p_queue
-                                AND (q.paused OR q.rate IS NOT NULL
-                                        OR (q.breaker_failures IS NOT NULL
-                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
-                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
+              AND NOT (backoff._queues_held()
+                       AND EXISTS (SELECT FROM backoff.queues AS q
+                                   WHERE q.name = p_queue
+                                     AND (q.paused OR q.rate IS NOT NULL
+                                             OR (q.breaker_failures IS NOT NULL
+                                                 AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                             WHERE b.queue = q.name AND b.opened_at IS NOT NULL)))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT 1
             FOR UPDATE SKIP LOCKED))
@@ -142,18 +140,19 @@ BEGIN
               AND c.queue = p_queue
               AND c.status IN ('pending', 'retrying')
               AND c.run_at <= p_now
-              AND NOT EXISTS (SELECT FROM backoff.queues AS q
-                              WHERE q.name = p_queue
-                                AND (q.paused OR q.rate IS NOT NULL
-                                        OR (q.breaker_failures IS NOT NULL
-                                            AND EXISTS (SELECT FROM backoff.queue_breakers AS b
-                                                        WHERE b.queue = q.name AND b.opened_at IS NOT NULL))))
+              AND NOT (backoff._queues_held()
+                       AND EXISTS (SELECT FROM backoff.queues AS q
+                                   WHERE q.name = p_queue
+                                     AND (q.paused OR q.rate IS NOT NULL
+                                             OR (q.breaker_failures IS NOT NULL
+                                                 AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                                                             WHERE b.queue = q.name AND b.opened_at IS NOT NULL)))))
             ORDER BY c.priority DESC, c.run_at, c.id
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED))
         RETURNING j.*;
     END IF;
-    IF FOUND THEN
+    IF FOUND OR NOT backoff._queues_held() THEN
         RETURN;
     END IF;
 

@@ -86,10 +86,12 @@ BEGIN
     -- that opened), so that they cost a completion next to nothing then:
     -- may the caller be scoped, is this queue's breaker half open, and does
     -- a job depend on this one (docs/adr/0087), does anyone await it
-    -- (backoff.await_job).
+    -- (backoff.await_job). The breaker's probe is planned away while no
+    -- queue has a control (backoff._queues_held, docs/adr/0094).
     SELECT backoff._scope_in_force(),
-           EXISTS (SELECT FROM backoff.queue_breakers AS b
-                   WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
+           backoff._queues_held()
+               AND EXISTS (SELECT FROM backoff.queue_breakers AS b
+                           WHERE b.queue = v_job.queue AND b.half_open_at <= p_now),
            EXISTS (SELECT FROM backoff.job_dependencies AS d WHERE d.parent_id = p_job_id),
            EXISTS (SELECT FROM backoff.job_awaiters AS a WHERE a.job_id = p_job_id)
     INTO v_scoped, v_half_open, v_children, v_awaited;

@@ -106,6 +106,8 @@ BEGIN
             -- enable_nestloop off an IN would hash a scan of every breaker).
             WHERE b.queue = ANY (ARRAY(SELECT DISTINCT d.queue FROM done AS d))
               AND b.half_open_at <= p_now
+              -- Planned away while no queue has a control (docs/adr/0094).
+              AND backoff._queues_held()
         )
         SELECT array_agg(d.id), array_agg(d.queue) INTO v_ids, v_qs FROM done AS d;
         v_n := coalesce(cardinality(v_ids), 0);

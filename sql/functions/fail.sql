@@ -106,13 +106,16 @@ BEGIN
         -- The queue's circuit breaker counts retryable failures only
         -- (docs/adr/0059): a job refused as bad input says nothing about the
         -- downstream, and counting it let any producer hold the breaker
-        -- open. One primary-key probe of backoff.queues when it has none.
-        SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
-        INTO v_failures, v_window, v_cooldown
-        FROM backoff.queues AS q
-        WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL AND p_retryable;
-        IF FOUND THEN
-            PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
+        -- open. One primary-key probe of backoff.queues, and none while no
+        -- queue has a control (backoff._queues_held, docs/adr/0094).
+        IF p_retryable AND backoff._queues_held() THEN
+            SELECT q.breaker_failures, q.breaker_window, q.breaker_cooldown
+            INTO v_failures, v_window, v_cooldown
+            FROM backoff.queues AS q
+            WHERE q.name = v_job.queue AND q.breaker_failures IS NOT NULL;
+            IF FOUND THEN
+                PERFORM backoff._breaker_failure(v_job.queue, v_failures, v_window, v_cooldown, p_now);
+            END IF;
         END IF;
     ELSE
         PERFORM backoff._raise_fencing_error('fail', p_job_id, p_attempt);

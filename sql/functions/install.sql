@@ -41,6 +41,7 @@
 {{ template "stop_waiting.sql" . }}
 {{ template "_current_segment.sql" . }}
 {{ template "_moves_out.sql" . }}
+{{ template "_queues_held.sql" . }}
 {{ template "_move_to_current_segment.sql" . }}
 {{ template "_take_dedupe_key.sql" . }}
 {{ template "_moved_away.sql" . }}

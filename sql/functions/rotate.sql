@@ -26,6 +26,8 @@
 --    the tries of the call: the older ones are those such a transaction
 --    holds, and each try would stall their statements again. Only at READ
 --    COMMITTED: see below.
+-- It also publishes that no queue has a control any more, once none has
+-- (backoff._sync_queues_held, docs/adr/0094).
 -- One call at a time: a call that finds another one running does nothing.
 -- Each call is recorded for backoff.liveness (docs/adr/0079), with the
 -- worker that names itself in p_worker (the Workers do, beside each reap,
@@ -112,6 +114,8 @@ BEGIN
     IF backoff._current_segment() IS DISTINCT FROM v_cur THEN
         PERFORM backoff._publish_current_segment(v_cur);
     END IF;
+    -- Whether some queue has a control: false once none has (docs/adr/0094).
+    PERFORM backoff._sync_queues_held();
 
     -- 2. Move what is left behind, in batches.
     FOR v_seg IN SELECT 0::smallint UNION ALL (SELECT s.segment FROM backoff.segments AS s WHERE s.segment <> v_cur ORDER BY 1) LOOP

@@ -82,7 +82,10 @@ GRANT SELECT ON backoff.queue_moves, backoff.moved_jobs TO backoff_admin;
 -- column default and the row-level security policies call (version 5 has
 -- them with the same signatures; its install replaces them), so that none
 -- added since is left behind, undo the schema changes, then install
--- migration 005's functions and privileges.
+-- migration 005's functions and privileges. First the triggers that call
+-- one of them.
+DROP TRIGGER queues_held_on_insert ON backoff.queues;
+DROP TRIGGER queues_held_on_update ON backoff.queues;
 DO $$
 DECLARE
     v_fn pg_catalog.regprocedure;

@@ -318,10 +318,11 @@ var (
 	claimUpdateRe = regexp.MustCompile(`(?i)\bUPDATE\s+backoff\.jobs\s+AS\s+j\s+SET\s+status\s*=\s*'running'`)
 	claimLimitRe  = regexp.MustCompile(`(?i)\bLIMIT\s+(\w+)\s+FOR\s+UPDATE\s+SKIP\s+LOCKED\b`)
 	spacesRe      = regexp.MustCompile(`\s+`)
-	// The fast statement's probe of backoff.queues (docs/adr/0045): claim
+	// The fast statement's probe of backoff.queues (docs/adr/0045; planned
+	// away while no queue has a control, docs/adr/0094): claim
 	// leaves a paused queue and a queue under controls to
 	// backoff._claim_controlled, whose copies have no such probe.
-	queueProbeRe = regexp.MustCompile(`(?i)\s*\bAND\s+NOT\s+EXISTS\s*\(\s*SELECT\s+FROM\s+backoff\.queues\s+AS\s+q\b`)
+	queueProbeRe = regexp.MustCompile(`(?i)\s*\bAND\s+NOT\s+\(\s*backoff\._queues_held\(\)\s+AND\s+EXISTS\s*\(\s*SELECT\s+FROM\s+backoff\.queues\s+AS\s+q\b`)
 )
 
 // claimCopy is one copy of the claim statement, normalized: comments gone,
