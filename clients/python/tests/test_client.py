@@ -12,7 +12,7 @@ from conftest import FakeClock, job_row
 from psycopg_pool import ConnectionPool
 
 import pgbackoff
-from pgbackoff import Client, NewJob
+from pgbackoff import Client, Graph, NewJob
 
 UNICODE = {"to": "zoë@例え.jp", "subject": "Grüße ✓ 🎉", "lines": ["ä", "\u00e9", "\u2603"], "n": 1}
 
@@ -209,12 +209,19 @@ def test_stats_and_replay_dead_letters(client: Client) -> None:
     (stats,) = client.stats(window=dt.timedelta(minutes=15))
     assert stats.queue == "emails"
     assert (stats.pending, stats.running, stats.dead_lettered, stats.due, stats.dead_letters) == (1, 0, 2, 1, 2)
+    assert (stats.expired, stats.paused, stats.blocked) == (0, False, 0)
 
     outcomes = client.replay_dead_letters("emails")
     assert [(o.job_id, o.replayed) for o in outcomes] == [(jobs[0].id, True), (jobs[1].id, True)]
     (stats,) = client.stats()
     assert stats.pending == 3 and stats.dead_lettered == 0
     assert sorted(ids) == sorted([j.id for j in client.claim("emails", 3)])
+
+    # A job that waits for another is blocked.
+    client.enqueue_graph(Graph().add("parent", "emails").add("child", "emails", depends_on=["parent"]))
+    client.pause_queue("emails")
+    (stats,) = client.stats()
+    assert (stats.blocked, stats.expired, stats.paused) == (1, 0, True)
 
 
 def test_operator_reads(client: Client) -> None:

@@ -577,7 +577,8 @@ export class Client {
     const rows = await this.run(
       op,
       "SELECT queue, pending, running, retrying, completed, dead_lettered, cancelled, due, " +
-        `coalesce(extract(epoch FROM oldest_due_age) * 1000, 0)::float8 AS oldest_due_ms, retries, dead_letters FROM ${sql}`,
+        `coalesce(extract(epoch FROM oldest_due_age) * 1000, 0)::float8 AS oldest_due_ms, retries, dead_letters, ` +
+        `expired, paused, blocked FROM ${sql}`,
       values,
     );
     return rows.map((r) => ({
@@ -592,6 +593,9 @@ export class Client {
       oldestDueAgeMs: Number(r.oldest_due_ms),
       retries: Number(r.retries),
       deadLetters: Number(r.dead_letters),
+      expired: Number(r.expired),
+      paused: r.paused === true,
+      blocked: Number(r.blocked),
     }));
   }
 

@@ -139,6 +139,12 @@ export interface QueueStats {
   retries: number;
   /** Jobs dead-lettered within the window. */
   deadLetters: number;
+  /** Running jobs whose lease has ended: work a stopped worker stranded, until a reap settles it. */
+  expired: number;
+  /** Whether the queue is paused (backoff.pause_queue). */
+  paused: boolean;
+  /** Jobs waiting for the jobs they depend on (docs/workflows.md). */
+  blocked: number;
 }
 
 /** The live state of a queue's controls (backoff.queue_state). */

@@ -378,8 +378,20 @@ describe("operator calls", () => {
       oldestDueAgeMs: row!.oldestDueAgeMs,
       retries: 0,
       deadLetters: 1,
+      expired: 0,
+      paused: false,
+      blocked: 0,
     });
     assert.ok(row!.oldestDueAgeMs >= 0);
+    // A job that waits for another is blocked.
+    await c.enqueueGraph([
+      { ref: "parent", queue: q },
+      { ref: "child", queue: q, dependsOn: ["parent"] },
+    ]);
+    await c.pauseQueue(q);
+    const later = (await c.stats()).find((s) => s.queue === q);
+    assert.deepEqual([later!.blocked, later!.expired, later!.paused], [1, 0, true]);
+    await c.resumeQueue(q);
 
     const replayed = await c.replay(dead!);
     assert.equal(replayed.status, "pending");

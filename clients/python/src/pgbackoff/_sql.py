@@ -416,7 +416,10 @@ def prune(older_than: Duration, limit: int | None, now: dt.datetime | None) -> C
 
 
 def stats(window: Duration | None, now: dt.datetime | None) -> Call[list[QueueStats]]:
-    cols = "queue, pending, running, retrying, completed, dead_lettered, cancelled, due, oldest_due_age, retries, dead_letters"
+    cols = (
+        "queue, pending, running, retrying, completed, dead_lettered, cancelled, due, oldest_due_age, retries, dead_letters, "
+        "expired, paused, blocked"
+    )
     params: tuple[Any, ...]
     if window is None:
         sql, params = f"SELECT {cols} FROM backoff.stats(p_now => %s::timestamptz)", (now,)

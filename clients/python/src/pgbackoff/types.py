@@ -135,6 +135,13 @@ class QueueStats:
     retries: int
     #: Jobs dead-lettered within the window.
     dead_letters: int
+    #: Running jobs whose lease has ended: work a stopped worker stranded,
+    #: until a reap settles it.
+    expired: int
+    #: Whether the queue is paused (backoff.pause_queue).
+    paused: bool
+    #: Jobs waiting for the jobs they depend on (docs/workflows.md).
+    blocked: int
 
 
 @dataclass(frozen=True)
