@@ -234,12 +234,16 @@ func TestDatabaseAway(t *testing.T) {
 }
 
 // TestQueryTimeout: a page whose database calls outlast QueryTimeout
-// answers 503 with the banner.
+// answers 503 with a banner that names the timeout, not an unreachable
+// database.
 func TestQueryTimeout(t *testing.T) {
 	srv, _ := serve(t, testdb.NewURL(t), webui.Options{QueryTimeout: time.Nanosecond})
 	code, body, _ := get(t, http.DefaultClient, srv.URL+"/")
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	require.Contains(t, body, `id="banner" class="banner" >the database cannot be reached`)
+	require.Contains(t, body, `id="banner" class="banner" >the database did not answer within the page&#39;s query timeout (1ns)`)
+	code, body, _ = get(t, http.DefaultClient, srv.URL+"/overview/table")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, `data-banner="the database did not answer within the page&#39;s query timeout (1ns)`)
 }
 
 // TestMountedUnderPrefix: an application mounts the handler at /ops.

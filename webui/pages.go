@@ -173,7 +173,7 @@ func (h *Handler) overviewTable(w http.ResponseWriter, r *http.Request) {
 	d, err := h.overviewData(r)
 	status := http.StatusOK
 	if err != nil {
-		status, d.Banner = classify(err)
+		status, d.Banner = h.classify(err)
 	}
 	if h.opts.AllowActions {
 		d.CSRF = h.csrfToken(w, r)

@@ -181,7 +181,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg s
 // failErr maps a client error to a page: bad input 4xx, a missing right
 // 403, an unreachable database 503 with the banner, anything else 500.
 func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
-	status, msg := classify(err)
+	status, msg := h.classify(err)
 	if status >= 500 && !errors.Is(err, context.Canceled) { // canceled: the browser left
 		h.opts.Logger.Error("webui", "path", r.URL.Path, "err", err)
 	}
@@ -193,7 +193,7 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // classify says what an error from the client means for the operator.
-func classify(err error) (int, string) {
+func (h *Handler) classify(err error) (int, string) {
 	var pgErr *pgconn.PgError
 	detail := err.Error()
 	if errors.As(err, &pgErr) {
@@ -209,6 +209,11 @@ func classify(err error) (int, string) {
 		return http.StatusBadRequest, "invalid input: " + detail
 	case errors.Is(err, client.ErrInvalidTransition), errors.Is(err, client.ErrStaleAttempt):
 		return http.StatusConflict, "not possible in the job's current state: " + detail
+	case errors.Is(err, context.DeadlineExceeded):
+		// The page's own deadline: its queries ran longer, or the
+		// connection could not be made in time; both read the same here.
+		return http.StatusServiceUnavailable, fmt.Sprintf("the database did not answer within the page's query timeout (%s): "+
+			"it is busy or slow, or it cannot be reached. The page recovers by itself when it answers again.", h.opts.QueryTimeout)
 	case client.IsConnectionError(err):
 		return http.StatusServiceUnavailable, "the database cannot be reached: " + err.Error() +
 			". The page recovers by itself when it is back."
