@@ -1,7 +1,7 @@
 -- pgbackoff 0.1.0: the whole SQL in one file, generated from sql/migrations.
 -- Install: psql -v ON_ERROR_STOP=1 -1 -f dist/backoff.sql "$DATABASE_URL"
 -- Do not edit: run `make generate` after changing sql/.
--- Sources: sha256 67394c4c06e67484327fb81bf83a9479a06aeee3613fef731ce9cb2efcdd29ed
+-- Sources: sha256 fc167ed5e6e0806ae1dfa00926eb0369f858cfbceba9c370ed0c32d56d76cd3c
 
 CREATE SCHEMA backoff;
 
@@ -16335,6 +16335,27 @@ Example:
 SELECT backoff.wait_for_jobs(''emails'', ''worker-1'');
 SELECT backoff.stop_waiting(''emails'', ''worker-1'');  -- true';
 
+-- backoff._publish_constant(function, returns, body): replace
+-- backoff.<function>() with an IMMUTABLE SQL function whose body (SELECT
+-- of a literal) is an answer read from the tables: the one way the
+-- functions publish such an answer (backoff._current_segment,
+-- backoff._moves_out, backoff._queues_held). The planner folds the call
+-- into a constant, and replacing the function invalidates every cached
+-- plan that folded it, in every session (docs/adr/0061). The callers say
+-- when to publish and serialize their publishers. Private.
+CREATE OR REPLACE FUNCTION backoff._publish_constant(p_function text, p_returns text, p_body text)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    EXECUTE pg_catalog.format(
+        'CREATE OR REPLACE FUNCTION backoff.%I() RETURNS %s LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+        p_function, p_returns, p_body);
+END
+$$;
+
 -- backoff._current_segment(): the live segment of backoff.jobs that takes
 -- new jobs now (docs/adr/0061), the one rule for "where does a live job
 -- go" and "where does a claim look": the DEFAULT of backoff.jobs.segment
@@ -16366,10 +16387,7 @@ BEGIN
         RAISE EXCEPTION 'current segment must be 1 or more, got "%"', coalesce(p_segment::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE FUNCTION backoff._current_segment() RETURNS smallint '
-        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        pg_catalog.format('SELECT %s::smallint', p_segment));
+    PERFORM backoff._publish_constant('_current_segment', 'smallint', pg_catalog.format('SELECT %s::smallint', p_segment));
 END
 $$;
 
@@ -16392,9 +16410,7 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE FUNCTION backoff._moves_out() RETURNS boolean '
-        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+    PERFORM backoff._publish_constant('_moves_out', 'boolean',
         CASE WHEN EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out')
              THEN 'SELECT true' ELSE 'SELECT false' END);
 END
@@ -16447,10 +16463,7 @@ BEGIN
         RAISE EXCEPTION 'queues held must be true or false, got NULL'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE FUNCTION backoff._queues_held() RETURNS boolean '
-        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        CASE WHEN p_held THEN 'SELECT true' ELSE 'SELECT false' END);
+    PERFORM backoff._publish_constant('_queues_held', 'boolean', CASE WHEN p_held THEN 'SELECT true' ELSE 'SELECT false' END);
 END
 $$;
 

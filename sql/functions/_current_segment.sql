@@ -29,10 +29,7 @@ BEGIN
         RAISE EXCEPTION 'current segment must be 1 or more, got "%"', coalesce(p_segment::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE FUNCTION backoff._current_segment() RETURNS smallint '
-        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        pg_catalog.format('SELECT %s::smallint', p_segment));
+    PERFORM backoff._publish_constant('_current_segment', 'smallint', pg_catalog.format('SELECT %s::smallint', p_segment));
 END
 $$;
 

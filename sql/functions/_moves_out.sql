@@ -15,9 +15,7 @@ VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE FUNCTION backoff._moves_out() RETURNS boolean '
-        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
+    PERFORM backoff._publish_constant('_moves_out', 'boolean',
         CASE WHEN EXISTS (SELECT FROM backoff.queue_moves AS m WHERE m.direction = 'out')
              THEN 'SELECT true' ELSE 'SELECT false' END);
 END

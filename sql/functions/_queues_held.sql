@@ -43,10 +43,7 @@ BEGIN
         RAISE EXCEPTION 'queues held must be true or false, got NULL'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    EXECUTE pg_catalog.format(
-        'CREATE OR REPLACE FUNCTION backoff._queues_held() RETURNS boolean '
-        'LANGUAGE sql IMMUTABLE PARALLEL SAFE AS %L',
-        CASE WHEN p_held THEN 'SELECT true' ELSE 'SELECT false' END);
+    PERFORM backoff._publish_constant('_queues_held', 'boolean', CASE WHEN p_held THEN 'SELECT true' ELSE 'SELECT false' END);
 END
 $$;
 

@@ -39,6 +39,7 @@
 {{ template "job.sql" . }}
 {{ template "wait_for_jobs.sql" . }}
 {{ template "stop_waiting.sql" . }}
+{{ template "_publish_constant.sql" . }}
 {{ template "_current_segment.sql" . }}
 {{ template "_moves_out.sql" . }}
 {{ template "_queues_held.sql" . }}
